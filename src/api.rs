@@ -1,0 +1,180 @@
+//! The SQL-callable API (contract section 3). Each function validates its
+//! arguments (section 6) before touching anything, then hands over to
+//! `lease.rs`. Writers are SECURITY DEFINER with a pinned search_path
+//! (section 7); arguments are never spliced into SQL.
+
+use crate::input;
+use crate::lease;
+use crate::plans;
+use crate::queries;
+use crate::worker;
+use pgrx::prelude::*;
+use std::ffi::{c_char, c_int, CString};
+
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn le_try_acquire(key: Option<&str>, id: Option<&str>, ttl: Option<Interval>) -> bool {
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::ttl(ttl);
+    lease::try_acquire(key, id, ttl)
+}
+
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn le_renew(key: Option<&str>, id: Option<&str>, ttl: default!(Option<Interval>, "NULL")) -> bool {
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::optional_ttl(ttl);
+    lease::renew(key, id, ttl)
+}
+
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn le_release(key: Option<&str>, id: Option<&str>) -> bool {
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    lease::release(key, id)
+}
+
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(@extschema@, pg_temp)]
+fn le_leader(key: Option<&str>) -> Option<String> {
+    let key = input::name("key", key);
+    lease::leader(key)
+}
+
+/// True when the background worker runs and serves this database.
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(@extschema@, pg_temp)]
+fn le_worker_running() -> bool {
+    plans::run(
+        queries::WORKER_RUNNING,
+        &[worker::BACKEND_TYPE.into()],
+        |t| {
+            t.first()
+                .get_one::<bool>()
+                .expect("exists")
+                .unwrap_or(false)
+        },
+    )
+}
+
+// le_assert_leader raises its own SQLSTATE, which pgrx's error path cannot
+// carry (it maps unknown codes to XX000). So it is a plain V1 C function:
+// all Rust work runs inside a guarded inner function, and only the final
+// ereport happens out here, where no Rust frame is left to unwind.
+extension_sql!(
+    r#"
+CREATE FUNCTION le_assert_leader(key text, id text, term bigint DEFAULT NULL)
+RETURNS bigint
+VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = @extschema@, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_assert_leader_c';
+"#,
+    name = "le_assert_leader",
+    requires = ["schema"],
+);
+
+/// SQLSTATE of le_assert_leader's refusal: `LE001` (class LE, leaderlock).
+const NOT_LEADER_SQLSTATE: &[u8; 5] = b"LE001";
+
+const fn make_sqlstate(s: &[u8; 5]) -> c_int {
+    let mut code = 0;
+    let mut i = 0;
+    while i < 5 {
+        code |= ((s[i] - b'0') as c_int & 0x3F) << (6 * i);
+        i += 1;
+    }
+    code
+}
+
+unsafe extern "C-unwind" {
+    fn errstart(elevel: c_int, domain: *const c_char) -> bool;
+    fn errcode(sqlerrcode: c_int) -> c_int;
+    fn errmsg(fmt: *const c_char, ...) -> c_int;
+    fn errhint(fmt: *const c_char, ...) -> c_int;
+    fn errfinish(filename: *const c_char, lineno: c_int, funcname: *const c_char);
+}
+
+#[repr(C)]
+struct AssertOutcome {
+    term: i64,
+    /// palloc'd refusal message, or null when `term` holds the answer.
+    refusal: *mut c_char,
+}
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_le_assert_leader_c() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// # Safety
+/// Called by PostgreSQL's fmgr with a valid `fcinfo` of three arguments.
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub unsafe extern "C-unwind" fn le_assert_leader_c(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    let outcome = unsafe { assert_leader_guarded(fcinfo) };
+    if outcome.refusal.is_null() {
+        return pg_sys::Datum::from(outcome.term);
+    }
+    unsafe {
+        if errstart(PgLogLevel::ERROR as c_int, std::ptr::null()) {
+            errcode(make_sqlstate(NOT_LEADER_SQLSTATE));
+            errmsg(c"%s".as_ptr(), outcome.refusal);
+            errhint(c"Stop acting as leader; call le_try_acquire to run for a new term.".as_ptr());
+            errfinish(
+                c"api.rs".as_ptr(),
+                line!() as c_int,
+                c"le_assert_leader".as_ptr(),
+            );
+        }
+    }
+    unreachable!("ereport(ERROR) does not return")
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn assert_leader_guarded(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> AssertOutcome {
+    let (key, id, term) = unsafe {
+        (
+            pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 0),
+            pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 1),
+            pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 2),
+        )
+    };
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let term = input::term(term);
+    match lease::assert_leader(key, id, term) {
+        Ok(term) => AssertOutcome {
+            term,
+            refusal: std::ptr::null_mut(),
+        },
+        Err(refusal) => {
+            let message = CString::new(refusal.message())
+                .unwrap_or_else(|_| c"leaderlock: not the leader".into());
+            AssertOutcome {
+                term: 0,
+                refusal: unsafe { pg_sys::pstrdup(message.as_ptr()) },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    #[test]
+    fn sqlstate_encoding_matches_postgres() {
+        // ERRCODE_INVALID_PARAMETER_VALUE is MAKE_SQLSTATE('2','2','0','2','3')
+        assert_eq!(
+            super::make_sqlstate(b"22023"),
+            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32
+        );
+    }
+}

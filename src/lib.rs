@@ -1,0 +1,48 @@
+//! leaderlock: leader election inside PostgreSQL.
+//!
+//! Modules: `api` (SQL-callable functions), `lease` (state transitions),
+//! `worker` (background worker), `notify` (LISTEN/NOTIFY payloads),
+//! `settings` (GUCs), `input` (argument validation), `queries` (all SQL
+//! text), `plans` (SPI plan cache), `wakeup` (shared memory to wake the
+//! worker early).
+
+use pgrx::prelude::*;
+
+mod api;
+mod input;
+mod lease;
+mod notify;
+mod plans;
+mod queries;
+mod settings;
+mod wakeup;
+mod worker;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+::pgrx::pg_module_magic!(name, version);
+
+extension_sql_file!("schema.sql", name = "schema", bootstrap);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::init();
+    // The worker and the shared memory that wakes it exist only when
+    // preloaded; otherwise expiry is lazy (contract 1).
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        wakeup::init();
+        worker::register();
+    }
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

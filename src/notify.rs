@@ -1,0 +1,151 @@
+//! Notifications on channel `leaderlock` (contract section 4).
+//!
+//! Payloads are built with serde_json, so they are valid JSON whatever key
+//! and id hold. They are queued with `pg_notify` in the transaction making
+//! the change, so PostgreSQL delivers them only if it commits. With keys and
+//! ids capped at 255 bytes, even the worst case (every byte a control
+//! character, escaped to six) stays under the 8000-byte payload limit.
+
+use pgrx::prelude::*;
+use serde::Serialize;
+
+pub const CHANNEL: &str = "leaderlock";
+
+/// A leadership change. Times are server `TimestampTz` microseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<'a> {
+    Acquired {
+        key: &'a str,
+        holder: &'a str,
+        term: i64,
+        at: i64,
+        previous_holder: Option<&'a str>,
+        expires_at: i64,
+    },
+    Released {
+        key: &'a str,
+        holder: &'a str,
+        term: i64,
+        at: i64,
+    },
+    Expired {
+        key: &'a str,
+        holder: &'a str,
+        term: i64,
+        at: i64,
+        expires_at: i64,
+    },
+}
+
+#[derive(Serialize)]
+struct Payload<'a> {
+    event: &'static str,
+    key: &'a str,
+    holder: &'a str,
+    term: i64,
+    at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_holder: Option<Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+}
+
+impl Event<'_> {
+    /// The JSON payload: `{"event","key","holder","term","at",...}`.
+    pub fn payload(&self) -> String {
+        let p = match *self {
+            Event::Acquired {
+                key,
+                holder,
+                term,
+                at,
+                previous_holder,
+                expires_at,
+            } => Payload {
+                event: "acquired",
+                key,
+                holder,
+                term,
+                at: rfc3339(at),
+                // present, and null when there was no previous holder
+                previous_holder: Some(previous_holder),
+                expires_at: Some(rfc3339(expires_at)),
+            },
+            Event::Released {
+                key,
+                holder,
+                term,
+                at,
+            } => Payload {
+                event: "released",
+                key,
+                holder,
+                term,
+                at: rfc3339(at),
+                previous_holder: None,
+                expires_at: None,
+            },
+            Event::Expired {
+                key,
+                holder,
+                term,
+                at,
+                expires_at,
+            } => Payload {
+                event: "expired",
+                key,
+                holder,
+                term,
+                at: rfc3339(at),
+                previous_holder: None,
+                expires_at: Some(rfc3339(expires_at)),
+            },
+        };
+        serde_json::to_string(&p).expect("a payload of strings and integers always serializes")
+    }
+
+    /// Queues the notification in the current transaction.
+    pub fn send(&self) {
+        let payload = self.payload();
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::pg_notify,
+                &[CHANNEL.into_datum(), payload.as_str().into_datum()],
+            );
+        }
+    }
+}
+
+/// Microseconds since 2000-01-01 00:00:00 UTC (PostgreSQL's epoch) as an
+/// RFC 3339 UTC timestamp with microseconds, e.g. `2026-11-22T11:25:03.123456Z`.
+pub fn rfc3339(pg_micros: i64) -> String {
+    const MICROS_PER_DAY: i64 = 86_400_000_000;
+    // days from 1970-01-01 to 2000-01-01
+    const PG_EPOCH_DAYS: i64 = 10_957;
+    let days = pg_micros.div_euclid(MICROS_PER_DAY) + PG_EPOCH_DAYS;
+    let in_day = pg_micros.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days);
+    let secs = in_day / 1_000_000;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        in_day % 1_000_000
+    )
+}
+
+/// Gregorian (year, month, day) of a count of days since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}

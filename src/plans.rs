@@ -1,0 +1,54 @@
+//! Runs the statements of `queries.rs` through SPI with plans prepared once
+//! per backend and kept, so a call costs an execution, not a parse and plan.
+//!
+//! Kept plans are revalidated by PostgreSQL's plan cache, so they follow a
+//! dropped and re-created extension or a changed search_path on their own.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::PgOid;
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+thread_local! {
+    static PLANS: RefCell<HashMap<&'static str, OwnedPreparedStatement>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Executes `sql` with `args` and hands the result rows to `read`, inside
+/// one SPI connection. The argument types of the first call fix the plan's
+/// parameter types, so callers always pass the same types per statement.
+pub fn run<R>(
+    sql: &'static str,
+    args: &[DatumWithOid<'_>],
+    read: impl FnOnce(SpiTupleTable<'_>) -> R,
+) -> R {
+    Spi::connect_mut(|client| {
+        let table = execute(client, sql, args);
+        read(table)
+    })
+}
+
+fn execute<'conn>(
+    client: &mut SpiClient<'conn>,
+    sql: &'static str,
+    args: &[DatumWithOid<'_>],
+) -> SpiTupleTable<'conn> {
+    let cached = PLANS.with(|plans| plans.borrow().contains_key(sql));
+    if !cached {
+        let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+        let plan = client
+            .prepare_mut(sql, &types)
+            .unwrap_or_else(|e| panic!("leaderlock: cannot prepare statement: {e}"))
+            .keep();
+        PLANS.with(|plans| plans.borrow_mut().insert(sql, plan));
+    }
+    PLANS.with(|plans| {
+        let plans = plans.borrow();
+        let plan = plans.get(sql).expect("plan was just cached");
+        client
+            .update(plan, None, args)
+            .unwrap_or_else(|e| panic!("leaderlock: statement failed: {e}"))
+    })
+}

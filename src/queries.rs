@@ -1,0 +1,97 @@
+//! Every SQL statement the extension runs, in one place.
+//!
+//! All of them take their values as bind parameters; none is ever built from
+//! user input. Table names are unqualified: the functions run with a pinned
+//! `search_path` (`@extschema@, pg_temp`), and the worker resolves the
+//! extension's schema the same way (see `worker.rs`).
+//!
+//! Row locks are always taken with `SKIP LOCKED` where the contract says a
+//! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
+//! so a rival that merely tries never blocks the holder.
+
+/// Snapshot read of a lease, without locking it. `$1` key.
+pub const READ_LEASE: &str = "SELECT holder, term, expires_at FROM leaderlock WHERE key = $1";
+
+/// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
+/// its own. Returns no row when the lease is absent, held live by someone
+/// else, or locked by another transaction. `$1` key, `$2` id.
+pub const LOCK_ACQUIRABLE: &str = "SELECT holder, term, expires_at FROM leaderlock \
+     WHERE key = $1 \
+       AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
+     FOR NO KEY UPDATE SKIP LOCKED";
+
+/// Lock a lease live-held by `$2`. No row when it is not, or when another
+/// transaction holds the row locked. `$1` key, `$2` id.
+pub const LOCK_OWN: &str = "SELECT term, expires_at, ttl FROM leaderlock \
+     WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
+     FOR NO KEY UPDATE SKIP LOCKED";
+
+/// First acquisition of a brand-new key (term 1). May wait only for a
+/// concurrent inserter of the same key, as contract 3.1 allows.
+/// `$1` key, `$2` id, `$3` now, `$4` expires_at, `$5` ttl.
+pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
+       (key, holder, term, acquired_at, renewed_at, expires_at, ttl) \
+     VALUES ($1, $2, 1, $3, $3, $4, $5) \
+     ON CONFLICT (key) DO NOTHING \
+     RETURNING term";
+
+/// A new tenure on a locked row: vacant or lapsed before.
+/// `$1` key, `$2` id, `$3` now, `$4` expires_at, `$5` ttl.
+pub const START_TERM: &str = "UPDATE leaderlock \
+        SET holder = $2, term = term + 1, acquired_at = $3, renewed_at = $3, \
+            expires_at = $4, ttl = $5 \
+      WHERE key = $1 \
+  RETURNING term";
+
+/// Extend a live lease on a locked row, same term.
+/// `$1` key, `$2` now, `$3` expires_at, `$4` ttl.
+pub const EXTEND: &str =
+    "UPDATE leaderlock SET renewed_at = $2, expires_at = $3, ttl = $4 WHERE key = $1";
+
+/// Release a locked, live lease: vacant, term kept. `$1` key, `$2` now.
+pub const VACATE: &str = "UPDATE leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
+
+/// Fencing: share-lock the row until the caller's transaction ends, so no
+/// takeover (an UPDATE) can commit meanwhile. Waits for in-flight writers,
+/// which are short, to get a true answer. `$1` key.
+pub const SHARE_LOCK_LEASE: &str =
+    "SELECT holder, term, expires_at FROM leaderlock WHERE key = $1 FOR SHARE";
+
+/// The live holder of `$1` at `$2`.
+pub const LIVE_HOLDER: &str =
+    "SELECT holder FROM leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+
+/// Whether the background worker is connected to the current database.
+pub const WORKER_RUNNING: &str = "SELECT EXISTS ( \
+       SELECT 1 FROM pg_catalog.pg_stat_activity \
+        WHERE backend_type = $1 \
+          AND datid = (SELECT oid FROM pg_catalog.pg_database \
+                        WHERE datname = pg_catalog.current_database()))";
+
+/// Worker: turn up to `$2` leases lapsed at `$1` vacant, oldest first,
+/// skipping rows other transactions hold locked, and report each one with
+/// its departing holder. Found through the partial index on expires_at.
+pub const EXPIRE_LAPSED: &str = "WITH lapsed AS ( \
+         SELECT key, holder FROM leaderlock \
+          WHERE holder IS NOT NULL AND expires_at <= $1 \
+          ORDER BY expires_at \
+          LIMIT $2 \
+            FOR NO KEY UPDATE SKIP LOCKED \
+     ) \
+     UPDATE leaderlock l SET holder = NULL \
+       FROM lapsed \
+      WHERE l.key = lapsed.key \
+  RETURNING l.key, lapsed.holder, l.term, l.expires_at";
+
+/// Worker: the earliest expiry among held leases (an index probe). Lapsed
+/// rows the last check had to skip show up here as already past.
+pub const NEXT_EXPIRY: &str = "SELECT min(expires_at) FROM leaderlock WHERE holder IS NOT NULL";
+
+/// Worker: the extension's schema, quoted for a search_path. `$1` its OID.
+pub const EXTENSION_SCHEMA: &str = "SELECT pg_catalog.quote_ident(n.nspname) \
+       FROM pg_catalog.pg_extension e \
+       JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+      WHERE e.oid = $1";
+
+/// Worker: resolve the unqualified names above in the extension's schema.
+pub const SET_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', $1, false)";

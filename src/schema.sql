@@ -1,0 +1,35 @@
+-- leaderlock schema: the lease table, its status view and privileges.
+-- Contract sections 2, 3 (view) and 7.
+
+CREATE TABLE leaderlock (
+    key         text PRIMARY KEY,
+    holder      text,                 -- NULL when vacant (released, or expired by the worker)
+    term        bigint NOT NULL,      -- fencing token: +1 on every new tenure, never reused
+    acquired_at timestamptz,          -- start of the current term
+    renewed_at  timestamptz,          -- last successful acquire or renew
+    expires_at  timestamptz,          -- renewed_at + ttl
+    ttl         interval              -- ttl of the last acquire or renew
+);
+
+-- The worker finds lapsed leases, and the next expiry, through this index only.
+CREATE INDEX leaderlock_expires_at_idx ON leaderlock (expires_at) WHERE holder IS NOT NULL;
+
+-- Terms must survive pg_dump/restore too, so the rows are part of the dump.
+SELECT pg_catalog.pg_extension_config_dump('leaderlock', '');
+
+-- One clock reading per row keeps state and remaining consistent.
+CREATE VIEW leaderlock_status AS
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
+       CASE WHEN l.holder IS NULL THEN 'vacant'
+            WHEN l.expires_at > c.now THEN 'held'
+            ELSE 'lapsed' END AS state,
+       CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
+            THEN l.expires_at - c.now END AS remaining
+  FROM leaderlock l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+
+-- Readable by all; written only through the SECURITY DEFINER functions.
+REVOKE ALL ON leaderlock FROM PUBLIC;
+GRANT SELECT ON leaderlock TO PUBLIC;
+REVOKE ALL ON leaderlock_status FROM PUBLIC;
+GRANT SELECT ON leaderlock_status TO PUBLIC;

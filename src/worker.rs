@@ -1,0 +1,211 @@
+//! The background worker (contract section 5): turns lapsed leases vacant
+//! and announces each with an `expired` notification, in one transaction.
+//!
+//! It sleeps until the next expiry (an index probe finds it), capped by
+//! `leaderlock.naptime`, and is woken early by a commit that sets an earlier
+//! expiry (`wakeup.rs`). An idle check is that one probe. Laid out after
+//! pg_cron's and worker_spi's main loops: standard `die`/reload signal
+//! handlers, latch waits that exit with the postmaster.
+
+use crate::lease;
+use crate::plans;
+use crate::queries;
+use crate::settings;
+use crate::wakeup;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
+use pgrx::prelude::*;
+use std::ffi::c_int;
+use std::time::Duration;
+
+/// The worker's name, and its `backend_type` in pg_stat_activity.
+pub const BACKEND_TYPE: &str = "leaderlock worker";
+
+/// Most leases one transaction expires; more are taken by the next check
+/// right away.
+const BATCH: i64 = 1_000;
+
+/// First retry delay when lapsed leases had to be skipped because another
+/// transaction holds them locked; doubles up to the naptime.
+const LOCKED_RETRY_MS: i64 = 10;
+
+unsafe extern "C-unwind" {
+    // PostgreSQL's own handlers; pg_sys only exposes guarded wrappers.
+    fn die(signal: c_int);
+    fn SignalHandlerForConfigReload(signal: c_int);
+}
+
+/// Registers the worker; only possible while preloading.
+pub fn register() {
+    BackgroundWorkerBuilder::new(BACKEND_TYPE)
+        .set_type(BACKEND_TYPE)
+        .set_library("leaderlock")
+        .set_function("leaderlock_worker_main")
+        .enable_spi_access()
+        // Start on a hot standby too, to wait there for promotion.
+        .set_start_time(BgWorkerStartTime::ConsistentState)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// What the worker knows between checks.
+#[derive(Default)]
+struct State {
+    /// Extension OID in this database when last seen; None when absent.
+    extension: Option<pg_sys::Oid>,
+    /// Whether "not installed" was already logged since it was last present.
+    told_absent: bool,
+    told_standby: bool,
+    /// Current retry delay for locked lapsed rows, in ms (0: none pending).
+    locked_retry_ms: i64,
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn leaderlock_worker_main(_arg: pg_sys::Datum) {
+    unsafe {
+        pg_sys::pqsignal(pg_sys::SIGHUP as c_int, Some(SignalHandlerForConfigReload));
+        // Exit status 1 on SIGTERM, so that pg_terminate_backend gets the
+        // worker restarted (at shutdown the postmaster does not restart it).
+        pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(die));
+        pg_sys::BackgroundWorkerUnblockSignals();
+    }
+    let database = settings::database();
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    wakeup::register_worker();
+    log!("leaderlock worker started, serving database \"{database}\"");
+
+    let mut state = State::default();
+    loop {
+        reload_settings(&database);
+        wakeup::check_started();
+        let sleep_ms = check(&mut state);
+        wait(sleep_ms);
+    }
+}
+
+fn reload_settings(database: &str) {
+    unsafe {
+        if pg_sys::ConfigReloadPending != 0 {
+            pg_sys::ConfigReloadPending = 0;
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        }
+    }
+    let wanted = settings::database();
+    if wanted != database {
+        // A worker cannot switch databases: exit non-zero, the postmaster
+        // restarts it connected to the new one.
+        log!("leaderlock worker: leaderlock.database is now \"{wanted}\"; restarting");
+        unsafe { pg_sys::proc_exit(1) };
+    }
+}
+
+fn wait(sleep_ms: i64) {
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as c_int,
+            sleep_ms.max(0) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pg_sys::check_for_interrupts!();
+}
+
+/// One check. Returns how long to sleep, in milliseconds.
+fn check(state: &mut State) -> i64 {
+    let naptime = i64::from(settings::NAPTIME.get());
+
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        // Hot standby: write nothing, poll for promotion.
+        if !state.told_standby {
+            log!("leaderlock worker: server is in recovery; waiting for promotion");
+            state.told_standby = true;
+        }
+        return naptime.min(1_000);
+    }
+    if state.told_standby {
+        log!("leaderlock worker: server promoted; expiring leases");
+        state.told_standby = false;
+    }
+
+    let mut state = std::panic::AssertUnwindSafe(state);
+    BackgroundWorker::transaction(move || {
+        let state = &mut **state;
+        if !extension_ready(state) {
+            return naptime;
+        }
+        let now = lease::now();
+        let mut next = lease::next_expiry();
+        let mut expired_all = 0usize;
+        if next.is_some_and(|n| n <= now) {
+            let expired = lease::expire_lapsed(now, BATCH);
+            expired_all = expired.len();
+            if expired_all as i64 == BATCH {
+                return 0; // more are waiting: go again at once
+            }
+            next = lease::next_expiry();
+        }
+        sleep_after_check(state, next, expired_all, naptime)
+    })
+}
+
+/// Decides the sleep after a check, and tells backends when we will wake.
+fn sleep_after_check(state: &mut State, next: Option<i64>, expired: usize, naptime: i64) -> i64 {
+    let now = lease::now();
+    let sleep_ms = match next {
+        None => naptime,
+        Some(n) if n > now => {
+            state.locked_retry_ms = 0;
+            // Round up: waking before the expiry would find nothing to do.
+            ((n - now + 999) / 1000).min(naptime)
+        }
+        Some(_) => {
+            // Lapsed leases remain: locked by another transaction (retry with
+            // backoff) or lapsed during this check (retry at once).
+            if expired > 0 {
+                state.locked_retry_ms = 0;
+                0
+            } else {
+                state.locked_retry_ms = if state.locked_retry_ms == 0 {
+                    LOCKED_RETRY_MS
+                } else {
+                    (state.locked_retry_ms * 2).min(naptime)
+                };
+                state.locked_retry_ms
+            }
+        }
+    };
+    wakeup::sleeping_until(now + sleep_ms * 1000);
+    sleep_ms
+}
+
+/// Whether the extension is installed here; logs once when it is not, and
+/// points the search_path at its schema when it (re)appears.
+fn extension_ready(state: &mut State) -> bool {
+    let oid = unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
+    if oid == pg_sys::InvalidOid {
+        if !state.told_absent {
+            log!(
+                "leaderlock worker: extension \"leaderlock\" is not installed in database \"{}\"; \
+                 run CREATE EXTENSION leaderlock there (checking again every leaderlock.naptime)",
+                settings::database()
+            );
+            state.told_absent = true;
+        }
+        state.extension = None;
+        return false;
+    }
+    if state.extension != Some(oid) {
+        let schema = plans::run(queries::EXTENSION_SCHEMA, &[oid.into()], |t| {
+            t.first().get_one::<String>().expect("schema")
+        });
+        if let Some(schema) = schema {
+            plans::run(queries::SET_SEARCH_PATH, &[schema.as_str().into()], |_| ());
+            log!("leaderlock worker: extension found in schema {schema}");
+        }
+        state.extension = Some(oid);
+        state.told_absent = false;
+    }
+    true
+}
