@@ -10,9 +10,10 @@ use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 thread_local! {
-    static PLANS: RefCell<HashMap<&'static str, OwnedPreparedStatement>> =
+    static PLANS: RefCell<HashMap<&'static str, Rc<OwnedPreparedStatement>>> =
         RefCell::new(HashMap::new());
 }
 
@@ -35,20 +36,24 @@ fn execute<'conn>(
     sql: &'static str,
     args: &[DatumWithOid<'_>],
 ) -> SpiTupleTable<'conn> {
-    let cached = PLANS.with(|plans| plans.borrow().contains_key(sql));
-    if !cached {
-        let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
-        let plan = client
-            .prepare_mut(sql, &types)
-            .unwrap_or_else(|e| panic!("leaderlock: cannot prepare statement: {e}"))
-            .keep();
-        PLANS.with(|plans| plans.borrow_mut().insert(sql, plan));
-    }
-    PLANS.with(|plans| {
-        let plans = plans.borrow();
-        let plan = plans.get(sql).expect("plan was just cached");
-        client
-            .update(plan, None, args)
-            .unwrap_or_else(|e| panic!("leaderlock: statement failed: {e}"))
-    })
+    // The plan is cloned out of the cache before running, so a statement
+    // that re-enters this module (a nested call) never meets a held borrow.
+    let cached = PLANS.with(|plans| plans.borrow().get(sql).cloned());
+    let plan = match cached {
+        Some(plan) => plan,
+        None => {
+            let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+            let plan = Rc::new(
+                client
+                    .prepare_mut(sql, &types)
+                    .unwrap_or_else(|e| panic!("leaderlock: cannot prepare statement: {e}"))
+                    .keep(),
+            );
+            PLANS.with(|plans| plans.borrow_mut().insert(sql, Rc::clone(&plan)));
+            plan
+        }
+    };
+    client
+        .update(&*plan, None, args)
+        .unwrap_or_else(|e| panic!("leaderlock: statement failed: {e}"))
 }

@@ -1,1 +1,674 @@
-mod t {}
+//! `#[pg_test]` unit tests: every rule of contract sections 2, 3 and 6, run
+//! inside one backend. Several sessions, LISTEN/NOTIFY delivery and the
+//! worker are tested with real clients under `tests/`.
+
+use pgrx::prelude::*;
+
+#[pg_schema]
+mod tests {
+    use crate::lease;
+    use crate::notify::{rfc3339, Event};
+    use pgrx::pg_sys::panic::CaughtError;
+    use pgrx::prelude::*;
+
+    // ---- helpers ---------------------------------------------------------
+
+    fn bool_of(sql: &str) -> bool {
+        Spi::get_one::<bool>(sql).expect("query").expect("not null")
+    }
+
+    fn text_of(sql: &str) -> Option<String> {
+        Spi::get_one::<String>(sql).expect("query")
+    }
+
+    fn i64_of(sql: &str) -> i64 {
+        Spi::get_one::<i64>(sql).expect("query").expect("not null")
+    }
+
+    /// (holder, term, state) of a key from the status view.
+    fn lease_of(key: &str) -> (Option<String>, i64, String) {
+        Spi::connect(|c| {
+            let row = c
+                .select(
+                    "SELECT holder, term, state FROM leaderlock_status WHERE key = $1",
+                    None,
+                    &[key.into()],
+                )
+                .expect("select")
+                .first();
+            (
+                row.get::<String>(1).expect("holder"),
+                row.get::<i64>(2).expect("term").expect("term"),
+                row.get::<String>(3).expect("state").expect("state"),
+            )
+        })
+    }
+
+    /// The whole table as text, to show that something changed nothing.
+    fn table_image() -> String {
+        text_of("SELECT coalesce(string_agg(l::text, ';' ORDER BY key), '') FROM leaderlock l")
+            .unwrap_or_default()
+    }
+
+    fn sleep_ms(ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+
+    /// Runs `sql` in a subtransaction. Returns None when it succeeds, else
+    /// the SQLSTATE and message of its error (the subtransaction is rolled
+    /// back, as a client's failed statement would be).
+    fn error_of(sql: &str) -> Option<(PgSqlErrorCode, String)> {
+        let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+        unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+        PgTryBuilder::new(|| {
+            Spi::run(sql).expect("spi");
+            unsafe {
+                pg_sys::ReleaseCurrentSubTransaction();
+                pg_sys::MemoryContextSwitchTo(cxt);
+                pg_sys::CurrentResourceOwner = owner;
+            }
+            None
+        })
+        .catch_others(|e| {
+            unsafe {
+                pg_sys::MemoryContextSwitchTo(cxt);
+                pg_sys::RollbackAndReleaseCurrentSubTransaction();
+                pg_sys::MemoryContextSwitchTo(cxt);
+                pg_sys::CurrentResourceOwner = owner;
+            }
+            let report = match e {
+                CaughtError::PostgresError(r)
+                | CaughtError::ErrorReport(r)
+                | CaughtError::RustPanic { ereport: r, .. } => r,
+            };
+            Some((report.sql_error_code(), report.message().to_string()))
+        })
+        .execute()
+    }
+
+    /// Asserts that `sql` fails with `code`, that the message contains every
+    /// word of `mentions`, and that the table is unchanged.
+    fn assert_rejected(sql: &str, code: PgSqlErrorCode, mentions: &[&str]) {
+        let before = table_image();
+        let (got, message) = error_of(sql).unwrap_or_else(|| panic!("{sql} did not fail"));
+        assert_eq!(got, code, "{sql}: {message}");
+        for m in mentions {
+            assert!(
+                message.contains(m),
+                "{sql}: message {message:?} lacks {m:?}"
+            );
+        }
+        assert_eq!(table_image(), before, "{sql} changed the table");
+    }
+
+    // ---- 3.1 le_try_acquire ----------------------------------------------
+
+    #[pg_test]
+    fn first_acquire_starts_term_one_with_consistent_times() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        let (holder, term, state) = lease_of("k");
+        assert_eq!(
+            (holder.as_deref(), term, state.as_str()),
+            (Some("a"), 1, "held")
+        );
+        assert!(bool_of(
+            "SELECT acquired_at = renewed_at AND expires_at = renewed_at + interval '10 seconds' \
+                    AND ttl = interval '10 seconds' FROM leaderlock WHERE key = 'k'"
+        ));
+    }
+
+    #[pg_test]
+    fn live_lease_of_another_is_not_taken_and_unchanged() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        let before = table_image();
+        assert!(!bool_of("SELECT le_try_acquire('k', 'b', '10 seconds')"));
+        assert_eq!(table_image(), before);
+        assert_eq!(text_of("SELECT le_leader('k')").as_deref(), Some("a"));
+    }
+
+    #[pg_test]
+    fn reacquire_by_live_holder_extends_same_term() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 second')"));
+        let acquired = text_of("SELECT acquired_at::text FROM leaderlock WHERE key = 'k'");
+        sleep_ms(5);
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '30 seconds')"));
+        let (_, term, _) = lease_of("k");
+        assert_eq!(term, 1);
+        assert_eq!(
+            text_of("SELECT acquired_at::text FROM leaderlock WHERE key = 'k'"),
+            acquired
+        );
+        assert!(bool_of(
+            "SELECT renewed_at > acquired_at AND expires_at = renewed_at + interval '30 seconds' \
+                    AND ttl = interval '30 seconds' FROM leaderlock WHERE key = 'k'"
+        ));
+    }
+
+    #[pg_test]
+    fn lapsed_lease_is_taken_over_with_next_term() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 millisecond')"));
+        sleep_ms(10);
+        assert_eq!(lease_of("k").2, "lapsed");
+        assert!(bool_of("SELECT le_try_acquire('k', 'b', '10 seconds')"));
+        let (holder, term, state) = lease_of("k");
+        assert_eq!(
+            (holder.as_deref(), term, state.as_str()),
+            (Some("b"), 2, "held")
+        );
+        assert!(bool_of(
+            "SELECT acquired_at = renewed_at FROM leaderlock WHERE key = 'k'"
+        ));
+    }
+
+    #[pg_test]
+    fn own_lapsed_lease_is_a_new_term() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 millisecond')"));
+        sleep_ms(10);
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_eq!(lease_of("k").1, 2);
+    }
+
+    #[pg_test]
+    fn vacant_lease_is_acquired_with_next_term() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert!(bool_of("SELECT le_release('k', 'a')"));
+        assert!(bool_of("SELECT le_try_acquire('k', 'b', '10 seconds')"));
+        assert_eq!(lease_of("k"), (Some("b".into()), 2, "held".into()));
+    }
+
+    #[pg_test]
+    fn terms_grow_by_one_per_tenure_and_are_never_reused() {
+        let mut expected = 0;
+        for round in 0..5 {
+            let id = if round % 2 == 0 { "a" } else { "b" };
+            assert!(bool_of(&format!(
+                "SELECT le_try_acquire('k', '{id}', '10 seconds')"
+            )));
+            expected += 1;
+            assert!(bool_of(&format!("SELECT le_renew('k', '{id}')")));
+            assert!(bool_of(&format!(
+                "SELECT le_try_acquire('k', '{id}', '10 seconds')"
+            )));
+            assert_eq!(lease_of("k").1, expected, "renewals keep the term");
+            assert!(bool_of(&format!("SELECT le_release('k', '{id}')")));
+            assert_eq!(lease_of("k").1, expected, "release keeps the term");
+        }
+    }
+
+    #[pg_test]
+    fn keys_are_independent() {
+        assert!(bool_of("SELECT le_try_acquire('k1', 'a', '10 seconds')"));
+        assert!(bool_of("SELECT le_try_acquire('k2', 'b', '10 seconds')"));
+        assert_eq!(text_of("SELECT le_leader('k1')").as_deref(), Some("a"));
+        assert_eq!(text_of("SELECT le_leader('k2')").as_deref(), Some("b"));
+    }
+
+    // ---- 2.2 time ----------------------------------------------------------
+
+    #[pg_test]
+    fn liveness_uses_the_clock_not_transaction_start() {
+        // The whole test is one transaction: now() stays put, the clock moves.
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 second')"));
+        assert_eq!(text_of("SELECT le_leader('k')").as_deref(), Some("a"));
+        sleep_ms(1100);
+        assert_eq!(text_of("SELECT le_leader('k')"), None);
+        assert!(!bool_of("SELECT le_renew('k', 'a')"));
+        assert!(bool_of(
+            "SELECT renewed_at > now() FROM leaderlock WHERE key = 'k'"
+        ));
+    }
+
+    #[pg_test]
+    fn a_day_of_ttl_is_exactly_24_hours_in_any_time_zone() {
+        Spi::run("SET LOCAL TimeZone = 'America/New_York'").unwrap();
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 day')"));
+        assert!(bool_of(
+            "SELECT expires_at - renewed_at = interval '24 hours' \
+                    AND extract(epoch FROM expires_at) - extract(epoch FROM renewed_at) = 86400 \
+               FROM leaderlock WHERE key = 'k'"
+        ));
+    }
+
+    // ---- 3.2 le_renew ------------------------------------------------------
+
+    #[pg_test]
+    fn renew_extends_live_own_lease_same_term() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        sleep_ms(5);
+        assert!(bool_of("SELECT le_renew('k', 'a')"));
+        assert!(bool_of(
+            "SELECT renewed_at > acquired_at AND expires_at = renewed_at + interval '10 seconds' \
+               FROM leaderlock WHERE key = 'k'"
+        ));
+        assert!(bool_of("SELECT le_renew('k', 'a', '1 minute')"));
+        assert!(bool_of(
+            "SELECT expires_at = renewed_at + interval '1 minute' AND ttl = interval '1 minute' \
+               FROM leaderlock WHERE key = 'k'"
+        ));
+        assert!(bool_of("SELECT le_renew('k', 'a', NULL)"));
+        assert!(bool_of(
+            "SELECT ttl = interval '1 minute' AND expires_at = renewed_at + ttl \
+               FROM leaderlock WHERE key = 'k'"
+        ));
+        assert_eq!(lease_of("k").1, 1);
+    }
+
+    #[pg_test]
+    fn renew_refuses_everything_else_and_changes_nothing() {
+        assert!(!bool_of("SELECT le_renew('unknown', 'a')"));
+        assert_eq!(table_image(), "");
+
+        assert!(bool_of("SELECT le_try_acquire('live', 'a', '10 seconds')"));
+        let before = table_image();
+        assert!(!bool_of("SELECT le_renew('live', 'b')"), "other holder");
+        assert_eq!(table_image(), before);
+
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 millisecond')"));
+        let before = table_image();
+        sleep_ms(10);
+        assert!(
+            !bool_of("SELECT le_renew('k', 'a')"),
+            "lapsed: renew never acquires"
+        );
+        assert_eq!(table_image(), before);
+
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert!(bool_of("SELECT le_release('k', 'a')"));
+        let before = table_image();
+        assert!(!bool_of("SELECT le_renew('k', 'a')"), "vacant");
+        assert_eq!(table_image(), before);
+    }
+
+    // ---- 3.3 le_release ----------------------------------------------------
+
+    #[pg_test]
+    fn release_vacates_keeps_term_and_sets_expiry_to_now() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        let t0 = i64_of("SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint");
+        assert!(bool_of("SELECT le_release('k', 'a')"));
+        let t1 = i64_of("SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint");
+        assert_eq!(lease_of("k"), (None, 1, "vacant".into()));
+        let released = i64_of(
+            "SELECT (extract(epoch FROM expires_at) * 1e6)::bigint FROM leaderlock WHERE key = 'k'",
+        );
+        assert!(
+            t0 <= released && released <= t1,
+            "{t0} <= {released} <= {t1}"
+        );
+        assert_eq!(text_of("SELECT le_leader('k')"), None);
+    }
+
+    #[pg_test]
+    fn release_refuses_everything_else_and_changes_nothing() {
+        assert!(!bool_of("SELECT le_release('unknown', 'a')"));
+        assert!(bool_of("SELECT le_try_acquire('live', 'a', '10 seconds')"));
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 millisecond')"));
+        let before = table_image();
+        assert!(!bool_of("SELECT le_release('live', 'b')"), "other holder");
+        sleep_ms(10);
+        assert!(!bool_of("SELECT le_release('k', 'a')"), "lapsed");
+        assert_eq!(table_image(), before);
+    }
+
+    // ---- le_leader and the status view --------------------------------------
+
+    #[pg_test]
+    fn leader_is_the_live_holder_only() {
+        assert_eq!(text_of("SELECT le_leader('unknown')"), None);
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 second')"));
+        assert_eq!(text_of("SELECT le_leader('k')").as_deref(), Some("a"));
+        sleep_ms(1100);
+        assert_eq!(text_of("SELECT le_leader('k')"), None);
+    }
+
+    #[pg_test]
+    fn status_view_states_and_remaining() {
+        assert!(bool_of("SELECT le_try_acquire('held', 'a', '1 hour')"));
+        assert!(bool_of(
+            "SELECT le_try_acquire('lapsed', 'a', '1 millisecond')"
+        ));
+        assert!(bool_of("SELECT le_try_acquire('vacant', 'a', '1 hour')"));
+        assert!(bool_of("SELECT le_release('vacant', 'a')"));
+        sleep_ms(10);
+        assert_eq!(
+            text_of(
+                "SELECT string_agg(key || '=' || state, ',' ORDER BY key) FROM leaderlock_status"
+            )
+            .as_deref(),
+            Some("held=held,lapsed=lapsed,vacant=vacant")
+        );
+        assert!(bool_of(
+            "SELECT remaining > interval '59 minutes' AND remaining <= interval '1 hour' \
+               FROM leaderlock_status WHERE key = 'held'"
+        ));
+        assert!(bool_of(
+            "SELECT bool_and(remaining IS NULL) FROM leaderlock_status WHERE key <> 'held'"
+        ));
+    }
+
+    // ---- 3.4 le_assert_leader -----------------------------------------------
+
+    #[pg_test]
+    fn assert_leader_returns_term_of_live_holder() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_eq!(i64_of("SELECT le_assert_leader('k', 'a')"), 1);
+        assert_eq!(i64_of("SELECT le_assert_leader('k', 'a', 1)"), 1);
+    }
+
+    #[pg_test]
+    fn assert_leader_refusals_name_key_id_holder_and_term() {
+        let refused = |key: &str, id: &str, term: Option<i64>| {
+            lease::assert_leader(key, id, term)
+                .expect_err("should refuse")
+                .message()
+        };
+        let m = refused("nokey", "a", None);
+        assert!(
+            m.contains("\"nokey\"") && m.contains("\"a\"") && m.contains("never"),
+            "{m}"
+        );
+
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 second')"));
+        let m = refused("k", "b", None);
+        assert!(
+            m.contains("\"b\"") && m.contains("holder is \"a\"") && m.contains("term 1"),
+            "{m}"
+        );
+        let m = refused("k", "a", Some(7));
+        assert!(m.contains("term 1") && m.contains("term 7"), "{m}");
+        sleep_ms(1100);
+        let m = refused("k", "a", None);
+        assert!(
+            m.contains("lapsed") && m.contains("\"a\"") && m.contains("term 1"),
+            "{m}"
+        );
+        assert!(bool_of("SELECT le_try_acquire('k', 'b', '10 seconds')"));
+        assert!(bool_of("SELECT le_release('k', 'b')"));
+        let m = refused("k", "b", None);
+        assert!(m.contains("vacant") && m.contains("term 2"), "{m}");
+    }
+
+    // ---- 6 bad input ---------------------------------------------------------
+
+    #[pg_test]
+    fn null_arguments_are_22004() {
+        use PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED as NULL;
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_rejected(
+            "SELECT le_try_acquire(NULL, 'a', '1 second')",
+            NULL,
+            &["key", "NULL"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', NULL, '1 second')",
+            NULL,
+            &["id", "NULL"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', NULL)",
+            NULL,
+            &["ttl", "NULL"],
+        );
+        assert_rejected("SELECT le_renew(NULL, 'a')", NULL, &["key"]);
+        assert_rejected("SELECT le_renew('k', NULL)", NULL, &["id"]);
+        assert_rejected("SELECT le_release(NULL, 'a')", NULL, &["key"]);
+        assert_rejected("SELECT le_release('k', NULL)", NULL, &["id"]);
+        assert_rejected("SELECT le_leader(NULL)", NULL, &["key"]);
+        assert_rejected("SELECT le_assert_leader(NULL, 'a')", NULL, &["key"]);
+        assert_rejected("SELECT le_assert_leader('k', NULL)", NULL, &["id"]);
+    }
+
+    #[pg_test]
+    fn empty_or_long_names_are_22023() {
+        use PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as BAD;
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_rejected(
+            "SELECT le_try_acquire('', 'a', '1 second')",
+            BAD,
+            &["key", "empty"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', '', '1 second')",
+            BAD,
+            &["id", "empty"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire(repeat('x', 256), 'a', '1 second')",
+            BAD,
+            &["key", "256", "255"],
+        );
+        // 128 two-byte characters: 256 bytes, though only 128 characters.
+        assert_rejected(
+            "SELECT le_try_acquire('k', repeat('é', 128), '1 second')",
+            BAD,
+            &["id", "256", "255 bytes"],
+        );
+        assert_rejected("SELECT le_renew('', 'a')", BAD, &["key"]);
+        assert_rejected("SELECT le_release('k', '')", BAD, &["id"]);
+        assert_rejected("SELECT le_leader('')", BAD, &["key"]);
+        assert_rejected(
+            "SELECT le_assert_leader('k', repeat('x', 300))",
+            BAD,
+            &["id", "255"],
+        );
+        // exactly 255 bytes is fine
+        assert!(bool_of(
+            "SELECT le_try_acquire(repeat('x', 255), repeat('y', 255), '1 second')"
+        ));
+    }
+
+    #[pg_test]
+    fn bad_ttls_are_22023() {
+        use PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as BAD;
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', '0 seconds')",
+            BAD,
+            &["ttl", "positive"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', '-5 seconds')",
+            BAD,
+            &["ttl", "positive"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', '1 month')",
+            BAD,
+            &["ttl", "month"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', '1 year')",
+            BAD,
+            &["ttl", "year"],
+        );
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', '1 day 1 second')",
+            BAD,
+            &["ttl", "leaderlock.max_ttl", "86400s"],
+        );
+        assert_rejected("SELECT le_renew('k', 'a', '0 seconds')", BAD, &["ttl"]);
+        assert_rejected("SELECT le_renew('k', 'a', '2 days')", BAD, &["max_ttl"]);
+        // max_ttl is a setting: lower it and the limit follows
+        Spi::run("SET LOCAL leaderlock.max_ttl = '1min'").unwrap();
+        assert_rejected(
+            "SELECT le_try_acquire('k', 'a', '61 seconds')",
+            BAD,
+            &["60s"],
+        );
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '60 seconds')"));
+    }
+
+    #[pg_test]
+    fn negative_term_is_22023() {
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_rejected(
+            "SELECT le_assert_leader('k', 'a', -1)",
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            &["term", "negative"],
+        );
+    }
+
+    // ---- 7 security ------------------------------------------------------------
+
+    #[pg_test]
+    fn ordinary_roles_read_but_cannot_write_the_table() {
+        Spi::run("CREATE ROLE leaderlock_test_user NOLOGIN").unwrap();
+        for (privilege, granted) in [
+            ("SELECT", true),
+            ("INSERT", false),
+            ("UPDATE", false),
+            ("DELETE", false),
+            ("TRUNCATE", false),
+        ] {
+            assert_eq!(
+                bool_of(&format!(
+                    "SELECT has_table_privilege('leaderlock_test_user', 'leaderlock', '{privilege}')"
+                )),
+                granted,
+                "{privilege}"
+            );
+        }
+        Spi::run("SET LOCAL ROLE leaderlock_test_user").unwrap();
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '10 seconds')"));
+        assert_eq!(
+            text_of("SELECT holder FROM leaderlock WHERE key = 'k'").as_deref(),
+            Some("a")
+        );
+        let denied = PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE;
+        assert_rejected("UPDATE leaderlock SET term = 0", denied, &[]);
+        assert_rejected("DELETE FROM leaderlock", denied, &[]);
+        assert_rejected(
+            "INSERT INTO leaderlock (key, term) VALUES ('x', 1)",
+            denied,
+            &[],
+        );
+        assert_rejected("TRUNCATE leaderlock", denied, &[]);
+    }
+
+    #[pg_test]
+    fn writers_are_security_definer_with_pinned_search_path() {
+        assert_eq!(
+            text_of(
+                "SELECT string_agg(proname || ':' || prosecdef || ':' || \
+                        array_to_string(proconfig, ','), ' ' ORDER BY proname) \
+                   FROM pg_proc WHERE proname IN ('le_try_acquire', 'le_renew', 'le_release', \
+                                                  'le_assert_leader')"
+            )
+            .as_deref(),
+            Some(
+                "le_assert_leader:true:search_path=public, pg_temp \
+                 le_release:true:search_path=public, pg_temp \
+                 le_renew:true:search_path=public, pg_temp \
+                 le_try_acquire:true:search_path=public, pg_temp"
+            )
+        );
+    }
+
+    // ---- 4 notification payloads (delivery is tested with real clients) ----
+
+    #[pg_test]
+    fn payloads_are_json_with_the_contract_fields() {
+        let acquired = Event::Acquired {
+            key: "k",
+            holder: "b",
+            term: 3,
+            at: 0,
+            previous_holder: Some("a"),
+            expires_at: 10_000_000,
+        };
+        let v: serde_json::Value = serde_json::from_str(&acquired.payload()).unwrap();
+        assert_eq!(v["event"], "acquired");
+        assert_eq!(v["key"], "k");
+        assert_eq!(v["holder"], "b");
+        assert_eq!(v["term"], 3);
+        assert_eq!(v["at"], "2000-01-01T00:00:00.000000Z");
+        assert_eq!(v["previous_holder"], "a");
+        assert_eq!(v["expires_at"], "2000-01-01T00:00:10.000000Z");
+
+        let first = Event::Acquired {
+            key: "k",
+            holder: "b",
+            term: 1,
+            at: 0,
+            previous_holder: None,
+            expires_at: 10_000_000,
+        };
+        let v: serde_json::Value = serde_json::from_str(&first.payload()).unwrap();
+        assert!(v.get("previous_holder").is_some_and(|p| p.is_null()));
+
+        let released = Event::Released {
+            key: "k",
+            holder: "b",
+            term: 3,
+            at: 0,
+        };
+        let v: serde_json::Value = serde_json::from_str(&released.payload()).unwrap();
+        assert_eq!(v["event"], "released");
+        assert!(v.get("previous_holder").is_none());
+    }
+
+    #[pg_test]
+    fn payloads_survive_any_characters_and_fit_the_limit() {
+        let nasty = "quote\" back\\slash \u{1} tab\t newline\n é 雪 🦀 </script> '";
+        let e = Event::Released {
+            key: nasty,
+            holder: nasty,
+            term: 1,
+            at: 0,
+        };
+        let v: serde_json::Value = serde_json::from_str(&e.payload()).unwrap();
+        assert_eq!(v["key"], nasty);
+        assert_eq!(v["holder"], nasty);
+
+        // Worst case: every byte of 255-byte names escaped to \u00XX.
+        let worst = "\u{1}".repeat(255);
+        let e = Event::Acquired {
+            key: &worst,
+            holder: &worst,
+            term: i64::MAX,
+            at: 0,
+            previous_holder: Some(&worst),
+            expires_at: 0,
+        };
+        let payload = e.payload();
+        assert!(payload.len() < 8000, "{} bytes", payload.len());
+        // and PostgreSQL accepts it
+        e.send();
+    }
+
+    #[pg_test]
+    fn rfc3339_matches_postgres() {
+        for ts in [
+            "2000-01-01 00:00:00+00",
+            "1999-12-31 23:59:59.999999+00",
+            "2024-02-29 12:34:56.789012+00",
+            "2026-11-22 11:25:03.000001+00",
+            "2100-03-01 00:00:00+00",
+            "1970-01-01 00:00:00+00",
+        ] {
+            let (micros, expected) = Spi::connect(|c| {
+                let row = c
+                    .select(
+                        "SELECT ((extract(epoch FROM t) - 946684800) * 1000000)::bigint, \
+                                to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+                           FROM (SELECT $1::timestamptz AS t) s",
+                        None,
+                        &[ts.into()],
+                    )
+                    .unwrap()
+                    .first();
+                (
+                    row.get::<i64>(1).unwrap().unwrap(),
+                    row.get::<String>(2).unwrap().unwrap(),
+                )
+            });
+            assert_eq!(rfc3339(micros), expected, "{ts}");
+        }
+    }
+
+    #[pg_test]
+    fn worker_not_running_without_preload() {
+        // The pg_test cluster does not preload leaderlock.
+        assert!(!bool_of("SELECT le_worker_running()"));
+    }
+}
