@@ -1,0 +1,117 @@
+"""Helpers for the client tests: connections to the test cluster, LISTEN,
+and control of the cluster itself (restart, terminate the worker).
+
+The test command (scripts/test.sh) starts a cluster and passes it here via
+LEADERLOCK_PORT, LEADERLOCK_PGDATA and LEADERLOCK_DB.
+"""
+import json
+import os
+import select
+import subprocess
+import time
+from datetime import datetime, timezone
+
+import psycopg2
+import psycopg2.extensions
+
+HOST = "127.0.0.1"
+PORT = int(os.environ.get("LEADERLOCK_PORT", "55432"))
+PGDATA = os.environ.get("LEADERLOCK_PGDATA", "")
+DB = os.environ.get("LEADERLOCK_DB", "postgres")
+# A database with the extension that the worker does not serve: expiry is lazy there.
+LAZY_DB = os.environ.get("LEADERLOCK_LAZY_DB", "leaderlock_lazy")
+PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+CHANNEL = "leaderlock"
+
+
+def connect(dbname=DB, user="postgres", port=PORT, autocommit=True):
+    conn = psycopg2.connect(host=HOST, port=port, user=user, dbname=dbname)
+    conn.autocommit = autocommit
+    return conn
+
+
+def one(conn, sql, args=()):
+    """The first column of the first row, or None for a statement that
+    returns no rows."""
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchone()[0] if cur.description else None
+
+
+def row(conn, sql, args=()):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchone()
+
+
+def parse_time(text):
+    """An RFC 3339 UTC timestamp as sent in payloads, to a datetime."""
+    assert text.endswith("Z"), text
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+
+
+class Listener:
+    """A connection LISTENing on the leaderlock channel."""
+
+    def __init__(self, dbname=DB, port=PORT):
+        self.conn = connect(dbname, port=port)
+        with self.conn.cursor() as cur:
+            cur.execute("LISTEN " + CHANNEL)
+
+    def events(self, timeout=2.0, until=None):
+        """Payloads (parsed) received within `timeout` seconds, stopping
+        early once one satisfies `until`."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while True:
+            self.conn.poll()
+            while self.conn.notifies:
+                n = self.conn.notifies.pop(0)
+                assert n.channel == CHANNEL
+                payload = n.payload if n.payload == "marker" else json.loads(n.payload)
+                got.append(payload)
+                if until is not None and until(payload):
+                    return got
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return got
+            select.select([self.conn], [], [], left)
+
+    def until_marker(self, sender, timeout=5.0):
+        """Everything received before a marker notification sent now by
+        `sender` (an autocommit connection): notifications of transactions
+        committed earlier are delivered before it, in commit order."""
+        with sender.cursor() as cur:
+            cur.execute("SELECT pg_notify(%s, 'marker')", (CHANNEL,))
+        got = self.events(timeout, until=lambda p: p == "marker")
+        assert got and got[-1] == "marker", f"marker not received: {got}"
+        return got[:-1]
+
+    def close(self):
+        self.conn.close()
+
+
+def pg_ctl(*args):
+    subprocess.run(["sudo", "-u", "postgres", "-H", "--", f"{PG_BIN}/pg_ctl", "-D", PGDATA, *args],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def wait_ready(port=PORT, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            connect(port=port).close()
+            return
+        except psycopg2.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def wait_for(predicate, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True

@@ -1,0 +1,175 @@
+"""Concurrency with real sessions: many clients racing for one key, and a
+multi-client stress test checked for overlapping leaders and shrinking terms
+(contract 2.1, 3.1 to 3.3)."""
+import os
+import random
+import threading
+import time
+import unittest
+from collections import defaultdict
+
+from harness import connect, one
+
+
+class RaceTest(unittest.TestCase):
+    CLIENTS = 8
+    ROUNDS = 40
+
+    def race(self, key):
+        """CLIENTS sessions call le_try_acquire on `key` at the same moment;
+        returns the ids that got true."""
+        conns = [connect() for _ in range(self.CLIENTS)]
+        barrier = threading.Barrier(self.CLIENTS)
+        winners, errors = [], []
+
+        def run(i):
+            try:
+                barrier.wait()
+                if one(conns[i], "SELECT le_try_acquire(%s, %s, '10 seconds')", (key, f"c{i}")):
+                    winners.append(f"c{i}")
+            except Exception as e:  # reported below, not swallowed
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in conns:
+            c.close()
+        self.assertEqual(errors, [])
+        return winners
+
+    def test_exactly_one_wins_a_new_key(self):
+        for r in range(self.ROUNDS):
+            key = f"race-new-{r}-{time.time_ns()}"
+            winners = self.race(key)
+            self.assertEqual(len(winners), 1, (key, winners))
+            with connect() as c:
+                self.assertEqual(one(c, "SELECT le_leader(%s)", (key,)), winners[0])
+
+    def test_exactly_one_wins_a_vacant_or_lapsed_key(self):
+        c = connect()
+        for r in range(self.ROUNDS):
+            key = f"race-old-{r}-{time.time_ns()}"
+            one(c, "SELECT le_try_acquire(%s, 'setup', '1 millisecond')", (key,))
+            if r % 2:
+                one(c, "SELECT le_release(%s, 'setup')", (key,))
+            else:
+                one(c, "SELECT pg_sleep(0.002)")
+            winners = self.race(key)
+            self.assertEqual(len(winners), 1, (key, winners))
+            self.assertEqual(one(c, "SELECT term FROM leaderlock WHERE key = %s", (key,)), 2)
+        c.close()
+
+
+class StressTest(unittest.TestCase):
+    """At least 8 clients for at least 10 s doing random acquire, renew and
+    release on a few keys with short ttls; then, from a record of every
+    successful call, check by server clock that no two ids held a key at
+    overlapping times and that terms only grew."""
+
+    CLIENTS = int(os.environ.get("LEADERLOCK_STRESS_CLIENTS", "8"))
+    SECONDS = float(os.environ.get("LEADERLOCK_STRESS_SECONDS", "12"))
+    KEYS = ["stress-a", "stress-b", "stress-c"]
+
+    READ_BACK = ("SELECT term, extract(epoch FROM acquired_at)::numeric, "
+                 "extract(epoch FROM renewed_at)::numeric, extract(epoch FROM expires_at)::numeric "
+                 "FROM leaderlock WHERE key = %s")
+
+    def client(self, i, stop_at, records, errors, counts):
+        me = f"client-{i}"
+        conn = connect(autocommit=False)
+        rnd = random.Random(i)
+        try:
+            while time.monotonic() < stop_at:
+                key = rnd.choice(self.KEYS)
+                op = rnd.choices(["acquire", "renew", "release"], weights=[5, 3, 2])[0]
+                ttl = f"{rnd.randint(20, 200)} milliseconds"
+                with conn.cursor() as cur:
+                    if op == "acquire":
+                        cur.execute("SELECT le_try_acquire(%s, %s, %s)", (key, me, ttl))
+                    elif op == "renew":
+                        cur.execute("SELECT le_renew(%s, %s, %s)", (key, me, ttl))
+                    else:
+                        cur.execute("SELECT le_release(%s, %s)", (key, me))
+                    ok = cur.fetchone()[0]
+                    counts[(op, ok)] += 1
+                    if ok:
+                        # Same transaction: the row is ours and locked until
+                        # commit, so this reads exactly what the call wrote.
+                        cur.execute(self.READ_BACK, (key,))
+                        term, acquired, renewed, expires = cur.fetchone()
+                        records.append((op, key, me, term, acquired, renewed, expires))
+                conn.commit()
+                time.sleep(rnd.random() * 0.03)
+        except Exception as e:
+            errors.append(e)
+        finally:
+            conn.close()
+
+    def test_no_overlapping_leaders_and_growing_terms(self):
+        with connect() as c:
+            start_terms = {k: one(c, "SELECT coalesce(max(term), 0) FROM leaderlock WHERE key = %s", (k,))
+                           for k in self.KEYS}
+        records, errors = [], []
+        counts = defaultdict(int)
+        stop_at = time.monotonic() + self.SECONDS
+        threads = [threading.Thread(target=self.client, args=(i, stop_at, records, errors, counts))
+                   for i in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        summary = ", ".join(f"{op} {'ok' if ok else 'refused'}: {n}" for (op, ok), n in sorted(counts.items()))
+        print(f"\n  stress: {self.CLIENTS} clients, {self.SECONDS:.0f} s, {len(records)} successful calls ({summary})")
+
+        for key in self.KEYS:
+            recs = [r for r in records if r[1] == key]
+            self.check_key(key, recs, start_terms[key])
+
+    def check_key(self, key, recs, start_term):
+        self.assertTrue(any(r[0] == "acquire" for r in recs), f"{key}: nothing acquired")
+        tenures = {}  # term -> holder, start, writes [(renewed_at, expires_at)], released
+        for op, _, who, term, acquired, renewed, expires in recs:
+            t = tenures.setdefault(term, {"holder": who, "start": acquired, "writes": [],
+                                          "released": None})
+            self.assertEqual(t["holder"], who, f"{key}: term {term} held by two ids")
+            self.assertEqual(t["start"], acquired, f"{key}: term {term} has two start times")
+            if op == "release":
+                t["released"] = expires  # a release sets expires_at to the release time
+            else:
+                self.assertLessEqual(acquired, renewed)
+                t["writes"].append((renewed, expires))
+        terms = sorted(tenures)
+        # Terms grew by exactly one per tenure, none skipped or reused.
+        self.assertEqual(terms, list(range(start_term + 1, start_term + 1 + len(terms))), key)
+        for term in terms:
+            t = tenures[term]
+            writes = sorted(t["writes"])
+            self.assertEqual(writes[0][0], t["start"], f"{key}: term {term} not started by an acquire")
+            # Each renewal (or re-acquire) happened while the lease was live.
+            for (r0, e0), (r1, _) in zip(writes, writes[1:]):
+                self.assertLess(r1, e0, f"{key}: term {term} renewed at {r1} after lapsing at {e0}")
+            # The tenure ends at its last write's expiry (a shorter ttl may
+            # shorten it), or earlier at its release.
+            t["end"] = writes[-1][1]
+            if t["released"] is not None:
+                self.assertLess(t["released"], t["end"], f"{key}: term {term} released after lapsing")
+                t["end"] = t["released"]
+        # No overlap by server clock: each tenure ends before the next starts.
+        for prev, nxt in zip(terms, terms[1:]):
+            a, b = tenures[prev], tenures[nxt]
+            self.assertLessEqual(a["end"], b["start"],
+                                 f"{key}: term {prev} ({a['holder']}) held until {a['end']}, "
+                                 f"term {nxt} ({b['holder']}) started at {b['start']}")
+        # Terms only grew with time: in server-clock order of the calls.
+        by_time = sorted(recs, key=lambda r: r[5])
+        for earlier, later in zip(by_time, by_time[1:]):
+            self.assertLessEqual(earlier[3], later[3], f"{key}: term went back")
+        print(f"  {key}: {len(terms)} tenures, terms {terms[0]}..{terms[-1]}, no overlap")
+
+
+if __name__ == "__main__":
+    unittest.main()
