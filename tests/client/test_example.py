@@ -1,0 +1,55 @@
+"""The README's application example (examples/scheduler.py) works: two
+replicas run side by side, only the leader runs jobs, and stopping it hands
+the jobs to the other."""
+import os
+import sys
+import threading
+import unittest
+
+from harness import DB, HOST, PORT, connect, one
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import scheduler  # noqa: E402
+
+
+class ExampleTest(unittest.TestCase):
+    def test_two_replicas_one_runs_jobs_then_hands_over(self):
+        dsn = f"host={HOST} port={PORT} user=postgres dbname={DB}"
+        c = connect()
+        one(c, "DROP TABLE IF EXISTS job_runs")
+        first = threading.Thread(target=scheduler.run, args=("replica-1", dsn, 0.05, 10))
+        first.start()
+        first.join()
+        # replica-1 led all along; on exit it released the lease.
+        self.assertEqual(one(c, "SELECT array_agg(DISTINCT by) FROM job_runs"), ["replica-1"])
+        self.assertIsNone(one(c, "SELECT le_leader(%s)", (scheduler.KEY,)))
+        term1 = one(c, "SELECT max(term) FROM job_runs")
+
+        # Both run; replica-2 starts while replica-1 leads and gets nothing.
+        one(c, "SELECT le_try_acquire(%s, 'replica-1', '10 seconds')", (scheduler.KEY,))
+        second = threading.Thread(target=scheduler.run, args=("replica-2", dsn, 0.05, 5))
+        second.start()
+        second.join()
+        self.assertEqual(one(c, "SELECT count(*) FROM job_runs WHERE by = 'replica-2'"), 0)
+        # replica-1 releases; replica-2 now takes over with a new term.
+        one(c, "SELECT le_release(%s, 'replica-1')", (scheduler.KEY,))
+        scheduler.run("replica-2", dsn, 0.05, 3)
+        self.assertEqual(one(c, "SELECT count(*) FROM job_runs WHERE by = 'replica-2'"), 3)
+        self.assertGreater(one(c, "SELECT min(term) FROM job_runs WHERE by = 'replica-2'"), term1)
+        c.close()
+
+    def test_readme_shows_this_example(self):
+        root = os.path.join(os.path.dirname(__file__), "..", "..")
+        readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+        section = readme.split("## Using it from an application", 1)[1]
+        block = section.split("```python", 1)[1].split("```", 1)[0]
+        source = open(os.path.join(root, "examples", "scheduler.py"), encoding="utf-8").read()
+        lines = [line for line in source.splitlines() if line.strip()]
+        position = 0
+        for line in (line for line in block.splitlines() if line.strip()):
+            self.assertIn(line, lines[position:], "README example differs from examples/scheduler.py")
+            position = lines.index(line, position) + 1
+
+
+if __name__ == "__main__":
+    unittest.main()
