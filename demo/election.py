@@ -102,15 +102,16 @@ def iso_epoch(text):
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-def current_leader(port):
-    with connect(port) as conn, conn.cursor() as cur:
+def current_leader(conn):
+    with conn.cursor() as cur:
         cur.execute("SELECT le_leader(%s)", (KEY,))
         return cur.fetchone()[0]
 
 
 def main():
     port = int(sys.argv[1])
-    with connect(port) as conn, conn.cursor() as cur:
+    conn = connect(port)
+    with conn.cursor() as cur:
         cur.execute("SELECT le_worker_running()")
         worker = cur.fetchone()[0]
     print(f"leaderlock demo on 127.0.0.1:{port}, key '{KEY}', ttl {TTL}, "
@@ -133,14 +134,14 @@ def main():
     time.sleep(6)
 
     # Now kill the current leader outright: no release, its lease runs out.
-    victim = current_leader(port)
+    victim = current_leader(conn)
     if victim in procs:
         say("demo", f"kill -9 {victim} (the leader): it will not release; its lease must expire")
         t_kill = time.monotonic()
         os.kill(procs[victim].pid, signal.SIGKILL)
-        while current_leader(port) in (victim, None):
+        while current_leader(conn) in (victim, None):
             time.sleep(0.01)
-        say("demo", f"{current_leader(port)} leads {time.monotonic() - t_kill:.2f} s after the kill "
+        say("demo", f"{current_leader(conn)} leads {time.monotonic() - t_kill:.2f} s after the kill "
                     f"(ttl {TTL}: the lease had up to 2 s left)")
     time.sleep(2)
     for p in procs.values():

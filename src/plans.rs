@@ -20,19 +20,26 @@ thread_local! {
 /// Executes `sql` with `args` and hands the result rows to `read`, inside
 /// one SPI connection. The argument types of the first call fix the plan's
 /// parameter types, so callers always pass the same types per statement.
+///
+/// Plans are prepared as mutating (SPI then takes a fresh snapshot for each
+/// statement) but executed with `select`, not `update`: pgrx's `update`
+/// forces a transaction ID even for a read, which would make every call,
+/// even `le_leader` or a refused `le_try_acquire`, write a commit record,
+/// and fail on a hot standby. The executor assigns an ID only when a
+/// statement really writes.
 pub fn run<R>(
     sql: &'static str,
     args: &[DatumWithOid<'_>],
     read: impl FnOnce(SpiTupleTable<'_>) -> R,
 ) -> R {
-    Spi::connect_mut(|client| {
+    Spi::connect(|client| {
         let table = execute(client, sql, args);
         read(table)
     })
 }
 
 fn execute<'conn>(
-    client: &mut SpiClient<'conn>,
+    client: &SpiClient<'conn>,
     sql: &'static str,
     args: &[DatumWithOid<'_>],
 ) -> SpiTupleTable<'conn> {
@@ -54,6 +61,6 @@ fn execute<'conn>(
         }
     };
     client
-        .update(&*plan, None, args)
+        .select(&*plan, None, args)
         .unwrap_or_else(|e| panic!("leaderlock: statement failed: {e}"))
 }

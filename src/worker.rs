@@ -14,7 +14,9 @@ use crate::settings;
 use crate::wakeup;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PgAtomic};
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 /// The worker's name, and its `backend_type` in pg_stat_activity.
@@ -34,8 +36,20 @@ unsafe extern "C-unwind" {
     fn SignalHandlerForConfigReload(signal: c_int);
 }
 
+/// Set while the worker connects to its database. Still set when the next
+/// worker starts means the last one died connecting (a missing database is
+/// a FATAL error), so the next one backs off instead of looping every second.
+static CONNECTING: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"leaderlock worker connecting") };
+static CONNECT_FAILURES: PgAtomic<AtomicI32> =
+    unsafe { PgAtomic::new(c"leaderlock worker connect failures") };
+
+/// Longest wait before retrying a failed connection, in seconds.
+const MAX_CONNECT_BACKOFF_S: i64 = 60;
+
 /// Registers the worker; only possible while preloading.
 pub fn register() {
+    pg_shmem_init!(CONNECTING = AtomicBool::new(false));
+    pg_shmem_init!(CONNECT_FAILURES = AtomicI32::new(0));
     BackgroundWorkerBuilder::new(BACKEND_TYPE)
         .set_type(BACKEND_TYPE)
         .set_library("leaderlock")
@@ -69,8 +83,7 @@ pub extern "C-unwind" fn leaderlock_worker_main(_arg: pg_sys::Datum) {
         pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(die));
         pg_sys::BackgroundWorkerUnblockSignals();
     }
-    let database = settings::database();
-    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    let database = connect_with_backoff();
     wakeup::register_worker();
     log!("leaderlock worker started, serving database \"{database}\"");
 
@@ -83,13 +96,37 @@ pub extern "C-unwind" fn leaderlock_worker_main(_arg: pg_sys::Datum) {
     }
 }
 
-fn reload_settings(database: &str) {
+/// Connects to `leaderlock.database` and returns its name.
+fn connect_with_backoff() -> String {
+    if CONNECTING.get().swap(true, Ordering::SeqCst) {
+        let database = settings::database();
+        let failures = CONNECT_FAILURES.get().fetch_add(1, Ordering::SeqCst) + 1;
+        let backoff_s = (1i64 << failures.min(6)).min(MAX_CONNECT_BACKOFF_S);
+        log!(
+            "leaderlock worker: could not connect to database \"{database}\" ({failures} times); \
+             retrying in {backoff_s} s (set leaderlock.database to an existing database)"
+        );
+        wait(backoff_s * 1000);
+        reload_config();
+    }
+    let database = settings::database();
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    CONNECTING.get().store(false, Ordering::SeqCst);
+    CONNECT_FAILURES.get().store(0, Ordering::SeqCst);
+    database
+}
+
+fn reload_config() {
     unsafe {
         if pg_sys::ConfigReloadPending != 0 {
             pg_sys::ConfigReloadPending = 0;
             pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
         }
     }
+}
+
+fn reload_settings(database: &str) {
+    reload_config();
     let wanted = settings::database();
     if wanted != database {
         // A worker cannot switch databases: exit non-zero, the postmaster

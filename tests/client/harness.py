@@ -31,11 +31,11 @@ def connect(dbname=DB, user="postgres", port=PORT, autocommit=True):
 
 
 def one(conn, sql, args=()):
-    """The first column of the first row, or None for a statement that
-    returns no rows."""
+    """The first column of the first row, or None when there is no row."""
     with conn.cursor() as cur:
         cur.execute(sql, args)
-        return cur.fetchone()[0] if cur.description else None
+        first = cur.fetchone() if cur.description else None
+        return first[0] if first else None
 
 
 def row(conn, sql, args=()):
@@ -60,15 +60,19 @@ class Listener:
 
     def events(self, timeout=2.0, until=None):
         """Payloads (parsed) received within `timeout` seconds, stopping
-        early once one satisfies `until`."""
+        early once one satisfies `until`. Each JSON payload gets the
+        client's receipt time as `_received` (epoch seconds)."""
         got = []
         deadline = time.monotonic() + timeout
         while True:
             self.conn.poll()
+            received = time.time()
             while self.conn.notifies:
                 n = self.conn.notifies.pop(0)
                 assert n.channel == CHANNEL
                 payload = n.payload if n.payload == "marker" else json.loads(n.payload)
+                if payload != "marker":
+                    payload["_received"] = received
                 got.append(payload)
                 if until is not None and until(payload):
                     return got
@@ -115,3 +119,79 @@ def wait_for(predicate, timeout=10.0, interval=0.05):
             return False
         time.sleep(interval)
     return True
+
+
+WORK = os.environ.get("LEADERLOCK_WORK", "/tmp")
+
+
+def as_postgres(*cmd, check=True, capture=False):
+    return subprocess.run(["sudo", "-u", "postgres", "-H", "--", *cmd], check=check,
+                          stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                          stderr=subprocess.STDOUT if capture else None, text=True)
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind((HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Cluster:
+    """A PostgreSQL cluster run as the postgres user, with leaderlock
+    preloaded; the main test cluster, or one a test makes (a standby)."""
+
+    def __init__(self, pgdata, port):
+        self.pgdata, self.port = pgdata, port
+
+    @classmethod
+    def main(cls):
+        return cls(PGDATA, PORT)
+
+    @property
+    def log_path(self):
+        return os.path.join(self.pgdata, "server.log")
+
+    def log(self):
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def ctl(self, *args):
+        as_postgres(f"{PG_BIN}/pg_ctl", "-D", self.pgdata, "-l", self.log_path, "-w", "-t", "60", *args)
+
+    def start(self):
+        self.ctl("start")
+        wait_ready(self.port)
+
+    def stop(self, mode="fast"):
+        self.ctl("-m", mode, "stop")
+
+    def restart(self, mode="fast"):
+        self.stop(mode)
+        self.start()
+
+    def connect(self, dbname="postgres"):
+        return connect(dbname, port=self.port)
+
+    def standby(self, name):
+        """A streaming standby of this cluster, made with pg_basebackup,
+        on its own port; started."""
+        import tempfile
+        port = free_port()
+        pgdata = tempfile.mkdtemp(prefix=name + "-", dir=WORK)
+        os.chmod(pgdata, 0o700)
+        subprocess.run(["chown", "postgres:postgres", pgdata], check=True)
+        out = as_postgres(f"{PG_BIN}/pg_basebackup", "-h", HOST, "-p", str(self.port), "-U", "postgres",
+                          "-D", pgdata, "-R", "-X", "stream", "-c", "fast", check=False, capture=True)
+        assert out.returncode == 0, out.stdout
+        with open(os.path.join(pgdata, "postgresql.auto.conf"), "a") as f:
+            f.write(f"port = {port}\nunix_socket_directories = '{pgdata}'\n")
+        s = Cluster(pgdata, port)
+        s.start()
+        return s
+
+    def worker_pid(self, dbname="postgres"):
+        with self.connect(dbname) as c:
+            return one(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")

@@ -45,8 +45,9 @@ class RaceTest(unittest.TestCase):
             key = f"race-new-{r}-{time.time_ns()}"
             winners = self.race(key)
             self.assertEqual(len(winners), 1, (key, winners))
-            with connect() as c:
-                self.assertEqual(one(c, "SELECT le_leader(%s)", (key,)), winners[0])
+            c = connect()
+            self.assertEqual(one(c, "SELECT le_leader(%s)", (key,)), winners[0])
+            c.close()
 
     def test_exactly_one_wins_a_vacant_or_lapsed_key(self):
         c = connect()
@@ -109,9 +110,10 @@ class StressTest(unittest.TestCase):
             conn.close()
 
     def test_no_overlapping_leaders_and_growing_terms(self):
-        with connect() as c:
-            start_terms = {k: one(c, "SELECT coalesce(max(term), 0) FROM leaderlock WHERE key = %s", (k,))
-                           for k in self.KEYS}
+        c = connect()
+        start_terms = {k: one(c, "SELECT coalesce(max(term), 0) FROM leaderlock WHERE key = %s", (k,))
+                       for k in self.KEYS}
+        c.close()
         records, errors = [], []
         counts = defaultdict(int)
         stop_at = time.monotonic() + self.SECONDS

@@ -40,10 +40,12 @@ class ExampleTest(unittest.TestCase):
 
     def test_readme_shows_this_example(self):
         root = os.path.join(os.path.dirname(__file__), "..", "..")
-        readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+        with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
         section = readme.split("## Using it from an application", 1)[1]
         block = section.split("```python", 1)[1].split("```", 1)[0]
-        source = open(os.path.join(root, "examples", "scheduler.py"), encoding="utf-8").read()
+        with open(os.path.join(root, "examples", "scheduler.py"), encoding="utf-8") as f:
+            source = f.read()
         lines = [line for line in source.splitlines() if line.strip()]
         position = 0
         for line in (line for line in block.splitlines() if line.strip()):

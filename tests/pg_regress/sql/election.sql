@@ -24,6 +24,13 @@ SELECT le_assert_leader('scheduler', 'replica-b');
 SELECT le_assert_leader('scheduler', 'replica-a', 2);
 \echo :LAST_ERROR_SQLSTATE
 
+-- Calls that change nothing write nothing: no transaction id, no WAL.
+BEGIN;
+SELECT le_leader('scheduler'), le_try_acquire('scheduler', 'replica-b', '10 seconds'),
+       le_renew('scheduler', 'replica-b'), le_release('scheduler', 'replica-b');
+SELECT pg_current_xact_id_if_assigned() IS NULL AS nothing_written;
+COMMIT;
+
 -- Handover: the leader releases, the follower takes over in term 2.
 SELECT le_release('scheduler', 'replica-b') AS b_released;
 SELECT le_release('scheduler', 'replica-a') AS a_released;
