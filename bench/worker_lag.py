@@ -22,7 +22,9 @@ import time
 
 import psycopg2
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "client"))
+from queries import load as load_queries
+
+QUERIES = load_queries()
 
 
 def connect(port):
@@ -70,16 +72,14 @@ def main():
     assert cur.fetchone()[0] == args.live
     cur.execute("VACUUM ANALYZE leaderlock")
 
+    # Plans of the worker's statements, as the extension runs them.
     plans = {}
-    for name, sql in [
-        ("next expiry probe", "SELECT min(expires_at) FROM leaderlock WHERE holder IS NOT NULL"),
-        ("expire statement", "EXPLAIN (COSTS OFF) WITH lapsed AS (SELECT key, holder FROM leaderlock "
-                             "WHERE holder IS NOT NULL AND expires_at <= clock_timestamp() ORDER BY expires_at "
-                             "LIMIT 1000 FOR NO KEY UPDATE SKIP LOCKED) UPDATE leaderlock l SET holder = NULL "
-                             "FROM lapsed WHERE l.key = lapsed.key RETURNING l.key"),
-    ]:
-        cur.execute(sql if sql.startswith("EXPLAIN") else "EXPLAIN (COSTS OFF) " + sql)
+    for name, params in [("NEXT_EXPIRY", ""), ("LOCK_LAPSED", "(clock_timestamp(), 1000)"),
+                       ("VACATE_KEYS", "(ARRAY['a', 'b'])")]:
+        cur.execute(f"PREPARE bench_plan AS {QUERIES[name]}")
+        cur.execute(f"EXPLAIN (COSTS OFF) EXECUTE bench_plan{params}")
         plans[name] = [r[0] for r in cur.fetchall()]
+        cur.execute("DEALLOCATE bench_plan")
 
     stop = threading.Event()
     renewed = [0]
@@ -155,7 +155,7 @@ def main():
     print(f"worker CPU: idle {100 * idle_cpu:.2f} %, while expiring {100 * busy_cpu:.2f} % of one core")
     print(f"live leases wrongly expired: {wrongly_expired}; renewals done: {renewed[0]}")
     for name, plan in plans.items():
-        print(f"plan of the {name}:")
+        print(f"plan of {name}:")
         for line in plan:
             print("    " + line)
     if args.json:

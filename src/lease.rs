@@ -289,10 +289,8 @@ pub struct Expired {
 /// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
 /// rows, and queue one `expired` notification each (contract 5).
 pub fn expire_lapsed(now: i64, batch: i64) -> Vec<Expired> {
-    let expired: Vec<Expired> = plans::run(
-        queries::EXPIRE_LAPSED,
-        &[ts(now).into(), batch.into()],
-        |t| {
+    let expired: Vec<Expired> =
+        plans::run(queries::LOCK_LAPSED, &[ts(now).into(), batch.into()], |t| {
             t.into_iter()
                 .map(|row| Expired {
                     key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
@@ -305,8 +303,12 @@ pub fn expire_lapsed(now: i64, batch: i64) -> Vec<Expired> {
                         .expect("lapsed rows have one"),
                 })
                 .collect()
-        },
-    );
+        });
+    if expired.is_empty() {
+        return expired;
+    }
+    let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
+    plans::run(queries::VACATE_KEYS, &[keys.into()], |_| ());
     for e in &expired {
         Event::Expired {
             key: &e.key,

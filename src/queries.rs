@@ -68,20 +68,17 @@ pub const WORKER_RUNNING: &str = "SELECT EXISTS ( \
           AND datid = (SELECT oid FROM pg_catalog.pg_database \
                         WHERE datname = pg_catalog.current_database()))";
 
-/// Worker: turn up to `$2` leases lapsed at `$1` vacant, oldest first,
-/// skipping rows other transactions hold locked, and report each one with
-/// its departing holder. Found through the partial index on expires_at.
-pub const EXPIRE_LAPSED: &str = "WITH lapsed AS ( \
-         SELECT key, holder FROM leaderlock \
-          WHERE holder IS NOT NULL AND expires_at <= $1 \
-          ORDER BY expires_at \
-          LIMIT $2 \
-            FOR NO KEY UPDATE SKIP LOCKED \
-     ) \
-     UPDATE leaderlock l SET holder = NULL \
-       FROM lapsed \
-      WHERE l.key = lapsed.key \
-  RETURNING l.key, lapsed.holder, l.term, l.expires_at";
+/// Worker: lock up to `$2` leases lapsed at `$1`, oldest first, skipping
+/// rows other transactions hold locked. Found through the partial index on
+/// expires_at; the values are those of the locked (latest) row versions.
+pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderlock \
+     WHERE holder IS NOT NULL AND expires_at <= $1 \
+     ORDER BY expires_at \
+     LIMIT $2 \
+     FOR NO KEY UPDATE SKIP LOCKED";
+
+/// Worker: vacate the leases just locked (primary key lookups). `$1` keys.
+pub const VACATE_KEYS: &str = "UPDATE leaderlock SET holder = NULL WHERE key = ANY($1)";
 
 /// Worker: the earliest expiry among held leases (an index probe). Lapsed
 /// rows the last check had to skip show up here as already past.

@@ -666,6 +666,55 @@ mod tests {
         }
     }
 
+    // ---- 5 the worker's (and the API's) statements use indexes only --------
+
+    #[pg_test]
+    fn statements_on_the_table_never_scan_it_whole() {
+        use crate::queries as q;
+        Spi::run(
+            "INSERT INTO leaderlock (key, holder, term, acquired_at, renewed_at, expires_at, ttl) \
+             SELECT 'k' || i, CASE WHEN i % 2 = 0 THEN 'h' || i END, 1, now(), now(), \
+                    now() + i * interval '1 second', interval '10 seconds' \
+               FROM generate_series(1, 10000) i",
+        )
+        .unwrap();
+        Spi::run("ANALYZE leaderlock").unwrap();
+        let statements: [(&str, &str); 12] = [
+            (q::READ_LEASE, "'k2'"),
+            (q::LOCK_ACQUIRABLE, "'k2', 'h2'"),
+            (q::LOCK_OWN, "'k2', 'h2'"),
+            (q::INSERT_FIRST_TERM, "'new', 'h', now(), now(), '1 second'"),
+            (q::START_TERM, "'k2', 'h', now(), now(), '1 second'"),
+            (q::EXTEND, "'k2', now(), now(), '1 second'"),
+            (q::VACATE, "'k2', now()"),
+            (q::SHARE_LOCK_LEASE, "'k2'"),
+            (q::LIVE_HOLDER, "'k2', now()"),
+            (q::LOCK_LAPSED, "now() + interval '1 hour', 1000"),
+            (q::VACATE_KEYS, "ARRAY['k2', 'k4']"),
+            (q::NEXT_EXPIRY, ""),
+        ];
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            Spi::run(&format!("SET LOCAL plan_cache_mode = {mode}")).unwrap();
+            for (sql, args) in statements {
+                Spi::run(&format!("PREPARE leaderlock_plan AS {sql}")).unwrap();
+                let execute = if args.is_empty() {
+                    "EXECUTE leaderlock_plan".to_string()
+                } else {
+                    format!("EXECUTE leaderlock_plan({args})")
+                };
+                let plan: String = Spi::connect(|c| {
+                    c.select(&format!("EXPLAIN (COSTS OFF) {execute}"), None, &[])
+                        .unwrap()
+                        .map(|row| row.get::<String>(1).unwrap().unwrap())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+                Spi::run("DEALLOCATE leaderlock_plan").unwrap();
+                assert!(!plan.contains("Seq Scan"), "{mode}: {sql}\n{plan}");
+            }
+        }
+    }
+
     #[pg_test]
     fn worker_not_running_without_preload() {
         // The pg_test cluster does not preload leaderlock.
