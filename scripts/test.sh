@@ -51,21 +51,21 @@ psql_at "$PORT" -d postgres -c "CREATE DATABASE leaderlock_lazy"
 psql_at "$PORT" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock"
 log "test cluster on 127.0.0.1:$PORT, data in $MAIN"
 
+# regress_suite NAME TOOL TESTS...: runs a pg_regress-style suite from tests/NAME.
+regress_suite() {
+  local name=$1 tool=$2; shift 2
+  "$tool" --host=127.0.0.1 --port="$PORT" --user=postgres \
+    --inputdir="$REPO_ROOT/tests/$name" --outputdir="$WORK/$name" \
+    --dbname="leaderlock_$name" --load-extension=leaderlock "$@" \
+    || { cat "$WORK/$name/regression.diffs" 2>/dev/null; fail "$name"; }
+}
+PGXS_TEST="$PG_BIN/../lib/pgxs/src/test"
+
 stage "pg_regress"
-REGRESS=(election bad_input privileges)
-"$PG_BIN/../lib/pgxs/src/test/regress/pg_regress" \
-  --host=127.0.0.1 --port="$PORT" --user=postgres \
-  --inputdir="$REPO_ROOT/tests/pg_regress" --outputdir="$WORK/regress" \
-  --dbname=leaderlock_regress --load-extension=leaderlock "${REGRESS[@]}" \
-  || { cat "$WORK/regress/regression.diffs" 2>/dev/null; fail "pg_regress"; }
+regress_suite pg_regress "$PGXS_TEST/regress/pg_regress" election bad_input privileges
 
 stage "isolation"
-ISOLATION=(race nowait fencing rollback)
-"$PG_BIN/../lib/pgxs/src/test/isolation/pg_isolation_regress" \
-  --host=127.0.0.1 --port="$PORT" --user=postgres \
-  --inputdir="$REPO_ROOT/tests/isolation" --outputdir="$WORK/isolation" \
-  --dbname=leaderlock_isolation --load-extension=leaderlock "${ISOLATION[@]}" \
-  || { cat "$WORK/isolation/regression.diffs" 2>/dev/null; fail "isolation"; }
+regress_suite isolation "$PGXS_TEST/isolation/pg_isolation_regress" race nowait fencing rollback
 
 stage "client tests"
 (cd "$REPO_ROOT/tests/client" && \
