@@ -32,11 +32,13 @@ fn interval_micros(i: Interval) -> i64 {
     i64::from(i.days()) * 86_400_000_000 + i.micros()
 }
 
-/// One lease row: holder, term, expires_at.
+/// One lease row: holder, term, expires_at (and recheck_at when locked
+/// for a change).
 struct Lease {
     holder: Option<String>,
     term: i64,
     expires_at: Option<i64>,
+    recheck_at: Option<i64>,
 }
 
 impl Lease {
@@ -46,12 +48,32 @@ impl Lease {
 }
 
 fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
+    let columns = table.columns().expect("columns");
     let row = table.into_iter().next()?;
     Some(Lease {
         holder: row.get::<String>(1).expect("holder"),
         term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
         expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
+        recheck_at: if columns >= 4 {
+            micros(row.get::<TimestampWithTimeZone>(4).expect("recheck_at"))
+        } else {
+            None
+        },
     })
+}
+
+/// recheck_at after extending a live lease to `expires_at` at `now`.
+///
+/// It is the worker's cue (an indexed lower bound of expires_at), kept
+/// unchanged when possible so the renewal is a HOT update: it moves only if
+/// it would now lie past the new expiry (a shorter ttl), or within half a
+/// ttl of now. A holder renewing more often than every ttl/2 thus always
+/// has its recheck_at ahead of now, and the worker never looks at it.
+pub fn recheck_after_extend(old: Option<i64>, now: i64, expires_at: i64, ttl: Ttl) -> i64 {
+    match old {
+        Some(old) if old <= expires_at && old - now >= ttl.0 / 2 => old,
+        _ => expires_at,
+    }
 }
 
 /// Contract 3.1.
@@ -77,17 +99,7 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
     let expires_at = now + ttl.0;
     if lease.is_live(now) {
         // Live and, by the lock's condition, ours: extend, same term.
-        plans::run(
-            queries::EXTEND,
-            &[
-                key.into(),
-                ts(now).into(),
-                ts(expires_at).into(),
-                ttl.as_interval().into(),
-            ],
-            |_| (),
-        );
-        wakeup::expiry_written(expires_at);
+        extend(key, now, expires_at, ttl, lease.recheck_at);
         return true;
     }
 
@@ -152,31 +164,8 @@ fn insert_first_term(key: &str, id: &str, ttl: Ttl) -> bool {
     true
 }
 
-/// The live lease of `id` on `key`, locked; None when it is not live and
-/// ours, or when another transaction holds the row locked.
-fn lock_own(key: &str, id: &str) -> Option<(i64, i64, Interval)> {
-    plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
-        let row = t.into_iter().next()?;
-        Some((
-            row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
-            micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
-            row.get::<Interval>(3).expect("ttl")?,
-        ))
-    })
-}
-
-/// Contract 3.2.
-pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
-    let Some((_term, old_expiry, stored_ttl)) = lock_own(key, id) else {
-        return false;
-    };
-    let now = now();
-    if old_expiry <= now {
-        // It lapsed between the lock and now: renew never revives a lease.
-        return false;
-    }
-    let ttl = ttl.unwrap_or(Ttl(interval_micros(stored_ttl)));
-    let expires_at = now + ttl.0;
+fn extend(key: &str, now: i64, expires_at: i64, ttl: Ttl, old_recheck: Option<i64>) {
+    let recheck_at = recheck_after_extend(old_recheck, now, expires_at, ttl);
     plans::run(
         queries::EXTEND,
         &[
@@ -184,27 +173,64 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
             ts(now).into(),
             ts(expires_at).into(),
             ttl.as_interval().into(),
+            ts(recheck_at).into(),
         ],
         |_| (),
     );
     wakeup::expiry_written(expires_at);
+}
+
+/// A live lease of `id`, locked.
+struct Own {
+    term: i64,
+    expires_at: i64,
+    ttl: Interval,
+    recheck_at: Option<i64>,
+}
+
+/// The live lease of `id` on `key`, locked; None when it is not live and
+/// ours, or when another transaction holds the row locked.
+fn lock_own(key: &str, id: &str) -> Option<Own> {
+    plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
+        let row = t.into_iter().next()?;
+        Some(Own {
+            term: row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
+            expires_at: micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
+            ttl: row.get::<Interval>(3).expect("ttl")?,
+            recheck_at: micros(row.get::<TimestampWithTimeZone>(4).expect("recheck_at")),
+        })
+    })
+}
+
+/// Contract 3.2.
+pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
+    let Some(own) = lock_own(key, id) else {
+        return false;
+    };
+    let now = now();
+    if own.expires_at <= now {
+        // It lapsed between the lock and now: renew never revives a lease.
+        return false;
+    }
+    let ttl = ttl.unwrap_or(Ttl(interval_micros(own.ttl)));
+    extend(key, now, now + ttl.0, ttl, own.recheck_at);
     true
 }
 
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
-    let Some((term, old_expiry, _)) = lock_own(key, id) else {
+    let Some(own) = lock_own(key, id) else {
         return false;
     };
     let now = now();
-    if old_expiry <= now {
+    if own.expires_at <= now {
         return false;
     }
     plans::run(queries::VACATE, &[key.into(), ts(now).into()], |_| ());
     Event::Released {
         key,
         holder: id,
-        term,
+        term: own.term,
         at: now,
     }
     .send();
@@ -322,13 +348,71 @@ pub fn expire_lapsed(now: i64, batch: i64) -> Vec<Expired> {
     expired
 }
 
-/// Worker: the earliest expires_at among held leases.
-pub fn next_expiry() -> Option<i64> {
-    plans::run(queries::NEXT_EXPIRY, &[], |t| {
+/// Worker: when to check next, as of `now` (see `queries::NEXT_CHECK`).
+pub fn next_check(now: i64) -> Option<i64> {
+    plans::run(queries::NEXT_CHECK, &[ts(now).into()], |t| {
         micros(
             t.first()
                 .get_one::<TimestampWithTimeZone>()
-                .expect("min(expires_at)"),
+                .expect("next check"),
         )
     })
+}
+
+#[cfg(test)]
+mod unit {
+    use super::recheck_after_extend;
+    use crate::input::Ttl;
+
+    const S: i64 = 1_000_000;
+
+    #[test]
+    fn recheck_is_kept_while_more_than_half_a_ttl_ahead() {
+        // acquired at 0 with ttl 30 s: recheck 30 s; renewed at 10 s
+        assert_eq!(
+            recheck_after_extend(Some(30 * S), 10 * S, 40 * S, Ttl(30 * S)),
+            30 * S
+        );
+        // renewed at exactly 15 s: 15 s ahead is still half the ttl
+        assert_eq!(
+            recheck_after_extend(Some(30 * S), 15 * S, 45 * S, Ttl(30 * S)),
+            30 * S
+        );
+    }
+
+    #[test]
+    fn recheck_moves_to_the_expiry_when_close_or_past_it() {
+        // renewed at 20 s: only 10 s ahead, under half the ttl
+        assert_eq!(
+            recheck_after_extend(Some(30 * S), 20 * S, 50 * S, Ttl(30 * S)),
+            50 * S
+        );
+        // a shorter ttl: the new expiry (12 s) is before the old recheck
+        assert_eq!(
+            recheck_after_extend(Some(30 * S), 10 * S, 12 * S, Ttl(2 * S)),
+            12 * S
+        );
+        // none stored
+        assert_eq!(
+            recheck_after_extend(None, 10 * S, 40 * S, Ttl(30 * S)),
+            40 * S
+        );
+    }
+
+    #[test]
+    fn recheck_never_exceeds_the_expiry() {
+        for old in [0, 5, 10, 29, 30, 31, 60] {
+            for now in [0, 1, 10, 14, 15, 16, 29] {
+                for ttl in [1, 2, 15, 30, 60] {
+                    let expires = (now + ttl) * S;
+                    let r = recheck_after_extend(Some(old * S), now * S, expires, Ttl(ttl * S));
+                    assert!(
+                        r <= expires,
+                        "old {old} now {now} ttl {ttl}: {r} > {expires}"
+                    );
+                    assert!(r >= now * S + ttl * S / 2 || r == expires);
+                }
+            }
+        }
+    }
 }

@@ -15,38 +15,40 @@ pub const READ_LEASE: &str = "SELECT holder, term, expires_at FROM leaderlock WH
 /// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
 /// its own. Returns no row when the lease is absent, held live by someone
 /// else, or locked by another transaction. `$1` key, `$2` id.
-pub const LOCK_ACQUIRABLE: &str = "SELECT holder, term, expires_at FROM leaderlock \
+pub const LOCK_ACQUIRABLE: &str = "SELECT holder, term, expires_at, recheck_at FROM leaderlock \
      WHERE key = $1 \
        AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Lock a lease live-held by `$2`. No row when it is not, or when another
 /// transaction holds the row locked. `$1` key, `$2` id.
-pub const LOCK_OWN: &str = "SELECT term, expires_at, ttl FROM leaderlock \
+pub const LOCK_OWN: &str = "SELECT term, expires_at, ttl, recheck_at FROM leaderlock \
      WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// First acquisition of a brand-new key (term 1). May wait only for a
 /// concurrent inserter of the same key, as contract 3.1 allows.
-/// `$1` key, `$2` id, `$3` now, `$4` expires_at, `$5` ttl.
+/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl.
 pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
-       (key, holder, term, acquired_at, renewed_at, expires_at, ttl) \
-     VALUES ($1, $2, 1, $3, $3, $4, $5) \
+       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
+     VALUES ($1, $2, 1, $3, $3, $4, $5, $4) \
      ON CONFLICT (key) DO NOTHING \
      RETURNING term";
 
 /// A new tenure on a locked row: vacant or lapsed before.
-/// `$1` key, `$2` id, `$3` now, `$4` expires_at, `$5` ttl.
+/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl.
 pub const START_TERM: &str = "UPDATE leaderlock \
         SET holder = $2, term = term + 1, acquired_at = $3, renewed_at = $3, \
-            expires_at = $4, ttl = $5 \
+            expires_at = $4, ttl = $5, recheck_at = $4 \
       WHERE key = $1 \
   RETURNING term";
 
-/// Extend a live lease on a locked row, same term.
-/// `$1` key, `$2` now, `$3` expires_at, `$4` ttl.
-pub const EXTEND: &str =
-    "UPDATE leaderlock SET renewed_at = $2, expires_at = $3, ttl = $4 WHERE key = $1";
+/// Extend a live lease on a locked row, same term. A HOT update whenever
+/// `$5` equals the stored recheck_at (see `lease::recheck_after_extend`).
+/// `$1` key, `$2` now, `$3` expires_at, `$4` ttl, `$5` recheck_at.
+pub const EXTEND: &str = "UPDATE leaderlock \
+        SET renewed_at = $2, expires_at = $3, ttl = $4, recheck_at = $5 \
+      WHERE key = $1";
 
 /// Release a locked, live lease: vacant, term kept. `$1` key, `$2` now.
 pub const VACATE: &str = "UPDATE leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
@@ -68,21 +70,28 @@ pub const WORKER_RUNNING: &str = "SELECT EXISTS ( \
           AND datid = (SELECT oid FROM pg_catalog.pg_database \
                         WHERE datname = pg_catalog.current_database()))";
 
-/// Worker: lock up to `$2` leases lapsed at `$1`, oldest first, skipping
-/// rows other transactions hold locked. Found through the partial index on
-/// expires_at; the values are those of the locked (latest) row versions.
+/// Worker: lock up to `$2` leases lapsed at `$1`, skipping rows other
+/// transactions hold locked. A lapsed lease always has recheck_at <= its
+/// expires_at <= `$1`, so the index range on recheck_at finds them all; the
+/// values are those of the locked (latest) row versions.
 pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderlock \
-     WHERE holder IS NOT NULL AND expires_at <= $1 \
-     ORDER BY expires_at \
+     WHERE holder IS NOT NULL AND recheck_at <= $1 AND expires_at <= $1 \
+     ORDER BY recheck_at \
      LIMIT $2 \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Worker: vacate the leases just locked (primary key lookups). `$1` keys.
 pub const VACATE_KEYS: &str = "UPDATE leaderlock SET holder = NULL WHERE key = ANY($1)";
 
-/// Worker: the earliest expiry among held leases (an index probe). Lapsed
-/// rows the last check had to skip show up here as already past.
-pub const NEXT_EXPIRY: &str = "SELECT min(expires_at) FROM leaderlock WHERE holder IS NOT NULL";
+/// Worker: when to check next, as of `$1`: the earliest recheck_at still
+/// ahead (an index probe), or the real expiry of a lease whose recheck_at
+/// has passed (few: leases that stopped renewing, or lapsed rows the last
+/// check had to skip, which show up here as already past).
+pub const NEXT_CHECK: &str = "SELECT least( \
+       (SELECT min(expires_at) FROM leaderlock \
+         WHERE holder IS NOT NULL AND recheck_at <= $1), \
+       (SELECT min(recheck_at) FROM leaderlock \
+         WHERE holder IS NOT NULL AND recheck_at > $1))";
 
 /// Worker: the extension's schema, quoted for a search_path. `$1` its OID.
 pub const EXTENSION_SCHEMA: &str = "SELECT pg_catalog.quote_ident(n.nspname) \

@@ -203,6 +203,44 @@ mod tests {
         assert_eq!(text_of("SELECT le_leader('k2')").as_deref(), Some("b"));
     }
 
+    // ---- recheck_at: the worker's indexed cue ---------------------------------
+
+    #[pg_test]
+    fn recheck_at_stays_at_or_before_the_expiry_and_moves_rarely() {
+        let recheck = || text_of("SELECT recheck_at::text FROM leaderlock WHERE key = 'k'");
+        let invariant = || {
+            bool_of("SELECT bool_and(recheck_at <= expires_at) FROM leaderlock WHERE holder IS NOT NULL")
+        };
+        assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 hour')"));
+        assert!(bool_of(
+            "SELECT recheck_at = expires_at FROM leaderlock WHERE key = 'k'"
+        ));
+        let first = recheck();
+        // Renewals well within half the ttl keep it: no indexed column changes.
+        for _ in 0..3 {
+            assert!(bool_of("SELECT le_renew('k', 'a')"));
+            assert!(bool_of("SELECT le_try_acquire('k', 'a', '1 hour')"));
+            assert_eq!(recheck(), first);
+            assert!(invariant());
+        }
+        // A shorter ttl pulls it back to the new expiry.
+        assert!(bool_of("SELECT le_renew('k', 'a', '10 seconds')"));
+        assert!(bool_of(
+            "SELECT recheck_at = expires_at FROM leaderlock WHERE key = 'k'"
+        ));
+        assert!(invariant());
+        // Renewing with under half the ttl left moves it to the new expiry.
+        assert!(bool_of(
+            "SELECT le_try_acquire('j', 'a', '40 milliseconds')"
+        ));
+        sleep_ms(25);
+        assert!(bool_of("SELECT le_renew('j', 'a')"));
+        assert!(bool_of(
+            "SELECT recheck_at = expires_at FROM leaderlock WHERE key = 'j'"
+        ));
+        assert!(invariant());
+    }
+
     // ---- 2.2 time ----------------------------------------------------------
 
     #[pg_test]
@@ -672,9 +710,11 @@ mod tests {
     fn statements_on_the_table_never_scan_it_whole() {
         use crate::queries as q;
         Spi::run(
-            "INSERT INTO leaderlock (key, holder, term, acquired_at, renewed_at, expires_at, ttl) \
+            "INSERT INTO leaderlock \
+                    (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
              SELECT 'k' || i, CASE WHEN i % 2 = 0 THEN 'h' || i END, 1, now(), now(), \
-                    now() + i * interval '1 second', interval '10 seconds' \
+                    now() + i * interval '1 second', interval '10 seconds', \
+                    now() + i * interval '1 second' \
                FROM generate_series(1, 10000) i",
         )
         .unwrap();
@@ -685,13 +725,13 @@ mod tests {
             (q::LOCK_OWN, "'k2', 'h2'"),
             (q::INSERT_FIRST_TERM, "'new', 'h', now(), now(), '1 second'"),
             (q::START_TERM, "'k2', 'h', now(), now(), '1 second'"),
-            (q::EXTEND, "'k2', now(), now(), '1 second'"),
+            (q::EXTEND, "'k2', now(), now(), '1 second', now()"),
             (q::VACATE, "'k2', now()"),
             (q::SHARE_LOCK_LEASE, "'k2'"),
             (q::LIVE_HOLDER, "'k2', now()"),
             (q::LOCK_LAPSED, "now() + interval '1 hour', 1000"),
             (q::VACATE_KEYS, "ARRAY['k2', 'k4']"),
-            (q::NEXT_EXPIRY, ""),
+            (q::NEXT_CHECK, "now()"),
         ];
         for mode in ["force_custom_plan", "force_generic_plan"] {
             Spi::run(&format!("SET LOCAL plan_cache_mode = {mode}")).unwrap();

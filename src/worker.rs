@@ -1,9 +1,10 @@
 //! The background worker (contract section 5): turns lapsed leases vacant
 //! and announces each with an `expired` notification, in one transaction.
 //!
-//! It sleeps until the next expiry (an index probe finds it), capped by
-//! `leaderlock.naptime`, and is woken early by a commit that sets an earlier
-//! expiry (`wakeup.rs`). An idle check is that one probe. Laid out after
+//! It sleeps until the next check is due (index probes find it: see
+//! `queries::NEXT_CHECK`), capped by `leaderlock.naptime`, and is woken
+//! early by a commit that sets an earlier expiry (`wakeup.rs`). An idle
+//! check is that one query. Laid out after
 //! pg_cron's and worker_spi's main loops: standard `die`/reload signal
 //! handlers, latch waits that exit with the postmaster.
 
@@ -173,7 +174,7 @@ fn check(state: &mut State) -> i64 {
             return naptime;
         }
         let now = lease::now();
-        let mut next = lease::next_expiry();
+        let mut next = lease::next_check(now);
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {
             let expired = lease::expire_lapsed(now, BATCH);
@@ -181,7 +182,7 @@ fn check(state: &mut State) -> i64 {
             if expired_all as i64 == BATCH {
                 return 0; // more are waiting: go again at once
             }
-            next = lease::next_expiry();
+            next = lease::next_check(now);
         }
         sleep_after_check(state, next, expired_all, naptime)
     })

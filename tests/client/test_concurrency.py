@@ -130,6 +130,11 @@ class StressTest(unittest.TestCase):
         for key in self.KEYS:
             recs = [r for r in records if r[1] == key]
             self.check_key(key, recs, start_terms[key])
+        # The worker's cue never lies past the real expiry of a held lease.
+        c = connect()
+        self.assertEqual(one(c, "SELECT count(*) FROM leaderlock WHERE holder IS NOT NULL "
+                                "AND NOT recheck_at <= expires_at"), 0)
+        c.close()
 
     def check_key(self, key, recs, start_term):
         self.assertTrue(any(r[0] == "acquire" for r in recs), f"{key}: nothing acquired")
