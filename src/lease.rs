@@ -1,15 +1,19 @@
 //! Lease state transitions (contract sections 2 and 3).
 //!
 //! Every decision uses the server clock (`GetCurrentTimestamp`, the value
-//! behind `clock_timestamp()`), read once per call after the row lock is
-//! taken, so writes to a row are ordered the same way by lock and by clock.
-//! Timestamps are `TimestampTz` microseconds.
+//! behind `clock_timestamp()`), read once per call. Takeovers and releases
+//! read it after taking the row lock, so writes to a row are ordered the
+//! same way by lock and by clock; a renewal, one statement, reads it just
+//! before (harmless: nobody else can change a row its holder has locked, and
+//! a renewal can only be backdated by that instant). Timestamps are
+//! `TimestampTz` microseconds.
 
 use crate::input::Ttl;
 use crate::notify::Event;
 use crate::plans;
 use crate::queries;
 use crate::wakeup;
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
 
@@ -27,18 +31,11 @@ fn micros(t: Option<TimestampWithTimeZone>) -> Option<i64> {
     t.map(i64::from)
 }
 
-/// An interval of days and microseconds (no months: input.rs rejects them).
-fn interval_micros(i: Interval) -> i64 {
-    i64::from(i.days()) * 86_400_000_000 + i.micros()
-}
-
-/// One lease row: holder, term, expires_at (and recheck_at when locked
-/// for a change).
+/// One lease row: holder, term, expires_at.
 struct Lease {
     holder: Option<String>,
     term: i64,
     expires_at: Option<i64>,
-    recheck_at: Option<i64>,
 }
 
 impl Lease {
@@ -48,32 +45,12 @@ impl Lease {
 }
 
 fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
-    let columns = table.columns().expect("columns");
     let row = table.into_iter().next()?;
     Some(Lease {
         holder: row.get::<String>(1).expect("holder"),
         term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
         expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
-        recheck_at: if columns >= 4 {
-            micros(row.get::<TimestampWithTimeZone>(4).expect("recheck_at"))
-        } else {
-            None
-        },
     })
-}
-
-/// recheck_at after extending a live lease to `expires_at` at `now`.
-///
-/// It is the worker's cue (an indexed lower bound of expires_at), kept
-/// unchanged when possible so the renewal is a HOT update: it moves only if
-/// it would now lie past the new expiry (a shorter ttl), or within half a
-/// ttl of now. A holder renewing more often than every ttl/2 thus always
-/// has its recheck_at ahead of now, and the worker never looks at it.
-pub fn recheck_after_extend(old: Option<i64>, now: i64, expires_at: i64, ttl: Ttl) -> i64 {
-    match old {
-        Some(old) if old <= expires_at && old - now >= ttl.0 / 2 => old,
-        _ => expires_at,
-    }
 }
 
 /// Contract 3.1.
@@ -96,14 +73,13 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
     let Some(lease) = locked else { return false };
 
     let now = now();
-    let expires_at = now + ttl.0;
     if lease.is_live(now) {
         // Live and, by the lock's condition, ours: extend, same term.
-        extend(key, now, expires_at, ttl, lease.recheck_at);
-        return true;
+        return extend(key, id, now, Some(ttl));
     }
 
     // Vacant or lapsed: a new tenure.
+    let expires_at = now + ttl.0;
     let term = plans::run(
         queries::START_TERM,
         &[
@@ -164,73 +140,54 @@ fn insert_first_term(key: &str, id: &str, ttl: Ttl) -> bool {
     true
 }
 
-fn extend(key: &str, now: i64, expires_at: i64, ttl: Ttl, old_recheck: Option<i64>) {
-    let recheck_at = recheck_after_extend(old_recheck, now, expires_at, ttl);
-    plans::run(
-        queries::EXTEND,
-        &[
-            key.into(),
-            ts(now).into(),
-            ts(expires_at).into(),
-            ttl.as_interval().into(),
-            ts(recheck_at).into(),
-        ],
-        |_| (),
-    );
-    wakeup::expiry_written(expires_at);
-}
-
-/// A live lease of `id`, locked.
-struct Own {
-    term: i64,
-    expires_at: i64,
-    ttl: Interval,
-    recheck_at: Option<i64>,
-}
-
-/// The live lease of `id` on `key`, locked; None when it is not live and
-/// ours, or when another transaction holds the row locked.
-fn lock_own(key: &str, id: &str) -> Option<Own> {
-    plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
-        let row = t.into_iter().next()?;
-        Some(Own {
-            term: row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
-            expires_at: micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
-            ttl: row.get::<Interval>(3).expect("ttl")?,
-            recheck_at: micros(row.get::<TimestampWithTimeZone>(4).expect("recheck_at")),
-        })
-    })
+/// Extends the lease `id` holds live at `now` by `ttl` (the stored one when
+/// None), same term: one statement that never waits (`queries::RENEW`).
+fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
+    let ttl = match ttl {
+        Some(t) => t.as_interval().into(),
+        None => DatumWithOid::null::<Interval>(),
+    };
+    let args = [key.into(), id.into(), ts(now).into(), ttl];
+    let expires_at = plans::run(queries::RENEW, &args, |t| {
+        t.into_iter()
+            .next()
+            .and_then(|row| micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at")))
+    });
+    match expires_at {
+        Some(e) => {
+            wakeup::expiry_written(e);
+            true
+        }
+        None => false,
+    }
 }
 
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
-    let Some(own) = lock_own(key, id) else {
-        return false;
-    };
-    let now = now();
-    if own.expires_at <= now {
-        // It lapsed between the lock and now: renew never revives a lease.
-        return false;
-    }
-    let ttl = ttl.unwrap_or(Ttl(interval_micros(own.ttl)));
-    extend(key, now, now + ttl.0, ttl, own.recheck_at);
-    true
+    extend(key, id, now(), ttl)
 }
 
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
-    let Some(own) = lock_own(key, id) else {
+    let locked = plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
+        let row = t.into_iter().next()?;
+        Some((
+            row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
+        ))
+    });
+    let Some((term, expires_at)) = locked else {
         return false;
     };
     let now = now();
-    if own.expires_at <= now {
+    if expires_at <= now {
         return false;
     }
     plans::run(queries::VACATE, &[key.into(), ts(now).into()], |_| ());
     Event::Released {
         key,
         holder: id,
-        term: own.term,
+        term,
         at: now,
     }
     .send();
@@ -357,62 +314,4 @@ pub fn next_check(now: i64) -> Option<i64> {
                 .expect("next check"),
         )
     })
-}
-
-#[cfg(test)]
-mod unit {
-    use super::recheck_after_extend;
-    use crate::input::Ttl;
-
-    const S: i64 = 1_000_000;
-
-    #[test]
-    fn recheck_is_kept_while_more_than_half_a_ttl_ahead() {
-        // acquired at 0 with ttl 30 s: recheck 30 s; renewed at 10 s
-        assert_eq!(
-            recheck_after_extend(Some(30 * S), 10 * S, 40 * S, Ttl(30 * S)),
-            30 * S
-        );
-        // renewed at exactly 15 s: 15 s ahead is still half the ttl
-        assert_eq!(
-            recheck_after_extend(Some(30 * S), 15 * S, 45 * S, Ttl(30 * S)),
-            30 * S
-        );
-    }
-
-    #[test]
-    fn recheck_moves_to_the_expiry_when_close_or_past_it() {
-        // renewed at 20 s: only 10 s ahead, under half the ttl
-        assert_eq!(
-            recheck_after_extend(Some(30 * S), 20 * S, 50 * S, Ttl(30 * S)),
-            50 * S
-        );
-        // a shorter ttl: the new expiry (12 s) is before the old recheck
-        assert_eq!(
-            recheck_after_extend(Some(30 * S), 10 * S, 12 * S, Ttl(2 * S)),
-            12 * S
-        );
-        // none stored
-        assert_eq!(
-            recheck_after_extend(None, 10 * S, 40 * S, Ttl(30 * S)),
-            40 * S
-        );
-    }
-
-    #[test]
-    fn recheck_never_exceeds_the_expiry() {
-        for old in [0, 5, 10, 29, 30, 31, 60] {
-            for now in [0, 1, 10, 14, 15, 16, 29] {
-                for ttl in [1, 2, 15, 30, 60] {
-                    let expires = (now + ttl) * S;
-                    let r = recheck_after_extend(Some(old * S), now * S, expires, Ttl(ttl * S));
-                    assert!(
-                        r <= expires,
-                        "old {old} now {now} ttl {ttl}: {r} > {expires}"
-                    );
-                    assert!(r >= now * S + ttl * S / 2 || r == expires);
-                }
-            }
-        }
-    }
 }

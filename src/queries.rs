@@ -15,16 +15,38 @@ pub const READ_LEASE: &str = "SELECT holder, term, expires_at FROM leaderlock WH
 /// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
 /// its own. Returns no row when the lease is absent, held live by someone
 /// else, or locked by another transaction. `$1` key, `$2` id.
-pub const LOCK_ACQUIRABLE: &str = "SELECT holder, term, expires_at, recheck_at FROM leaderlock \
+pub const LOCK_ACQUIRABLE: &str = "SELECT holder, term, expires_at FROM leaderlock \
      WHERE key = $1 \
        AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Lock a lease live-held by `$2`. No row when it is not, or when another
 /// transaction holds the row locked. `$1` key, `$2` id.
-pub const LOCK_OWN: &str = "SELECT term, expires_at, ttl, recheck_at FROM leaderlock \
+pub const LOCK_OWN: &str = "SELECT term, expires_at FROM leaderlock \
      WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
      FOR NO KEY UPDATE SKIP LOCKED";
+
+/// Extend the lease `$2` holds live at `$3` to `$3` + ttl, same term, in one
+/// statement: the sub-select locks the row only if it is `$2`'s live lease
+/// (a rival never locks the holder's row) and yields NULL, without waiting,
+/// if another transaction holds it locked. ttl is `$4`, or the stored one when
+/// NULL. recheck_at, the worker's indexed cue, is kept when it is still
+/// between half a ttl from now and the new expiry, so the update changes no
+/// indexed column and is HOT; otherwise it becomes the new expiry.
+/// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL. Returns the new expiry.
+pub const RENEW: &str = "UPDATE leaderlock \
+        SET renewed_at = $3, \
+            expires_at = $3 + coalesce($4, ttl), \
+            ttl = coalesce($4, ttl), \
+            recheck_at = CASE \
+                WHEN recheck_at <= $3 + coalesce($4, ttl) \
+                 AND recheck_at >= $3 + coalesce($4, ttl) / 2 THEN recheck_at \
+                ELSE $3 + coalesce($4, ttl) END \
+      WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+        AND key = (SELECT key FROM leaderlock \
+                    WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+                      FOR NO KEY UPDATE SKIP LOCKED) \
+  RETURNING expires_at";
 
 /// First acquisition of a brand-new key (term 1). May wait only for a
 /// concurrent inserter of the same key, as contract 3.1 allows.
@@ -42,13 +64,6 @@ pub const START_TERM: &str = "UPDATE leaderlock \
             expires_at = $4, ttl = $5, recheck_at = $4 \
       WHERE key = $1 \
   RETURNING term";
-
-/// Extend a live lease on a locked row, same term. A HOT update whenever
-/// `$5` equals the stored recheck_at (see `lease::recheck_after_extend`).
-/// `$1` key, `$2` now, `$3` expires_at, `$4` ttl, `$5` recheck_at.
-pub const EXTEND: &str = "UPDATE leaderlock \
-        SET renewed_at = $2, expires_at = $3, ttl = $4, recheck_at = $5 \
-      WHERE key = $1";
 
 /// Release a locked, live lease: vacant, term kept. `$1` key, `$2` now.
 pub const VACATE: &str = "UPDATE leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";

@@ -725,7 +725,7 @@ mod tests {
             (q::LOCK_OWN, "'k2', 'h2'"),
             (q::INSERT_FIRST_TERM, "'new', 'h', now(), now(), '1 second'"),
             (q::START_TERM, "'k2', 'h', now(), now(), '1 second'"),
-            (q::EXTEND, "'k2', now(), now(), '1 second', now()"),
+            (q::RENEW, "'k2', 'h2', now(), NULL::interval"),
             (q::VACATE, "'k2', now()"),
             (q::SHARE_LOCK_LEASE, "'k2'"),
             (q::LIVE_HOLDER, "'k2', now()"),
