@@ -57,7 +57,7 @@ start_cluster() {
 stop_cluster() {
   local dir=$1 mode=${2:-fast}
   if [ -f "$dir/postmaster.pid" ]; then
-    as_postgres "$PG_BIN/pg_ctl" -D "$dir" -m "$mode" -w -t 60 stop >/dev/null || true
+    as_postgres "$PG_BIN/pg_ctl" -D "$dir" -m "$mode" -w -t 60 stop >/dev/null 2>&1 || true
   fi
 }
 

@@ -7,6 +7,8 @@
 #   isolation        concurrent sessions (tests/isolation, isolationtester)
 #   client           real clients: notifications, races, stress, errors,
 #                    the background worker, restarts, a standby (tests/client)
+#   bench smoke      ./bench/run.sh --quick: every benchmark with tiny
+#                    durations, so the benchmark command cannot rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
 # leaderlock preloaded. Exits non-zero if anything fails.
@@ -72,6 +74,9 @@ stage "client tests"
   LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$MAIN PG_BIN=$PG_BIN \
   /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
   || { tail -n 40 "$MAIN/server.log"; fail "client tests"; }
+
+stage "bench smoke (bench/run.sh --quick)"
+"$REPO_ROOT/bench/run.sh" --quick || fail "bench smoke"
 
 echo
 if [ "${#FAILED[@]}" -gt 0 ]; then

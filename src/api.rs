@@ -70,10 +70,27 @@ CREATE FUNCTION le_assert_leader(key text, id text, term bigint DEFAULT NULL)
 RETURNS bigint
 VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = @extschema@, pg_temp
+SET enable_seqscan = off
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_assert_leader_c';
 "#,
     name = "le_assert_leader",
     requires = ["schema"],
+);
+
+// Every statement the functions run is a key lookup, best done through the
+// primary key whatever the table's statistics say. Plans are cached per
+// backend: one made while the table had a few rows would otherwise stay a
+// sequential scan as the table grows (quadratic when one transaction
+// acquires many keys). The setting applies only inside each call.
+extension_sql!(
+    r#"
+ALTER FUNCTION le_try_acquire(text, text, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_renew(text, text, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
+"#,
+    name = "index_plans",
+    requires = [le_try_acquire, le_renew, le_release, le_leader],
 );
 
 /// SQLSTATE of le_assert_leader's refusal: `LE001` (class LE, leaderlock).

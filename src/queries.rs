@@ -116,3 +116,6 @@ pub const EXTENSION_SCHEMA: &str = "SELECT pg_catalog.quote_ident(n.nspname) \
 
 /// Worker: resolve the unqualified names above in the extension's schema.
 pub const SET_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', $1, false)";
+
+/// Worker: index plans whatever the statistics say (see `api.rs`).
+pub const NO_SEQSCAN: &str = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";

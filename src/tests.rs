@@ -594,10 +594,10 @@ mod tests {
             )
             .as_deref(),
             Some(
-                "le_assert_leader:true:search_path=public, pg_temp \
-                 le_release:true:search_path=public, pg_temp \
-                 le_renew:true:search_path=public, pg_temp \
-                 le_try_acquire:true:search_path=public, pg_temp"
+                "le_assert_leader:true:search_path=public, pg_temp,enable_seqscan=off \
+                 le_release:true:search_path=public, pg_temp,enable_seqscan=off \
+                 le_renew:true:search_path=public, pg_temp,enable_seqscan=off \
+                 le_try_acquire:true:search_path=public, pg_temp,enable_seqscan=off"
             )
         );
     }
@@ -753,6 +753,49 @@ mod tests {
                 assert!(!plan.contains("Seq Scan"), "{mode}: {sql}\n{plan}");
             }
         }
+    }
+
+    #[pg_test]
+    fn functions_use_the_primary_key_even_with_stale_statistics() {
+        // Statistics of an 8-row table: left alone, the planner would scan
+        // it sequentially, and keep that cached plan as the table grows.
+        Spi::run(
+            "INSERT INTO leaderlock \
+                    (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
+             SELECT 's' || i, 'h', 1, now(), now(), now() + interval '1 hour', \
+                    interval '1 hour', now() + interval '1 hour' \
+               FROM generate_series(1, 8) i",
+        )
+        .unwrap();
+        Spi::run("ANALYZE leaderlock").unwrap();
+        let seq_scans = || {
+            i64_of(
+                "SELECT coalesce(sum(seq_scan), 0)::bigint FROM pg_stat_xact_user_tables \
+                  WHERE relid = 'leaderlock'::regclass",
+            )
+        };
+        let before = seq_scans();
+        for i in 0..20 {
+            let k = format!("'grow-{i}'");
+            assert!(bool_of(&format!(
+                "SELECT le_try_acquire({k}, 'a', '1 hour')"
+            )));
+            assert!(bool_of(&format!("SELECT le_renew({k}, 'a')")));
+            assert!(!bool_of(&format!(
+                "SELECT le_try_acquire({k}, 'b', '1 hour')"
+            )));
+            assert_eq!(i64_of(&format!("SELECT le_assert_leader({k}, 'a')")), 1);
+            assert_eq!(
+                text_of(&format!("SELECT le_leader({k})")).as_deref(),
+                Some("a")
+            );
+            assert!(bool_of(&format!("SELECT le_release({k}, 'a')")));
+        }
+        assert_eq!(
+            seq_scans(),
+            before,
+            "a function scanned the table sequentially"
+        );
     }
 
     #[pg_test]

@@ -240,6 +240,7 @@ fn extension_ready(state: &mut State) -> bool {
         });
         if let Some(schema) = schema {
             plans::run(queries::SET_SEARCH_PATH, &[schema.as_str().into()], |_| ());
+            plans::run(queries::NO_SEQSCAN, &[], |_| ());
             log!("leaderlock worker: extension found in schema {schema}");
         }
         state.extension = Some(oid);
