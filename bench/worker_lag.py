@@ -74,7 +74,7 @@ def main():
 
     # Plans of the worker's statements, as the extension runs them.
     plans = {}
-    for name, params in [("NEXT_EXPIRY", ""), ("LOCK_LAPSED", "(clock_timestamp(), 1000)"),
+    for name, params in [("NEXT_CHECK", "(clock_timestamp())"), ("LOCK_LAPSED", "(clock_timestamp(), 1000)"),
                        ("VACATE_KEYS", "(ARRAY['a', 'b'])")]:
         cur.execute(f"PREPARE bench_plan AS {QUERIES[name]}")
         cur.execute(f"EXPLAIN (COSTS OFF) EXECUTE bench_plan{params}")

@@ -7,8 +7,8 @@
 #   isolation        concurrent sessions (tests/isolation, isolationtester)
 #   client           real clients: notifications, races, stress, errors,
 #                    the background worker, restarts, a standby (tests/client)
-#   bench smoke      ./bench/run.sh --quick: every benchmark with tiny
-#                    durations, so the benchmark command cannot rot
+#   bench smoke      ./bench/run.sh --quick and a small bench/worker_lag.sh:
+#                    every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
 # leaderlock preloaded. Exits non-zero if anything fails.
@@ -75,8 +75,10 @@ stage "client tests"
   /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
   || { tail -n 40 "$MAIN/server.log"; fail "client tests"; }
 
-stage "bench smoke (bench/run.sh --quick)"
+stage "bench smoke (bench/run.sh --quick, bench/worker_lag.sh small)"
 "$REPO_ROOT/bench/run.sh" --quick || fail "bench smoke"
+"$REPO_ROOT/bench/worker_lag.sh" --live 500 --expiring 20 --window 2 --idle 1 --renew-rate 20 \
+  || fail "worker lag smoke"
 
 echo
 if [ "${#FAILED[@]}" -gt 0 ]; then
