@@ -335,29 +335,17 @@ def handover_leaderlock(port, rounds):
         assert one(leader, "SELECT le_try_acquire(%s, 'leader', '10 seconds')", (key,))
         follower.poll()
         follower.notifies.clear()
-        done = threading.Event()
         got = {}
 
         def follow():
-            while not done.is_set():
-                select.select([follower], [], [], 1.0)
-                follower.poll()
-                for n in follower.notifies:
-                    e = json.loads(n.payload)
-                    if e["event"] == "released" and e["key"] == key:
-                        if one(follower, "SELECT le_try_acquire(%s, 'follower', '10 seconds')", (key,)):
-                            got["at"] = time.time()
-                            got["released"] = parse_time(e["at"])
-                            done.set()
-                            return
-                follower.notifies.clear()
+            got["at"], event = follow_and_acquire(follower, key, "released", "10 seconds")
+            got["released"] = parse_time(event["at"])
 
         t = threading.Thread(target=follow)
         t.start()
         time.sleep(0.01)
         one(leader, "SELECT le_release(%s, 'leader')", (key,))
-        t.join(10)
-        done.set()
+        t.join(15)
         assert "at" in got, "W4: follower did not take over"
         lags.append((got["at"] - got["released"]) * 1000)
     leader.close()
@@ -471,6 +459,7 @@ def failover(port, system, rounds, cfg):
     lags = []
     for r in range(rounds):
         key = str(5_000_000 + r) if system == "advisory" else f"w5-{system}-{r}"
+        follower.notifies.clear()
         leader = subprocess.Popen([sys.executable, "-c", LEADER_PROGRAM, str(port), system, key, acquire],
                                   stdout=subprocess.PIPE, text=True)
         assert leader.stdout.readline().strip() == "leading"
@@ -479,8 +468,8 @@ def failover(port, system, rounds, cfg):
         leader.send_signal(signal.SIGKILL)
         leader.wait()
         if system == "leaderlock":
-            acquired, expires = follow_leaderlock(follower, key)
-            lags.append((acquired - expires) * 1000)
+            acquired, event = follow_and_acquire(follower, key, "expired", "2 seconds")
+            lags.append((acquired - parse_time(event["expires_at"])) * 1000)
         elif system == "upsert":
             expires = one(follower, "SELECT extract(epoch FROM valid_until) FROM recipe_leases WHERE key = %s",
                           (key,))
@@ -496,21 +485,22 @@ def failover(port, system, rounds, cfg):
     return summary(lags)
 
 
-def follow_leaderlock(follower, key):
-    """Waits for `expired` of key, then acquires. Returns (acquire time,
-    expires_at of the dead lease)."""
-    follower.notifies.clear()
-    deadline = time.monotonic() + 10
+def follow_and_acquire(follower, key, event, ttl, timeout=10):
+    """A follower LISTENing on `follower`: waits for `event` on `key`, then
+    calls le_try_acquire. Returns (time of the successful acquire, the
+    notification's payload)."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         select.select([follower], [], [], 1.0)
         follower.poll()
         for n in follower.notifies:
             e = json.loads(n.payload)
-            if e["event"] == "expired" and e["key"] == key:
-                if one(follower, "SELECT le_try_acquire(%s, 'follower', '2 seconds')", (key,)):
-                    return time.time(), parse_time(e["expires_at"])
+            if e["event"] == event and e["key"] == key:
+                if one(follower, "SELECT le_try_acquire(%s, 'follower', %s)", (key, ttl)):
+                    follower.notifies.clear()
+                    return time.time(), e
         follower.notifies.clear()
-    raise AssertionError("W5: no expired notification heard")
+    raise AssertionError(f"no {event} notification for {key} heard")
 
 
 # ---------------------------------------------------------------- main

@@ -22,14 +22,9 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -z "$PORT" ]; then
-  "$REPO_ROOT/scripts/setup.sh" >/dev/null
-  install_extension
-  DIR=$(mktemp -d /tmp/leaderlock-bench.XXXXXX)
-  chown postgres:postgres "$DIR"
-  PORT=$(free_port)
-  trap 'stop_cluster "$DIR/data" fast; rm -rf "$DIR"' EXIT
-  start_cluster "$DIR/data" "$PORT" "fsync = on"
-  psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
+  trap remove_throwaway_cluster EXIT
+  # PostgreSQL and leaderlock defaults (fsync on), unlike the test clusters.
+  start_throwaway_cluster "fsync = on"
 fi
 
 cd "$REPO_ROOT/bench"

@@ -4,13 +4,7 @@
 # Arguments are passed on, e.g. --live 10000 --expiring 1000 --window 20.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
-"$REPO_ROOT/scripts/setup.sh" >/dev/null
-install_extension
-DIR=$(mktemp -d /tmp/leaderlock-bench.XXXXXX)
-chown postgres:postgres "$DIR"
-PORT=$(free_port)
-trap 'stop_cluster "$DIR/data" fast; rm -rf "$DIR"' EXIT
+trap remove_throwaway_cluster EXIT
 # PostgreSQL and leaderlock defaults (fsync on), unlike the test clusters.
-start_cluster "$DIR/data" "$PORT" "fsync = on"
-psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
+start_throwaway_cluster "fsync = on"
 /usr/bin/python3 "$REPO_ROOT/bench/worker_lag.py" "$PORT" "$@"

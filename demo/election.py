@@ -18,7 +18,8 @@ import psycopg2
 
 KEY = "nightly-report"
 TTL = "2 seconds"
-POLL = 0.5  # seconds between a candidate's attempts / renewals
+RENEW_EVERY = 0.5  # seconds between the leader's renewals
+FOLLOWER_POLL = 5.0  # a follower's fallback poll; it mostly waits on LISTEN
 T0 = time.monotonic()
 
 
@@ -26,8 +27,14 @@ def stamp():
     return f"{time.monotonic() - T0:6.2f}s"
 
 
+def out(line):
+    # One write per line: several processes share this stdout.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def say(who, text):
-    print(f"{stamp()}  {who:<12} {text}", flush=True)
+    out(f"{stamp()}  {who:<12} {text}")
 
 
 def connect(port):
@@ -37,10 +44,10 @@ def connect(port):
 
 
 def candidate(name, port, release_after):
-    """Runs for KEY; when leader, renews every POLL seconds and releases
-    after `release_after` seconds of leadership (None: never). A follower
-    LISTENs, so it retries the moment the lease is released or expires
-    instead of at its next poll."""
+    """Runs for KEY; when leader, renews every RENEW_EVERY seconds and
+    releases after `release_after` seconds of leadership (None: never). A
+    follower LISTENs, so it retries the moment the lease is released or
+    expires; it polls only every FOLLOWER_POLL seconds as a fallback."""
     conn = connect(port)
     cur = conn.cursor()
     cur.execute("LISTEN leaderlock")
@@ -65,7 +72,7 @@ def candidate(name, port, release_after):
             if not cur.fetchone()[0]:
                 say(name, "lost the lease")
                 leading_since = None
-        wait_for_vacancy(conn, POLL)
+        wait_for_vacancy(conn, RENEW_EVERY if leading_since is not None else FOLLOWER_POLL)
 
 
 def wait_for_vacancy(conn, timeout):
@@ -94,7 +101,7 @@ def listener(port, ready):
             if e["event"] == "expired":
                 lag = (time.time() - iso_epoch(e["expires_at"])) * 1000
                 extra = f"   (announced {lag:.0f} ms after the lease ran out)"
-            print(f"{stamp()}  {'LISTEN':<12} {payload}{extra}", flush=True)
+            out(f"{stamp()}  {'LISTEN':<12} {payload}{extra}")
 
 
 def iso_epoch(text):
@@ -114,8 +121,8 @@ def main():
     with conn.cursor() as cur:
         cur.execute("SELECT le_worker_running()")
         worker = cur.fetchone()[0]
-    print(f"leaderlock demo on 127.0.0.1:{port}, key '{KEY}', ttl {TTL}, "
-          f"background worker running: {worker}\n", flush=True)
+    out(f"leaderlock demo on 127.0.0.1:{port}, key '{KEY}', ttl {TTL}, "
+        f"background worker running: {worker}\n")
 
     ready = mp.Event()
     mp.Process(target=listener, args=(port, ready), daemon=True).start()
@@ -147,7 +154,7 @@ def main():
     for p in procs.values():
         if p.is_alive():
             p.terminate()
-    print("\ndemo finished", flush=True)
+    out("\ndemo finished")
 
 
 if __name__ == "__main__":

@@ -9,24 +9,14 @@ source "$(dirname "$0")/lib.sh"
 KEEP=0
 [ "${1:-}" = "--keep" ] && KEEP=1
 
-"$REPO_ROOT/scripts/setup.sh"
-install_extension
-
-DIR=$(mktemp -d /tmp/leaderlock-demo.XXXXXX)
-chown postgres:postgres "$DIR"
-PORT=$(free_port)
 cleanup() {
   if [ "$KEEP" = 1 ]; then
     log "cluster left running: psql -h 127.0.0.1 -p $PORT -U postgres"
     log "stop it with: sudo -u postgres $PG_BIN/pg_ctl -D $DIR/data stop"
   else
-    stop_cluster "$DIR/data" fast
-    rm -rf "$DIR"
+    remove_throwaway_cluster
   fi
 }
 trap cleanup EXIT
-
-log "starting a throwaway cluster on 127.0.0.1:$PORT"
-start_cluster "$DIR/data" "$PORT"
-psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
+start_throwaway_cluster
 /usr/bin/python3 "$REPO_ROOT/demo/election.py" "$PORT"

@@ -66,3 +66,25 @@ psql_at() {
   local port=$1; shift
   "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"
 }
+
+# start_throwaway_cluster [extra postgresql.conf lines...]
+# Sets everything up, installs the extension, and starts a cluster on a free
+# port in a new temporary directory, with leaderlock preloaded and the
+# extension created in database postgres. Sets DIR and PORT; the caller
+# removes it with remove_throwaway_cluster (or keeps it).
+start_throwaway_cluster() {
+  "$REPO_ROOT/scripts/setup.sh" >/dev/null
+  install_extension
+  DIR=$(mktemp -d /tmp/leaderlock-cluster.XXXXXX)
+  chown postgres:postgres "$DIR"
+  PORT=$(free_port)
+  log "starting a throwaway cluster on 127.0.0.1:$PORT"
+  start_cluster "$DIR/data" "$PORT" "$@"
+  psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
+}
+
+remove_throwaway_cluster() {
+  [ -n "${DIR:-}" ] || return 0
+  stop_cluster "$DIR/data" fast
+  rm -rf "$DIR"
+}
