@@ -6,47 +6,21 @@ listener records when each `expired` notification arrives; the lag is
 arrival time minus the lease's expires_at (same host, same clock), an upper
 bound on "expires_at to the commit of its notification". Also reports the
 worker's CPU time, while idle and while expiring, from /proc, and the plans
-of the worker's two queries (index probes, no table scan).
+of the worker's statements (index scans, no table scan).
 
 Usage: worker_lag.py PORT [--live N] [--expiring N] [--window S] [--idle S] [--renew-rate R]
 Prints a summary; with --json FILE also writes the figures.
 """
 import argparse
 import json
-import os
-import select
-import statistics
 import sys
 import threading
 import time
 
-import psycopg2
-
+import bench
 from queries import load as load_queries
 
 QUERIES = load_queries()
-
-
-def connect(port):
-    c = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
-    c.autocommit = True
-    return c
-
-
-def worker_cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def percentile(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
-
-
-def parse(text):
-    from datetime import datetime, timezone
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
 def main():
@@ -60,10 +34,9 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    c = connect(args.port)
+    c = bench.connect(args.port)
     cur = c.cursor()
-    cur.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")
-    pid = cur.fetchone()[0]
+    pid = bench.worker_pid(c)
     cur.execute("DELETE FROM leaderlock WHERE key LIKE 'bench-lag-%'")
 
     print(f"setting up {args.live} live leases (1 hour ttl)", flush=True)
@@ -85,7 +58,7 @@ def main():
     renewed = [0]
 
     def renewer():
-        rc = connect(args.port)
+        rc = bench.connect(args.port)
         rcur = rc.cursor()
         i = 0
         period = 1.0 / args.renew_rate if args.renew_rate > 0 else None
@@ -102,41 +75,26 @@ def main():
     rt.start()
 
     print(f"idle phase: {args.idle:.0f} s with {args.live} live leases, {args.renew_rate:.0f} renewals/s", flush=True)
-    cpu0, t0 = worker_cpu_seconds(pid), time.monotonic()
+    cpu0, t0 = bench.cpu_seconds(pid), time.monotonic()
     time.sleep(args.idle)
-    idle_cpu = (worker_cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+    idle_cpu = (bench.cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
 
-    listener = connect(args.port)
-    listener.cursor().execute("LISTEN leaderlock")
     print(f"expiry phase: {args.expiring} leases lapsing over {args.window:.0f} s", flush=True)
-    cur.execute("SELECT count(*) FILTER (WHERE le_try_acquire('bench-lag-exp-' || i, 'doomed', "
-                "make_interval(secs => 1 + random() * %s))) FROM generate_series(1, %s) i",
-                (args.window, args.expiring))
-    cpu1, t1 = worker_cpu_seconds(pid), time.monotonic()
-    lags, check_lags = [], []
-    deadline = time.monotonic() + args.window + 30
-    while len(lags) < args.expiring and time.monotonic() < deadline:
-        select.select([listener], [], [], 1.0)
-        listener.poll()
-        now = time.time()
-        while listener.notifies:
-            e = json.loads(listener.notifies.pop(0).payload)
-            if e["event"] == "expired" and e["key"].startswith("bench-lag-exp-"):
-                lags.append((now - parse(e["expires_at"])) * 1000)
-                check_lags.append((parse(e["at"]) - parse(e["expires_at"])) * 1000)
-    busy_cpu = (worker_cpu_seconds(pid) - cpu1) / (time.monotonic() - t1)
+    expiring = bench.ExpiryLag(args.port, args.expiring, args.window, "bench-lag-exp-", grace=30)
+    expiring.start()
+    cpu1, t1 = bench.cpu_seconds(pid), time.monotonic()
+    heard = expiring.finish()
+    busy_cpu = (bench.cpu_seconds(pid) - cpu1) / (time.monotonic() - t1)
     stop.set()
     rt.join()
 
     cur.execute("SELECT count(*) FROM leaderlock WHERE key LIKE 'bench-lag-live-%' AND holder IS NULL")
     wrongly_expired = cur.fetchone()[0]
     figures = {
-        "live_leases": args.live, "expiring": args.expiring, "received": len(lags),
+        "live_leases": args.live, "expiring": args.expiring, "received": heard["received"],
         "window_s": args.window, "renewals_per_s": args.renew_rate, "renewals_done": renewed[0],
-        "lag_ms": {"p50": percentile(lags, 50), "p99": percentile(lags, 99), "max": max(lags),
-                   "mean": statistics.mean(lags)} if lags else None,
-        "check_lag_ms": {"p50": percentile(check_lags, 50), "p99": percentile(check_lags, 99),
-                         "max": max(check_lags)} if check_lags else None,
+        "lag_ms": heard["lag_ms"],
+        "check_lag_ms": heard["check_lag_ms"],
         "worker_cpu_percent": {"idle": 100 * idle_cpu, "expiring": 100 * busy_cpu},
         "live_leases_wrongly_expired": wrongly_expired,
         "plans": plans,
@@ -144,8 +102,8 @@ def main():
     cur.execute("DELETE FROM leaderlock WHERE key LIKE 'bench-lag-%'")
 
     print()
-    print(f"expired notifications received: {len(lags)} of {args.expiring}")
-    if lags:
+    print(f"expired notifications received: {heard['received']} of {args.expiring}")
+    if heard["lag_ms"]:
         l = figures["lag_ms"]
         print(f"lag, expires_at to notification received: p50 {l['p50']:.1f} ms, p99 {l['p99']:.1f} ms, "
               f"max {l['max']:.1f} ms")
@@ -161,7 +119,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)
-    if len(lags) < args.expiring or wrongly_expired:
+    if heard["received"] < args.expiring or wrongly_expired:
         sys.exit(1)
 
 

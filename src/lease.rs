@@ -261,17 +261,18 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
     }
 }
 
-/// A lease the worker turned vacant.
-pub struct Expired {
-    pub key: String,
-    pub holder: String,
-    pub term: i64,
-    pub expires_at: i64,
+/// A lease the worker turns vacant.
+struct Expired {
+    key: String,
+    holder: String,
+    term: i64,
+    expires_at: i64,
 }
 
 /// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
-/// rows, and queue one `expired` notification each (contract 5).
-pub fn expire_lapsed(now: i64, batch: i64) -> Vec<Expired> {
+/// rows, and queue one `expired` notification each (contract 5). Returns
+/// how many.
+pub fn expire_lapsed(now: i64, batch: i64) -> usize {
     let expired: Vec<Expired> =
         plans::run(queries::LOCK_LAPSED, &[ts(now).into(), batch.into()], |t| {
             t.into_iter()
@@ -288,7 +289,7 @@ pub fn expire_lapsed(now: i64, batch: i64) -> Vec<Expired> {
                 .collect()
         });
     if expired.is_empty() {
-        return expired;
+        return 0;
     }
     let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
     plans::run(queries::VACATE_KEYS, &[keys.into()], |_| ());
@@ -302,7 +303,7 @@ pub fn expire_lapsed(now: i64, batch: i64) -> Vec<Expired> {
         }
         .send();
     }
-    expired
+    expired.len()
 }
 
 /// Worker: when to check next, as of `now` (see `queries::NEXT_CHECK`).

@@ -177,8 +177,7 @@ fn check(state: &mut State) -> i64 {
         let mut next = lease::next_check(now);
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {
-            let expired = lease::expire_lapsed(now, BATCH);
-            expired_all = expired.len();
+            expired_all = lease::expire_lapsed(now, BATCH);
             if expired_all as i64 == BATCH {
                 return 0; // more are waiting: go again at once
             }

@@ -95,11 +95,6 @@ class Listener:
         self.conn.close()
 
 
-def pg_ctl(*args):
-    subprocess.run(["sudo", "-u", "postgres", "-H", "--", f"{PG_BIN}/pg_ctl", "-D", PGDATA, *args],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
 def wait_ready(port=PORT, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:
