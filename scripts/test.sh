@@ -1,88 +1,159 @@
 #!/usr/bin/env bash
-# Quick start 2: set everything up and run every test.
+# Quick start 2: set everything up and run every test, on every supported
+# PostgreSQL version (15, 14, 16, 17, 18), or on the ones given:
 #
-#   format and lint  cargo fmt --check, cargo clippy -D warnings
-#   unit             #[pg_test] tests in one backend (cargo pgrx test)
-#   pg_regress       the SQL API as a user sees it (tests/pg_regress)
-#   isolation        concurrent sessions (tests/isolation, isolationtester)
-#   client           real clients: notifications, races, stress, errors,
-#                    the background worker, restarts, a standby (tests/client)
-#   bench smoke      ./bench/run.sh --quick and a small bench/worker_lag.sh:
-#                    every benchmark with tiny sizes, so none can rot
+#   ./scripts/test.sh              all five versions (what CI runs)
+#   ./scripts/test.sh --pg 17      one version (repeat --pg for more)
+#
+# Once:             cargo fmt --check
+# Per version:
+#   lint            cargo clippy -D warnings, built for that version
+#   unit            #[pg_test] tests in one backend (cargo pgrx test pgN)
+#   pg_regress      the SQL API as a user sees it (tests/pg_regress)
+#   isolation       concurrent sessions (tests/isolation, isolationtester)
+#   client          real clients: notifications, races, stress, errors,
+#                   the background worker, restarts, a standby (tests/client)
+#   package         scripts/package.sh builds the binary tarball; its
+#                   contents are checked, and the suites below run against
+#                   what its install.sh installs
+#   bench smoke     ./bench/run.sh --quick and a small bench/worker_lag.sh:
+#                   every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
-# leaderlock preloaded. Exits non-zero if anything fails.
+# leaderlock preloaded. Exits non-zero if anything fails, on any version.
 # LEADERLOCK_STRESS_SECONDS (default 12) sets the stress test's length.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+
+VERSIONS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --pg) use_pg "$2"; VERSIONS+=("$2"); shift ;;
+    *) echo "usage: $0 [--pg N]...   (N in ${PG_VERSIONS[*]}; default: all)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ "${#VERSIONS[@]}" -gt 0 ] || VERSIONS=("${PG_VERSIONS[@]}")
 
 "$REPO_ROOT/scripts/setup.sh"
 
 WORK=$(mktemp -d /tmp/leaderlock-test.XXXXXX)
 chown postgres:postgres "$WORK"
-export LEADERLOCK_WORK=$WORK
 FAILED=()
+SUMMARY=()
+EXT_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)
+T0=$SECONDS
 
 cleanup() {
   local d
-  for d in "$WORK"/*/; do
+  for d in "$WORK"/*/*/; do
     [ -f "$d/PG_VERSION" ] && stop_cluster "$d" immediate
   done
   if [ "${#FAILED[@]}" -eq 0 ]; then rm -rf "$WORK"; else log "logs kept in $WORK"; fi
 }
 trap cleanup EXIT
 
-stage() { printf '\n=== %s\n' "$*"; }
-fail() { FAILED+=("$1"); log "FAILED: $1"; }
+stage() { printf '\n=== PostgreSQL %s: %s\n' "$PG_MAJOR" "$*"; }
+fail() { FAILED+=("pg$PG_MAJOR $1"); log "FAILED on PostgreSQL $PG_MAJOR: $1"; }
 
-stage "format and lint"
-(cd "$REPO_ROOT" && cargo fmt --check) || fail "cargo fmt --check"
-(cd "$REPO_ROOT" && cargo clippy --all-targets -q -- -D warnings) || fail "cargo clippy"
-
-stage "unit tests (#[pg_test])"
-(cd "$REPO_ROOT" && cargo pgrx test pg15 --runas postgres --pgdata "$WORK/pgtest") || fail "unit tests"
-
-stage "install"
-install_extension
-
-PORT=$(free_port)
-MAIN="$WORK/main"
-start_cluster "$MAIN" "$PORT"
-psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
-psql_at "$PORT" -d postgres -c "CREATE DATABASE leaderlock_lazy"
-psql_at "$PORT" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock"
-log "test cluster on 127.0.0.1:$PORT, data in $MAIN"
+printf '\n=== format\n'
+(cd "$REPO_ROOT" && cargo fmt --check) || FAILED+=("cargo fmt --check")
 
 # regress_suite NAME TOOL TESTS...: runs a pg_regress-style suite from tests/NAME.
 regress_suite() {
   local name=$1 tool=$2; shift 2
-  "$tool" --host=127.0.0.1 --port="$PORT" --user=postgres \
-    --inputdir="$REPO_ROOT/tests/$name" --outputdir="$WORK/$name" \
+  "$tool" --host=127.0.0.1 --port="$PORT" --user=postgres --bindir="$PG_BIN" \
+    --inputdir="$REPO_ROOT/tests/$name" --outputdir="$VWORK/$name" \
     --dbname="leaderlock_$name" --load-extension=leaderlock "$@" \
-    || { cat "$WORK/$name/regression.diffs" 2>/dev/null; fail "$name"; }
+    || { cat "$VWORK/$name/regression.diffs" 2>/dev/null; fail "$name"; }
 }
-PGXS_TEST="$PG_BIN/../lib/pgxs/src/test"
 
-stage "pg_regress"
-regress_suite pg_regress "$PGXS_TEST/regress/pg_regress" election bad_input privileges
+# install_from_package: builds this version's tarball, checks what it holds,
+# and installs it with its own install.sh (which must refuse another
+# version's pg_config).
+install_from_package() {
+  local dist="$VWORK/dist" name tarball other f
+  "$REPO_ROOT/scripts/package.sh" --pg "$PG_MAJOR" --out "$dist" || return 1
+  name=$(cd "$dist" && ls leaderlock-*-pg"$PG_MAJOR"-x86_64-linux.tar.gz) || return 1
+  tarball="$dist/$name"
+  name=${name%.tar.gz}
+  tar -xzf "$tarball" -C "$dist"
+  for f in lib/leaderlock.so extension/leaderlock.control install.sh \
+           "extension/leaderlock--$EXT_VERSION.sql"; do
+    [ -f "$dist/$name/$f" ] || { log "$name.tar.gz lacks $f"; return 1; }
+  done
+  # the library was built against this version's headers: its magic block says so
+  nm -D "$dist/$name/lib/leaderlock.so" | grep -q ' T Pg_magic_func$' || { log "no Pg_magic_func"; return 1; }
+  other=$(pg_bin_of "$([ "$PG_MAJOR" = 15 ] && echo 16 || echo 15)")/pg_config
+  if "$dist/$name/install.sh" "$other" >/dev/null 2>&1; then
+    log "install.sh accepted $other"; return 1
+  fi
+  "$dist/$name/install.sh" "$PG_CONFIG"
+}
 
-stage "isolation"
-regress_suite isolation "$PGXS_TEST/isolation/pg_isolation_regress" race nowait fencing rollback
+# test_version N: every suite on PostgreSQL N.
+test_version() {
+  use_pg "$1"
+  VWORK="$WORK/pg$PG_MAJOR"
+  mkdir -p "$VWORK" && chown postgres:postgres "$VWORK"
+  export LEADERLOCK_WORK=$VWORK
+  local features=(--no-default-features --features "pg$PG_MAJOR")
 
-stage "client tests"
-(cd "$REPO_ROOT/tests/client" && \
-  LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$MAIN PG_BIN=$PG_BIN \
-  /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
-  || { tail -n 40 "$MAIN/server.log"; fail "client tests"; }
+  stage "lint"
+  (cd "$REPO_ROOT" && cargo clippy --all-targets -q "${features[@]}" -- -D warnings) \
+    || fail "cargo clippy"
 
-stage "bench smoke (bench/run.sh --quick, bench/worker_lag.sh small)"
-"$REPO_ROOT/bench/run.sh" --quick || fail "bench smoke"
-"$REPO_ROOT/bench/worker_lag.sh" --live 500 --expiring 20 --window 2 --idle 1 --renew-rate 20 \
-  || fail "worker lag smoke"
+  stage "unit tests (#[pg_test])"
+  (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$VWORK/pgtest") \
+    || fail "unit tests"
+
+  # The tests below run against what the binary tarball installs.
+  stage "package (scripts/package.sh) and install from it"
+  install_from_package || fail "package"
+
+  PORT=$(free_port)
+  local main="$VWORK/main"
+  start_cluster "$main" "$PORT"
+  psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
+  psql_at "$PORT" -d postgres -c "CREATE DATABASE leaderlock_lazy"
+  psql_at "$PORT" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock"
+  log "test cluster: $(psql_at "$PORT" -d postgres -Atc 'SHOW server_version') on 127.0.0.1:$PORT, data in $main"
+
+  local pgxs_test
+  pgxs_test=$(pgxs_test_dir)
+  stage "pg_regress"
+  regress_suite pg_regress "$pgxs_test/regress/pg_regress" election bad_input privileges
+
+  stage "isolation"
+  regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" race nowait fencing rollback
+
+  stage "client tests"
+  (cd "$REPO_ROOT/tests/client" && \
+    LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main \
+    /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
+    || { tail -n 40 "$main/server.log"; fail "client tests"; }
+  stop_cluster "$main" fast
+
+  stage "bench smoke (bench/run.sh --quick, bench/worker_lag.sh small)"
+  "$REPO_ROOT/bench/run.sh" --pg "$PG_MAJOR" --quick || fail "bench smoke"
+  "$REPO_ROOT/bench/worker_lag.sh" --pg "$PG_MAJOR" --live 500 --expiring 20 --window 2 --idle 1 \
+    --renew-rate 20 || fail "worker lag smoke"
+}
+
+for v in "${VERSIONS[@]}"; do
+  t=$SECONDS
+  before=${#FAILED[@]}
+  test_version "$v"
+  verdict=passed
+  [ "${#FAILED[@]}" -gt "$before" ] && verdict=FAILED
+  SUMMARY+=("PostgreSQL $v ($("$PG_BIN/postgres" --version | awk '{print $NF}')): $verdict in $(( (SECONDS - t) / 60 )) min $(( (SECONDS - t) % 60 )) s")
+done
 
 echo
+printf '%s\n' "${SUMMARY[@]}"
+log "total $(( (SECONDS - T0) / 60 )) min $(( (SECONDS - T0) % 60 )) s"
 if [ "${#FAILED[@]}" -gt 0 ]; then
   log "FAILED: ${FAILED[*]}"
   exit 1
 fi
-log "all tests passed"
+log "all tests passed on PostgreSQL ${VERSIONS[*]}"

@@ -79,19 +79,26 @@ fn wake_worker() {
     }
 }
 
+/// This backend's index in `ProcGlobal->allProcs`. Computed from the
+/// pointers, as PostgreSQL's own `GetNumberFromPGProc` does, because the
+/// field that held it (`PGPROC.pgprocno`, PostgreSQL 14-16) is gone in 17
+/// (replaced by `MyProcNumber`): one expression for every version.
+fn my_procno() -> i32 {
+    unsafe {
+        let index = pg_sys::MyProc.offset_from((*pg_sys::ProcGlobal).allProcs);
+        i32::try_from(index).expect("a PGPROC index fits in an int")
+    }
+}
+
 /// Worker side: announce where to wake us; cleared again when we exit.
 pub fn register_worker() {
-    unsafe {
-        WORKER_PROCNO
-            .get()
-            .store((*pg_sys::MyProc).pgprocno, Ordering::SeqCst);
-        pg_sys::on_shmem_exit(Some(unregister_worker), pg_sys::Datum::from(0));
-    }
+    WORKER_PROCNO.get().store(my_procno(), Ordering::SeqCst);
+    unsafe { pg_sys::on_shmem_exit(Some(unregister_worker), pg_sys::Datum::from(0)) };
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn unregister_worker(_code: i32, _arg: pg_sys::Datum) {
-    let mine = unsafe { (*pg_sys::MyProc).pgprocno };
+    let mine = my_procno();
     let _ = WORKER_PROCNO
         .get()
         .compare_exchange(mine, -1, Ordering::SeqCst, Ordering::SeqCst);
