@@ -83,7 +83,7 @@ install_from_package() {
     [ -f "$dist/$name/$f" ] || { log "$name.tar.gz lacks $f"; return 1; }
   done
   # the library was built against this version's headers: its magic block says so
-  nm -D "$dist/$name/lib/leaderlock.so" | grep -q ' T Pg_magic_func$' || { log "no Pg_magic_func"; return 1; }
+  [[ $(nm -D "$dist/$name/lib/leaderlock.so") == *" T Pg_magic_func"* ]] || { log "no Pg_magic_func"; return 1; }
   other=$(pg_bin_of "$([ "$PG_MAJOR" = 15 ] && echo 16 || echo 15)")/pg_config
   if "$dist/$name/install.sh" "$other" >/dev/null 2>&1; then
     log "install.sh accepted $other"; return 1
