@@ -202,10 +202,20 @@ def relation_sizes(conn, table):
 
 
 def update_stats(conn, table):
-    q(conn, "SELECT pg_stat_force_next_flush()")
-    upd, hot = q(conn, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = %s::regclass",
-                 (table,))[0]
-    return upd, hot
+    """(n_tup_upd, n_tup_hot_upd) of `table` once they stop changing. The
+    sessions measured (pgbench's) have exited, which reports their counts;
+    PostgreSQL 14's statistics collector receives them a moment later, 15+
+    has them at once."""
+    last = None
+    for _ in range(100):
+        q(conn, "SELECT pg_stat_clear_snapshot()")
+        now = tuple(q(conn, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                            "WHERE relid = %s::regclass", (table,))[0])
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.3)
+    return last
 
 
 def w3_scale(port, cfg):

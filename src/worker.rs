@@ -8,6 +8,7 @@
 //! pg_cron's and worker_spi's main loops: standard `die`/reload signal
 //! handlers, latch waits that exit with the postmaster.
 
+use crate::failover;
 use crate::lease;
 use crate::plans;
 use crate::queries;
@@ -78,10 +79,10 @@ struct State {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn leaderlock_worker_main(_arg: pg_sys::Datum) {
     unsafe {
-        pg_sys::pqsignal(pg_sys::SIGHUP as c_int, Some(SignalHandlerForConfigReload));
+        set_signal_handler(pg_sys::SIGHUP, Some(SignalHandlerForConfigReload));
         // Exit status 1 on SIGTERM, so that pg_terminate_backend gets the
         // worker restarted (at shutdown the postmaster does not restart it).
-        pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(die));
+        set_signal_handler(pg_sys::SIGTERM, Some(die));
         pg_sys::BackgroundWorkerUnblockSignals();
     }
     let database = connect_with_backoff();
@@ -95,6 +96,24 @@ pub extern "C-unwind" fn leaderlock_worker_main(_arg: pg_sys::Datum) {
         let sleep_ms = check(&mut state);
         wait(sleep_ms);
     }
+}
+
+/// Installs a signal handler in this process.
+///
+/// # Safety
+/// `handler` must be async-signal-safe (PostgreSQL's own handlers are).
+unsafe fn set_signal_handler(signal: u32, handler: pg_sys::pqsigfunc) {
+    // PostgreSQL 18 renamed the backend's pqsignal() to pqsignal_be()
+    // (`pqsignal` became a macro choosing the frontend or backend one), so
+    // the binding has a different name there.
+    #[cfg(not(feature = "pg18"))]
+    unsafe {
+        pg_sys::pqsignal(signal as c_int, handler)
+    };
+    #[cfg(feature = "pg18")]
+    unsafe {
+        pg_sys::pqsignal_be(signal as c_int, handler)
+    };
 }
 
 /// Connects to `leaderlock.database` and returns its name.
@@ -172,6 +191,9 @@ fn check(state: &mut State) -> i64 {
         let state = &mut **state;
         if !extension_ready(state) {
             return naptime;
+        }
+        if !failover::leases_outlast_failover() {
+            return LOCKED_RETRY_MS; // a backend is extending leases after a failover
         }
         let now = lease::now();
         let mut next = lease::next_check(now);
