@@ -34,7 +34,9 @@ use_pg() {
   echo "unsupported PostgreSQL version '$1' (supported: ${PG_VERSIONS[*]})" >&2
   exit 2
 }
-use_pg "$DEFAULT_PG"
+# LEADERLOCK_PG: the version for a caller that cannot pass --pg (the test
+# harness starting clusters of its own through start_cluster).
+use_pg "${LEADERLOCK_PG:-$DEFAULT_PG}"
 
 # pg_regress and isolationtester ship with PGXS, wherever the tree keeps it.
 pgxs_test_dir() {

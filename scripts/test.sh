@@ -122,7 +122,7 @@ test_version() {
   local pgxs_test
   pgxs_test=$(pgxs_test_dir)
   stage "pg_regress"
-  regress_suite pg_regress "$pgxs_test/regress/pg_regress" election bad_input privileges
+  regress_suite pg_regress "$pgxs_test/regress/pg_regress" election bad_input privileges upgrade
 
   stage "isolation"
   regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" race nowait fencing rollback

@@ -8,6 +8,7 @@
 //! a renewal can only be backdated by that instant). Timestamps are
 //! `TimestampTz` microseconds.
 
+use crate::failover;
 use crate::input::Ttl;
 use crate::notify::Event;
 use crate::plans;
@@ -22,7 +23,7 @@ pub fn now() -> i64 {
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
-fn ts(micros: i64) -> TimestampWithTimeZone {
+pub fn ts(micros: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(micros)
         .unwrap_or_else(|_| error!("leaderlock: timestamp out of range"))
 }
@@ -55,6 +56,9 @@ fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
 
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
+    if !failover::leases_outlast_failover() {
+        return false;
+    }
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
     let seen = plans::run(queries::READ_LEASE, &[key.into()], first_lease);
@@ -88,6 +92,7 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
             ts(now).into(),
             ts(expires_at).into(),
             ttl.as_interval().into(),
+            failover::term_floor().into(),
         ],
         |t| {
             t.first()
@@ -97,6 +102,7 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
         },
     );
     wakeup::expiry_written(expires_at);
+    failover::commit_durably();
     Event::Acquired {
         key,
         holder: id,
@@ -120,18 +126,20 @@ fn insert_first_term(key: &str, id: &str, ttl: Ttl) -> bool {
             ts(now).into(),
             ts(expires_at).into(),
             ttl.as_interval().into(),
+            failover::term_floor().into(),
         ],
-        |t| !t.is_empty(),
+        |t| t.into_iter().next().and_then(|row| row.get::<i64>(1).expect("term")),
     );
-    if !inserted {
+    let Some(term) = inserted else {
         // A concurrent first acquisition of the same key won.
         return false;
-    }
+    };
     wakeup::expiry_written(expires_at);
+    failover::commit_durably();
     Event::Acquired {
         key,
         holder: id,
-        term: 1,
+        term,
         at: now,
         previous_holder: None,
         expires_at,
@@ -156,6 +164,7 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
     match expires_at {
         Some(e) => {
             wakeup::expiry_written(e);
+            failover::commit_durably();
             true
         }
         None => false,
@@ -164,11 +173,17 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
 
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
+    if !failover::leases_outlast_failover() {
+        return false;
+    }
     extend(key, id, now(), ttl)
 }
 
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
+    if !failover::leases_outlast_failover() {
+        return false;
+    }
     let locked = plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
         let row = t.into_iter().next()?;
         Some((
@@ -184,6 +199,7 @@ pub fn release(key: &str, id: &str) -> bool {
         return false;
     }
     plans::run(queries::VACATE, &[key.into(), ts(now).into()], |_| ());
+    failover::commit_durably();
     Event::Released {
         key,
         holder: id,
@@ -293,6 +309,7 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
     }
     let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
     plans::run(queries::VACATE_KEYS, &[keys.into()], |_| ());
+    failover::commit_durably();
     for e in &expired {
         Event::Expired {
             key: &e.key,

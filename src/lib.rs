@@ -1,6 +1,7 @@
 //! leaderlock: leader election inside PostgreSQL.
 //!
 //! Modules: `api` (SQL-callable functions), `lease` (state transitions),
+//! `failover` (terms and durability across crashes and failover),
 //! `worker` (background worker), `notify` (LISTEN/NOTIFY payloads),
 //! `settings` (GUCs), `input` (argument validation), `queries` (all SQL
 //! text), `plans` (SPI plan cache), `wakeup` (shared memory to wake the
@@ -9,6 +10,7 @@
 use pgrx::prelude::*;
 
 mod api;
+mod failover;
 mod input;
 mod lease;
 mod notify;

@@ -48,20 +48,24 @@ pub const RENEW: &str = "UPDATE leaderlock \
                       FOR NO KEY UPDATE SKIP LOCKED) \
   RETURNING expires_at";
 
-/// First acquisition of a brand-new key (term 1). May wait only for a
-/// concurrent inserter of the same key, as contract 3.1 allows.
-/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl.
+/// First acquisition of a brand-new key: its term is the timeline's floor
+/// (1 on timeline 1; see `failover.rs`). May wait only for a concurrent
+/// inserter of the same key, as contract 3.1 allows.
+/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
+/// `$6` term floor.
 pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
-     VALUES ($1, $2, 1, $3, $3, $4, $5, $4) \
+     VALUES ($1, $2, $6, $3, $3, $4, $5, $4) \
      ON CONFLICT (key) DO NOTHING \
      RETURNING term";
 
-/// A new tenure on a locked row: vacant or lapsed before.
-/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl.
+/// A new tenure on a locked row: vacant or lapsed before. The term grows by
+/// one, or jumps to the timeline's floor after a failover (contract 8.1).
+/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
+/// `$6` term floor.
 pub const START_TERM: &str = "UPDATE leaderlock \
-        SET holder = $2, term = term + 1, acquired_at = $3, renewed_at = $3, \
-            expires_at = $4, ttl = $5, recheck_at = $4 \
+        SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
       WHERE key = $1 \
   RETURNING term";
 
@@ -119,3 +123,29 @@ pub const SET_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', $
 
 /// Worker: index plans whatever the statistics say (see `api.rs`).
 pub const NO_SEQSCAN: &str = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";
+
+/// Failover (contract 8.2): the timeline on which held leases were last made
+/// to outlast a failover. A plain read: no lock, no transaction ID.
+pub const SAFE_TIMELINE: &str = "SELECT timeline FROM leaderlock_failover";
+
+/// The same, locked for the one transaction that extends held leases after
+/// a new timeline began; no row, without waiting, while another does.
+pub const LOCK_SAFE_TIMELINE: &str =
+    "SELECT timeline FROM leaderlock_failover FOR UPDATE SKIP LOCKED";
+
+/// Every held lease lasts at least until `$1` + its ttl (a renewal the old
+/// primary acknowledged may not have reached this server). recheck_at, the
+/// worker's cue, becomes the new expiry. `$1` now. Returns one row each.
+pub const OUTLAST_FAILOVER: &str = "UPDATE leaderlock \
+        SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
+      WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
+  RETURNING key";
+
+/// Records that held leases outlast the move to timeline `$1`, at `$2`.
+pub const MARK_SAFE_TIMELINE: &str =
+    "UPDATE leaderlock_failover SET timeline = $1, changed_at = $2";
+
+/// Contract 8.3: this transaction commits as `synchronous_commit = on` does
+/// (WAL flushed, and on synchronous standbys when there are any), until it
+/// ends; set when the session asked for less.
+pub const SYNC_COMMIT_ON: &str = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";

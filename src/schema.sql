@@ -7,7 +7,7 @@ CREATE TABLE leaderlock (
     term        bigint NOT NULL,      -- fencing token: +1 on every new tenure, never reused
     acquired_at timestamptz,          -- start of the current term
     renewed_at  timestamptz,          -- last successful acquire or renew
-    expires_at  timestamptz,          -- renewed_at + ttl
+    expires_at  timestamptz,          -- renewed_at + ttl (after a failover: at least promotion + ttl)
     ttl         interval,             -- ttl of the last acquire or renew
     recheck_at  timestamptz           -- when the worker looks at the lease next: <= expires_at
 ) WITH (fillfactor = 50);             -- room on each page for HOT renewals
@@ -17,6 +17,20 @@ CREATE TABLE leaderlock (
 -- changes no indexed column and is a HOT update; recheck_at moves only when
 -- it would come within half a ttl of now, or past the new expiry.
 CREATE INDEX leaderlock_recheck_at_idx ON leaderlock (recheck_at) WHERE holder IS NOT NULL;
+
+-- Contract 8.2: the WAL timeline on which held leases were last made to
+-- outlast a failover (see failover.rs). One row. Not part of a dump: a
+-- restore runs CREATE EXTENSION, which starts it afresh for its cluster.
+CREATE TABLE leaderlock_failover (
+    one_row    boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    timeline   bigint NOT NULL,       -- a WAL timeline ID
+    changed_at timestamptz            -- when held leases were last extended for a new timeline
+);
+-- The timeline of the last checkpoint: the current one, or, right after a
+-- promotion, an older one, which only makes the first write extend held
+-- leases once more (the safe direction).
+INSERT INTO leaderlock_failover (timeline)
+SELECT timeline_id FROM pg_catalog.pg_control_checkpoint();
 
 -- Terms must survive pg_dump/restore too, so the rows are part of the dump.
 SELECT pg_catalog.pg_extension_config_dump('leaderlock', '');
@@ -37,3 +51,5 @@ REVOKE ALL ON leaderlock FROM PUBLIC;
 GRANT SELECT ON leaderlock TO PUBLIC;
 REVOKE ALL ON leaderlock_status FROM PUBLIC;
 GRANT SELECT ON leaderlock_status TO PUBLIC;
+REVOKE ALL ON leaderlock_failover FROM PUBLIC;
+GRANT SELECT ON leaderlock_failover TO PUBLIC;

@@ -723,8 +723,8 @@ mod tests {
             (q::READ_LEASE, "'k2'"),
             (q::LOCK_ACQUIRABLE, "'k2', 'h2'"),
             (q::LOCK_OWN, "'k2', 'h2'"),
-            (q::INSERT_FIRST_TERM, "'new', 'h', now(), now(), '1 second'"),
-            (q::START_TERM, "'k2', 'h', now(), now(), '1 second'"),
+            (q::INSERT_FIRST_TERM, "'new', 'h', now(), now(), '1 second', 1"),
+            (q::START_TERM, "'k2', 'h', now(), now(), '1 second', 1"),
             (q::RENEW, "'k2', 'h2', now(), NULL::interval"),
             (q::VACATE, "'k2', now()"),
             (q::SHARE_LOCK_LEASE, "'k2'"),
@@ -795,6 +795,86 @@ mod tests {
             seq_scans(),
             before,
             "a function scanned the table sequentially"
+        );
+    }
+
+    // ---- 8 failover and durability -----------------------------------------
+
+    #[pg_test]
+    fn first_write_on_a_new_timeline_makes_held_leases_outlast_it() {
+        // As if this server had just been promoted from timeline 0: the
+        // table says held leases were last made safe on an older timeline.
+        assert!(bool_of("SELECT le_try_acquire('held', 'a', '30 seconds')"));
+        assert!(bool_of("SELECT le_try_acquire('gone', 'b', '20 seconds')"));
+        assert!(bool_of("SELECT le_try_acquire('free', 'c', '1 hour')"));
+        assert!(bool_of("SELECT le_release('free', 'c')"));
+        // 'gone' lapsed by this server's data (its renewal may have been lost).
+        Spi::run(
+            "UPDATE leaderlock SET expires_at = clock_timestamp() - interval '1 second', \
+                    recheck_at = clock_timestamp() - interval '1 second' WHERE key = 'gone'",
+        )
+        .unwrap();
+        Spi::run("UPDATE leaderlock_failover SET timeline = 0").unwrap();
+        crate::failover::forget_known_timeline();
+
+        let before = i64_of("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+        // The first write: refused, because 'gone' lasts another ttl now.
+        assert!(!bool_of("SELECT le_try_acquire('gone', 'x', '1 second')"));
+        assert_eq!(text_of("SELECT le_leader('gone')").as_deref(), Some("b"));
+        assert_eq!(i64_of("SELECT timeline FROM leaderlock_failover"), 1);
+        let at_least = |key: &str, ttl_s: i64| {
+            let expires = i64_of(&format!(
+                "SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM leaderlock \
+                  WHERE key = '{key}'"
+            ));
+            assert!(expires >= before + ttl_s * 1_000_000, "{key} not extended");
+        };
+        at_least("gone", 20);
+        at_least("held", 30);
+        // recheck_at, the worker's cue, is never after the expiry.
+        assert_eq!(
+            i64_of("SELECT count(*) FROM leaderlock WHERE holder IS NOT NULL AND recheck_at > expires_at"),
+            0
+        );
+        // A vacant lease stays vacant, and terms go on by one on timeline 1.
+        assert_eq!(lease_of("free").0, None);
+        assert!(bool_of("SELECT le_try_acquire('free', 'd', '1 hour')"));
+        assert_eq!(lease_of("free").1, 2);
+        // Done once: a later write extends nothing.
+        let image = text_of("SELECT expires_at::text FROM leaderlock WHERE key = 'held'");
+        crate::failover::forget_known_timeline();
+        assert!(!bool_of("SELECT le_try_acquire('held', 'x', '1 second')"));
+        assert_eq!(
+            text_of("SELECT expires_at::text FROM leaderlock WHERE key = 'held'"),
+            image
+        );
+    }
+
+    #[pg_test]
+    fn writes_commit_synchronously_refusals_change_nothing() {
+        Spi::run("SET LOCAL synchronous_commit = off").unwrap();
+        assert!(bool_of("SELECT le_try_acquire('sync', 'a', '1 hour')"));
+        assert!(!bool_of("SELECT le_try_acquire('sync', 'b', '1 hour')"));
+        // Set for the rest of this transaction, past the function's own SET clauses.
+        assert_eq!(text_of("SHOW synchronous_commit").as_deref(), Some("on"));
+        Spi::run("SET LOCAL synchronous_commit = off").unwrap();
+        assert!(!bool_of("SELECT le_renew('sync', 'b')"));
+        assert!(!bool_of("SELECT le_release('sync', 'b')"));
+        assert_eq!(text_of("SHOW synchronous_commit").as_deref(), Some("off"));
+        for call in [
+            "SELECT le_renew('sync', 'a')",
+            "SELECT le_release('sync', 'a')",
+        ] {
+            Spi::run("SET LOCAL synchronous_commit = local").unwrap();
+            assert!(bool_of(call));
+            assert_eq!(text_of("SHOW synchronous_commit").as_deref(), Some("on"), "{call}");
+        }
+        // A stronger setting is kept.
+        Spi::run("SET LOCAL synchronous_commit = remote_apply").unwrap();
+        assert!(bool_of("SELECT le_try_acquire('sync', 'a', '1 hour')"));
+        assert_eq!(
+            text_of("SHOW synchronous_commit").as_deref(),
+            Some("remote_apply")
         );
     }
 

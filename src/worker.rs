@@ -8,6 +8,7 @@
 //! pg_cron's and worker_spi's main loops: standard `die`/reload signal
 //! handlers, latch waits that exit with the postmaster.
 
+use crate::failover;
 use crate::lease;
 use crate::plans;
 use crate::queries;
@@ -190,6 +191,9 @@ fn check(state: &mut State) -> i64 {
         let state = &mut **state;
         if !extension_ready(state) {
             return naptime;
+        }
+        if !failover::leases_outlast_failover() {
+            return LOCKED_RETRY_MS; // a backend is extending leases after a failover
         }
         let now = lease::now();
         let mut next = lease::next_check(now);

@@ -21,6 +21,8 @@ DB = os.environ.get("LEADERLOCK_DB", "postgres")
 # A database with the extension that the worker does not serve: expiry is lazy there.
 LAZY_DB = os.environ.get("LEADERLOCK_LAZY_DB", "leaderlock_lazy")
 PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+PG_MAJOR = os.environ.get("PG_MAJOR", "15")
+LIB_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib.sh")
 CHANNEL = "leaderlock"
 
 
@@ -145,6 +147,41 @@ class Cluster:
     def main(cls):
         return cls(PGDATA, PORT)
 
+    @classmethod
+    def create(cls, name, *conf):
+        """A new cluster of its own (initdb), set up as scripts/lib.sh sets up
+        every test cluster (leaderlock preloaded, replication allowed), plus
+        `conf` lines; started, with the extension in database postgres."""
+        import tempfile
+        port = free_port()
+        pgdata = tempfile.mkdtemp(prefix=name + "-", dir=WORK)
+        subprocess.run(["chown", "postgres:postgres", pgdata], check=True)
+        subprocess.run(["bash", "-c", 'source "$0"; start_cluster "$@"', LIB_SH, pgdata, str(port), *conf],
+                       check=True, env={**os.environ, "LEADERLOCK_PG": PG_MAJOR})
+        c = cls(pgdata, port)
+        wait_ready(port)
+        with c.connect() as conn:
+            one(conn, "CREATE EXTENSION leaderlock")
+        return c
+
+    def postmaster_pid(self):
+        with open(os.path.join(self.pgdata, "postmaster.pid")) as f:
+            return int(f.readline())
+
+    def promote(self):
+        """Promotes this standby and waits until it accepts writes."""
+        self.ctl("promote")
+        with self.connect() as c:
+            assert wait_for(lambda: not one(c, "SELECT pg_is_in_recovery()"), timeout=30)
+
+    def remove(self):
+        """Stops this cluster (immediately) and deletes its directory."""
+        import shutil
+        if os.path.exists(os.path.join(self.pgdata, "postmaster.pid")):
+            # (no error when its postmaster was killed and never restarted)
+            as_postgres(f"{PG_BIN}/pg_ctl", "-D", self.pgdata, "-m", "immediate", "-w", "stop", check=False)
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+
     @property
     def log_path(self):
         return os.path.join(self.pgdata, "server.log")
@@ -173,19 +210,24 @@ class Cluster:
     def standby(self, name):
         """A streaming standby of this cluster, made with pg_basebackup,
         on its own port; started."""
+        s = self.base_backup(name, "-R")
+        s.start()
+        return s
+
+    def base_backup(self, name, *args):
+        """A copy of this cluster made with pg_basebackup (plus `args`), on
+        its own port; not started."""
         import tempfile
         port = free_port()
         pgdata = tempfile.mkdtemp(prefix=name + "-", dir=WORK)
         os.chmod(pgdata, 0o700)
         subprocess.run(["chown", "postgres:postgres", pgdata], check=True)
         out = as_postgres(f"{PG_BIN}/pg_basebackup", "-h", HOST, "-p", str(self.port), "-U", "postgres",
-                          "-D", pgdata, "-R", "-X", "stream", "-c", "fast", check=False, capture=True)
+                          "-D", pgdata, "-X", "stream", "-c", "fast", *args, check=False, capture=True)
         assert out.returncode == 0, out.stdout
         with open(os.path.join(pgdata, "postgresql.auto.conf"), "a") as f:
             f.write(f"port = {port}\nunix_socket_directories = '{pgdata}'\n")
-        s = Cluster(pgdata, port)
-        s.start()
-        return s
+        return Cluster(pgdata, port)
 
     def worker_pid(self, dbname="postgres"):
         with self.connect(dbname) as c:

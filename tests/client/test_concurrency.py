@@ -64,7 +64,63 @@ class RaceTest(unittest.TestCase):
         c.close()
 
 
-class StressTest(unittest.TestCase):
+class TenureChecks:
+    """Checks a record of successful calls, by server clock: every term was
+    one tenure of one id, tenures never overlapped, terms only grew."""
+
+    def check_key(self, key, recs, start_term, contiguous=True, failovers=False):
+        """recs: (op, key, id, term, acquired_at, renewed_at, expires_at) of
+        each successful call. With `contiguous`, terms must also follow each
+        other with no gap (false when a crash may have lost an answer whose
+        change committed). With `failovers`, a renewal may come after the
+        expiry its holder last heard of: a promotion extended the lease
+        (contract 8.2) without telling anyone."""
+        self.assertTrue(any(r[0] == "acquire" for r in recs), f"{key}: nothing acquired")
+        tenures = {}  # term -> holder, start, writes [(renewed_at, expires_at)], released
+        for op, _, who, term, acquired, renewed, expires in recs:
+            t = tenures.setdefault(term, {"holder": who, "start": acquired, "writes": [],
+                                          "released": None})
+            self.assertEqual(t["holder"], who, f"{key}: term {term} held by two ids")
+            self.assertEqual(t["start"], acquired, f"{key}: term {term} has two start times")
+            if op == "release":
+                t["released"] = expires  # a release sets expires_at to the release time
+            else:
+                self.assertLessEqual(acquired, renewed)
+                t["writes"].append((renewed, expires))
+        terms = sorted(tenures)
+        self.assertGreater(terms[0], start_term, f"{key}: term {terms[0]} issued again")
+        if contiguous:
+            # Terms grew by exactly one per tenure, none skipped or reused.
+            self.assertEqual(terms, list(range(start_term + 1, start_term + 1 + len(terms))), key)
+        for term in terms:
+            t = tenures[term]
+            writes = sorted(t["writes"])
+            self.assertEqual(writes[0][0], t["start"], f"{key}: term {term} not started by an acquire")
+            # Each renewal (or re-acquire) happened while the lease was live.
+            for (r0, e0), (r1, _) in zip(writes, writes[1:]):
+                if not failovers:
+                    self.assertLess(r1, e0, f"{key}: term {term} renewed at {r1} after lapsing at {e0}")
+            # The tenure ends at its last write's expiry (a shorter ttl may
+            # shorten it), or earlier at its release.
+            t["end"] = writes[-1][1]
+            if t["released"] is not None:
+                if not failovers:
+                    self.assertLess(t["released"], t["end"], f"{key}: term {term} released after lapsing")
+                t["end"] = t["released"]
+        # No overlap by server clock: each tenure ends before the next starts.
+        for prev, nxt in zip(terms, terms[1:]):
+            a, b = tenures[prev], tenures[nxt]
+            self.assertLessEqual(a["end"], b["start"],
+                                 f"{key}: term {prev} ({a['holder']}) held until {a['end']}, "
+                                 f"term {nxt} ({b['holder']}) started at {b['start']}")
+        # Terms only grew with time: in server-clock order of the calls.
+        by_time = sorted(recs, key=lambda r: r[5])
+        for earlier, later in zip(by_time, by_time[1:]):
+            self.assertLessEqual(earlier[3], later[3], f"{key}: term went back")
+        print(f"  {key}: {len(terms)} tenures, terms {terms[0]}..{terms[-1]}, no overlap")
+
+
+class StressTest(TenureChecks, unittest.TestCase):
     """At least 8 clients for at least 10 s doing random acquire, renew and
     release on a few keys with short ttls; then, from a record of every
     successful call, check by server clock that no two ids held a key at
@@ -135,47 +191,6 @@ class StressTest(unittest.TestCase):
         self.assertEqual(one(c, "SELECT count(*) FROM leaderlock WHERE holder IS NOT NULL "
                                 "AND NOT recheck_at <= expires_at"), 0)
         c.close()
-
-    def check_key(self, key, recs, start_term):
-        self.assertTrue(any(r[0] == "acquire" for r in recs), f"{key}: nothing acquired")
-        tenures = {}  # term -> holder, start, writes [(renewed_at, expires_at)], released
-        for op, _, who, term, acquired, renewed, expires in recs:
-            t = tenures.setdefault(term, {"holder": who, "start": acquired, "writes": [],
-                                          "released": None})
-            self.assertEqual(t["holder"], who, f"{key}: term {term} held by two ids")
-            self.assertEqual(t["start"], acquired, f"{key}: term {term} has two start times")
-            if op == "release":
-                t["released"] = expires  # a release sets expires_at to the release time
-            else:
-                self.assertLessEqual(acquired, renewed)
-                t["writes"].append((renewed, expires))
-        terms = sorted(tenures)
-        # Terms grew by exactly one per tenure, none skipped or reused.
-        self.assertEqual(terms, list(range(start_term + 1, start_term + 1 + len(terms))), key)
-        for term in terms:
-            t = tenures[term]
-            writes = sorted(t["writes"])
-            self.assertEqual(writes[0][0], t["start"], f"{key}: term {term} not started by an acquire")
-            # Each renewal (or re-acquire) happened while the lease was live.
-            for (r0, e0), (r1, _) in zip(writes, writes[1:]):
-                self.assertLess(r1, e0, f"{key}: term {term} renewed at {r1} after lapsing at {e0}")
-            # The tenure ends at its last write's expiry (a shorter ttl may
-            # shorten it), or earlier at its release.
-            t["end"] = writes[-1][1]
-            if t["released"] is not None:
-                self.assertLess(t["released"], t["end"], f"{key}: term {term} released after lapsing")
-                t["end"] = t["released"]
-        # No overlap by server clock: each tenure ends before the next starts.
-        for prev, nxt in zip(terms, terms[1:]):
-            a, b = tenures[prev], tenures[nxt]
-            self.assertLessEqual(a["end"], b["start"],
-                                 f"{key}: term {prev} ({a['holder']}) held until {a['end']}, "
-                                 f"term {nxt} ({b['holder']}) started at {b['start']}")
-        # Terms only grew with time: in server-clock order of the calls.
-        by_time = sorted(recs, key=lambda r: r[5])
-        for earlier, later in zip(by_time, by_time[1:]):
-            self.assertLessEqual(earlier[3], later[3], f"{key}: term went back")
-        print(f"  {key}: {len(terms)} tenures, terms {terms[0]}..{terms[-1]}, no overlap")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,405 @@
+"""Fencing across crashes and failover (contract 8), each test on clusters of
+its own (made with initdb and pg_basebackup, killed and promoted here), not
+on the shared test cluster."""
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+
+import psycopg2
+
+from harness import PG_BIN, WORK, Cluster, one, wait_for
+from test_concurrency import TenureChecks
+
+# Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
+TERMS_PER_TIMELINE = 2 ** 32
+
+
+def acquire(conn, key, who, ttl="10 seconds"):
+    return one(conn, "SELECT le_try_acquire(%s, %s, %s)", (key, who, ttl))
+
+
+def past(t):
+    """Whether the wall clock (the servers' clock too: same machine) is past t."""
+    return datetime.now(timezone.utc) > t
+
+
+def term_of(conn, key):
+    return one(conn, "SELECT term FROM leaderlock WHERE key = %s", (key,))
+
+
+STRESS_KEYS = ["stress-a", "stress-b", "stress-c"]
+READ_BACK = ("SELECT term, extract(epoch FROM acquired_at)::numeric, "
+             "extract(epoch FROM renewed_at)::numeric, extract(epoch FROM expires_at)::numeric "
+             "FROM leaderlock WHERE key = %s")
+
+
+def stress_client(i, target, stop_at, records, counts):
+    """Client i of a stress run until stop_at: random acquire, renew and
+    release of STRESS_KEYS with short ttls and asynchronous commits,
+    reconnecting to target[0] (a port) after any error. Appends to records
+    what it was told, only once its commit returned."""
+    me = f"client-{i}"
+    rnd = random.Random(i)
+    conn = None
+    while time.monotonic() < stop_at:
+        try:
+            if conn is None:
+                conn = psycopg2.connect(host="127.0.0.1", port=target[0], user="postgres",
+                                        dbname="postgres", connect_timeout=2)
+                with conn.cursor() as cur:
+                    cur.execute("SET synchronous_commit = off")
+                conn.commit()
+            key = rnd.choice(STRESS_KEYS)
+            op = rnd.choices(["acquire", "renew", "release"], weights=[5, 3, 2])[0]
+            ttl = f"{rnd.randint(20, 200)} milliseconds"
+            with conn.cursor() as cur:
+                if op == "acquire":
+                    cur.execute("SELECT le_try_acquire(%s, %s, %s)", (key, me, ttl))
+                elif op == "renew":
+                    cur.execute("SELECT le_renew(%s, %s, %s)", (key, me, ttl))
+                else:
+                    cur.execute("SELECT le_release(%s, %s)", (key, me))
+                ok = cur.fetchone()[0]
+                got = None
+                if ok:
+                    cur.execute(READ_BACK, (key,))
+                    got = (op, key, me) + tuple(cur.fetchone())
+            conn.commit()
+            # Only an answer whose commit returned counts as seen.
+            counts[(op, ok)] += 1
+            if got:
+                records.append(got)
+        except psycopg2.Error:
+            counts["errors"] += 1
+            try:
+                conn.close()
+            except Exception:
+                pass
+            conn = None
+            time.sleep(0.05)
+        time.sleep(rnd.random() * 0.02)
+    if conn is not None:
+        conn.close()
+
+
+def try_start(cluster):
+    """Starts a cluster whose postmaster was killed; false while its old
+    children still hold its shared memory."""
+    try:
+        cluster.start()
+        return True
+    except subprocess.CalledProcessError:
+        return False
+
+
+class FailoverTest(unittest.TestCase):
+    def setUp(self):
+        self.clusters = []
+
+    def tearDown(self):
+        for c in self.clusters:
+            c.remove()
+
+    def own(self, cluster):
+        self.clusters.append(cluster)
+        return cluster
+
+    def test_promoted_standby_that_was_behind_never_reissues_a_term(self):
+        """The issue's scenario: A holds k (term 1) and the standby has it;
+        on the primary A releases and B acquires (term 2); the primary dies
+        before the standby gets that; the standby is promoted; C acquires."""
+        primary = self.own(Cluster.create("behind-primary"))
+        p = primary.connect()
+        self.assertTrue(acquire(p, "k", "A", "1 second"))
+        standby = self.own(primary.standby("behind-standby"))
+        s = standby.connect()
+        self.assertTrue(wait_for(lambda: term_of(s, "k") == 1, timeout=30))
+        s.close()
+        standby.stop()  # from here on it receives nothing
+
+        self.assertTrue(one(p, "SELECT le_release('k', 'A')"))
+        self.assertTrue(acquire(p, "k", "B"))
+        issued = term_of(p, "k")
+        self.assertEqual(issued, 2)
+        p.close()
+        primary.stop("immediate")  # dies; the standby never saw term 2
+
+        standby.start()
+        standby.promote()
+        s = standby.connect()
+        self.assertEqual(term_of(s, "k"), 1, "the standby was not behind")
+        # A's 1-second lease (as the standby knows it) runs out, then C wins.
+        self.assertTrue(wait_for(lambda: acquire(s, "k", "C"), timeout=15))
+        term = term_of(s, "k")
+        self.assertGreater(term, issued, "a term the old primary issued was issued again")
+        self.assertEqual(term, TERMS_PER_TIMELINE + 1, "the rule of contract 8.1 on timeline 2")
+        # The payload and le_assert_leader carry the same term.
+        self.assertEqual(one(s, "SELECT le_assert_leader('k', 'C')"), term)
+        # A key first used on the new timeline starts at its floor too: the
+        # old primary may have used it after the standby's last replay.
+        self.assertTrue(acquire(s, "fresh", "D"))
+        self.assertEqual(term_of(s, "fresh"), TERMS_PER_TIMELINE + 1)
+        # Within a timeline, terms go on growing by one.
+        self.assertTrue(one(s, "SELECT le_release('k', 'C')"))
+        self.assertTrue(acquire(s, "k", "E"))
+        self.assertEqual(term_of(s, "k"), TERMS_PER_TIMELINE + 2)
+        s.close()
+
+    def test_failover_never_shortens_a_lease(self):
+        """Contract 8.2: A renews on the primary; the renewal never reaches
+        the standby; the primary dies; by the time the standby is promoted
+        A's lease has run out as far as the standby knows, yet A was told it
+        leads for longer. Nobody may take the lease before promotion + ttl."""
+        primary = self.own(Cluster.create("extend-primary"))
+        p = primary.connect()
+        self.assertTrue(acquire(p, "k", "A", "4 seconds"))
+        standby_knows = one(p, "SELECT expires_at FROM leaderlock WHERE key = 'k'")
+        standby = self.own(primary.standby("extend-standby"))
+        s = standby.connect()
+        self.assertTrue(wait_for(lambda: term_of(s, "k") == 1, timeout=30))
+        s.close()
+        standby.stop()
+        self.assertTrue(one(p, "SELECT le_renew('k', 'A')"))
+        a_told = one(p, "SELECT expires_at FROM leaderlock WHERE key = 'k'")
+        p.close()
+        primary.stop("immediate")
+        # Promote only once the lease has lapsed by the standby's data.
+        while not past(standby_knows):
+            time.sleep(0.05)
+        standby.start()
+        standby.promote()
+        s = standby.connect()
+        self.assertFalse(acquire(s, "k", "C"), "a lease was taken before promotion + ttl")
+        self.assertEqual(one(s, "SELECT le_leader('k')"), "A")
+        # It lasts ttl past the moment its timeline was made safe (>= promotion).
+        self.assertGreaterEqual(one(s, "SELECT l.expires_at - f.changed_at FROM leaderlock l, "
+                                       "leaderlock_failover f WHERE key = 'k'"), timedelta(seconds=4))
+        self.assertEqual(one(s, "SELECT timeline FROM leaderlock_failover"), 2)
+        # The holder's own renewal goes on working, same term.
+        self.assertTrue(one(s, "SELECT le_renew('k', 'A', '1 second')"))
+        self.assertEqual(term_of(s, "k"), 1)
+        self.assertTrue(one(s, "SELECT le_release('k', 'A')"))
+        self.assertTrue(acquire(s, "k", "C"))
+        self.assertGreater(one(s, "SELECT acquired_at FROM leaderlock WHERE key = 'k'"), a_told)
+        s.close()
+
+    def test_synchronous_standby_has_every_true_answer(self):
+        """Contract 8.3 with synchronous replication: a session with
+        synchronous_commit = off is still answered only once its change is
+        on the synchronous standby, so a failover loses none."""
+        primary = self.own(Cluster.create("syncrep-primary", "synchronous_standby_names = '*'"))
+        standby = self.own(primary.standby("syncrep-standby"))
+        p = primary.connect()
+        self.assertTrue(wait_for(lambda: one(p, "SELECT count(*) FROM pg_stat_replication "
+                                                "WHERE sync_state = 'sync'") == 1, timeout=30))
+        one(p, "SET synchronous_commit = off")
+        keys = [f"sync-{i}" for i in range(100)]
+        for key in keys:
+            self.assertTrue(acquire(p, key, "me", "1 hour"))
+        p.close()
+        primary.stop("immediate")
+        standby.promote()
+        s = standby.connect()
+        self.assertEqual(one(s, "SELECT count(*) FROM leaderlock WHERE holder = 'me'"), len(keys),
+                         "the standby lacks acquisitions answered true")
+        s.close()
+
+    def test_dump_and_restore_then_the_documented_term_bump(self):
+        """A dump cannot know the terms issued after it. Restored as is, the
+        database issues them again; after the README's step (raise every
+        term by 2^32) it cannot."""
+        c = self.own(Cluster.create("dump"))
+        conn = c.connect()
+        for db in ("source", "restored_as_is", "restored_and_bumped"):
+            one(conn, f"CREATE DATABASE {db}")
+        src = c.connect("source")
+        one(src, "CREATE EXTENSION leaderlock")
+        for who in ("A", "B"):
+            self.assertTrue(acquire(src, "k", who))
+            self.assertTrue(one(src, "SELECT le_release('k', %s)", (who,)))
+        dump = os.path.join(c.pgdata, "source.dump")
+        subprocess.run(["sudo", "-u", "postgres", f"{PG_BIN}/pg_dump", "-h", "127.0.0.1", "-p", str(c.port),
+                        "-U", "postgres", "-Fc", "-f", dump, "source"], check=True)
+        for who in ("C", "D"):
+            self.assertTrue(acquire(src, "k", who))
+            self.assertTrue(one(src, "SELECT le_release('k', %s)", (who,)))
+        issued = term_of(src, "k")
+        src.close()
+        for db in ("restored_as_is", "restored_and_bumped"):
+            subprocess.run(["sudo", "-u", "postgres", f"{PG_BIN}/pg_restore", "-h", "127.0.0.1", "-p",
+                            str(c.port), "-U", "postgres", "-d", db, dump], check=True)
+        as_is = c.connect("restored_as_is")
+        self.assertTrue(acquire(as_is, "k", "E"))
+        self.assertLessEqual(term_of(as_is, "k"), issued, "the hazard the README describes")
+        as_is.close()
+        bumped = c.connect("restored_and_bumped")
+        one(bumped, "UPDATE leaderlock SET term = term + 4294967296")  # the README's step
+        self.assertTrue(acquire(bumped, "k", "E"))
+        self.assertGreater(term_of(bumped, "k"), issued)
+        bumped.close()
+        conn.close()
+
+    def test_point_in_time_recovery_never_reissues_a_term(self):
+        """PITR to a restore point before the last acquisitions: the
+        recovered server must not issue the terms issued after that point."""
+        archive = tempfile.mkdtemp(prefix="pitr-archive-", dir=WORK)
+        subprocess.run(["chown", "postgres:postgres", archive], check=True)
+        self.addCleanup(subprocess.run, ["rm", "-rf", archive])
+        primary = self.own(Cluster.create("pitr-primary", "archive_mode = on",
+                                          f"archive_command = 'cp %p {archive}/%f'"))
+        backup = self.own(primary.base_backup("pitr-restored"))
+        p = primary.connect()
+
+        def tenures(*holders):
+            for who in holders:
+                self.assertTrue(acquire(p, "k", who))
+                self.assertTrue(one(p, "SELECT le_release('k', %s)", (who,)))
+
+        tenures("A", "B", "C")
+        one(p, "SELECT pg_create_restore_point('before')")
+        tenures("D", "E", "F")
+        issued = term_of(p, "k")
+        self.assertEqual(issued, 6)
+        last_wal = one(p, "SELECT pg_walfile_name(pg_switch_wal())")
+        self.assertTrue(wait_for(
+            lambda: one(p, "SELECT last_archived_wal FROM pg_stat_archiver") == last_wal, timeout=30),
+            "WAL not archived")
+        p.close()
+        primary.stop("immediate")
+
+        with open(os.path.join(backup.pgdata, "postgresql.auto.conf"), "a") as f:
+            f.write(f"archive_mode = off\nrestore_command = 'cp {archive}/%f %p'\n"
+                    "recovery_target_name = 'before'\nrecovery_target_action = 'promote'\n")
+        subprocess.run(["sudo", "-u", "postgres", "touch", os.path.join(backup.pgdata, "recovery.signal")],
+                       check=True)
+        backup.start()
+        r = backup.connect()
+        self.assertTrue(wait_for(lambda: not one(r, "SELECT pg_is_in_recovery()"), timeout=30))
+        self.assertEqual(term_of(r, "k"), 3, "not recovered to the restore point")
+        self.assertTrue(acquire(r, "k", "G"))
+        self.assertGreater(term_of(r, "k"), issued, "a term issued after the restore point was issued again")
+        r.close()
+
+    def test_true_survives_a_crash_under_synchronous_commit_off(self):
+        """Contract 8.3: acquire, renew and release answered true are on
+        disk before the caller hears it, even when the session asked for
+        asynchronous commits. The WAL writer is made slow, so only a forced
+        flush can save them from an immediate shutdown (no flush at exit)."""
+        c = self.own(Cluster.create("durable", "wal_writer_delay = '10s'"))
+        conn = c.connect()
+        one(conn, "SET synchronous_commit = off")
+        keys = [f"durable-{i}" for i in range(200)]
+        for key in keys:
+            self.assertTrue(acquire(conn, key, "me", "1 hour"))
+        self.assertTrue(one(conn, "SELECT le_renew('durable-0', 'me', '2 hours')"))
+        renewed_until = one(conn, "SELECT expires_at FROM leaderlock WHERE key = 'durable-0'")
+        self.assertTrue(one(conn, "SELECT le_release('durable-1', 'me')"))
+        self.assertTrue(acquire(conn, "durable-last", "me", "1 hour"))
+        conn.close()
+        c.stop("immediate")
+        c.start()
+        conn = c.connect()
+        held = one(conn, "SELECT count(*) FROM leaderlock WHERE holder = 'me' AND term = 1")
+        # all but the released one, plus durable-last
+        self.assertEqual(held, len(keys) - 1 + 1, "acquisitions answered true were lost")
+        self.assertEqual(one(conn, "SELECT expires_at FROM leaderlock WHERE key = 'durable-0'"),
+                         renewed_until, "a renewal answered true was lost")
+        self.assertIsNone(one(conn, "SELECT holder FROM leaderlock WHERE key = 'durable-1'"),
+                          "a release answered true was lost")
+        conn.close()
+
+
+class CrashStressTest(TenureChecks, unittest.TestCase):
+    """8 clients acquire, renew and release a few keys with asynchronous
+    commits while the postmaster is killed with SIGKILL, twice; the server
+    restarts and they go on. Every answer a client saw is checked: no term
+    issued twice, no two ids holding a key at once."""
+
+    CLIENTS = 8
+    SECONDS = float(os.environ.get("LEADERLOCK_CRASH_SECONDS", "12"))
+    CRASHES = 2
+
+    def test_no_term_issued_twice_across_postmaster_kills(self):
+        c = Cluster.create("crash", "wal_writer_delay = '10s'")
+        self.addCleanup(c.remove)
+        records, counts = [], defaultdict(int)
+        stop_at = time.monotonic() + self.SECONDS
+        threads = [threading.Thread(target=stress_client, args=(i, [c.port], stop_at, records, counts))
+                   for i in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        for n in range(self.CRASHES):
+            time.sleep(self.SECONDS / (self.CRASHES + 1))
+            os.kill(c.postmaster_pid(), signal.SIGKILL)
+            # Its children notice and exit; then it can start again.
+            self.assertTrue(wait_for(lambda: try_start(c), timeout=30, interval=0.2))
+        for t in threads:
+            t.join()
+        summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=str))
+        print(f"\n  crash stress: {self.CLIENTS} clients, {self.SECONDS:.0f} s, {self.CRASHES} postmaster "
+              f"kills, {len(records)} answers seen ({summary})")
+        self.assertGreater(counts["errors"], 0, "the kills interrupted nobody")
+        for key in STRESS_KEYS:
+            self.check_key(key, [r for r in records if r[1] == key], 0, contiguous=False)
+
+
+class ChaosTest(TenureChecks, unittest.TestCase):
+    """At least a minute of: 8 clients acquiring, renewing and releasing with
+    asynchronous commits on a primary with a synchronous standby; every few
+    seconds the primary's postmaster is killed, and either it restarts
+    (crash) or the standby is promoted and a new standby made (failover).
+    Then every answer the clients saw is checked: no term issued twice, no
+    two ids holding a key at once."""
+
+    SECONDS = float(os.environ.get("LEADERLOCK_CHAOS_SECONDS", "60"))
+    CONF = ("synchronous_standby_names = '*'", "wal_retrieve_retry_interval = '100ms'",
+            "wal_writer_delay = '10s'")
+
+    def test_stress_crash_or_promote_check(self):
+        primary = Cluster.create("chaos-0", *self.CONF)
+        standby = primary.standby("chaos-standby-0")
+        clusters = [primary, standby]
+        self.addCleanup(lambda: [c.remove() for c in clusters])
+        target = [primary.port]  # where the clients connect
+        records, counts = [], defaultdict(int)
+        stop_at = time.monotonic() + self.SECONDS
+        threads = [threading.Thread(target=stress_client, args=(i, target, stop_at, records, counts))
+                   for i in range(8)]
+        for t in threads:
+            t.start()
+        rnd = random.Random(7)
+        events = []
+        while time.monotonic() < stop_at - 3:
+            time.sleep(rnd.uniform(2, 4))
+            os.kill(primary.postmaster_pid(), signal.SIGKILL)
+            if len(events) % 2 == 0:
+                events.append("crash")
+                self.assertTrue(wait_for(lambda: try_start(primary), timeout=30, interval=0.2))
+            else:
+                events.append("failover")
+                standby.promote()
+                primary.remove()
+                clusters.remove(primary)
+                primary = standby
+                target[0] = primary.port
+                standby = primary.standby(f"chaos-standby-{len(events)}")
+                clusters.append(standby)
+        for t in threads:
+            t.join()
+        print(f"\n  chaos: {self.SECONDS:.0f} s, {', '.join(events)}; {len(records)} answers seen "
+              f"({counts['errors']} errors)")
+        self.assertIn("failover", events)
+        self.assertIn("crash", events)
+        for key in STRESS_KEYS:
+            self.check_key(key, [r for r in records if r[1] == key], 0, contiguous=False, failovers=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
