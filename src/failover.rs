@@ -105,7 +105,9 @@ pub fn leases_outlast_failover() -> bool {
     };
     // A plain read first: on a timeline already handled, no lock is taken.
     match stored(queries::SAFE_TIMELINE) {
-        None => error!("leaderlock: the table leaderlock_failover has no row; reinstall the extension"),
+        None => {
+            error!("leaderlock: the table leaderlock_failover has no row; reinstall the extension")
+        }
         Some(t) if t >= i64::from(timeline) => {
             KNOWN_SAFE.set(Some(timeline));
             return true;
@@ -117,7 +119,9 @@ pub fn leases_outlast_failover() -> bool {
     };
     if previous < i64::from(timeline) {
         let now = lease::now();
-        let extended = plans::run(queries::OUTLAST_FAILOVER, &[lease::ts(now).into()], |t| t.len());
+        let extended = plans::run(queries::OUTLAST_FAILOVER, &[lease::ts(now).into()], |t| {
+            t.len()
+        });
         plans::run(
             queries::MARK_SAFE_TIMELINE,
             &[i64::from(timeline).into(), lease::ts(now).into()],
@@ -146,7 +150,10 @@ mod unit {
         assert_eq!(super::floor_of(1), Some(1));
         assert_eq!(super::floor_of(2), Some((1 << 32) + 1));
         assert_eq!(super::floor_of(3), Some((2 << 32) + 1));
-        assert_eq!(super::floor_of(1 << 31), Some(((1 << 31) - 1) * (1 << 32) + 1));
+        assert_eq!(
+            super::floor_of(1 << 31),
+            Some(((1 << 31) - 1) * (1 << 32) + 1)
+        );
         assert_eq!(super::floor_of((1 << 31) + 1), None);
     }
 }

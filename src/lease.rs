@@ -128,7 +128,11 @@ fn insert_first_term(key: &str, id: &str, ttl: Ttl) -> bool {
             ttl.as_interval().into(),
             failover::term_floor().into(),
         ],
-        |t| t.into_iter().next().and_then(|row| row.get::<i64>(1).expect("term")),
+        |t| {
+            t.into_iter()
+                .next()
+                .and_then(|row| row.get::<i64>(1).expect("term"))
+        },
     );
     let Some(term) = inserted else {
         // A concurrent first acquisition of the same key won.

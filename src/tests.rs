@@ -723,7 +723,10 @@ mod tests {
             (q::READ_LEASE, "'k2'"),
             (q::LOCK_ACQUIRABLE, "'k2', 'h2'"),
             (q::LOCK_OWN, "'k2', 'h2'"),
-            (q::INSERT_FIRST_TERM, "'new', 'h', now(), now(), '1 second', 1"),
+            (
+                q::INSERT_FIRST_TERM,
+                "'new', 'h', now(), now(), '1 second', 1",
+            ),
             (q::START_TERM, "'k2', 'h', now(), now(), '1 second', 1"),
             (q::RENEW, "'k2', 'h2', now(), NULL::interval"),
             (q::VACATE, "'k2', now()"),
@@ -867,7 +870,11 @@ mod tests {
         ] {
             Spi::run("SET LOCAL synchronous_commit = local").unwrap();
             assert!(bool_of(call));
-            assert_eq!(text_of("SHOW synchronous_commit").as_deref(), Some("on"), "{call}");
+            assert_eq!(
+                text_of("SHOW synchronous_commit").as_deref(),
+                Some("on"),
+                "{call}"
+            );
         }
         // A stronger setting is kept.
         Spi::run("SET LOCAL synchronous_commit = remote_apply").unwrap();
