@@ -60,7 +60,11 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-as_postgres() { sudo -u postgres -H -- "$@"; }
+# Runs a command as the postgres user. Servers of the relocatable trees get
+# the tree's own lib/ first on the library path: their walreceiver loads
+# libpq from there, not Debian's older one (which rejects the connection
+# options pg_basebackup 17+ writes for a standby).
+as_postgres() { sudo -u postgres -H -- env LD_LIBRARY_PATH="$(dirname "$PG_BIN")/lib" "$@"; }
 
 # start_cluster DIR PORT [extra postgresql.conf lines...]
 # Creates (if needed) and starts a cluster in DIR, owned by postgres, with

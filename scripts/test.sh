@@ -110,6 +110,8 @@ test_version() {
   # The tests below run against what the binary tarball installs.
   stage "package (scripts/package.sh) and install from it"
   install_from_package || fail "package"
+  # Install scripts of released versions, for the upgrade test to start from.
+  install -m 644 "$REPO_ROOT"/sql/released/*.sql "$("$PG_CONFIG" --sharedir)/extension/"
 
   PORT=$(free_port)
   local main="$VWORK/main"

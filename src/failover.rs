@@ -96,6 +96,14 @@ pub fn leases_outlast_failover() -> bool {
     if KNOWN_SAFE.get() == Some(timeline) {
         return true;
     }
+    let present = plans::run(queries::FAILOVER_TABLE_PRESENT, &[], |t| {
+        t.first().get_one::<bool>().expect("bool")
+    });
+    if present != Some(true) {
+        // The 0.1.0 schema, until ALTER EXTENSION leaderlock UPDATE: work
+        // as 0.1.0 did, without this protection (asked again next call).
+        return true;
+    }
     let stored = |sql| {
         plans::run(sql, &[], |t| {
             t.into_iter()

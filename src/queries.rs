@@ -124,6 +124,11 @@ pub const SET_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', $
 /// Worker: index plans whatever the statistics say (see `api.rs`).
 pub const NO_SEQSCAN: &str = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";
 
+/// Whether the schema has `leaderlock_failover` (0.2.0 and later): a newer
+/// library runs on the 0.1.0 schema until ALTER EXTENSION ... UPDATE.
+pub const FAILOVER_TABLE_PRESENT: &str =
+    "SELECT pg_catalog.to_regclass('leaderlock_failover') IS NOT NULL";
+
 /// Failover (contract 8.2): the timeline on which held leases were last made
 /// to outlast a failover. A plain read: no lock, no transaction ID.
 pub const SAFE_TIMELINE: &str = "SELECT timeline FROM leaderlock_failover";

@@ -122,7 +122,11 @@ WORK = os.environ.get("LEADERLOCK_WORK", "/tmp")
 
 
 def as_postgres(*cmd, check=True, capture=False):
-    return subprocess.run(["sudo", "-u", "postgres", "-H", "--", *cmd], check=check,
+    """Runs cmd as the postgres user, with the PostgreSQL tree's own lib/
+    first on the library path (see as_postgres in scripts/lib.sh)."""
+    libdir = os.path.join(os.path.dirname(PG_BIN), "lib")
+    return subprocess.run(["sudo", "-u", "postgres", "-H", "--", "env", f"LD_LIBRARY_PATH={libdir}", *cmd],
+                          check=check,
                           stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
                           stderr=subprocess.STDOUT if capture else None, text=True)
 

@@ -269,7 +269,8 @@ class StandbyTest(unittest.TestCase):
                 self.assertEqual(standby.worker_pid(), worker, "standby worker crash-looped")
                 self.assertIn("in recovery; waiting for promotion", standby.log())
                 # (LISTEN is not allowed during recovery, so this checks the
-                # outcome: the lease is vacant, its term kept.)
+                # outcome: the lease is vacant, its term kept. It first lasts
+                # another ttl from the promotion: contract 8.2.)
                 standby.ctl("promote")
                 self.assertTrue(wait_for(lambda: row(s, "SELECT holder, term FROM leaderlock "
                                                         "WHERE key = 'standby-k'") == (None, term),
@@ -278,7 +279,8 @@ class StandbyTest(unittest.TestCase):
                 self.assertIn("server promoted; expiring leases", standby.log())
                 self.assertEqual(standby.worker_pid(), worker, "worker restarted instead of waiting")
                 self.assertTrue(one(s, "SELECT le_try_acquire('standby-k', 'new', '1 second')"))
-                self.assertEqual(one(s, "SELECT term FROM leaderlock WHERE key = 'standby-k'"), term + 1)
+                # Timeline 2: terms start above all of timeline 1's (contract 8.1).
+                self.assertEqual(one(s, "SELECT term FROM leaderlock WHERE key = 'standby-k'"), 2 ** 32 + 1)
                 s.close()
             finally:
                 primary.start()
