@@ -12,10 +12,8 @@ import unittest
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
-import psycopg2
-
 from harness import PG_BIN, WORK, Cluster, as_postgres, one, wait_for
-from test_concurrency import TenureChecks
+from test_concurrency import STRESS_KEYS, TenureChecks, stress_client
 
 # Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
 TERMS_PER_TIMELINE = 2 ** 32
@@ -32,61 +30,6 @@ def past(t):
 
 def term_of(conn, key):
     return one(conn, "SELECT term FROM leaderlock WHERE key = %s", (key,))
-
-
-STRESS_KEYS = ["stress-a", "stress-b", "stress-c"]
-READ_BACK = ("SELECT term, extract(epoch FROM acquired_at)::numeric, "
-             "extract(epoch FROM renewed_at)::numeric, extract(epoch FROM expires_at)::numeric "
-             "FROM leaderlock WHERE key = %s")
-
-
-def stress_client(i, target, stop_at, records, counts):
-    """Client i of a stress run until stop_at: random acquire, renew and
-    release of STRESS_KEYS with short ttls and asynchronous commits,
-    reconnecting to target[0] (a port) after any error. Appends to records
-    what it was told, only once its commit returned."""
-    me = f"client-{i}"
-    rnd = random.Random(i)
-    conn = None
-    while time.monotonic() < stop_at:
-        try:
-            if conn is None:
-                conn = psycopg2.connect(host="127.0.0.1", port=target[0], user="postgres",
-                                        dbname="postgres", connect_timeout=2)
-                with conn.cursor() as cur:
-                    cur.execute("SET synchronous_commit = off")
-                conn.commit()
-            key = rnd.choice(STRESS_KEYS)
-            op = rnd.choices(["acquire", "renew", "release"], weights=[5, 3, 2])[0]
-            ttl = f"{rnd.randint(20, 200)} milliseconds"
-            with conn.cursor() as cur:
-                if op == "acquire":
-                    cur.execute("SELECT le_try_acquire(%s, %s, %s)", (key, me, ttl))
-                elif op == "renew":
-                    cur.execute("SELECT le_renew(%s, %s, %s)", (key, me, ttl))
-                else:
-                    cur.execute("SELECT le_release(%s, %s)", (key, me))
-                ok = cur.fetchone()[0]
-                got = None
-                if ok:
-                    cur.execute(READ_BACK, (key,))
-                    got = (op, key, me) + tuple(cur.fetchone())
-            conn.commit()
-            # Only an answer whose commit returned counts as seen.
-            counts[(op, ok)] += 1
-            if got:
-                records.append(got)
-        except psycopg2.Error:
-            counts["errors"] += 1
-            try:
-                conn.close()
-            except Exception:
-                pass
-            conn = None
-            time.sleep(0.05)
-        time.sleep(rnd.random() * 0.02)
-    if conn is not None:
-        conn.close()
 
 
 def try_start(cluster):
