@@ -245,9 +245,11 @@ class StandbyTest(unittest.TestCase):
     def test_standby_waits_then_takes_over_after_promotion(self):
         primary = Cluster.main()
         c = connect()
+        # The standby first: the 3-second lease must still be live when it
+        # arrives there, however long the base backup took.
+        standby = primary.standby("standby")
         one(c, "SELECT le_try_acquire('standby-k', 'primary-side', '3 seconds')")
         term = one(c, "SELECT term FROM leaderlock WHERE key = 'standby-k'")
-        standby = primary.standby("standby")
         try:
             s = standby.connect()
             self.assertTrue(wait_for(lambda: one(s, "SELECT le_leader('standby-k')") == "primary-side"))
