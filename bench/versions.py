@@ -56,8 +56,9 @@ def main():
     for i, (label, _) in enumerate(figures[0]):
         rows.append(f"| {label} | " + " | ".join(f[i][1] for f in figures) + " |")
     cfg = runs[0]["config"]
-    notes = (f"\nOne run of bench/versions.sh, {runs[0]['environment']['date']} to "
-             f"{runs[-1]['environment']['date']}; {runs[0]['environment']['cpus']} cpus; each version "
+    started = ", ".join(f"{server(r)} at {r['environment']['date']}" for r in runs)
+    notes = (f"\nOne run of bench/versions.sh (bench/run.sh started: {started}); "
+             f"{runs[0]['environment']['cpus']} cpus; each version "
              f"on its own throwaway cluster with default settings (fsync on), one after the other; "
              f"{cfg['clients']} clients, {cfg['seconds']} s x {cfg['reps']} runs per throughput figure "
              f"(median). Every figure: pgN/results.json and pgN/worker_lag.json.")
