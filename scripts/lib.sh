@@ -55,6 +55,14 @@ install_extension() {
   (cd "$REPO_ROOT" && cargo pgrx install "${flag[@]}" --pg-config "$PG_CONFIG" >/dev/null)
 }
 
+# Build the command-line tool (crates/cli) with the `cli` profile (release
+# without fat LTO: a quicker build, same code paths). Sets CLI_BIN.
+build_cli() {
+  CLI_BIN=$REPO_ROOT/target/cli/leaderlock
+  log "building the leaderlock command-line tool"
+  (cd "$REPO_ROOT" && cargo build -q --locked --profile cli -p leaderlock-cli)
+}
+
 # A TCP port nobody listens on.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'

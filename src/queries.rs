@@ -131,12 +131,16 @@ pub const FAILOVER_TABLE_PRESENT: &str =
 
 /// Failover (contract 8.2): the timeline on which held leases were last made
 /// to outlast a failover. A plain read: no lock, no transaction ID.
-pub const SAFE_TIMELINE: &str = "SELECT timeline FROM leaderlock_failover";
+/// `WHERE one_row` on the three statements of this one-row table: an index
+/// scan. A sequential scan under the functions' `enable_seqscan = off` costs
+/// 10^10, and a plan that dear gets JIT-compiled: 100 ms or more on every
+/// session's first call.
+pub const SAFE_TIMELINE: &str = "SELECT timeline FROM leaderlock_failover WHERE one_row";
 
 /// The same, locked for the one transaction that extends held leases after
 /// a new timeline began; no row, without waiting, while another does.
 pub const LOCK_SAFE_TIMELINE: &str =
-    "SELECT timeline FROM leaderlock_failover FOR UPDATE SKIP LOCKED";
+    "SELECT timeline FROM leaderlock_failover WHERE one_row FOR UPDATE SKIP LOCKED";
 
 /// Every held lease lasts at least until `$1` + its ttl (a renewal the old
 /// primary acknowledged may not have reached this server). recheck_at, the
@@ -148,7 +152,7 @@ pub const OUTLAST_FAILOVER: &str = "UPDATE leaderlock \
 
 /// Records that held leases outlast the move to timeline `$1`, at `$2`.
 pub const MARK_SAFE_TIMELINE: &str =
-    "UPDATE leaderlock_failover SET timeline = $1, changed_at = $2";
+    "UPDATE leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
 
 /// Contract 8.3: this transaction commits as `synchronous_commit = on` does
 /// (WAL flushed, and on synchronous standbys when there are any), until it

@@ -759,6 +759,41 @@ mod tests {
     }
 
     #[pg_test]
+    fn failover_statements_need_no_jit() {
+        // As inside the functions: a sequential scan would cost 10^10 and be
+        // JIT-compiled (and the one-row table tempts the planner to one).
+        use crate::queries as q;
+        Spi::run("SET LOCAL enable_seqscan = off").unwrap();
+        Spi::run("SET LOCAL jit = on").unwrap();
+        Spi::run("SET LOCAL jit_above_cost = 100000").unwrap();
+        for sql in [
+            q::SAFE_TIMELINE,
+            q::LOCK_SAFE_TIMELINE,
+            q::MARK_SAFE_TIMELINE,
+            q::OUTLAST_FAILOVER,
+        ] {
+            let sql = sql
+                .replace("$1", "pg_catalog.now()")
+                .replace("$2", "pg_catalog.now()")
+                .replace("timeline = pg_catalog.now()", "timeline = 1");
+            let (plan, cost): (String, f64) = Spi::connect(|c| {
+                let rows: Vec<String> = c
+                    .select(&format!("EXPLAIN {sql}"), None, &[])
+                    .unwrap()
+                    .map(|row| row.get::<String>(1).unwrap().unwrap())
+                    .collect();
+                let top = &rows[0];
+                let cost = top[top.find("..").unwrap() + 2..top.find(" rows").unwrap()]
+                    .parse()
+                    .unwrap();
+                (rows.join("\n"), cost)
+            });
+            assert!(!plan.contains("Seq Scan"), "{sql}\n{plan}");
+            assert!(cost < 100000.0, "{sql} costs {cost}: JIT\n{plan}");
+        }
+    }
+
+    #[pg_test]
     fn functions_use_the_primary_key_even_with_stale_statistics() {
         // Statistics of an 8-row table: left alone, the planner would scan
         // it sequentially, and keep that cached plan as the table grows.

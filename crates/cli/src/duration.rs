@@ -1,0 +1,50 @@
+//! Durations on the command line: `10s`, `500ms`, `2m`, `1h`, `1.5s`; a bare
+//! number is seconds.
+use std::time::Duration;
+
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (examples: 10s, 500ms, 2m)"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "'{text}': unknown unit '{unit}' (use ms, s, m or h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("'{text}' is out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn rejects() {
+        assert!(parse("ten").is_err());
+        assert!(parse("10 parsecs").is_err());
+        assert!(parse("-1s").is_err());
+        assert!(parse("").is_err());
+    }
+}

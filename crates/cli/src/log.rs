@@ -1,0 +1,40 @@
+//! What `leaderlock run` says on stderr: one line per event, as text or as
+//! JSON (`--log-format json`), each with the wall-clock time in seconds
+//! since the epoch, microsecond precision.
+use serde_json::{json, Map, Value};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy)]
+pub struct Log {
+    pub format: Format,
+}
+
+impl Log {
+    /// `event` is a stable name (for JSON readers), `message` the sentence
+    /// for people, `fields` extra JSON members.
+    pub fn event(&self, event: &str, message: &str, fields: Value) {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let line = match self.format {
+            Format::Text => format!("leaderlock[{}] {ts:.6}: {message}", std::process::id()),
+            Format::Json => {
+                let mut object = Map::new();
+                object.insert("ts".into(), json!((ts * 1e6).round() / 1e6));
+                object.insert("pid".into(), json!(std::process::id()));
+                object.insert("event".into(), json!(event));
+                object.insert("message".into(), json!(message));
+                if let Value::Object(extra) = fields {
+                    object.extend(extra);
+                }
+                Value::Object(object).to_string()
+            }
+        };
+        eprintln!("{line}");
+    }
+}

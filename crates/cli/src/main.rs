@@ -1,0 +1,70 @@
+//! `leaderlock`: run a command only while it leads, show leases, watch
+//! announcements. See the README's "Command line" section.
+mod duration;
+mod exit;
+mod log;
+mod run;
+mod status;
+mod supervisor;
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "leaderlock",
+    version,
+    about = "Leader election in PostgreSQL, from the command line"
+)]
+struct Cli {
+    /// Connection string (key=value or postgres:// URL). Default:
+    /// LEADERLOCK_DSN, DATABASE_URL, else PGHOST, PGPORT, PGUSER,
+    /// PGPASSWORD, PGDATABASE.
+    #[arg(long, global = true)]
+    dsn: Option<String>,
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand, Debug)]
+enum Commands {
+    /// Run a command only while leading: leaderlock run --key K -- cmd args...
+    Run(run::RunArgs),
+    /// Show the leases (all, or one key) as a table.
+    Status { key: Option<String> },
+    /// Print each announcement (one JSON line per notification).
+    Watch { key: Option<String> },
+    /// Internal: the process that starts and stops the command.
+    #[command(name = "__supervise", hide = true)]
+    Supervise {
+        #[arg(long)]
+        grace_ms: u64,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Commands::Supervise { grace_ms, command } = cli.command {
+        // No runtime, no threads: it forks the command.
+        supervisor::supervise(grace_ms, command);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let dsn = cli.dsn.as_deref();
+    let code = runtime.block_on(async {
+        match cli.command {
+            Commands::Run(args) => run::run(args, dsn).await,
+            Commands::Status { key } => status::status(dsn, key).await,
+            Commands::Watch { key } => status::watch(dsn, key).await,
+            Commands::Supervise { .. } => unreachable!("handled above"),
+        }
+    });
+    // Background tasks (connection drivers) are not waited for.
+    runtime.shutdown_background();
+    std::process::exit(code);
+}

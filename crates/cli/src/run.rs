@@ -1,0 +1,311 @@
+//! `leaderlock run -- cmd args...`: the command runs only while this
+//! process leads. The elector (in this process) campaigns and renews; the
+//! supervisor (a process of its own, see supervisor.rs) starts the command
+//! and stops it at the local deadline whatever happens to this process.
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use leaderlock_client::{pg_config_from_env, Elector, ElectorConfig, Event, StopReason};
+use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::{sleep_until, Instant};
+
+use crate::exit;
+use crate::log::{Format, Log};
+use crate::supervisor::{Cause, Handle, Message};
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Exit status: the command's own (128+N if a signal N it did not get from us \
+ended it); 120 not acquired within --timeout; 121 lease lost; 122 database \
+unreachable; 123 rejected by the server (extension missing, bad key or id, \
+no privilege); 124 internal error; 127 command cannot be started; 130/143 \
+after SIGINT/SIGTERM; 2 bad flags.")]
+pub struct RunArgs {
+    /// The election's key. Default: the command's file name.
+    #[arg(long)]
+    key: Option<String>,
+    /// This candidate's id. Default: host:pid:random.
+    #[arg(long)]
+    id: Option<String>,
+    /// Lease length; renewed every ttl/3.
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
+    ttl: Duration,
+    /// Give up if not leading within this time (0: try once). Default: wait
+    /// for ever.
+    #[arg(long, value_parser = crate::duration::parse)]
+    timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when the command must stop. The
+    /// command gets SIGTERM at (local deadline - grace). Must be shorter
+    /// than the ttl. Default: ttl/4.
+    #[arg(long, value_parser = crate::duration::parse)]
+    grace: Option<Duration>,
+    /// Restart the command when it exits while leading, and campaign again
+    /// after losing the lease, instead of exiting.
+    #[arg(long)]
+    restart: bool,
+    /// With --restart: pause before starting the command again.
+    #[arg(long, default_value = "1s", value_parser = crate::duration::parse)]
+    restart_delay: Duration,
+    /// How often to try while another candidate leads. Default: 1 s, or
+    /// ttl/2 once notifications are seen to arrive.
+    #[arg(long, value_parser = crate::duration::parse)]
+    poll: Option<Duration>,
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: Format,
+    /// The command and its arguments (run directly, without a shell).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
+
+/// What a finished run exits with, once the command is gone and the lease
+/// released.
+struct Finish(i32);
+
+pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
+    let log = Log {
+        format: args.log_format,
+    };
+    let fail = |message: String, code: i32| {
+        log.event("error", &message, json!({ "exit": code }));
+        code
+    };
+    let db = match pg_config_from_env(dsn) {
+        Ok(db) => db,
+        Err(e) => return fail(e, exit::USAGE),
+    };
+    let key = args.key.clone().unwrap_or_else(|| {
+        Path::new(&args.command[0])
+            .file_name()
+            .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned())
+    });
+    let mut config = ElectorConfig::with_ttl(key.clone(), args.ttl);
+    if let Some(id) = &args.id {
+        config.id = id.clone();
+    }
+    config.poll_every = args.poll;
+    config.campaign_again = args.restart;
+    let grace = args.grace.unwrap_or(args.ttl / 4);
+    if args.ttl.is_zero() {
+        return fail("--ttl must be positive".into(), exit::USAGE);
+    }
+    if grace >= args.ttl {
+        return fail(
+            format!(
+                "--grace ({grace:?}) must be shorter than --ttl ({:?})",
+                args.ttl
+            ),
+            exit::USAGE,
+        );
+    }
+    let id = config.id.clone();
+    let env = [
+        ("LEADERLOCK_KEY", key.as_str()),
+        ("LEADERLOCK_ID", id.as_str()),
+    ];
+    let mut supervisor = match Handle::spawn(&args.command, grace, &env) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("cannot start the supervisor: {e}"), exit::INTERNAL),
+    };
+    log.event(
+        "campaigning",
+        &format!(
+            "campaigning for key {key:?} as {id:?} (ttl {:?}, grace {grace:?})",
+            args.ttl
+        ),
+        json!({"key": key, "id": id, "ttl": args.ttl.as_secs_f64(), "grace": grace.as_secs_f64()}),
+    );
+    let elector = Elector::start(db, config);
+    let code = Run {
+        args: &args,
+        log,
+        elector,
+        supervisor: &mut supervisor,
+    }
+    .go()
+    .await;
+    supervisor.close();
+    code
+}
+
+struct Run<'a> {
+    args: &'a RunArgs,
+    log: Log,
+    elector: Elector,
+    supervisor: &'a mut Handle,
+}
+
+impl Run<'_> {
+    async fn go(mut self) -> i32 {
+        let mut sigint = signal(SignalKind::interrupt()).expect("signal handler");
+        let mut sigterm = signal(SignalKind::terminate()).expect("signal handler");
+        let mut sighup = signal(SignalKind::hangup()).expect("signal handler");
+        let mut sigusr1 = signal(SignalKind::user_defined1()).expect("signal handler");
+        let mut sigusr2 = signal(SignalKind::user_defined2()).expect("signal handler");
+        let started = Instant::now();
+        let far = started + Duration::from_secs(100 * 365 * 86400);
+        let give_up_at = self.args.timeout.map(|t| started + t);
+        let try_once = self.args.timeout == Some(Duration::ZERO);
+
+        let mut leading = None;
+        let mut ever_led = false;
+        let mut child_running = false;
+        let mut db_down = false;
+        let mut restart_at: Option<Instant> = None;
+        let mut last_holder: Option<Option<String>> = None;
+        // Set once the run must end: the exit code, waiting for the command.
+        let mut finish: Option<Finish> = None;
+
+        loop {
+            if let Some(Finish(code)) = finish {
+                if !child_running {
+                    let released = self.elector.shutdown().await;
+                    if released {
+                        self.log.event("released", "released the lease", json!({}));
+                    }
+                    return code;
+                }
+            }
+            tokio::select! {
+                event = self.elector.next_event() => {
+                    let Some(event) = event else {
+                        finish.get_or_insert(Finish(exit::INTERNAL));
+                        continue;
+                    };
+                    match event {
+                        Event::Connected => {
+                            db_down = false;
+                            self.log.event("connected", "connected to the database", json!({}));
+                        }
+                        Event::Disconnected { error } => {
+                            db_down = true;
+                            self.log.event("disconnected", &format!("database: {error}"), json!({"error": error}));
+                            if try_once && !ever_led {
+                                finish.get_or_insert(Finish(exit::UNREACHABLE));
+                            }
+                        }
+                        Event::NotificationsArrive => {}
+                        Event::Refused { holder } => {
+                            if last_holder.as_ref() != Some(&holder) {
+                                self.log.event("refused", &format!("held by {}", holder.as_deref().unwrap_or("(unknown)")), json!({"holder": holder}));
+                                last_holder = Some(holder);
+                            }
+                            if try_once && !ever_led {
+                                finish.get_or_insert(Finish(exit::NOT_ACQUIRED));
+                            }
+                        }
+                        Event::Started(lease) => {
+                            ever_led = true;
+                            last_holder = None;
+                            leading = Some(lease);
+                            self.log.event("leading", &format!("leading, term {}", lease.term), json!({"term": lease.term}));
+                            if finish.is_none() && !child_running {
+                                self.supervisor.start(lease.term, lease.deadline).await;
+                            }
+                        }
+                        Event::Renewed(lease) => {
+                            leading = Some(lease);
+                            self.supervisor.extend(lease.deadline).await;
+                        }
+                        Event::Stopped { term, reason } => {
+                            leading = None;
+                            restart_at = None;
+                            self.log.event("stopped", &format!("no longer leading (term {term}): {reason}"), json!({"term": term, "reason": reason.to_string()}));
+                            if child_running {
+                                self.supervisor.stop().await;
+                            }
+                            if !self.args.restart && !matches!(reason, StopReason::Shutdown) {
+                                let code = if reason == StopReason::Deadline && db_down { exit::UNREACHABLE } else { exit::LEASE_LOST };
+                                finish.get_or_insert(Finish(code));
+                            }
+                        }
+                        Event::Failed { error } => {
+                            self.log.event("rejected", &error, json!({"error": error}));
+                            if child_running {
+                                self.supervisor.stop().await;
+                            }
+                            finish.get_or_insert(Finish(exit::REJECTED));
+                        }
+                    }
+                }
+                message = self.supervisor.next() => match message {
+                    Message::Started(pid) => {
+                        child_running = true;
+                        self.log.event("child_started", &format!("started the command, pid {pid}"), json!({"child": pid}));
+                    }
+                    Message::SpawnFailed(e) => {
+                        self.log.event("error", &format!("cannot start the command: {e}"), json!({"error": e}));
+                        finish.get_or_insert(Finish(exit::CANNOT_RUN));
+                    }
+                    Message::Exited(code, cause) => {
+                        child_running = false;
+                        self.log.event("child_exited", &format!("the command exited with {code} ({})", match cause {
+                            Cause::Own => "by itself", Cause::Stop => "stopped", Cause::Deadline => "stopped at the local deadline",
+                        }), json!({"code": code, "cause": format!("{cause:?}").to_lowercase()}));
+                        match cause {
+                            Cause::Own if finish.is_none() => {
+                                if self.args.restart {
+                                    restart_at = Some(Instant::now() + self.args.restart_delay);
+                                } else {
+                                    finish = Some(Finish(code));
+                                }
+                            }
+                            // Stopped on a loss, but leading again already.
+                            Cause::Stop if finish.is_none() && self.args.restart
+                                && self.elector.leadership().is_some() => {
+                                restart_at = Some(Instant::now());
+                            }
+                            Cause::Deadline => {
+                                // This process could not renew in time (stopped,
+                                // starved, database unreachable): give the lease up.
+                                if leading.take().is_some() {
+                                    self.elector.resign();
+                                }
+                                if !self.args.restart {
+                                    finish.get_or_insert(Finish(if db_down { exit::UNREACHABLE } else { exit::LEASE_LOST }));
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    Message::Gone => {
+                        self.log.event("error", "the supervisor process is gone", json!({}));
+                        child_running = false;
+                        finish.get_or_insert(Finish(exit::INTERNAL));
+                    }
+                },
+                _ = sleep_until(restart_at.unwrap_or(far)), if restart_at.is_some() => {
+                    restart_at = None;
+                    if let Some(lease) = self.elector.leadership() {
+                        if finish.is_none() && !child_running {
+                            self.supervisor.start(lease.term, lease.deadline).await;
+                        }
+                    }
+                }
+                _ = sleep_until(give_up_at.unwrap_or(far)), if give_up_at.is_some() && !ever_led && finish.is_none() && !try_once => {
+                    let code = if db_down { exit::UNREACHABLE } else { exit::NOT_ACQUIRED };
+                    self.log.event("timeout", "not leading within --timeout", json!({}));
+                    finish = Some(Finish(code));
+                }
+                _ = sigint.recv() => self.interrupted(&mut finish, child_running, libc::SIGINT).await,
+                _ = sigterm.recv() => self.interrupted(&mut finish, child_running, libc::SIGTERM).await,
+                _ = sighup.recv() => self.supervisor.signal(libc::SIGHUP).await,
+                _ = sigusr1.recv() => self.supervisor.signal(libc::SIGUSR1).await,
+                _ = sigusr2.recv() => self.supervisor.signal(libc::SIGUSR2).await,
+            }
+        }
+    }
+
+    async fn interrupted(&mut self, finish: &mut Option<Finish>, child_running: bool, signo: i32) {
+        self.log.event(
+            "signal",
+            &format!("got signal {signo}: stopping"),
+            json!({ "signal": signo }),
+        );
+        if child_running {
+            self.supervisor.stop().await;
+        }
+        *finish = Some(Finish(128 + signo));
+    }
+}

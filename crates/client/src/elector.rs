@@ -1,0 +1,588 @@
+//! The elector: one background task per key that campaigns, renews, and
+//! reports leadership as events. The local deadline is the safety rule:
+//! a lease counts only until (start of the last successful acquire or
+//! renewal) + ttl - margin. The server computed its own expiry from a later
+//! instant, so this deadline is never after the server's expires_at.
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{sleep_until, timeout_at, Instant};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Notification};
+
+use crate::config::{random_hex, ElectorConfig};
+use crate::payload::Announcement;
+use crate::sql;
+
+/// A tenure as this process sees it: valid until `deadline` unless renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leadership {
+    pub term: i64,
+    /// Local deadline (monotonic clock): stop acting as leader here.
+    pub deadline: Instant,
+}
+
+impl Leadership {
+    /// True while the local deadline has not passed.
+    pub fn is_current(&self) -> bool {
+        Instant::now() < self.deadline
+    }
+}
+
+/// Why a tenure ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// A renewal returned false: the lease lapsed or was taken.
+    Refused,
+    /// Another candidate acquired the key (heard as a notification).
+    TakenOver { holder: String, term: i64 },
+    /// No renewal succeeded before the local deadline (database slow or
+    /// unreachable).
+    Deadline,
+    /// [`Elector::resign`] released it.
+    Resigned,
+    /// [`Elector::shutdown`] released it.
+    Shutdown,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Refused => {
+                write!(f, "the server refused the renewal (lease lapsed or taken)")
+            }
+            StopReason::TakenOver { holder, term } => {
+                write!(f, "taken over by {holder} (term {term})")
+            }
+            StopReason::Deadline => write!(f, "no renewal succeeded before the local deadline"),
+            StopReason::Resigned => write!(f, "resigned"),
+            StopReason::Shutdown => write!(f, "shut down"),
+        }
+    }
+}
+
+/// What an elector reports, in order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A connection is up (again).
+    Connected,
+    /// A connection failed or a call on it failed or timed out.
+    Disconnected { error: String },
+    /// Notifications arrive on this connection: campaigning can rely on
+    /// them (polling slows down to ttl/2).
+    NotificationsArrive,
+    /// An attempt to acquire found the key held (by `holder`, if known).
+    Refused { holder: Option<String> },
+    /// This process leads from now until `deadline` unless renewed.
+    Started(Leadership),
+    /// A renewal succeeded: the deadline moved.
+    Renewed(Leadership),
+    /// This process no longer leads.
+    Stopped { term: i64, reason: StopReason },
+    /// A permanent error (extension missing, a key or id the server
+    /// rejects, no privilege): the elector has stopped.
+    Failed { error: String },
+}
+
+enum Command {
+    Resign,
+    Shutdown(oneshot::Sender<bool>),
+}
+
+/// Handle of a running elector. Dropping it shuts the elector down (and
+/// releases the lease) in the background; call [`Elector::shutdown`] to
+/// wait for the release.
+pub struct Elector {
+    commands: mpsc::UnboundedSender<Command>,
+    events: mpsc::UnboundedReceiver<Event>,
+    leadership: watch::Receiver<Option<Leadership>>,
+    task: Option<JoinHandle<()>>,
+    config: ElectorConfig,
+}
+
+impl Elector {
+    /// Starts campaigning in a background task (on the current tokio
+    /// runtime). Connection problems are reported as events, never as an
+    /// error here.
+    pub fn start(db: tokio_postgres::Config, config: ElectorConfig) -> Elector {
+        let (command_tx, command_rx) = mpsc::unbounded_channel();
+        let (event_tx, event_rx) = mpsc::unbounded_channel();
+        let (lead_tx, lead_rx) = watch::channel(None);
+        let task = Task {
+            db,
+            config: config.clone(),
+            events: event_tx,
+            leadership: lead_tx,
+            commands: command_rx,
+            conn: None,
+            probe_token: random_hex(8),
+            notifications_arrive: false,
+            disconnected: false,
+        };
+        Elector {
+            commands: command_tx,
+            events: event_rx,
+            leadership: lead_rx,
+            task: Some(tokio::spawn(task.run())),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &ElectorConfig {
+        &self.config
+    }
+
+    /// The next event; None once the elector has stopped.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// The current tenure, if this process leads and its local deadline has
+    /// not passed. Check it right before acting as leader.
+    pub fn leadership(&self) -> Option<Leadership> {
+        (*self.leadership.borrow()).filter(Leadership::is_current)
+    }
+
+    /// Releases the lease if held; campaigns again if
+    /// `config.campaign_again`.
+    pub fn resign(&self) {
+        let _ = self.commands.send(Command::Resign);
+    }
+
+    /// Releases the lease if held and stops. Returns whether a lease was
+    /// released.
+    pub async fn shutdown(mut self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.commands.send(Command::Shutdown(tx));
+        let released = rx.await.unwrap_or(false);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        released
+    }
+}
+
+impl Drop for Elector {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            let (tx, _) = oneshot::channel();
+            let _ = self.commands.send(Command::Shutdown(tx));
+        }
+    }
+}
+
+/// The connection, with its notifications forwarded by the task that
+/// drives it.
+struct Conn {
+    client: Client,
+    notifications: mpsc::UnboundedReceiver<Notification>,
+}
+
+/// A held lease inside the task.
+#[derive(Clone, Copy)]
+struct Held {
+    lease: Leadership,
+    next_renewal: Instant,
+}
+
+enum CallError {
+    /// Worth retrying: connection trouble or a timeout.
+    Transient(String),
+    /// Retrying cannot help.
+    Permanent(String),
+}
+
+struct Task {
+    db: tokio_postgres::Config,
+    config: ElectorConfig,
+    events: mpsc::UnboundedSender<Event>,
+    leadership: watch::Sender<Option<Leadership>>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    conn: Option<Conn>,
+    probe_token: String,
+    notifications_arrive: bool,
+    disconnected: bool,
+}
+
+enum Wake {
+    Timer,
+    Command(Option<Command>),
+    Notification(Option<Notification>),
+}
+
+impl Task {
+    async fn run(mut self) {
+        let mut held: Option<Held> = None;
+        let mut campaigning = true;
+        let mut next_attempt = Instant::now();
+        loop {
+            let now = Instant::now();
+            if let Some(h) = held {
+                if now >= h.lease.deadline {
+                    self.stop(h.lease.term, StopReason::Deadline);
+                    held = None;
+                    campaigning = self.config.campaign_again;
+                    next_attempt = now;
+                }
+            }
+            let wake_at = match (held, campaigning) {
+                (Some(h), _) => h.next_renewal.min(h.lease.deadline),
+                (None, true) => next_attempt,
+                (None, false) => now + Duration::from_secs(3600),
+            };
+            match self.wait(wake_at).await {
+                Wake::Timer => {}
+                Wake::Command(None) => return self.finish(held, None).await,
+                Wake::Command(Some(Command::Shutdown(reply))) => {
+                    return self.finish(held, Some(reply)).await
+                }
+                Wake::Command(Some(Command::Resign)) => {
+                    if let Some(h) = held.take() {
+                        self.release(h.lease.deadline).await;
+                        self.stop(h.lease.term, StopReason::Resigned);
+                    }
+                    campaigning = self.config.campaign_again;
+                    next_attempt = Instant::now();
+                    continue;
+                }
+                Wake::Notification(None) => {
+                    // The connection ended: reconnect at the next call.
+                    self.lost_connection("connection closed".into());
+                    next_attempt = next_attempt.min(Instant::now() + self.config.retry_every);
+                    if let Some(h) = held.as_mut() {
+                        h.next_renewal =
+                            h.next_renewal.min(Instant::now() + self.config.retry_every);
+                    }
+                    continue;
+                }
+                Wake::Notification(Some(n)) => {
+                    match self.heard(&n) {
+                        Heard::Freed if held.is_none() => next_attempt = Instant::now(),
+                        Heard::TakenOver { holder, term } => {
+                            if let Some(h) = held.take() {
+                                if term > h.lease.term {
+                                    self.stop(h.lease.term, StopReason::TakenOver { holder, term });
+                                    campaigning = self.config.campaign_again;
+                                    next_attempt = Instant::now() + self.poll_every();
+                                } else {
+                                    held = Some(h);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    continue;
+                }
+            }
+            let now = Instant::now();
+            if let Some(h) = held {
+                if now >= h.next_renewal && now < h.lease.deadline {
+                    held = match self.renew(h).await {
+                        Ok(Some(renewed)) => Some(renewed),
+                        Ok(None) => {
+                            self.stop(h.lease.term, StopReason::Refused);
+                            campaigning = self.config.campaign_again;
+                            next_attempt = Instant::now() + self.poll_every();
+                            None
+                        }
+                        Err(CallError::Transient(e)) => {
+                            self.lost_connection(e);
+                            Some(Held {
+                                next_renewal: Instant::now() + self.config.retry_every,
+                                ..h
+                            })
+                        }
+                        Err(CallError::Permanent(e)) => {
+                            self.stop(h.lease.term, StopReason::Refused);
+                            return self.fail(e);
+                        }
+                    };
+                }
+            } else if campaigning && now >= next_attempt {
+                match self.try_acquire().await {
+                    Ok(Some(lease)) => {
+                        let renew_at = lease.deadline + self.config.margin - self.config.ttl
+                            + self.config.renew_every;
+                        held = Some(Held {
+                            lease,
+                            next_renewal: renew_at,
+                        });
+                        self.leadership.send_replace(Some(lease));
+                        self.emit(Event::Started(lease));
+                    }
+                    Ok(None) => next_attempt = Instant::now() + self.poll_every(),
+                    Err(CallError::Transient(e)) => {
+                        self.lost_connection(e);
+                        next_attempt = Instant::now() + self.config.retry_every;
+                    }
+                    Err(CallError::Permanent(e)) => return self.fail(e),
+                }
+            }
+        }
+    }
+
+    /// Sleeps until `at`, a command, or a notification, whichever first.
+    async fn wait(&mut self, at: Instant) -> Wake {
+        let (conn, commands) = (&mut self.conn, &mut self.commands);
+        let notifications = async {
+            match conn.as_mut() {
+                Some(c) => c.notifications.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            c = commands.recv() => Wake::Command(c),
+            n = notifications => Wake::Notification(n),
+            _ = sleep_until(at) => Wake::Timer,
+        }
+    }
+
+    fn poll_every(&self) -> Duration {
+        self.config
+            .poll_every
+            .unwrap_or(if self.notifications_arrive {
+                (self.config.ttl / 2).max(Duration::from_secs(1))
+            } else {
+                Duration::from_secs(1)
+            })
+    }
+
+    fn emit(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    fn stop(&self, term: i64, reason: StopReason) {
+        self.leadership.send_replace(None);
+        self.emit(Event::Stopped { term, reason });
+    }
+
+    fn fail(&self, error: String) {
+        self.leadership.send_replace(None);
+        self.emit(Event::Failed { error });
+    }
+
+    fn lost_connection(&mut self, error: String) {
+        self.conn = None;
+        if !self.disconnected {
+            self.disconnected = true;
+            self.emit(Event::Disconnected { error });
+        }
+    }
+
+    async fn finish(mut self, held: Option<Held>, reply: Option<oneshot::Sender<bool>>) {
+        let mut released = false;
+        if let Some(h) = held {
+            released = self.release(Instant::now() + self.call_timeout()).await;
+            self.stop(h.lease.term, StopReason::Shutdown);
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(released);
+        }
+    }
+
+    fn call_timeout(&self) -> Duration {
+        (self.config.ttl / 3).max(Duration::from_millis(100))
+    }
+
+    /// What a notification means for this elector.
+    fn heard(&mut self, n: &Notification) -> Heard {
+        if n.channel() == sql::PROBE_CHANNEL {
+            if n.payload() == self.probe_token && !self.notifications_arrive {
+                self.notifications_arrive = true;
+                self.emit(Event::NotificationsArrive);
+            }
+            return Heard::Nothing;
+        }
+        match Announcement::parse(n.payload()) {
+            Some(a) if a.key == self.config.key && a.frees_key() => Heard::Freed,
+            Some(a) if a.key == self.config.key && a.event == "acquired" => match a.holder {
+                Some(h) if h != self.config.id => Heard::TakenOver {
+                    holder: h,
+                    term: a.term,
+                },
+                _ => Heard::Nothing,
+            },
+            _ => Heard::Nothing,
+        }
+    }
+
+    /// The connection, opened (with LISTEN and a probe) if there is none.
+    async fn client(&mut self, by: Instant) -> Result<&Client, CallError> {
+        if self.conn.is_none() {
+            let conn = timeout_at(by, self.connect())
+                .await
+                .map_err(|_| CallError::Transient("timed out connecting".into()))??;
+            self.conn = Some(conn);
+            self.disconnected = false;
+            self.emit(Event::Connected);
+        }
+        Ok(&self.conn.as_ref().expect("connected above").client)
+    }
+
+    async fn connect(&self) -> Result<Conn, CallError> {
+        let mut db = self.db.clone();
+        if db.get_application_name().is_none() {
+            db.application_name("leaderlock elector");
+        }
+        let (client, mut connection) = db.connect(NoTls).await.map_err(classify)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let AsyncMessage::Notification(n) = message {
+                    if tx.send(n).is_err() {
+                        break;
+                    }
+                }
+            }
+            // Dropping tx tells the elector the connection is gone.
+        });
+        client.batch_execute(sql::LISTEN).await.map_err(classify)?;
+        let token: &(dyn ToSql + Sync) = &self.probe_token;
+        client
+            .query_typed(sql::PROBE, &[(token, Type::TEXT)])
+            .await
+            .map_err(classify)?;
+        Ok(Conn {
+            client,
+            notifications: rx,
+        })
+    }
+
+    /// One attempt: Some(lease) when won.
+    async fn try_acquire(&mut self) -> Result<Option<Leadership>, CallError> {
+        let start = Instant::now();
+        let by = start + self.call_timeout();
+        let (key, id, ttl) = (
+            self.config.key.clone(),
+            self.config.id.clone(),
+            self.config.ttl.as_secs_f64(),
+        );
+        let client = self.client(by).await?;
+        let won = timeout_at(by, async {
+            let row = client
+                .query_typed(
+                    sql::TRY_ACQUIRE,
+                    &[(&key, Type::TEXT), (&id, Type::TEXT), (&ttl, Type::FLOAT8)],
+                )
+                .await?;
+            if !row[0].get::<_, bool>(0) {
+                let holder = client
+                    .query_typed(sql::LEADER, &[(&key, Type::TEXT)])
+                    .await?;
+                return Ok::<_, tokio_postgres::Error>(Err(holder[0].get::<_, Option<String>>(0)));
+            }
+            let term = client
+                .query_typed(sql::TERM_OF, &[(&key, Type::TEXT), (&id, Type::TEXT)])
+                .await?;
+            Ok(Ok(term.first().map(|r| r.get::<_, i64>(0))))
+        })
+        .await
+        .map_err(|_| CallError::Transient("acquire timed out".into()))?
+        .map_err(classify)?;
+        match won {
+            Ok(Some(term)) => Ok(Some(Leadership {
+                term,
+                deadline: start + self.config.ttl - self.config.margin,
+            })),
+            Ok(None) => Ok(None),
+            Err(holder) => {
+                self.emit(Event::Refused { holder });
+                Ok(None)
+            }
+        }
+    }
+
+    /// One renewal; Ok(None) when the server refused it.
+    async fn renew(&mut self, h: Held) -> Result<Option<Held>, CallError> {
+        let start = Instant::now();
+        // Never wait past the deadline: the caller must learn of it then.
+        let by = (start + self.call_timeout()).min(h.lease.deadline);
+        let (key, id, ttl) = (
+            self.config.key.clone(),
+            self.config.id.clone(),
+            self.config.ttl.as_secs_f64(),
+        );
+        let client = self.client(by).await?;
+        let renewed = timeout_at(
+            by,
+            client.query_typed(
+                sql::RENEW,
+                &[(&key, Type::TEXT), (&id, Type::TEXT), (&ttl, Type::FLOAT8)],
+            ),
+        )
+        .await
+        .map_err(|_| CallError::Transient("renewal timed out".into()))?
+        .map_err(classify)?[0]
+            .get::<_, bool>(0);
+        if !renewed {
+            return Ok(None);
+        }
+        let lease = Leadership {
+            term: h.lease.term,
+            deadline: start + self.config.ttl - self.config.margin,
+        };
+        self.leadership.send_replace(Some(lease));
+        self.emit(Event::Renewed(lease));
+        Ok(Some(Held {
+            lease,
+            next_renewal: start + self.config.renew_every,
+        }))
+    }
+
+    /// Releases; true when the server says it was ours.
+    async fn release(&mut self, by: Instant) -> bool {
+        let (key, id) = (self.config.key.clone(), self.config.id.clone());
+        let Ok(client) = self.client(by).await else {
+            return false;
+        };
+        match timeout_at(
+            by,
+            client.query_typed(sql::RELEASE, &[(&key, Type::TEXT), (&id, Type::TEXT)]),
+        )
+        .await
+        {
+            Ok(Ok(rows)) => rows[0].get::<_, bool>(0),
+            _ => false,
+        }
+    }
+}
+
+enum Heard {
+    Nothing,
+    Freed,
+    TakenOver { holder: String, term: i64 },
+}
+
+/// Errors the server raises for bad input, a missing extension or missing
+/// privileges cannot heal by retrying; everything else might.
+fn classify(e: tokio_postgres::Error) -> CallError {
+    let permanent = [
+        SqlState::INVALID_PARAMETER_VALUE,
+        SqlState::NULL_VALUE_NOT_ALLOWED,
+        SqlState::UNDEFINED_FUNCTION,
+        SqlState::UNDEFINED_TABLE,
+        SqlState::INSUFFICIENT_PRIVILEGE,
+        SqlState::INVALID_PASSWORD,
+        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+        SqlState::INVALID_CATALOG_NAME,
+    ];
+    let text = match e.as_db_error() {
+        Some(db) => format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        ),
+        None => e.to_string(),
+    };
+    match e.code() {
+        Some(code) if permanent.contains(code) => CallError::Permanent(text),
+        _ => CallError::Transient(text),
+    }
+}

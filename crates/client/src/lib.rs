@@ -1,0 +1,29 @@
+//! Client library for [leaderlock](https://github.com/leaderlock): an
+//! [`Elector`] campaigns for a key, renews every ttl/3, and keeps a local
+//! deadline measured from the start of its last successful renewal, so a
+//! process never believes it leads after the server could have let the
+//! lease lapse. It hears changes with `LISTEN leaderlock`, polls when
+//! notifications cannot arrive (transaction pooling), and releases on
+//! shutdown.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use leaderlock_client::{Elector, ElectorConfig, Event, pg_config_from_env};
+//! let mut elector = Elector::start(pg_config_from_env(None).unwrap(), ElectorConfig::new("nightly-report"));
+//! while let Some(event) = elector.next_event().await {
+//!     match event {
+//!         Event::Started(lease) => println!("leading, term {}", lease.term),
+//!         Event::Stopped { reason, .. } => println!("stopped leading: {reason}"),
+//!         _ => {}
+//!     }
+//! }
+//! # }
+//! ```
+mod config;
+mod elector;
+mod payload;
+pub mod sql;
+
+pub use config::{default_id, pg_config_from_env, ElectorConfig};
+pub use elector::{Elector, Event, Leadership, StopReason};
+pub use payload::Announcement;

@@ -1,0 +1,431 @@
+"""`leaderlock run`, `status` and `watch` against real clusters.
+
+The commands the CLI runs are tests/client/cli_child.py: each records its own
+start, a tick every 10 ms and its end in a shared log, so the tests check
+what the children themselves saw (never two running at once), not what the
+CLI claims. The CLI binary comes from LEADERLOCK_CLI (scripts/test.sh builds
+it). LEADERLOCK_CLI_CHAOS_SECONDS (default 30) sets the chaos run's length.
+"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from harness import HOST, PORT, WORK, Cluster, connect, free_port, one, wait_for
+
+CLI = os.environ.get("LEADERLOCK_CLI", "")
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli_child.py")
+CHAOS_SECONDS = float(os.environ.get("LEADERLOCK_CLI_CHAOS_SECONDS", "30"))
+
+NOT_ACQUIRED, LEASE_LOST, UNREACHABLE, REJECTED, CANNOT_RUN = 120, 121, 122, 123, 127
+
+
+def dsn(port=PORT):
+    return f"host={HOST} port={port} user=postgres dbname=postgres"
+
+
+def records(path):
+    """The children's records: (kind, pid, term, time)."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            kind, pid, term, t = line.split()
+            out.append((kind, int(pid), term, float(t)))
+    return out
+
+
+def tenures(path):
+    """Per child: (first record, last record, pid, term), by start time."""
+    spans = {}
+    for kind, pid, term, t in records(path):
+        first, last, _ = spans.get(pid, (t, t, term))
+        spans[pid] = (min(first, t), max(last, t), term)
+    return sorted((first, last, pid, term) for pid, (first, last, term) in spans.items())
+
+
+def assert_never_two(test, path):
+    """No child started before every earlier child's last record; terms
+    never go down from one child to the next."""
+    spans = tenures(path)
+    for (s1, e1, p1, t1), (s2, e2, p2, t2) in zip(spans, spans[1:]):
+        test.assertLess(e1, s2, f"child {p1} (term {t1}) still ran when {p2} (term {t2}) started")
+        test.assertLessEqual(int(t1), int(t2), f"term went down: {t1} then {t2}")
+    return spans
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is not running
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class Run:
+    """One `leaderlock run` process, logging JSON lines to a file."""
+
+    def __init__(self, test, *args, port=PORT, env=None, command=None):
+        self.log_path = tempfile.mktemp(prefix="cli-", suffix=".log", dir=test.dir)
+        self.log_file = open(self.log_path, "w")
+        cmd = [CLI, "--dsn", dsn(port), "run", "--log-format", "json", *args, "--",
+               *(command or [sys.executable, CHILD, test.children])]
+        self.proc = subprocess.Popen(cmd, stderr=self.log_file, stdin=subprocess.DEVNULL,
+                                     env={**os.environ, **(env or {})})
+        self.pid = self.proc.pid
+        test.addCleanup(self.kill)
+
+    def events(self, name=None):
+        with open(self.log_path) as f:
+            lines = [json.loads(line) for line in f if line.startswith("{")]
+        return [e for e in lines if name is None or e["event"] == name]
+
+    def wait(self, timeout=30):
+        return self.proc.wait(timeout)
+
+    def signal(self, signo):
+        os.kill(self.pid, signo)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+        self.log_file.close()
+
+
+class CliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not (CLI and os.access(CLI, os.X_OK)):
+            raise RuntimeError(f"LEADERLOCK_CLI must name the built leaderlock binary (got {CLI!r})")
+        cls.conn = connect()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.conn.close()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="cli-", dir=WORK)
+        os.chmod(self.dir, 0o777)
+        self.children = os.path.join(self.dir, "children.log")
+        self.key = f"cli-{self._testMethodName}-{random.randrange(1 << 30)}"
+        self.addCleanup(self.no_child_left)
+
+    def no_child_left(self):
+        for _, _, pid, _ in tenures(self.children):
+            self.assertTrue(wait_for(lambda: not alive(pid), timeout=5), f"child {pid} outlived the test")
+
+    def run_once(self, *args, timeout=30, **kw):
+        r = Run(self, *args, **kw)
+        return r, r.wait(timeout)
+
+    def holder(self):
+        return one(self.conn, "SELECT le_leader(%s)", (self.key,))
+
+    def hold(self, id="someone-else", ttl="30 seconds"):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, %s, %s)", (self.key, id, ttl)))
+
+    # --- one run ---
+
+    def test_runs_the_command_while_leading_and_exits_with_its_code(self):
+        r, code = self.run_once("--key", self.key, "--id", "me-1", "--ttl", "5s",
+                                command=[sys.executable, CHILD, self.children, "0.3", "7"],
+                                env={"CLI_CHILD_ENV": "1"})
+        self.assertEqual(code, 7)
+        env = [k for k, *_ in records(self.children) if k.startswith("env:")]
+        term = one(self.conn, "SELECT term FROM leaderlock WHERE key = %s", (self.key,))
+        self.assertEqual(env, [f"env:LEADERLOCK_KEY={self.key},LEADERLOCK_ID=me-1,LEADERLOCK_TERM={term}"])
+        # released on the way out, not left to expire
+        self.assertIsNone(self.holder())
+        self.assertEqual([e["event"] for e in r.events() if e["event"] in ("leading", "child_started", "child_exited", "released")],
+                         ["leading", "child_started", "child_exited", "released"])
+
+    def test_default_key_and_id(self):
+        r, code = self.run_once(command=[sys.executable, CHILD, self.children, "0.1"], env={"CLI_CHILD_ENV": "1"})
+        self.assertEqual(code, 0)
+        env = dict(kv.split("=", 1) for kv in records(self.children)[1][0][4:].split(","))
+        # the key defaults to the command's file name
+        self.assertEqual(env["LEADERLOCK_KEY"], os.path.basename(sys.executable))
+        host, pid, rand = env["LEADERLOCK_ID"].split(":")
+        self.assertEqual((host, int(pid)), (os.uname().nodename, r.pid))
+        self.assertRegex(rand, "^[0-9a-f]{8}$")
+
+    def test_try_once_when_held(self):
+        self.hold()
+        _, code = self.run_once("--key", self.key, "--timeout", "0")
+        self.assertEqual(code, NOT_ACQUIRED)
+        self.assertEqual(records(self.children), [])
+        self.assertEqual(self.holder(), "someone-else")
+
+    def test_timeout_gives_up(self):
+        self.hold()
+        t0 = time.monotonic()
+        _, code = self.run_once("--key", self.key, "--timeout", "1s")
+        self.assertEqual(code, NOT_ACQUIRED)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0)
+        self.assertEqual(records(self.children), [])
+
+    def test_waits_then_leads_when_the_holder_releases(self):
+        self.hold()
+        r = Run(self, "--key", self.key, "--ttl", "5s")
+        self.assertTrue(wait_for(lambda: r.events("refused"), timeout=10))
+        self.assertEqual(records(self.children), [])
+        released_at = time.time()
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'someone-else')", (self.key,)))
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
+        self.assertGreater(records(self.children)[0][3], released_at)
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
+    def test_unreachable_database(self):
+        _, code = self.run_once("--key", self.key, "--timeout", "0", port=free_port())
+        self.assertEqual(code, UNREACHABLE)
+        _, code = self.run_once("--key", self.key, "--timeout", "1s", port=free_port())
+        self.assertEqual(code, UNREACHABLE)
+
+    def test_rejected_by_the_server(self):
+        r, code = self.run_once("--key", "k" * 300)
+        self.assertEqual(code, REJECTED)
+        self.assertIn("22023", r.events("rejected")[0]["error"])
+        self.assertEqual(records(self.children), [])
+
+    def test_bad_flags(self):
+        for args in (["--ttl", "2s", "--grace", "2s"], ["--ttl", "ten"], ["--ttl", "0"]):
+            _, code = self.run_once("--key", self.key, *args)
+            self.assertEqual(code, 2, args)
+        self.assertIsNone(self.holder())
+
+    def test_command_that_cannot_start(self):
+        _, code = self.run_once("--key", self.key, command=["/nonexistent/command"])
+        self.assertEqual(code, CANNOT_RUN)
+        self.assertIsNone(self.holder())
+
+    def test_signals(self):
+        r = Run(self, "--key", self.key, "--ttl", "5s")
+        self.assertTrue(wait_for(lambda: any(k == "tick" for k, *_ in records(self.children))))
+        r.signal(signal.SIGHUP)
+        r.signal(signal.SIGUSR1)
+        self.assertTrue(wait_for(lambda: {"hup", "usr1"} <= {k for k, *_ in records(self.children)}))
+        r.signal(signal.SIGINT)
+        self.assertEqual(r.wait(), 128 + signal.SIGINT)
+        self.assertEqual(records(self.children)[-1][0], "term")
+        self.assertIsNone(self.holder())
+
+    def test_restart(self):
+        r = Run(self, "--key", self.key, "--ttl", "5s", "--restart", "--restart-delay", "0.1s",
+                command=[sys.executable, CHILD, self.children, "0.2", "3"])
+        self.assertTrue(wait_for(lambda: len([k for k, *_ in records(self.children) if k == "start"]) >= 3))
+        spans = assert_never_two(self, self.children)
+        self.assertEqual(len({term for *_, term in spans}), 1, "restarts within one tenure keep the term")
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
+    def test_kill_9_of_the_cli_stops_the_command(self):
+        r = Run(self, "--key", self.key, "--ttl", "5s")
+        self.assertTrue(wait_for(lambda: records(self.children)))
+        r.proc.kill()
+        r.wait()
+        self.assertTrue(wait_for(lambda: records(self.children)[-1][0] == "term", timeout=5))
+        expires = one(self.conn, "SELECT extract(epoch FROM expires_at) FROM leaderlock WHERE key = %s", (self.key,))
+        self.assertLess(records(self.children)[-1][3], float(expires))
+
+    def test_sigstop_of_the_cli_stops_the_command_before_expiry(self):
+        r = Run(self, "--key", self.key, "--ttl", "2s", "--grace", "0.5s")
+        self.assertTrue(wait_for(lambda: records(self.children)))
+        r.signal(signal.SIGSTOP)
+        stopped_at = time.time()
+        # The lease cannot move now: nobody renews it.
+        self.assertTrue(wait_for(lambda: records(self.children)[-1][0] == "term", timeout=5))
+        expires = float(one(self.conn, "SELECT extract(epoch FROM expires_at) FROM leaderlock WHERE key = %s", (self.key,)))
+        self.assertLess(records(self.children)[-1][3], expires)
+        self.assertLess(expires - stopped_at, 2.0)
+        # Another candidate takes over once it lapses; the stopped CLI,
+        # resumed, gives up with "lease lost".
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT le_try_acquire(%s, 'next', '30 seconds')", (self.key,)), timeout=5))
+        r.signal(signal.SIGCONT)
+        self.assertEqual(r.wait(), LEASE_LOST)
+        self.assertEqual(self.holder(), "next")
+
+    # --- the database goes away ---
+
+    def cluster(self):
+        c = Cluster.create("cli")
+        self.addCleanup(c.remove)
+        return c
+
+    def test_database_down_stops_the_command_before_expiry(self):
+        c = self.cluster()
+        r = Run(self, "--key", self.key, "--ttl", "2s", "--grace", "0.5s", port=c.port)
+        self.assertTrue(wait_for(lambda: records(self.children)))
+        c.stop("immediate")
+        self.assertEqual(r.wait(), UNREACHABLE)
+        last = records(self.children)[-1]
+        self.assertEqual(last[0], "term")
+        c.start()
+        with c.connect() as conn:
+            expires = float(one(conn, "SELECT extract(epoch FROM expires_at) FROM leaderlock WHERE key = %s", (self.key,)))
+        self.assertLess(last[3], expires)
+
+    def test_database_hangs(self):
+        """Every server process stopped (SIGSTOP): calls hang instead of
+        failing, and the command must still stop at the local deadline."""
+        c = self.cluster()
+        r = Run(self, "--key", self.key, "--ttl", "2s", "--grace", "0.5s", port=c.port)
+        self.assertTrue(wait_for(lambda: records(self.children)))
+        postmaster = c.postmaster_pid()
+        pids = [postmaster] + [int(p) for p in subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True).stdout.split()]
+        frozen_at = time.time()
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            self.assertEqual(r.wait(timeout=15), UNREACHABLE)
+        finally:
+            for p in pids:
+                os.kill(p, signal.SIGCONT)
+        last = records(self.children)[-1]
+        self.assertEqual(last[0], "term")
+        # stopped within a ttl of the freeze: no renewal started after it
+        self.assertLess(last[3], frozen_at + 2.0)
+        with c.connect() as conn:
+            expires = float(one(conn, "SELECT extract(epoch FROM expires_at) FROM leaderlock WHERE key = %s", (self.key,)))
+        self.assertLess(last[3], expires)
+
+    # --- contention ---
+
+    def test_two_runs_under_chaos(self):
+        """Two `run --restart` candidates for one key, for
+        LEADERLOCK_CLI_CHAOS_SECONDS: kill -9 of the leading CLI (restarted
+        with a new id), kill -9 of the command, SIGSTOP of the leading CLI.
+        The children's own records must never overlap."""
+        args = ("--key", self.key, "--ttl", "1s", "--grace", "0.25s", "--restart", "--restart-delay", "0.05s")
+        gen = {"A": 0, "B": 0}
+        runs = {}
+
+        def start(name):
+            gen[name] += 1
+            runs[name] = Run(self, *args, "--id", f"{name}-{gen[name]}")
+
+        start("A")
+        start("B")
+        actions = {"kill_cli": 0, "kill_child": 0, "stop_cli": 0}
+        end = time.monotonic() + CHAOS_SECONDS
+        while time.monotonic() < end:
+            time.sleep(random.uniform(0.5, 1.5))
+            for name, r in runs.items():
+                self.assertIsNone(r.proc.poll(), f"{name} exited on its own: {r.events()[-3:]}")
+            holder = self.holder()
+            leader = next((n for n in runs if holder == f"{n}-{gen[n]}"), None)
+            if leader is None:
+                continue
+            action = random.choice(list(actions))
+            actions[action] += 1
+            if action == "kill_cli":
+                runs[leader].proc.kill()
+                runs[leader].wait()
+                start(leader)
+            elif action == "kill_child":
+                starts = [pid for kind, pid, *_ in records(self.children) if kind == "start"]
+                if starts and alive(starts[-1]):
+                    os.kill(starts[-1], signal.SIGKILL)
+            else:
+                runs[leader].signal(signal.SIGSTOP)
+                time.sleep(random.uniform(1.2, 2.0))
+                runs[leader].signal(signal.SIGCONT)
+        for r in runs.values():
+            r.signal(signal.SIGTERM)
+        for r in runs.values():
+            self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+        spans = assert_never_two(self, self.children)
+        terms = {term for *_, term in spans}
+        print(f"\n  chaos {CHAOS_SECONDS:.0f} s: {actions}, {len(spans)} children, {len(terms)} terms",
+              file=sys.stderr)
+        self.assertGreaterEqual(len(terms), 3, "leadership never moved: the chaos did nothing")
+
+    def test_through_pgbouncer_transaction_pooling(self):
+        """Behind pgbouncer in transaction mode LISTEN cannot be relied on:
+        the second candidate must take over by polling, and every call must
+        work without named prepared statements."""
+        port = free_port()
+        ini = os.path.join(self.dir, "pgbouncer.ini")
+        users = os.path.join(self.dir, "users.txt")
+        with open(users, "w") as f:
+            f.write('"postgres" ""\n')
+        with open(ini, "w") as f:
+            f.write(f"""[databases]
+postgres = host={HOST} port={PORT} dbname=postgres
+[pgbouncer]
+listen_addr = {HOST}
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {users}
+pool_mode = transaction
+default_pool_size = 2
+logfile = {self.dir}/pgbouncer.log
+pidfile = {self.dir}/pgbouncer.pid
+""")
+        subprocess.run(["chown", "-R", "postgres:postgres", self.dir], check=True)
+        subprocess.run(["sudo", "-u", "postgres", "/usr/sbin/pgbouncer", "-d", ini], check=True)
+        self.addCleanup(subprocess.run, ["pkill", "-F", f"{self.dir}/pgbouncer.pid"])
+        self.assertTrue(wait_for(lambda: os.path.exists(f"{self.dir}/pgbouncer.pid")))
+        first = Run(self, "--key", self.key, "--ttl", "3s", port=port,
+                    command=[sys.executable, CHILD, self.children, "1.5"])
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
+        second = Run(self, "--key", self.key, "--ttl", "3s", port=port)
+        self.assertEqual(first.wait(), 0)
+        self.assertTrue(wait_for(lambda: len(tenures(self.children)) == 2, timeout=10),
+                        f"the second candidate never led: {second.events()[-3:]}")
+        assert_never_two(self, self.children)
+        second.signal(signal.SIGTERM)
+        self.assertEqual(second.wait(), 128 + signal.SIGTERM)
+        for r in (first, second):
+            self.assertEqual(r.events("disconnected"), [], "a call failed through pgbouncer")
+        self.assertIsNone(self.holder())
+
+    # --- status and watch ---
+
+    def test_status(self):
+        self.hold("status-holder")
+        out = subprocess.run([CLI, "--dsn", dsn(), "status", self.key], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        header, line = out.stdout.splitlines()
+        self.assertEqual(header.split(), ["KEY", "STATE", "HOLDER", "TERM", "REMAINING", "EXPIRES_AT"])
+        self.assertEqual(line.split()[:4], [self.key, "held", "status-holder", "1"])
+        out = subprocess.run([CLI, "--dsn", dsn(), "status", self.key + "-none"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        out = subprocess.run([CLI, "--dsn", dsn(), "status"], capture_output=True, text=True)
+        self.assertIn(self.key, out.stdout)
+
+    def test_watch(self):
+        import threading
+        w = subprocess.Popen([CLI, "--dsn", dsn(), "watch", self.key], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (w.kill(), w.wait()))
+        got = []
+        threading.Thread(target=lambda: got.extend(json.loads(line) for line in w.stdout), daemon=True).start()
+        # LISTEN happens some time after the start: announce until heard.
+        deadline = time.monotonic() + 10
+        while len(got) < 4 and time.monotonic() < deadline:
+            one(self.conn, "SELECT le_try_acquire(%s || '-other', 'x', '1 minute')", (self.key,))
+            self.hold("w")
+            one(self.conn, "SELECT le_release(%s, 'w')", (self.key,))
+            time.sleep(0.2)
+        self.assertGreaterEqual(len(got), 4)
+        self.assertEqual({p["key"] for p in got}, {self.key})
+        self.assertEqual({p["event"] for p in got}, {"acquired", "released"})
+
+
+if __name__ == "__main__":
+    unittest.main()
