@@ -12,5 +12,4 @@ fi
 trap remove_throwaway_cluster EXIT
 start_throwaway_cluster "fsync = on"
 build_cli
-cd "$REPO_ROOT/bench"
-/usr/bin/python3 cli_handover.py "$PORT" "$CLI_BIN" "$@"
+/usr/bin/python3 "$REPO_ROOT/bench/cli_handover.py" "$PORT" "$CLI_BIN" "$@"
