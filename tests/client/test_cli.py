@@ -357,7 +357,10 @@ class CliTest(unittest.TestCase):
     def test_through_pgbouncer_transaction_pooling(self):
         """Behind pgbouncer in transaction mode LISTEN cannot be relied on:
         the second candidate must take over by polling, and every call must
-        work without named prepared statements."""
+        work without named prepared statements. With one server connection
+        for both candidates, the first one's release is announced on that
+        connection while the first one is attached to it: only the first
+        candidate can get the notification, so the second one must poll."""
         port = free_port()
         ini = os.path.join(self.dir, "pgbouncer.ini")
         users = os.path.join(self.dir, "users.txt")
@@ -373,7 +376,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = {users}
 pool_mode = transaction
-default_pool_size = 2
+default_pool_size = 1
 logfile = {self.dir}/pgbouncer.log
 pidfile = {self.dir}/pgbouncer.pid
 """)
