@@ -119,33 +119,14 @@ impl Event<'_> {
 /// Microseconds since 2000-01-01 00:00:00 UTC (PostgreSQL's epoch) as an
 /// RFC 3339 UTC timestamp with microseconds, e.g. `2026-11-22T11:25:03.123456Z`.
 pub fn rfc3339(pg_micros: i64) -> String {
-    const MICROS_PER_DAY: i64 = 86_400_000_000;
-    // days from 1970-01-01 to 2000-01-01
-    const PG_EPOCH_DAYS: i64 = 10_957;
-    let days = pg_micros.div_euclid(MICROS_PER_DAY) + PG_EPOCH_DAYS;
-    let in_day = pg_micros.rem_euclid(MICROS_PER_DAY);
-    let (y, m, d) = civil_from_days(days);
-    let secs = in_day / 1_000_000;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        in_day % 1_000_000
-    )
-}
-
-/// Gregorian (year, month, day) of a count of days since 1970-01-01
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    // 2000-01-01 in microseconds since 1970-01-01
+    const PG_EPOCH_IN_UNIX_MICROS: i64 = 946_684_800_000_000;
+    pg_micros
+        .checked_add(PG_EPOCH_IN_UNIX_MICROS)
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        // Only ±infinity lies outside chrono's range; leases never expire there.
+        .map_or_else(
+            || if pg_micros > 0 { "infinity" } else { "-infinity" }.to_owned(),
+            |t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        )
 }
