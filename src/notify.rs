@@ -126,7 +126,14 @@ pub fn rfc3339(pg_micros: i64) -> String {
         .and_then(chrono::DateTime::from_timestamp_micros)
         // Only ±infinity lies outside chrono's range; leases never expire there.
         .map_or_else(
-            || if pg_micros > 0 { "infinity" } else { "-infinity" }.to_owned(),
+            || {
+                if pg_micros > 0 {
+                    "infinity"
+                } else {
+                    "-infinity"
+                }
+                .to_owned()
+            },
             |t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
         )
 }

@@ -22,7 +22,7 @@ CLI = os.environ.get("LEADERLOCK_CLI", "")
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli_child.py")
 CHAOS_SECONDS = float(os.environ.get("LEADERLOCK_CLI_CHAOS_SECONDS", "30"))
 
-NOT_ACQUIRED, LEASE_LOST, UNREACHABLE, REJECTED, CANNOT_RUN = 120, 121, 122, 123, 127
+NOT_ACQUIRED, LEASE_LOST, UNREACHABLE, REJECTED, INTERNAL, CANNOT_RUN = 120, 121, 122, 123, 124, 127
 
 
 def dsn(port=PORT):
@@ -202,7 +202,9 @@ class CliTest(unittest.TestCase):
         self.assertEqual(records(self.children), [])
 
     def test_bad_flags(self):
-        for args in (["--ttl", "2s", "--grace", "2s"], ["--ttl", "ten"], ["--ttl", "0"]):
+        # a grace that leaves no room for the renewal due at ttl/3 is refused
+        for args in (["--ttl", "2s", "--grace", "2s"], ["--ttl", "3s", "--grace", "2s"], ["--ttl", "ten"],
+                     ["--ttl", "0"]):
             _, code = self.run_once("--key", self.key, *args)
             self.assertEqual(code, 2, args)
         self.assertIsNone(self.holder())
@@ -240,6 +242,22 @@ class CliTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: records(self.children)[-1][0] == "term", timeout=5))
         expires = one(self.conn, "SELECT extract(epoch FROM expires_at) FROM leaderlock WHERE key = %s", (self.key,))
         self.assertLess(records(self.children)[-1][3], float(expires))
+
+    def test_kill_9_of_the_supervisor(self):
+        """The kernel kills the command (PR_SET_PDEATHSIG) and the CLI kills
+        the rest of its group; the lease is left to expire, not released:
+        nothing can prove the group is gone."""
+        r = Run(self, "--key", self.key, "--ttl", "5s",
+                command=["sh", "-c", f"{sys.executable} {CHILD} {self.children} & wait"])
+        self.assertTrue(wait_for(lambda: records(self.children)))
+        supervisor = int(subprocess.run(["ps", "-o", "pid=", "--ppid", str(r.pid)],
+                                        capture_output=True, text=True).stdout.split()[0])
+        os.kill(supervisor, signal.SIGKILL)
+        self.assertEqual(r.wait(), INTERNAL)
+        # the grandchild (the recorder, not the group leader) is gone too
+        pid = records(self.children)[0][1]
+        self.assertTrue(wait_for(lambda: not alive(pid), timeout=5))
+        self.assertIsNotNone(self.holder())
 
     def test_sigstop_of_the_cli_stops_the_command_before_expiry(self):
         r = Run(self, "--key", self.key, "--ttl", "2s", "--grace", "0.5s")

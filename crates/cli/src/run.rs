@@ -38,7 +38,7 @@ pub struct RunArgs {
     timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when the command must stop. The
     /// command gets SIGTERM at (local deadline - grace). Must be shorter
-    /// than the ttl. Default: ttl/4.
+    /// than two thirds of the ttl. Default: ttl/4.
     #[arg(long, value_parser = crate::duration::parse)]
     grace: Option<Duration>,
     /// Restart the command when it exits while leading, and campaign again
@@ -90,10 +90,14 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     if args.ttl.is_zero() {
         return fail("--ttl must be positive".into(), exit::USAGE);
     }
-    if grace >= args.ttl {
+    // SIGTERM goes at (last renewal start + ttl - margin - grace): a grace
+    // that leaves no room for the renewal due at ttl/3 would stop every
+    // command a few seconds into its tenure.
+    if grace + config.renew_every + config.margin >= args.ttl {
         return fail(
             format!(
-                "--grace ({grace:?}) must be shorter than --ttl ({:?})",
+                "--grace ({grace:?}) must be shorter than two thirds of --ttl ({:?}): \
+                 the renewal every ttl/3 must be able to move the deadline before SIGTERM",
                 args.ttl
             ),
             exit::USAGE,
@@ -150,7 +154,12 @@ impl Run<'_> {
 
         let mut leading = None;
         let mut ever_led = false;
+        // From sending `start` until `exited` or `spawn-failed`: a start not
+        // yet confirmed must be stopped like a running command.
         let mut child_running = false;
+        let mut child_pid: Option<u32> = None;
+        // The supervisor died: the lease is left to expire, not released.
+        let mut abandon = false;
         let mut db_down = false;
         let mut restart_at: Option<Instant> = None;
         let mut last_holder: Option<Option<String>> = None;
@@ -159,6 +168,10 @@ impl Run<'_> {
 
         loop {
             if let Some(Finish(code)) = finish {
+                if abandon {
+                    self.elector.abandon();
+                    return code;
+                }
                 if !child_running {
                     let released = self.elector.shutdown().await;
                     if released {
@@ -202,11 +215,12 @@ impl Run<'_> {
                             self.log.event("leading", &format!("leading, term {}", lease.term), json!({"term": lease.term}));
                             if finish.is_none() && !child_running {
                                 self.supervisor.start(lease.term, lease.deadline).await;
+                                child_running = true;
                             }
                         }
                         Event::Renewed(lease) => {
                             leading = Some(lease);
-                            self.supervisor.extend(lease.deadline).await;
+                            self.supervisor.extend(lease.term, lease.deadline).await;
                         }
                         Event::Stopped { term, reason } => {
                             leading = None;
@@ -225,21 +239,24 @@ impl Run<'_> {
                             if child_running {
                                 self.supervisor.stop().await;
                             }
-                            finish.get_or_insert(Finish(exit::REJECTED));
+                            // (over the "lease lost" of the Stopped just before)
+                            finish = Some(Finish(exit::REJECTED));
                         }
                     }
                 }
                 message = self.supervisor.next() => match message {
                     Message::Started(pid) => {
-                        child_running = true;
+                        child_pid = Some(pid);
                         self.log.event("child_started", &format!("started the command, pid {pid}"), json!({"child": pid}));
                     }
                     Message::SpawnFailed(e) => {
+                        child_running = false;
                         self.log.event("error", &format!("cannot start the command: {e}"), json!({"error": e}));
                         finish.get_or_insert(Finish(exit::CANNOT_RUN));
                     }
-                    Message::Exited(code, cause) => {
+                    Message::Exited(code, cause, term) => {
                         child_running = false;
+                        child_pid = None;
                         self.log.event("child_exited", &format!("the command exited with {code} ({})", match cause {
                             Cause::Own => "by itself", Cause::Stop => "stopped", Cause::Deadline => "stopped at the local deadline",
                         }), json!({"code": code, "cause": format!("{cause:?}").to_lowercase()}));
@@ -258,8 +275,10 @@ impl Run<'_> {
                             }
                             Cause::Deadline => {
                                 // This process could not renew in time (stopped,
-                                // starved, database unreachable): give the lease up.
-                                if leading.take().is_some() {
+                                // starved, database unreachable): give the lease up,
+                                // unless it is already a newer tenure's.
+                                if leading.is_some_and(|l| l.term == term) {
+                                    leading = None;
                                     self.elector.resign();
                                 }
                                 if !self.args.restart {
@@ -270,9 +289,17 @@ impl Run<'_> {
                         }
                     }
                     Message::Gone => {
-                        self.log.event("error", "the supervisor process is gone", json!({}));
+                        // The kernel killed the command (PR_SET_PDEATHSIG); the
+                        // rest of its group is ours to kill. The lease is left to
+                        // expire: nothing here can prove the group is gone.
+                        if let Some(pid) = child_pid.take() {
+                            // SAFETY: kill has no memory effects.
+                            unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+                        }
+                        self.log.event("error", "the supervisor process is gone: the lease is left to expire", json!({}));
                         child_running = false;
-                        finish.get_or_insert(Finish(exit::INTERNAL));
+                        abandon = true;
+                        finish = Some(Finish(exit::INTERNAL));
                     }
                 },
                 _ = sleep_until(restart_at.unwrap_or(far)), if restart_at.is_some() => {
@@ -280,6 +307,7 @@ impl Run<'_> {
                     if let Some(lease) = self.elector.leadership() {
                         if finish.is_none() && !child_running {
                             self.supervisor.start(lease.term, lease.deadline).await;
+                            child_running = true;
                         }
                     }
                 }

@@ -22,7 +22,9 @@ async fn connect(
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(Ok(message)) = messages.next().await {
             if let AsyncMessage::Notification(n) = message {
-                if n.channel() == leaderlock_client::sql::CHANNEL && tx.send(n.payload().to_owned()).is_err() {
+                if n.channel() == leaderlock_client::sql::CHANNEL
+                    && tx.send(n.payload().to_owned()).is_err()
+                {
                     break;
                 }
             }

@@ -7,11 +7,14 @@
 //! the command gets SIGKILL from the kernel (PR_SET_PDEATHSIG).
 //!
 //! Protocol, one line per message on a Unix socket at fd 3 of the supervisor:
-//! elector -> supervisor: `start TERM DEADLINE_NS`, `extend DEADLINE_NS`,
+//! elector -> supervisor: `start TERM DEADLINE_NS`, `extend TERM DEADLINE_NS`,
 //! `stop`, `signal SIGNO`; supervisor -> elector: `started PID`,
-//! `spawn-failed MESSAGE`, `exited CODE CAUSE` (CAUSE: own, stop, deadline).
-//! Deadlines are CLOCK_MONOTONIC nanoseconds, the same clock in every
-//! process, so a message delayed in the socket cannot stretch them.
+//! `spawn-failed MESSAGE`, `exited CODE CAUSE TERM` (CAUSE: own, stop,
+//! deadline). Every `start` is answered by `spawn-failed` or, after
+//! `started`, by `exited`. Deadlines are CLOCK_BOOTTIME nanoseconds: the same
+//! clock in every process, so a message delayed in the socket cannot stretch
+//! them, and one that keeps counting while the machine is suspended (the
+//! server's clock does too).
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -36,21 +39,23 @@ const SHIELDED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
-/// CLOCK_MONOTONIC now, in nanoseconds.
-pub fn monotonic_ns() -> i64 {
+/// CLOCK_BOOTTIME now, in nanoseconds.
+pub fn boottime_ns() -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: ts is a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// A tokio instant as CLOCK_MONOTONIC nanoseconds (rounded down by a
-/// millisecond: the conversion must never move a deadline later).
+/// A tokio instant as CLOCK_BOOTTIME nanoseconds (rounded down by a
+/// millisecond). The boot clock is read first: any delay before the second
+/// read makes the deadline earlier, never later.
 pub fn instant_ns(at: tokio::time::Instant) -> i64 {
-    let (now, now_ns) = (tokio::time::Instant::now(), monotonic_ns());
+    let now_ns = boottime_ns();
+    let now = tokio::time::Instant::now();
     let offset = if at >= now {
         (at - now).as_nanos() as i64
     } else {
@@ -74,7 +79,8 @@ pub enum Cause {
 pub enum Message {
     Started(u32),
     SpawnFailed(String),
-    Exited(i32, Cause),
+    /// Exit code, cause, and the term the command was started for.
+    Exited(i32, Cause, i64),
     /// The supervisor is gone.
     Gone,
 }
@@ -138,8 +144,9 @@ impl Handle {
             .await
     }
 
-    pub async fn extend(&mut self, deadline: tokio::time::Instant) {
-        self.send(format!("extend {}", instant_ns(deadline))).await
+    pub async fn extend(&mut self, term: i64, deadline: tokio::time::Instant) {
+        self.send(format!("extend {term} {}", instant_ns(deadline)))
+            .await
     }
 
     pub async fn stop(&mut self) {
@@ -168,7 +175,7 @@ impl Handle {
 }
 
 fn parse_message(line: &str) -> Option<Message> {
-    let mut words = line.splitn(3, ' ');
+    let mut words = line.splitn(4, ' ');
     match words.next()? {
         "started" => Some(Message::Started(words.next()?.parse().ok()?)),
         "spawn-failed" => Some(Message::SpawnFailed(
@@ -182,7 +189,7 @@ fn parse_message(line: &str) -> Option<Message> {
                 "deadline" => Cause::Deadline,
                 _ => return None,
             };
-            Some(Message::Exited(code, cause))
+            Some(Message::Exited(code, cause, words.next()?.parse().ok()?))
         }
         _ => None,
     }
@@ -191,6 +198,7 @@ fn parse_message(line: &str) -> Option<Message> {
 /// The running command inside the supervisor.
 struct Running {
     child: Child,
+    term: i64,
     pidfd: Option<OwnedFd>,
     /// When SIGKILL goes to the group (set once SIGTERM went).
     kill_at: Option<i64>,
@@ -215,7 +223,7 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
     let mut parent_gone = false;
     let mut buf = Vec::new();
     loop {
-        let now = monotonic_ns();
+        let now = boottime_ns();
         // Enforce the deadline first: the command must be gone by then.
         if let Some(r) = running.as_mut() {
             if r.kill_at.is_none() && now >= deadline - grace {
@@ -279,9 +287,9 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
                 match words.as_slice() {
                     ["start", term, at] if running.is_none() => {
                         deadline = at.parse().unwrap_or(i64::MIN);
-                        if monotonic_ns() >= deadline - grace {
+                        if boottime_ns() >= deadline - grace {
                             // Too late to start safely.
-                            let _ = writeln!(control, "exited 0 deadline");
+                            let _ = writeln!(control, "exited 0 deadline {term}");
                             continue;
                         }
                         match spawn_command(&command, term) {
@@ -290,6 +298,7 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
                                 running = Some(Running {
                                     pidfd: pidfd_open(child.id()),
                                     child,
+                                    term: term.parse().unwrap_or(0),
                                     kill_at: None,
                                     cause: Cause::Own,
                                 });
@@ -299,10 +308,14 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
                             }
                         }
                     }
-                    ["extend", at] => {
-                        if let Ok(at) = at.parse::<i64>() {
-                            // Extending after SIGTERM went cannot undo it.
-                            if running.as_ref().is_none_or(|r| r.kill_at.is_none()) {
+                    ["extend", term, at] => {
+                        if let (Ok(term), Ok(at)) = (term.parse::<i64>(), at.parse::<i64>()) {
+                            // Only the running command's own tenure extends it,
+                            // and extending after SIGTERM went cannot undo it.
+                            if running
+                                .as_ref()
+                                .is_some_and(|r| r.term == term && r.kill_at.is_none())
+                            {
                                 deadline = deadline.max(at);
                             }
                         }
@@ -334,7 +347,7 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
                     Cause::Stop => "stop",
                     Cause::Own => "own",
                 };
-                let _ = writeln!(control, "exited {code} {cause}");
+                let _ = writeln!(control, "exited {code} {cause} {}", r.term);
                 running = None;
             }
         }
@@ -344,7 +357,7 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
 fn begin_stop(r: &mut Running, deadline: i64, grace: i64) {
     if r.kill_at.is_none() {
         r.cause = Cause::Stop;
-        r.kill_at = Some((monotonic_ns() + grace).min(deadline));
+        r.kill_at = Some((boottime_ns() + grace).min(deadline));
         signal_group(&r.child, libc::SIGTERM);
     }
 }
@@ -400,20 +413,21 @@ mod tests {
             Some(Message::Started(42))
         ));
         assert!(matches!(
-            parse_message("exited 143 deadline"),
-            Some(Message::Exited(143, Cause::Deadline))
+            parse_message("exited 143 deadline 4294967297"),
+            Some(Message::Exited(143, Cause::Deadline, 4294967297))
         ));
         assert!(matches!(
             parse_message("spawn-failed No such file or directory (os error 2)"),
             Some(Message::SpawnFailed(m)) if m.starts_with("No such file")
         ));
-        assert!(parse_message("exited x own").is_none());
+        assert!(parse_message("exited x own 1").is_none());
+        assert!(parse_message("exited 0 own").is_none());
         assert!(parse_message("hello").is_none());
     }
 
     #[tokio::test]
-    async fn instants_convert_to_the_monotonic_clock() {
-        let now_ns = monotonic_ns();
+    async fn instants_convert_to_the_boot_clock() {
+        let now_ns = boottime_ns();
         let in_a_second = instant_ns(tokio::time::Instant::now() + Duration::from_secs(1));
         let diff = in_a_second - now_ns;
         assert!(diff > 990_000_000 && diff < 1_000_000_000, "{diff}");

@@ -153,6 +153,14 @@ impl Elector {
         let _ = self.commands.send(Command::Resign);
     }
 
+    /// Stops at once without releasing: the lease runs out its ttl. For a
+    /// process that cannot tell whether its leader work has really stopped.
+    pub fn abandon(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+
     /// Releases the lease if held and stops. Returns whether a lease was
     /// released.
     pub async fn shutdown(mut self) -> bool {
@@ -480,17 +488,17 @@ impl Task {
             let term = client
                 .query_typed(sql::TERM_OF, &[(&key, Type::TEXT), (&id, Type::TEXT)])
                 .await?;
-            Ok(Ok(term.first().map(|r| r.get::<_, i64>(0))))
+            // No row: lost already (never seen in practice); counts as refused.
+            Ok(term.first().map(|r| r.get::<_, i64>(0)).ok_or(None))
         })
         .await
         .map_err(|_| CallError::Transient("acquire timed out".into()))?
         .map_err(classify)?;
         match won {
-            Ok(Some(term)) => Ok(Some(Leadership {
+            Ok(term) => Ok(Some(Leadership {
                 term,
                 deadline: start + self.config.ttl - self.config.margin,
             })),
-            Ok(None) => Ok(None),
             Err(holder) => {
                 self.emit(Event::Refused { holder });
                 Ok(None)
