@@ -363,6 +363,10 @@ class CliTest(unittest.TestCase):
                 time.sleep(random.uniform(1.2, 2.0))
                 runs[leader].signal(signal.SIGCONT)
         for r in runs.values():
+            # A CLI restarted just now may not have its signal handlers yet
+            # (SIGTERM would kill it outright): they are in place once it
+            # reports its connection.
+            self.assertTrue(wait_for(lambda: r.events("connected"), timeout=10))
             r.signal(signal.SIGTERM)
         for r in runs.values():
             self.assertEqual(r.wait(), 128 + signal.SIGTERM)
