@@ -136,10 +136,10 @@ test_version() {
   local pgxs_test
   pgxs_test=$(pgxs_test_dir)
   stage "pg_regress"
-  regress_suite pg_regress "$pgxs_test/regress/pg_regress" election bad_input privileges upgrade
+  regress_suite pg_regress "$pgxs_test/regress/pg_regress" election bad_input privileges acquire upgrade
 
   stage "isolation"
-  regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" race nowait fencing rollback
+  regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" race nowait fencing rollback acquire
 
   stage "client tests"
   (cd "$REPO_ROOT/tests/client" && \

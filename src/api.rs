@@ -4,20 +4,102 @@
 //! (section 7); arguments are never spliced into SQL.
 
 use crate::input;
-use crate::lease;
+use crate::lease::{self, Claim};
 use crate::plans;
 use crate::queries;
+use crate::value::JsonbText;
 use crate::worker;
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CString};
 
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[pg_extern(name = "le_try_acquire", volatile, parallel_unsafe, security_definer)]
 #[search_path(@extschema@, pg_temp)]
+fn le_try_acquire_with(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    session_bound: default!(Option<bool>, false),
+    value: default!(Option<JsonbText>, "NULL"),
+) -> bool {
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::ttl(ttl);
+    let session_bound = input::session_bound(session_bound);
+    let value = input::value(value);
+    let claim = Claim {
+        session_bound,
+        value: value.as_ref().map(|v| v.0.as_str()),
+    };
+    lease::try_acquire(key, id, ttl, claim)
+}
+
+/// le_try_acquire(text, text, interval) of schema 0.1.0 and 0.2.0: what
+/// that SQL function calls until ALTER EXTENSION leaderlock UPDATE.
+#[pg_extern(sql = false, volatile, parallel_unsafe, security_definer)]
 fn le_try_acquire(key: Option<&str>, id: Option<&str>, ttl: Option<Interval>) -> bool {
     let key = input::name("key", key);
     let id = input::name("id", id);
     let ttl = input::ttl(ttl);
-    lease::try_acquire(key, id, ttl)
+    lease::try_acquire(key, id, ttl, Claim::default())
+}
+
+/// Contract 9: le_try_acquire that waits up to `wait` for the lease.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn le_acquire(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    wait: Option<Interval>,
+    session_bound: default!(Option<bool>, false),
+    value: default!(Option<JsonbText>, "NULL"),
+) -> bool {
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::ttl(ttl);
+    let wait = input::wait(wait);
+    let session_bound = input::session_bound(session_bound);
+    let value = input::value(value);
+    let claim = Claim {
+        session_bound,
+        value: value.as_ref().map(|v| v.0.as_str()),
+    };
+    lease::acquire(key, id, ttl, wait, claim)
+}
+
+/// Contract 11: the live holder sets its value (NULL clears it).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn le_proclaim(key: Option<&str>, id: Option<&str>, value: Option<JsonbText>) -> bool {
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let value = input::value(value);
+    lease::proclaim(key, id, value.as_ref().map(|v| v.0.as_str()))
+}
+
+/// Contract 11: the lease as one record (see `lease::LeaseNow`).
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(@extschema@, pg_temp)]
+fn le_lease(key: Option<&str>) -> pgrx::composite_type!('static, "leaderlock_lease") {
+    let key = input::name("key", key);
+    let lease = lease::lease_now(key);
+    let mut row = PgHeapTuple::new_composite_type("leaderlock_lease")
+        .unwrap_or_else(|e| error!("leaderlock: type leaderlock_lease: {e}"));
+    let remaining = lease
+        .remaining
+        .map(|us| Interval::new(0, 0, us).expect("a microseconds-only interval is valid"));
+    set_field(&mut row, "key", Some(key.to_string()));
+    set_field(&mut row, "holder", lease.holder);
+    set_field(&mut row, "term", lease.term);
+    set_field(&mut row, "expires_at", lease.expires_at.map(lease::ts));
+    set_field(&mut row, "remaining", remaining);
+    set_field(&mut row, "value", lease.value.map(JsonbText));
+    row
+}
+
+fn set_field<T: IntoDatum>(row: &mut PgHeapTuple<'static, AllocatedByRust>, name: &str, value: T) {
+    row.set_by_name(name, value)
+        .unwrap_or_else(|e| error!("leaderlock: leaderlock_lease.{name}: {e}"));
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -84,13 +166,24 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'le_assert_leader_c';
 // acquires many keys). The setting applies only inside each call.
 extension_sql!(
     r#"
-ALTER FUNCTION le_try_acquire(text, text, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb) SET enable_seqscan = off;
+ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb) SET enable_seqscan = off;
 ALTER FUNCTION le_renew(text, text, interval) SET enable_seqscan = off;
 ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;
 ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
+ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
 "#,
     name = "index_plans",
-    requires = [le_try_acquire, le_renew, le_release, le_leader],
+    requires = [
+        le_try_acquire_with,
+        le_acquire,
+        le_renew,
+        le_release,
+        le_proclaim,
+        le_leader,
+        le_lease
+    ],
 );
 
 /// SQLSTATE of le_assert_leader's refusal: `LE001` (class LE, leaderlock).

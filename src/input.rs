@@ -1,7 +1,9 @@
 //! Argument validation (contract section 6). Every SQL-callable function
 //! runs these before touching anything, so a rejected call changes nothing.
 
+use crate::sessions;
 use crate::settings;
+use crate::value::{JsonbText, MAX_VALUE_BYTES};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
@@ -107,6 +109,124 @@ fn check_ttl(value: Interval) -> Ttl {
         );
     }
     Ttl(total as i64)
+}
+
+/// `wait` of le_acquire: not NULL, no month part, not negative, at most
+/// `leaderlock.max_wait`; in microseconds (0: try once). A wait needs a
+/// new snapshot per attempt, which only READ COMMITTED gives.
+pub fn wait(value: Option<Interval>) -> i64 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: wait must not be NULL".to_string(),
+            Some("Give '0' to try once without waiting."),
+        );
+    };
+    if value.months() != 0 {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: wait must not have a month or year part (got {value})"),
+            None,
+        );
+    }
+    let total = i128::from(value.days()) * MICROS_PER_DAY + i128::from(value.micros());
+    if total < 0 {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: wait must not be negative (got {value})"),
+            None,
+        );
+    }
+    let max = settings::max_wait_micros();
+    if total > i128::from(max) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "leaderlock: wait {value} is above leaderlock.max_wait ({})",
+                seconds(max)
+            ),
+            Some(
+                "A waiting statement holds its snapshot, which holds back vacuum: \
+                 wait in shorter rounds, or raise leaderlock.max_wait (superuser).",
+            ),
+        );
+    }
+    if total > 0 && unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        reject(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "leaderlock: le_acquire can wait only in a READ COMMITTED transaction".to_string(),
+            Some(
+                "Under REPEATABLE READ or SERIALIZABLE the transaction's snapshot never \
+                 sees the release; call it outside that transaction, or with wait '0'.",
+            ),
+        );
+    }
+    total as i64
+}
+
+/// `session_bound`: not NULL; true only where the worker runs and can end
+/// the lease when the session does.
+pub fn session_bound(value: Option<bool>) -> bool {
+    let Some(bound) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: session_bound must not be NULL".to_string(),
+            None,
+        );
+    };
+    if !bound {
+        return false;
+    }
+    if !sessions::available() {
+        reject(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "leaderlock: session-bound leases need leaderlock in shared_preload_libraries"
+                .to_string(),
+            Some("Without the background worker nothing would end the lease with its session."),
+        );
+    }
+    let here = current_database();
+    let served = settings::database();
+    if here != served {
+        reject(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "leaderlock: session-bound leases work only in database \"{served}\", \
+                 the one the worker serves (this is \"{here}\")"
+            ),
+            Some("Set leaderlock.database to this database, or use a plain lease."),
+        );
+    }
+    true
+}
+
+fn current_database() -> String {
+    unsafe {
+        let name = pg_sys::get_database_name(pg_sys::MyDatabaseId);
+        if name.is_null() {
+            return String::new();
+        }
+        std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// The leader value: NULL (none) or at most 2000 bytes as text.
+pub fn value(value: Option<JsonbText>) -> Option<JsonbText> {
+    if let Some(v) = &value {
+        if v.0.len() > MAX_VALUE_BYTES {
+            reject(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!(
+                    "leaderlock: value is {} bytes as text; the limit is {MAX_VALUE_BYTES} bytes",
+                    v.0.len()
+                ),
+                Some("Keep the value small (an address, a version); store more elsewhere."),
+            );
+        }
+    }
+    value
 }
 
 /// `term` of le_assert_leader: NULL (no check) or not negative.

@@ -10,9 +10,12 @@
 
 use crate::failover;
 use crate::input::Ttl;
-use crate::notify::Event;
+use crate::notify::{Event, ExpiryReason};
 use crate::plans;
 use crate::queries;
+use crate::sessions::{self, Session};
+use crate::value::JsonbText;
+use crate::waiters;
 use crate::wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -54,17 +57,86 @@ fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
     })
 }
 
+/// What a caller asks for besides key, id and ttl (contracts 10 and 11).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Claim<'a> {
+    /// The lease also ends when this session ends.
+    pub session_bound: bool,
+    /// The leader value (jsonb text); None: none for a new tenure, kept
+    /// for an extension.
+    pub value: Option<&'a str>,
+}
+
+/// The result of one attempt to take or extend a lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    Acquired,
+    /// Live and held by another until this time.
+    HeldUntil(i64),
+    /// Locked by another transaction, or changed under us: look again soon.
+    Busy,
+}
+
 /// Contract 3.1.
-pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
+pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
+    attempt(key, id, ttl, claim) == Attempt::Acquired
+}
+
+/// First retry delay of a waiter that found the row locked by another
+/// transaction (whose end may come without a broadcast, e.g. a rival's
+/// le_assert_leader); doubles up to `BUSY_RETRY_MAX_MS`.
+const BUSY_RETRY_MS: i64 = 10;
+const BUSY_RETRY_MAX_MS: i64 = 200;
+
+/// Contract 9: like `try_acquire`, waiting up to `wait` microseconds for a
+/// live lease of another to be released, expire or end with its session.
+/// Sleeps on the key's condition variable (`waiters.rs`), woken by the
+/// commit that vacates the lease, and at the holder's expiry at the latest.
+pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bool {
+    let deadline = now().saturating_add(wait);
+    let mut busy_ms = BUSY_RETRY_MS;
+    loop {
+        // Registered before looking: a release committing meanwhile wakes us.
+        waiters::prepare(key);
+        let outcome = attempt(key, id, ttl, claim);
+        let now = now();
+        let until = match outcome {
+            Attempt::Acquired => {
+                waiters::done();
+                return true;
+            }
+            Attempt::HeldUntil(expires_at) => {
+                busy_ms = BUSY_RETRY_MS;
+                expires_at
+            }
+            Attempt::Busy => {
+                let until = now + busy_ms * 1000;
+                busy_ms = (busy_ms * 2).min(BUSY_RETRY_MAX_MS);
+                until
+            }
+        };
+        if now >= deadline {
+            waiters::done();
+            return false;
+        }
+        // Rounded up: waking before the expiry would find it still live.
+        let sleep_us = until.min(deadline) - now;
+        waiters::sleep(key, (sleep_us + 999) / 1000);
+    }
+}
+
+fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     if !failover::leases_outlast_failover() {
-        return false;
+        return Attempt::Busy;
     }
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
     let seen = plans::run(queries::READ_LEASE, &[key.into()], first_lease);
     match seen {
-        None => return insert_first_term(key, id, ttl),
-        Some(lease) if lease.is_live(now()) && lease.holder.as_deref() != Some(id) => return false,
+        None => return insert_first_term(key, id, ttl, claim),
+        Some(lease) if lease.is_live(now()) && lease.holder.as_deref() != Some(id) => {
+            return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
+        }
         Some(_) => {}
     }
 
@@ -74,26 +146,28 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
         &[key.into(), id.into()],
         first_lease,
     );
-    let Some(lease) = locked else { return false };
+    let Some(lease) = locked else {
+        return Attempt::Busy;
+    };
 
     let now = now();
     if lease.is_live(now) {
-        // Live and, by the lock's condition, ours: extend, same term.
-        return extend(key, id, now, Some(ttl));
+        // Live and, by the lock's condition, ours: extend, same term; the
+        // session binding stays with the session that acquired it.
+        if !extend(key, id, now, Some(ttl)) {
+            return Attempt::Busy;
+        }
+        if let Some(value) = claim.value {
+            plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ());
+        }
+        return Attempt::Acquired;
     }
 
     // Vacant or lapsed: a new tenure.
     let expires_at = now + ttl.0;
     let term = plans::run(
-        queries::START_TERM,
-        &[
-            key.into(),
-            id.into(),
-            ts(now).into(),
-            ts(expires_at).into(),
-            ttl.as_interval().into(),
-            failover::term_floor().into(),
-        ],
+        schema::start_term(),
+        &tenure_args(key, id, now, expires_at, ttl, claim),
         |t| {
             t.first()
                 .get_one::<i64>()
@@ -101,33 +175,83 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl) -> bool {
                 .expect("term is NOT NULL")
         },
     );
+    new_tenure(
+        key,
+        id,
+        term,
+        now,
+        expires_at,
+        lease.holder.as_deref(),
+        claim,
+    );
+    Attempt::Acquired
+}
+
+/// The parameters of `queries::INSERT_FIRST_TERM` and `START_TERM`.
+fn tenure_args<'a>(
+    key: &'a str,
+    id: &'a str,
+    now: i64,
+    expires_at: i64,
+    ttl: Ttl,
+    claim: Claim<'a>,
+) -> [DatumWithOid<'a>; 9] {
+    let (pid, started) = if claim.session_bound {
+        let s = sessions::this_session();
+        (s.pid.into(), ts(s.started).into())
+    } else {
+        (
+            DatumWithOid::null::<i32>(),
+            DatumWithOid::null::<TimestampWithTimeZone>(),
+        )
+    };
+    [
+        key.into(),
+        id.into(),
+        ts(now).into(),
+        ts(expires_at).into(),
+        ttl.as_interval().into(),
+        failover::term_floor().into(),
+        claim
+            .value
+            .map_or_else(DatumWithOid::null::<&str>, Into::into),
+        pid,
+        started,
+    ]
+}
+
+/// After a new tenure was written: wake-ups, durability, the announcement.
+fn new_tenure(
+    key: &str,
+    id: &str,
+    term: i64,
+    now: i64,
+    expires_at: i64,
+    previous_holder: Option<&str>,
+    claim: Claim<'_>,
+) {
     wakeup::expiry_written(expires_at);
+    // Rolled back, the lease is vacant again: its waiters must look again.
+    waiters::wake_at_abort(key);
     failover::commit_durably();
     Event::Acquired {
         key,
         holder: id,
         term,
         at: now,
-        previous_holder: lease.holder.as_deref(),
+        previous_holder,
         expires_at,
+        value: claim.value,
     }
     .send();
-    true
 }
 
-fn insert_first_term(key: &str, id: &str, ttl: Ttl) -> bool {
+fn insert_first_term(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     let now = now();
     let expires_at = now + ttl.0;
     let inserted = plans::run(
-        queries::INSERT_FIRST_TERM,
-        &[
-            key.into(),
-            id.into(),
-            ts(now).into(),
-            ts(expires_at).into(),
-            ttl.as_interval().into(),
-            failover::term_floor().into(),
-        ],
+        schema::insert_first_term(),
+        &tenure_args(key, id, now, expires_at, ttl, claim),
         |t| {
             t.into_iter()
                 .next()
@@ -136,20 +260,10 @@ fn insert_first_term(key: &str, id: &str, ttl: Ttl) -> bool {
     );
     let Some(term) = inserted else {
         // A concurrent first acquisition of the same key won.
-        return false;
+        return Attempt::Busy;
     };
-    wakeup::expiry_written(expires_at);
-    failover::commit_durably();
-    Event::Acquired {
-        key,
-        holder: id,
-        term,
-        at: now,
-        previous_holder: None,
-        expires_at,
-    }
-    .send();
-    true
+    new_tenure(key, id, term, now, expires_at, None, claim);
+    Attempt::Acquired
 }
 
 /// Extends the lease `id` holds live at `now` by `ttl` (the stored one when
@@ -183,26 +297,30 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
     extend(key, id, now(), ttl)
 }
 
-/// Contract 3.3.
-pub fn release(key: &str, id: &str) -> bool {
-    if !failover::leases_outlast_failover() {
-        return false;
-    }
-    let locked = plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
+/// Locks the lease `id` holds live. Its term and the time it was found
+/// live, or None (not held live by `id`, or locked by another transaction).
+fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
+    let (term, expires_at) = plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
         let row = t.into_iter().next()?;
         Some((
             row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
             micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
         ))
-    });
-    let Some((term, expires_at)) = locked else {
-        return false;
-    };
+    })?;
     let now = now();
-    if expires_at <= now {
+    (expires_at > now).then_some((term, now))
+}
+
+/// Contract 3.3.
+pub fn release(key: &str, id: &str) -> bool {
+    if !failover::leases_outlast_failover() {
         return false;
     }
-    plans::run(queries::VACATE, &[key.into(), ts(now).into()], |_| ());
+    let Some((term, now)) = lock_own_live(key, id) else {
+        return false;
+    };
+    plans::run(schema::vacate(), &[key.into(), ts(now).into()], |_| ());
+    waiters::wake_at_commit(key);
     failover::commit_durably();
     Event::Released {
         key,
@@ -289,42 +407,143 @@ struct Expired {
     expires_at: i64,
 }
 
-/// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
-/// rows, and queue one `expired` notification each (contract 5). Returns
-/// how many.
-pub fn expire_lapsed(now: i64, batch: i64) -> usize {
-    let expired: Vec<Expired> =
-        plans::run(queries::LOCK_LAPSED, &[ts(now).into(), batch.into()], |t| {
-            t.into_iter()
-                .map(|row| Expired {
-                    key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
-                    holder: row
-                        .get::<String>(2)
-                        .expect("holder")
-                        .expect("lapsed rows have one"),
-                    term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-                    expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
-                        .expect("lapsed rows have one"),
-                })
-                .collect()
-        });
+fn locked_expired(t: SpiTupleTable<'_>) -> Vec<Expired> {
+    t.into_iter()
+        .map(|row| Expired {
+            key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+            holder: row
+                .get::<String>(2)
+                .expect("holder")
+                .expect("only held rows are locked"),
+            term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+            expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
+                .expect("held rows have one"),
+        })
+        .collect()
+}
+
+/// Worker: vacates the leases just locked and queues one `expired`
+/// notification each, in the current transaction. Returns how many.
+fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
     if expired.is_empty() {
         return 0;
     }
     let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
-    plans::run(queries::VACATE_KEYS, &[keys.into()], |_| ());
+    plans::run(schema::vacate_keys(), &[keys.into()], |_| ());
     failover::commit_durably();
-    for e in &expired {
+    for e in expired {
+        waiters::wake_at_commit(&e.key);
         Event::Expired {
             key: &e.key,
             holder: &e.holder,
             term: e.term,
             at: now,
             expires_at: e.expires_at,
+            reason,
         }
         .send();
     }
     expired.len()
+}
+
+/// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
+/// rows, and queue one `expired` notification each (contract 5). Returns
+/// how many.
+pub fn expire_lapsed(now: i64, batch: i64) -> usize {
+    let expired = plans::run(
+        queries::LOCK_LAPSED,
+        &[ts(now).into(), batch.into()],
+        locked_expired,
+    );
+    vacate_locked(&expired, now, ExpiryReason::Ttl)
+}
+
+/// Worker (contract 10): vacate the held leases bound to `session`, which
+/// ended. Returns false when some were locked by another transaction and
+/// must be tried again.
+pub fn end_session(session: &Session) -> bool {
+    if !schema::has_0_3() {
+        return true;
+    }
+    let args = [session.pid.into(), ts(session.started).into()];
+    let expired = plans::run(queries::LOCK_SESSION_LEASES, &args, locked_expired);
+    vacate_locked(&expired, now(), ExpiryReason::SessionEnded);
+    let left = plans::run(queries::SESSION_LEASES_LEFT, &args, |t| {
+        t.first().get_one::<i64>().expect("count").unwrap_or(0)
+    });
+    left == 0
+}
+
+/// Worker: vacate up to `batch` held leases bound to sessions that no
+/// longer exist (ended without a word: the server crashed, or the queue of
+/// ended sessions overflowed). Returns how many.
+pub fn end_orphaned_sessions(batch: i64) -> usize {
+    if !schema::has_0_3() {
+        return 0;
+    }
+    let expired = plans::run(queries::LOCK_ORPHANED, &[batch.into()], locked_expired);
+    vacate_locked(&expired, now(), ExpiryReason::SessionEnded)
+}
+
+/// Contract 11: sets the value of the lease `id` holds live.
+pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
+    if !failover::leases_outlast_failover() {
+        return false;
+    }
+    let Some((term, _)) = lock_own_live(key, id) else {
+        return false;
+    };
+    let value_arg = value.map_or_else(DatumWithOid::null::<&str>, Into::into);
+    plans::run(queries::SET_VALUE, &[key.into(), value_arg], |_| ());
+    failover::commit_durably();
+    Event::Proclaimed {
+        key,
+        holder: id,
+        term,
+        at: now(),
+        value,
+    }
+    .send();
+    true
+}
+
+/// Contract 11, le_lease: the lease as it stands now. Holder, remaining and
+/// value only while it is live; term and expires_at as stored; all None for
+/// an unknown key.
+#[derive(Debug, Default)]
+pub struct LeaseNow {
+    pub holder: Option<String>,
+    pub term: Option<i64>,
+    pub expires_at: Option<i64>,
+    /// Microseconds left.
+    pub remaining: Option<i64>,
+    pub value: Option<String>,
+}
+
+pub fn lease_now(key: &str) -> LeaseNow {
+    plans::run(queries::LEASE_ROW, &[key.into()], |t| {
+        let Some(row) = t.into_iter().next() else {
+            return LeaseNow::default();
+        };
+        let holder = row.get::<String>(1).expect("holder");
+        let expires_at = micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"));
+        let now = now();
+        let remaining = expires_at
+            .filter(|e| holder.is_some() && *e > now)
+            .map(|e| e - now);
+        let live = remaining.is_some();
+        LeaseNow {
+            holder: holder.filter(|_| live),
+            term: row.get::<i64>(2).expect("term"),
+            expires_at,
+            remaining,
+            value: row
+                .get::<JsonbText>(4)
+                .expect("value")
+                .filter(|_| live)
+                .map(|v| v.0),
+        }
+    })
 }
 
 /// Worker: when to check next, as of `now` (see `queries::NEXT_CHECK`).
@@ -336,4 +555,57 @@ pub fn next_check(now: i64) -> Option<i64> {
                 .expect("next check"),
         )
     })
+}
+
+/// Which statements fit the installed schema: a newer library serves an
+/// older schema until ALTER EXTENSION leaderlock UPDATE (contract 15).
+mod schema {
+    use crate::queries;
+    use pgrx::pg_sys;
+
+    /// Whether the table has the 0.3.0 columns. Two catalog cache lookups,
+    /// no query: cheap enough to ask on every call, so a session follows an
+    /// ALTER EXTENSION ... UPDATE (or a DROP and CREATE of another version)
+    /// at once.
+    pub fn has_0_3() -> bool {
+        unsafe {
+            // Resolved through the search_path, as the statements are.
+            let table = pg_sys::RelnameGetRelid(c"leaderlock".as_ptr());
+            table != pg_sys::InvalidOid
+                && pg_sys::get_attnum(table, c"session_pid".as_ptr())
+                    != pg_sys::InvalidAttrNumber as pg_sys::AttrNumber
+        }
+    }
+
+    pub fn insert_first_term() -> &'static str {
+        if has_0_3() {
+            queries::INSERT_FIRST_TERM
+        } else {
+            queries::INSERT_FIRST_TERM_0_2
+        }
+    }
+
+    pub fn start_term() -> &'static str {
+        if has_0_3() {
+            queries::START_TERM
+        } else {
+            queries::START_TERM_0_2
+        }
+    }
+
+    pub fn vacate() -> &'static str {
+        if has_0_3() {
+            queries::VACATE
+        } else {
+            queries::VACATE_0_2
+        }
+    }
+
+    pub fn vacate_keys() -> &'static str {
+        if has_0_3() {
+            queries::VACATE_KEYS
+        } else {
+            queries::VACATE_KEYS_0_2
+        }
+    }
 }

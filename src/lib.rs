@@ -3,9 +3,11 @@
 //! Modules: `api` (SQL-callable functions), `lease` (state transitions),
 //! `failover` (terms and durability across crashes and failover),
 //! `worker` (background worker), `notify` (LISTEN/NOTIFY payloads),
-//! `settings` (GUCs), `input` (argument validation), `queries` (all SQL
-//! text), `plans` (SPI plan cache), `wakeup` (shared memory to wake the
-//! worker early).
+//! `settings` (GUCs), `input` (argument validation), `value` (the leader
+//! value's jsonb), `queries` (all SQL text), `plans` (SPI plan cache),
+//! `wakeup` (shared memory to wake the worker early), `waiters` (where
+//! le_acquire waits), `sessions` (ends of sessions holding session-bound
+//! leases).
 
 use pgrx::prelude::*;
 
@@ -16,7 +18,10 @@ mod lease;
 mod notify;
 mod plans;
 mod queries;
+mod sessions;
 mod settings;
+mod value;
+mod waiters;
 mod wakeup;
 mod worker;
 
@@ -34,6 +39,8 @@ pub extern "C-unwind" fn _PG_init() {
     // preloaded; otherwise expiry is lazy (contract 1).
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         wakeup::init();
+        waiters::init();
+        sessions::init();
         worker::register();
     }
 }

@@ -3,11 +3,14 @@
 //! Payloads are built with serde_json, so they are valid JSON whatever key
 //! and id hold. They are queued with `pg_notify` in the transaction making
 //! the change, so PostgreSQL delivers them only if it commits. With keys and
-//! ids capped at 255 bytes, even the worst case (every byte a control
-//! character, escaped to six) stays under the 8000-byte payload limit.
+//! ids capped at 255 bytes and values at 2000 bytes of JSON, even the worst
+//! case (every byte of key, holder and previous holder a control character,
+//! escaped to six: 4590 bytes, plus the value) stays under the 8000-byte
+//! payload limit.
 
 use pgrx::prelude::*;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 pub const CHANNEL: &str = "leaderlock";
 
@@ -21,6 +24,8 @@ pub enum Event<'a> {
         at: i64,
         previous_holder: Option<&'a str>,
         expires_at: i64,
+        /// The leader value, as jsonb text.
+        value: Option<&'a str>,
     },
     Released {
         key: &'a str,
@@ -34,7 +39,25 @@ pub enum Event<'a> {
         term: i64,
         at: i64,
         expires_at: i64,
+        reason: ExpiryReason,
     },
+    /// Contract 11: the holder set a new value.
+    Proclaimed {
+        key: &'a str,
+        holder: &'a str,
+        term: i64,
+        at: i64,
+        value: Option<&'a str>,
+    },
+}
+
+/// Why a lease expired (contract 10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryReason {
+    /// Not renewed within its ttl.
+    Ttl,
+    /// Session-bound, and its session ended.
+    SessionEnded,
 }
 
 #[derive(Serialize)]
@@ -48,6 +71,15 @@ struct Payload<'a> {
     previous_holder: Option<Option<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<Option<&'a RawValue>>,
+}
+
+/// jsonb text (always valid JSON) to embed as is: no number is rounded.
+fn raw(value: Option<&str>) -> Option<&RawValue> {
+    value.map(|v| serde_json::from_str(v).expect("jsonb text is valid JSON"))
 }
 
 impl Event<'_> {
@@ -61,6 +93,7 @@ impl Event<'_> {
                 at,
                 previous_holder,
                 expires_at,
+                value,
             } => Payload {
                 event: "acquired",
                 key,
@@ -70,6 +103,8 @@ impl Event<'_> {
                 // present, and null when there was no previous holder
                 previous_holder: Some(previous_holder),
                 expires_at: Some(rfc3339(expires_at)),
+                reason: None,
+                value: Some(raw(value)),
             },
             Event::Released {
                 key,
@@ -84,6 +119,8 @@ impl Event<'_> {
                 at: rfc3339(at),
                 previous_holder: None,
                 expires_at: None,
+                reason: None,
+                value: None,
             },
             Event::Expired {
                 key,
@@ -91,6 +128,7 @@ impl Event<'_> {
                 term,
                 at,
                 expires_at,
+                reason,
             } => Payload {
                 event: "expired",
                 key,
@@ -99,6 +137,28 @@ impl Event<'_> {
                 at: rfc3339(at),
                 previous_holder: None,
                 expires_at: Some(rfc3339(expires_at)),
+                reason: Some(match reason {
+                    ExpiryReason::Ttl => "ttl",
+                    ExpiryReason::SessionEnded => "session_ended",
+                }),
+                value: None,
+            },
+            Event::Proclaimed {
+                key,
+                holder,
+                term,
+                at,
+                value,
+            } => Payload {
+                event: "proclaimed",
+                key,
+                holder,
+                term,
+                at: rfc3339(at),
+                previous_holder: None,
+                expires_at: None,
+                reason: None,
+                value: Some(raw(value)),
             },
         };
         serde_json::to_string(&p).expect("a payload of strings and integers always serializes")

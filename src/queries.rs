@@ -52,25 +52,36 @@ pub const RENEW: &str = "UPDATE leaderlock \
 /// (1 on timeline 1; see `failover.rs`). May wait only for a concurrent
 /// inserter of the same key, as contract 3.1 allows.
 /// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
-/// `$6` term floor.
+/// `$6` term floor, `$7` value as jsonb text or NULL, `$8` and `$9` the
+/// session's pid and start for a session-bound lease, else NULL.
 pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
-       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
-     VALUES ($1, $2, $6, $3, $3, $4, $5, $4) \
+       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+        value, session_pid, session_start) \
+     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9) \
      ON CONFLICT (key) DO NOTHING \
      RETURNING term";
 
 /// A new tenure on a locked row: vacant or lapsed before. The term grows by
 /// one, or jumps to the timeline's floor after a failover (contract 8.1).
-/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
-/// `$6` term floor.
+/// The value and the session binding are the new tenure's own.
+/// Parameters as for `INSERT_FIRST_TERM`.
 pub const START_TERM: &str = "UPDATE leaderlock \
         SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
-            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
+            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+            value = $7::jsonb, session_pid = $8, session_start = $9 \
       WHERE key = $1 \
   RETURNING term";
 
-/// Release a locked, live lease: vacant, term kept. `$1` key, `$2` now.
-pub const VACATE: &str = "UPDATE leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
+/// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
+/// jsonb text or NULL.
+pub const SET_VALUE: &str = "UPDATE leaderlock SET value = $2::jsonb WHERE key = $1";
+
+/// Release a locked, live lease: vacant, term kept; no value, no binding.
+/// `$1` key, `$2` now.
+pub const VACATE: &str = "UPDATE leaderlock \
+        SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
+            session_start = NULL \
+      WHERE key = $1";
 
 /// Fencing: share-lock the row until the caller's transaction ends, so no
 /// takeover (an UPDATE) can commit meanwhile. Waits for in-flight writers,
@@ -100,7 +111,56 @@ pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderl
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Worker: vacate the leases just locked (primary key lookups). `$1` keys.
-pub const VACATE_KEYS: &str = "UPDATE leaderlock SET holder = NULL WHERE key = ANY($1)";
+pub const VACATE_KEYS: &str = "UPDATE leaderlock \
+        SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL \
+      WHERE key = ANY($1)";
+
+/// Worker (contract 10): lock the held leases bound to the session that
+/// had pid `$1` and started at `$2`, skipping rows other transactions hold.
+pub const LOCK_SESSION_LEASES: &str = "SELECT key, holder, term, expires_at FROM leaderlock \
+     WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL \
+     FOR NO KEY UPDATE SKIP LOCKED";
+
+/// Worker: how many held leases are still bound to that session (after
+/// vacating the ones it could lock). `$1` pid, `$2` start.
+pub const SESSION_LEASES_LEFT: &str = "SELECT count(*) FROM leaderlock \
+     WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL";
+
+/// Worker: lock up to `$1` held leases bound to sessions that no longer
+/// exist (no backend with that pid and start time). Through the partial
+/// index on session_pid: only session-bound rows are looked at.
+pub const LOCK_ORPHANED: &str = "SELECT l.key, l.holder, l.term, l.expires_at FROM leaderlock l \
+     WHERE l.session_pid IS NOT NULL AND l.holder IS NOT NULL \
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(l.session_pid) a \
+                        WHERE a.backend_start = l.session_start) \
+     LIMIT $1 \
+     FOR NO KEY UPDATE OF l SKIP LOCKED";
+
+/// le_lease: the row of `$1` as stored; the caller applies the clock.
+pub const LEASE_ROW: &str = "SELECT holder, term, expires_at, value FROM leaderlock WHERE key = $1";
+
+// A newer library runs on an older schema until ALTER EXTENSION ... UPDATE
+// (`lease::schema` picks): these statements are for schemas before 0.3.0.
+
+/// `INSERT_FIRST_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
+pub const INSERT_FIRST_TERM_0_2: &str = "INSERT INTO leaderlock \
+       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
+     VALUES ($1, $2, $6, $3, $3, $4, $5, $4) \
+     ON CONFLICT (key) DO NOTHING \
+     RETURNING term";
+
+/// `START_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
+pub const START_TERM_0_2: &str = "UPDATE leaderlock \
+        SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
+      WHERE key = $1 \
+  RETURNING term";
+
+/// `VACATE` on a schema before 0.3.0.
+pub const VACATE_0_2: &str = "UPDATE leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
+
+/// `VACATE_KEYS` on a schema before 0.3.0.
+pub const VACATE_KEYS_0_2: &str = "UPDATE leaderlock SET holder = NULL WHERE key = ANY($1)";
 
 /// Worker: when to check next, as of `$1`: the earliest recheck_at still
 /// ahead (an index probe), or the real expiry of a lease whose recheck_at

@@ -9,7 +9,10 @@ CREATE TABLE leaderlock (
     renewed_at  timestamptz,          -- last successful acquire or renew
     expires_at  timestamptz,          -- renewed_at + ttl (after a failover: at least promotion + ttl)
     ttl         interval,             -- ttl of the last acquire or renew
-    recheck_at  timestamptz           -- when the worker looks at the lease next: <= expires_at
+    recheck_at  timestamptz,          -- when the worker looks at the lease next: <= expires_at
+    value       jsonb,                -- the leader's value (contract 11); NULL when vacant
+    session_pid integer,              -- session-bound lease (contract 10): the acquiring
+    session_start timestamptz         -- backend's pid and start (pg_stat_activity.backend_start)
 ) WITH (fillfactor = 50);             -- room on each page for HOT renewals
 
 -- The worker finds lapsed leases through this index only. It is on
@@ -17,6 +20,9 @@ CREATE TABLE leaderlock (
 -- changes no indexed column and is a HOT update; recheck_at moves only when
 -- it would come within half a ttl of now, or past the new expiry.
 CREATE INDEX leaderlock_recheck_at_idx ON leaderlock (recheck_at) WHERE holder IS NOT NULL;
+-- The worker finds the leases of an ended session through this one; a
+-- renewal does not touch session_pid, so it stays HOT.
+CREATE INDEX leaderlock_session_idx ON leaderlock (session_pid) WHERE session_pid IS NOT NULL;
 
 -- Contract 8.2: the WAL timeline on which held leases were last made to
 -- outlast a failover (see failover.rs). One row. Not part of a dump: a
@@ -42,9 +48,20 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl
             WHEN l.expires_at > c.now THEN 'held'
             ELSE 'lapsed' END AS state,
        CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
-            THEN l.expires_at - c.now END AS remaining
+            THEN l.expires_at - c.now END AS remaining,
+       l.value, l.session_pid
   FROM leaderlock l
  CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+
+-- What le_lease returns (contract 11).
+CREATE TYPE leaderlock_lease AS (
+    key        text,
+    holder     text,                  -- the live holder, else NULL
+    term       bigint,
+    expires_at timestamptz,
+    remaining  interval,              -- NULL unless live
+    value      jsonb                  -- the live holder's value, else NULL
+);
 
 -- Readable by all; written only through the SECURITY DEFINER functions.
 REVOKE ALL ON leaderlock FROM PUBLIC;

@@ -15,7 +15,22 @@ pub static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 /// commit that sets an earlier one; this bounds the sleep regardless.
 pub static NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 
+/// Longest `wait` of le_acquire, in seconds. Default 5 minutes.
+pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(300);
+
 pub fn init() {
+    GucRegistry::define_int_guc(
+        c"leaderlock.max_wait",
+        c"Longest wait le_acquire may be given.",
+        c"A waiting le_acquire holds its statement's snapshot, which keeps vacuum from \
+          removing dead rows meanwhile; this bounds how long. Longer waits are rejected \
+          with SQLSTATE 22023.",
+        &MAX_WAIT,
+        0,
+        86_400,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_string_guc(
         c"leaderlock.database",
         c"Database the leaderlock background worker serves.",
@@ -60,4 +75,9 @@ pub fn database() -> String {
 /// `leaderlock.max_ttl` in microseconds.
 pub fn max_ttl_micros() -> i64 {
     i64::from(MAX_TTL.get()) * 1_000_000
+}
+
+/// `leaderlock.max_wait` in microseconds.
+pub fn max_wait_micros() -> i64 {
+    i64::from(MAX_WAIT.get()) * 1_000_000
 }

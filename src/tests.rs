@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 #[pg_schema]
 mod tests {
     use crate::lease;
-    use crate::notify::{rfc3339, Event};
+    use crate::notify::{rfc3339, Event, ExpiryReason};
     use pgrx::pg_sys::panic::CaughtError;
     use pgrx::prelude::*;
 
@@ -603,11 +603,14 @@ mod tests {
                 "SELECT string_agg(proname || ':' || prosecdef || ':' || \
                         array_to_string(proconfig, ','), ' ' ORDER BY proname) \
                    FROM pg_proc WHERE proname IN ('le_try_acquire', 'le_renew', 'le_release', \
-                                                  'le_assert_leader')"
+                                                  'le_assert_leader', 'le_acquire', \
+                                                  'le_proclaim')"
             )
             .as_deref(),
             Some(
-                "le_assert_leader:true:search_path=public, pg_temp,enable_seqscan=off \
+                "le_acquire:true:search_path=public, pg_temp,enable_seqscan=off \
+                 le_assert_leader:true:search_path=public, pg_temp,enable_seqscan=off \
+                 le_proclaim:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_release:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_renew:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_try_acquire:true:search_path=public, pg_temp,enable_seqscan=off"
@@ -626,6 +629,7 @@ mod tests {
             at: 0,
             previous_holder: Some("a"),
             expires_at: 10_000_000,
+            value: Some(r#"{"addr": "10.0.0.7:8080", "n": 123456789012345678901234567890}"#),
         };
         let v: serde_json::Value = serde_json::from_str(&acquired.payload()).unwrap();
         assert_eq!(v["event"], "acquired");
@@ -635,6 +639,11 @@ mod tests {
         assert_eq!(v["at"], "2000-01-01T00:00:00.000000Z");
         assert_eq!(v["previous_holder"], "a");
         assert_eq!(v["expires_at"], "2000-01-01T00:00:10.000000Z");
+        assert_eq!(v["value"]["addr"], "10.0.0.7:8080");
+        // numbers go through as written, not rounded to a double
+        assert!(acquired
+            .payload()
+            .contains(r#""n": 123456789012345678901234567890"#));
 
         let first = Event::Acquired {
             key: "k",
@@ -643,9 +652,41 @@ mod tests {
             at: 0,
             previous_holder: None,
             expires_at: 10_000_000,
+            value: None,
         };
         let v: serde_json::Value = serde_json::from_str(&first.payload()).unwrap();
         assert!(v.get("previous_holder").is_some_and(|p| p.is_null()));
+        assert!(v.get("value").is_some_and(|p| p.is_null()));
+
+        for (reason, text) in [
+            (ExpiryReason::Ttl, "ttl"),
+            (ExpiryReason::SessionEnded, "session_ended"),
+        ] {
+            let expired = Event::Expired {
+                key: "k",
+                holder: "b",
+                term: 3,
+                at: 0,
+                expires_at: 0,
+                reason,
+            };
+            let v: serde_json::Value = serde_json::from_str(&expired.payload()).unwrap();
+            assert_eq!(v["event"], "expired");
+            assert_eq!(v["reason"], text);
+            assert!(v.get("value").is_none());
+        }
+
+        let proclaimed = Event::Proclaimed {
+            key: "k",
+            holder: "b",
+            term: 3,
+            at: 0,
+            value: Some("[1, 2]"),
+        };
+        let v: serde_json::Value = serde_json::from_str(&proclaimed.payload()).unwrap();
+        assert_eq!(v["event"], "proclaimed");
+        assert_eq!(v["value"], serde_json::json!([1, 2]));
+        assert_eq!(v["term"], 3);
 
         let released = Event::Released {
             key: "k",
@@ -673,6 +714,8 @@ mod tests {
 
         // Worst case: every byte of 255-byte names escaped to \u00XX.
         let worst = "\u{1}".repeat(255);
+        let worst_value = format!("\"{}\"", "\\u0001".repeat(333));
+        assert_eq!(worst_value.len(), 2000);
         let e = Event::Acquired {
             key: &worst,
             holder: &worst,
@@ -680,6 +723,8 @@ mod tests {
             at: 0,
             previous_holder: Some(&worst),
             expires_at: 0,
+            // the largest value: 2000 bytes of JSON text
+            value: Some(&worst_value),
         };
         let payload = e.payload();
         assert!(payload.len() < 8000, "{} bytes", payload.len());
@@ -732,15 +777,20 @@ mod tests {
         )
         .unwrap();
         Spi::run("ANALYZE leaderlock").unwrap();
-        let statements: [(&str, &str); 12] = [
+        let tenure = "NULL, NULL, NULL";
+        let insert_args = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}");
+        let start_args = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
+        let statements: [(&str, &str); 17] = [
             (q::READ_LEASE, "'k2'"),
             (q::LOCK_ACQUIRABLE, "'k2', 'h2'"),
             (q::LOCK_OWN, "'k2', 'h2'"),
-            (
-                q::INSERT_FIRST_TERM,
-                "'new', 'h', now(), now(), '1 second', 1",
-            ),
-            (q::START_TERM, "'k2', 'h', now(), now(), '1 second', 1"),
+            (q::INSERT_FIRST_TERM, &insert_args),
+            (q::START_TERM, &start_args),
+            (q::SET_VALUE, "'k2', '{}'"),
+            (q::LOCK_SESSION_LEASES, "12345, now()"),
+            (q::SESSION_LEASES_LEFT, "12345, now()"),
+            (q::LOCK_ORPHANED, "1000"),
+            (q::LEASE_ROW, "'k2'"),
             (q::RENEW, "'k2', 'h2', now(), NULL::interval"),
             (q::VACATE, "'k2', now()"),
             (q::SHARE_LOCK_LEASE, "'k2'"),
@@ -751,7 +801,7 @@ mod tests {
         ];
         for mode in ["force_custom_plan", "force_generic_plan"] {
             Spi::run(&format!("SET LOCAL plan_cache_mode = {mode}")).unwrap();
-            for (sql, args) in statements {
+            for &(sql, args) in &statements {
                 Spi::run(&format!("PREPARE leaderlock_plan AS {sql}")).unwrap();
                 let execute = if args.is_empty() {
                     "EXECUTE leaderlock_plan".to_string()
@@ -937,5 +987,239 @@ mod tests {
     fn worker_not_running_without_preload() {
         // The pg_test cluster does not preload leaderlock.
         assert!(!bool_of("SELECT le_worker_running()"));
+    }
+
+    // ---- 9 le_acquire -------------------------------------------------------
+
+    #[pg_test]
+    fn acquire_with_no_wait_is_try_acquire() {
+        assert!(bool_of("SELECT le_acquire('w', 'a', '1 hour', '0')"));
+        assert!(!bool_of("SELECT le_acquire('w', 'b', '1 hour', '0')"));
+        // the holder extends, same term
+        assert!(bool_of("SELECT le_acquire('w', 'a', '1 hour', '0')"));
+        assert_eq!(lease_of("w").1, 1);
+        assert!(bool_of("SELECT le_release('w', 'a')"));
+        assert!(bool_of("SELECT le_acquire('w', 'b', '1 hour', '0')"));
+        assert_eq!(lease_of("w"), (Some("b".into()), 2, "held".into()));
+    }
+
+    #[pg_test]
+    fn acquire_waits_out_its_wait_then_refuses() {
+        warm_up();
+        assert!(bool_of("SELECT le_try_acquire('w', 'a', '1 hour')"));
+        let before = table_image();
+        let started = std::time::Instant::now();
+        assert!(!bool_of(
+            "SELECT le_acquire('w', 'b', '1 hour', '300 milliseconds')"
+        ));
+        // It waited (a lower bound only: how much longer is not a test's business).
+        assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+        assert_eq!(table_image(), before);
+    }
+
+    #[pg_test]
+    fn acquire_takes_over_when_the_lease_lapses_during_the_wait() {
+        warm_up();
+        assert!(bool_of(
+            "SELECT le_try_acquire('w', 'a', '300 milliseconds')"
+        ));
+        // Nothing vacates it here (no worker): the waiter itself wakes at the
+        // expiry and takes over, a new term.
+        assert!(bool_of("SELECT le_acquire('w', 'b', '1 hour', '1 minute')"));
+        assert_eq!(lease_of("w"), (Some("b".into()), 2, "held".into()));
+    }
+
+    #[pg_test]
+    fn acquire_rejects_bad_waits_and_changes_nothing() {
+        assert!(bool_of("SELECT le_try_acquire('w', 'a', '1 hour')"));
+        use PgSqlErrorCode::*;
+        assert_rejected(
+            "SELECT le_acquire('w', 'b', '1 hour', NULL)",
+            ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            &["wait"],
+        );
+        assert_rejected(
+            "SELECT le_acquire('w', 'b', '1 hour', '-1 second')",
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            &["wait", "negative"],
+        );
+        assert_rejected(
+            "SELECT le_acquire('w', 'b', '1 hour', '1 month')",
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            &["wait", "month"],
+        );
+        assert_rejected(
+            "SELECT le_acquire('w', 'b', '1 hour', '301 seconds')",
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            &["wait", "leaderlock.max_wait", "300s"],
+        );
+        assert_rejected(
+            "SELECT le_acquire('w', 'b', NULL, '1 second')",
+            ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            &["ttl"],
+        );
+        assert_rejected(
+            "SELECT le_acquire('', 'b', '1 hour', '1 second')",
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            &["key"],
+        );
+        Spi::run("SET LOCAL leaderlock.max_wait = '10s'").unwrap();
+        assert_rejected(
+            "SELECT le_acquire('w', 'b', '1 hour', '11 seconds')",
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            &["leaderlock.max_wait", "10s"],
+        );
+    }
+
+    // ---- 10 session-bound leases ---------------------------------------------
+
+    #[pg_test]
+    fn session_bound_needs_the_worker() {
+        // The pg_test cluster does not preload leaderlock: refused, clearly.
+        use PgSqlErrorCode::*;
+        for sql in [
+            "SELECT le_try_acquire('s', 'a', '1 hour', session_bound => true)",
+            "SELECT le_acquire('s', 'a', '1 hour', '0', session_bound => true)",
+        ] {
+            assert_rejected(
+                sql,
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                &["session-bound", "shared_preload_libraries"],
+            );
+        }
+        assert_rejected(
+            "SELECT le_try_acquire('s', 'a', '1 hour', session_bound => NULL)",
+            ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            &["session_bound"],
+        );
+        // false is a plain lease
+        assert!(bool_of(
+            "SELECT le_try_acquire('s', 'a', '1 hour', session_bound => false)"
+        ));
+        assert!(bool_of(
+            "SELECT session_pid IS NULL AND session_start IS NULL FROM leaderlock WHERE key = 's'"
+        ));
+    }
+
+    // ---- 11 value and le_lease -------------------------------------------------
+
+    #[pg_test]
+    fn value_is_set_at_acquisition_and_by_proclaim_and_goes_with_the_tenure() {
+        let value_of = |k: &str| {
+            text_of(&format!(
+                "SELECT value::text FROM leaderlock WHERE key = '{k}'"
+            ))
+        };
+        assert!(bool_of(
+            r#"SELECT le_try_acquire('v', 'a', '1 hour', value => '{"addr": "10.0.0.1:80"}')"#
+        ));
+        assert_eq!(value_of("v").as_deref(), Some(r#"{"addr": "10.0.0.1:80"}"#));
+        // Kept by an extension without a value, replaced by one with.
+        assert!(bool_of("SELECT le_try_acquire('v', 'a', '1 hour')"));
+        assert_eq!(value_of("v").as_deref(), Some(r#"{"addr": "10.0.0.1:80"}"#));
+        assert!(bool_of(
+            "SELECT le_try_acquire('v', 'a', '1 hour', value => '2')"
+        ));
+        assert_eq!(value_of("v").as_deref(), Some("2"));
+        // Exact numbers, whatever their size.
+        assert!(bool_of(
+            "SELECT le_proclaim('v', 'a', '123456789012345678901234567890.000000000000001')"
+        ));
+        assert_eq!(
+            value_of("v").as_deref(),
+            Some("123456789012345678901234567890.000000000000001")
+        );
+        assert_eq!(
+            text_of("SELECT value::text FROM leaderlock_status WHERE key = 'v'").as_deref(),
+            value_of("v").as_deref()
+        );
+        // Only the live holder proclaims.
+        let before = table_image();
+        assert!(!bool_of("SELECT le_proclaim('v', 'b', '3')"));
+        assert!(!bool_of("SELECT le_proclaim('nope', 'a', '3')"));
+        assert_eq!(table_image(), before);
+        // NULL clears it.
+        assert!(bool_of("SELECT le_proclaim('v', 'a', NULL)"));
+        assert_eq!(value_of("v"), None);
+        assert!(bool_of("SELECT le_proclaim('v', 'a', '[1]')"));
+        // Released: no leader, no value; the next tenure starts without one.
+        assert!(bool_of("SELECT le_release('v', 'a')"));
+        assert_eq!(value_of("v"), None);
+        assert!(bool_of("SELECT le_try_acquire('v', 'b', '1 hour')"));
+        assert_eq!(value_of("v"), None);
+    }
+
+    #[pg_test]
+    fn value_over_2000_bytes_is_rejected() {
+        assert!(bool_of("SELECT le_try_acquire('v', 'a', '1 hour')"));
+        use PgSqlErrorCode::*;
+        // 1998 characters and two quotes: exactly 2000 bytes, accepted.
+        assert!(bool_of(
+            "SELECT le_proclaim('v', 'a', to_jsonb(repeat('x', 1998)))"
+        ));
+        for sql in [
+            "SELECT le_proclaim('v', 'a', to_jsonb(repeat('x', 1999)))",
+            "SELECT le_try_acquire('v', 'a', '1 hour', value => to_jsonb(repeat('x', 1999)))",
+            "SELECT le_acquire('v2', 'a', '1 hour', '0', value => to_jsonb(repeat('é', 1000)))",
+        ] {
+            assert_rejected(
+                sql,
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                &["value", "2000 bytes"],
+            );
+        }
+        assert_rejected(
+            "SELECT le_proclaim('v', NULL, '1')",
+            ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            &["id"],
+        );
+    }
+
+    #[pg_test]
+    fn lease_is_one_record_of_the_lease_as_it_stands() {
+        let row = |k: &str| {
+            text_of(&format!(
+                "SELECT concat_ws('|', key, coalesce(holder, '-'), coalesce(term::text, '-'), \
+                        (expires_at IS NOT NULL), (remaining > '0' AND remaining <= '1 hour'), \
+                        coalesce(value::text, '-')) \
+                   FROM le_lease('{k}')"
+            ))
+            .unwrap()
+        };
+        assert_eq!(row("unknown"), "unknown|-|-|f|-");
+        assert!(bool_of(
+            r#"SELECT le_try_acquire('l', 'a', '1 hour', value => '{"x": 1}')"#
+        ));
+        assert_eq!(row("l"), r#"l|a|1|t|t|{"x": 1}"#);
+        assert!(bool_of("SELECT le_release('l', 'a')"));
+        assert_eq!(row("l"), "l|-|1|t|-");
+        // exactly one record, with the contract's columns
+        assert_eq!(i64_of("SELECT count(*) FROM le_lease('unknown')"), 1);
+        assert_eq!(
+            text_of(
+                "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute \
+                  WHERE attrelid = 'leaderlock_lease'::regclass AND attnum > 0"
+            )
+            .as_deref(),
+            Some("key,holder,term,expires_at,remaining,value")
+        );
+        assert_rejected(
+            "SELECT le_lease(NULL)",
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            &["key"],
+        );
+    }
+
+    #[pg_test]
+    fn lapsed_lease_shows_no_holder_in_le_lease() {
+        warm_up();
+        assert!(bool_of(
+            "SELECT le_try_acquire('l', 'a', '100 milliseconds', value => '1')"
+        ));
+        sleep_ms(200);
+        assert_eq!(
+            text_of("SELECT concat_ws('|', coalesce(holder, '-'), term, coalesce(remaining::text, '-'), coalesce(value::text, '-')) FROM le_lease('l')").as_deref(),
+            Some("-|1|-|-")
+        );
     }
 }

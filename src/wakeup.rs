@@ -8,9 +8,12 @@
 //! planned wake-up. While the worker checks, the planned time is `i64::MAX`,
 //! so a commit racing with a check always wakes it for one more check.
 //!
+//! The same transaction callback wakes le_acquire's waiters (`waiters.rs`).
+//!
 //! Only active when the library is preloaded; otherwise there is no worker
 //! and nothing here runs.
 
+use crate::waiters;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::Cell;
@@ -58,16 +61,23 @@ unsafe extern "C-unwind" fn on_xact_event(
                     wake_worker();
                 }
             }
+            waiters::transaction_ended(true);
+        }
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            EARLIEST.with(|e| e.set(None));
+            waiters::transaction_ended(false);
         }
         // A prepared transaction commits elsewhere; the worker's naptime covers it.
-        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE => {
+        XACT_EVENT_PREPARE => {
             EARLIEST.with(|e| e.set(None));
+            waiters::transaction_prepared();
         }
         _ => {}
     }
 }
 
-fn wake_worker() {
+/// Sets the worker's latch (a commit, or a session-bound lease's session ended).
+pub fn wake_worker() {
     let procno = WORKER_PROCNO.get().load(Ordering::SeqCst);
     if procno >= 0 {
         // A stale procno only costs a spurious wake-up of some other process,

@@ -1,5 +1,6 @@
 //! The background worker (contract section 5): turns lapsed leases vacant
-//! and announces each with an `expired` notification, in one transaction.
+//! and announces each with an `expired` notification, in one transaction;
+//! likewise session-bound leases whose session ended (contract 10).
 //!
 //! It sleeps until the next check is due (index probes find it: see
 //! `queries::NEXT_CHECK`), capped by `leaderlock.naptime`, and is woken
@@ -12,6 +13,7 @@ use crate::failover;
 use crate::lease;
 use crate::plans;
 use crate::queries;
+use crate::sessions::{self, Session};
 use crate::settings;
 use crate::wakeup;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -73,6 +75,11 @@ struct State {
     told_standby: bool,
     /// Current retry delay for locked lapsed rows, in ms (0: none pending).
     locked_retry_ms: i64,
+    /// Ended sessions whose bound leases are not all vacated yet.
+    ended_sessions: Vec<Session>,
+    /// When sessions gone without a word were last looked for (0: never,
+    /// so the first check after a start, or a crash, looks).
+    last_sweep: i64,
 }
 
 #[pg_guard]
@@ -196,6 +203,7 @@ fn check(state: &mut State) -> i64 {
             return LOCKED_RETRY_MS; // a backend is extending leases after a failover
         }
         let now = lease::now();
+        end_sessions(state, now);
         let mut next = lease::next_check(now);
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {
@@ -205,8 +213,29 @@ fn check(state: &mut State) -> i64 {
             }
             next = lease::next_check(now);
         }
-        sleep_after_check(state, next, expired_all, naptime)
+        let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
+        if state.ended_sessions.is_empty() {
+            sleep_ms
+        } else {
+            sleep_ms.min(LOCKED_RETRY_MS) // some of their leases were locked
+        }
     })
+}
+
+/// Contract 10: vacates the leases of sessions that ended, as the exiting
+/// backends reported them (`sessions.rs`), and, at start, after a report
+/// was lost, and every `SWEEP_INTERVAL_MS`, those of any session gone.
+fn end_sessions(state: &mut State, now: i64) {
+    let (ended, overflowed) = sessions::take_ended();
+    let here = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    state
+        .ended_sessions
+        .extend(ended.into_iter().filter(|s| s.database == here));
+    if overflowed || now - state.last_sweep >= sessions::SWEEP_INTERVAL_MS * 1000 {
+        while lease::end_orphaned_sessions(BATCH) as i64 == BATCH {}
+        state.last_sweep = now;
+    }
+    state.ended_sessions.retain(|s| !lease::end_session(s));
 }
 
 /// Decides the sleep after a check, and tells backends when we will wake.

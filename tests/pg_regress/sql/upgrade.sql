@@ -1,6 +1,9 @@
 -- Contract 15: every released version upgrades to the current one with
 -- every lease and term intact, and ends up as a fresh install would be.
--- This database got the current version from pg_regress; start at 0.1.0.
+-- This database got the current version from pg_regress.
+
+-- 1. From 0.1.0, through every step (0.2.0, 0.3.0). The current library
+-- serves the 0.1.0 schema until the update.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
@@ -31,10 +34,49 @@ SELECT le_try_acquire('up-live', 'z', '1 hour') AS rival_refused;
 SELECT le_renew('up-live', 'a', '2 hours');
 SELECT le_try_acquire('up-vacant', 'd', '1 hour');
 SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
-SELECT key, holder, term FROM leaderlock ORDER BY key;
+SELECT key, holder, term, value, session_pid FROM leaderlock ORDER BY key;
 SELECT le_assert_leader('up-lapsed', 'e');
 
--- The upgraded extension has exactly the objects of a fresh install.
+
+-- 2. From 0.2.0 (the last release) to 0.3.0.
+DROP EXTENSION leaderlock;
+CREATE EXTENSION leaderlock VERSION '0.2.0';
+SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
+SELECT le_try_acquire('up-live', 'a', '1 hour');
+SELECT le_try_acquire('up-vacant', 'a', '1 hour');
+SELECT le_release('up-vacant', 'a');
+SELECT le_try_acquire('up-lapsed', 'c', '10 milliseconds');
+SELECT pg_sleep(0.05);
+-- as if leases had been made to outlast a failover once
+UPDATE leaderlock_failover SET changed_at = '2026-01-01 00:00:00+00';
+DROP TABLE before;
+CREATE TEMP TABLE before AS SELECT * FROM leaderlock;
+CREATE TEMP TABLE failover_before AS SELECT * FROM leaderlock_failover;
+
+ALTER EXTENSION leaderlock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
+SELECT count(*) AS rows_before, (SELECT count(*) FROM leaderlock) AS rows_after FROM before;
+SELECT b.key FROM before b LEFT JOIN leaderlock l USING (key)
+ WHERE (l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl, l.recheck_at)
+       IS DISTINCT FROM (b.holder, b.term, b.acquired_at, b.renewed_at, b.expires_at, b.ttl, b.recheck_at)
+    OR l.value IS NOT NULL OR l.session_pid IS NOT NULL OR l.session_start IS NOT NULL;
+SELECT (SELECT row(f.*)::text FROM failover_before f) = (SELECT row(f.*)::text FROM leaderlock_failover f)
+       AS failover_row_kept;
+
+-- The old three-argument calls still work, and so does everything new.
+SELECT le_try_acquire('up-live', 'z', '1 hour') AS rival_refused;
+SELECT le_try_acquire('up-live', 'a', '1 hour') AS holder_extends;
+SELECT le_acquire('up-live', 'z', '1 hour', '10 milliseconds') AS waited_refused;
+SELECT le_acquire('up-vacant', 'd', '1 hour', '1 second', value => '{"at": "host-d:80"}');
+SELECT le_proclaim('up-vacant', 'd', '{"at": "host-d:81"}');
+SELECT le_try_acquire('up-lapsed', 'e', '1 hour', value => '[1, 2]');
+SELECT key, holder, term, value FROM leaderlock ORDER BY key;
+SELECT key, holder, term, value, remaining IS NOT NULL AS live FROM le_lease('up-vacant');
+SELECT key, holder, value FROM leaderlock_status ORDER BY key;
+-- Session-bound leases: refused in a database the worker does not serve.
+SELECT le_try_acquire('up-bound', 'f', '1 hour', session_bound => true);
+
+-- 3. The upgraded extension has exactly the objects of a fresh install.
 CREATE TEMP TABLE upgraded AS
 SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
  WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
@@ -44,6 +86,13 @@ SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) AS type
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
  WHERE c.relname LIKE 'leaderlock%' AND c.relnamespace = 'public'::regnamespace
    AND a.attnum > 0 AND NOT a.attisdropped;
+CREATE TEMP TABLE upgraded_functions AS
+SELECT p.oid::regprocedure::text AS function, pg_get_function_arguments(p.oid) AS arguments,
+       pg_get_function_result(p.oid) AS result, p.provolatile, p.proparallel, p.prosecdef,
+       p.proisstrict, p.proconfig, p.prosrc
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%';
+CREATE TEMP TABLE upgraded_view AS
+SELECT pg_get_viewdef('leaderlock_status'::regclass) AS definition;
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock;
 SELECT object AS only_in_upgraded FROM upgraded
@@ -60,3 +109,15 @@ SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) AS type
    AND a.attnum > 0 AND NOT a.attisdropped
 EXCEPT SELECT * FROM upgraded_columns;
 SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
+-- functions: same arguments, defaults, result, settings and C symbol
+SELECT p.oid::regprocedure::text AS function, pg_get_function_arguments(p.oid) AS arguments,
+       pg_get_function_result(p.oid) AS result, p.provolatile, p.proparallel, p.prosecdef,
+       p.proisstrict, p.proconfig, p.prosrc
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%'
+EXCEPT SELECT * FROM upgraded_functions;
+SELECT * FROM upgraded_functions
+EXCEPT SELECT p.oid::regprocedure::text, pg_get_function_arguments(p.oid),
+       pg_get_function_result(p.oid), p.provolatile, p.proparallel, p.prosecdef,
+       p.proisstrict, p.proconfig, p.prosrc
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%';
+SELECT definition = pg_get_viewdef('leaderlock_status'::regclass) AS same_view FROM upgraded_view;

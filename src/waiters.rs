@@ -1,0 +1,157 @@
+//! Blocking acquire (contract 9): where le_acquire waits, and what wakes it.
+//!
+//! Shared memory holds one PostgreSQL condition variable per bucket of keys
+//! (a hash of the key picks the bucket). A transaction that vacates a lease
+//! (release, expiry, end of a session-bound lease) broadcasts the key's
+//! bucket when it commits, so waiters wake exactly when the vacant row is
+//! visible to a new snapshot; a transaction that started a tenure
+//! broadcasts when it rolls back, since the lease is vacant again. Waiters
+//! sleep on latches: no CPU, and PostgreSQL's interrupt handling (cancel,
+//! termination, statement_timeout) works while they do.
+//!
+//! Only active when the library is preloaded; otherwise le_acquire looks
+//! again every `UNPRELOADED_RECHECK_MS`.
+
+use pgrx::prelude::*;
+use pgrx::shmem::AssertPGRXSharedMemory;
+use pgrx::{pg_shmem_init, PgAtomic};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Buckets of keys. Waiters of keys that share a bucket wake together and
+/// go back to sleep after one look at their own key.
+const BUCKETS: usize = 64;
+
+/// How often le_acquire looks again when there is no shared memory.
+const UNPRELOADED_RECHECK_MS: i64 = 100;
+
+struct Buckets {
+    cvs: [UnsafeCell<pg_sys::ConditionVariable>; BUCKETS],
+}
+
+static BUCKETS_SHMEM: PgAtomic<AssertPGRXSharedMemory<Buckets>> =
+    unsafe { PgAtomic::new(c"leaderlock waiters") };
+
+/// Set in the postmaster when preloading; inherited by every backend.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Buckets to broadcast when the current transaction commits.
+    static AT_COMMIT: Cell<u64> = const { Cell::new(0) };
+    /// Buckets to broadcast when it rolls back.
+    static AT_ABORT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Called from `_PG_init` while preloading.
+pub fn init() {
+    pg_shmem_init!(
+        BUCKETS_SHMEM = unsafe {
+            AssertPGRXSharedMemory::new(Buckets {
+                cvs: std::array::from_fn(|_| {
+                    let mut cv = std::mem::MaybeUninit::<pg_sys::ConditionVariable>::zeroed();
+                    pg_sys::ConditionVariableInit(cv.as_mut_ptr());
+                    UnsafeCell::new(cv.assume_init())
+                }),
+            })
+        }
+    );
+    ENABLED.store(true, Ordering::SeqCst);
+}
+
+fn bucket(key: &str) -> usize {
+    // FNV-1a: stable across processes (unlike std's randomly seeded hasher).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % BUCKETS as u64) as usize
+}
+
+fn cv(bucket: usize) -> *mut pg_sys::ConditionVariable {
+    BUCKETS_SHMEM.get().cvs[bucket].get()
+}
+
+/// The lease of `key` becomes vacant if this transaction commits.
+pub fn wake_at_commit(key: &str) {
+    if ENABLED.load(Ordering::Relaxed) {
+        AT_COMMIT.set(AT_COMMIT.get() | 1 << bucket(key));
+    }
+}
+
+/// The lease of `key` becomes vacant again if this transaction rolls back.
+pub fn wake_at_abort(key: &str) {
+    if ENABLED.load(Ordering::Relaxed) {
+        AT_ABORT.set(AT_ABORT.get() | 1 << bucket(key));
+    }
+}
+
+/// From the transaction callback (`wakeup.rs`): the transaction ended.
+pub fn transaction_ended(committed: bool) {
+    let commit = AT_COMMIT.replace(0);
+    let abort = AT_ABORT.replace(0);
+    let mask = if committed { commit } else { abort };
+    for b in 0..BUCKETS {
+        if mask & (1 << b) != 0 {
+            unsafe { pg_sys::ConditionVariableBroadcast(cv(b)) };
+        }
+    }
+}
+
+/// From the transaction callback: a prepared transaction commits or rolls
+/// back elsewhere, later; its waiters wake by their own timeouts.
+pub fn transaction_prepared() {
+    AT_COMMIT.set(0);
+    AT_ABORT.set(0);
+}
+
+/// Registers this backend as a waiter for `key`, before it looks at the
+/// lease: a broadcast that comes while it looks is then not missed.
+pub fn prepare(key: &str) {
+    if ENABLED.load(Ordering::Relaxed) {
+        unsafe { pg_sys::ConditionVariablePrepareToSleep(cv(bucket(key))) };
+    }
+}
+
+/// Sleeps until woken for `key`'s bucket or until `until_ms` milliseconds
+/// have passed, whichever is first. Raises on cancel, termination or
+/// statement_timeout (PostgreSQL checks for interrupts in the sleep).
+pub fn sleep(key: &str, until_ms: i64) {
+    let ms = until_ms.max(0);
+    unsafe {
+        if ENABLED.load(Ordering::Relaxed) {
+            pg_sys::ConditionVariableTimedSleep(cv(bucket(key)), ms, pg_sys::PG_WAIT_EXTENSION);
+        } else {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                ms.min(UNPRELOADED_RECHECK_MS),
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+            pg_sys::check_for_interrupts!();
+        }
+    }
+}
+
+/// Stops waiting (PostgreSQL also does this when the transaction aborts).
+pub fn done() {
+    if ENABLED.load(Ordering::Relaxed) {
+        // Returns whether we were woken on 16 and later; nothing to pass on
+        // after a broadcast.
+        #[allow(clippy::let_unit_value)]
+        let _ = unsafe { pg_sys::ConditionVariableCancelSleep() };
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    #[test]
+    fn buckets_are_stable_and_in_range() {
+        assert_eq!(super::bucket("a"), super::bucket("a"));
+        assert!((0..1000).all(|i| super::bucket(&format!("k{i}")) < super::BUCKETS));
+        let used: std::collections::HashSet<_> =
+            (0..1000).map(|i| super::bucket(&format!("k{i}"))).collect();
+        assert_eq!(used.len(), super::BUCKETS);
+    }
+}
