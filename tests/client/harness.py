@@ -236,3 +236,35 @@ class Cluster:
     def worker_pid(self, dbname="postgres"):
         with self.connect(dbname) as c:
             return one(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")
+
+
+def pgbouncer(test, pool_size):
+    """Starts pgbouncer in transaction pooling mode in front of the test
+    cluster's database postgres, with `pool_size` server connections;
+    stopped when `test` ends. Returns its port."""
+    import tempfile
+    port = free_port()
+    d = tempfile.mkdtemp(prefix="pgbouncer-", dir=WORK)
+    ini = os.path.join(d, "pgbouncer.ini")
+    users = os.path.join(d, "users.txt")
+    with open(users, "w") as f:
+        f.write('"postgres" ""\n')
+    with open(ini, "w") as f:
+        f.write(f"""[databases]
+postgres = host={HOST} port={PORT} dbname=postgres
+[pgbouncer]
+listen_addr = {HOST}
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {users}
+pool_mode = transaction
+default_pool_size = {pool_size}
+logfile = {d}/pgbouncer.log
+pidfile = {d}/pgbouncer.pid
+""")
+    subprocess.run(["chown", "-R", "postgres:postgres", d], check=True)
+    subprocess.run(["sudo", "-u", "postgres", "/usr/sbin/pgbouncer", "-d", ini], check=True)
+    test.addCleanup(subprocess.run, ["pkill", "-F", f"{d}/pgbouncer.pid"])
+    assert wait_for(lambda: os.path.exists(f"{d}/pgbouncer.pid")), "pgbouncer did not start"
+    return port

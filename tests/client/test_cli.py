@@ -16,7 +16,7 @@ import tempfile
 import time
 import unittest
 
-from harness import HOST, PORT, WORK, Cluster, connect, free_port, one, wait_for
+from harness import HOST, PORT, WORK, Cluster, connect, free_port, one, pgbouncer, wait_for
 
 CLI = os.environ.get("LEADERLOCK_CLI", "")
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli_child.py")
@@ -383,29 +383,7 @@ class CliTest(unittest.TestCase):
         for both candidates, the first one's release is announced on that
         connection while the first one is attached to it: only the first
         candidate can get the notification, so the second one must poll."""
-        port = free_port()
-        ini = os.path.join(self.dir, "pgbouncer.ini")
-        users = os.path.join(self.dir, "users.txt")
-        with open(users, "w") as f:
-            f.write('"postgres" ""\n')
-        with open(ini, "w") as f:
-            f.write(f"""[databases]
-postgres = host={HOST} port={PORT} dbname=postgres
-[pgbouncer]
-listen_addr = {HOST}
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {users}
-pool_mode = transaction
-default_pool_size = 1
-logfile = {self.dir}/pgbouncer.log
-pidfile = {self.dir}/pgbouncer.pid
-""")
-        subprocess.run(["chown", "-R", "postgres:postgres", self.dir], check=True)
-        subprocess.run(["sudo", "-u", "postgres", "/usr/sbin/pgbouncer", "-d", ini], check=True)
-        self.addCleanup(subprocess.run, ["pkill", "-F", f"{self.dir}/pgbouncer.pid"])
-        self.assertTrue(wait_for(lambda: os.path.exists(f"{self.dir}/pgbouncer.pid")))
+        port = pgbouncer(self, pool_size=1)
         first = Run(self, "--key", self.key, "--ttl", "3s", port=port,
                     command=[sys.executable, CHILD, self.children, "1.5"])
         self.assertTrue(wait_for(lambda: records(self.children), timeout=10))

@@ -55,8 +55,10 @@ class WorkerTest(unittest.TestCase):
         finally:
             listener.close()
         self.assertIsNotNone(event, "no expired notification")
-        self.assertEqual(set(event) - {"_received"}, {"event", "key", "holder", "term", "at", "expires_at"})
+        self.assertEqual(set(event) - {"_received"},
+                         {"event", "key", "holder", "term", "at", "expires_at", "reason"})
         self.assertEqual(event["holder"], "dying")
+        self.assertEqual(event["reason"], "ttl")
         self.assertEqual(event["term"], term)
         self.assertEqual(parse_time(event["expires_at"]), expires_at)
         self.assertGreaterEqual(parse_time(event["at"]), expires_at)

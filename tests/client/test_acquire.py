@@ -1,0 +1,356 @@
+"""Contract 9-11 with real sessions on the test cluster (leaderlock
+preloaded, worker serving database postgres): le_acquire's waits, session-
+bound leases, the leader value in notifications.
+
+Bounds here are generous liveness bounds (did it happen at all), never
+timing goals: bench/acquire_wake.sh and bench/session_end.sh measure those.
+"""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import psycopg2
+import psycopg2.errors
+
+from harness import Cluster, Listener, connect, one, pgbouncer, row, wait_for
+
+GENEROUS = 10.0
+
+
+class Waiter:
+    """le_acquire in a thread of its own, on a connection of its own."""
+
+    def __init__(self, key, id_, ttl="1 minute", wait="1 minute", port=None, **kw):
+        self.conn = connect(port=port) if port else connect()
+        self.pid = one(self.conn, "SELECT pg_backend_pid()")
+        self.result, self.error, self.returned_at = None, None, None
+        args = ", ".join(f"{k} => %({k})s" for k in kw)
+        sql = "SELECT le_acquire(%(key)s, %(id)s, %(ttl)s, %(wait)s" + (", " + args if args else "") + ")"
+        params = dict(key=key, id=id_, ttl=ttl, wait=wait, **kw)
+
+        def run():
+            try:
+                self.result = one(self.conn, sql, params)
+            except psycopg2.Error as e:
+                self.error = e
+            self.returned_at = time.monotonic()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout=GENEROUS):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "le_acquire did not return"
+        return self.result
+
+    def close(self):
+        try:
+            self.conn.close()
+        except psycopg2.Error:
+            pass
+
+
+def sleeping(conn, pid):
+    """Whether backend `pid` sleeps in le_acquire's wait event."""
+    return one(conn, "SELECT wait_event_type = 'Extension' AND wait_event = 'Extension' "
+                     "FROM pg_stat_activity WHERE pid = %s", (pid,)) is True
+
+
+def cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class AcquireTest(unittest.TestCase):
+    def setUp(self):
+        self.conn = connect()
+        self.key = f"acq-{self.id().rsplit('.', 1)[-1]}-{time.time_ns()}"
+        self.waiters = []
+
+    def tearDown(self):
+        for w in self.waiters:
+            w.close()
+        self.conn.close()
+
+    def waiter(self, *args, **kw):
+        w = Waiter(*args, **kw)
+        self.waiters.append(w)
+        self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid) or w.returned_at, timeout=GENEROUS),
+                        "the waiter never slept")
+        return w
+
+    def lease(self, key=None):
+        return row(self.conn, "SELECT holder, term, value::text FROM le_lease(%s)", (key or self.key,))
+
+    def test_release_commit_wakes_the_waiter(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        w = self.waiter(self.key, "b")
+        self.assertIsNone(w.returned_at)
+        listener = Listener()
+        try:
+            holder = connect(autocommit=False)
+            one(holder, "SELECT le_release(%s, 'a')", (self.key,))
+            time.sleep(0.3)
+            # released but not committed: still asleep
+            self.assertIsNone(w.returned_at)
+            self.assertTrue(sleeping(self.conn, w.pid))
+            holder.commit()
+            holder.close()
+            # True can only come from the release: the lease had a minute left
+            self.assertIs(w.join(), True)
+            events = [e for e in listener.until_marker(self.conn) if e["key"] == self.key]
+        finally:
+            listener.close()
+        self.assertEqual(self.lease()[:2], ("b", 2))
+        self.assertEqual([(e["event"], e["holder"], e["term"]) for e in events],
+                         [("released", "a", 1), ("acquired", "b", 2)])
+
+    def test_waiter_takes_over_at_expiry(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 second')", (self.key,)))
+        w = self.waiter(self.key, "b", wait="30 seconds")
+        self.assertIs(w.join(timeout=GENEROUS + 30), True)
+        self.assertEqual(self.lease()[:2], ("b", 2))
+
+    def test_wait_passes_and_refuses(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        w = self.waiter(self.key, "b", wait="500 milliseconds")
+        self.assertIs(w.join(), False)
+        self.assertEqual(self.lease()[:2], ("a", 1))
+
+    def test_a_waiter_uses_no_cpu(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        w = self.waiter(self.key, "b")
+        before = cpu_ticks(w.pid)
+        time.sleep(2)
+        spent = cpu_ticks(w.pid) - before
+        self.assertTrue(sleeping(self.conn, w.pid))
+        # A polling loop would spend ticks; a latch wait spends none.
+        self.assertLessEqual(spent, 1, f"the waiting backend used {spent} clock ticks in 2 s")
+        one(self.conn, "SELECT le_release(%s, 'a')", (self.key,))
+        self.assertIs(w.join(), True)
+
+    def test_cancel_and_terminate_end_the_wait(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        w = self.waiter(self.key, "b")
+        self.assertTrue(one(self.conn, "SELECT pg_cancel_backend(%s)", (w.pid,)))
+        w.join()
+        self.assertIsInstance(w.error, psycopg2.errors.QueryCanceled)
+        w2 = self.waiter(self.key, "c")
+        self.assertTrue(one(self.conn, "SELECT pg_terminate_backend(%s)", (w2.pid,)))
+        w2.join()
+        self.assertIsInstance(w2.error, psycopg2.OperationalError)
+        self.assertEqual(self.lease()[:2], ("a", 1))
+        # and the holder can still renew and release
+        self.assertTrue(one(self.conn, "SELECT le_renew(%s, 'a')", (self.key,)))
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'a')", (self.key,)))
+
+    def test_many_waiters_one_leader_at_a_time(self):
+        """20 candidates loop on le_acquire for one key; each winner checks
+        it leads (le_assert_leader) through its tenure and releases. Every
+        release must hand over to exactly one of them."""
+        rounds, stop = 40, threading.Event()
+        tenures, errors = [], []
+        lock = threading.Lock()
+
+        def candidate(i):
+            c = connect()
+            try:
+                while not stop.is_set():
+                    if not one(c, "SELECT le_acquire(%s, %s, '1 minute', '5 seconds')",
+                               (self.key, f"c{i}")):
+                        continue
+                    term = one(c, "SELECT le_assert_leader(%s, %s)", (self.key, f"c{i}"))
+                    time.sleep(0.005)
+                    self.assertEqual(one(c, "SELECT le_assert_leader(%s, %s)", (self.key, f"c{i}")), term)
+                    with lock:
+                        tenures.append((term, f"c{i}"))
+                        if len(tenures) >= rounds:
+                            stop.set()
+                    self.assertTrue(one(c, "SELECT le_release(%s, %s)", (self.key, f"c{i}")))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                stop.set()
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=candidate, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        terms = sorted(t for t, _ in tenures)
+        self.assertGreaterEqual(len(terms), rounds)
+        self.assertEqual(terms, list(range(1, len(terms) + 1)), "a term was skipped or issued twice")
+        self.assertGreater(len({h for _, h in tenures}), 1, "leadership never moved")
+
+    def test_through_pgbouncer_transaction_pooling(self):
+        """One statement: a waiter works behind transaction pooling, where
+        LISTEN cannot be relied on."""
+        port = pgbouncer(self, pool_size=2)
+        via = connect(port=port)
+        self.assertTrue(one(via, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        w = self.waiter(self.key, "b", port=port)
+        self.assertTrue(one(via, "SELECT le_release(%s, 'a')", (self.key,)))
+        self.assertIs(w.join(), True)
+        via.close()
+        self.assertEqual(self.lease()[:2], ("b", 2))
+
+
+class SessionBoundTest(unittest.TestCase):
+    def setUp(self):
+        self.cluster = Cluster.main()
+        self.conn = connect()
+        self.assertTrue(wait_for(lambda: self.cluster.worker_pid() is not None, timeout=GENEROUS))
+        self.key = f"bound-{self.id().rsplit('.', 1)[-1]}-{time.time_ns()}"
+        self.listener = Listener()
+
+    def tearDown(self):
+        self.listener.close()
+        self.conn.close()
+
+    def expired(self, timeout=GENEROUS):
+        got = self.listener.events(timeout, until=lambda e: e["event"] == "expired" and e["key"] == self.key)
+        mine = [e for e in got if e["key"] == self.key and e["event"] == "expired"]
+        return mine[-1] if mine else None
+
+    def bind(self, conn, id_="a", ttl="30 seconds"):
+        self.assertTrue(one(conn, "SELECT le_try_acquire(%s, %s, %s, session_bound => true)",
+                            (self.key, id_, ttl)))
+        return row(self.conn, "SELECT session_pid, term FROM leaderlock WHERE key = %s", (self.key,))
+
+    def test_lease_ends_when_the_connection_closes(self):
+        holder = connect()
+        pid = one(holder, "SELECT pg_backend_pid()")
+        session_pid, term = self.bind(holder)
+        self.assertEqual(session_pid, pid)
+        holder.close()
+        e = self.expired()
+        self.assertIsNotNone(e, "no expired notification")
+        self.assertEqual((e["holder"], e["term"], e["reason"]), ("a", term, "session_ended"))
+        self.assertEqual(row(self.conn, "SELECT holder, term, session_pid, value FROM leaderlock "
+                                        "WHERE key = %s", (self.key,)), (None, term, None, None))
+
+    def test_kill_9_of_the_client_process(self):
+        child = subprocess.Popen(
+            [sys.executable, "-c", f"""
+import sys, time
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from harness import connect, one
+c = connect()
+assert one(c, "SELECT le_try_acquire(%s, 'child', '30 seconds', session_bound => true)", ({self.key!r},))
+print("ready", flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(child.stdout.readline().strip(), "ready")
+            os.kill(child.pid, signal.SIGKILL)
+        finally:
+            child.wait()
+            child.stdout.close()
+        e = self.expired()
+        self.assertIsNotNone(e, "no expired notification after kill -9 of the client")
+        self.assertEqual((e["holder"], e["reason"]), ("child", "session_ended"))
+        self.assertIsNone(one(self.conn, "SELECT le_leader(%s)", (self.key,)))
+
+    def test_renewals_from_elsewhere_keep_the_binding(self):
+        holder = connect()
+        pid = one(holder, "SELECT pg_backend_pid()")
+        self.bind(holder)
+        # Another session renews and re-acquires as the same id: allowed,
+        # and the lease stays bound to the session that acquired it.
+        self.assertTrue(one(self.conn, "SELECT le_renew(%s, 'a', '1 minute')", (self.key,)))
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute', session_bound => true)",
+                            (self.key,)))
+        self.assertEqual(one(self.conn, "SELECT session_pid FROM leaderlock WHERE key = %s", (self.key,)), pid)
+        holder.close()
+        self.assertEqual(self.expired()["reason"], "session_ended")
+
+    def test_a_waiter_is_woken_by_the_session_end(self):
+        holder = connect()
+        self.bind(holder)
+        w = Waiter(self.key, "b", wait="30 seconds")
+        try:
+            self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid), timeout=GENEROUS))
+            holder.close()
+            self.assertIs(w.join(), True)
+        finally:
+            w.close()
+        self.assertEqual(one(self.conn, "SELECT holder FROM leaderlock WHERE key = %s", (self.key,)), "b")
+
+    def test_plain_expiry_says_ttl(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '200 milliseconds')", (self.key,)))
+        e = self.expired()
+        self.assertEqual(e["reason"], "ttl")
+
+    def test_a_live_session_keeps_its_lease_through_a_worker_restart(self):
+        """A new worker looks for sessions gone without a word (its first
+        check): a session that is still there must keep its lease."""
+        holder = connect()
+        _, term = self.bind(holder)
+        old = self.cluster.worker_pid()
+        one(self.conn, "SELECT pg_terminate_backend(%s)", (old,))
+        self.assertTrue(wait_for(lambda: self.cluster.worker_pid() not in (None, old), timeout=GENEROUS))
+        time.sleep(0.5)  # its first check has run
+        self.assertEqual(one(self.conn, "SELECT le_leader(%s)", (self.key,)), "a")
+        holder.close()
+        e = self.expired()
+        self.assertEqual((e["term"], e["reason"]), (term, "session_ended"))
+
+    def test_server_crash_ends_session_bound_leases(self):
+        """kill -9 of the holder's backend: PostgreSQL restarts every process
+        and no exit callback ran; the new worker's first check ends the
+        lease, because that session is gone."""
+        holder = connect()
+        pid = one(holder, "SELECT pg_backend_pid()")
+        _, term = self.bind(holder)
+        self.listener.close()
+        os.kill(pid, signal.SIGKILL)
+        self.assertTrue(wait_for(self._reconnect, timeout=30))
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT holder FROM leaderlock WHERE key = %s",
+                                             (self.key,)) is None, timeout=GENEROUS),
+                        "the lease of the session that died with the crash was not ended")
+        self.assertEqual(one(self.conn, "SELECT term FROM leaderlock WHERE key = %s", (self.key,)), term)
+
+    def _reconnect(self):
+        try:
+            self.conn.close()
+            self.conn = connect()
+            self.listener = Listener()
+            return self.cluster.worker_pid() is not None
+        except psycopg2.OperationalError:
+            return False
+
+
+class ValueTest(unittest.TestCase):
+    def setUp(self):
+        self.conn = connect()
+        self.key = f"value-{time.time_ns()}"
+        self.listener = Listener()
+
+    def tearDown(self):
+        self.listener.close()
+        self.conn.close()
+
+    def test_value_travels_in_acquired_and_proclaimed(self):
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute', "
+                                       "value => '{\"addr\": \"10.1.2.3:8080\", \"n\": 12345678901234567890}')",
+                            (self.key,)))
+        self.assertTrue(one(self.conn, "SELECT le_proclaim(%s, 'a', '[\"moved\", 2]')", (self.key,)))
+        self.assertFalse(one(self.conn, "SELECT le_proclaim(%s, 'b', '\"nope\"')", (self.key,)))
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'a')", (self.key,)))
+        events = [e for e in self.listener.until_marker(self.conn) if e["key"] == self.key]
+        self.assertEqual([e["event"] for e in events], ["acquired", "proclaimed", "released"])
+        self.assertEqual(events[0]["value"], {"addr": "10.1.2.3:8080", "n": 12345678901234567890})
+        self.assertEqual((events[1]["value"], events[1]["holder"], events[1]["term"]), (["moved", 2], "a", 1))
+        self.assertNotIn("value", events[2])
+
+
+if __name__ == "__main__":
+    unittest.main()
