@@ -10,8 +10,8 @@
 # extension/ (control file and SQL scripts) and install.sh, which copies them
 # into the PostgreSQL whose pg_config it is given:
 #
-#   tar xzf leaderlock-0.2.0-pg17-x86_64-linux.tar.gz
-#   sudo leaderlock-0.2.0-pg17-x86_64-linux/install.sh /path/to/pg_config
+#   tar xzf leaderlock-0.3.0-pg17-x86_64-linux.tar.gz
+#   sudo leaderlock-0.3.0-pg17-x86_64-linux/install.sh /path/to/pg_config
 #
 # A library built for one major version refuses to load into another
 # (PostgreSQL checks the module magic), so pick the tarball of your server.

@@ -82,6 +82,14 @@ thread_local! {
     /// The timeline this backend saw committed in `leaderlock_failover`: no
     /// need to look again until the server's timeline differs.
     static KNOWN_SAFE: Cell<Option<u32>> = const { Cell::new(None) };
+    /// The transaction that last extended held leases for a failover.
+    static EXTENDED_IN: Cell<Option<pg_sys::TransactionId>> = const { Cell::new(None) };
+}
+
+/// Whether the current transaction extended held leases for a failover
+/// (and so holds their rows locked until it ends).
+pub fn extended_in_this_transaction() -> bool {
+    EXTENDED_IN.get().is_some_and(|xid| xid == unsafe { pg_sys::GetTopTransactionIdIfAny() })
 }
 
 /// Before a call or the worker writes (8.2): on a timeline whose held leases
@@ -136,6 +144,7 @@ pub fn leases_outlast_failover() -> bool {
             |_| (),
         );
         commit_durably();
+        EXTENDED_IN.set(Some(unsafe { pg_sys::GetTopTransactionIdIfAny() }));
         log!(
             "leaderlock: WAL timeline {timeline} (was {previous}: a promotion or a recovery); \
              {extended} held leases now last at least until now + their ttl"

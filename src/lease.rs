@@ -77,6 +77,46 @@ enum Attempt {
     Busy,
 }
 
+/// Runs `lock` (a `SELECT ... FOR NO KEY UPDATE SKIP LOCKED`) in a
+/// subtransaction, kept when it locked a row and rolled back otherwise.
+///
+/// A row that was updated after the statement's snapshot is locked in its
+/// latest version and only then re-checked against the WHERE clause; when
+/// the re-check fails the row is not returned but stays locked until the
+/// transaction ends. A rival that lost a race would so keep the winner's
+/// row locked, and the winner's renewals (which never wait) would fail: for
+/// the rest of the rival's transaction, or of a waiting le_acquire. Rolling
+/// the subtransaction back releases that lock.
+fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
+    let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    let back_to_parent = move || unsafe {
+        pg_sys::MemoryContextSwitchTo(cxt);
+        pg_sys::CurrentResourceOwner = owner;
+    };
+    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        let locked = lock();
+        unsafe {
+            if locked.is_some() {
+                pg_sys::ReleaseCurrentSubTransaction();
+            } else {
+                pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            }
+        }
+        back_to_parent();
+        locked
+    }))
+    .catch_others(|e| {
+        unsafe {
+            pg_sys::MemoryContextSwitchTo(cxt);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        back_to_parent();
+        e.rethrow()
+    })
+    .execute()
+}
+
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
     attempt(key, id, ttl, claim) == Attempt::Acquired
@@ -110,12 +150,20 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
                 expires_at
             }
             Attempt::Busy => {
+                // A lock attempt that failed rolled back its subtransaction,
+                // and that cancels a prepared sleep: register again. A
+                // release committed in between is missed, but only until
+                // this short sleep ends.
+                waiters::prepare(key);
                 let until = now + busy_ms * 1000;
                 busy_ms = (busy_ms * 2).min(BUSY_RETRY_MAX_MS);
                 until
             }
         };
-        if now >= deadline {
+        // This transaction made held leases outlast a failover: it holds
+        // their rows locked (and the failover row) until it ends, so it must
+        // not sleep. The next call finds them extended.
+        if now >= deadline || failover::extended_in_this_transaction() {
             waiters::done();
             return false;
         }
@@ -141,11 +189,13 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     }
 
     // Lock it only if we may take or extend it; SKIP LOCKED: never wait.
-    let locked = plans::run(
-        queries::LOCK_ACQUIRABLE,
-        &[key.into(), id.into()],
-        first_lease,
-    );
+    let locked = kept_if_locked(|| {
+        plans::run(
+            queries::LOCK_ACQUIRABLE,
+            &[key.into(), id.into()],
+            first_lease,
+        )
+    });
     let Some(lease) = locked else {
         return Attempt::Busy;
     };
@@ -300,12 +350,14 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
 /// Locks the lease `id` holds live. Its term and the time it was found
 /// live, or None (not held live by `id`, or locked by another transaction).
 fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
-    let (term, expires_at) = plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
-        let row = t.into_iter().next()?;
-        Some((
-            row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
-            micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
-        ))
+    let (term, expires_at) = kept_if_locked(|| {
+        plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
+            let row = t.into_iter().next()?;
+            Some((
+                row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
+                micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
+            ))
+        })
     })?;
     let now = now();
     (expires_at > now).then_some((term, now))

@@ -16,7 +16,7 @@ use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Buckets of keys. Waiters of keys that share a bucket wake together and
 /// go back to sleep after one look at their own key.
@@ -25,8 +25,16 @@ const BUCKETS: usize = 64;
 /// How often le_acquire looks again when there is no shared memory.
 const UNPRELOADED_RECHECK_MS: i64 = 100;
 
+/// After a broadcast, the waiter that claims it looks at once; the others
+/// look this much later (see `sleep`).
+const SECOND_LOOK_MS: i64 = 5;
+
 struct Buckets {
     cvs: [UnsafeCell<pg_sys::ConditionVariable>; BUCKETS],
+    /// Broadcasts so far, per bucket.
+    woken: [AtomicU64; BUCKETS],
+    /// The last broadcast a waiter claimed, per bucket (see `sleep`).
+    claimed: [AtomicU64; BUCKETS],
 }
 
 static BUCKETS_SHMEM: PgAtomic<AssertPGRXSharedMemory<Buckets>> =
@@ -52,6 +60,8 @@ pub fn init() {
                     pg_sys::ConditionVariableInit(cv.as_mut_ptr());
                     UnsafeCell::new(cv.assume_init())
                 }),
+                woken: std::array::from_fn(|_| AtomicU64::new(0)),
+                claimed: std::array::from_fn(|_| AtomicU64::new(0)),
             })
         }
     );
@@ -93,6 +103,7 @@ pub fn transaction_ended(committed: bool) {
     let mask = if committed { commit } else { abort };
     for b in 0..BUCKETS {
         if mask & (1 << b) != 0 {
+            BUCKETS_SHMEM.get().woken[b].fetch_add(1, Ordering::SeqCst);
             unsafe { pg_sys::ConditionVariableBroadcast(cv(b)) };
         }
     }
@@ -116,11 +127,34 @@ pub fn prepare(key: &str) {
 /// Sleeps until woken for `key`'s bucket or until `until_ms` milliseconds
 /// have passed, whichever is first. Raises on cancel, termination or
 /// statement_timeout (PostgreSQL checks for interrupts in the sleep).
+///
+/// A release wakes every waiter of its key (and of keys sharing the
+/// bucket), but only one can win. So that they do not all race for the row
+/// at once (on a small machine that herd delays the winner), the first one
+/// awake claims the wake-up and looks at once; the others look
+/// `SECOND_LOOK_MS` later (sooner if woken again), by which time the lease
+/// is usually taken and one read sends them back to sleep. Should the
+/// claimer not take it (it waits for another key of the bucket, or fails),
+/// the lease is taken a few milliseconds later, never missed.
 pub fn sleep(key: &str, until_ms: i64) {
     let ms = until_ms.max(0);
     unsafe {
         if ENABLED.load(Ordering::Relaxed) {
-            pg_sys::ConditionVariableTimedSleep(cv(bucket(key)), ms, pg_sys::PG_WAIT_EXTENSION);
+            let b = bucket(key);
+            let started = std::time::Instant::now();
+            let timed_out =
+                pg_sys::ConditionVariableTimedSleep(cv(b), ms, pg_sys::PG_WAIT_EXTENSION);
+            if timed_out || claim(b) {
+                return;
+            }
+            let left = ms - started.elapsed().as_millis() as i64;
+            if left > 0 {
+                pg_sys::ConditionVariableTimedSleep(
+                    cv(b),
+                    left.min(SECOND_LOOK_MS),
+                    pg_sys::PG_WAIT_EXTENSION,
+                );
+            }
         } else {
             pg_sys::WaitLatch(
                 pg_sys::MyLatch,
@@ -132,6 +166,18 @@ pub fn sleep(key: &str, until_ms: i64) {
             pg_sys::check_for_interrupts!();
         }
     }
+}
+
+/// Whether this backend is the first to claim the latest broadcast of
+/// bucket `b`.
+fn claim(b: usize) -> bool {
+    let shared = BUCKETS_SHMEM.get();
+    let woken = shared.woken[b].load(Ordering::SeqCst);
+    let claimed = shared.claimed[b].load(Ordering::SeqCst);
+    claimed < woken
+        && shared.claimed[b]
+            .compare_exchange(claimed, woken, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
 }
 
 /// Stops waiting (PostgreSQL also does this when the transaction aborts).

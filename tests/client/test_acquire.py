@@ -154,7 +154,7 @@ class AcquireTest(unittest.TestCase):
         """20 candidates loop on le_acquire for one key; each winner checks
         it leads (le_assert_leader) through its tenure and releases. Every
         release must hand over to exactly one of them."""
-        rounds, stop = 40, threading.Event()
+        rounds, stop = 200, threading.Event()
         tenures, errors = [], []
         lock = threading.Lock()
 
