@@ -18,7 +18,8 @@
 #   package         scripts/package.sh builds the binary tarball; its
 #                   contents are checked, and the suites below run against
 #                   what its install.sh installs
-#   bench smoke     ./bench/run.sh --quick and a small bench/worker_lag.sh:
+#   bench smoke     ./bench/run.sh --quick, and bench/worker_lag.sh,
+#                   cli_handover.sh, acquire_wake.sh, session_end.sh small:
 #                   every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
@@ -153,6 +154,9 @@ test_version() {
   "$REPO_ROOT/bench/worker_lag.sh" --pg "$PG_MAJOR" --live 500 --expiring 20 --window 2 --idle 1 \
     --renew-rate 20 || fail "worker lag smoke"
   "$REPO_ROOT/bench/cli_handover.sh" --pg "$PG_MAJOR" --rounds 5 --hold 0.1 || fail "CLI handover smoke"
+  "$REPO_ROOT/bench/acquire_wake.sh" --pg "$PG_MAJOR" --waiters 10 --keys 2 --handovers 20 \
+    || fail "blocking acquire smoke"
+  "$REPO_ROOT/bench/session_end.sh" --pg "$PG_MAJOR" --rounds 3 || fail "session end smoke"
 }
 
 for v in "${VERSIONS[@]}"; do

@@ -151,9 +151,10 @@ class AcquireTest(unittest.TestCase):
         self.assertTrue(one(self.conn, "SELECT le_release(%s, 'a')", (self.key,)))
 
     def test_many_waiters_one_leader_at_a_time(self):
-        """20 candidates loop on le_acquire for one key; each winner checks
-        it leads (le_assert_leader) through its tenure and releases. Every
-        release must hand over to exactly one of them."""
+        """20 candidates loop on le_acquire for one key; each winner renews
+        (which never waits: a row lock left by a loser would refuse it),
+        checks it leads (le_assert_leader) through its tenure and releases.
+        Every release must hand over to exactly one of them."""
         rounds, stop = 200, threading.Event()
         tenures, errors = [], []
         lock = threading.Lock()
@@ -165,6 +166,9 @@ class AcquireTest(unittest.TestCase):
                     if not one(c, "SELECT le_acquire(%s, %s, '1 minute', '5 seconds')",
                                (self.key, f"c{i}")):
                         continue
+                    # Renewals never wait: a loser's leftover row lock would make this false.
+                    self.assertTrue(one(c, "SELECT le_renew(%s, %s)", (self.key, f"c{i}")),
+                                    "the new leader could not renew")
                     term = one(c, "SELECT le_assert_leader(%s, %s)", (self.key, f"c{i}"))
                     time.sleep(0.005)
                     self.assertEqual(one(c, "SELECT le_assert_leader(%s, %s)", (self.key, f"c{i}")), term)
