@@ -89,7 +89,9 @@ thread_local! {
 /// Whether the current transaction extended held leases for a failover
 /// (and so holds their rows locked until it ends).
 pub fn extended_in_this_transaction() -> bool {
-    EXTENDED_IN.get().is_some_and(|xid| xid == unsafe { pg_sys::GetTopTransactionIdIfAny() })
+    EXTENDED_IN
+        .get()
+        .is_some_and(|xid| xid == unsafe { pg_sys::GetTopTransactionIdIfAny() })
 }
 
 /// Before a call or the worker writes (8.2): on a timeline whose held leases
