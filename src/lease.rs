@@ -133,6 +133,13 @@ const BUSY_RETRY_MAX_MS: i64 = 200;
 /// Sleeps on the key's condition variable (`waiters.rs`), woken by the
 /// commit that vacates the lease, and at the holder's expiry at the latest.
 pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bool {
+    // A hot standby cannot write: try once (a refusal works there, a
+    // takeover fails as any write does) instead of waiting for nothing.
+    let wait = if unsafe { pg_sys::RecoveryInProgress() } {
+        0
+    } else {
+        wait
+    };
     let deadline = now().saturating_add(wait);
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
@@ -208,7 +215,16 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
             return Attempt::Busy;
         }
         if let Some(value) = claim.value {
+            // A new value for listeners, as le_proclaim would announce it.
             plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ());
+            Event::Proclaimed {
+                key,
+                holder: id,
+                term: lease.term,
+                at: now,
+                value: Some(value),
+            }
+            .send();
         }
         return Attempt::Acquired;
     }
@@ -528,13 +544,58 @@ pub fn end_session(session: &Session) -> bool {
 
 /// Worker: vacate up to `batch` held leases bound to sessions that no
 /// longer exist (ended without a word: the server crashed, or the queue of
-/// ended sessions overflowed). Returns how many.
-pub fn end_orphaned_sessions(batch: i64) -> usize {
+/// ended sessions overflowed). Returns how many it locked and how many of
+/// those it vacated (the others' sessions turned out to be alive).
+pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
     if !schema::has_0_3() {
-        return 0;
+        return (0, 0);
     }
-    let expired = plans::run(queries::LOCK_ORPHANED, &[batch.into()], locked_expired);
-    vacate_locked(&expired, now(), ExpiryReason::SessionEnded)
+    let mut sessions: Vec<(i32, TimestampWithTimeZone)> = Vec::new();
+    let candidates = plans::run(queries::LOCK_ORPHANED, &[batch.into()], |t| {
+        t.into_iter()
+            .map(|row| {
+                sessions.push((
+                    row.get::<i32>(5).expect("pid").expect("session-bound"),
+                    row.get::<TimestampWithTimeZone>(6)
+                        .expect("start")
+                        .expect("session-bound"),
+                ));
+                Expired {
+                    key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+                    holder: row.get::<String>(2).expect("holder").expect("held"),
+                    term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+                    expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
+                        .expect("held rows have one"),
+                }
+            })
+            .collect::<Vec<_>>()
+    });
+    if candidates.is_empty() {
+        return (0, 0);
+    }
+    // Locked now: decide on a fresh list of backends.
+    plans::run(queries::FRESH_ACTIVITY, &[], |_| ());
+    let keys: Vec<String> = candidates.iter().map(|e| e.key.clone()).collect();
+    let pids: Vec<i32> = sessions.iter().map(|s| s.0).collect();
+    let starts: Vec<TimestampWithTimeZone> = sessions.iter().map(|s| s.1).collect();
+    let gone: Vec<String> = plans::run(
+        queries::STILL_ORPHANED,
+        &[keys.into(), pids.into(), starts.into()],
+        |t| {
+            t.into_iter()
+                .map(|row| row.get::<String>(1).expect("key").expect("key"))
+                .collect()
+        },
+    );
+    let orphaned: Vec<Expired> = candidates
+        .into_iter()
+        .filter(|e| gone.contains(&e.key))
+        .collect();
+    let locked = sessions.len();
+    (
+        locked,
+        vacate_locked(&orphaned, now(), ExpiryReason::SessionEnded),
+    )
 }
 
 /// Contract 11: sets the value of the lease `id` holds live.

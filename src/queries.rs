@@ -126,15 +126,29 @@ pub const LOCK_SESSION_LEASES: &str = "SELECT key, holder, term, expires_at FROM
 pub const SESSION_LEASES_LEFT: &str = "SELECT count(*) FROM leaderlock \
      WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL";
 
-/// Worker: lock up to `$1` held leases bound to sessions that no longer
-/// exist (no backend with that pid and start time). Through the partial
-/// index on session_pid: only session-bound rows are looked at.
-pub const LOCK_ORPHANED: &str = "SELECT l.key, l.holder, l.term, l.expires_at FROM leaderlock l \
+/// Worker: lock up to `$1` held leases bound to sessions that seem to no
+/// longer exist (no backend with that pid and start time). Through the
+/// partial index on session_pid: only session-bound rows are looked at.
+/// The list of backends is read once per transaction and kept, so a
+/// session newer than that read looks gone: `STILL_ORPHANED` decides.
+pub const LOCK_ORPHANED: &str = "SELECT l.key, l.holder, l.term, l.expires_at, \
+            l.session_pid, l.session_start FROM leaderlock l \
      WHERE l.session_pid IS NOT NULL AND l.holder IS NOT NULL \
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(l.session_pid) a \
                         WHERE a.backend_start = l.session_start) \
      LIMIT $1 \
      FOR NO KEY UPDATE OF l SKIP LOCKED";
+
+/// Worker: forget the list of backends read earlier in this transaction.
+pub const FRESH_ACTIVITY: &str = "SELECT pg_catalog.pg_stat_clear_snapshot()";
+
+/// Worker: of the sessions `$2` (pids) / `$3` (starts) of the leases `$1`,
+/// the keys whose session is gone, by a fresh read of the backends. Their
+/// rows are locked by then, so no session can bind them meanwhile.
+pub const STILL_ORPHANED: &str = "SELECT c.key \
+       FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS c(key, pid, started) \
+      WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(c.pid) a \
+                         WHERE a.backend_start = c.started)";
 
 /// le_lease: the row of `$1` as stored; the caller applies the clock.
 pub const LEASE_ROW: &str = "SELECT holder, term, expires_at, value FROM leaderlock WHERE key = $1";

@@ -119,10 +119,13 @@ pub fn take_ended() -> (Vec<Session>, bool) {
     if !available() {
         return (Vec::new(), false);
     }
-    let mut queue = ENDED.get().lock();
-    let ended = queue.ended[..queue.len].to_vec();
-    let overflowed = queue.overflowed;
-    queue.len = 0;
-    queue.overflowed = false;
-    (ended, overflowed)
+    // Copied out under the spinlock (no allocation may happen there).
+    let (copy, len, overflowed) = {
+        let mut queue = ENDED.get().lock();
+        let taken = (queue.ended, queue.len, queue.overflowed);
+        queue.len = 0;
+        queue.overflowed = false;
+        taken
+    };
+    (copy[..len].to_vec(), overflowed)
 }

@@ -100,13 +100,25 @@ pub fn wake_at_abort(key: &str) {
 pub fn transaction_ended(committed: bool) {
     let commit = AT_COMMIT.replace(0);
     let abort = AT_ABORT.replace(0);
-    let mask = if committed { commit } else { abort };
+    broadcast(if committed { commit } else { abort });
+}
+
+/// Wakes every waiter of the buckets in `mask`.
+fn broadcast(mask: u64) {
     for b in 0..BUCKETS {
         if mask & (1 << b) != 0 {
             BUCKETS_SHMEM.get().woken[b].fetch_add(1, Ordering::SeqCst);
             unsafe { pg_sys::ConditionVariableBroadcast(cv(b)) };
         }
     }
+}
+
+/// From the subtransaction callback: a savepoint (or a PL/pgSQL exception
+/// block) rolled back, maybe undoing a new tenure: wake the waiters of
+/// every tenure this transaction started so far (spare wake-ups only cost
+/// the woken a look). The mask stays for the transaction's own end.
+pub fn subtransaction_aborted() {
+    broadcast(AT_ABORT.get());
 }
 
 /// From the transaction callback: a prepared transaction commits or rolls

@@ -37,7 +37,10 @@ thread_local! {
 pub fn init() {
     pg_shmem_init!(PLANNED_WAKE = AtomicI64::new(CHECKING));
     pg_shmem_init!(WORKER_PROCNO = AtomicI32::new(-1));
-    unsafe { pg_sys::RegisterXactCallback(Some(on_xact_event), std::ptr::null_mut()) };
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_xact_event), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subxact_event), std::ptr::null_mut());
+    }
     ENABLED.store(true, Ordering::SeqCst);
 }
 
@@ -73,6 +76,18 @@ unsafe extern "C-unwind" fn on_xact_event(
             waiters::transaction_prepared();
         }
         _ => {}
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_subxact_event(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        waiters::subtransaction_aborted();
     }
 }
 

@@ -80,6 +80,8 @@ struct State {
     /// When sessions gone without a word were last looked for (0: never,
     /// so the first check after a start, or a crash, looks).
     last_sweep: i64,
+    /// Retry delay while ended sessions' leases are locked, in ms.
+    session_retry_ms: i64,
 }
 
 #[pg_guard]
@@ -217,7 +219,8 @@ fn check(state: &mut State) -> i64 {
         if state.ended_sessions.is_empty() {
             sleep_ms
         } else {
-            sleep_ms.min(LOCKED_RETRY_MS) // some of their leases were locked
+            // some of their leases were locked: again soon, backing off
+            sleep_ms.min(state.session_retry_ms)
         }
     })
 }
@@ -232,10 +235,24 @@ fn end_sessions(state: &mut State, now: i64) {
         .ended_sessions
         .extend(ended.into_iter().filter(|s| s.database == here));
     if overflowed || now - state.last_sweep >= sessions::SWEEP_INTERVAL_MS * 1000 {
-        while lease::end_orphaned_sessions(BATCH) as i64 == BATCH {}
+        // Again while a full batch was locked and some of it vacated (rows
+        // of live sessions stay locked by us and come back; they stop it).
+        loop {
+            let (locked, vacated) = lease::end_orphaned_sessions(BATCH);
+            if (locked as i64) < BATCH || vacated == 0 {
+                break;
+            }
+        }
         state.last_sweep = now;
     }
     state.ended_sessions.retain(|s| !lease::end_session(s));
+    state.session_retry_ms = if state.ended_sessions.is_empty() {
+        0
+    } else if state.session_retry_ms == 0 {
+        LOCKED_RETRY_MS
+    } else {
+        (state.session_retry_ms * 2).min(i64::from(settings::NAPTIME.get()))
+    };
 }
 
 /// Decides the sleep after a check, and tells backends when we will wake.

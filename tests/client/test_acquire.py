@@ -348,12 +348,16 @@ class ValueTest(unittest.TestCase):
                             (self.key,)))
         self.assertTrue(one(self.conn, "SELECT le_proclaim(%s, 'a', '[\"moved\", 2]')", (self.key,)))
         self.assertFalse(one(self.conn, "SELECT le_proclaim(%s, 'b', '\"nope\"')", (self.key,)))
+        # the holder re-acquiring: without a value nothing to say, with one a proclamation
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute', value => '3')", (self.key,)))
         self.assertTrue(one(self.conn, "SELECT le_release(%s, 'a')", (self.key,)))
         events = [e for e in self.listener.until_marker(self.conn) if e["key"] == self.key]
-        self.assertEqual([e["event"] for e in events], ["acquired", "proclaimed", "released"])
+        self.assertEqual([e["event"] for e in events], ["acquired", "proclaimed", "proclaimed", "released"])
         self.assertEqual(events[0]["value"], {"addr": "10.1.2.3:8080", "n": 12345678901234567890})
         self.assertEqual((events[1]["value"], events[1]["holder"], events[1]["term"]), (["moved", 2], "a", 1))
-        self.assertNotIn("value", events[2])
+        self.assertEqual((events[2]["value"], events[2]["term"]), (3, 1))
+        self.assertNotIn("value", events[3])
 
 
 if __name__ == "__main__":
