@@ -166,9 +166,17 @@ class AcquireTest(unittest.TestCase):
                     if not one(c, "SELECT le_acquire(%s, %s, '1 minute', '5 seconds')",
                                (self.key, f"c{i}")):
                         continue
-                    # Renewals never wait: a loser's leftover row lock would make this false.
-                    self.assertTrue(one(c, "SELECT le_renew(%s, %s)", (self.key, f"c{i}")),
-                                    "the new leader could not renew")
+                    # Renewals never wait, so a loser's leftover row lock would
+                    # refuse them for as long as that loser waits (seconds). A
+                    # loser's lock attempt racing with the win holds the row for
+                    # microseconds and may refuse one try: a few tries 10 ms apart.
+                    renewed = False
+                    for _ in range(5):
+                        renewed = one(c, "SELECT le_renew(%s, %s)", (self.key, f"c{i}"))
+                        if renewed:
+                            break
+                        time.sleep(0.01)
+                    self.assertTrue(renewed, "the new leader could not renew")
                     term = one(c, "SELECT le_assert_leader(%s, %s)", (self.key, f"c{i}"))
                     time.sleep(0.005)
                     self.assertEqual(one(c, "SELECT le_assert_leader(%s, %s)", (self.key, f"c{i}")), term)
