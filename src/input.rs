@@ -89,7 +89,7 @@ fn check_ttl(value: Interval) -> Ttl {
             Some("A month has no fixed length; give the ttl in days, hours, minutes or seconds."),
         );
     }
-    let total = i128::from(value.days()) * MICROS_PER_DAY + i128::from(value.micros());
+    let total = total_micros(&value);
     if total <= 0 {
         reject(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -129,7 +129,7 @@ pub fn wait(value: Option<Interval>) -> i64 {
             None,
         );
     }
-    let total = i128::from(value.days()) * MICROS_PER_DAY + i128::from(value.micros());
+    let total = total_micros(&value);
     if total < 0 {
         reject(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -227,6 +227,11 @@ pub fn value(value: Option<JsonbText>) -> Option<JsonbText> {
         }
     }
     value
+}
+
+/// An interval without its month part, in microseconds; a day is 24 hours.
+fn total_micros(value: &Interval) -> i128 {
+    i128::from(value.days()) * MICROS_PER_DAY + i128::from(value.micros())
 }
 
 /// `term` of le_assert_leader: NULL (no check) or not negative.

@@ -19,7 +19,7 @@ use crate::waiters;
 use crate::wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi::SpiTupleTable;
+use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
 
 /// The server clock, as `clock_timestamp()` reads it.
 pub fn now() -> i64 {
@@ -476,18 +476,22 @@ struct Expired {
 }
 
 fn locked_expired(t: SpiTupleTable<'_>) -> Vec<Expired> {
-    t.into_iter()
-        .map(|row| Expired {
-            key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
-            holder: row
-                .get::<String>(2)
-                .expect("holder")
-                .expect("only held rows are locked"),
-            term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-            expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
-                .expect("held rows have one"),
-        })
-        .collect()
+    t.into_iter().map(|row| expired_of(&row)).collect()
+}
+
+/// A locked held lease from the first four columns: key, holder, term,
+/// expires_at.
+fn expired_of(row: &SpiHeapTupleData<'_>) -> Expired {
+    Expired {
+        key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+        holder: row
+            .get::<String>(2)
+            .expect("holder")
+            .expect("only held rows are locked"),
+        term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+        expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
+            .expect("held rows have one"),
+    }
 }
 
 /// Worker: vacates the leases just locked and queues one `expired`
@@ -560,13 +564,7 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
                         .expect("start")
                         .expect("session-bound"),
                 ));
-                Expired {
-                    key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
-                    holder: row.get::<String>(2).expect("holder").expect("held"),
-                    term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-                    expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
-                        .expect("held rows have one"),
-                }
+                expired_of(&row)
             })
             .collect::<Vec<_>>()
     });
@@ -578,7 +576,7 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
     let keys: Vec<String> = candidates.iter().map(|e| e.key.clone()).collect();
     let pids: Vec<i32> = sessions.iter().map(|s| s.0).collect();
     let starts: Vec<TimestampWithTimeZone> = sessions.iter().map(|s| s.1).collect();
-    let gone: Vec<String> = plans::run(
+    let gone: std::collections::HashSet<String> = plans::run(
         queries::STILL_ORPHANED,
         &[keys.into(), pids.into(), starts.into()],
         |t| {

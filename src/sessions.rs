@@ -82,6 +82,10 @@ pub fn this_session() -> Session {
         unsafe { pg_sys::on_shmem_exit(Some(session_ended), pg_sys::Datum::from(0)) };
         EXIT_CALLBACK.set(true);
     }
+    me()
+}
+
+fn me() -> Session {
     unsafe {
         Session {
             pid: pg_sys::MyProcPid,
@@ -93,13 +97,7 @@ pub fn this_session() -> Session {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn session_ended(_code: i32, _arg: pg_sys::Datum) {
-    let me = unsafe {
-        Session {
-            pid: pg_sys::MyProcPid,
-            started: pg_sys::MyStartTimestamp,
-            database: pg_sys::MyDatabaseId.to_u32(),
-        }
-    };
+    let me = me();
     {
         let mut queue = ENDED.get().lock();
         if queue.len < QUEUE {

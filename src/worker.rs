@@ -248,11 +248,19 @@ fn end_sessions(state: &mut State, now: i64) {
     state.ended_sessions.retain(|s| !lease::end_session(s));
     state.session_retry_ms = if state.ended_sessions.is_empty() {
         0
-    } else if state.session_retry_ms == 0 {
+    } else {
+        backoff(state.session_retry_ms, i64::from(settings::NAPTIME.get()))
+    };
+}
+
+/// The next retry delay for locked rows: `LOCKED_RETRY_MS` first
+/// (`current` 0), then doubling up to the naptime.
+fn backoff(current: i64, naptime: i64) -> i64 {
+    if current == 0 {
         LOCKED_RETRY_MS
     } else {
-        (state.session_retry_ms * 2).min(i64::from(settings::NAPTIME.get()))
-    };
+        (current * 2).min(naptime)
+    }
 }
 
 /// Decides the sleep after a check, and tells backends when we will wake.
@@ -272,11 +280,7 @@ fn sleep_after_check(state: &mut State, next: Option<i64>, expired: usize, napti
                 state.locked_retry_ms = 0;
                 0
             } else {
-                state.locked_retry_ms = if state.locked_retry_ms == 0 {
-                    LOCKED_RETRY_MS
-                } else {
-                    (state.locked_retry_ms * 2).min(naptime)
-                };
+                state.locked_retry_ms = backoff(state.locked_retry_ms, naptime);
                 state.locked_retry_ms
             }
         }
