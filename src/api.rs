@@ -3,6 +3,7 @@
 //! `lease.rs`. Writers are SECURITY DEFINER with a pinned search_path
 //! (section 7); arguments are never spliced into SQL.
 
+use crate::databases;
 use crate::input;
 use crate::lease::{self, Claim};
 use crate::plans;
@@ -119,6 +120,70 @@ fn le_release(key: Option<&str>, id: Option<&str>) -> bool {
     lease::release(key, id)
 }
 
+/// Contract 13: vacates the live lease of `key`, whoever holds it; for
+/// superusers and members of role `leaderlock_admin`.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(@extschema@, pg_temp)]
+fn le_force_release(key: Option<&str>) -> bool {
+    let key = input::name("key", key);
+    input::may_force_release();
+    lease::force_release(key)
+}
+
+/// Contract 14: per-database counters since the database's counting began
+/// (server start, or its first call after): one row per database with
+/// any. Empty when the library is not preloaded.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn le_database_stats() -> TableIterator<
+    'static,
+    (
+        name!(datid, pg_sys::Oid),
+        name!(datname, String),
+        name!(acquired, i64),
+        name!(renewed, i64),
+        name!(refused, i64),
+        name!(released, i64),
+        name!(expired, i64),
+        name!(since, TimestampWithTimeZone),
+    ),
+> {
+    let rows: Vec<_> = databases::claimed()
+        .filter_map(|(oid, slot)| {
+            let oid = pg_sys::Oid::from(oid);
+            // A dropped database keeps its slot until the launcher frees it.
+            let name = databases::name_of(oid)?;
+            let [acquired, renewed, refused, released, expired] = slot
+                .counters()
+                .map(|c| i64::try_from(c).unwrap_or(i64::MAX));
+            Some((
+                oid,
+                name,
+                acquired,
+                renewed,
+                refused,
+                released,
+                expired,
+                lease::ts(slot.since()),
+            ))
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+// The per-database counters as a view, readable by all (contract 14).
+extension_sql!(
+    r#"
+CREATE VIEW leaderlock_database_stats AS
+SELECT datid, datname, acquired, renewed, refused, released, expired, since
+  FROM le_database_stats();
+REVOKE ALL ON leaderlock_database_stats FROM PUBLIC;
+GRANT SELECT ON leaderlock_database_stats TO PUBLIC;
+"#,
+    name = "database_stats_view",
+    requires = [le_database_stats],
+);
+
 #[pg_extern(volatile, parallel_safe)]
 #[search_path(@extschema@, pg_temp)]
 fn le_leader(key: Option<&str>) -> Option<String> {
@@ -173,6 +238,7 @@ ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
 ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;
 ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
 ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
+ALTER FUNCTION le_force_release(text) SET enable_seqscan = off;
 "#,
     name = "index_plans",
     requires = [
@@ -181,6 +247,7 @@ ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
         le_renew,
         le_release,
         le_proclaim,
+        le_force_release,
         le_leader,
         le_lease
     ],

@@ -1,6 +1,7 @@
 //! Argument validation (contract section 6). Every SQL-callable function
 //! runs these before touching anything, so a rejected call changes nothing.
 
+use crate::databases;
 use crate::sessions;
 use crate::settings;
 use crate::value::{JsonbText, MAX_VALUE_BYTES};
@@ -33,6 +34,28 @@ fn reject(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
     }
     report.report(PgLogLevel::ERROR);
     unreachable!("an ERROR does not return")
+}
+
+/// Contract 13: only superusers and members of role `leaderlock_admin`
+/// may force a release; others get SQLSTATE 42501. The session's current
+/// role counts, as for ownership.
+pub fn may_force_release() {
+    let me = unsafe { pg_sys::GetOuterUserId() };
+    let admin = unsafe { pg_sys::get_role_oid(c"leaderlock_admin".as_ptr(), true) };
+    let allowed = unsafe {
+        pg_sys::superuser_arg(me)
+            || (admin != pg_sys::InvalidOid && pg_sys::is_member_of_role(me, admin))
+    };
+    if !allowed {
+        reject(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "leaderlock: permission denied to force the release of a lease".to_string(),
+            Some(
+                "Superusers and members of role leaderlock_admin may \
+                 (CREATE ROLE leaderlock_admin NOLOGIN; GRANT leaderlock_admin TO ...).",
+            ),
+        );
+    }
 }
 
 /// `key` or `id`: not NULL, not empty, at most 255 bytes.
@@ -185,31 +208,18 @@ pub fn session_bound(value: Option<bool>) -> bool {
             Some("Without the background worker nothing would end the lease with its session."),
         );
     }
-    let here = current_database();
-    let served = settings::database();
-    if here != served {
+    let here = databases::current_name();
+    if !settings::served().includes(&here) {
         reject(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
-                "leaderlock: session-bound leases work only in database \"{served}\", \
-                 the one the worker serves (this is \"{here}\")"
+                "leaderlock: session-bound leases work only in the databases the workers \
+                 serve, and leaderlock.databases does not include \"{here}\""
             ),
-            Some("Set leaderlock.database to this database, or use a plain lease."),
+            Some("Add this database to leaderlock.databases, or use a plain lease."),
         );
     }
     true
-}
-
-fn current_database() -> String {
-    unsafe {
-        let name = pg_sys::get_database_name(pg_sys::MyDatabaseId);
-        if name.is_null() {
-            return String::new();
-        }
-        std::ffi::CStr::from_ptr(name)
-            .to_string_lossy()
-            .into_owned()
-    }
 }
 
 /// The leader value: NULL (none) or at most 2000 bytes as text.

@@ -8,6 +8,7 @@
 //! a renewal can only be backdated by that instant). Timestamps are
 //! `TimestampTz` microseconds.
 
+use crate::databases::{self, Counter};
 use crate::failover;
 use crate::input::Ttl;
 use crate::notify::{Event, ExpiryReason};
@@ -35,16 +36,23 @@ fn micros(t: Option<TimestampWithTimeZone>) -> Option<i64> {
     t.map(i64::from)
 }
 
-/// One lease row: holder, term, expires_at.
+/// One lease row: holder, term, expires_at, and whether the caller may
+/// act as its owner (contract 13).
 struct Lease {
     holder: Option<String>,
     term: i64,
     expires_at: Option<i64>,
+    owned: bool,
 }
 
 impl Lease {
     fn is_live(&self, now: i64) -> bool {
         self.holder.is_some() && self.expires_at.is_some_and(|e| e > now)
+    }
+
+    /// Held by `id`, and the caller may act as its owner.
+    fn is_own(&self, id: &str) -> bool {
+        self.holder.as_deref() == Some(id) && self.owned
     }
 }
 
@@ -54,7 +62,15 @@ fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
         holder: row.get::<String>(1).expect("holder"),
         term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
         expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
+        owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
     })
+}
+
+/// The calling role (contract 13): the session's current role (its login
+/// role, or the one of SET ROLE), not the owner of these SECURITY DEFINER
+/// functions.
+fn caller() -> pg_sys::Oid {
+    unsafe { pg_sys::GetOuterUserId() }
 }
 
 /// What a caller asks for besides key, id and ttl (contracts 10 and 11).
@@ -119,7 +135,17 @@ fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
 
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
-    attempt(key, id, ttl, claim) == Attempt::Acquired
+    counted(attempt(key, id, ttl, claim) == Attempt::Acquired)
+}
+
+/// Counts an acquisition or a refusal (contract 14); returns `acquired`.
+fn counted(acquired: bool) -> bool {
+    databases::count(if acquired {
+        Counter::Acquired
+    } else {
+        Counter::Refused
+    });
+    acquired
 }
 
 /// First retry delay of a waiter that found the row locked by another
@@ -150,7 +176,7 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
         let until = match outcome {
             Attempt::Acquired => {
                 waiters::done();
-                return true;
+                return counted(true);
             }
             Attempt::HeldUntil(expires_at) => {
                 busy_ms = BUSY_RETRY_MS;
@@ -172,7 +198,7 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
         // not sleep. The next call finds them extended.
         if now >= deadline || failover::extended_in_this_transaction() {
             waiters::done();
-            return false;
+            return counted(false);
         }
         // Rounded up: waking before the expiry would find it still live.
         let sleep_us = until.min(deadline) - now;
@@ -186,10 +212,14 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     }
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
-    let seen = plans::run(queries::READ_LEASE, &[key.into()], first_lease);
+    let seen = plans::run(
+        schema::read_lease(),
+        &[key.into(), caller().into()],
+        first_lease,
+    );
     match seen {
         None => return insert_first_term(key, id, ttl, claim),
-        Some(lease) if lease.is_live(now()) && lease.holder.as_deref() != Some(id) => {
+        Some(lease) if lease.is_live(now()) && !lease.is_own(id) => {
             return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
         }
         Some(_) => {}
@@ -198,8 +228,8 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     // Lock it only if we may take or extend it; SKIP LOCKED: never wait.
     let locked = kept_if_locked(|| {
         plans::run(
-            queries::LOCK_ACQUIRABLE,
-            &[key.into(), id.into()],
+            schema::lock_acquirable(),
+            &[key.into(), id.into(), caller().into()],
             first_lease,
         )
     });
@@ -261,7 +291,7 @@ fn tenure_args<'a>(
     expires_at: i64,
     ttl: Ttl,
     claim: Claim<'a>,
-) -> [DatumWithOid<'a>; 9] {
+) -> [DatumWithOid<'a>; 10] {
     let (pid, started) = if claim.session_bound {
         let s = sessions::this_session();
         (s.pid.into(), ts(s.started).into())
@@ -283,6 +313,7 @@ fn tenure_args<'a>(
             .map_or_else(DatumWithOid::null::<&str>, Into::into),
         pid,
         started,
+        caller().into(),
     ]
 }
 
@@ -297,6 +328,10 @@ fn new_tenure(
     claim: Claim<'_>,
 ) {
     wakeup::expiry_written(expires_at);
+    if previous_holder.is_some() {
+        // A lapsed lease taken over before the worker vacated it.
+        databases::count(Counter::Expired);
+    }
     // Rolled back, the lease is vacant again: its waiters must look again.
     waiters::wake_at_abort(key);
     failover::commit_durably();
@@ -339,8 +374,8 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
         Some(t) => t.as_interval().into(),
         None => DatumWithOid::null::<Interval>(),
     };
-    let args = [key.into(), id.into(), ts(now).into(), ttl];
-    let expires_at = plans::run(queries::RENEW, &args, |t| {
+    let args = [key.into(), id.into(), ts(now).into(), ttl, caller().into()];
+    let expires_at = plans::run(schema::renew(), &args, |t| {
         t.into_iter()
             .next()
             .and_then(|row| micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at")))
@@ -357,17 +392,21 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
 
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
-    if !failover::leases_outlast_failover() {
-        return false;
-    }
-    extend(key, id, now(), ttl)
+    let renewed = failover::leases_outlast_failover() && extend(key, id, now(), ttl);
+    databases::count(if renewed {
+        Counter::Renewed
+    } else {
+        Counter::Refused
+    });
+    renewed
 }
 
 /// Locks the lease `id` holds live. Its term and the time it was found
 /// live, or None (not held live by `id`, or locked by another transaction).
 fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
     let (term, expires_at) = kept_if_locked(|| {
-        plans::run(queries::LOCK_OWN, &[key.into(), id.into()], |t| {
+        let args = [key.into(), id.into(), caller().into()];
+        plans::run(schema::lock_own(), &args, |t| {
             let row = t.into_iter().next()?;
             Some((
                 row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
@@ -387,16 +426,49 @@ pub fn release(key: &str, id: &str) -> bool {
     let Some((term, now)) = lock_own_live(key, id) else {
         return false;
     };
+    vacate(key, id, term, now, false);
+    true
+}
+
+/// Vacates a locked, live lease and announces it.
+fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
     plans::run(schema::vacate(), &[key.into(), ts(now).into()], |_| ());
+    databases::count(Counter::Released);
     waiters::wake_at_commit(key);
     failover::commit_durably();
     Event::Released {
         key,
-        holder: id,
+        holder,
         term,
         at: now,
+        forced,
     }
     .send();
+}
+
+/// Contract 13, le_force_release: vacates the live lease of `key`, whoever
+/// holds it; false when it is vacant, lapsed or unknown. The caller's
+/// right to do so is checked by the API.
+pub fn force_release(key: &str) -> bool {
+    if !failover::leases_outlast_failover() {
+        return false;
+    }
+    let Some(lease) = plans::run(queries::LOCK_LIVE, &[key.into()], |t| {
+        let row = t.into_iter().next()?;
+        Some((
+            row.get::<String>(1).expect("holder")?,
+            row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+            micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
+        ))
+    }) else {
+        return false;
+    };
+    let (holder, term, expires_at) = lease;
+    let now = now();
+    if expires_at <= now {
+        return false; // lapsed while we waited for the lock: the worker's
+    }
+    vacate(key, &holder, term, now, true);
     true
 }
 
@@ -419,6 +491,8 @@ pub struct NotLeader {
     pub term: Option<i64>,
     pub holder: Option<String>,
     pub live: bool,
+    /// The lease is owned by a role the caller is not a member of.
+    pub foreign_owner: bool,
 }
 
 impl NotLeader {
@@ -427,16 +501,26 @@ impl NotLeader {
         let state = match (&self.term, &self.holder, self.live) {
             (None, _, _) => "the key has never been acquired".to_string(),
             (Some(term), None, _) => format!("the lease is vacant (term {term})"),
+            (Some(term), Some(h), true) if self.foreign_owner && h == id => format!(
+                "the lease of \"{h}\" (term {term}) is owned by a role the current role \
+                 is not a member of"
+            ),
             (Some(term), Some(h), true) => format!("the holder is \"{h}\" (term {term})"),
             (Some(term), Some(h), false) => {
                 format!("the lease of \"{h}\" (term {term}) has lapsed")
             }
         };
         match self.expected_term {
-            Some(t) if self.live && self.holder.as_deref() == Some(id.as_str()) => format!(
-                "leaderlock: \"{id}\" leads \"{key}\" in term {}, not in term {t}",
-                self.term.unwrap_or_default()
-            ),
+            Some(t)
+                if self.live
+                    && !self.foreign_owner
+                    && self.holder.as_deref() == Some(id.as_str()) =>
+            {
+                format!(
+                    "leaderlock: \"{id}\" leads \"{key}\" in term {}, not in term {t}",
+                    self.term.unwrap_or_default()
+                )
+            }
             _ => format!("leaderlock: \"{id}\" is not the leader of \"{key}\": {state}"),
         }
     }
@@ -445,7 +529,11 @@ impl NotLeader {
 /// Contract 3.4: the current term when `id` is the live holder (and the
 /// term matches); the share lock stays until the transaction ends.
 pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<i64, NotLeader> {
-    let lease = plans::run(queries::SHARE_LOCK_LEASE, &[key.into()], first_lease);
+    let lease = plans::run(
+        schema::share_lock_lease(),
+        &[key.into(), caller().into()],
+        first_lease,
+    );
     let now = now();
     let refuse = |lease: Option<&Lease>| NotLeader {
         key: key.to_string(),
@@ -454,13 +542,10 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
         term: lease.map(|l| l.term),
         holder: lease.and_then(|l| l.holder.clone()),
         live: lease.is_some_and(|l| l.is_live(now)),
+        foreign_owner: lease.is_some_and(|l| !l.owned),
     };
     match lease {
-        Some(l)
-            if l.is_live(now)
-                && l.holder.as_deref() == Some(id)
-                && expected_term.is_none_or(|t| t == l.term) =>
-        {
+        Some(l) if l.is_live(now) && l.is_own(id) && expected_term.is_none_or(|t| t == l.term) => {
             Ok(l.term)
         }
         other => Err(refuse(other.as_ref())),
@@ -501,9 +586,14 @@ fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
         return 0;
     }
     let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
-    plans::run(schema::vacate_keys(), &[keys.into()], |_| ());
+    plans::run(
+        schema::vacate_keys(),
+        &[keys.into(), ts(now).into()],
+        |_| (),
+    );
     failover::commit_durably();
     for e in expired {
+        databases::count(Counter::Expired);
         waiters::wake_at_commit(&e.key);
         Event::Expired {
             key: &e.key,
@@ -674,49 +764,101 @@ mod schema {
     use crate::queries;
     use pgrx::pg_sys;
 
-    /// Whether the table has the 0.3.0 columns. Two catalog cache lookups,
-    /// no query: cheap enough to ask on every call, so a session follows an
-    /// ALTER EXTENSION ... UPDATE (or a DROP and CREATE of another version)
-    /// at once.
-    pub fn has_0_3() -> bool {
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Level {
+        /// 0.1.0 and 0.2.0.
+        V0_2,
+        /// value and session binding.
+        V0_3,
+        /// owner and per-key counters.
+        V0_4,
+    }
+
+    /// Which columns the table has. Catalog cache lookups, no query: cheap
+    /// enough to ask on every call, so a session follows an ALTER EXTENSION
+    /// ... UPDATE (or a DROP and CREATE of another version) at once.
+    fn level() -> Level {
         unsafe {
             // Resolved through the search_path, as the statements are.
             let table = pg_sys::RelnameGetRelid(c"leaderlock".as_ptr());
-            table != pg_sys::InvalidOid
-                && pg_sys::get_attnum(table, c"session_pid".as_ptr())
-                    != pg_sys::InvalidAttrNumber as pg_sys::AttrNumber
+            let has = |column: &std::ffi::CStr| {
+                table != pg_sys::InvalidOid
+                    && pg_sys::get_attnum(table, column.as_ptr())
+                        != pg_sys::InvalidAttrNumber as pg_sys::AttrNumber
+            };
+            if has(c"owner") {
+                Level::V0_4
+            } else if has(c"session_pid") {
+                Level::V0_3
+            } else {
+                Level::V0_2
+            }
         }
+    }
+
+    /// Whether session-bound leases exist in this schema.
+    pub fn has_0_3() -> bool {
+        level() >= Level::V0_3
+    }
+
+    fn pick(v0_4: &'static str, v0_3: &'static str, v0_2: &'static str) -> &'static str {
+        match level() {
+            Level::V0_4 => v0_4,
+            Level::V0_3 => v0_3,
+            Level::V0_2 => v0_2,
+        }
+    }
+
+    pub fn read_lease() -> &'static str {
+        let old = queries::READ_LEASE_0_3;
+        pick(queries::READ_LEASE, old, old)
+    }
+
+    pub fn lock_acquirable() -> &'static str {
+        let old = queries::LOCK_ACQUIRABLE_0_3;
+        pick(queries::LOCK_ACQUIRABLE, old, old)
+    }
+
+    pub fn lock_own() -> &'static str {
+        let old = queries::LOCK_OWN_0_3;
+        pick(queries::LOCK_OWN, old, old)
+    }
+
+    pub fn renew() -> &'static str {
+        let old = queries::RENEW_0_3;
+        pick(queries::RENEW, old, old)
+    }
+
+    pub fn share_lock_lease() -> &'static str {
+        let old = queries::SHARE_LOCK_LEASE_0_3;
+        pick(queries::SHARE_LOCK_LEASE, old, old)
     }
 
     pub fn insert_first_term() -> &'static str {
-        if has_0_3() {
-            queries::INSERT_FIRST_TERM
-        } else {
-            queries::INSERT_FIRST_TERM_0_2
-        }
+        pick(
+            queries::INSERT_FIRST_TERM,
+            queries::INSERT_FIRST_TERM_0_3,
+            queries::INSERT_FIRST_TERM_0_2,
+        )
     }
 
     pub fn start_term() -> &'static str {
-        if has_0_3() {
-            queries::START_TERM
-        } else {
-            queries::START_TERM_0_2
-        }
+        pick(
+            queries::START_TERM,
+            queries::START_TERM_0_3,
+            queries::START_TERM_0_2,
+        )
     }
 
     pub fn vacate() -> &'static str {
-        if has_0_3() {
-            queries::VACATE
-        } else {
-            queries::VACATE_0_2
-        }
+        pick(queries::VACATE, queries::VACATE_0_3, queries::VACATE_0_2)
     }
 
     pub fn vacate_keys() -> &'static str {
-        if has_0_3() {
-            queries::VACATE_KEYS
-        } else {
-            queries::VACATE_KEYS_0_2
-        }
+        pick(
+            queries::VACATE_KEYS,
+            queries::VACATE_KEYS_0_3,
+            queries::VACATE_KEYS_0_2,
+        )
     }
 }

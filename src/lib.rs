@@ -2,7 +2,9 @@
 //!
 //! Modules: `api` (SQL-callable functions), `lease` (state transitions),
 //! `failover` (terms and durability across crashes and failover),
-//! `worker` (background worker), `notify` (LISTEN/NOTIFY payloads),
+//! `launcher` (starts a worker per database), `worker` (the background
+//! worker of one database), `databases` (shared memory per database),
+//! `hooks` (utility commands that concern the workers), `notify` (LISTEN/NOTIFY payloads),
 //! `settings` (GUCs), `input` (argument validation), `value` (the leader
 //! value's jsonb), `queries` (all SQL text), `plans` (SPI plan cache),
 //! `wakeup` (shared memory to wake the worker early), `waiters` (where
@@ -12,8 +14,11 @@
 use pgrx::prelude::*;
 
 mod api;
+mod databases;
 mod failover;
+mod hooks;
 mod input;
+mod launcher;
 mod lease;
 mod notify;
 mod plans;
@@ -38,10 +43,12 @@ pub extern "C-unwind" fn _PG_init() {
     // The worker and the shared memory that wakes it exist only when
     // preloaded; otherwise expiry is lazy (contract 1).
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        databases::init();
         wakeup::init();
         waiters::init();
         sessions::init();
-        worker::register();
+        hooks::init();
+        launcher::register();
     }
 }
 

@@ -32,6 +32,8 @@ pub enum Event<'a> {
         holder: &'a str,
         term: i64,
         at: i64,
+        /// By le_force_release (contract 13), not by the holder.
+        forced: bool,
     },
     Expired {
         key: &'a str,
@@ -75,6 +77,8 @@ struct Payload<'a> {
     reason: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     value: Option<Option<&'a RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forced: Option<bool>,
 }
 
 /// jsonb text (always valid JSON) to embed as is: no number is rounded.
@@ -105,12 +109,14 @@ impl Event<'_> {
                 expires_at: Some(rfc3339(expires_at)),
                 reason: None,
                 value: Some(raw(value)),
+                forced: None,
             },
             Event::Released {
                 key,
                 holder,
                 term,
                 at,
+                forced,
             } => Payload {
                 event: "released",
                 key,
@@ -121,6 +127,7 @@ impl Event<'_> {
                 expires_at: None,
                 reason: None,
                 value: None,
+                forced: Some(forced),
             },
             Event::Expired {
                 key,
@@ -142,6 +149,7 @@ impl Event<'_> {
                     ExpiryReason::SessionEnded => "session_ended",
                 }),
                 value: None,
+                forced: None,
             },
             Event::Proclaimed {
                 key,
@@ -159,6 +167,7 @@ impl Event<'_> {
                 expires_at: None,
                 reason: None,
                 value: Some(raw(value)),
+                forced: None,
             },
         };
         serde_json::to_string(&p).expect("a payload of strings and integers always serializes")

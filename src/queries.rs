@@ -9,32 +9,71 @@
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
 //! so a rival that merely tries never blocks the holder.
 
-/// Snapshot read of a lease, without locking it. `$1` key.
-pub const READ_LEASE: &str = "SELECT holder, term, expires_at FROM leaderlock WHERE key = $1";
+/// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
+/// jsonb text or NULL.
+pub const SET_VALUE: &str = "UPDATE leaderlock SET value = $2::jsonb WHERE key = $1";
+
+/// The live holder of `$1` at `$2`.
+pub const LIVE_HOLDER: &str =
+    "SELECT holder FROM leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+
+/// Whether the calling role may act on a lease as its owner (contract 13):
+/// a member of the role that acquired it (superusers are members of
+/// every role), or anyone for a tenure from before 0.4.0 (no owner).
+/// `$N` below is the caller: the session's current role.
+macro_rules! owned_by {
+    ($param:literal) => {
+        concat!(
+            "(owner IS NULL OR pg_catalog.pg_has_role(",
+            $param,
+            "::oid, owner, 'MEMBER'))"
+        )
+    };
+}
+
+/// Snapshot read of a lease, without locking it, and whether the caller
+/// `$2` may act as its owner. `$1` key.
+pub const READ_LEASE: &str = concat!(
+    "SELECT holder, term, expires_at, ",
+    owned_by!("$2"),
+    " FROM leaderlock WHERE key = $1"
+);
 
 /// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
-/// its own. Returns no row when the lease is absent, held live by someone
-/// else, or locked by another transaction. `$1` key, `$2` id.
-pub const LOCK_ACQUIRABLE: &str = "SELECT holder, term, expires_at FROM leaderlock \
+/// its own (held by `$2` and owned by a role the caller `$3` is a member
+/// of). Returns no row when the lease is absent, held live by someone
+/// else, or locked by another transaction.
+pub const LOCK_ACQUIRABLE: &str = concat!(
+    "SELECT holder, term, expires_at, true FROM leaderlock \
      WHERE key = $1 \
-       AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
-     FOR NO KEY UPDATE SKIP LOCKED";
+       AND (holder IS NULL OR (holder = $2 AND ",
+    owned_by!("$3"),
+    ") OR expires_at <= pg_catalog.clock_timestamp()) \
+     FOR NO KEY UPDATE SKIP LOCKED"
+);
 
-/// Lock a lease live-held by `$2`. No row when it is not, or when another
-/// transaction holds the row locked. `$1` key, `$2` id.
-pub const LOCK_OWN: &str = "SELECT term, expires_at FROM leaderlock \
-     WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
-     FOR NO KEY UPDATE SKIP LOCKED";
+/// Lock a lease live-held by `$2` and owned by a role the caller `$3` is a
+/// member of. No row when it is not, or when another transaction holds the
+/// row locked. `$1` key.
+pub const LOCK_OWN: &str = concat!(
+    "SELECT term, expires_at FROM leaderlock \
+     WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
+    owned_by!("$3"),
+    " FOR NO KEY UPDATE SKIP LOCKED"
+);
 
 /// Extend the lease `$2` holds live at `$3` to `$3` + ttl, same term, in one
-/// statement: the sub-select locks the row only if it is `$2`'s live lease
-/// (a rival never locks the holder's row) and yields NULL, without waiting,
-/// if another transaction holds it locked. ttl is `$4`, or the stored one when
-/// NULL. recheck_at, the worker's indexed cue, is kept when it is still
-/// between half a ttl from now and the new expiry, so the update changes no
-/// indexed column and is HOT; otherwise it becomes the new expiry.
-/// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL. Returns the new expiry.
-pub const RENEW: &str = "UPDATE leaderlock \
+/// statement: the sub-select locks the row only if it is `$2`'s live lease,
+/// owned by a role the caller `$5` is a member of (a rival never locks the
+/// holder's row), and yields NULL, without waiting, if another transaction
+/// holds it locked. ttl is `$4`, or the stored one when NULL. recheck_at,
+/// the worker's indexed cue, is kept when it is still between half a ttl
+/// from now and the new expiry, so the update changes no indexed column
+/// and is HOT; otherwise it becomes the new expiry.
+/// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
+/// new expiry.
+pub const RENEW: &str = concat!(
+    "UPDATE leaderlock \
         SET renewed_at = $3, \
             expires_at = $3 + coalesce($4, ttl), \
             ttl = coalesce($4, ttl), \
@@ -44,54 +83,70 @@ pub const RENEW: &str = "UPDATE leaderlock \
                 ELSE $3 + coalesce($4, ttl) END \
       WHERE key = $1 AND holder = $2 AND expires_at > $3 \
         AND key = (SELECT key FROM leaderlock \
-                    WHERE key = $1 AND holder = $2 AND expires_at > $3 \
-                      FOR NO KEY UPDATE SKIP LOCKED) \
-  RETURNING expires_at";
+                    WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+    owned_by!("$5"),
+    " FOR NO KEY UPDATE SKIP LOCKED) \
+  RETURNING expires_at"
+);
 
 /// First acquisition of a brand-new key: its term is the timeline's floor
 /// (1 on timeline 1; see `failover.rs`). May wait only for a concurrent
 /// inserter of the same key, as contract 3.1 allows.
 /// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
 /// `$6` term floor, `$7` value as jsonb text or NULL, `$8` and `$9` the
-/// session's pid and start for a session-bound lease, else NULL.
+/// session's pid and start for a session-bound lease, else NULL, `$10` the
+/// caller, who owns the lease.
 pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
-        value, session_pid, session_start) \
-     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9) \
+        value, session_pid, session_start, owner, tenures, changed_at) \
+     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid::regrole, 1, $3) \
      ON CONFLICT (key) DO NOTHING \
      RETURNING term";
 
 /// A new tenure on a locked row: vacant or lapsed before. The term grows by
 /// one, or jumps to the timeline's floor after a failover (contract 8.1).
-/// The value and the session binding are the new tenure's own.
-/// Parameters as for `INSERT_FIRST_TERM`.
+/// The value, the session binding and the owner are the new tenure's own.
+/// A lapsed lease taken over before the worker vacated it counts as an
+/// expiry too. Parameters as for `INSERT_FIRST_TERM`.
 pub const START_TERM: &str = "UPDATE leaderlock \
         SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
             renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
-            value = $7::jsonb, session_pid = $8, session_start = $9 \
+            value = $7::jsonb, session_pid = $8, session_start = $9, \
+            owner = $10::oid::regrole, tenures = tenures + 1, changed_at = $3, \
+            expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
       WHERE key = $1 \
   RETURNING term";
 
-/// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
-/// jsonb text or NULL.
-pub const SET_VALUE: &str = "UPDATE leaderlock SET value = $2::jsonb WHERE key = $1";
-
-/// Release a locked, live lease: vacant, term kept; no value, no binding.
-/// `$1` key, `$2` now.
+/// Release a locked, live lease: vacant, term kept; no value, no binding,
+/// no owner. `$1` key, `$2` now.
 pub const VACATE: &str = "UPDATE leaderlock \
         SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
-            session_start = NULL \
+            session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
       WHERE key = $1";
 
 /// Fencing: share-lock the row until the caller's transaction ends, so no
 /// takeover (an UPDATE) can commit meanwhile. Waits for in-flight writers,
-/// which are short, to get a true answer. `$1` key.
-pub const SHARE_LOCK_LEASE: &str =
-    "SELECT holder, term, expires_at FROM leaderlock WHERE key = $1 FOR SHARE";
+/// which are short, to get a true answer. Also whether the caller `$2` may
+/// act as its owner. `$1` key.
+pub const SHARE_LOCK_LEASE: &str = concat!(
+    "SELECT holder, term, expires_at, ",
+    owned_by!("$2"),
+    " FROM leaderlock WHERE key = $1 FOR SHARE"
+);
 
-/// The live holder of `$1` at `$2`.
-pub const LIVE_HOLDER: &str =
-    "SELECT holder FROM leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+/// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
+/// `$2` now.
+pub const VACATE_KEYS: &str = "UPDATE leaderlock \
+        SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL, \
+            owner = NULL, expiries = expiries + 1, changed_at = $2 \
+      WHERE key = ANY($1)";
+
+/// Contract 13, le_force_release: lock the live lease of `$1`, whoever
+/// holds it. Waits for a transaction that holds the row locked (a guarded
+/// write in progress must end first).
+pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at FROM leaderlock \
+     WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
+     FOR NO KEY UPDATE";
 
 /// Whether the background worker is connected to the current database.
 pub const WORKER_RUNNING: &str = "SELECT EXISTS ( \
@@ -109,11 +164,6 @@ pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderl
      ORDER BY recheck_at \
      LIMIT $2 \
      FOR NO KEY UPDATE SKIP LOCKED";
-
-/// Worker: vacate the leases just locked (primary key lookups). `$1` keys.
-pub const VACATE_KEYS: &str = "UPDATE leaderlock \
-        SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL \
-      WHERE key = ANY($1)";
 
 /// Worker (contract 10): lock the held leases bound to the session that
 /// had pid `$1` and started at `$2`, skipping rows other transactions hold.
@@ -153,8 +203,72 @@ pub const STILL_ORPHANED: &str = "SELECT c.key \
 /// le_lease: the row of `$1` as stored; the caller applies the clock.
 pub const LEASE_ROW: &str = "SELECT holder, term, expires_at, value FROM leaderlock WHERE key = $1";
 
-// A newer library runs on an older schema until ALTER EXTENSION ... UPDATE
-// (`lease::schema` picks): these statements are for schemas before 0.3.0.
+// Statements for the schema of 0.3.0: the library serves it until ALTER
+// EXTENSION ... UPDATE. The same parameters as the current ones (those
+// they do not use are ignored), and no owner: anyone acts as owner.
+
+/// `READ_LEASE` on the 0.3.0 schema.
+pub const READ_LEASE_0_3: &str =
+    "SELECT holder, term, expires_at, true FROM leaderlock WHERE key = $1";
+
+/// `LOCK_ACQUIRABLE` on the 0.3.0 schema.
+pub const LOCK_ACQUIRABLE_0_3: &str = "SELECT holder, term, expires_at, true FROM leaderlock \
+     WHERE key = $1 \
+       AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
+     FOR NO KEY UPDATE SKIP LOCKED";
+
+/// `LOCK_OWN` on the 0.3.0 schema.
+pub const LOCK_OWN_0_3: &str = "SELECT term, expires_at FROM leaderlock \
+     WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
+     FOR NO KEY UPDATE SKIP LOCKED";
+
+/// `RENEW` on the 0.3.0 schema.
+pub const RENEW_0_3: &str = "UPDATE leaderlock \
+        SET renewed_at = $3, \
+            expires_at = $3 + coalesce($4, ttl), \
+            ttl = coalesce($4, ttl), \
+            recheck_at = CASE \
+                WHEN recheck_at <= $3 + coalesce($4, ttl) \
+                 AND recheck_at >= $3 + coalesce($4, ttl) / 2 THEN recheck_at \
+                ELSE $3 + coalesce($4, ttl) END \
+      WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+        AND key = (SELECT key FROM leaderlock \
+                    WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+                      FOR NO KEY UPDATE SKIP LOCKED) \
+  RETURNING expires_at";
+
+/// `SHARE_LOCK_LEASE` on the 0.3.0 schema.
+pub const SHARE_LOCK_LEASE_0_3: &str =
+    "SELECT holder, term, expires_at, true FROM leaderlock WHERE key = $1 FOR SHARE";
+
+/// `INSERT_FIRST_TERM` on the 0.3.0 schema.
+pub const INSERT_FIRST_TERM_0_3: &str = "INSERT INTO leaderlock \
+       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+        value, session_pid, session_start) \
+     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9) \
+     ON CONFLICT (key) DO NOTHING \
+     RETURNING term";
+
+/// `START_TERM` on the 0.3.0 schema.
+pub const START_TERM_0_3: &str = "UPDATE leaderlock \
+        SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+            value = $7::jsonb, session_pid = $8, session_start = $9 \
+      WHERE key = $1 \
+  RETURNING term";
+
+/// `VACATE` on the 0.3.0 schema.
+pub const VACATE_0_3: &str = "UPDATE leaderlock \
+        SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
+            session_start = NULL \
+      WHERE key = $1";
+
+/// `VACATE_KEYS` on the 0.3.0 schema.
+pub const VACATE_KEYS_0_3: &str = "UPDATE leaderlock \
+        SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL \
+      WHERE key = ANY($1)";
+
+// And for schemas before 0.3.0.
 
 /// `INSERT_FIRST_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
 pub const INSERT_FIRST_TERM_0_2: &str = "INSERT INTO leaderlock \

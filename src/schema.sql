@@ -12,7 +12,12 @@ CREATE TABLE leaderlock (
     recheck_at  timestamptz,          -- when the worker looks at the lease next: <= expires_at
     value       jsonb,                -- the leader's value (contract 11); NULL when vacant
     session_pid integer,              -- session-bound lease (contract 10): the acquiring
-    session_start timestamptz         -- backend's pid and start (pg_stat_activity.backend_start)
+    session_start timestamptz,        -- backend's pid and start (pg_stat_activity.backend_start)
+    owner       regrole,              -- role that acquired the tenure (contract 13); NULL when vacant
+    tenures     bigint NOT NULL DEFAULT 0,  -- contract 14: tenures started,
+    releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
+    expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed, or session ended)
+    changed_at  timestamptz           -- last change of holder (a new tenure, release or expiry)
 ) WITH (fillfactor = 50);             -- room on each page for HOT renewals
 
 -- The worker finds lapsed leases through this index only. It is on
@@ -49,7 +54,16 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl
             ELSE 'lapsed' END AS state,
        CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
             THEN l.expires_at - c.now END AS remaining,
-       l.value, l.session_pid
+       l.value, l.session_pid, l.owner
+  FROM leaderlock l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+
+-- Contract 14: how often each key changed hands. Counted since 0.4.0 (an
+-- upgraded row starts at zero).
+CREATE VIEW leaderlock_stats AS
+SELECT l.key, l.tenures, l.releases, l.expiries, l.changed_at,
+       pg_catalog.date_part('epoch', c.now - l.changed_at) AS seconds_since_change,
+       l.holder IS NOT NULL AND l.expires_at > c.now AS held
   FROM leaderlock l
  CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
 
@@ -68,5 +82,7 @@ REVOKE ALL ON leaderlock FROM PUBLIC;
 GRANT SELECT ON leaderlock TO PUBLIC;
 REVOKE ALL ON leaderlock_status FROM PUBLIC;
 GRANT SELECT ON leaderlock_status TO PUBLIC;
+REVOKE ALL ON leaderlock_stats FROM PUBLIC;
+GRANT SELECT ON leaderlock_stats TO PUBLIC;
 REVOKE ALL ON leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON leaderlock_failover TO PUBLIC;

@@ -42,7 +42,8 @@ pub struct Session {
 struct Queue {
     ended: [Session; QUEUE],
     len: usize,
-    overflowed: bool,
+    /// Sessions that found the queue full, since server start.
+    overflows: u64,
 }
 
 static ENDED: PgAtomic<PgSpinLock<AssertPGRXSharedMemory<Queue>>> =
@@ -62,7 +63,7 @@ pub fn init() {
             AssertPGRXSharedMemory::new(Queue {
                 ended: [Session::default(); QUEUE],
                 len: 0,
-                overflowed: false,
+                overflows: 0,
             })
         })
     );
@@ -105,25 +106,41 @@ unsafe extern "C-unwind" fn session_ended(_code: i32, _arg: pg_sys::Datum) {
             queue.ended[at] = me;
             queue.len += 1;
         } else {
-            queue.overflowed = true;
+            queue.overflows += 1;
         }
     }
     wakeup::wake_worker();
 }
 
-/// Worker: the sessions that ended since the last call, and whether some
-/// were not recorded (then sweep).
-pub fn take_ended() -> (Vec<Session>, bool) {
+/// Worker: the sessions of `database` that ended since the last call, and
+/// whether some may not have been recorded since `overflows` (updated) was
+/// read (then sweep). The queue is shared by the workers of every
+/// database: each takes its own.
+pub fn take_ended(database: u32, overflows: &mut u64) -> (Vec<Session>, bool) {
     if !available() {
         return (Vec::new(), false);
     }
     // Copied out under the spinlock (no allocation may happen there).
-    let (copy, len, overflowed) = {
+    let mut mine = [Session::default(); QUEUE];
+    let (taken, overflowed) = {
         let mut queue = ENDED.get().lock();
-        let taken = (queue.ended, queue.len, queue.overflowed);
-        queue.len = 0;
-        queue.overflowed = false;
-        taken
+        let (mut taken, mut kept) = (0, 0);
+        for i in 0..queue.len {
+            let s = queue.ended[i];
+            if s.database == database {
+                mine[taken] = s;
+                taken += 1;
+            } else {
+                queue.ended[kept] = s;
+                kept += 1;
+            }
+        }
+        queue.len = kept;
+        // An overflow may have lost any database's session: every worker
+        // sweeps once.
+        let overflowed = queue.overflows != *overflows;
+        *overflows = queue.overflows;
+        (taken, overflowed)
     };
-    (copy[..len].to_vec(), overflowed)
+    (mine[..taken].to_vec(), overflowed)
 }

@@ -3,9 +3,13 @@
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CString;
 
-/// Database the background worker serves (contract 1).
-pub static DATABASE: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c"postgres"));
+/// Databases the workers serve (contract 12): `*`, or names separated by
+/// commas.
+pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"*"));
+
+/// Deprecated alias (contract 1 of version 1): one database to serve, used
+/// when `leaderlock.databases` is left at `*`.
+pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Upper bound on any ttl, in seconds (contract 6). Default 1 day.
 pub static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
@@ -32,10 +36,19 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_string_guc(
+        c"leaderlock.databases",
+        c"Databases the leaderlock workers serve: * (every one) or a list of names.",
+        c"A worker serves each listed database in which the extension is installed: it \
+          expires lapsed leases and announces them there. Names are separated by commas; \
+          a change takes effect on reload.",
+        &DATABASES,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
         c"leaderlock.database",
-        c"Database the leaderlock background worker serves.",
-        c"The worker expires lapsed leases and announces them in this database only. \
-          A change takes effect on reload: the worker restarts and reconnects.",
+        c"Deprecated: one database to serve, used when leaderlock.databases is *.",
+        c"Kept from version 0.3 and earlier, which served one database only.",
         &DATABASE,
         GucContext::Sighup,
         GucFlags::default(),
@@ -63,13 +76,65 @@ pub fn init() {
     );
 }
 
-/// The worker's database name, `postgres` when unset.
-pub fn database() -> String {
-    DATABASE
+/// Which databases are served, from `leaderlock.databases` (and its
+/// deprecated alias `leaderlock.database`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Served {
+    All,
+    Named(Vec<String>),
+}
+
+impl Served {
+    pub fn includes(&self, database: &str) -> bool {
+        match self {
+            Served::All => true,
+            Served::Named(names) => names.iter().any(|n| n == database),
+        }
+    }
+
+    /// Whether the database was named, not only matched by `*`.
+    pub fn names(&self, database: &str) -> bool {
+        matches!(self, Served::Named(names) if names.iter().any(|n| n == database))
+    }
+}
+
+fn text(setting: &GucSetting<Option<CString>>) -> String {
+    setting
         .get()
         .and_then(|c| c.into_string().ok())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "postgres".to_string())
+        .unwrap_or_default()
+}
+
+/// The databases served, as currently set.
+pub fn served() -> Served {
+    parse_served(&text(&DATABASES), &text(&DATABASE))
+}
+
+/// `databases`: `*` or names separated by commas (blanks around a name
+/// ignored, double quotes around one removed); `alias`: the deprecated
+/// `leaderlock.database`, which applies when `databases` is `*`.
+pub fn parse_served(databases: &str, alias: &str) -> Served {
+    let alias = alias.trim();
+    if databases.trim() == "*" {
+        return if alias.is_empty() {
+            Served::All
+        } else {
+            Served::Named(vec![alias.to_string()])
+        };
+    }
+    Served::Named(
+        databases
+            .split(',')
+            .map(|n| {
+                let n = n.trim();
+                n.strip_prefix('"')
+                    .and_then(|n| n.strip_suffix('"'))
+                    .unwrap_or(n)
+                    .to_string()
+            })
+            .filter(|n| !n.is_empty())
+            .collect(),
+    )
 }
 
 /// `leaderlock.max_ttl` in microseconds.
@@ -80,4 +145,30 @@ pub fn max_ttl_micros() -> i64 {
 /// `leaderlock.max_wait` in microseconds.
 pub fn max_wait_micros() -> i64 {
     i64::from(MAX_WAIT.get()) * 1_000_000
+}
+
+#[cfg(test)]
+mod unit {
+    use super::{parse_served, Served};
+
+    fn named(names: &[&str]) -> Served {
+        Served::Named(names.iter().map(|n| n.to_string()).collect())
+    }
+
+    #[test]
+    fn databases_setting() {
+        assert_eq!(parse_served("*", ""), Served::All);
+        assert_eq!(parse_served(" * ", "  "), Served::All);
+        // the deprecated alias applies only under `*`
+        assert_eq!(parse_served("*", "app"), named(&["app"]));
+        assert_eq!(parse_served("a, b", "app"), named(&["a", "b"]));
+        assert_eq!(
+            parse_served(" a ,\"My Db\",, b", ""),
+            named(&["a", "My Db", "b"])
+        );
+        assert_eq!(parse_served("", ""), named(&[]));
+        let s = parse_served("postgres, app", "");
+        assert!(s.includes("app") && s.names("app") && !s.includes("App"));
+        assert!(Served::All.includes("x") && !Served::All.names("x"));
+    }
 }

@@ -693,10 +693,22 @@ mod tests {
             holder: "b",
             term: 3,
             at: 0,
+            forced: false,
         };
         let v: serde_json::Value = serde_json::from_str(&released.payload()).unwrap();
         assert_eq!(v["event"], "released");
+        assert_eq!(v["forced"], false);
         assert!(v.get("previous_holder").is_none());
+        let forced = Event::Released {
+            key: "k",
+            holder: "b",
+            term: 3,
+            at: 0,
+            forced: true,
+        };
+        let v: serde_json::Value = serde_json::from_str(&forced.payload()).unwrap();
+        assert_eq!(v["forced"], true);
+        assert!(v.get("reason").is_none());
     }
 
     #[pg_test]
@@ -707,6 +719,7 @@ mod tests {
             holder: nasty,
             term: 1,
             at: 0,
+            forced: true,
         };
         let v: serde_json::Value = serde_json::from_str(&e.payload()).unwrap();
         assert_eq!(v["key"], nasty);
@@ -777,13 +790,15 @@ mod tests {
         )
         .unwrap();
         Spi::run("ANALYZE leaderlock").unwrap();
-        let tenure = "NULL, NULL, NULL";
+        // value, session pid and start, caller (10: the bootstrap superuser)
+        let tenure = "NULL, NULL, NULL, 10";
         let insert_args = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}");
         let start_args = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
-        let statements: [(&str, &str); 17] = [
-            (q::READ_LEASE, "'k2'"),
-            (q::LOCK_ACQUIRABLE, "'k2', 'h2'"),
-            (q::LOCK_OWN, "'k2', 'h2'"),
+        let statements: [(&str, &str); 18] = [
+            (q::READ_LEASE, "'k2', 10"),
+            (q::LOCK_ACQUIRABLE, "'k2', 'h2', 10"),
+            (q::LOCK_OWN, "'k2', 'h2', 10"),
+            (q::LOCK_LIVE, "'k2'"),
             (q::INSERT_FIRST_TERM, &insert_args),
             (q::START_TERM, &start_args),
             (q::SET_VALUE, "'k2', '{}'"),
@@ -791,12 +806,12 @@ mod tests {
             (q::SESSION_LEASES_LEFT, "12345, now()"),
             (q::LOCK_ORPHANED, "1000"),
             (q::LEASE_ROW, "'k2'"),
-            (q::RENEW, "'k2', 'h2', now(), NULL::interval"),
+            (q::RENEW, "'k2', 'h2', now(), NULL::interval, 10"),
             (q::VACATE, "'k2', now()"),
-            (q::SHARE_LOCK_LEASE, "'k2'"),
+            (q::SHARE_LOCK_LEASE, "'k2', 10"),
             (q::LIVE_HOLDER, "'k2', now()"),
             (q::LOCK_LAPSED, "now() + interval '1 hour', 1000"),
-            (q::VACATE_KEYS, "ARRAY['k2', 'k4']"),
+            (q::VACATE_KEYS, "ARRAY['k2', 'k4'], now()"),
             (q::NEXT_CHECK, "now()"),
         ];
         for mode in ["force_custom_plan", "force_generic_plan"] {

@@ -69,9 +69,15 @@ pub fn init() {
 }
 
 fn bucket(key: &str) -> usize {
+    // The database too: the same key in two databases is two leases.
+    bucket_of(unsafe { pg_sys::MyDatabaseId }.to_u32(), key)
+}
+
+fn bucket_of(database: u32, key: &str) -> usize {
     // FNV-1a: stable across processes (unlike std's randomly seeded hasher).
+    let database = database.to_le_bytes();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.as_bytes() {
+    for b in database.iter().chain(key.as_bytes()) {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -206,10 +212,11 @@ pub fn done() {
 mod unit {
     #[test]
     fn buckets_are_stable_and_in_range() {
-        assert_eq!(super::bucket("a"), super::bucket("a"));
-        assert!((0..1000).all(|i| super::bucket(&format!("k{i}")) < super::BUCKETS));
+        use super::bucket_of;
+        assert_eq!(bucket_of(5, "a"), bucket_of(5, "a"));
+        assert!((0..1000).all(|i| bucket_of(5, &format!("k{i}")) < super::BUCKETS));
         let used: std::collections::HashSet<_> =
-            (0..1000).map(|i| super::bucket(&format!("k{i}"))).collect();
+            (0..1000).map(|i| bucket_of(5, &format!("k{i}"))).collect();
         assert_eq!(used.len(), super::BUCKETS);
     }
 }

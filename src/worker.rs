@@ -1,6 +1,7 @@
 //! The background worker (contract section 5): turns lapsed leases vacant
 //! and announces each with an `expired` notification, in one transaction;
-//! likewise session-bound leases whose session ended (contract 10).
+//! likewise session-bound leases whose session ended (contract 10). One per
+//! served database, started by the launcher (`launcher.rs`, contract 12).
 //!
 //! It sleeps until the next check is due (index probes find it: see
 //! `queries::NEXT_CHECK`), capped by `leaderlock.naptime`, and is woken
@@ -9,6 +10,7 @@
 //! pg_cron's and worker_spi's main loops: standard `die`/reload signal
 //! handlers, latch waits that exit with the postmaster.
 
+use crate::databases::{self, Slot};
 use crate::failover;
 use crate::lease;
 use crate::plans;
@@ -16,12 +18,10 @@ use crate::queries;
 use crate::sessions::{self, Session};
 use crate::settings;
 use crate::wakeup;
-use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
+use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PgAtomic};
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 /// The worker's name, and its `backend_type` in pg_stat_activity.
 pub const BACKEND_TYPE: &str = "leaderlock worker";
@@ -40,38 +40,11 @@ unsafe extern "C-unwind" {
     fn SignalHandlerForConfigReload(signal: c_int);
 }
 
-/// Set while the worker connects to its database. Still set when the next
-/// worker starts means the last one died connecting (a missing database is
-/// a FATAL error), so the next one backs off instead of looping every second.
-static CONNECTING: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"leaderlock worker connecting") };
-static CONNECT_FAILURES: PgAtomic<AtomicI32> =
-    unsafe { PgAtomic::new(c"leaderlock worker connect failures") };
-
-/// Longest wait before retrying a failed connection, in seconds.
-const MAX_CONNECT_BACKOFF_S: i64 = 60;
-
-/// Registers the worker; only possible while preloading.
-pub fn register() {
-    pg_shmem_init!(CONNECTING = AtomicBool::new(false));
-    pg_shmem_init!(CONNECT_FAILURES = AtomicI32::new(0));
-    BackgroundWorkerBuilder::new(BACKEND_TYPE)
-        .set_type(BACKEND_TYPE)
-        .set_library("leaderlock")
-        .set_function("leaderlock_worker_main")
-        .enable_spi_access()
-        // Start on a hot standby too, to wait there for promotion.
-        .set_start_time(BgWorkerStartTime::ConsistentState)
-        .set_restart_time(Some(Duration::from_secs(1)))
-        .load();
-}
-
 /// What the worker knows between checks.
 #[derive(Default)]
 struct State {
     /// Extension OID in this database when last seen; None when absent.
     extension: Option<pg_sys::Oid>,
-    /// Whether "not installed" was already logged since it was last present.
-    told_absent: bool,
     told_standby: bool,
     /// Current retry delay for locked lapsed rows, in ms (0: none pending).
     locked_retry_ms: i64,
@@ -82,28 +55,66 @@ struct State {
     last_sweep: i64,
     /// Retry delay while ended sessions' leases are locked, in ms.
     session_retry_ms: i64,
+    /// Sessions that found the ended-sessions queue full, as last seen.
+    queue_overflows: u64,
 }
 
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub extern "C-unwind" fn leaderlock_worker_main(_arg: pg_sys::Datum) {
-    unsafe {
-        set_signal_handler(pg_sys::SIGHUP, Some(SignalHandlerForConfigReload));
-        // Exit status 1 on SIGTERM, so that pg_terminate_backend gets the
-        // worker restarted (at shutdown the postmaster does not restart it).
-        set_signal_handler(pg_sys::SIGTERM, Some(die));
-        pg_sys::BackgroundWorkerUnblockSignals();
+pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
+    standard_signal_handlers();
+    let oid = pg_sys::Oid::from(arg.value() as u32);
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+    // A catalog lookup: inside a transaction.
+    let database = BackgroundWorker::transaction(databases::current_name);
+    let Some(slot) = databases::mine() else {
+        return; // no room in shared memory: the launcher said so
+    };
+    if slot.paused() || !wakeup::register_worker(slot) {
+        return; // a command needs the database, or another worker serves it
     }
-    let database = connect_with_backoff();
-    wakeup::register_worker();
-    log!("leaderlock worker started, serving database \"{database}\"");
+    slot.absent.store(false, Ordering::SeqCst);
 
     let mut state = State::default();
     loop {
-        reload_settings(&database);
+        reload_config();
+        if let Some(why) = must_stop(slot, &database) {
+            log!("leaderlock worker for database \"{database}\": {why}; exiting");
+            return;
+        }
         wakeup::check_started();
-        let sleep_ms = check(&mut state);
-        wait(sleep_ms);
+        match check(&mut state, &database) {
+            Some(sleep_ms) => wait(sleep_ms),
+            None => {
+                // Not installed: the launcher starts a worker again when a
+                // CREATE EXTENSION commits here.
+                slot.absent.store(true, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+}
+
+/// Why this worker must stop now, if it must.
+fn must_stop(slot: &Slot, database: &str) -> Option<&'static str> {
+    if !settings::served().includes(database) {
+        Some("no longer included by leaderlock.databases")
+    } else if slot.paused() {
+        Some("the database is being dropped, renamed, copied or made a template")
+    } else {
+        None
+    }
+}
+
+/// SIGHUP reloads the settings; SIGTERM exits with status 1 (PostgreSQL's
+/// `die`), so that the launcher (or, for the launcher, the postmaster)
+/// starts it again after pg_terminate_backend; at shutdown nothing is
+/// restarted.
+pub fn standard_signal_handlers() {
+    unsafe {
+        set_signal_handler(pg_sys::SIGHUP, Some(SignalHandlerForConfigReload));
+        set_signal_handler(pg_sys::SIGTERM, Some(die));
+        pg_sys::BackgroundWorkerUnblockSignals();
     }
 }
 
@@ -125,27 +136,7 @@ unsafe fn set_signal_handler(signal: u32, handler: pg_sys::pqsigfunc) {
     };
 }
 
-/// Connects to `leaderlock.database` and returns its name.
-fn connect_with_backoff() -> String {
-    if CONNECTING.get().swap(true, Ordering::SeqCst) {
-        let database = settings::database();
-        let failures = CONNECT_FAILURES.get().fetch_add(1, Ordering::SeqCst) + 1;
-        let backoff_s = (1i64 << failures.min(6)).min(MAX_CONNECT_BACKOFF_S);
-        log!(
-            "leaderlock worker: could not connect to database \"{database}\" ({failures} times); \
-             retrying in {backoff_s} s (set leaderlock.database to an existing database)"
-        );
-        wait(backoff_s * 1000);
-        reload_config();
-    }
-    let database = settings::database();
-    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
-    CONNECTING.get().store(false, Ordering::SeqCst);
-    CONNECT_FAILURES.get().store(0, Ordering::SeqCst);
-    database
-}
-
-fn reload_config() {
+pub fn reload_config() {
     unsafe {
         if pg_sys::ConfigReloadPending != 0 {
             pg_sys::ConfigReloadPending = 0;
@@ -154,18 +145,7 @@ fn reload_config() {
     }
 }
 
-fn reload_settings(database: &str) {
-    reload_config();
-    let wanted = settings::database();
-    if wanted != database {
-        // A worker cannot switch databases: exit non-zero, the postmaster
-        // restarts it connected to the new one.
-        log!("leaderlock worker: leaderlock.database is now \"{wanted}\"; restarting");
-        unsafe { pg_sys::proc_exit(1) };
-    }
-}
-
-fn wait(sleep_ms: i64) {
+pub fn wait(sleep_ms: i64) {
     unsafe {
         pg_sys::WaitLatch(
             pg_sys::MyLatch,
@@ -178,31 +158,35 @@ fn wait(sleep_ms: i64) {
     pg_sys::check_for_interrupts!();
 }
 
-/// One check. Returns how long to sleep, in milliseconds.
-fn check(state: &mut State) -> i64 {
+/// One check. Returns how long to sleep, in milliseconds; None when the
+/// extension is not installed here.
+fn check(state: &mut State, database: &str) -> Option<i64> {
     let naptime = i64::from(settings::NAPTIME.get());
 
     if unsafe { pg_sys::RecoveryInProgress() } {
         // Hot standby: write nothing, poll for promotion.
         if !state.told_standby {
-            log!("leaderlock worker: server is in recovery; waiting for promotion");
+            log!(
+                "leaderlock worker for database \"{database}\": server is in recovery; \
+                 waiting for promotion"
+            );
             state.told_standby = true;
         }
-        return naptime.min(1_000);
+        return Some(naptime.min(1_000));
     }
     if state.told_standby {
-        log!("leaderlock worker: server promoted; expiring leases");
+        log!("leaderlock worker for database \"{database}\": server promoted; expiring leases");
         state.told_standby = false;
     }
 
     let mut state = std::panic::AssertUnwindSafe(state);
     BackgroundWorker::transaction(move || {
         let state = &mut **state;
-        if !extension_ready(state) {
-            return naptime;
+        if !extension_ready(state, database) {
+            return None;
         }
         if !failover::leases_outlast_failover() {
-            return LOCKED_RETRY_MS; // a backend is extending leases after a failover
+            return Some(LOCKED_RETRY_MS); // a backend is extending leases after a failover
         }
         let now = lease::now();
         end_sessions(state, now);
@@ -211,17 +195,17 @@ fn check(state: &mut State) -> i64 {
         if next.is_some_and(|n| n <= now) {
             expired_all = lease::expire_lapsed(now, BATCH);
             if expired_all as i64 == BATCH {
-                return 0; // more are waiting: go again at once
+                return Some(0); // more are waiting: go again at once
             }
             next = lease::next_check(now);
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
-        if state.ended_sessions.is_empty() {
+        Some(if state.ended_sessions.is_empty() {
             sleep_ms
         } else {
             // some of their leases were locked: again soon, backing off
             sleep_ms.min(state.session_retry_ms)
-        }
+        })
     })
 }
 
@@ -229,11 +213,9 @@ fn check(state: &mut State) -> i64 {
 /// backends reported them (`sessions.rs`), and, at start, after a report
 /// was lost, and every `SWEEP_INTERVAL_MS`, those of any session gone.
 fn end_sessions(state: &mut State, now: i64) {
-    let (ended, overflowed) = sessions::take_ended();
     let here = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    state
-        .ended_sessions
-        .extend(ended.into_iter().filter(|s| s.database == here));
+    let (ended, overflowed) = sessions::take_ended(here, &mut state.queue_overflows);
+    state.ended_sessions.extend(ended);
     if overflowed || now - state.last_sweep >= sessions::SWEEP_INTERVAL_MS * 1000 {
         // Again while a full batch was locked and some of it vacated (rows
         // of live sessions stay locked by us and come back; they stop it).
@@ -289,20 +271,23 @@ fn sleep_after_check(state: &mut State, next: Option<i64>, expired: usize, napti
     sleep_ms
 }
 
-/// Whether the extension is installed here; logs once when it is not, and
-/// points the search_path at its schema when it (re)appears.
-fn extension_ready(state: &mut State) -> bool {
+/// Whether the extension is installed here; logs when it is not and was
+/// expected (named in `leaderlock.databases`, or dropped while we served
+/// it). Points the search_path at its schema when it (re)appears.
+fn extension_ready(state: &mut State, database: &str) -> bool {
     let oid = unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
     if oid == pg_sys::InvalidOid {
-        if !state.told_absent {
+        if state.extension.is_some() {
+            log!("leaderlock worker for database \"{database}\": extension dropped; exiting");
+        } else if settings::served().names(database) {
             log!(
-                "leaderlock worker: extension \"leaderlock\" is not installed in database \"{}\"; \
-                 run CREATE EXTENSION leaderlock there (checking again every leaderlock.naptime)",
-                settings::database()
+                "leaderlock worker: extension \"leaderlock\" is not installed in database \
+                 \"{database}\", which leaderlock.databases names; run CREATE EXTENSION \
+                 leaderlock there (a worker starts when it commits)"
             );
-            state.told_absent = true;
+        } else {
+            debug1!("leaderlock worker: extension not installed in database \"{database}\"");
         }
-        state.extension = None;
         return false;
     }
     if state.extension != Some(oid) {
@@ -312,10 +297,9 @@ fn extension_ready(state: &mut State) -> bool {
         if let Some(schema) = schema {
             plans::run(queries::SET_SEARCH_PATH, &[schema.as_str().into()], |_| ());
             plans::run(queries::NO_SEQSCAN, &[], |_| ());
-            log!("leaderlock worker: extension found in schema {schema}");
+            log!("leaderlock worker started, serving database \"{database}\" (schema {schema})");
         }
         state.extension = Some(oid);
-        state.told_absent = false;
     }
     true
 }

@@ -234,8 +234,10 @@ class Cluster:
         return Cluster(pgdata, port)
 
     def worker_pid(self, dbname="postgres"):
-        with self.connect(dbname) as c:
-            return one(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")
+        """The pid of the worker serving `dbname`, or None."""
+        with self.connect("postgres") as c:
+            return one(c, "SELECT pid FROM pg_stat_activity "
+                          "WHERE backend_type = 'leaderlock worker' AND datname = %s", (dbname,))
 
 
 def pgbouncer(test, pool_size):

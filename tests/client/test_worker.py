@@ -1,5 +1,6 @@
 """The background worker (contract section 5), on the test cluster started
-by scripts/test.sh (leaderlock preloaded, leaderlock.database = postgres)."""
+by scripts/test.sh (leaderlock preloaded, leaderlock.databases = postgres).
+Several databases: test_databases.py."""
 import os
 import signal
 import time
@@ -134,7 +135,7 @@ class WorkerTest(unittest.TestCase):
         # SIGTERM: it exits promptly ...
         self.assertTrue(wait_for(lambda: not os.path.exists(f"/proc/{old}"), timeout=GENEROUS),
                         "worker did not exit on SIGTERM")
-        # ... and the postmaster starts it again.
+        # ... and the launcher starts it again.
         self.assertTrue(wait_for(lambda: self.cluster.worker_pid() not in (None, old), timeout=10))
         self.assertTrue(one(self.conn, "SELECT le_worker_running()"))
         self.assert_expires_a_lease()
@@ -157,49 +158,6 @@ class WorkerTest(unittest.TestCase):
         finally:
             listener.close()
         self.assertIsNotNone(event, "restarted worker does not expire leases")
-
-    def test_sighup_reloads_settings_and_follows_a_new_database(self):
-        # Point the worker at a database without the extension: it restarts
-        # there, says so once, and does not crash-loop; then the extension
-        # appears and it works there; then back.
-        one(self.conn, "DROP DATABASE IF EXISTS leaderlock_fresh")
-        one(self.conn, "CREATE DATABASE leaderlock_fresh")
-        log_before = len(self.cluster.log())
-        try:
-            one(self.conn, "ALTER SYSTEM SET leaderlock.database = 'leaderlock_fresh'")
-            one(self.conn, "ALTER SYSTEM SET leaderlock.naptime = '100ms'")
-            one(self.conn, "SELECT pg_reload_conf()")
-            self.assertTrue(wait_for(lambda: self.worker_db() == "leaderlock_fresh", timeout=10))
-            pid = self.cluster.worker_pid("leaderlock_fresh")
-            time.sleep(2)  # twenty naptimes
-            log = self.cluster.log()[log_before:]
-            self.assertEqual(log.count('extension "leaderlock" is not installed in database "leaderlock_fresh"'),
-                             1, log)
-            self.assertEqual(self.cluster.worker_pid("leaderlock_fresh"), pid, "worker crash-looped")
-            fresh = connect("leaderlock_fresh")
-            try:
-                one(fresh, "CREATE EXTENSION leaderlock")
-                self.assertTrue(one(fresh, "SELECT le_worker_running()"))
-                listener = Listener("leaderlock_fresh")
-                try:
-                    one(fresh, "SELECT le_try_acquire('k', 'x', '200 milliseconds')")
-                    event, _ = wait_expired(listener, "k")
-                finally:
-                    listener.close()
-                self.assertIsNotNone(event, "worker did not pick up the new extension")
-            finally:
-                fresh.close()
-        finally:
-            one(self.conn, "ALTER SYSTEM RESET leaderlock.database")
-            one(self.conn, "ALTER SYSTEM RESET leaderlock.naptime")
-            one(self.conn, "SELECT pg_reload_conf()")
-            self.assertTrue(wait_for(lambda: self.worker_db() == "postgres", timeout=10))
-            wait_for(lambda: one(self.conn, "SELECT count(*) FROM pg_stat_activity "
-                                            "WHERE datname = 'leaderlock_fresh'") == 0, timeout=10)
-            one(self.conn, "DROP DATABASE leaderlock_fresh")
-
-    def worker_db(self):
-        return one(self.conn, "SELECT datname FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")
 
 
 class RestartTest(unittest.TestCase):

@@ -2,7 +2,7 @@
 -- every lease and term intact, and ends up as a fresh install would be.
 -- This database got the current version from pg_regress.
 
--- 1. From 0.1.0, through every step (0.2.0, 0.3.0). The current library
+-- 1. From 0.1.0, through every step (0.2.0, 0.3.0, 0.4.0). The current library
 -- serves the 0.1.0 schema until the update.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.1.0';
@@ -38,7 +38,7 @@ SELECT key, holder, term, value, session_pid FROM leaderlock ORDER BY key;
 SELECT le_assert_leader('up-lapsed', 'e');
 
 
--- 2. From 0.2.0 (the last release) to 0.3.0.
+-- 2. From 0.2.0, through 0.3.0 and 0.4.0.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.2.0';
 SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
@@ -76,7 +76,51 @@ SELECT key, holder, value FROM leaderlock_status ORDER BY key;
 -- Session-bound leases: refused in a database the worker does not serve.
 SELECT le_try_acquire('up-bound', 'f', '1 hour', session_bound => true);
 
--- 3. The upgraded extension has exactly the objects of a fresh install.
+-- 3. From 0.3.0 (the last release) to 0.4.0: owners and counters.
+DROP EXTENSION leaderlock;
+CREATE EXTENSION leaderlock VERSION '0.3.0';
+SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
+SELECT le_try_acquire('up-live', 'a', '1 hour', value => '{"n": 12345678901234567890}');
+SELECT le_try_acquire('up-vacant', 'a', '1 hour');
+SELECT le_release('up-vacant', 'a');
+SELECT le_try_acquire('up-lapsed', 'c', '10 milliseconds');
+SELECT pg_sleep(0.05);
+DROP TABLE before;
+CREATE TEMP TABLE before AS SELECT * FROM leaderlock;
+
+ALTER EXTENSION leaderlock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
+SELECT count(*) AS rows_before, (SELECT count(*) FROM leaderlock) AS rows_after FROM before;
+SELECT b.key FROM before b LEFT JOIN leaderlock l USING (key)
+ WHERE (l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl, l.recheck_at,
+        l.value::text, l.session_pid, l.session_start)
+       IS DISTINCT FROM (b.holder, b.term, b.acquired_at, b.renewed_at, b.expires_at, b.ttl,
+                         b.recheck_at, b.value::text, b.session_pid, b.session_start);
+-- No owner yet, counters from zero, changed_at from what the row knows.
+SELECT l.key, l.owner, l.tenures, l.releases, l.expiries,
+       l.changed_at = CASE WHEN b.holder IS NOT NULL THEN b.acquired_at ELSE b.expires_at END
+         AS changed_at_derived
+  FROM leaderlock l JOIN before b USING (key) ORDER BY key;
+-- A lease without an owner: any role may act on it, as before.
+CREATE ROLE leaderlock_upgrade_other;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO leaderlock_upgrade_other;
+SET ROLE leaderlock_upgrade_other;
+SELECT le_renew('up-live', 'a') AS unowned_renewed_by_anyone;
+RESET ROLE;
+-- A new tenure is owned by its role, and counted.
+SELECT le_try_acquire('up-vacant', 'd', '1 hour');
+SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
+SELECT key, holder, term, owner, tenures, value FROM leaderlock ORDER BY key;
+SET ROLE leaderlock_upgrade_other;
+SELECT le_release('up-vacant', 'd') AS owned_released_by_other;
+RESET ROLE;
+SELECT le_force_release('up-vacant') AS forced;
+SELECT key, tenures, releases, expiries, held, seconds_since_change >= 0 AS since_ok
+  FROM leaderlock_stats ORDER BY key;
+DROP OWNED BY leaderlock_upgrade_other;
+DROP ROLE leaderlock_upgrade_other;
+
+-- 4. The upgraded extension has exactly the objects of a fresh install.
 CREATE TEMP TABLE upgraded AS
 SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
  WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
@@ -92,7 +136,9 @@ SELECT p.oid::regprocedure::text AS function, pg_get_function_arguments(p.oid) A
        p.proisstrict, p.proconfig, p.prosrc
   FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%';
 CREATE TEMP TABLE upgraded_view AS
-SELECT pg_get_viewdef('leaderlock_status'::regclass) AS definition;
+SELECT c.relname, pg_get_viewdef(c.oid) AS definition, c.relacl::text AS acl
+  FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace
+   AND c.relname LIKE 'leaderlock%';
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock;
 SELECT object AS only_in_upgraded FROM upgraded
@@ -120,4 +166,9 @@ EXCEPT SELECT p.oid::regprocedure::text, pg_get_function_arguments(p.oid),
        pg_get_function_result(p.oid), p.provolatile, p.proparallel, p.prosecdef,
        p.proisstrict, p.proconfig, p.prosrc
   FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%';
-SELECT definition = pg_get_viewdef('leaderlock_status'::regclass) AS same_view FROM upgraded_view;
+-- views: same definitions and privileges
+SELECT c.relname, pg_get_viewdef(c.oid) AS definition, c.relacl::text AS acl
+  FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace
+   AND c.relname LIKE 'leaderlock%'
+EXCEPT SELECT * FROM upgraded_view;
+SELECT count(*) AS views FROM upgraded_view;

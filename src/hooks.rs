@@ -1,0 +1,222 @@
+//! Utility commands that concern the workers (contract 12), seen from the
+//! backend that runs them (a ProcessUtility hook, active when preloaded):
+//!
+//! - CREATE EXTENSION leaderlock: at commit, ask the launcher for a worker
+//!   in this database (it starts one at once, not at its next round).
+//! - DROP EXTENSION: at commit, wake this database's worker, which finds
+//!   the extension gone and exits.
+//! - DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE, and CREATE
+//!   DATABASE ... TEMPLATE need the database to themselves, and a worker
+//!   connected to it would make them fail ("being accessed by other
+//!   users"): the worker is asked to leave and the launcher starts none
+//!   there until the command is over.
+
+use crate::databases;
+use pgrx::prelude::*;
+use pgrx::PgList;
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::sync::atomic::Ordering;
+
+/// How long a command waits for a worker to leave its database.
+const LEAVE_TIMEOUT_MS: i64 = 10_000;
+
+/// How long a command keeps workers out at most (should the backend die
+/// before it can say it is done).
+const PAUSE_S: i64 = 60;
+
+static mut PREVIOUS: pg_sys::ProcessUtility_hook_type = None;
+
+thread_local! {
+    static CREATED: Cell<bool> = const { Cell::new(false) };
+    static DROPPED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called from `_PG_init` while preloading.
+pub fn init() {
+    unsafe {
+        PREVIOUS = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(process_utility);
+        pg_sys::RegisterXactCallback(Some(on_xact_event), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    let stmt = unsafe { (*pstmt).utilityStmt };
+    let needed = unsafe { database_needed(stmt) };
+    let slot = needed.and_then(databases::find);
+    if let Some(slot) = slot {
+        unsafe { make_worker_leave(slot) };
+    }
+    let run = || unsafe {
+        match PREVIOUS {
+            Some(previous) => previous(
+                pstmt,
+                query,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+            None => pg_sys::standard_ProcessUtility(
+                pstmt,
+                query,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+        }
+    };
+    PgTryBuilder::new(run)
+        .finally(|| {
+            if let Some(slot) = slot {
+                // Over (done or failed): the launcher may start a worker
+                // again, in the database if it still exists.
+                slot.paused_until.store(0, Ordering::SeqCst);
+                databases::wake_launcher();
+            }
+        })
+        .execute();
+    unsafe { note_extension_change(stmt) };
+}
+
+/// The database a command needs to itself (no other session in it), if
+/// it is one of those.
+unsafe fn database_needed(stmt: *mut pg_sys::Node) -> Option<u32> {
+    if stmt.is_null() {
+        return None;
+    }
+    let name: *const std::ffi::c_char = unsafe {
+        match (*stmt).type_ {
+            pg_sys::NodeTag::T_DropdbStmt => (*stmt.cast::<pg_sys::DropdbStmt>()).dbname,
+            pg_sys::NodeTag::T_RenameStmt => {
+                let rename = &*stmt.cast::<pg_sys::RenameStmt>();
+                if rename.renameType != pg_sys::ObjectType::OBJECT_DATABASE {
+                    return None;
+                }
+                rename.subname
+            }
+            pg_sys::NodeTag::T_AlterDatabaseStmt => {
+                let alter = &*stmt.cast::<pg_sys::AlterDatabaseStmt>();
+                option(alter.options, c"tablespace")?;
+                alter.dbname
+            }
+            pg_sys::NodeTag::T_CreatedbStmt => {
+                let create = &*stmt.cast::<pg_sys::CreatedbStmt>();
+                pg_sys::defGetString(option(create.options, c"template")?)
+            }
+            _ => return None,
+        }
+    };
+    if name.is_null() {
+        return None;
+    }
+    let oid = unsafe { pg_sys::get_database_oid(name, true) };
+    (oid != pg_sys::InvalidOid).then(|| oid.to_u32())
+}
+
+/// The option named `name` of a command's option list.
+unsafe fn option(options: *mut pg_sys::List, name: &CStr) -> Option<*mut pg_sys::DefElem> {
+    let options = unsafe { PgList::<pg_sys::DefElem>::from_pg(options) };
+    let found = options
+        .iter_ptr()
+        .find(|d| unsafe { !(**d).defname.is_null() && CStr::from_ptr((**d).defname) == name });
+    found
+}
+
+/// Asks the worker serving `slot`'s database to leave, and waits (briefly)
+/// until it has.
+unsafe fn make_worker_leave(slot: &databases::Slot) {
+    slot.pause_for(PAUSE_S * 1000);
+    let deadline = unsafe { pg_sys::GetCurrentTimestamp() } + LEAVE_TIMEOUT_MS * 1000;
+    while slot.worker_procno.load(Ordering::SeqCst) >= 0
+        && unsafe { pg_sys::GetCurrentTimestamp() } < deadline
+    {
+        slot.wake_worker();
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                10,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        pg_sys::check_for_interrupts!();
+    }
+}
+
+/// Remembers a CREATE or DROP EXTENSION for the transaction's commit.
+unsafe fn note_extension_change(stmt: *mut pg_sys::Node) {
+    if stmt.is_null() {
+        return;
+    }
+    unsafe {
+        match (*stmt).type_ {
+            pg_sys::NodeTag::T_CreateExtensionStmt => {
+                let create = &*stmt.cast::<pg_sys::CreateExtensionStmt>();
+                if !create.extname.is_null() && CStr::from_ptr(create.extname) == c"leaderlock" {
+                    CREATED.set(true);
+                }
+            }
+            // Whichever extension: a spare wake-up costs one check.
+            pg_sys::NodeTag::T_DropStmt
+                if (*stmt.cast::<pg_sys::DropStmt>()).removeType
+                    == pg_sys::ObjectType::OBJECT_EXTENSION =>
+            {
+                DROPPED.set(true);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_xact_event(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    if !matches!(
+        event,
+        XACT_EVENT_COMMIT
+            | XACT_EVENT_PARALLEL_COMMIT
+            | XACT_EVENT_ABORT
+            | XACT_EVENT_PARALLEL_ABORT
+            | XACT_EVENT_PREPARE
+    ) {
+        return;
+    }
+    let created = CREATED.replace(false);
+    let dropped = DROPPED.replace(false);
+    if !matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT) {
+        return;
+    }
+    if created {
+        if let Some(slot) = databases::mine() {
+            slot.wanted.store(true, Ordering::SeqCst);
+            databases::wake_launcher();
+        }
+    }
+    if dropped {
+        if let Some(slot) = databases::mine() {
+            slot.wake_worker();
+        }
+    }
+}

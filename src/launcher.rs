@@ -1,0 +1,292 @@
+//! The launcher (contract 12): starts one worker (`worker.rs`) per served
+//! database in which the extension is installed.
+//!
+//! It connects to no database, reads the shared catalog `pg_database`
+//! every second (and when woken), and starts a dynamic background worker
+//! for each database that allows connections, is not a template, and is
+//! included by `leaderlock.databases`. A worker that finds no extension in
+//! its database says so in shared memory and exits; the launcher then
+//! starts none there until the commit of a CREATE EXTENSION leaderlock
+//! there wakes it (`hooks.rs`), or until it restarts. Workers stop on their
+//! own: when the extension is dropped, the database is no longer listed,
+//! or a command needs the database to itself (DROP DATABASE). Laid out
+//! after PostgreSQL's autovacuum launcher (`get_database_list`) and
+//! TimescaleDB's launcher.
+
+use crate::databases::{self, Slot};
+use crate::settings;
+use crate::worker;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
+use pgrx::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The launcher's name, and its `backend_type` in pg_stat_activity.
+pub const BACKEND_TYPE: &str = "leaderlock launcher";
+
+/// How often `pg_database` is read when nothing wakes the launcher.
+const RESCAN_MS: i64 = 1_000;
+
+/// A worker that ran at least this long before it stopped is restarted
+/// after `RESCAN_MS`; one that stopped sooner waits twice as long each
+/// time, up to `MAX_BACKOFF_S`.
+const STEADY_RUN_S: i64 = 10;
+const MAX_BACKOFF_S: i64 = 60;
+
+/// A database the launcher has seen.
+#[derive(Default)]
+struct Database {
+    name: String,
+    handle: Option<Handle>,
+    /// The worker found no extension here: none is started until a CREATE
+    /// EXTENSION wakes us.
+    absent: bool,
+    /// No worker is started before this time.
+    next_start: i64,
+    /// Quick stops in a row.
+    quick_stops: u32,
+    /// Since when no background worker slot could be had; whether said.
+    no_slot_since: Option<i64>,
+    told_no_slot: bool,
+    told_no_shmem: bool,
+}
+
+/// A registered dynamic worker.
+struct Handle {
+    raw: *mut pg_sys::BackgroundWorkerHandle,
+    started_at: i64,
+}
+
+/// Registers the launcher; only possible while preloading.
+pub fn register() {
+    BackgroundWorkerBuilder::new(BACKEND_TYPE)
+        .set_type(BACKEND_TYPE)
+        .set_library("leaderlock")
+        .set_function("leaderlock_launcher_main")
+        .enable_spi_access()
+        // Start on a hot standby too: its workers wait there for promotion.
+        .set_start_time(BgWorkerStartTime::ConsistentState)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
+    worker::standard_signal_handlers();
+    // No database: pg_database is a shared catalog, readable from here.
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    databases::register_launcher();
+    log!("leaderlock launcher started");
+
+    let mut known: HashMap<u32, Database> = HashMap::new();
+    loop {
+        worker::reload_config();
+        let sleep_ms = launch(&mut known);
+        worker::wait(sleep_ms);
+    }
+}
+
+/// One round: starts the workers that should run. Returns how long to
+/// sleep, in milliseconds.
+fn launch(known: &mut HashMap<u32, Database>) -> i64 {
+    let served = settings::served();
+    // Slots claimed before the read of pg_database: those whose database
+    // is not in it belong to dropped databases (a slot is claimed only from
+    // inside its database, or by us for a listed one).
+    let claimed: Vec<(u32, &'static Slot)> = databases::claimed().collect();
+    let listed = list_databases();
+    let present: HashSet<u32> = listed.iter().map(|d| d.oid).collect();
+    for (database, slot) in claimed {
+        if !present.contains(&database) && slot.worker_procno.load(Ordering::SeqCst) < 0 {
+            slot.free();
+        }
+    }
+    known.retain(|oid, db| {
+        // Keep the handle of a running worker until it stops.
+        present.contains(oid) || db.handle.as_ref().is_some_and(|h| running(h.raw))
+    });
+
+    let now = now();
+    let mut sleep_ms = RESCAN_MS;
+    for listed in listed {
+        if !listed.eligible {
+            // Made a template, or closed to connections, while served: the
+            // worker must leave (it checks its pause on every wake-up).
+            if let Some(slot) = databases::find(listed.oid) {
+                if slot.worker_procno.load(Ordering::SeqCst) >= 0 {
+                    slot.pause_for(2 * RESCAN_MS);
+                    slot.wake_worker();
+                }
+            }
+            continue;
+        }
+        if !served.includes(&listed.name) {
+            continue;
+        }
+        let db = known.entry(listed.oid).or_default();
+        db.name = listed.name;
+        if let Some(wait) = consider(listed.oid, db, now) {
+            sleep_ms = sleep_ms.min(wait);
+        }
+    }
+    sleep_ms.max(1)
+}
+
+/// Starts a worker for `db` if it needs one. Returns how soon to look
+/// again, when sooner than the next read of pg_database.
+fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
+    let Some(slot) = databases::claim(oid) else {
+        if !db.told_no_shmem {
+            log!(
+                "leaderlock launcher: cannot serve database \"{}\": shared memory has room \
+                 for {} databases",
+                db.name,
+                databases::SLOTS
+            );
+            db.told_no_shmem = true;
+        }
+        return None;
+    };
+    if slot.wanted.swap(false, Ordering::SeqCst) {
+        // CREATE EXTENSION committed there.
+        db.absent = false;
+        db.next_start = 0;
+        db.quick_stops = 0;
+    }
+    if let Some(handle) = &db.handle {
+        if running(handle.raw) {
+            return None;
+        }
+        let ran_s = (now - handle.started_at) / 1_000_000;
+        unsafe { pg_sys::pfree(handle.raw.cast()) };
+        db.handle = None;
+        if slot.absent.load(Ordering::SeqCst) {
+            db.absent = true;
+        } else if ran_s >= STEADY_RUN_S {
+            db.quick_stops = 0;
+            db.next_start = now + RESCAN_MS * 1000;
+        } else {
+            db.quick_stops += 1;
+            let backoff_s = (1i64 << db.quick_stops.min(6)).min(MAX_BACKOFF_S);
+            db.next_start = now + backoff_s * 1_000_000;
+        }
+    }
+    if slot.worker_procno.load(Ordering::SeqCst) >= 0 {
+        // Serving already (started by an earlier launcher).
+        return None;
+    }
+    if db.absent || slot.paused() {
+        return None;
+    }
+    if now < db.next_start {
+        return Some((db.next_start - now) / 1000 + 1);
+    }
+    slot.absent.store(false, Ordering::SeqCst);
+    match start_worker(oid, &db.name) {
+        Some(raw) => {
+            db.handle = Some(Handle {
+                raw,
+                started_at: now,
+            });
+            db.no_slot_since = None;
+            db.told_no_slot = false;
+            None
+        }
+        None => {
+            // Out of slots; workers that find no extension exit at once,
+            // so wait a little before saying it.
+            let since = *db.no_slot_since.get_or_insert(now);
+            if now - since >= 2_000_000 && !db.told_no_slot {
+                log!(
+                    "leaderlock launcher: no background worker slot free to serve database \
+                     \"{}\" (max_worker_processes = {}); raise max_worker_processes, or list \
+                     fewer databases in leaderlock.databases",
+                    db.name,
+                    unsafe { pg_sys::max_worker_processes }
+                );
+                db.told_no_slot = true;
+            }
+            Some(RESCAN_MS)
+        }
+    }
+}
+
+/// Registers a worker for database `oid`; None when no slot is free.
+fn start_worker(oid: u32, name: &str) -> Option<*mut pg_sys::BackgroundWorkerHandle> {
+    let builder = BackgroundWorkerBuilder::new(&format!("leaderlock worker for {name}"))
+        .set_type(worker::BACKEND_TYPE)
+        .set_library("leaderlock")
+        .set_function("leaderlock_worker_main")
+        .set_argument(Some(pg_sys::Datum::from(oid)))
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::ConsistentState)
+        // Never restarted by the postmaster: the launcher decides.
+        .set_restart_time(None)
+        // Its start and stop set our latch.
+        .set_notify_pid(unsafe { pg_sys::MyProcPid });
+    let mut bgw: pg_sys::BackgroundWorker = (&builder).into();
+    let mut handle: *mut pg_sys::BackgroundWorkerHandle = std::ptr::null_mut();
+    // The handle outlives this round: allocate it for the process's life.
+    let registered = unsafe {
+        let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
+        let ok = pg_sys::RegisterDynamicBackgroundWorker(&mut bgw, &mut handle);
+        pg_sys::MemoryContextSwitchTo(old);
+        ok
+    };
+    registered.then_some(handle)
+}
+
+/// Whether the worker of `handle` is starting or running.
+fn running(handle: *mut pg_sys::BackgroundWorkerHandle) -> bool {
+    let mut pid: pg_sys::pid_t = 0;
+    let status = unsafe { pg_sys::GetBackgroundWorkerPid(handle, &mut pid) };
+    matches!(
+        status,
+        pg_sys::BgwHandleStatus::BGWH_STARTED | pg_sys::BgwHandleStatus::BGWH_NOT_YET_STARTED
+    )
+}
+
+fn now() -> i64 {
+    unsafe { pg_sys::GetCurrentTimestamp() }
+}
+
+/// A row of pg_database.
+struct Listed {
+    oid: u32,
+    name: String,
+    /// Allows connections and is not a template (a connection to a
+    /// template would make every CREATE DATABASE from it fail).
+    eligible: bool,
+}
+
+/// Every database. A heap scan of the shared catalog, as the autovacuum
+/// launcher does it.
+fn list_databases() -> Vec<Listed> {
+    BackgroundWorker::transaction(|| {
+        let mut out = Vec::new();
+        unsafe {
+            pg_sys::GetTransactionSnapshot();
+            let rel =
+                pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::AccessShareLock as c_int);
+            let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
+            loop {
+                let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+                if tuple.is_null() {
+                    break;
+                }
+                let row = &*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple);
+                out.push(Listed {
+                    oid: row.oid.to_u32(),
+                    name: pg_sys::name_data_to_str(&row.datname).to_string(),
+                    eligible: row.datallowconn && !row.datistemplate,
+                });
+            }
+            pg_sys::table_endscan(scan);
+            pg_sys::table_close(rel, pg_sys::AccessShareLock as c_int);
+        }
+        out
+    })
+}

@@ -1,0 +1,244 @@
+"""Every database (contract 12): a launcher starts a worker per served
+database where the extension is installed, on the test cluster switched to
+leaderlock.databases = '*' (the default) for these tests and back."""
+import time
+import unittest
+
+from harness import Cluster, Listener, connect, one, wait_for
+
+GENEROUS = 10.0  # seconds: a bound on behaviour, not a timing goal (see bench/)
+
+
+def worker_pids(conn):
+    """{database: pid} of every leaderlock worker."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT datname, pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")
+        return dict(cur.fetchall())
+
+
+def set_served(conn, databases, alias=None):
+    """ALTER SYSTEM leaderlock.databases (None: reset) and the deprecated
+    leaderlock.database, then reload."""
+    if databases is None:
+        one(conn, "ALTER SYSTEM RESET leaderlock.databases")
+    else:
+        # ALTER SYSTEM takes no parameters: the values are test constants.
+        one(conn, f"ALTER SYSTEM SET leaderlock.databases = '{databases}'")
+    if alias is None:
+        one(conn, "ALTER SYSTEM RESET leaderlock.database")
+    else:
+        one(conn, f"ALTER SYSTEM SET leaderlock.database = '{alias}'")
+    one(conn, "SELECT pg_reload_conf()")
+
+
+def recreate(conn, name, extension=True):
+    one(conn, f'DROP DATABASE IF EXISTS "{name}"')
+    one(conn, f'CREATE DATABASE "{name}"')
+    if extension:
+        c = connect(name)
+        one(c, "CREATE EXTENSION leaderlock")
+        c.close()
+
+
+def expired_event(listener, key, timeout=GENEROUS):
+    got = listener.events(timeout, until=lambda e: e != "marker" and e["event"] == "expired"
+                          and e["key"] == key)
+    return got[-1] if got and got[-1] != "marker" and got[-1]["key"] == key else None
+
+
+class EveryDatabaseTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = Cluster.main()
+        cls.admin = connect()
+        set_served(cls.admin, "*")
+
+    @classmethod
+    def tearDownClass(cls):
+        set_served(cls.admin, None)  # back to postgresql.conf: postgres only
+        # The other databases' workers leave (the tests after these expect
+        # leaderlock_lazy unserved).
+        assert wait_for(lambda: set(worker_pids(cls.admin)) == {"postgres"}, timeout=GENEROUS), \
+            worker_pids(cls.admin)
+        cls.admin.close()
+
+    def setUp(self):
+        self.made = []
+
+    def tearDown(self):
+        for name in self.made:
+            one(self.admin, f'DROP DATABASE IF EXISTS "{name}"')
+
+    def make(self, name, extension=True):
+        recreate(self.admin, name, extension)
+        self.made.append(name)
+        return name
+
+    def test_ten_databases_each_get_a_worker_that_expires_and_announces_there(self):
+        names = [f"ll_many_{i}" for i in range(10)]
+        started = {}
+        for name in names:
+            self.make(name, extension=False)
+        for name in names:
+            c = connect(name)
+            one(c, "CREATE EXTENSION leaderlock")
+            committed = time.monotonic()
+            self.assertTrue(wait_for(lambda: name in worker_pids(self.admin), timeout=GENEROUS),
+                            f"no worker for {name}")
+            started[name] = time.monotonic() - committed
+            self.assertTrue(one(c, "SELECT le_worker_running()"))
+            c.close()
+        print(f"\n  worker after CREATE EXTENSION: max {1000 * max(started.values()):.0f} ms "
+              f"over {len(names)} databases")
+        pids = worker_pids(self.admin)
+        self.assertEqual(len({pids[n] for n in names}), len(names), "one worker per database")
+
+        # A lapsing lease in each database is expired and announced there,
+        # and only there.
+        listeners = {n: Listener(n) for n in names}
+        conns = {n: connect(n) for n in names}
+        try:
+            for n in names:
+                self.assertTrue(one(conns[n], "SELECT le_try_acquire('same-key', %s, '300 milliseconds')",
+                                    (n,)))
+            for n in names:
+                event = expired_event(listeners[n], "same-key")
+                self.assertIsNotNone(event, f"no expiry announced in {n}")
+                self.assertEqual(event["holder"], n)
+                self.assertIsNone(one(conns[n], "SELECT holder FROM leaderlock WHERE key = 'same-key'"))
+        finally:
+            for n in names:
+                listeners[n].close()
+                conns[n].close()
+
+        # DROP EXTENSION stops that database's worker; the others go on.
+        c = connect(names[0])
+        one(c, "DROP EXTENSION leaderlock")
+        self.assertTrue(wait_for(lambda: names[0] not in worker_pids(self.admin), timeout=GENEROUS))
+        self.assertEqual(worker_pids(self.admin).get(names[1]), pids[names[1]])
+        one(c, "CREATE EXTENSION leaderlock")
+        self.assertTrue(wait_for(lambda: names[0] in worker_pids(self.admin), timeout=GENEROUS))
+        c.close()
+
+        # DROP DATABASE succeeds although a worker served it.
+        for n in names:
+            one(self.admin, f'DROP DATABASE "{n}"')
+        self.made = []
+        self.assertTrue(wait_for(lambda: not set(names) & set(worker_pids(self.admin)), timeout=GENEROUS))
+
+    def test_session_bound_lease_in_another_database(self):
+        name = self.make("ll_bound")
+        self.assertTrue(wait_for(lambda: name in worker_pids(self.admin), timeout=GENEROUS))
+        listener = Listener(name)
+        try:
+            holder = connect(name)
+            self.assertTrue(one(holder, "SELECT le_try_acquire('bound', 'h', '1 hour', session_bound => true)"))
+            holder.close()
+            event = expired_event(listener, "bound")
+        finally:
+            listener.close()
+        self.assertIsNotNone(event, "the session's end was not announced")
+        self.assertEqual(event["reason"], "session_ended")
+
+    def test_commands_that_need_the_database_alone_succeed(self):
+        # A worker connected to a database would make these fail ("being
+        # accessed by other users"); it steps aside, and comes back.
+        tpl = self.make("ll_tpl")
+        self.assertTrue(wait_for(lambda: tpl in worker_pids(self.admin), timeout=GENEROUS))
+        one(self.admin, 'CREATE DATABASE "ll_copy" TEMPLATE "ll_tpl"')
+        self.made.append("ll_copy")
+        # The copy has the extension: it gets a worker without CREATE EXTENSION.
+        self.assertTrue(wait_for(lambda: "ll_copy" in worker_pids(self.admin), timeout=GENEROUS))
+        self.assertTrue(wait_for(lambda: tpl in worker_pids(self.admin), timeout=GENEROUS))
+        one(self.admin, 'ALTER DATABASE "ll_copy" RENAME TO "ll_renamed"')
+        self.made.append("ll_renamed")
+        self.assertTrue(wait_for(lambda: "ll_renamed" in worker_pids(self.admin), timeout=GENEROUS))
+        one(self.admin, 'DROP DATABASE "ll_renamed"')
+        self.assertFalse(one(self.admin, "SELECT count(*) FROM pg_database WHERE datname LIKE 'll_renamed'"))
+
+    def test_templates_are_not_served(self):
+        # A connection to a template would make CREATE DATABASE from it fail.
+        name = self.make("ll_is_template")
+        self.assertTrue(wait_for(lambda: name in worker_pids(self.admin), timeout=GENEROUS))
+        one(self.admin, f'ALTER DATABASE "{name}" IS_TEMPLATE true')
+        try:
+            self.assertTrue(wait_for(lambda: name not in worker_pids(self.admin), timeout=GENEROUS))
+            one(self.admin, 'CREATE DATABASE "ll_from_template" TEMPLATE "ll_is_template"')
+            self.made.append("ll_from_template")
+            self.assertTrue(wait_for(lambda: "ll_from_template" in worker_pids(self.admin), timeout=GENEROUS))
+        finally:
+            one(self.admin, f'ALTER DATABASE "{name}" IS_TEMPLATE false')
+
+    def test_a_list_of_databases(self):
+        a, b = self.make("ll_list_a"), self.make("ll_list_b")
+        c = self.make("ll_list_c", extension=False)
+        self.assertTrue(wait_for(lambda: {a, b} <= set(worker_pids(self.admin)), timeout=GENEROUS))
+        log_before = len(self.cluster.log())
+        try:
+            set_served(self.admin, f'postgres, {a}, "{c}"')
+            # b is no longer listed: its worker leaves; a's stays.
+            self.assertTrue(wait_for(lambda: b not in worker_pids(self.admin), timeout=GENEROUS))
+            self.assertIn(a, worker_pids(self.admin))
+            # c is named but has no extension: said once, no crash loop.
+            needle = f'is not installed in database "{c}", which leaderlock.databases names'
+            self.assertTrue(wait_for(lambda: needle in self.cluster.log()[log_before:], timeout=GENEROUS))
+            time.sleep(2)
+            self.assertEqual(self.cluster.log()[log_before:].count(needle), 1)
+            # ... until CREATE EXTENSION there.
+            conn = connect(c)
+            one(conn, "CREATE EXTENSION leaderlock")
+            conn.close()
+            self.assertTrue(wait_for(lambda: c in worker_pids(self.admin), timeout=GENEROUS))
+            # Session-bound leases are refused where no worker serves.
+            conn = connect(b)
+            with self.assertRaises(Exception) as caught:
+                one(conn, "SELECT le_try_acquire('k', 'x', '1 hour', session_bound => true)")
+            self.assertEqual(caught.exception.pgcode, "55000")
+            conn.close()
+        finally:
+            set_served(self.admin, "*")
+        self.assertTrue(wait_for(lambda: b in worker_pids(self.admin), timeout=GENEROUS))
+
+    def test_deprecated_single_database_setting(self):
+        alias = self.make("ll_alias")
+        try:
+            set_served(self.admin, "*", alias="ll_alias")
+            self.assertTrue(wait_for(lambda: set(worker_pids(self.admin)) == {alias}, timeout=GENEROUS),
+                            worker_pids(self.admin))
+        finally:
+            set_served(self.admin, "*")
+        self.assertTrue(wait_for(lambda: "postgres" in worker_pids(self.admin), timeout=GENEROUS))
+
+    def test_terminated_worker_of_another_database_is_restarted(self):
+        name = self.make("ll_restart")
+        self.assertTrue(wait_for(lambda: name in worker_pids(self.admin), timeout=GENEROUS))
+        old = worker_pids(self.admin)[name]
+        self.assertTrue(one(self.admin, "SELECT pg_terminate_backend(%s)", (old,)))
+        self.assertTrue(wait_for(lambda: worker_pids(self.admin).get(name) not in (None, old),
+                                 timeout=GENEROUS))
+
+
+class OutOfSlotsTest(unittest.TestCase):
+    def test_too_few_worker_processes_is_said_clearly(self):
+        # Three background worker processes: the launcher, PostgreSQL's
+        # logical replication launcher, and one worker (for postgres).
+        cluster = Cluster.create("slots", "max_worker_processes = 3")
+        try:
+            admin = cluster.connect()
+            one(admin, "CREATE DATABASE ll_no_slot")
+            c = cluster.connect("ll_no_slot")
+            one(c, "CREATE EXTENSION leaderlock")
+            c.close()
+            needle = 'no background worker slot free to serve database "ll_no_slot" (max_worker_processes = 3)'
+            self.assertTrue(wait_for(lambda: needle in cluster.log(), timeout=GENEROUS), cluster.log()[-3000:])
+            self.assertEqual(set(worker_pids(admin)), {"postgres"})
+            # A slot freed (postgres's worker leaves with its extension): served.
+            one(admin, "DROP EXTENSION leaderlock")
+            self.assertTrue(wait_for(lambda: set(worker_pids(admin)) == {"ll_no_slot"}, timeout=GENEROUS))
+            admin.close()
+        finally:
+            cluster.remove()
+
+
+if __name__ == "__main__":
+    unittest.main()
