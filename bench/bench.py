@@ -37,8 +37,8 @@ HOST = "127.0.0.1"
 
 # ---------------------------------------------------------------- helpers
 
-def connect(port, autocommit=True):
-    c = psycopg2.connect(host=HOST, port=port, user="postgres", dbname="postgres")
+def connect(port, autocommit=True, dbname="postgres"):
+    c = psycopg2.connect(host=HOST, port=port, user="postgres", dbname=dbname)
     c.autocommit = autocommit
     return c
 
@@ -63,8 +63,10 @@ def parse_time(text):
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-def worker_pid(conn):
-    return one(conn, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker'")
+def worker_pid(conn, dbname="postgres"):
+    """The pid of the worker serving `dbname`."""
+    return one(conn, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker' "
+                     "AND datname = %s", (dbname,))
 
 
 def cpu_seconds(pid):
@@ -284,15 +286,15 @@ class ExpiryLag:
     and to the worker's check that expired it (the payload's `at`). Gives up
     `grace` seconds after the window."""
 
-    def __init__(self, port, count, window, prefix, grace=60):
-        self.port, self.count, self.window = port, count, window
+    def __init__(self, port, count, window, prefix, grace=60, dbname="postgres"):
+        self.port, self.count, self.window, self.dbname = port, count, window, dbname
         self.prefix, self.grace = prefix, grace
         self.lags, self.check_lags = [], []
 
     def start(self):
-        self.listener = connect(self.port)
+        self.listener = connect(self.port, dbname=self.dbname)
         q(self.listener, "LISTEN leaderlock")
-        c = connect(self.port)
+        c = connect(self.port, dbname=self.dbname)
         one(c, "SELECT count(*) FILTER (WHERE le_try_acquire(%s || i, 'doomed', "
                "make_interval(secs => 1 + random() * %s))) FROM generate_series(1, %s) i",
             (self.prefix, self.window, self.count))

@@ -11,5 +11,6 @@ if [ "${1:-}" = --pg ]; then
 fi
 trap remove_throwaway_cluster EXIT
 # PostgreSQL and leaderlock defaults (fsync on), unlike the test clusters.
-start_throwaway_cluster "fsync = on"
+# max_worker_processes: room for a worker per database with --databases (up to 14).
+start_throwaway_cluster "fsync = on" "max_worker_processes = 16"
 /usr/bin/python3 "$REPO_ROOT/bench/worker_lag.py" "$PORT" "$@"

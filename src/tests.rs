@@ -604,12 +604,13 @@ mod tests {
                         array_to_string(proconfig, ','), ' ' ORDER BY proname) \
                    FROM pg_proc WHERE proname IN ('le_try_acquire', 'le_renew', 'le_release', \
                                                   'le_assert_leader', 'le_acquire', \
-                                                  'le_proclaim')"
+                                                  'le_proclaim', 'le_force_release')"
             )
             .as_deref(),
             Some(
                 "le_acquire:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_assert_leader:true:search_path=public, pg_temp,enable_seqscan=off \
+                 le_force_release:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_proclaim:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_release:true:search_path=public, pg_temp,enable_seqscan=off \
                  le_renew:true:search_path=public, pg_temp,enable_seqscan=off \
@@ -1002,6 +1003,31 @@ mod tests {
     fn worker_not_running_without_preload() {
         // The pg_test cluster does not preload leaderlock.
         assert!(!bool_of("SELECT le_worker_running()"));
+        // No shared memory: no per-database counters; per-key ones work.
+        assert!(bool_of("SELECT le_try_acquire('counted', 'a', '1 hour')"));
+        assert_eq!(
+            text_of("SELECT count(*)::text FROM leaderlock_database_stats").as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            text_of("SELECT tenures || '/' || held FROM leaderlock_stats WHERE key = 'counted'")
+                .as_deref(),
+            Some("1/true")
+        );
+    }
+
+    // ---- 12 every database ---------------------------------------------------
+
+    #[pg_test]
+    fn every_database_is_served_by_default() {
+        assert_eq!(
+            text_of("SELECT current_setting('leaderlock.databases')").as_deref(),
+            Some("*")
+        );
+        assert_eq!(
+            text_of("SELECT current_setting('leaderlock.database')").as_deref(),
+            Some("")
+        );
     }
 
     // ---- 9 le_acquire -------------------------------------------------------

@@ -1,5 +1,7 @@
 """Notifications on channel leaderlock, received by a real LISTENing client
 (contract section 4)."""
+import threading
+import time
 import unittest
 from datetime import timedelta
 
@@ -55,6 +57,33 @@ class NotificationTest(unittest.TestCase):
         self.assertNotIn("previous_holder", released)
         expires_at = one(self.conn, "SELECT expires_at FROM leaderlock WHERE key = %s", (self.key,))
         self.assertEqual(parse_time(released["at"]), expires_at)
+        self.assertIs(released["forced"], False)
+
+    def test_forced_release_payload_and_its_waiter(self):
+        # Contract 13: announced as released, "forced": true; a le_acquire
+        # waiting for the lease gets it at the forced release's commit.
+        self.assertTrue(self.acquire(self.key, "stuck", "1 hour"))
+        waiter = connect()
+        got = {}
+
+        def wait():
+            got["acquired"] = one(waiter, "SELECT le_acquire(%s, 'next', '10 seconds', '20 seconds')",
+                                  (self.key,))
+
+        t = threading.Thread(target=wait)
+        t.start()
+        try:
+            time.sleep(0.3)  # (likely waiting by then; either way it must get the lease)
+            self.assertTrue(one(self.conn, "SELECT le_force_release(%s)", (self.key,)))
+            t.join(20)
+        finally:
+            waiter.close()
+        self.assertTrue(got.get("acquired"), "the waiter did not get the force-released lease")
+        events = self.listener.until_marker(self.conn)
+        self.assertEqual([(e["event"], e["holder"], e.get("forced")) for e in events],
+                         [("acquired", "stuck", None), ("released", "stuck", True), ("acquired", "next", None)])
+        self.assertEqual(events[1]["term"], events[0]["term"])
+        self.assertEqual(events[2]["term"], events[0]["term"] + 1)
 
     def test_takeover_of_a_lapsed_lease_names_the_previous_holder(self):
         # In a database the worker does not serve, a lapsed lease stays
