@@ -36,7 +36,8 @@ def main():
 
     key, me = "('w1-' || :client_id)", "('c' || :client_id)"
     renew = load()["RENEW"]
-    for param, value in [("$1", key), ("$2", me), ("$3", "clock_timestamp()"), ("$4", "interval '1 hour'")]:
+    for param, value in [("$1", key), ("$2", me), ("$3", "clock_timestamp()"), ("$4", "interval '1 hour'"),
+                         ("$5", "current_user::regrole::oid")]:
         renew = renew.replace(param, value)
     no_lock = re.sub(r"AND key = \(SELECT key FROM leaderlock.*?SKIP LOCKED\)", "", renew, flags=re.S)
     assert no_lock != renew

@@ -76,7 +76,7 @@ def main():
     # Plans of the worker's statements, as the extension runs them.
     plans = {}
     for name, params in [("NEXT_CHECK", "(clock_timestamp())"), ("LOCK_LAPSED", "(clock_timestamp(), 1000)"),
-                       ("VACATE_KEYS", "(ARRAY['a', 'b'])")]:
+                       ("VACATE_KEYS", "(ARRAY['a', 'b'], clock_timestamp())")]:
         cur.execute(f"PREPARE bench_plan AS {QUERIES[name]}")
         cur.execute(f"EXPLAIN (COSTS OFF) EXECUTE bench_plan{params}")
         plans[name] = [r[0] for r in cur.fetchall()]
@@ -128,8 +128,8 @@ def main():
     for db in databases:
         dc = bench.connect(args.port, dbname=db)
         wrongly_expired += bench.one(dc, "SELECT count(*) FROM leaderlock "
-                                         "WHERE key LIKE 'bench-lag-live-%' AND holder IS NULL")
-        bench.one(dc, "DELETE FROM leaderlock WHERE key LIKE 'bench-lag-%'")
+                                         "WHERE key LIKE %s AND holder IS NULL", ("bench-lag-live-%",))
+        bench.one(dc, "DELETE FROM leaderlock WHERE key LIKE %s", ("bench-lag-%",))
         dc.close()
     for db in databases[1:]:
         cur.execute(f"DROP DATABASE {db}")
