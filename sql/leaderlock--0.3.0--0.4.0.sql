@@ -10,7 +10,7 @@
 -- expires_at to that time) or expired (at expires_at).
 -- Constant defaults rewrite nothing; the UPDATE writes each row once.
 ALTER TABLE leaderlock
-    ADD COLUMN owner regrole,
+    ADD COLUMN owner oid,
     ADD COLUMN tenures bigint NOT NULL DEFAULT 0,
     ADD COLUMN releases bigint NOT NULL DEFAULT 0,
     ADD COLUMN expiries bigint NOT NULL DEFAULT 0,
@@ -26,7 +26,7 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl
             ELSE 'lapsed' END AS state,
        CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
             THEN l.expires_at - c.now END AS remaining,
-       l.value, l.session_pid, l.owner
+       l.value, l.session_pid, l.owner::regrole AS owner
   FROM leaderlock l
  CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
 

@@ -50,9 +50,17 @@ pub struct Slot {
     pub wanted: AtomicBool,
     /// Set by a worker that found the extension absent and exited.
     pub absent: AtomicBool,
-    /// Until then no worker runs here: DROP DATABASE (or another command
-    /// that needs the database to itself) is under way.
-    pub paused_until: AtomicI64,
+    /// Until then no worker runs here (the launcher's short pause of a
+    /// database made a template or closed to connections).
+    paused_until: AtomicI64,
+    /// Commands under way that need the database to themselves (DROP
+    /// DATABASE and the like), and until when they may keep workers out
+    /// (bounds a count left behind by a backend that died mid-command).
+    commands: AtomicI32,
+    commands_until: AtomicI64,
+    /// Set by a worker that left on request (a pause, or no longer
+    /// included): the launcher starts the next one without backing off.
+    pub stepped_aside: AtomicBool,
     counters: [AtomicU64; COUNTERS],
     /// When the slot was claimed: the counters count since then.
     since: AtomicI64,
@@ -60,6 +68,9 @@ pub struct Slot {
 
 struct Table {
     slots: [Slot; SLOTS],
+    /// Held (a spinning flag: a scan of the table at most) while a slot is
+    /// claimed or freed, so no database ever gets two.
+    claiming: AtomicBool,
     /// The launcher's PGPROC number, -1 when it is not running.
     launcher_procno: AtomicI32,
 }
@@ -87,9 +98,13 @@ pub fn init() {
                     wanted: AtomicBool::new(false),
                     absent: AtomicBool::new(false),
                     paused_until: AtomicI64::new(0),
+                    commands: AtomicI32::new(0),
+                    commands_until: AtomicI64::new(0),
+                    stepped_aside: AtomicBool::new(false),
                     counters: std::array::from_fn(|_| AtomicU64::new(0)),
                     since: AtomicI64::new(0),
                 }),
+                claiming: AtomicBool::new(false),
                 launcher_procno: AtomicI32::new(-1),
             })
         }
@@ -122,24 +137,44 @@ pub fn claim(database: u32) -> Option<&'static Slot> {
     if !enabled() || database == 0 {
         return None;
     }
-    loop {
-        if let Some(slot) = find(database) {
-            return Some(slot);
-        }
-        // Every claimer takes the lowest free slot, so two claimers of the
-        // same database meet there: one wins, the other finds it above.
-        let free = table()
-            .slots
-            .iter()
-            .find(|s| s.database.load(Ordering::SeqCst) == 0)?;
-        if free
-            .database
-            .compare_exchange(0, database, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
+    if let Some(slot) = find(database) {
+        return Some(slot);
+    }
+    let _guard = ClaimLock::take();
+    // Again under the lock: another process may have claimed it meanwhile.
+    if let Some(slot) = find(database) {
+        return Some(slot);
+    }
+    let free = table()
+        .slots
+        .iter()
+        .find(|s| s.database.load(Ordering::SeqCst) == 0)?;
+    free.since
+        .store(unsafe { pg_sys::GetCurrentTimestamp() }, Ordering::SeqCst);
+    free.database.store(database, Ordering::SeqCst);
+    Some(free)
+}
+
+/// The table's claim lock: a spinning flag, held for a scan of the table
+/// at most and never across an error (nothing in it can raise one).
+struct ClaimLock;
+
+impl ClaimLock {
+    fn take() -> ClaimLock {
+        while table()
+            .claiming
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
         {
-            free.since
-                .store(unsafe { pg_sys::GetCurrentTimestamp() }, Ordering::SeqCst);
+            std::hint::spin_loop();
         }
+        ClaimLock
+    }
+}
+
+impl Drop for ClaimLock {
+    fn drop(&mut self) {
+        table().claiming.store(false, Ordering::Release);
     }
 }
 
@@ -174,12 +209,16 @@ impl Slot {
 
     /// Launcher: the database is gone; nobody can be in it any more.
     pub fn free(&self) {
+        let _guard = ClaimLock::take();
         for c in &self.counters {
             c.store(0, Ordering::SeqCst);
         }
         self.wanted.store(false, Ordering::SeqCst);
         self.absent.store(false, Ordering::SeqCst);
         self.paused_until.store(0, Ordering::SeqCst);
+        self.commands.store(0, Ordering::SeqCst);
+        self.commands_until.store(0, Ordering::SeqCst);
+        self.stepped_aside.store(false, Ordering::SeqCst);
         self.planned_wake.store(CHECKING, Ordering::SeqCst);
         self.database.store(0, Ordering::SeqCst);
     }
@@ -195,13 +234,35 @@ impl Slot {
 
     /// Keeps workers out of this database for `ms` from now.
     pub fn pause_for(&self, ms: i64) {
-        let now = unsafe { pg_sys::GetCurrentTimestamp() };
-        self.paused_until.store(now + ms * 1000, Ordering::SeqCst);
+        self.paused_until.store(now() + ms * 1000, Ordering::SeqCst);
+    }
+
+    /// A command that needs the database to itself starts: workers stay
+    /// out until it ends (`command_ended`), or for `max_ms` at most.
+    pub fn command_started(&self, max_ms: i64) {
+        self.commands_until
+            .store(now() + max_ms * 1000, Ordering::SeqCst);
+        self.commands.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn command_ended(&self) {
+        let _ = self
+            .commands
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(1).max(0))
+            });
     }
 
     pub fn paused(&self) -> bool {
-        self.paused_until.load(Ordering::SeqCst) > unsafe { pg_sys::GetCurrentTimestamp() }
+        let now = now();
+        self.paused_until.load(Ordering::SeqCst) > now
+            || (self.commands.load(Ordering::SeqCst) > 0
+                && self.commands_until.load(Ordering::SeqCst) > now)
     }
+}
+
+fn now() -> i64 {
+    unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
 /// The name of this backend's database.

@@ -9,7 +9,9 @@
 //!   DATABASE ... TEMPLATE need the database to themselves, and a worker
 //!   connected to it would make them fail ("being accessed by other
 //!   users"): the worker is asked to leave and the launcher starts none
-//!   there until the command is over.
+//!   there until the command is over. Only when the current role could run
+//!   the command (superuser, or the database owner's privileges): a role
+//!   that could not must not be able to send a worker away.
 
 use crate::databases;
 use pgrx::prelude::*;
@@ -55,11 +57,13 @@ unsafe extern "C-unwind" fn process_utility(
 ) {
     let stmt = unsafe { (*pstmt).utilityStmt };
     let needed = unsafe { database_needed(stmt) };
-    let slot = needed.and_then(databases::find);
-    if let Some(slot) = slot {
-        unsafe { make_worker_leave(slot) };
-    }
+    let slot = needed
+        .filter(|oid| may_take(*oid))
+        .and_then(databases::find);
     let run = || unsafe {
+        if let Some(slot) = slot {
+            make_worker_leave(slot);
+        }
         match PREVIOUS {
             Some(previous) => previous(
                 pstmt,
@@ -88,7 +92,7 @@ unsafe extern "C-unwind" fn process_utility(
             if let Some(slot) = slot {
                 // Over (done or failed): the launcher may start a worker
                 // again, in the database if it still exists.
-                slot.paused_until.store(0, Ordering::SeqCst);
+                slot.command_ended();
                 databases::wake_launcher();
             }
         })
@@ -119,7 +123,11 @@ unsafe fn database_needed(stmt: *mut pg_sys::Node) -> Option<u32> {
             }
             pg_sys::NodeTag::T_CreatedbStmt => {
                 let create = &*stmt.cast::<pg_sys::CreatedbStmt>();
-                pg_sys::defGetString(option(create.options, c"template")?)
+                let template = option(create.options, c"template")?;
+                if (*template).arg.is_null() {
+                    return None; // TEMPLATE DEFAULT: template1, never served
+                }
+                pg_sys::defGetString(template)
             }
             _ => return None,
         }
@@ -129,6 +137,26 @@ unsafe fn database_needed(stmt: *mut pg_sys::Node) -> Option<u32> {
     }
     let oid = unsafe { pg_sys::get_database_oid(name, true) };
     (oid != pg_sys::InvalidOid).then(|| oid.to_u32())
+}
+
+/// Whether the current role could run such a command on database `oid`:
+/// a superuser, or one with the privileges of its owner.
+fn may_take(oid: u32) -> bool {
+    unsafe {
+        if pg_sys::superuser() {
+            return true;
+        }
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::DATABASEOID as std::ffi::c_int,
+            pg_sys::Datum::from(oid),
+        );
+        if tuple.is_null() {
+            return false;
+        }
+        let owner = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple)).datdba;
+        pg_sys::ReleaseSysCache(tuple);
+        pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
+    }
 }
 
 /// The option named `name` of a command's option list.
@@ -143,7 +171,7 @@ unsafe fn option(options: *mut pg_sys::List, name: &CStr) -> Option<*mut pg_sys:
 /// Asks the worker serving `slot`'s database to leave, and waits (briefly)
 /// until it has.
 unsafe fn make_worker_leave(slot: &databases::Slot) {
-    slot.pause_for(PAUSE_S * 1000);
+    slot.command_started(PAUSE_S * 1000);
     let deadline = unsafe { pg_sys::GetCurrentTimestamp() } + LEAVE_TIMEOUT_MS * 1000;
     while slot.worker_procno.load(Ordering::SeqCst) >= 0
         && unsafe { pg_sys::GetCurrentTimestamp() } < deadline
@@ -170,8 +198,12 @@ unsafe fn note_extension_change(stmt: *mut pg_sys::Node) {
     unsafe {
         match (*stmt).type_ {
             pg_sys::NodeTag::T_CreateExtensionStmt => {
+                // leaderlock, or any extension with CASCADE (which may
+                // have installed leaderlock as a requirement).
                 let create = &*stmt.cast::<pg_sys::CreateExtensionStmt>();
-                if !create.extname.is_null() && CStr::from_ptr(create.extname) == c"leaderlock" {
+                if (!create.extname.is_null() && CStr::from_ptr(create.extname) == c"leaderlock")
+                    || option(create.options, c"cascade").is_some()
+                {
                     CREATED.set(true);
                 }
             }
@@ -205,7 +237,13 @@ unsafe extern "C-unwind" fn on_xact_event(
     }
     let created = CREATED.replace(false);
     let dropped = DROPPED.replace(false);
-    if !matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT) {
+    // A prepared transaction commits later, elsewhere: ask now; should the
+    // worker come before COMMIT PREPARED, the launcher looks again later
+    // (`launcher::REPROBE_S`).
+    if !matches!(
+        event,
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE
+    ) {
         return;
     }
     if created {

@@ -14,6 +14,7 @@
 //! TimescaleDB's launcher.
 
 use crate::databases::{self, Slot};
+use crate::sessions;
 use crate::settings;
 use crate::worker;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -35,14 +36,19 @@ const RESCAN_MS: i64 = 1_000;
 const STEADY_RUN_S: i64 = 10;
 const MAX_BACKOFF_S: i64 = 60;
 
+/// A database where the extension was found absent is looked at again
+/// after this long, in case its CREATE EXTENSION was not seen (it came in a
+/// prepared transaction, or from a dump restored without it).
+pub const REPROBE_S: i64 = 300;
+
 /// A database the launcher has seen.
 #[derive(Default)]
 struct Database {
     name: String,
     handle: Option<Handle>,
-    /// The worker found no extension here: none is started until a CREATE
-    /// EXTENSION wakes us.
-    absent: bool,
+    /// Since when the worker found no extension here: none is started until
+    /// a CREATE EXTENSION wakes us, or `REPROBE_S` later.
+    absent_since: Option<i64>,
     /// No worker is started before this time.
     next_start: i64,
     /// Quick stops in a row.
@@ -102,6 +108,7 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
     for (database, slot) in claimed {
         if !present.contains(&database) && slot.worker_procno.load(Ordering::SeqCst) < 0 {
             slot.free();
+            sessions::forget(database);
         }
     }
     known.retain(|oid, db| {
@@ -150,22 +157,19 @@ fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
         }
         return None;
     };
-    if slot.wanted.swap(false, Ordering::SeqCst) {
-        // CREATE EXTENSION committed there.
-        db.absent = false;
-        db.next_start = 0;
-        db.quick_stops = 0;
-    }
     if let Some(handle) = &db.handle {
         if running(handle.raw) {
+            // (a CREATE EXTENSION meanwhile stays wanted until it stopped)
             return None;
         }
         let ran_s = (now - handle.started_at) / 1_000_000;
         unsafe { pg_sys::pfree(handle.raw.cast()) };
         db.handle = None;
         if slot.absent.load(Ordering::SeqCst) {
-            db.absent = true;
-        } else if ran_s >= STEADY_RUN_S {
+            db.absent_since = Some(now);
+        } else if slot.stepped_aside.swap(false, Ordering::SeqCst) || ran_s >= STEADY_RUN_S {
+            // Left on request (its database was needed, or unlisted), or
+            // ran well: no backing off.
             db.quick_stops = 0;
             db.next_start = now + RESCAN_MS * 1000;
         } else {
@@ -178,7 +182,20 @@ fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
         // Serving already (started by an earlier launcher).
         return None;
     }
-    if db.absent || slot.paused() {
+    // Consumed only with no worker running: one that was about to find
+    // the extension absent cannot swallow it.
+    if slot.wanted.swap(false, Ordering::SeqCst) {
+        db.absent_since = None;
+        db.next_start = 0;
+        db.quick_stops = 0;
+    }
+    if db
+        .absent_since
+        .is_some_and(|since| now - since >= REPROBE_S * 1_000_000)
+    {
+        db.absent_since = None;
+    }
+    if db.absent_since.is_some() || slot.paused() {
         return None;
     }
     if now < db.next_start {
@@ -257,8 +274,8 @@ fn now() -> i64 {
 struct Listed {
     oid: u32,
     name: String,
-    /// Allows connections and is not a template (a connection to a
-    /// template would make every CREATE DATABASE from it fail).
+    /// Allows connections, is not a template (a connection to a template
+    /// would make every CREATE DATABASE from it fail) and is valid.
     eligible: bool,
 }
 
@@ -281,7 +298,9 @@ fn list_databases() -> Vec<Listed> {
                 out.push(Listed {
                     oid: row.oid.to_u32(),
                     name: pg_sys::name_data_to_str(&row.datname).to_string(),
-                    eligible: row.datallowconn && !row.datistemplate,
+                    // datconnlimit -2: left invalid by an interrupted DROP
+                    // DATABASE (PostgreSQL 15.6, 16.2 and later).
+                    eligible: row.datallowconn && !row.datistemplate && row.datconnlimit != -2,
                 });
             }
             pg_sys::table_endscan(scan);

@@ -69,7 +69,8 @@ pub const LOCK_OWN: &str = concat!(
 /// holds it locked. ttl is `$4`, or the stored one when NULL. recheck_at,
 /// the worker's indexed cue, is kept when it is still between half a ttl
 /// from now and the new expiry, so the update changes no indexed column
-/// and is HOT; otherwise it becomes the new expiry.
+/// and is HOT; otherwise it becomes the new expiry. A tenure from before
+/// 0.4.0 (no owner) becomes owned by the role that renews it: its holder.
 /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
 /// new expiry.
 pub const RENEW: &str = concat!(
@@ -80,7 +81,8 @@ pub const RENEW: &str = concat!(
             recheck_at = CASE \
                 WHEN recheck_at <= $3 + coalesce($4, ttl) \
                  AND recheck_at >= $3 + coalesce($4, ttl) / 2 THEN recheck_at \
-                ELSE $3 + coalesce($4, ttl) END \
+                ELSE $3 + coalesce($4, ttl) END, \
+            owner = coalesce(owner, $5::oid) \
       WHERE key = $1 AND holder = $2 AND expires_at > $3 \
         AND key = (SELECT key FROM leaderlock \
                     WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
@@ -99,7 +101,7 @@ pub const RENEW: &str = concat!(
 pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
         value, session_pid, session_start, owner, tenures, changed_at) \
-     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid::regrole, 1, $3) \
+     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid, 1, $3) \
      ON CONFLICT (key) DO NOTHING \
      RETURNING term";
 
@@ -112,7 +114,7 @@ pub const START_TERM: &str = "UPDATE leaderlock \
         SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
             renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
             value = $7::jsonb, session_pid = $8, session_start = $9, \
-            owner = $10::oid::regrole, tenures = tenures + 1, changed_at = $3, \
+            owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
             expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
       WHERE key = $1 \
   RETURNING term";

@@ -13,7 +13,8 @@ CREATE TABLE leaderlock (
     value       jsonb,                -- the leader's value (contract 11); NULL when vacant
     session_pid integer,              -- session-bound lease (contract 10): the acquiring
     session_start timestamptz,        -- backend's pid and start (pg_stat_activity.backend_start)
-    owner       regrole,              -- role that acquired the tenure (contract 13); NULL when vacant
+    owner       oid,                  -- role that acquired the tenure (contract 13); NULL when vacant.
+                                      -- An OID, not regrole: a dump restores into any cluster.
     tenures     bigint NOT NULL DEFAULT 0,  -- contract 14: tenures started,
     releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
     expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed, or session ended)
@@ -54,7 +55,7 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl
             ELSE 'lapsed' END AS state,
        CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
             THEN l.expires_at - c.now END AS remaining,
-       l.value, l.session_pid, l.owner
+       l.value, l.session_pid, l.owner::regrole AS owner
   FROM leaderlock l
  CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
 

@@ -14,6 +14,7 @@
 //! So does a check when the queue overflowed, and one every
 //! `SWEEP_INTERVAL_MS` as a safety net.
 
+use crate::databases;
 use crate::wakeup;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
@@ -99,6 +100,11 @@ fn me() -> Session {
 #[pg_guard]
 unsafe extern "C-unwind" fn session_ended(_code: i32, _arg: pg_sys::Datum) {
     let me = me();
+    if databases::mine().is_none_or(|s| s.worker_procno.load(Ordering::SeqCst) < 0) {
+        // No worker here now: the next one's first check sweeps for
+        // sessions gone, this one included. (Queued, it would stay.)
+        return;
+    }
     {
         let mut queue = ENDED.get().lock();
         if queue.len < QUEUE {
@@ -143,4 +149,21 @@ pub fn take_ended(database: u32, overflows: &mut u64) -> (Vec<Session>, bool) {
         (taken, overflowed)
     };
     (mine[..taken].to_vec(), overflowed)
+}
+
+/// Launcher: database `database` is gone; drop its queued sessions.
+pub fn forget(database: u32) {
+    if !available() {
+        return;
+    }
+    let mut queue = ENDED.get().lock();
+    let mut kept = 0;
+    for i in 0..queue.len {
+        let s = queue.ended[i];
+        if s.database != database {
+            queue.ended[kept] = s;
+            kept += 1;
+        }
+    }
+    queue.len = kept;
 }

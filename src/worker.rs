@@ -80,6 +80,7 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
         reload_config();
         if let Some(why) = must_stop(slot, &database) {
             log!("leaderlock worker for database \"{database}\": {why}; exiting");
+            slot.stepped_aside.store(true, Ordering::SeqCst);
             return;
         }
         wakeup::check_started();

@@ -155,6 +155,28 @@ class EveryDatabaseTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: "ll_renamed" in worker_pids(self.admin), timeout=GENEROUS))
         one(self.admin, 'DROP DATABASE "ll_renamed"')
         self.assertFalse(one(self.admin, "SELECT count(*) FROM pg_database WHERE datname LIKE 'll_renamed'"))
+        # TEMPLATE DEFAULT (template1, never served) is left alone.
+        one(self.admin, 'CREATE DATABASE "ll_default" TEMPLATE DEFAULT')
+        self.made.append("ll_default")
+
+    def test_a_role_that_may_not_drop_a_database_cannot_send_its_worker_away(self):
+        victim = self.make("ll_victim")
+        self.assertTrue(wait_for(lambda: victim in worker_pids(self.admin), timeout=GENEROUS))
+        pid = worker_pids(self.admin)[victim]
+        one(self.admin, "DROP ROLE IF EXISTS ll_nobody")
+        one(self.admin, "CREATE ROLE ll_nobody LOGIN CREATEDB")
+        try:
+            nobody = connect(user="ll_nobody")
+            for sql in (f'DROP DATABASE "{victim}"', f'ALTER DATABASE "{victim}" RENAME TO "ll_stolen"',
+                        f'CREATE DATABASE "ll_stolen" TEMPLATE "{victim}"'):
+                with self.assertRaises(Exception) as caught:
+                    one(nobody, sql)
+                self.assertEqual(caught.exception.pgcode, "42501", sql)
+            nobody.close()
+            time.sleep(1)
+            self.assertEqual(worker_pids(self.admin).get(victim), pid, "the worker was sent away")
+        finally:
+            one(self.admin, "DROP ROLE ll_nobody")
 
     def test_templates_are_not_served(self):
         # A connection to a template would make CREATE DATABASE from it fail.

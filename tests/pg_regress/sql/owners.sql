@@ -8,7 +8,7 @@ CREATE ROLE ll_ops;
 SET ROLE ll_app_a;
 SELECT le_try_acquire('own', 'x', '1 hour', value => '"a"');
 RESET ROLE;
-SELECT holder, owner FROM leaderlock WHERE key = 'own';
+SELECT holder, owner::regrole FROM leaderlock WHERE key = 'own';
 
 -- The same id from a role that is not a member of the owner: as for a
 -- non-holder, and nothing changes.
@@ -34,7 +34,7 @@ SELECT le_assert_leader('own', 'x') AS member_asserts;
 SELECT le_try_acquire('own', 'x', '1 hour') AS member_extends;
 SELECT le_proclaim('own', 'x', '"m"') AS member_proclaims;
 RESET ROLE;
-SELECT holder, term, owner, value FROM leaderlock WHERE key = 'own';
+SELECT holder, term, owner::regrole, value FROM leaderlock WHERE key = 'own';
 -- So may a superuser (a member of every role).
 SELECT le_renew('own', 'x') AS superuser_renews;
 
@@ -48,12 +48,13 @@ SELECT le_force_release('never-used') AS unknown_key;
 SELECT le_force_release(NULL);
 SELECT le_force_release('');
 RESET ROLE;
-SELECT holder, term, owner, value FROM leaderlock WHERE key = 'own';
+SELECT holder, term, owner::regrole, value FROM leaderlock WHERE key = 'own';
 -- Vacant: the next tenure is anyone's, owned by its role.
 SET ROLE ll_app_b;
 SELECT le_try_acquire('own', 'x', '1 hour') AS b_takes_it;
 RESET ROLE;
-SELECT holder, term, owner FROM leaderlock WHERE key = 'own';
+SELECT holder, term, owner::regrole FROM leaderlock WHERE key = 'own';
+SELECT owner FROM leaderlock_status WHERE key = 'own';
 SELECT le_force_release('own') AS superuser_forces;
 
 -- Per key: tenures, releases (forced ones too), expiries (a lapsed lease

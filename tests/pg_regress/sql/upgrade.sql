@@ -97,20 +97,27 @@ SELECT b.key FROM before b LEFT JOIN leaderlock l USING (key)
        IS DISTINCT FROM (b.holder, b.term, b.acquired_at, b.renewed_at, b.expires_at, b.ttl,
                          b.recheck_at, b.value::text, b.session_pid, b.session_start);
 -- No owner yet, counters from zero, changed_at from what the row knows.
-SELECT l.key, l.owner, l.tenures, l.releases, l.expiries,
+SELECT l.key, l.owner::regrole, l.tenures, l.releases, l.expiries,
        l.changed_at = CASE WHEN b.holder IS NOT NULL THEN b.acquired_at ELSE b.expires_at END
          AS changed_at_derived
   FROM leaderlock l JOIN before b USING (key) ORDER BY key;
--- A lease without an owner: any role may act on it, as before.
+-- A lease without an owner: any role may act on it, as before; the first
+-- renewal makes the renewing role its owner.
 CREATE ROLE leaderlock_upgrade_other;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO leaderlock_upgrade_other;
 SET ROLE leaderlock_upgrade_other;
 SELECT le_renew('up-live', 'a') AS unowned_renewed_by_anyone;
 RESET ROLE;
+SELECT owner::regrole FROM leaderlock WHERE key = 'up-live';
+CREATE ROLE leaderlock_upgrade_third;
+SET ROLE leaderlock_upgrade_third;
+SELECT le_renew('up-live', 'a') AS owned_now;
+RESET ROLE;
+DROP ROLE leaderlock_upgrade_third;
 -- A new tenure is owned by its role, and counted.
 SELECT le_try_acquire('up-vacant', 'd', '1 hour');
 SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
-SELECT key, holder, term, owner, tenures, value FROM leaderlock ORDER BY key;
+SELECT key, holder, term, owner::regrole, tenures, value FROM leaderlock ORDER BY key;
 SET ROLE leaderlock_upgrade_other;
 SELECT le_release('up-vacant', 'd') AS owned_released_by_other;
 RESET ROLE;

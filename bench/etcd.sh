@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# leaderlock and etcd 3.4 side by side (issue 12): sets up (installs
+# Debian's etcd-server and etcd-client when missing), starts a throwaway
+# PostgreSQL cluster with leaderlock preloaded (default settings, fsync on)
+# and a throwaway single-member etcd (default settings: its WAL is fsynced
+# too) on free ports, runs bench/etcd.py. Arguments are passed on, e.g.
+# --clients 8 --seconds 10 --rounds 50 --failovers 10 --json F --chart F;
+# --pg N (first) picks the PostgreSQL version.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+if [ "${1:-}" = --pg ]; then
+  use_pg "$2"
+  shift 2
+fi
+if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+  log "installing Debian packages: etcd-server etcd-client"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends etcd-server etcd-client
+fi
+ETCD_PID=
+cleanup() {
+  [ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
+  remove_throwaway_cluster
+}
+trap cleanup EXIT
+start_throwaway_cluster "fsync = on"
+CLIENT_PORT=$(free_port)
+PEER_PORT=$(free_port)
+ETCD_URL="http://127.0.0.1:$CLIENT_PORT"
+log "starting a throwaway etcd $(etcd --version | awk 'NR==1 {print $3}') at $ETCD_URL"
+etcd --name bench --data-dir "$DIR/etcd" \
+  --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+  --listen-peer-urls "http://127.0.0.1:$PEER_PORT" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" \
+  --initial-cluster "bench=http://127.0.0.1:$PEER_PORT" >"$DIR/etcd.log" 2>&1 &
+ETCD_PID=$!
+for _ in $(seq 100); do
+  ETCDCTL_API=3 etcdctl --endpoints "$ETCD_URL" endpoint health >/dev/null 2>&1 && break
+  sleep 0.1
+done
+ETCDCTL_API=3 etcdctl --endpoints "$ETCD_URL" endpoint health >/dev/null || { cat "$DIR/etcd.log"; exit 1; }
+/usr/bin/python3 "$REPO_ROOT/bench/etcd.py" "$PORT" "$ETCD_URL" "$@"
