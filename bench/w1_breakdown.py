@@ -8,6 +8,10 @@ pieces of le_renew, run alternately in the same session of the server.
                                sub-select (what "never waits" costs)
   le_renew                     the function: validation, SECURITY DEFINER
                                with a pinned search_path, SPI
+  le_renew, no SET clauses     a copy of the function (same C symbol)
+                               without its search_path and enable_seqscan
+                               settings (issue 12's second idea)
+  le_renew, no SET, INVOKER    the same, not SECURITY DEFINER either
 
 Usage: w1_breakdown.py PORT [--clients N] [--seconds S] [--rounds R]
 """
@@ -28,6 +32,12 @@ def main():
     args = ap.parse_args()
     c = bench.connect(args.port)
     bench.q(c, bench.RECIPE_TABLE)
+    # Copies of le_renew for measuring what its SET clauses and SECURITY
+    # DEFINER cost; the same C function.
+    for name, definer in [("bench_renew_noset", "SECURITY DEFINER"), ("bench_renew_invoker", "")]:
+        bench.q(c, f"CREATE OR REPLACE FUNCTION {name}(key text, id text, ttl interval DEFAULT NULL) "
+                   f"RETURNS boolean VOLATILE {definer} LANGUAGE c "
+                   f"AS '$libdir/leaderlock', 'le_renew_wrapper'")
     bench.reset(c, "w1-")
     for i in range(args.clients):
         bench.one(c, "SELECT le_try_acquire(%s, %s, '1 hour')", (f"w1-{i}", f"c{i}"))
@@ -46,6 +56,8 @@ def main():
         "guarded UPDATE, no lock": no_lock + ";\n",
         "+ SKIP LOCKED lock (= RENEW)": renew + ";\n",
         "le_renew()": f"SELECT le_renew({key}, {me}, '1 hour');\n",
+        "le_renew, no SET clauses": f"SELECT bench_renew_noset({key}, {me}, '1 hour');\n",
+        "le_renew, no SET, INVOKER": f"SELECT bench_renew_invoker({key}, {me}, '1 hour');\n",
     }
     runs = {name: [] for name in variants}
     for _ in range(args.rounds):
