@@ -34,6 +34,15 @@ from urllib.parse import urlparse
 import bench
 
 
+# How long the follower has been waiting when the leader lets go. Not less
+# than etcd's watcher sync interval (100 ms): a watch that starts at a past
+# revision, as a campaign's does, is caught up by a loop that runs that
+# often, so a resign within ~100 ms of the campaign waits for it (measured:
+# ~38 ms handovers at 50 ms, ~3 ms at 200 ms). A follower normally waits
+# much longer than that.
+FOLLOWER_WAITS_S = 0.3
+
+
 def b64(text):
     return base64.b64encode(text.encode()).decode()
 
@@ -131,7 +140,7 @@ def handover_leaderlock(port, rounds, ttl):
 
         t = threading.Thread(target=wait)
         t.start()
-        time.sleep(0.05)  # the follower is waiting
+        time.sleep(FOLLOWER_WAITS_S)
         start = time.perf_counter()
         assert bench.one(a, "SELECT le_release(%s, %s)", (key, ida))
         t.join()
@@ -169,7 +178,7 @@ def handover_etcd(url, rounds, ttl):
 
         t = threading.Thread(target=wait)
         t.start()
-        time.sleep(0.05)
+        time.sleep(FOLLOWER_WAITS_S)
         start = time.perf_counter()
         a.resign(leader)
         t.join()

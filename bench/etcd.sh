@@ -20,8 +20,10 @@ if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
 fi
 ETCD_PID=
 cleanup() {
-  [ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
+  local rc=$?
+  if [ -n "$ETCD_PID" ]; then kill "$ETCD_PID" 2>/dev/null; wait "$ETCD_PID" 2>/dev/null || true; fi
   remove_throwaway_cluster
+  exit "$rc"
 }
 trap cleanup EXIT
 start_throwaway_cluster "fsync = on"
@@ -39,5 +41,5 @@ for _ in $(seq 100); do
   ETCDCTL_API=3 etcdctl --endpoints "$ETCD_URL" endpoint health >/dev/null 2>&1 && break
   sleep 0.1
 done
-ETCDCTL_API=3 etcdctl --endpoints "$ETCD_URL" endpoint health >/dev/null || { cat "$DIR/etcd.log"; exit 1; }
+ETCDCTL_API=3 etcdctl --endpoints "$ETCD_URL" endpoint health >/dev/null 2>&1 || { cat "$DIR/etcd.log"; exit 1; }
 /usr/bin/python3 "$REPO_ROOT/bench/etcd.py" "$PORT" "$ETCD_URL" "$@"
