@@ -152,7 +152,7 @@ test_version() {
     || { tail -n 40 "$main/server.log"; fail "client tests"; }
   stop_cluster "$main" fast
 
-  stage "bench smoke (bench/run.sh --quick, bench/worker_lag.sh small)"
+  stage "bench smoke (bench/run.sh --quick, and every other benchmark small)"
   "$REPO_ROOT/bench/run.sh" --pg "$PG_MAJOR" --quick || fail "bench smoke"
   "$REPO_ROOT/bench/worker_lag.sh" --pg "$PG_MAJOR" --live 500 --expiring 20 --window 2 --idle 1 \
     --renew-rate 20 || fail "worker lag smoke"
@@ -160,6 +160,8 @@ test_version() {
   "$REPO_ROOT/bench/acquire_wake.sh" --pg "$PG_MAJOR" --waiters 10 --keys 2 --handovers 20 \
     || fail "blocking acquire smoke"
   "$REPO_ROOT/bench/session_end.sh" --pg "$PG_MAJOR" --rounds 3 || fail "session end smoke"
+  "$REPO_ROOT/bench/etcd.sh" --pg "$PG_MAJOR" --clients 2 --seconds 1 --rounds 3 --failovers 1 \
+    || fail "etcd side-by-side smoke"
 }
 
 for v in "${VERSIONS[@]}"; do
