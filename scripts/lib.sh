@@ -135,3 +135,23 @@ remove_throwaway_cluster() {
   stop_cluster "$DIR/data" fast
   rm -rf "$DIR"
 }
+
+# run_bench SCRIPT [CONF_LINE...] -- [--pg N] [ARGS...]
+# What a bench/*.sh wrapper does: --pg N (first) picks the PostgreSQL
+# version; starts a throwaway cluster with leaderlock preloaded (default
+# settings, fsync on, plus the CONF_LINEs); runs bench/SCRIPT with the
+# cluster's port and ARGS; removes the cluster at exit.
+run_bench() {
+  local script=$1
+  local conf=("fsync = on")
+  shift
+  while [ "$1" != -- ]; do conf+=("$1"); shift; done
+  shift
+  if [ "${1:-}" = --pg ]; then
+    use_pg "$2"
+    shift 2
+  fi
+  trap remove_throwaway_cluster EXIT
+  start_throwaway_cluster "${conf[@]}"
+  /usr/bin/python3 "$REPO_ROOT/bench/$script" "$PORT" "$@"
+}

@@ -9,6 +9,7 @@
 //!
 //! Only present when the library is preloaded.
 
+use crate::lease;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
@@ -120,39 +121,45 @@ fn table() -> &'static Table {
     TABLE.get()
 }
 
+/// The index of the slot holding `database` (0: a free one).
+fn index_of(database: u32) -> Option<usize> {
+    table()
+        .slots
+        .iter()
+        .position(|s| s.database.load(Ordering::SeqCst) == database)
+}
+
 /// The slot of `database`, if it has one.
 pub fn find(database: u32) -> Option<&'static Slot> {
     if !enabled() || database == 0 {
         return None;
     }
-    table()
-        .slots
-        .iter()
-        .find(|s| s.database.load(Ordering::SeqCst) == database)
+    index_of(database).map(|i| &table().slots[i])
 }
 
 /// The slot of `database`, claimed if it has none; None when the table is
 /// full (that database then has no worker and no counters).
 pub fn claim(database: u32) -> Option<&'static Slot> {
+    claim_index(database).map(|i| &table().slots[i])
+}
+
+fn claim_index(database: u32) -> Option<usize> {
     if !enabled() || database == 0 {
         return None;
     }
-    if let Some(slot) = find(database) {
-        return Some(slot);
+    if let Some(i) = index_of(database) {
+        return Some(i);
     }
     let _guard = ClaimLock::take();
     // Again under the lock: another process may have claimed it meanwhile.
-    if let Some(slot) = find(database) {
-        return Some(slot);
+    if let Some(i) = index_of(database) {
+        return Some(i);
     }
-    let free = table()
-        .slots
-        .iter()
-        .find(|s| s.database.load(Ordering::SeqCst) == 0)?;
-    free.since
-        .store(unsafe { pg_sys::GetCurrentTimestamp() }, Ordering::SeqCst);
+    let i = index_of(0)?;
+    let free = &table().slots[i];
+    free.since.store(lease::now(), Ordering::SeqCst);
     free.database.store(database, Ordering::SeqCst);
-    Some(free)
+    Some(i)
 }
 
 /// The table's claim lock: a spinning flag, held for a scan of the table
@@ -180,17 +187,15 @@ impl Drop for ClaimLock {
 
 /// This backend's database's slot, claimed on first use.
 pub fn mine() -> Option<&'static Slot> {
-    if let Some(i) = MINE.get() {
-        return Some(&table().slots[i]);
-    }
-    let slot = claim(unsafe { pg_sys::MyDatabaseId }.to_u32())?;
-    let index = table()
-        .slots
-        .iter()
-        .position(|s| std::ptr::eq(s, slot))
-        .expect("a slot of the table");
-    MINE.set(Some(index));
-    Some(slot)
+    let index = match MINE.get() {
+        Some(i) => i,
+        None => {
+            let i = claim_index(unsafe { pg_sys::MyDatabaseId }.to_u32())?;
+            MINE.set(Some(i));
+            i
+        }
+    };
+    Some(&table().slots[index])
 }
 
 /// Launcher: every claimed slot, with its database.
@@ -234,14 +239,15 @@ impl Slot {
 
     /// Keeps workers out of this database for `ms` from now.
     pub fn pause_for(&self, ms: i64) {
-        self.paused_until.store(now() + ms * 1000, Ordering::SeqCst);
+        self.paused_until
+            .store(lease::now() + ms * 1000, Ordering::SeqCst);
     }
 
     /// A command that needs the database to itself starts: workers stay
     /// out until it ends (`command_ended`), or for `max_ms` at most.
     pub fn command_started(&self, max_ms: i64) {
         self.commands_until
-            .store(now() + max_ms * 1000, Ordering::SeqCst);
+            .store(lease::now() + max_ms * 1000, Ordering::SeqCst);
         self.commands.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -254,15 +260,11 @@ impl Slot {
     }
 
     pub fn paused(&self) -> bool {
-        let now = now();
+        let now = lease::now();
         self.paused_until.load(Ordering::SeqCst) > now
             || (self.commands.load(Ordering::SeqCst) > 0
                 && self.commands_until.load(Ordering::SeqCst) > now)
     }
-}
-
-fn now() -> i64 {
-    unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
 /// The name of this backend's database.

@@ -14,6 +14,8 @@
 //!   that could not must not be able to send a worker away.
 
 use crate::databases;
+use crate::lease;
+use crate::worker;
 use pgrx::prelude::*;
 use pgrx::PgList;
 use std::cell::Cell;
@@ -64,6 +66,8 @@ unsafe extern "C-unwind" fn process_utility(
         if let Some(slot) = slot {
             make_worker_leave(slot);
         }
+        // (pgrx wraps standard_ProcessUtility in a Rust function, so it
+        // cannot stand in for the hook's C function pointer)
         match PREVIOUS {
             Some(previous) => previous(
                 pstmt,
@@ -87,6 +91,7 @@ unsafe extern "C-unwind" fn process_utility(
             ),
         }
     };
+
     PgTryBuilder::new(run)
         .finally(|| {
             if let Some(slot) = slot {
@@ -172,21 +177,11 @@ unsafe fn option(options: *mut pg_sys::List, name: &CStr) -> Option<*mut pg_sys:
 /// until it has.
 unsafe fn make_worker_leave(slot: &databases::Slot) {
     slot.command_started(PAUSE_S * 1000);
-    let deadline = unsafe { pg_sys::GetCurrentTimestamp() } + LEAVE_TIMEOUT_MS * 1000;
-    while slot.worker_procno.load(Ordering::SeqCst) >= 0
-        && unsafe { pg_sys::GetCurrentTimestamp() } < deadline
-    {
+    let deadline = lease::now() + LEAVE_TIMEOUT_MS * 1000;
+    while slot.worker_procno.load(Ordering::SeqCst) >= 0 && lease::now() < deadline {
         slot.wake_worker();
-        unsafe {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                10,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
-        pg_sys::check_for_interrupts!();
+        // (nothing signals the worker's exit to us: look every 10 ms)
+        worker::wait(10);
     }
 }
 

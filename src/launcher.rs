@@ -14,6 +14,7 @@
 //! TimescaleDB's launcher.
 
 use crate::databases::{self, Slot};
+use crate::lease;
 use crate::sessions;
 use crate::settings;
 use crate::worker;
@@ -116,7 +117,7 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
         present.contains(oid) || db.handle.as_ref().is_some_and(|h| running(h.raw))
     });
 
-    let now = now();
+    let now = lease::now();
     let mut sleep_ms = RESCAN_MS;
     for listed in listed {
         if !listed.eligible {
@@ -264,10 +265,6 @@ fn running(handle: *mut pg_sys::BackgroundWorkerHandle) -> bool {
         status,
         pg_sys::BgwHandleStatus::BGWH_STARTED | pg_sys::BgwHandleStatus::BGWH_NOT_YET_STARTED
     )
-}
-
-fn now() -> i64 {
-    unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
 /// A row of pg_database.

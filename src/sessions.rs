@@ -130,18 +130,7 @@ pub fn take_ended(database: u32, overflows: &mut u64) -> (Vec<Session>, bool) {
     let mut mine = [Session::default(); QUEUE];
     let (taken, overflowed) = {
         let mut queue = ENDED.get().lock();
-        let (mut taken, mut kept) = (0, 0);
-        for i in 0..queue.len {
-            let s = queue.ended[i];
-            if s.database == database {
-                mine[taken] = s;
-                taken += 1;
-            } else {
-                queue.ended[kept] = s;
-                kept += 1;
-            }
-        }
-        queue.len = kept;
+        let taken = queue.remove(database, &mut mine);
         // An overflow may have lost any database's session: every worker
         // sweeps once.
         let overflowed = queue.overflows != *overflows;
@@ -153,17 +142,28 @@ pub fn take_ended(database: u32, overflows: &mut u64) -> (Vec<Session>, bool) {
 
 /// Launcher: database `database` is gone; drop its queued sessions.
 pub fn forget(database: u32) {
-    if !available() {
-        return;
+    if available() {
+        let mut dropped = [Session::default(); QUEUE];
+        ENDED.get().lock().remove(database, &mut dropped);
     }
-    let mut queue = ENDED.get().lock();
-    let mut kept = 0;
-    for i in 0..queue.len {
-        let s = queue.ended[i];
-        if s.database != database {
-            queue.ended[kept] = s;
-            kept += 1;
+}
+
+impl Queue {
+    /// Moves the sessions of `database` out into `out`, keeping the others
+    /// in order; returns how many moved.
+    fn remove(&mut self, database: u32, out: &mut [Session; QUEUE]) -> usize {
+        let (mut moved, mut kept) = (0, 0);
+        for i in 0..self.len {
+            let s = self.ended[i];
+            if s.database == database {
+                out[moved] = s;
+                moved += 1;
+            } else {
+                self.ended[kept] = s;
+                kept += 1;
+            }
         }
+        self.len = kept;
+        moved
     }
-    queue.len = kept;
 }
