@@ -135,17 +135,17 @@ fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
 
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
-    counted(attempt(key, id, ttl, claim) == Attempt::Acquired)
+    counted(
+        attempt(key, id, ttl, claim) == Attempt::Acquired,
+        Counter::Acquired,
+    )
 }
 
-/// Counts an acquisition or a refusal (contract 14); returns `acquired`.
-fn counted(acquired: bool) -> bool {
-    databases::count(if acquired {
-        Counter::Acquired
-    } else {
-        Counter::Refused
-    });
-    acquired
+/// Counts a call's outcome (contract 14): `success` when it succeeded,
+/// else a refusal. Returns `succeeded`.
+fn counted(succeeded: bool, success: Counter) -> bool {
+    databases::count(if succeeded { success } else { Counter::Refused });
+    succeeded
 }
 
 /// First retry delay of a waiter that found the row locked by another
@@ -176,7 +176,7 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
         let until = match outcome {
             Attempt::Acquired => {
                 waiters::done();
-                return counted(true);
+                return counted(true, Counter::Acquired);
             }
             Attempt::HeldUntil(expires_at) => {
                 busy_ms = BUSY_RETRY_MS;
@@ -198,7 +198,7 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
         // not sleep. The next call finds them extended.
         if now >= deadline || failover::extended_in_this_transaction() {
             waiters::done();
-            return counted(false);
+            return counted(false, Counter::Acquired);
         }
         // Rounded up: waking before the expiry would find it still live.
         let sleep_us = until.min(deadline) - now;
@@ -392,13 +392,10 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
 
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
-    let renewed = failover::leases_outlast_failover() && extend(key, id, now(), ttl);
-    databases::count(if renewed {
-        Counter::Renewed
-    } else {
-        Counter::Refused
-    });
-    renewed
+    counted(
+        failover::leases_outlast_failover() && extend(key, id, now(), ttl),
+        Counter::Renewed,
+    )
 }
 
 /// Locks the lease `id` holds live. Its term and the time it was found
@@ -453,22 +450,15 @@ pub fn force_release(key: &str) -> bool {
     if !failover::leases_outlast_failover() {
         return false;
     }
-    let Some(lease) = plans::run(queries::LOCK_LIVE, &[key.into()], |t| {
-        let row = t.into_iter().next()?;
-        Some((
-            row.get::<String>(1).expect("holder")?,
-            row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
-            micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
-        ))
-    }) else {
+    let Some(lease) = plans::run(queries::LOCK_LIVE, &[key.into()], first_lease) else {
         return false;
     };
-    let (holder, term, expires_at) = lease;
     let now = now();
-    if expires_at <= now {
+    if !lease.is_live(now) {
         return false; // lapsed while we waited for the lock: the worker's
     }
-    vacate(key, &holder, term, now, true);
+    let holder = lease.holder.as_deref().expect("a live lease has a holder");
+    vacate(key, holder, lease.term, now, true);
     true
 }
 

@@ -144,9 +144,10 @@ pub const VACATE_KEYS: &str = "UPDATE leaderlock \
       WHERE key = ANY($1)";
 
 /// Contract 13, le_force_release: lock the live lease of `$1`, whoever
-/// holds it. Waits for a transaction that holds the row locked (a guarded
-/// write in progress must end first).
-pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at FROM leaderlock \
+/// holds it (the caller's right is checked before; `true`: the row's
+/// fourth column as `READ_LEASE` has it). Waits for a transaction that
+/// holds the row locked (a guarded write in progress must end first).
+pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at, true FROM leaderlock \
      WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
      FOR NO KEY UPDATE";
 
