@@ -79,9 +79,34 @@ def say(text):
     print(text, flush=True)
 
 
-def pgbench(port, script, clients, seconds=None, transactions=None):
+def server_cpu_seconds(conn):
+    """CPU time used so far by the server: every live process of it, plus
+    the exited backends the postmaster has reaped."""
+    data = one(conn, "SHOW data_directory")
+    with open(os.path.join(data, "postmaster.pid")) as f:
+        postmaster = f.readline().strip()
+    hz = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                head, fields = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = fields.split()
+        if pid == postmaster or fields[1] == postmaster:  # the postmaster or its child
+            total += int(fields[11]) + int(fields[12])
+            if pid == postmaster:
+                total += int(fields[13]) + int(fields[14])
+    return total / hz
+
+
+def pgbench(port, script, clients, seconds=None, transactions=None, options=None, stats=None):
     """Runs a pgbench custom script; returns transactions per second
-    (excluding connection time)."""
+    (excluding connection time). `options`: PGOPTIONS for its sessions.
+    `stats`: a dict that gets the number of transactions."""
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
         path = f.name
@@ -89,10 +114,13 @@ def pgbench(port, script, clients, seconds=None, transactions=None):
     cmd = [f"{PG_BIN}/pgbench", "-h", HOST, "-p", str(port), "-U", "postgres", "-n",
            "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 2)), "-f", path, "postgres"]
     cmd += ["-T", str(seconds)] if seconds else ["-t", str(transactions)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ, PGOPTIONS=options or "")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     os.unlink(path)
     if out.returncode != 0:
         raise RuntimeError(f"pgbench failed: {out.stderr}\n{out.stdout}")
+    if stats is not None:
+        stats["transactions"] = int(re.search(r"actually processed: (\d+)", out.stdout).group(1))
     m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out.stdout)
     failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
     if failed and int(failed.group(1)):

@@ -517,7 +517,7 @@ impl NotLeader {
 }
 
 /// Contract 3.4: the current term when `id` is the live holder (and the
-/// term matches); the share lock stays until the transaction ends.
+/// term matches); the key-share lock stays until the transaction ends.
 pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<i64, NotLeader> {
     let lease = plans::run(
         schema::share_lock_lease(),
