@@ -222,6 +222,18 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
         Some(lease) if lease.is_live(now()) && !lease.is_own(id) => {
             return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
         }
+        // Ours and live: extend it as le_renew does, in one statement that
+        // never waits, without the subtransaction and lock below (this is
+        // how holders that call le_try_acquire periodically renew). If that
+        // fails (lapsed meanwhile, or the row is locked), the locking path
+        // decides.
+        Some(lease) if lease.is_live(now()) => {
+            let now = now();
+            if let Some(term) = extend(key, id, now, Some(ttl)) {
+                proclaim_extended(key, id, term, now, claim.value);
+                return Attempt::Acquired;
+            }
+        }
         Some(_) => {}
     }
 
@@ -241,21 +253,10 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     if lease.is_live(now) {
         // Live and, by the lock's condition, ours: extend, same term; the
         // session binding stays with the session that acquired it.
-        if !extend(key, id, now, Some(ttl)) {
+        let Some(term) = extend(key, id, now, Some(ttl)) else {
             return Attempt::Busy;
-        }
-        if let Some(value) = claim.value {
-            // A new value for listeners, as le_proclaim would announce it.
-            plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ());
-            Event::Proclaimed {
-                key,
-                holder: id,
-                term: lease.term,
-                at: now,
-                value: Some(value),
-            }
-            .send();
-        }
+        };
+        proclaim_extended(key, id, term, now, claim.value);
         return Attempt::Acquired;
     }
 
@@ -367,33 +368,47 @@ fn insert_first_term(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt
     Attempt::Acquired
 }
 
+/// The holder extended its lease with le_try_acquire and a value: set it
+/// and announce it, as le_proclaim would.
+fn proclaim_extended(key: &str, id: &str, term: i64, now: i64, value: Option<&str>) {
+    if let Some(value) = value {
+        plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ());
+        Event::Proclaimed {
+            key,
+            holder: id,
+            term,
+            at: now,
+            value: Some(value),
+        }
+        .send();
+    }
+}
+
 /// Extends the lease `id` holds live at `now` by `ttl` (the stored one when
 /// None), same term: one statement that never waits (`queries::RENEW`).
-fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> bool {
+/// Its term, or None when it was not extended.
+fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
     let ttl = match ttl {
         Some(t) => t.as_interval().into(),
         None => DatumWithOid::null::<Interval>(),
     };
     let args = [key.into(), id.into(), ts(now).into(), ttl, caller().into()];
-    let expires_at = plans::run(schema::renew(), &args, |t| {
-        t.into_iter()
-            .next()
-            .and_then(|row| micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at")))
+    let extended = plans::run(schema::renew(), &args, |t| {
+        let row = t.into_iter().next()?;
+        let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
+        let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
+        Some((expires_at, term))
     });
-    match expires_at {
-        Some(e) => {
-            wakeup::expiry_written(e);
-            failover::commit_durably();
-            true
-        }
-        None => false,
-    }
+    let (expires_at, term) = extended?;
+    wakeup::expiry_written(expires_at);
+    failover::commit_durably();
+    Some(term)
 }
 
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
     counted(
-        failover::leases_outlast_failover() && extend(key, id, now(), ttl),
+        failover::leases_outlast_failover() && extend(key, id, now(), ttl).is_some(),
         Counter::Renewed,
     )
 }
@@ -517,7 +532,7 @@ impl NotLeader {
 }
 
 /// Contract 3.4: the current term when `id` is the live holder (and the
-/// term matches); the key-share lock stays until the transaction ends.
+/// term matches); the share lock stays until the transaction ends.
 pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<i64, NotLeader> {
     let lease = plans::run(
         schema::share_lock_lease(),

@@ -8,12 +8,6 @@
 //! Row locks are always taken with `SKIP LOCKED` where the contract says a
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
 //! so a rival that merely tries never blocks the holder.
-//!
-//! Lock levels: `le_assert_leader` takes `FOR KEY SHARE`; every statement
-//! that may change who holds a lease (takeover, release, the worker, force
-//! release) first locks `FOR UPDATE`, which conflicts with it; a renewal
-//! takes `FOR NO KEY UPDATE`, which does not. So no takeover commits while
-//! a guarded transaction is open, and the holder still renews meanwhile.
 
 /// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
 /// jsonb text or NULL.
@@ -55,7 +49,7 @@ pub const LOCK_ACQUIRABLE: &str = concat!(
        AND (holder IS NULL OR (holder = $2 AND ",
     owned_by!("$3"),
     ") OR expires_at <= pg_catalog.clock_timestamp()) \
-     FOR UPDATE SKIP LOCKED"
+     FOR NO KEY UPDATE SKIP LOCKED"
 );
 
 /// Lock a lease live-held by `$2` and owned by a role the caller `$3` is a
@@ -65,7 +59,7 @@ pub const LOCK_OWN: &str = concat!(
     "SELECT term, expires_at FROM leaderlock \
      WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
     owned_by!("$3"),
-    " FOR UPDATE SKIP LOCKED"
+    " FOR NO KEY UPDATE SKIP LOCKED"
 );
 
 /// Extend the lease `$2` holds live at `$3` to `$3` + ttl, same term, in one
@@ -78,7 +72,7 @@ pub const LOCK_OWN: &str = concat!(
 /// and is HOT; otherwise it becomes the new expiry. A tenure from before
 /// 0.4.0 (no owner) becomes owned by the role that renews it: its holder.
 /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
-/// new expiry.
+/// new expiry and the term.
 pub const RENEW: &str = concat!(
     "UPDATE leaderlock \
         SET renewed_at = $3, \
@@ -94,7 +88,7 @@ pub const RENEW: &str = concat!(
                     WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
     owned_by!("$5"),
     " FOR NO KEY UPDATE SKIP LOCKED) \
-  RETURNING expires_at"
+  RETURNING expires_at, term"
 );
 
 /// First acquisition of a brand-new key: its term is the timeline's floor
@@ -132,15 +126,14 @@ pub const VACATE: &str = "UPDATE leaderlock \
             session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
       WHERE key = $1";
 
-/// Fencing: key-share-lock the row until the caller's transaction ends, so
-/// no takeover or release (each locks `FOR UPDATE` first) can commit
-/// meanwhile, while renewals (`FOR NO KEY UPDATE`) go on. Waits for a
-/// takeover or release in flight, which is short, to get a true answer. Also whether the caller `$2` may
+/// Fencing: share-lock the row until the caller's transaction ends, so no
+/// takeover (an UPDATE) can commit meanwhile. Waits for in-flight writers,
+/// which are short, to get a true answer. Also whether the caller `$2` may
 /// act as its owner. `$1` key.
 pub const SHARE_LOCK_LEASE: &str = concat!(
     "SELECT holder, term, expires_at, ",
     owned_by!("$2"),
-    " FROM leaderlock WHERE key = $1 FOR KEY SHARE"
+    " FROM leaderlock WHERE key = $1 FOR SHARE"
 );
 
 /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
@@ -156,7 +149,7 @@ pub const VACATE_KEYS: &str = "UPDATE leaderlock \
 /// holds the row locked (a guarded write in progress must end first).
 pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at, true FROM leaderlock \
      WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
-     FOR UPDATE";
+     FOR NO KEY UPDATE";
 
 /// Whether the background worker is connected to the current database.
 pub const WORKER_RUNNING: &str = "SELECT EXISTS ( \
@@ -173,13 +166,13 @@ pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderl
      WHERE holder IS NOT NULL AND recheck_at <= $1 AND expires_at <= $1 \
      ORDER BY recheck_at \
      LIMIT $2 \
-     FOR UPDATE SKIP LOCKED";
+     FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Worker (contract 10): lock the held leases bound to the session that
 /// had pid `$1` and started at `$2`, skipping rows other transactions hold.
 pub const LOCK_SESSION_LEASES: &str = "SELECT key, holder, term, expires_at FROM leaderlock \
      WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL \
-     FOR UPDATE SKIP LOCKED";
+     FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Worker: how many held leases are still bound to that session (after
 /// vacating the ones it could lock). `$1` pid, `$2` start.
@@ -197,7 +190,7 @@ pub const LOCK_ORPHANED: &str = "SELECT l.key, l.holder, l.term, l.expires_at, \
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(l.session_pid) a \
                         WHERE a.backend_start = l.session_start) \
      LIMIT $1 \
-     FOR UPDATE OF l SKIP LOCKED";
+     FOR NO KEY UPDATE OF l SKIP LOCKED";
 
 /// Worker: forget the list of backends read earlier in this transaction.
 pub const FRESH_ACTIVITY: &str = "SELECT pg_catalog.pg_stat_clear_snapshot()";
@@ -225,12 +218,12 @@ pub const READ_LEASE_0_3: &str =
 pub const LOCK_ACQUIRABLE_0_3: &str = "SELECT holder, term, expires_at, true FROM leaderlock \
      WHERE key = $1 \
        AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
-     FOR UPDATE SKIP LOCKED";
+     FOR NO KEY UPDATE SKIP LOCKED";
 
 /// `LOCK_OWN` on the 0.3.0 schema.
 pub const LOCK_OWN_0_3: &str = "SELECT term, expires_at FROM leaderlock \
      WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
-     FOR UPDATE SKIP LOCKED";
+     FOR NO KEY UPDATE SKIP LOCKED";
 
 /// `RENEW` on the 0.3.0 schema.
 pub const RENEW_0_3: &str = "UPDATE leaderlock \
@@ -245,11 +238,11 @@ pub const RENEW_0_3: &str = "UPDATE leaderlock \
         AND key = (SELECT key FROM leaderlock \
                     WHERE key = $1 AND holder = $2 AND expires_at > $3 \
                       FOR NO KEY UPDATE SKIP LOCKED) \
-  RETURNING expires_at";
+  RETURNING expires_at, term";
 
 /// `SHARE_LOCK_LEASE` on the 0.3.0 schema.
 pub const SHARE_LOCK_LEASE_0_3: &str =
-    "SELECT holder, term, expires_at, true FROM leaderlock WHERE key = $1 FOR KEY SHARE";
+    "SELECT holder, term, expires_at, true FROM leaderlock WHERE key = $1 FOR SHARE";
 
 /// `INSERT_FIRST_TERM` on the 0.3.0 schema.
 pub const INSERT_FIRST_TERM_0_3: &str = "INSERT INTO leaderlock \
