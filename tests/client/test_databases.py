@@ -1,10 +1,12 @@
 """Every database (contract 12): a launcher starts a worker per served
 database where the extension is installed, on the test cluster switched to
 leaderlock.databases = '*' (the default) for these tests and back."""
+import os
+import subprocess
 import time
 import unittest
 
-from harness import Cluster, Listener, connect, one, wait_for
+from harness import PG_BIN, Cluster, Listener, connect, one, wait_for
 
 GENEROUS = 10.0  # seconds: a bound on behaviour, not a timing goal (see bench/)
 
@@ -125,6 +127,37 @@ class EveryDatabaseTest(unittest.TestCase):
             one(self.admin, f'DROP DATABASE "{n}"')
         self.made = []
         self.assertTrue(wait_for(lambda: not set(names) & set(worker_pids(self.admin)), timeout=GENEROUS))
+
+    def test_create_extension_by_cascade_starts_a_worker(self):
+        # An extension that requires leaderlock, created WITH CASCADE: the
+        # hook must see leaderlock created as a dependency too.
+        probe = "leaderlock_cascade_probe"
+        share = subprocess.run([f"{PG_BIN}/pg_config", "--sharedir"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+        files = {
+            f"{share}/extension/{probe}.control":
+                "default_version = '1.0'\nrequires = 'leaderlock'\nsuperuser = true\nrelocatable = true\n",
+            f"{share}/extension/{probe}--1.0.sql": "-- requires leaderlock; creates nothing itself\n",
+        }
+        for path, text in files.items():
+            with open(path, "w") as f:
+                f.write(text)
+        try:
+            name = self.make("ll_cascade", extension=False)
+            # Let the launcher find the database without the extension
+            # first (it looks every second): from then on only the hook's
+            # call at commit brings a worker before the 5-minute re-probe.
+            time.sleep(3)
+            self.assertNotIn(name, worker_pids(self.admin))
+            c = connect(name)
+            one(c, f"CREATE EXTENSION {probe} CASCADE")
+            self.assertTrue(wait_for(lambda: name in worker_pids(self.admin), timeout=GENEROUS),
+                            "no worker after CREATE EXTENSION ... CASCADE")
+            self.assertTrue(one(c, "SELECT le_worker_running()"))
+            c.close()
+        finally:
+            for path in files:
+                os.remove(path)
 
     def test_session_bound_lease_in_another_database(self):
         name = self.make("ll_bound")
