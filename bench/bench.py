@@ -92,7 +92,7 @@ def server_cpu_seconds(conn):
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
-                head, fields = f.read().rsplit(")", 1)
+                fields = f.read().rsplit(")", 1)[1]
         except OSError:
             continue
         fields = fields.split()

@@ -16,6 +16,8 @@ pieces of le_renew, run alternately on the same server.
   + SKIP LOCKED lock (= RENEW) the same with its FOR NO KEY UPDATE SKIP LOCKED
                                sub-select (what "never waits" costs)
   le_renew()                   the function
+  le_try_acquire by the holder the holder renewing by acquiring again (the
+                               pattern the main README suggests)
   le_renew, no enable_seqscan  a copy of it (same C symbol) without its
     setting                    enable_seqscan setting, run in sessions with
                                enable_seqscan off: what the setting costs
@@ -74,6 +76,7 @@ def main():
         "guarded UPDATE, no lock": (no_lock + ";\n", INDEX_PLANS),
         "+ SKIP LOCKED lock (= RENEW)": (renew + ";\n", INDEX_PLANS),
         "le_renew()": (f"SELECT le_renew({key}, {me}, '1 hour');\n", None),
+        "le_try_acquire by the holder": (f"SELECT le_try_acquire({key}, {me}, '1 hour');\n", None),
         "le_renew, no enable_seqscan": (f"SELECT bench_renew_noseqscan({key}, {me}, '1 hour');\n", INDEX_PLANS),
     }
     runs = {name: [] for name in variants}

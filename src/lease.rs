@@ -217,20 +217,20 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
         &[key.into(), caller().into()],
         first_lease,
     );
+    let read_at = now();
     match seen {
         None => return insert_first_term(key, id, ttl, claim),
-        Some(lease) if lease.is_live(now()) && !lease.is_own(id) => {
-            return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
-        }
-        // Ours and live: extend it as le_renew does, in one statement that
-        // never waits, without the subtransaction and lock below (this is
-        // how holders that call le_try_acquire periodically renew). If that
-        // fails (lapsed meanwhile, or the row is locked), the locking path
-        // decides.
-        Some(lease) if lease.is_live(now()) => {
-            let now = now();
-            if let Some(term) = extend(key, id, now, Some(ttl)) {
-                proclaim_extended(key, id, term, now, claim.value);
+        Some(lease) if lease.is_live(read_at) => {
+            if !lease.is_own(id) {
+                return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
+            }
+            // Ours: extend it as le_renew does, in one statement that never
+            // waits, without the subtransaction and lock below (this is how
+            // holders that call le_try_acquire periodically renew). If that
+            // fails (lapsed meanwhile, or the row is locked), the locking
+            // path decides.
+            if let Some(term) = extend(key, id, read_at, Some(ttl)) {
+                proclaim_extended(key, id, term, read_at, claim.value);
                 return Attempt::Acquired;
             }
         }
