@@ -1,27 +1,29 @@
-//! The SQL-callable API (contract section 3). Each function validates its
+//! The SQL-callable API (contract section 3). Each function enters its call
+//! (`call.rs`: the acting role, the extension's schema), validates its
 //! arguments (section 6) before touching anything, then hands over to
-//! `lease.rs`. Writers are SECURITY DEFINER with a pinned search_path
-//! (section 7); arguments are never spliced into SQL.
+//! `lease.rs`. Every function pins `search_path = pg_catalog, pg_temp`;
+//! writers act as the table's owner for their own statements only
+//! (section 7, SECURITY.md); arguments are never spliced into SQL.
 
+use crate::call::{self, Access};
 use crate::databases;
 use crate::input;
 use crate::lease::{self, Claim};
-use crate::plans;
-use crate::queries;
 use crate::value::JsonbText;
-use crate::worker;
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CString};
 
-#[pg_extern(name = "le_try_acquire", volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
+#[pg_extern(name = "le_try_acquire", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn le_try_acquire_with(
     key: Option<&str>,
     id: Option<&str>,
     ttl: Option<Interval>,
     session_bound: default!(Option<bool>, false),
     value: default!(Option<JsonbText>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let ttl = input::ttl(ttl);
@@ -36,8 +38,14 @@ fn le_try_acquire_with(
 
 /// le_try_acquire(text, text, interval) of schema 0.1.0 and 0.2.0: what
 /// that SQL function calls until ALTER EXTENSION leaderlock UPDATE.
-#[pg_extern(sql = false, volatile, parallel_unsafe, security_definer)]
-fn le_try_acquire(key: Option<&str>, id: Option<&str>, ttl: Option<Interval>) -> bool {
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn le_try_acquire(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let ttl = input::ttl(ttl);
@@ -45,8 +53,8 @@ fn le_try_acquire(key: Option<&str>, id: Option<&str>, ttl: Option<Interval>) ->
 }
 
 /// Contract 9: le_try_acquire that waits up to `wait` for the lease.
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn le_acquire(
     key: Option<&str>,
     id: Option<&str>,
@@ -54,7 +62,9 @@ fn le_acquire(
     wait: Option<Interval>,
     session_bound: default!(Option<bool>, false),
     value: default!(Option<JsonbText>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let ttl = input::ttl(ttl);
@@ -69,9 +79,15 @@ fn le_acquire(
 }
 
 /// Contract 11: the live holder sets its value (NULL clears it).
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
-fn le_proclaim(key: Option<&str>, id: Option<&str>, value: Option<JsonbText>) -> bool {
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_proclaim(
+    key: Option<&str>,
+    id: Option<&str>,
+    value: Option<JsonbText>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let value = input::value(value);
@@ -80,11 +96,18 @@ fn le_proclaim(key: Option<&str>, id: Option<&str>, value: Option<JsonbText>) ->
 
 /// Contract 11: the lease as one record (see `lease::LeaseNow`).
 #[pg_extern(volatile, parallel_safe)]
-#[search_path(@extschema@, pg_temp)]
-fn le_lease(key: Option<&str>) -> pgrx::composite_type!('static, "leaderlock_lease") {
+#[search_path(pg_catalog, pg_temp)]
+fn le_lease(
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pgrx::composite_type!('static, "leaderlock_lease") {
+    let _call = unsafe { call::enter(fcinfo, Access::Read) };
     let key = input::name("key", key);
     let lease = lease::lease_now(key);
-    let mut row = PgHeapTuple::new_composite_type("leaderlock_lease")
+    // The function's own result type: the extension's leaderlock_lease, by
+    // OID (a name would be looked up in the search path).
+    let result_type = unsafe { pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) };
+    let mut row = PgHeapTuple::new_composite_type_by_oid(result_type)
         .unwrap_or_else(|e| error!("leaderlock: type leaderlock_lease: {e}"));
     let remaining = lease
         .remaining
@@ -103,18 +126,25 @@ fn set_field<T: IntoDatum>(row: &mut PgHeapTuple<'static, AllocatedByRust>, name
         .unwrap_or_else(|e| error!("leaderlock: leaderlock_lease.{name}: {e}"));
 }
 
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
-fn le_renew(key: Option<&str>, id: Option<&str>, ttl: default!(Option<Interval>, "NULL")) -> bool {
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_renew(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: default!(Option<Interval>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let ttl = input::optional_ttl(ttl);
     lease::renew(key, id, ttl)
 }
 
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
-fn le_release(key: Option<&str>, id: Option<&str>) -> bool {
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_release(key: Option<&str>, id: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     lease::release(key, id)
@@ -122,9 +152,10 @@ fn le_release(key: Option<&str>, id: Option<&str>) -> bool {
 
 /// Contract 13: vacates the live lease of `key`, whoever holds it; for
 /// superusers and members of role `leaderlock_admin`.
-#[pg_extern(volatile, parallel_unsafe, security_definer)]
-#[search_path(@extschema@, pg_temp)]
-fn le_force_release(key: Option<&str>) -> bool {
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_force_release(key: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     input::may_force_release();
     lease::force_release(key)
@@ -185,26 +216,19 @@ GRANT SELECT ON leaderlock_database_stats TO PUBLIC;
 );
 
 #[pg_extern(volatile, parallel_safe)]
-#[search_path(@extschema@, pg_temp)]
-fn le_leader(key: Option<&str>) -> Option<String> {
+#[search_path(pg_catalog, pg_temp)]
+fn le_leader(key: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
+    let _call = unsafe { call::enter(fcinfo, Access::Read) };
     let key = input::name("key", key);
     lease::leader(key)
 }
 
-/// True when the background worker runs and serves this database.
+/// True when the background worker runs and serves this database: read
+/// from shared memory, so every role gets the same answer.
 #[pg_extern(volatile, parallel_safe)]
-#[search_path(@extschema@, pg_temp)]
+#[search_path(pg_catalog, pg_temp)]
 fn le_worker_running() -> bool {
-    plans::run(
-        queries::WORKER_RUNNING,
-        &[worker::BACKEND_TYPE.into()],
-        |t| {
-            t.first()
-                .get_one::<bool>()
-                .expect("exists")
-                .unwrap_or(false)
-        },
-    )
+    databases::worker_serves_this_database()
 }
 
 // le_assert_leader raises its own SQLSTATE, which pgrx's error path cannot
@@ -215,8 +239,8 @@ extension_sql!(
     r#"
 CREATE FUNCTION le_assert_leader(key text, id text, term bigint DEFAULT NULL)
 RETURNS bigint
-VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = @extschema@, pg_temp
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_assert_leader_c';
 "#,
@@ -325,6 +349,8 @@ unsafe extern "C-unwind" fn assert_leader_guarded(
             pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 2),
         )
     };
+    // (a share lock needs the owner's rights, as a write does)
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let term = input::term(term);

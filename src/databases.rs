@@ -2,9 +2,12 @@
 //! (where to wake it, when it plans to wake), what the launcher must know
 //! about it, and its counters since server start.
 //!
-//! A fixed table of `SLOTS` slots, each claimed by a database on first
-//! use (a backend counting a call, or the launcher starting a worker) and
-//! freed by the launcher once the database is gone. Every field is an
+//! A fixed table of `SLOTS` slots, each claimed by a database where the
+//! extension is installed, on first use (a call counted, a worker that
+//! found the extension, a CREATE EXTENSION committing) and freed by the
+//! launcher once the database is gone. A database without the extension
+//! never takes one, so no role that may only create databases can use
+//! them up. Every field is an
 //! atomic: no lock is held anywhere on the path of a call.
 //!
 //! Only present when the library is preloaded.
@@ -137,12 +140,8 @@ pub fn find(database: u32) -> Option<&'static Slot> {
     index_of(database).map(|i| &table().slots[i])
 }
 
-/// The slot of `database`, claimed if it has none; None when the table is
-/// full (that database then has no worker and no counters).
-pub fn claim(database: u32) -> Option<&'static Slot> {
-    claim_index(database).map(|i| &table().slots[i])
-}
-
+/// The index of the slot of `database`, claimed if it has none; None when
+/// the table is full (that database then has no worker and no counters).
 fn claim_index(database: u32) -> Option<usize> {
     if !enabled() || database == 0 {
         return None;
@@ -196,6 +195,12 @@ pub fn mine() -> Option<&'static Slot> {
         }
     };
     Some(&table().slots[index])
+}
+
+/// Whether a worker serves the current database now (contract 12).
+pub fn worker_serves_this_database() -> bool {
+    find(unsafe { pg_sys::MyDatabaseId }.to_u32())
+        .is_some_and(|s| s.worker_procno.load(Ordering::SeqCst) >= 0)
 }
 
 /// Launcher: every claimed slot, with its database.

@@ -9,20 +9,29 @@
 //! ones that never reached the standby or the archive. On timeline 1 the
 //! floor is 1, so terms stay 1, 2, 3.
 //!
-//! Leases (8.2): the first write on a new timeline, by a caller or by the
-//! worker, first makes every held lease last at least until now + its ttl,
-//! in the same transaction, and records the timeline in
-//! `leaderlock_failover`. Until that commits nothing can take a lease, so no
-//! lease the old primary may have renewed is taken early.
+//! Leases (8.2): on a new timeline, before any new tenure starts or any
+//! lease expires, every held lease is made to last at least until now + its
+//! ttl, and the timeline recorded in `leaderlock_failover`, in one short
+//! transaction of its own: the worker's, or a one-shot background worker's
+//! where no worker serves the database. Callers never do it in their own
+//! transaction (one left open would hold every held lease locked): until it
+//! has committed, a call that would start a tenure refuses as it does for
+//! a locked row, and le_acquire waits. Renewals, releases and proclaims of
+//! live leases go on meanwhile: they never shorten a lease. Only when no
+//! background worker can be started (max_worker_processes reached) does a
+//! caller do it in its own transaction, as 0.4.0 did.
 //!
 //! Durability (8.3): every call that writes commits as with
 //! `synchronous_commit = on`, whatever the session asked for: a `true` seen
 //! after commit survives a crash (and reached synchronous standbys), so a
 //! term is never lost and issued again.
 
+use crate::call;
+use crate::databases;
 use crate::lease;
 use crate::plans;
 use crate::queries;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
 use std::cell::Cell;
 
@@ -82,23 +91,37 @@ thread_local! {
     /// The timeline this backend saw committed in `leaderlock_failover`: no
     /// need to look again until the server's timeline differs.
     static KNOWN_SAFE: Cell<Option<u32>> = const { Cell::new(None) };
-    /// The transaction that last extended held leases for a failover.
-    static EXTENDED_IN: Cell<Option<pg_sys::TransactionId>> = const { Cell::new(None) };
+    /// When this backend last asked for the step (microseconds).
+    static ASKED_AT: Cell<i64> = const { Cell::new(0) };
 }
 
-/// Whether the current transaction extended held leases for a failover
-/// (and so holds their rows locked until it ends).
-pub fn extended_in_this_transaction() -> bool {
-    EXTENDED_IN
-        .get()
-        .is_some_and(|xid| xid == unsafe { pg_sys::GetTopTransactionIdIfAny() })
+/// How often one backend asks for the step while it waits for it.
+const ASK_EVERY_US: i64 = 100_000;
+
+/// The timeline held leases were last made to outlast, or None on the
+/// 0.1.0 schema (no `leaderlock_failover` until ALTER EXTENSION ... UPDATE).
+fn safe_timeline(lock: bool) -> Option<Option<i64>> {
+    let schema = call::current().schema;
+    let present = unsafe { pg_sys::get_relname_relid(c"leaderlock_failover".as_ptr(), schema) };
+    if present == pg_sys::InvalidOid {
+        return None;
+    }
+    let sql = if lock {
+        queries::LOCK_SAFE_TIMELINE
+    } else {
+        queries::SAFE_TIMELINE
+    };
+    Some(plans::run(sql, &[], |t| {
+        t.into_iter()
+            .next()
+            .and_then(|row| row.get::<i64>(1).expect("timeline"))
+    }))
 }
 
-/// Before a call or the worker writes (8.2): on a timeline whose held leases
-/// were not yet extended, extends them. False when another transaction is
-/// doing so right now: the caller then refuses, as it does when a lease's
-/// row is locked, rather than wait.
-pub fn leases_outlast_failover() -> bool {
+/// Before a call starts a new tenure (8.2): whether held leases outlast the
+/// move to the current timeline. When not yet, asks for the step and
+/// returns false (the caller refuses, or waits); see the module's comment.
+pub fn ready_for_new_tenures() -> bool {
     if unsafe { pg_sys::RecoveryInProgress() } {
         return true; // nothing can be written here; refusals need no check
     }
@@ -106,34 +129,88 @@ pub fn leases_outlast_failover() -> bool {
     if KNOWN_SAFE.get() == Some(timeline) {
         return true;
     }
-    let present = plans::run(queries::FAILOVER_TABLE_PRESENT, &[], |t| {
-        t.first().get_one::<bool>().expect("bool")
-    });
-    if present != Some(true) {
-        // The 0.1.0 schema, until ALTER EXTENSION leaderlock UPDATE: work
-        // as 0.1.0 did, without this protection (asked again next call).
-        return true;
-    }
-    let stored = |sql| {
-        plans::run(sql, &[], |t| {
-            t.into_iter()
-                .next()
-                .and_then(|row| row.get::<i64>(1).expect("timeline"))
-        })
-    };
-    // A plain read first: on a timeline already handled, no lock is taken.
-    match stored(queries::SAFE_TIMELINE) {
-        None => {
+    match safe_timeline(false) {
+        None => return true, // the 0.1.0 schema: as 0.1.0 did, unprotected
+        Some(None) => {
             error!("leaderlock: the table leaderlock_failover has no row; reinstall the extension")
         }
-        Some(t) if t >= i64::from(timeline) => {
+        Some(Some(t)) if t >= i64::from(timeline) => {
             KNOWN_SAFE.set(Some(timeline));
             return true;
         }
-        Some(_) => {}
+        Some(Some(_)) => {}
     }
-    let Some(previous) = stored(queries::LOCK_SAFE_TIMELINE) else {
-        return false; // another transaction is extending them
+    let now = lease::now();
+    if now - ASKED_AT.get() < ASK_EVERY_US {
+        return false;
+    }
+    ASKED_AT.set(now);
+    if ask_for_step() {
+        return false;
+    }
+    // No background worker can be had: the step in this transaction.
+    make_leases_outlast_failover()
+}
+
+/// Asks the worker serving this database, or else a one-shot worker, to
+/// take the step. False when neither can be had.
+fn ask_for_step() -> bool {
+    let database = unsafe { pg_sys::MyDatabaseId };
+    if let Some(slot) = databases::find(database.to_u32()) {
+        if slot.worker_procno.load(std::sync::atomic::Ordering::SeqCst) >= 0 {
+            slot.wake_worker();
+            return true;
+        }
+    }
+    BackgroundWorkerBuilder::new("leaderlock failover step")
+        .set_type("leaderlock failover step")
+        .set_library("leaderlock")
+        .set_function("leaderlock_failover_main")
+        .set_argument(Some(pg_sys::Datum::from(database)))
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(None)
+        .load_dynamic()
+        .is_ok()
+}
+
+/// The one-shot worker: takes the step in database `arg` and exits.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn leaderlock_failover_main(arg: pg_sys::Datum) {
+    crate::worker::standard_signal_handlers();
+    let oid = pg_sys::Oid::from(arg.value() as u32);
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+    for _ in 0..500 {
+        let done = BackgroundWorker::transaction(|| {
+            let Some(schema) = crate::worker::extension_schema() else {
+                return true; // not installed (any more): nothing to do
+            };
+            let _call = call::enter_worker(schema);
+            crate::worker::pin_settings();
+            make_leases_outlast_failover()
+        });
+        if done {
+            return;
+        }
+        crate::worker::wait(10); // another transaction takes it: see it end
+    }
+}
+
+/// The step itself, in the current transaction: on a timeline whose held
+/// leases were not yet extended, extends them. True when they outlast the
+/// current timeline's start (now, or already); false when another
+/// transaction is taking the step right now.
+pub fn make_leases_outlast_failover() -> bool {
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        return true;
+    }
+    let timeline = timeline();
+    let Some(stored) = safe_timeline(true) else {
+        return true; // the 0.1.0 schema
+    };
+    let Some(previous) = stored else {
+        return false; // locked: another transaction is extending them
     };
     if previous < i64::from(timeline) {
         let now = lease::now();
@@ -146,7 +223,6 @@ pub fn leases_outlast_failover() -> bool {
             |_| (),
         );
         commit_durably();
-        EXTENDED_IN.set(Some(unsafe { pg_sys::GetTopTransactionIdIfAny() }));
         log!(
             "leaderlock: WAL timeline {timeline} (was {previous}: a promotion or a recovery); \
              {extended} held leases now last at least until now + their ttl"

@@ -1,8 +1,9 @@
 //! Utility commands that concern the workers (contract 12), seen from the
 //! backend that runs them (a ProcessUtility hook, active when preloaded):
 //!
-//! - CREATE EXTENSION leaderlock: at commit, ask the launcher for a worker
-//!   in this database (it starts one at once, not at its next round).
+//! - CREATE EXTENSION that installed leaderlock: at commit, ask the
+//!   launcher for a worker in this database (it starts one at once, not at
+//!   its next round).
 //! - DROP EXTENSION: at commit, wake this database's worker, which finds
 //!   the extension gone and exits.
 //! - DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE, and CREATE
@@ -92,6 +93,8 @@ unsafe extern "C-unwind" fn process_utility(
         }
     };
 
+    let installed = || unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
+    let before = unsafe { creates_extension(stmt) }.then(installed);
     PgTryBuilder::new(run)
         .finally(|| {
             if let Some(slot) = slot {
@@ -102,7 +105,19 @@ unsafe extern "C-unwind" fn process_utility(
             }
         })
         .execute();
-    unsafe { note_extension_change(stmt) };
+    // Only a CREATE EXTENSION (leaderlock, or another one with CASCADE)
+    // that installed leaderlock asks for a worker: one that installed
+    // nothing of ours, as any role may run, must not make the launcher
+    // start workers in a loop.
+    if before.is_some_and(|b| b == pg_sys::InvalidOid && installed() != pg_sys::InvalidOid) {
+        CREATED.set(true);
+    }
+    unsafe { note_extension_drop(stmt) };
+}
+
+/// Whether `stmt` is a CREATE EXTENSION.
+unsafe fn creates_extension(stmt: *mut pg_sys::Node) -> bool {
+    !stmt.is_null() && unsafe { (*stmt).type_ } == pg_sys::NodeTag::T_CreateExtensionStmt
 }
 
 /// The database a command needs to itself (no other session in it), if
@@ -185,31 +200,17 @@ unsafe fn make_worker_leave(slot: &databases::Slot) {
     }
 }
 
-/// Remembers a CREATE or DROP EXTENSION for the transaction's commit.
-unsafe fn note_extension_change(stmt: *mut pg_sys::Node) {
+/// Remembers a DROP EXTENSION for the transaction's commit.
+unsafe fn note_extension_drop(stmt: *mut pg_sys::Node) {
     if stmt.is_null() {
         return;
     }
     unsafe {
-        match (*stmt).type_ {
-            pg_sys::NodeTag::T_CreateExtensionStmt => {
-                // leaderlock, or any extension with CASCADE (which may
-                // have installed leaderlock as a requirement).
-                let create = &*stmt.cast::<pg_sys::CreateExtensionStmt>();
-                if (!create.extname.is_null() && CStr::from_ptr(create.extname) == c"leaderlock")
-                    || option(create.options, c"cascade").is_some()
-                {
-                    CREATED.set(true);
-                }
-            }
-            // Whichever extension: a spare wake-up costs one check.
-            pg_sys::NodeTag::T_DropStmt
-                if (*stmt.cast::<pg_sys::DropStmt>()).removeType
-                    == pg_sys::ObjectType::OBJECT_EXTENSION =>
-            {
-                DROPPED.set(true);
-            }
-            _ => {}
+        // Whichever extension: a spare wake-up costs one check.
+        if (*stmt).type_ == pg_sys::NodeTag::T_DropStmt
+            && (*stmt.cast::<pg_sys::DropStmt>()).removeType == pg_sys::ObjectType::OBJECT_EXTENSION
+        {
+            DROPPED.set(true);
         }
     }
 }
@@ -248,7 +249,8 @@ unsafe extern "C-unwind" fn on_xact_event(
         }
     }
     if dropped {
-        if let Some(slot) = databases::mine() {
+        // (only a served database has a worker to wake)
+        if let Some(slot) = databases::find(unsafe { pg_sys::MyDatabaseId }.to_u32()) {
             slot.wake_worker();
         }
     }

@@ -37,6 +37,10 @@ const RESCAN_MS: i64 = 1_000;
 const STEADY_RUN_S: i64 = 10;
 const MAX_BACKOFF_S: i64 = 60;
 
+/// Least time between two worker starts for one database, whatever asks
+/// for them (no role can make the launcher fork in a loop).
+const START_FLOOR_MS: i64 = 500;
+
 /// A database where the extension was found absent is looked at again
 /// after this long, in case its CREATE EXTENSION was not seen (it came in a
 /// prepared transaction, or from a dump restored without it).
@@ -57,7 +61,8 @@ struct Database {
     /// Since when no background worker slot could be had; whether said.
     no_slot_since: Option<i64>,
     told_no_slot: bool,
-    told_no_shmem: bool,
+    /// When a worker was last started here.
+    last_start: i64,
 }
 
 /// A registered dynamic worker.
@@ -146,18 +151,9 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
 /// Starts a worker for `db` if it needs one. Returns how soon to look
 /// again, when sooner than the next read of pg_database.
 fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
-    let Some(slot) = databases::claim(oid) else {
-        if !db.told_no_shmem {
-            log!(
-                "leaderlock launcher: cannot serve database \"{}\": shared memory has room \
-                 for {} databases",
-                db.name,
-                databases::SLOTS
-            );
-            db.told_no_shmem = true;
-        }
-        return None;
-    };
+    // Claimed only where the extension is installed (see databases.rs):
+    // none yet for a database whose worker has not found it.
+    let slot = databases::find(oid);
     if let Some(handle) = &db.handle {
         if running(handle.raw) {
             // (a CREATE EXTENSION meanwhile stays wanted until it stopped)
@@ -166,9 +162,12 @@ fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
         let ran_s = (now - handle.started_at) / 1_000_000;
         unsafe { pg_sys::pfree(handle.raw.cast()) };
         db.handle = None;
-        if slot.absent.load(Ordering::SeqCst) {
+        // A worker that found no extension claimed no slot, or marked it.
+        if slot.is_none_or(|s| s.absent.load(Ordering::SeqCst)) {
             db.absent_since = Some(now);
-        } else if slot.stepped_aside.swap(false, Ordering::SeqCst) || ran_s >= STEADY_RUN_S {
+        } else if slot.is_some_and(|s| s.stepped_aside.swap(false, Ordering::SeqCst))
+            || ran_s >= STEADY_RUN_S
+        {
             // Left on request (its database was needed, or unlisted), or
             // ran well: no backing off.
             db.quick_stops = 0;
@@ -179,30 +178,35 @@ fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
             db.next_start = now + backoff_s * 1_000_000;
         }
     }
-    if slot.worker_procno.load(Ordering::SeqCst) >= 0 {
+    if slot.is_some_and(|s| s.worker_procno.load(Ordering::SeqCst) >= 0) {
         // Serving already (started by an earlier launcher).
         return None;
     }
     // Consumed only with no worker running: one that was about to find
     // the extension absent cannot swallow it.
-    if slot.wanted.swap(false, Ordering::SeqCst) {
+    if slot.is_some_and(|s| s.wanted.swap(false, Ordering::SeqCst)) {
         db.absent_since = None;
         db.next_start = 0;
         db.quick_stops = 0;
     }
+    // Whatever asked for it, never two starts closer than the floor.
+    db.next_start = db.next_start.max(db.last_start + START_FLOOR_MS * 1000);
     if db
         .absent_since
         .is_some_and(|since| now - since >= REPROBE_S * 1_000_000)
     {
         db.absent_since = None;
     }
-    if db.absent_since.is_some() || slot.paused() {
+    if db.absent_since.is_some() || slot.is_some_and(|s| s.paused()) {
         return None;
     }
     if now < db.next_start {
         return Some((db.next_start - now) / 1000 + 1);
     }
-    slot.absent.store(false, Ordering::SeqCst);
+    if let Some(slot) = slot {
+        slot.absent.store(false, Ordering::SeqCst);
+    }
+    db.last_start = now;
     match start_worker(oid, &db.name) {
         Some(raw) => {
             db.handle = Some(Handle {

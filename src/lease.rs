@@ -8,6 +8,7 @@
 //! a renewal can only be backdated by that instant). Timestamps are
 //! `TimestampTz` microseconds.
 
+use crate::call;
 use crate::databases::{self, Counter};
 use crate::failover;
 use crate::input::Ttl;
@@ -15,6 +16,7 @@ use crate::notify::{Event, ExpiryReason};
 use crate::plans;
 use crate::queries;
 use crate::sessions::{self, Session};
+use crate::settings;
 use crate::value::JsonbText;
 use crate::waiters;
 use crate::wakeup;
@@ -66,11 +68,9 @@ fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
     })
 }
 
-/// The calling role (contract 13): the session's current role (its login
-/// role, or the one of SET ROLE), not the owner of these SECURITY DEFINER
-/// functions.
+/// The acting role (contract 13): current_user at the call (`call.rs`).
 fn caller() -> pg_sys::Oid {
-    unsafe { pg_sys::GetOuterUserId() }
+    call::caller()
 }
 
 /// What a caller asks for besides key, id and ttl (contracts 10 and 11).
@@ -104,6 +104,13 @@ enum Attempt {
 /// the rest of the rival's transaction, or of a waiting le_acquire. Rolling
 /// the subtransaction back releases that lock.
 fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
+    in_subtransaction(lock, Option::is_some)
+}
+
+/// Runs `f` in a subtransaction, kept (released into the parent) when
+/// `keep` says so of its result, rolled back otherwise: what it wrote is
+/// undone, and the locks it took (rows, and the table's own) are released.
+fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool) -> T {
     let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
     let back_to_parent = move || unsafe {
         pg_sys::MemoryContextSwitchTo(cxt);
@@ -111,16 +118,16 @@ fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
     };
     unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
     PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
-        let locked = lock();
+        let result = f();
         unsafe {
-            if locked.is_some() {
+            if keep(&result) {
                 pg_sys::ReleaseCurrentSubTransaction();
             } else {
                 pg_sys::RollbackAndReleaseCurrentSubTransaction();
             }
         }
         back_to_parent();
-        locked
+        result
     }))
     .catch_others(|e| {
         unsafe {
@@ -136,7 +143,7 @@ fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
     counted(
-        attempt(key, id, ttl, claim) == Attempt::Acquired,
+        attempt(key, id, ttl, claim, None) == Attempt::Acquired,
         Counter::Acquired,
     )
 }
@@ -169,47 +176,50 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     let deadline = now().saturating_add(wait);
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
-        // Registered before looking: a release committing meanwhile wakes us.
-        waiters::prepare(key);
-        let outcome = attempt(key, id, ttl, claim);
+        let seen = waiters::broadcasts(key);
+        // Each look in a subtransaction, rolled back unless it acquired:
+        // a waiter keeps no lock while it sleeps, not even on the table
+        // (DDL on the extension would queue behind it, and every renewal
+        // behind the DDL).
+        let outcome = in_subtransaction(
+            || attempt(key, id, ttl, claim, Some(deadline)),
+            |a| *a == Attempt::Acquired,
+        );
         let now = now();
         let until = match outcome {
-            Attempt::Acquired => {
-                waiters::done();
-                return counted(true, Counter::Acquired);
-            }
+            Attempt::Acquired => return counted(true, Counter::Acquired),
             Attempt::HeldUntil(expires_at) => {
                 busy_ms = BUSY_RETRY_MS;
                 expires_at
             }
             Attempt::Busy => {
-                // A lock attempt that failed rolled back its subtransaction,
-                // and that cancels a prepared sleep: register again. A
-                // release committed in between is missed, but only until
-                // this short sleep ends.
-                waiters::prepare(key);
+                // Locked by another transaction, whose end may come without
+                // a broadcast (a rival's le_assert_leader): look again soon.
                 let until = now + busy_ms * 1000;
                 busy_ms = (busy_ms * 2).min(BUSY_RETRY_MAX_MS);
                 until
             }
         };
-        // This transaction made held leases outlast a failover: it holds
-        // their rows locked (and the failover row) until it ends, so it must
-        // not sleep. The next call finds them extended.
-        if now >= deadline || failover::extended_in_this_transaction() {
-            waiters::done();
+        if now >= deadline {
             return counted(false, Counter::Acquired);
+        }
+        // Registered only now (a rolled-back subtransaction cancels it); a
+        // release that committed since the look is seen by its broadcast.
+        waiters::prepare(key);
+        if waiters::broadcasts(key) != seen {
+            waiters::done();
+            continue;
         }
         // Rounded up: waking before the expiry would find it still live.
         let sleep_us = until.min(deadline) - now;
         waiters::sleep(key, (sleep_us + 999) / 1000);
+        waiters::done();
     }
 }
 
-fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
-    if !failover::leases_outlast_failover() {
-        return Attempt::Busy;
-    }
+/// One look at the lease: take it, extend it, or say why not. `deadline`,
+/// le_acquire's, bounds the only wait there is (see `insert_first_term`).
+fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) -> Attempt {
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
     let seen = plans::run(
@@ -219,7 +229,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
     );
     let read_at = now();
     match seen {
-        None => return insert_first_term(key, id, ttl, claim),
+        None => return insert_first_term(key, id, ttl, claim, deadline),
         Some(lease) if lease.is_live(read_at) => {
             if !lease.is_own(id) {
                 return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
@@ -260,7 +270,10 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
         return Attempt::Acquired;
     }
 
-    // Vacant or lapsed: a new tenure.
+    // Vacant or lapsed: a new tenure, once held leases outlast a failover.
+    if !failover::ready_for_new_tenures() {
+        return Attempt::Busy;
+    }
     let expires_at = now + ttl.0;
     let term = plans::run(
         schema::start_term(),
@@ -348,20 +361,51 @@ fn new_tenure(
     .send();
 }
 
-fn insert_first_term(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Attempt {
+/// Shortest wait behind a concurrent first insert of the same key, in
+/// microseconds: enough for one that is committing, not for one left open.
+const FIRST_INSERT_WAIT_US: i64 = 10_000;
+
+/// A brand-new key. The insert waits for a concurrent inserter of the same
+/// key (contract 3.1: le_try_acquire waits for its outcome), but in
+/// le_acquire only until its `deadline` (at least `FIRST_INSERT_WAIT_US`,
+/// its `wait => 0` too): a rival's uncommitted insert never holds a
+/// waiting caller beyond its own `wait`.
+fn insert_first_term(
+    key: &str,
+    id: &str,
+    ttl: Ttl,
+    claim: Claim<'_>,
+    deadline: Option<i64>,
+) -> Attempt {
+    if !failover::ready_for_new_tenures() {
+        return Attempt::Busy;
+    }
     let now = now();
     let expires_at = now + ttl.0;
-    let inserted = plans::run(
-        schema::insert_first_term(),
-        &tenure_args(key, id, now, expires_at, ttl, claim),
-        |t| {
-            t.into_iter()
-                .next()
-                .and_then(|row| row.get::<i64>(1).expect("term"))
+    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
+    let inserted = in_subtransaction(
+        || {
+            PgTryBuilder::new(|| {
+                let _lock_timeout =
+                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
+                plans::run(
+                    schema::insert_first_term(),
+                    &tenure_args(key, id, now, expires_at, ttl, claim),
+                    |t| {
+                        t.into_iter()
+                            .next()
+                            .and_then(|row| row.get::<i64>(1).expect("term"))
+                    },
+                )
+            })
+            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
+            .execute()
         },
+        Option::is_some,
     );
     let Some(term) = inserted else {
-        // A concurrent first acquisition of the same key won.
+        // A concurrent first acquisition of the same key won, or is still
+        // open past our deadline.
         return Attempt::Busy;
     };
     new_tenure(key, id, term, now, expires_at, None, claim);
@@ -407,10 +451,8 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
 
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
-    counted(
-        failover::leases_outlast_failover() && extend(key, id, now(), ttl).is_some(),
-        Counter::Renewed,
-    )
+    // (a renewal never shortens a lease: it needs no failover step first)
+    counted(extend(key, id, now(), ttl).is_some(), Counter::Renewed)
 }
 
 /// Locks the lease `id` holds live. Its term and the time it was found
@@ -432,9 +474,6 @@ fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
 
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
-    if !failover::leases_outlast_failover() {
-        return false;
-    }
     let Some((term, now)) = lock_own_live(key, id) else {
         return false;
     };
@@ -462,9 +501,6 @@ fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
 /// holds it; false when it is vacant, lapsed or unknown. The caller's
 /// right to do so is checked by the API.
 pub fn force_release(key: &str) -> bool {
-    if !failover::leases_outlast_failover() {
-        return false;
-    }
     let Some(lease) = plans::run(queries::LOCK_LIVE, &[key.into()], first_lease) else {
         return false;
     };
@@ -534,11 +570,19 @@ impl NotLeader {
 /// Contract 3.4: the current term when `id` is the live holder (and the
 /// term matches); the share lock stays until the transaction ends.
 pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<i64, NotLeader> {
-    let lease = plans::run(
-        schema::share_lock_lease(),
-        &[key.into(), caller().into()],
-        first_lease,
-    );
+    // Without a lock first: only the holder itself ever locks its row (a
+    // rival's lock would make the holder's renewals fail meanwhile).
+    let args = [key.into(), caller().into()];
+    let seen = plans::run(schema::read_lease(), &args, first_lease);
+    let read_at = now();
+    let lease = match seen {
+        Some(l)
+            if l.is_live(read_at) && l.is_own(id) && expected_term.is_none_or(|t| t == l.term) =>
+        {
+            plans::run(schema::share_lock_lease(), &args, first_lease)
+        }
+        other => other,
+    };
     let now = now();
     let refuse = |lease: Option<&Lease>| NotLeader {
         key: key.to_string(),
@@ -693,9 +737,6 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
 
 /// Contract 11: sets the value of the lease `id` holds live.
 pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
-    if !failover::leases_outlast_failover() {
-        return false;
-    }
     let Some((term, _)) = lock_own_live(key, id) else {
         return false;
     };
@@ -766,6 +807,7 @@ pub fn next_check(now: i64) -> Option<i64> {
 /// Which statements fit the installed schema: a newer library serves an
 /// older schema until ALTER EXTENSION leaderlock UPDATE (contract 15).
 mod schema {
+    use crate::call;
     use crate::queries;
     use pgrx::pg_sys;
 
@@ -784,8 +826,8 @@ mod schema {
     /// ... UPDATE (or a DROP and CREATE of another version) at once.
     fn level() -> Level {
         unsafe {
-            // Resolved through the search_path, as the statements are.
-            let table = pg_sys::RelnameGetRelid(c"leaderlock".as_ptr());
+            // In the extension's schema, as the statements name it.
+            let table = pg_sys::get_relname_relid(c"leaderlock".as_ptr(), call::current().schema);
             let has = |column: &std::ffi::CStr| {
                 table != pg_sys::InvalidOid
                     && pg_sys::get_attnum(table, column.as_ptr())

@@ -1,6 +1,8 @@
 //! leaderlock: leader election inside PostgreSQL.
 //!
-//! Modules: `api` (SQL-callable functions), `lease` (state transitions),
+//! Modules: `api` (SQL-callable functions), `call` (the acting role and the
+//! extension's schema during a call), `guard` (what statements may touch),
+//! `lease` (state transitions),
 //! `failover` (terms and durability across crashes and failover),
 //! `launcher` (starts a worker per database), `worker` (the background
 //! worker of one database), `databases` (shared memory per database),
@@ -14,8 +16,10 @@
 use pgrx::prelude::*;
 
 mod api;
+mod call;
 mod databases;
 mod failover;
+mod guard;
 mod hooks;
 mod input;
 mod launcher;
@@ -39,7 +43,14 @@ extension_sql_file!("schema.sql", name = "schema", bootstrap);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // An error passing through Rust frames (a hook's, a function's) would
+    // carry a Rust backtrace in its DETAIL when the server's environment
+    // asks for backtraces (RUST_BACKTRACE): never show one to clients.
+    // Read once per process by the standard library; set before any is
+    // taken (in the postmaster when preloaded, single-threaded).
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     settings::init();
+    guard::init();
     // The worker and the shared memory that wakes it exist only when
     // preloaded; otherwise expiry is lazy (contract 1).
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {

@@ -1,9 +1,15 @@
 //! Runs the statements of `queries.rs` through SPI with plans prepared once
 //! per backend and kept, so a call costs an execution, not a parse and plan.
 //!
-//! Kept plans are revalidated by PostgreSQL's plan cache, so they follow a
-//! dropped and re-created extension or a changed search_path on their own.
+//! Statements name the extension's objects as `@extschema@.name`; the
+//! placeholder becomes the current name of the extension's schema (looked
+//! up by OID for each call, see `call.rs`), so plans are kept per statement
+//! and schema name. Kept plans are revalidated by PostgreSQL's plan cache,
+//! so they follow a dropped and re-created extension on their own; every
+//! execution is checked by `guard.rs`.
 
+use crate::call;
+use crate::guard;
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::PgOid;
 use pgrx::prelude::*;
@@ -13,7 +19,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 thread_local! {
-    static PLANS: RefCell<HashMap<&'static str, Rc<OwnedPreparedStatement>>> =
+    static PLANS: RefCell<HashMap<(&'static str, String), Rc<OwnedPreparedStatement>>> =
         RefCell::new(HashMap::new());
 }
 
@@ -32,8 +38,10 @@ pub fn run<R>(
     args: &[DatumWithOid<'_>],
     read: impl FnOnce(SpiTupleTable<'_>) -> R,
 ) -> R {
+    let context = call::current();
+    let _watch = guard::statements_of(context.schema);
     Spi::connect(|client| {
-        let table = execute(client, sql, args);
+        let table = execute(client, sql, &context.schema_name, args);
         read(table)
     })
 }
@@ -41,22 +49,25 @@ pub fn run<R>(
 fn execute<'conn>(
     client: &SpiClient<'conn>,
     sql: &'static str,
+    schema: &str,
     args: &[DatumWithOid<'_>],
 ) -> SpiTupleTable<'conn> {
     // The plan is cloned out of the cache before running, so a statement
     // that re-enters this module (a nested call) never meets a held borrow.
-    let cached = PLANS.with(|plans| plans.borrow().get(sql).cloned());
+    let key = (sql, schema.to_string());
+    let cached = PLANS.with(|plans| plans.borrow().get(&key).cloned());
     let plan = match cached {
         Some(plan) => plan,
         None => {
             let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+            let text = sql.replace("@extschema@", schema);
             let plan = Rc::new(
                 client
-                    .prepare_mut(sql, &types)
+                    .prepare_mut(text.as_str(), &types)
                     .unwrap_or_else(|e| panic!("leaderlock: cannot prepare statement: {e}"))
                     .keep(),
             );
-            PLANS.with(|plans| plans.borrow_mut().insert(sql, Rc::clone(&plan)));
+            PLANS.with(|plans| plans.borrow_mut().insert(key, Rc::clone(&plan)));
             plan
         }
     };

@@ -1,9 +1,12 @@
 //! Every SQL statement the extension runs, in one place.
 //!
 //! All of them take their values as bind parameters; none is ever built from
-//! user input. Table names are unqualified: the functions run with a pinned
-//! `search_path` (`@extschema@, pg_temp`), and the worker resolves the
-//! extension's schema the same way (see `worker.rs`).
+//! user input. They run with `search_path = pg_catalog, pg_temp`, so every
+//! function, operator and type resolves in pg_catalog only, and their
+//! operands have exact types (no implicit cast could make an operator of
+//! another schema the best match). The extension's own objects are written
+//! `@extschema@.name`: `plans.rs` puts in the schema the extension is in,
+//! by OID (`call.rs`), never a name fixed at install time.
 //!
 //! Row locks are always taken with `SKIP LOCKED` where the contract says a
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
@@ -11,11 +14,11 @@
 
 /// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
 /// jsonb text or NULL.
-pub const SET_VALUE: &str = "UPDATE leaderlock SET value = $2::jsonb WHERE key = $1";
+pub const SET_VALUE: &str = "UPDATE @extschema@.leaderlock SET value = $2::jsonb WHERE key = $1";
 
 /// The live holder of `$1` at `$2`.
 pub const LIVE_HOLDER: &str =
-    "SELECT holder FROM leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+    "SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
 
 /// Whether the calling role may act on a lease as its owner (contract 13):
 /// a member of the role that acquired it (superusers are members of
@@ -36,7 +39,7 @@ macro_rules! owned_by {
 pub const READ_LEASE: &str = concat!(
     "SELECT holder, term, expires_at, ",
     owned_by!("$2"),
-    " FROM leaderlock WHERE key = $1"
+    " FROM @extschema@.leaderlock WHERE key = $1"
 );
 
 /// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
@@ -44,7 +47,7 @@ pub const READ_LEASE: &str = concat!(
 /// of). Returns no row when the lease is absent, held live by someone
 /// else, or locked by another transaction.
 pub const LOCK_ACQUIRABLE: &str = concat!(
-    "SELECT holder, term, expires_at, true FROM leaderlock \
+    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
      WHERE key = $1 \
        AND (holder IS NULL OR (holder = $2 AND ",
     owned_by!("$3"),
@@ -56,7 +59,7 @@ pub const LOCK_ACQUIRABLE: &str = concat!(
 /// member of. No row when it is not, or when another transaction holds the
 /// row locked. `$1` key.
 pub const LOCK_OWN: &str = concat!(
-    "SELECT term, expires_at FROM leaderlock \
+    "SELECT term, expires_at FROM @extschema@.leaderlock \
      WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
     owned_by!("$3"),
     " FOR NO KEY UPDATE SKIP LOCKED"
@@ -74,17 +77,17 @@ pub const LOCK_OWN: &str = concat!(
 /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
 /// new expiry and the term.
 pub const RENEW: &str = concat!(
-    "UPDATE leaderlock \
+    "UPDATE @extschema@.leaderlock \
         SET renewed_at = $3, \
             expires_at = $3 + coalesce($4, ttl), \
             ttl = coalesce($4, ttl), \
             recheck_at = CASE \
                 WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                 AND recheck_at >= $3 + coalesce($4, ttl) / 2 THEN recheck_at \
+                 AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
                 ELSE $3 + coalesce($4, ttl) END, \
             owner = coalesce(owner, $5::oid) \
       WHERE key = $1 AND holder = $2 AND expires_at > $3 \
-        AND key = (SELECT key FROM leaderlock \
+        AND key = (SELECT key FROM @extschema@.leaderlock \
                     WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
     owned_by!("$5"),
     " FOR NO KEY UPDATE SKIP LOCKED) \
@@ -98,7 +101,7 @@ pub const RENEW: &str = concat!(
 /// `$6` term floor, `$7` value as jsonb text or NULL, `$8` and `$9` the
 /// session's pid and start for a session-bound lease, else NULL, `$10` the
 /// caller, who owns the lease.
-pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
+pub const INSERT_FIRST_TERM: &str = "INSERT INTO @extschema@.leaderlock \
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
         value, session_pid, session_start, owner, tenures, changed_at) \
      VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid, 1, $3) \
@@ -110,7 +113,7 @@ pub const INSERT_FIRST_TERM: &str = "INSERT INTO leaderlock \
 /// The value, the session binding and the owner are the new tenure's own.
 /// A lapsed lease taken over before the worker vacated it counts as an
 /// expiry too. Parameters as for `INSERT_FIRST_TERM`.
-pub const START_TERM: &str = "UPDATE leaderlock \
+pub const START_TERM: &str = "UPDATE @extschema@.leaderlock \
         SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
             renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
             value = $7::jsonb, session_pid = $8, session_start = $9, \
@@ -121,7 +124,7 @@ pub const START_TERM: &str = "UPDATE leaderlock \
 
 /// Release a locked, live lease: vacant, term kept; no value, no binding,
 /// no owner. `$1` key, `$2` now.
-pub const VACATE: &str = "UPDATE leaderlock \
+pub const VACATE: &str = "UPDATE @extschema@.leaderlock \
         SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
             session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
       WHERE key = $1";
@@ -133,12 +136,12 @@ pub const VACATE: &str = "UPDATE leaderlock \
 pub const SHARE_LOCK_LEASE: &str = concat!(
     "SELECT holder, term, expires_at, ",
     owned_by!("$2"),
-    " FROM leaderlock WHERE key = $1 FOR SHARE"
+    " FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE"
 );
 
 /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
 /// `$2` now.
-pub const VACATE_KEYS: &str = "UPDATE leaderlock \
+pub const VACATE_KEYS: &str = "UPDATE @extschema@.leaderlock \
         SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL, \
             owner = NULL, expiries = expiries + 1, changed_at = $2 \
       WHERE key = ANY($1)";
@@ -147,22 +150,15 @@ pub const VACATE_KEYS: &str = "UPDATE leaderlock \
 /// holds it (the caller's right is checked before; `true`: the row's
 /// fourth column as `READ_LEASE` has it). Waits for a transaction that
 /// holds the row locked (a guarded write in progress must end first).
-pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at, true FROM leaderlock \
+pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
      WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
      FOR NO KEY UPDATE";
-
-/// Whether the background worker is connected to the current database.
-pub const WORKER_RUNNING: &str = "SELECT EXISTS ( \
-       SELECT 1 FROM pg_catalog.pg_stat_activity \
-        WHERE backend_type = $1 \
-          AND datid = (SELECT oid FROM pg_catalog.pg_database \
-                        WHERE datname = pg_catalog.current_database()))";
 
 /// Worker: lock up to `$2` leases lapsed at `$1`, skipping rows other
 /// transactions hold locked. A lapsed lease always has recheck_at <= its
 /// expires_at <= `$1`, so the index range on recheck_at finds them all; the
 /// values are those of the locked (latest) row versions.
-pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderlock \
+pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
      WHERE holder IS NOT NULL AND recheck_at <= $1 AND expires_at <= $1 \
      ORDER BY recheck_at \
      LIMIT $2 \
@@ -170,13 +166,14 @@ pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM leaderl
 
 /// Worker (contract 10): lock the held leases bound to the session that
 /// had pid `$1` and started at `$2`, skipping rows other transactions hold.
-pub const LOCK_SESSION_LEASES: &str = "SELECT key, holder, term, expires_at FROM leaderlock \
+pub const LOCK_SESSION_LEASES: &str =
+    "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
      WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// Worker: how many held leases are still bound to that session (after
 /// vacating the ones it could lock). `$1` pid, `$2` start.
-pub const SESSION_LEASES_LEFT: &str = "SELECT count(*) FROM leaderlock \
+pub const SESSION_LEASES_LEFT: &str = "SELECT count(*) FROM @extschema@.leaderlock \
      WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL";
 
 /// Worker: lock up to `$1` held leases bound to sessions that seem to no
@@ -185,7 +182,7 @@ pub const SESSION_LEASES_LEFT: &str = "SELECT count(*) FROM leaderlock \
 /// The list of backends is read once per transaction and kept, so a
 /// session newer than that read looks gone: `STILL_ORPHANED` decides.
 pub const LOCK_ORPHANED: &str = "SELECT l.key, l.holder, l.term, l.expires_at, \
-            l.session_pid, l.session_start FROM leaderlock l \
+            l.session_pid, l.session_start FROM @extschema@.leaderlock l \
      WHERE l.session_pid IS NOT NULL AND l.holder IS NOT NULL \
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(l.session_pid) a \
                         WHERE a.backend_start = l.session_start) \
@@ -204,7 +201,8 @@ pub const STILL_ORPHANED: &str = "SELECT c.key \
                          WHERE a.backend_start = c.started)";
 
 /// le_lease: the row of `$1` as stored; the caller applies the clock.
-pub const LEASE_ROW: &str = "SELECT holder, term, expires_at, value FROM leaderlock WHERE key = $1";
+pub const LEASE_ROW: &str =
+    "SELECT holder, term, expires_at, value FROM @extschema@.leaderlock WHERE key = $1";
 
 // Statements for the schema of 0.3.0: the library serves it until ALTER
 // EXTENSION ... UPDATE. The same parameters as the current ones (those
@@ -212,40 +210,41 @@ pub const LEASE_ROW: &str = "SELECT holder, term, expires_at, value FROM leaderl
 
 /// `READ_LEASE` on the 0.3.0 schema.
 pub const READ_LEASE_0_3: &str =
-    "SELECT holder, term, expires_at, true FROM leaderlock WHERE key = $1";
+    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1";
 
 /// `LOCK_ACQUIRABLE` on the 0.3.0 schema.
-pub const LOCK_ACQUIRABLE_0_3: &str = "SELECT holder, term, expires_at, true FROM leaderlock \
+pub const LOCK_ACQUIRABLE_0_3: &str =
+    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
      WHERE key = $1 \
        AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// `LOCK_OWN` on the 0.3.0 schema.
-pub const LOCK_OWN_0_3: &str = "SELECT term, expires_at FROM leaderlock \
+pub const LOCK_OWN_0_3: &str = "SELECT term, expires_at FROM @extschema@.leaderlock \
      WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
      FOR NO KEY UPDATE SKIP LOCKED";
 
 /// `RENEW` on the 0.3.0 schema.
-pub const RENEW_0_3: &str = "UPDATE leaderlock \
+pub const RENEW_0_3: &str = "UPDATE @extschema@.leaderlock \
         SET renewed_at = $3, \
             expires_at = $3 + coalesce($4, ttl), \
             ttl = coalesce($4, ttl), \
             recheck_at = CASE \
                 WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                 AND recheck_at >= $3 + coalesce($4, ttl) / 2 THEN recheck_at \
+                 AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
                 ELSE $3 + coalesce($4, ttl) END \
       WHERE key = $1 AND holder = $2 AND expires_at > $3 \
-        AND key = (SELECT key FROM leaderlock \
+        AND key = (SELECT key FROM @extschema@.leaderlock \
                     WHERE key = $1 AND holder = $2 AND expires_at > $3 \
                       FOR NO KEY UPDATE SKIP LOCKED) \
   RETURNING expires_at, term";
 
 /// `SHARE_LOCK_LEASE` on the 0.3.0 schema.
 pub const SHARE_LOCK_LEASE_0_3: &str =
-    "SELECT holder, term, expires_at, true FROM leaderlock WHERE key = $1 FOR SHARE";
+    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE";
 
 /// `INSERT_FIRST_TERM` on the 0.3.0 schema.
-pub const INSERT_FIRST_TERM_0_3: &str = "INSERT INTO leaderlock \
+pub const INSERT_FIRST_TERM_0_3: &str = "INSERT INTO @extschema@.leaderlock \
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
         value, session_pid, session_start) \
      VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9) \
@@ -253,7 +252,7 @@ pub const INSERT_FIRST_TERM_0_3: &str = "INSERT INTO leaderlock \
      RETURNING term";
 
 /// `START_TERM` on the 0.3.0 schema.
-pub const START_TERM_0_3: &str = "UPDATE leaderlock \
+pub const START_TERM_0_3: &str = "UPDATE @extschema@.leaderlock \
         SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
             renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
             value = $7::jsonb, session_pid = $8, session_start = $9 \
@@ -261,64 +260,61 @@ pub const START_TERM_0_3: &str = "UPDATE leaderlock \
   RETURNING term";
 
 /// `VACATE` on the 0.3.0 schema.
-pub const VACATE_0_3: &str = "UPDATE leaderlock \
+pub const VACATE_0_3: &str = "UPDATE @extschema@.leaderlock \
         SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
             session_start = NULL \
       WHERE key = $1";
 
 /// `VACATE_KEYS` on the 0.3.0 schema.
-pub const VACATE_KEYS_0_3: &str = "UPDATE leaderlock \
+pub const VACATE_KEYS_0_3: &str = "UPDATE @extschema@.leaderlock \
         SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL \
       WHERE key = ANY($1)";
 
 // And for schemas before 0.3.0.
 
 /// `INSERT_FIRST_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
-pub const INSERT_FIRST_TERM_0_2: &str = "INSERT INTO leaderlock \
+pub const INSERT_FIRST_TERM_0_2: &str = "INSERT INTO @extschema@.leaderlock \
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
      VALUES ($1, $2, $6, $3, $3, $4, $5, $4) \
      ON CONFLICT (key) DO NOTHING \
      RETURNING term";
 
 /// `START_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
-pub const START_TERM_0_2: &str = "UPDATE leaderlock \
+pub const START_TERM_0_2: &str = "UPDATE @extschema@.leaderlock \
         SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
             renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
       WHERE key = $1 \
   RETURNING term";
 
 /// `VACATE` on a schema before 0.3.0.
-pub const VACATE_0_2: &str = "UPDATE leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
+pub const VACATE_0_2: &str =
+    "UPDATE @extschema@.leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
 
 /// `VACATE_KEYS` on a schema before 0.3.0.
-pub const VACATE_KEYS_0_2: &str = "UPDATE leaderlock SET holder = NULL WHERE key = ANY($1)";
+pub const VACATE_KEYS_0_2: &str =
+    "UPDATE @extschema@.leaderlock SET holder = NULL WHERE key = ANY($1)";
 
 /// Worker: when to check next, as of `$1`: the earliest recheck_at still
 /// ahead (an index probe), or the real expiry of a lease whose recheck_at
 /// has passed (few: leases that stopped renewing, or lapsed rows the last
 /// check had to skip, which show up here as already past).
 pub const NEXT_CHECK: &str = "SELECT least( \
-       (SELECT min(expires_at) FROM leaderlock \
+       (SELECT min(expires_at) FROM @extschema@.leaderlock \
          WHERE holder IS NOT NULL AND recheck_at <= $1), \
-       (SELECT min(recheck_at) FROM leaderlock \
+       (SELECT min(recheck_at) FROM @extschema@.leaderlock \
          WHERE holder IS NOT NULL AND recheck_at > $1))";
 
-/// Worker: the extension's schema, quoted for a search_path. `$1` its OID.
-pub const EXTENSION_SCHEMA: &str = "SELECT pg_catalog.quote_ident(n.nspname) \
-       FROM pg_catalog.pg_extension e \
-       JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-      WHERE e.oid = $1";
+/// Workers: the schema of the extension `$1` (a catalog read, run before
+/// the schema is known, so not through `plans.rs`).
+pub const EXTENSION_NAMESPACE: &str =
+    "SELECT extnamespace FROM pg_catalog.pg_extension WHERE oid = $1";
 
-/// Worker: resolve the unqualified names above in the extension's schema.
-pub const SET_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', $1, false)";
+/// Worker: the search path the functions pin (see above).
+pub const PIN_SEARCH_PATH: &str =
+    "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
 
 /// Worker: index plans whatever the statistics say (see `api.rs`).
 pub const NO_SEQSCAN: &str = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";
-
-/// Whether the schema has `leaderlock_failover` (0.2.0 and later): a newer
-/// library runs on the 0.1.0 schema until ALTER EXTENSION ... UPDATE.
-pub const FAILOVER_TABLE_PRESENT: &str =
-    "SELECT pg_catalog.to_regclass('leaderlock_failover') IS NOT NULL";
 
 /// Failover (contract 8.2): the timeline on which held leases were last made
 /// to outlast a failover. A plain read: no lock, no transaction ID.
@@ -326,24 +322,25 @@ pub const FAILOVER_TABLE_PRESENT: &str =
 /// scan. A sequential scan under the functions' `enable_seqscan = off` costs
 /// 10^10, and a plan that dear gets JIT-compiled: 100 ms or more on every
 /// session's first call.
-pub const SAFE_TIMELINE: &str = "SELECT timeline FROM leaderlock_failover WHERE one_row";
+pub const SAFE_TIMELINE: &str =
+    "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row";
 
 /// The same, locked for the one transaction that extends held leases after
 /// a new timeline began; no row, without waiting, while another does.
 pub const LOCK_SAFE_TIMELINE: &str =
-    "SELECT timeline FROM leaderlock_failover WHERE one_row FOR UPDATE SKIP LOCKED";
+    "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row FOR UPDATE SKIP LOCKED";
 
 /// Every held lease lasts at least until `$1` + its ttl (a renewal the old
 /// primary acknowledged may not have reached this server). recheck_at, the
 /// worker's cue, becomes the new expiry. `$1` now. Returns one row each.
-pub const OUTLAST_FAILOVER: &str = "UPDATE leaderlock \
+pub const OUTLAST_FAILOVER: &str = "UPDATE @extschema@.leaderlock \
         SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
       WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
   RETURNING key";
 
 /// Records that held leases outlast the move to timeline `$1`, at `$2`.
 pub const MARK_SAFE_TIMELINE: &str =
-    "UPDATE leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
+    "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
 
 /// Contract 8.3: this transaction commits as `synchronous_commit = on` does
 /// (WAL flushed, and on synchronous standbys when there are any), until it

@@ -1,6 +1,19 @@
 -- leaderlock schema: the lease table, its status view and privileges.
 -- Contract sections 2, 3 (view) and 7.
 
+-- leaderlock reads keys and ids as UTF-8: refuse other encodings at once.
+DO $$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'feature_not_supported',
+            MESSAGE = pg_catalog.format('leaderlock supports UTF8 databases only; this one is %s',
+                                        pg_catalog.getdatabaseencoding()),
+            HINT = 'Create the extension in a database created with ENCODING ''UTF8''.';
+    END IF;
+END
+$$;
+
 CREATE TABLE leaderlock (
     key         text PRIMARY KEY,
     holder      text,                 -- NULL when vacant (released, or expired by the worker)
@@ -78,7 +91,8 @@ CREATE TYPE leaderlock_lease AS (
     value      jsonb                  -- the live holder's value, else NULL
 );
 
--- Readable by all; written only through the SECURITY DEFINER functions.
+-- Readable by all; written only by the extension's functions, which act as
+-- the table's owner for their own statements (src/call.rs).
 REVOKE ALL ON leaderlock FROM PUBLIC;
 GRANT SELECT ON leaderlock TO PUBLIC;
 REVOKE ALL ON leaderlock_status FROM PUBLIC;

@@ -1,7 +1,8 @@
 //! Settings (GUCs), all under `leaderlock.`.
 
+use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 
 /// Databases the workers serve (contract 12): `*`, or names separated by
 /// commas.
@@ -145,6 +146,39 @@ pub fn max_ttl_micros() -> i64 {
 /// `leaderlock.max_wait` in microseconds.
 pub fn max_wait_micros() -> i64 {
     i64::from(MAX_WAIT.get()) * 1_000_000
+}
+
+/// A setting of PostgreSQL's changed until this is dropped, as a
+/// function's SET clause changes it for the call.
+pub struct Local(i32);
+
+impl Local {
+    pub fn set(name: &CStr, value: &str) -> Local {
+        let value = CString::new(value).expect("a setting's value has no NUL");
+        unsafe {
+            let nest = pg_sys::NewGUCNestLevel();
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+            Local(nest)
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // On an error, the (sub)transaction's abort restores it.
+        if !std::thread::panicking() {
+            unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
+        }
+    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,25 @@ mod tests {
         })
     }
 
+    /// Runs `f` as a worker's check would, in the extension's schema: for
+    /// tests that call the library's Rust functions directly.
+    fn in_call<T>(f: impl FnOnce() -> T) -> T {
+        let schema = crate::worker::extension_schema().expect("the extension is installed");
+        let _call = crate::call::enter_worker(schema);
+        f()
+    }
+
+    /// The extension's statements as the library runs them: in the
+    /// extension's schema.
+    fn in_schema(sql: &str) -> String {
+        let schema = text_of(
+            "SELECT quote_ident(n.nspname) FROM pg_extension e \
+               JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'leaderlock'",
+        )
+        .expect("the extension is installed");
+        sql.replace("@extschema@", &schema)
+    }
+
     /// The whole table as text, to show that something changed nothing.
     fn table_image() -> String {
         text_of("SELECT coalesce(string_agg(l::text, ';' ORDER BY key), '') FROM leaderlock l")
@@ -409,7 +428,7 @@ mod tests {
     fn assert_leader_refusals_name_key_id_holder_and_term() {
         warm_up();
         let refused = |key: &str, id: &str, term: Option<i64>| {
-            lease::assert_leader(key, id, term)
+            in_call(|| lease::assert_leader(key, id, term))
                 .expect_err("should refuse")
                 .message()
         };
@@ -597,24 +616,30 @@ mod tests {
     }
 
     #[pg_test]
-    fn writers_are_security_definer_with_pinned_search_path() {
+    fn functions_are_security_invoker_with_pinned_search_path() {
+        // The acting role is current_user (src/call.rs); every name a
+        // statement uses resolves in pg_catalog or, qualified, in the
+        // extension's schema.
         assert_eq!(
             text_of(
                 "SELECT string_agg(proname || ':' || prosecdef || ':' || \
                         array_to_string(proconfig, ','), ' ' ORDER BY proname) \
                    FROM pg_proc WHERE proname IN ('le_try_acquire', 'le_renew', 'le_release', \
                                                   'le_assert_leader', 'le_acquire', \
-                                                  'le_proclaim', 'le_force_release')"
+                                                  'le_proclaim', 'le_force_release', \
+                                                  'le_lease', 'le_leader')"
             )
             .as_deref(),
             Some(
-                "le_acquire:true:search_path=public, pg_temp,enable_seqscan=off \
-                 le_assert_leader:true:search_path=public, pg_temp,enable_seqscan=off \
-                 le_force_release:true:search_path=public, pg_temp,enable_seqscan=off \
-                 le_proclaim:true:search_path=public, pg_temp,enable_seqscan=off \
-                 le_release:true:search_path=public, pg_temp,enable_seqscan=off \
-                 le_renew:true:search_path=public, pg_temp,enable_seqscan=off \
-                 le_try_acquire:true:search_path=public, pg_temp,enable_seqscan=off"
+                "le_acquire:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_assert_leader:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_force_release:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_leader:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_lease:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_proclaim:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_release:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_renew:false:search_path=pg_catalog, pg_temp,enable_seqscan=off \
+                 le_try_acquire:false:search_path=pg_catalog, pg_temp,enable_seqscan=off"
             )
         );
     }
@@ -818,6 +843,7 @@ mod tests {
         for mode in ["force_custom_plan", "force_generic_plan"] {
             Spi::run(&format!("SET LOCAL plan_cache_mode = {mode}")).unwrap();
             for &(sql, args) in &statements {
+                let sql = in_schema(sql);
                 Spi::run(&format!("PREPARE leaderlock_plan AS {sql}")).unwrap();
                 let execute = if args.is_empty() {
                     "EXECUTE leaderlock_plan".to_string()
@@ -851,7 +877,7 @@ mod tests {
             q::MARK_SAFE_TIMELINE,
             q::OUTLAST_FAILOVER,
         ] {
-            let sql = sql
+            let sql = in_schema(sql)
                 .replace("$1", "pg_catalog.now()")
                 .replace("$2", "pg_catalog.now()")
                 .replace("timeline = pg_catalog.now()", "timeline = 1");
@@ -935,8 +961,14 @@ mod tests {
         crate::failover::forget_known_timeline();
 
         let before = i64_of("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
-        // The first write: refused, because 'gone' lasts another ttl now.
+        // A takeover before the step: refused, and the caller does not take
+        // the step in its own transaction (it asks a worker for it).
         assert!(!bool_of("SELECT le_try_acquire('gone', 'x', '1 second')"));
+        assert_eq!(i64_of("SELECT timeline FROM leaderlock_failover"), 0);
+        // A renewal never shortens a lease: it needs no step.
+        assert!(bool_of("SELECT le_renew('held', 'a')"));
+        // The step, as the worker takes it.
+        assert!(in_call(crate::failover::make_leases_outlast_failover));
         assert_eq!(text_of("SELECT le_leader('gone')").as_deref(), Some("b"));
         assert_eq!(i64_of("SELECT timeline FROM leaderlock_failover"), 1);
         let at_least = |key: &str, ttl_s: i64| {
@@ -1034,14 +1066,14 @@ mod tests {
 
     #[pg_test]
     fn acquire_with_no_wait_is_try_acquire() {
-        assert!(bool_of("SELECT le_acquire('w', 'a', '1 hour', '0')"));
-        assert!(!bool_of("SELECT le_acquire('w', 'b', '1 hour', '0')"));
+        assert!(bool_of("SELECT le_acquire('w0', 'a', '1 hour', '0')"));
+        assert!(!bool_of("SELECT le_acquire('w0', 'b', '1 hour', '0')"));
         // the holder extends, same term
-        assert!(bool_of("SELECT le_acquire('w', 'a', '1 hour', '0')"));
-        assert_eq!(lease_of("w").1, 1);
-        assert!(bool_of("SELECT le_release('w', 'a')"));
-        assert!(bool_of("SELECT le_acquire('w', 'b', '1 hour', '0')"));
-        assert_eq!(lease_of("w"), (Some("b".into()), 2, "held".into()));
+        assert!(bool_of("SELECT le_acquire('w0', 'a', '1 hour', '0')"));
+        assert_eq!(lease_of("w0").1, 1);
+        assert!(bool_of("SELECT le_release('w0', 'a')"));
+        assert!(bool_of("SELECT le_acquire('w0', 'b', '1 hour', '0')"));
+        assert_eq!(lease_of("w0"), (Some("b".into()), 2, "held".into()));
     }
 
     #[pg_test]

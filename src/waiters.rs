@@ -134,8 +134,18 @@ pub fn transaction_prepared() {
     AT_ABORT.set(0);
 }
 
-/// Registers this backend as a waiter for `key`, before it looks at the
-/// lease: a broadcast that comes while it looks is then not missed.
+/// How many times `key`'s bucket was broadcast so far: a waiter reads it
+/// before it looks at the lease and compares after registering, so a
+/// release that commits in between is never missed.
+pub fn broadcasts(key: &str) -> u64 {
+    if ENABLED.load(Ordering::Relaxed) {
+        BUCKETS_SHMEM.get().woken[bucket(key)].load(Ordering::SeqCst)
+    } else {
+        0
+    }
+}
+
+/// Registers this backend as a waiter for `key`, before it sleeps.
 pub fn prepare(key: &str) {
     if ENABLED.load(Ordering::Relaxed) {
         unsafe { pg_sys::ConditionVariablePrepareToSleep(cv(bucket(key))) };

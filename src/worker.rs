@@ -10,6 +10,7 @@
 //! pg_cron's and worker_spi's main loops: standard `die`/reload signal
 //! handlers, latch waits that exit with the postmaster.
 
+use crate::call;
 use crate::databases::{self, Slot};
 use crate::failover;
 use crate::lease;
@@ -57,6 +58,8 @@ struct State {
     session_retry_ms: i64,
     /// Sessions that found the ended-sessions queue full, as last seen.
     queue_overflows: u64,
+    /// The session settings are still to be pinned (new, or re-created).
+    pin_settings: bool,
 }
 
 #[pg_guard]
@@ -67,15 +70,33 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
     // A catalog lookup: inside a transaction.
     let database = BackgroundWorker::transaction(databases::current_name);
+    let mut state = State::default();
+    // A database without the extension takes no slot in shared memory (a
+    // role that may only create databases could otherwise fill them all).
+    let found = {
+        let mut state = std::panic::AssertUnwindSafe(&mut state);
+        let database = database.as_str();
+        BackgroundWorker::transaction(move || extension_ready(&mut state, database).is_some())
+    };
+    if !found {
+        if let Some(slot) = databases::find(oid.to_u32()) {
+            slot.absent.store(true, Ordering::SeqCst);
+        }
+        return;
+    }
     let Some(slot) = databases::mine() else {
-        return; // no room in shared memory: the launcher said so
+        log!(
+            "leaderlock worker: cannot serve database \"{database}\": shared memory has room \
+             for {} databases with the extension",
+            databases::SLOTS
+        );
+        return;
     };
     if slot.paused() || !wakeup::register_worker(slot) {
         return; // a command needs the database, or another worker serves it
     }
     slot.absent.store(false, Ordering::SeqCst);
 
-    let mut state = State::default();
     loop {
         reload_config();
         if let Some(why) = must_stop(slot, &database) {
@@ -160,34 +181,37 @@ pub fn wait(sleep_ms: i64) {
 }
 
 /// One check. Returns how long to sleep, in milliseconds; None when the
-/// extension is not installed here.
+/// extension is not installed here (any more).
 fn check(state: &mut State, database: &str) -> Option<i64> {
     let naptime = i64::from(settings::NAPTIME.get());
-
-    if unsafe { pg_sys::RecoveryInProgress() } {
-        // Hot standby: write nothing, poll for promotion.
-        if !state.told_standby {
-            log!(
-                "leaderlock worker for database \"{database}\": server is in recovery; \
-                 waiting for promotion"
-            );
-            state.told_standby = true;
-        }
-        return Some(naptime.min(1_000));
-    }
-    if state.told_standby {
-        log!("leaderlock worker for database \"{database}\": server promoted; expiring leases");
-        state.told_standby = false;
-    }
-
     let mut state = std::panic::AssertUnwindSafe(state);
     BackgroundWorker::transaction(move || {
         let state = &mut **state;
-        if !extension_ready(state, database) {
-            return None;
+        // Looked for on a standby too: a worker stays only where the
+        // extension is installed.
+        let schema = extension_ready(state, database)?;
+        let _call = call::enter_worker(schema);
+        if state.pin_settings {
+            pin_settings();
+            state.pin_settings = false;
         }
-        if !failover::leases_outlast_failover() {
-            return Some(LOCKED_RETRY_MS); // a backend is extending leases after a failover
+        if unsafe { pg_sys::RecoveryInProgress() } {
+            // Hot standby: write nothing, poll for promotion.
+            if !state.told_standby {
+                log!(
+                    "leaderlock worker for database \"{database}\": server is in recovery; \
+                     waiting for promotion"
+                );
+                state.told_standby = true;
+            }
+            return Some(naptime.min(1_000));
+        }
+        if state.told_standby {
+            log!("leaderlock worker for database \"{database}\": server promoted; expiring leases");
+            state.told_standby = false;
+        }
+        if !failover::make_leases_outlast_failover() {
+            return Some(LOCKED_RETRY_MS); // another transaction is taking the step
         }
         let now = lease::now();
         end_sessions(state, now);
@@ -272,14 +296,42 @@ fn sleep_after_check(state: &mut State, next: Option<i64>, expired: usize, napti
     sleep_ms
 }
 
-/// Whether the extension is installed here; logs when it is not and was
-/// expected (named in `leaderlock.databases`, or dropped while we served
-/// it). Points the search_path at its schema when it (re)appears.
-fn extension_ready(state: &mut State, database: &str) -> bool {
+/// The schema of the extension in this database, or None when it is not
+/// installed (or the database is not UTF8, which it does not support).
+pub fn extension_schema() -> Option<pg_sys::Oid> {
     let oid = unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
-    if oid == pg_sys::InvalidOid {
+    if oid == pg_sys::InvalidOid
+        || unsafe { pg_sys::GetDatabaseEncoding() } != pg_sys::pg_enc::PG_UTF8 as i32
+    {
+        return None;
+    }
+    // A fixed catalog query, run before any call context exists.
+    Spi::get_one_with_args::<pg_sys::Oid>(queries::EXTENSION_NAMESPACE, &[oid.into()])
+        .ok()
+        .flatten()
+}
+
+/// The worker's session settings, as the functions pin them: statements
+/// resolve in pg_catalog only, and use index plans.
+pub fn pin_settings() {
+    plans::run(queries::PIN_SEARCH_PATH, &[], |_| ());
+    plans::run(queries::NO_SEQSCAN, &[], |_| ());
+}
+
+/// The extension's schema here, or None when it is not installed; logs
+/// when it is not and was expected (named in `leaderlock.databases`, or
+/// dropped while we served it), and when it (re)appears.
+fn extension_ready(state: &mut State, database: &str) -> Option<pg_sys::Oid> {
+    let oid = unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
+    let schema = extension_schema();
+    let Some(schema) = schema else {
         if state.extension.is_some() {
             log!("leaderlock worker for database \"{database}\": extension dropped; exiting");
+        } else if oid != pg_sys::InvalidOid {
+            log!(
+                "leaderlock worker: database \"{database}\" is not UTF8; leaderlock supports \
+                 UTF8 databases only; not serving it"
+            );
         } else if settings::served().names(database) {
             log!(
                 "leaderlock worker: extension \"leaderlock\" is not installed in database \
@@ -289,18 +341,12 @@ fn extension_ready(state: &mut State, database: &str) -> bool {
         } else {
             debug1!("leaderlock worker: extension not installed in database \"{database}\"");
         }
-        return false;
-    }
+        return None;
+    };
     if state.extension != Some(oid) {
-        let schema = plans::run(queries::EXTENSION_SCHEMA, &[oid.into()], |t| {
-            t.first().get_one::<String>().expect("schema")
-        });
-        if let Some(schema) = schema {
-            plans::run(queries::SET_SEARCH_PATH, &[schema.as_str().into()], |_| ());
-            plans::run(queries::NO_SEQSCAN, &[], |_| ());
-            log!("leaderlock worker started, serving database \"{database}\" (schema {schema})");
-        }
+        log!("leaderlock worker started, serving database \"{database}\"");
         state.extension = Some(oid);
+        state.pin_settings = true;
     }
-    true
+    Some(schema)
 }

@@ -76,7 +76,7 @@ SELECT key, holder, value FROM leaderlock_status ORDER BY key;
 -- Session-bound leases: refused in a database the worker does not serve.
 SELECT le_try_acquire('up-bound', 'f', '1 hour', session_bound => true);
 
--- 3. From 0.3.0 (the last release) to 0.4.0: owners and counters.
+-- 3. From 0.3.0 through 0.4.0 and 0.4.1: owners and counters.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.3.0';
 SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
@@ -126,6 +126,53 @@ SELECT key, tenures, releases, expiries, held, seconds_since_change >= 0 AS sinc
   FROM leaderlock_stats ORDER BY key;
 DROP OWNED BY leaderlock_upgrade_other;
 DROP ROLE leaderlock_upgrade_other;
+
+-- 3b. From 0.4.0 (the last release) to 0.4.1: the functions become
+-- SECURITY INVOKER with search_path pg_catalog, pg_temp; no row changes.
+DROP EXTENSION leaderlock;
+CREATE EXTENSION leaderlock VERSION '0.4.0';
+CREATE ROLE leaderlock_upgrade_owner;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO leaderlock_upgrade_owner;
+SET ROLE leaderlock_upgrade_owner;
+SELECT le_try_acquire('up-live', 'a', '1 hour', value => '{"v": 1}');
+RESET ROLE;
+SELECT le_try_acquire('up-vacant', 'a', '1 hour');
+SELECT le_release('up-vacant', 'a');
+SELECT le_try_acquire('up-lapsed', 'c', '10 milliseconds');
+SELECT pg_sleep(0.05);
+DROP TABLE before;
+CREATE TEMP TABLE before AS SELECT * FROM leaderlock;
+SELECT proname, prosecdef, proconfig FROM pg_proc
+ WHERE pronamespace = 'public'::regnamespace AND proname = 'le_renew';
+ALTER EXTENSION leaderlock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
+SELECT count(*) AS rows_before, (SELECT count(*) FROM leaderlock) AS rows_after FROM before;
+SELECT b.key FROM before b LEFT JOIN leaderlock l USING (key)
+ WHERE (l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl, l.recheck_at,
+        l.value::text, l.session_pid, l.session_start, l.owner, l.tenures, l.releases,
+        l.expiries, l.changed_at)
+       IS DISTINCT FROM (b.holder, b.term, b.acquired_at, b.renewed_at, b.expires_at, b.ttl,
+                         b.recheck_at, b.value::text, b.session_pid, b.session_start, b.owner,
+                         b.tenures, b.releases, b.expiries, b.changed_at);
+-- No function of the extension is SECURITY DEFINER any more, and every one
+-- that runs statements pins the search path.
+SELECT proname, prosecdef, proconfig FROM pg_proc
+ WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'le\_%'
+   AND (prosecdef OR proconfig IS NULL) ORDER BY proname;
+-- The owner is still the owner: another role is refused, the owner renews.
+SELECT le_renew('up-live', 'a') AS superuser_member_renews;
+CREATE ROLE leaderlock_upgrade_stranger;
+SET ROLE leaderlock_upgrade_stranger;
+SELECT le_renew('up-live', 'a') AS stranger_refused;
+RESET ROLE;
+SET ROLE leaderlock_upgrade_owner;
+SELECT le_renew('up-live', 'a') AS owner_renews;
+RESET ROLE;
+SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
+SELECT key, holder, term, owner::regrole, tenures, value FROM leaderlock ORDER BY key;
+DROP ROLE leaderlock_upgrade_stranger;
+DROP OWNED BY leaderlock_upgrade_owner;
+DROP ROLE leaderlock_upgrade_owner;
 
 -- 4. The upgraded extension has exactly the objects of a fresh install.
 CREATE TEMP TABLE upgraded AS
