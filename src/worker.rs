@@ -305,10 +305,17 @@ pub fn extension_schema() -> Option<pg_sys::Oid> {
     {
         return None;
     }
-    // A fixed catalog query, run before any call context exists.
-    Spi::get_one_with_args::<pg_sys::Oid>(queries::EXTENSION_NAMESPACE, &[oid.into()])
-        .ok()
-        .flatten()
+    // A fixed catalog query, run before any call context exists; `select`,
+    // which takes no transaction ID (a standby has none to give).
+    Spi::connect(|client| {
+        client
+            .select(queries::EXTENSION_NAMESPACE, None, &[oid.into()])
+            .ok()?
+            .first()
+            .get_one::<pg_sys::Oid>()
+            .ok()
+            .flatten()
+    })
 }
 
 /// The worker's session settings, as the functions pin them: statements

@@ -280,6 +280,9 @@ class OutOfSlotsTest(unittest.TestCase):
         cluster = Cluster.create("slots", "max_worker_processes = 3")
         try:
             admin = cluster.connect()
+            # postgres first (a database's worker starts 500 ms at the
+            # soonest after the last one the launcher started there).
+            self.assertTrue(wait_for(lambda: set(worker_pids(admin)) == {"postgres"}, timeout=GENEROUS))
             one(admin, "CREATE DATABASE ll_no_slot")
             c = cluster.connect("ll_no_slot")
             one(c, "CREATE EXTENSION leaderlock")

@@ -134,7 +134,10 @@ class FailoverTest(unittest.TestCase):
         standby.promote()
         s = standby.connect()
         self.assertFalse(acquire(s, "k", "C"), "a lease was taken before promotion + ttl")
-        self.assertEqual(one(s, "SELECT le_leader('k')"), "A")
+        # The worker's step (its own transaction, asked for by that call)
+        # makes the lease live again; until then no tenure can start.
+        self.assertTrue(wait_for(lambda: one(s, "SELECT le_leader('k')") == "A", timeout=10))
+        self.assertFalse(acquire(s, "k", "C"), "a lease was taken before promotion + ttl")
         # It lasts ttl past the moment its timeline was made safe (>= promotion).
         self.assertGreaterEqual(one(s, "SELECT l.expires_at - f.changed_at FROM leaderlock l, "
                                        "leaderlock_failover f WHERE key = 'k'"), timedelta(seconds=4))
@@ -238,7 +241,8 @@ class FailoverTest(unittest.TestCase):
         r = backup.connect()
         self.assertTrue(wait_for(lambda: not one(r, "SELECT pg_is_in_recovery()"), timeout=30))
         self.assertEqual(term_of(r, "k"), 3, "not recovered to the restore point")
-        self.assertTrue(acquire(r, "k", "G"))
+        # (the first tenure waits for the worker's failover step: a moment)
+        self.assertTrue(wait_for(lambda: acquire(r, "k", "G"), timeout=10))
         self.assertGreater(term_of(r, "k"), issued, "a term issued after the restore point was issued again")
         r.close()
 
