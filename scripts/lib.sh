@@ -46,13 +46,20 @@ pgxs_test_dir() {
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*"; }
 
 # Build and install the extension into PostgreSQL $PG_MAJOR's tree.
-# PROFILE=release (default) or dev.
+# PROFILE=release (default) or dev. Files are put in place with install(1),
+# which writes a new file and replaces the old one's directory entry: a
+# running server that has the library loaded keeps its own copy (`cargo
+# pgrx install` rewrites it in place, which crashes such a server).
 install_extension() {
   local profile=${PROFILE:-release}
-  local flag=()
-  [ "$profile" = release ] && flag=(--release)
+  local flag=() stage
+  [ "$profile" = release ] || flag=(--debug)
   log "building and installing leaderlock ($profile) into PostgreSQL $PG_MAJOR"
-  (cd "$REPO_ROOT" && cargo pgrx install "${flag[@]}" --pg-config "$PG_CONFIG" >/dev/null)
+  stage=$(mktemp -d)
+  (cd "$REPO_ROOT" && cargo pgrx package "${flag[@]}" --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null)
+  install -m 755 "$stage$("$PG_CONFIG" --pkglibdir)/leaderlock.so" "$("$PG_CONFIG" --pkglibdir)/"
+  install -m 644 "$stage$("$PG_CONFIG" --sharedir)"/extension/leaderlock* "$("$PG_CONFIG" --sharedir)/extension/"
+  rm -rf "$stage"
 }
 
 # Build the command-line tool (crates/cli) with the `cli` profile (release

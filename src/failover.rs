@@ -118,10 +118,10 @@ fn safe_timeline(lock: bool) -> Option<Option<i64>> {
     }))
 }
 
-/// Before a call starts a new tenure (8.2): whether held leases outlast the
-/// move to the current timeline. When not yet, asks for the step and
-/// returns false (the caller refuses, or waits); see the module's comment.
-pub fn ready_for_new_tenures() -> bool {
+/// Whether held leases already outlast the current timeline's start: the
+/// common case, answered from memory or by a plain read (no lock, no
+/// transaction ID).
+fn already_safe() -> bool {
     if unsafe { pg_sys::RecoveryInProgress() } {
         return true; // nothing can be written here; refusals need no check
     }
@@ -130,15 +130,24 @@ pub fn ready_for_new_tenures() -> bool {
         return true;
     }
     match safe_timeline(false) {
-        None => return true, // the 0.1.0 schema: as 0.1.0 did, unprotected
+        None => true, // the 0.1.0 schema: as 0.1.0 did, unprotected
         Some(None) => {
             error!("leaderlock: the table leaderlock_failover has no row; reinstall the extension")
         }
         Some(Some(t)) if t >= i64::from(timeline) => {
             KNOWN_SAFE.set(Some(timeline));
-            return true;
+            true
         }
-        Some(Some(_)) => {}
+        Some(Some(_)) => false,
+    }
+}
+
+/// Before a call starts a new tenure (8.2): whether held leases outlast the
+/// move to the current timeline. When not yet, asks for the step and
+/// returns false (the caller refuses, or waits); see the module's comment.
+pub fn ready_for_new_tenures() -> bool {
+    if already_safe() {
+        return true;
     }
     let now = lease::now();
     if now - ASKED_AT.get() < ASK_EVERY_US {
@@ -202,7 +211,7 @@ pub extern "C-unwind" fn leaderlock_failover_main(arg: pg_sys::Datum) {
 /// current timeline's start (now, or already); false when another
 /// transaction is taking the step right now.
 pub fn make_leases_outlast_failover() -> bool {
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if already_safe() {
         return true;
     }
     let timeline = timeline();
