@@ -2,7 +2,8 @@
 //! (where to wake it, when it plans to wake), what the launcher must know
 //! about it, and its counters since server start.
 //!
-//! A fixed table of `SLOTS` slots, each claimed by a database where the
+//! A table of `leaderlock.max_databases` slots (at most `SLOTS`), each
+//! claimed by a database where the
 //! extension is installed, on first use (a call counted, a worker that
 //! found the extension, a CREATE EXTENSION committing) and freed by the
 //! launcher once the database is gone. A database without the extension
@@ -13,14 +14,16 @@
 //! Only present when the library is preloaded.
 
 use crate::lease;
+use crate::settings;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-/// Databases that can have a slot at once.
-pub const SLOTS: usize = 512;
+/// Most databases that can have a slot at once: the ceiling of
+/// `leaderlock.max_databases`, which sets how many do.
+pub const SLOTS: usize = 4096;
 
 /// "Wake me for any expiry": the worker is checking right now.
 pub const CHECKING: i64 = i64::MAX;
@@ -124,7 +127,7 @@ fn table() -> &'static Table {
     TABLE.get()
 }
 
-/// The index of the slot holding `database` (0: a free one).
+/// The index of the slot holding `database`.
 fn index_of(database: u32) -> Option<usize> {
     table()
         .slots
@@ -154,7 +157,11 @@ fn claim_index(database: u32) -> Option<usize> {
     if let Some(i) = index_of(database) {
         return Some(i);
     }
-    let i = index_of(0)?;
+    // A free slot among the first leaderlock.max_databases.
+    let usable = usize::try_from(settings::MAX_DATABASES.get()).map_or(0, |n| n.min(SLOTS));
+    let i = table().slots[..usable]
+        .iter()
+        .position(|s| s.database.load(Ordering::SeqCst) == 0)?;
     let free = &table().slots[i];
     free.since.store(lease::now(), Ordering::SeqCst);
     free.database.store(database, Ordering::SeqCst);

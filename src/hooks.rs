@@ -111,6 +111,13 @@ unsafe extern "C-unwind" fn process_utility(
     // start workers in a loop.
     if before.is_some_and(|b| b == pg_sys::InvalidOid && installed() != pg_sys::InvalidOid) {
         CREATED.set(true);
+        if databases::enabled() && databases::mine().is_none() {
+            warning!(
+                "leaderlock: no worker can serve this database: leaderlock.max_databases ({}) \
+                 databases with the extension are served already; raise it (restart needed)",
+                crate::settings::MAX_DATABASES.get()
+            );
+        }
     }
     unsafe { note_extension_drop(stmt) };
 }

@@ -20,10 +20,26 @@ pub static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 /// commit that sets an earlier one; this bounds the sleep regardless.
 pub static NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 
+/// Databases with the extension that can be served at once (shared memory
+/// slots, set at server start). Default 512.
+pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(512);
+
 /// Longest `wait` of le_acquire, in seconds. Default 5 minutes.
 pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(300);
 
 pub fn init() {
+    GucRegistry::define_int_guc(
+        c"leaderlock.max_databases",
+        c"Databases with the extension that the workers can serve at once.",
+        c"Each takes a slot in shared memory from its first use on (a database without \
+          the extension takes none); when all are taken, a further database is not served \
+          and its worker says so in the log. Takes effect at server start.",
+        &MAX_DATABASES,
+        1,
+        crate::databases::SLOTS as i32,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"leaderlock.max_wait",
         c"Longest wait le_acquire may be given.",

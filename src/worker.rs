@@ -86,9 +86,9 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
     }
     let Some(slot) = databases::mine() else {
         log!(
-            "leaderlock worker: cannot serve database \"{database}\": shared memory has room \
-             for {} databases with the extension",
-            databases::SLOTS
+            "leaderlock worker: cannot serve database \"{database}\": leaderlock.max_databases \
+             ({}) databases with the extension are served already; raise it (restart needed)",
+            settings::MAX_DATABASES.get()
         );
         return;
     };
