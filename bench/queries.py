@@ -13,7 +13,10 @@ def unescape(body):
     return body.replace('\\"', '"')
 
 
-def load():
+def load(schema="public"):
+    """Statements keyed by constant name, with the extension's schema (the
+    extension puts the schema it finds by OID where the text says
+    @extschema@) filled in as `schema`."""
     with open(SRC, encoding="utf-8") as f:
         text = f.read()
     # macro_rules! owned_by { ($param:literal) => { concat!("...", $param, "...") } }
@@ -27,7 +30,7 @@ def load():
         for literal, param in re.findall(STRING + r'|owned_by!\("(\$\d+)"\)', parts, re.S):
             sql += param.join(owned_by) if param else unescape(literal)
         found[name] = sql
-    return found
+    return {name: sql.replace("@extschema@", schema) for name, sql in found.items()}
 
 
 if __name__ == "__main__":

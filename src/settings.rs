@@ -28,18 +28,22 @@ pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(512);
 pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(300);
 
 pub fn init() {
-    GucRegistry::define_int_guc(
-        c"leaderlock.max_databases",
-        c"Databases with the extension that the workers can serve at once.",
-        c"Each takes a slot in shared memory from its first use on (a database without \
-          the extension takes none); when all are taken, a further database is not served \
-          and its worker says so in the log. Takes effect at server start.",
-        &MAX_DATABASES,
-        1,
-        crate::databases::SLOTS as i32,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    // A setting read only at server start can be defined only then:
+    // PostgreSQL refuses it from a library loaded later (XX000).
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_int_guc(
+            c"leaderlock.max_databases",
+            c"Databases with the extension that the workers can serve at once.",
+            c"Each takes a slot in shared memory from its first use on (a database without \
+              the extension takes none); when all are taken, a further database is not served \
+              and its worker says so in the log. Takes effect at server start.",
+            &MAX_DATABASES,
+            1,
+            crate::databases::SLOTS as i32,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
     GucRegistry::define_int_guc(
         c"leaderlock.max_wait",
         c"Longest wait le_acquire may be given.",
