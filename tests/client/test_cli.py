@@ -105,7 +105,10 @@ class Run:
         self.log_file.close()
 
 
-class CliTest(unittest.TestCase):
+class CliCase(unittest.TestCase):
+    """Fixtures and helpers of the CLI tests (no tests of its own: the
+    other CLI test files build on it)."""
+
     @classmethod
     def setUpClass(cls):
         if not (CLI and os.access(CLI, os.X_OK)):
@@ -137,6 +140,8 @@ class CliTest(unittest.TestCase):
     def hold(self, id="someone-else", ttl="30 seconds"):
         self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, %s, %s)", (self.key, id, ttl)))
 
+
+class CliTest(CliCase):
     # --- one run ---
 
     def test_runs_the_command_while_leading_and_exits_with_its_code(self):

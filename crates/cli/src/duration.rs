@@ -1,6 +1,10 @@
 //! Durations on the command line: `10s`, `500ms`, `2m`, `1h`, `1.5s`; a bare
-//! number is seconds.
+//! number is seconds. At most `MAX` (a year): longer is a usage error, not a
+//! clock overflow.
 use std::time::Duration;
+
+/// The longest duration any flag takes.
+pub const MAX: Duration = Duration::from_secs(365 * 86_400);
 
 pub fn parse(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -22,7 +26,10 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             ))
         }
     };
-    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("'{text}' is out of range"))
+    Duration::try_from_secs_f64(value * scale)
+        .ok()
+        .filter(|d| *d <= MAX)
+        .ok_or_else(|| format!("'{text}' is out of range (at most 365 days)"))
 }
 
 #[cfg(test)]
@@ -46,5 +53,8 @@ mod tests {
         assert!(parse("10 parsecs").is_err());
         assert!(parse("-1s").is_err());
         assert!(parse("").is_err());
+        assert!(parse("5000000000000000h").is_err());
+        assert!(parse("366d").is_err());
+        assert_eq!(parse("8760h"), Ok(MAX));
     }
 }

@@ -1,7 +1,13 @@
 //! What `leaderlock run` says on stderr: one line per event, as text or as
 //! JSON (`--log-format json`), each with the wall-clock time in seconds
-//! since the epoch, microsecond precision.
+//! since the epoch, microsecond precision. Lines are written whatever
+//! became of stderr (a reader that went away is not an error here), and no
+//! line carries a control character (see text.rs).
+use std::io::Write;
+
 use serde_json::{json, Map, Value};
+
+use crate::text;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 pub enum Format {
@@ -22,7 +28,11 @@ impl Log {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         let line = match self.format {
-            Format::Text => format!("leaderlock[{}] {ts:.6}: {message}", std::process::id()),
+            Format::Text => format!(
+                "leaderlock[{}] {ts:.6}: {}",
+                std::process::id(),
+                text::without_controls(message)
+            ),
             Format::Json => {
                 let mut object = Map::new();
                 object.insert("ts".into(), json!((ts * 1e6).round() / 1e6));
@@ -32,9 +42,9 @@ impl Log {
                 if let Value::Object(extra) = fields {
                     object.extend(extra);
                 }
-                Value::Object(object).to_string()
+                text::json_line(&Value::Object(object))
             }
         };
-        eprintln!("{line}");
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
 }

@@ -6,6 +6,7 @@ mod log;
 mod run;
 mod status;
 mod supervisor;
+mod text;
 
 use std::ffi::OsString;
 

@@ -11,9 +11,9 @@ use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
 
-use crate::exit;
 use crate::log::{Format, Log};
 use crate::supervisor::{Cause, Handle, Message};
+use crate::{exit, text};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -29,7 +29,7 @@ pub struct RunArgs {
     /// This candidate's id. Default: host:pid:random.
     #[arg(long)]
     id: Option<String>,
-    /// Lease length; renewed every ttl/3.
+    /// Lease length; renewed every ttl/3. At least 500ms.
     #[arg(long, default_value = "10s", value_parser = crate::duration::parse)]
     ttl: Duration,
     /// Give up if not leading within this time (0: try once). Default: wait
@@ -45,19 +45,29 @@ pub struct RunArgs {
     /// after losing the lease, instead of exiting.
     #[arg(long)]
     restart: bool,
-    /// With --restart: pause before starting the command again.
+    /// With --restart: pause before starting the command again. At least
+    /// 50ms.
     #[arg(long, default_value = "1s", value_parser = crate::duration::parse)]
     restart_delay: Duration,
     /// How often to try while another candidate leads. Default: 1 s, or
-    /// ttl/2 once notifications are seen to arrive.
+    /// ttl/2 once notifications are seen to arrive. At least 50ms.
     #[arg(long, value_parser = crate::duration::parse)]
     poll: Option<Duration>,
     #[arg(long, value_enum, default_value = "text")]
     log_format: Format,
+    /// Keep the connection settings out of the command's environment:
+    /// LEADERLOCK_DSN, DATABASE_URL and every PG* variable (PGPASSWORD
+    /// among them). By default the command inherits the whole environment.
+    #[arg(long)]
+    no_connection_env: bool,
     /// The command and its arguments (run directly, without a shell).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
 }
+
+const MIN_TTL: Duration = Duration::from_millis(500);
+const MIN_POLL: Duration = Duration::from_millis(50);
+const MIN_RESTART_DELAY: Duration = Duration::from_millis(50);
 
 /// What a finished run exits with, once the command is gone and the lease
 /// released.
@@ -87,8 +97,20 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     config.poll_every = args.poll;
     config.campaign_again = args.restart;
     let grace = args.grace.unwrap_or(args.ttl / 4);
-    if args.ttl.is_zero() {
-        return fail("--ttl must be positive".into(), exit::USAGE);
+    // Floors: below them a tenure (or a try) could not do any work before
+    // the next, and the CLI would only load the database.
+    for (flag, value, floor) in [
+        ("--ttl", Some(args.ttl), MIN_TTL),
+        ("--poll", args.poll, MIN_POLL),
+        (
+            "--restart-delay",
+            Some(args.restart_delay),
+            MIN_RESTART_DELAY,
+        ),
+    ] {
+        if value.is_some_and(|v| v < floor) {
+            return fail(format!("{flag} must be at least {floor:?}"), exit::USAGE);
+        }
     }
     // SIGTERM goes at (last renewal start + ttl - margin - grace): a grace
     // that leaves no room for the renewal due at ttl/3 would stop every
@@ -108,7 +130,18 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
         ("LEADERLOCK_KEY", key.as_str()),
         ("LEADERLOCK_ID", id.as_str()),
     ];
-    let mut supervisor = match Handle::spawn(&args.command, grace, &env) {
+    let remove: Vec<OsString> = if args.no_connection_env {
+        std::env::vars_os()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                let n = name.to_string_lossy();
+                n.starts_with("PG") || n == "DATABASE_URL" || n == "LEADERLOCK_DSN"
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut supervisor = match Handle::spawn(&args.command, grace, &env, &remove) {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot start the supervisor: {e}"), exit::INTERNAL),
     };
@@ -201,7 +234,8 @@ impl Run<'_> {
                         Event::NotificationsArrive => {}
                         Event::Refused { holder } => {
                             if last_holder.as_ref() != Some(&holder) {
-                                self.log.event("refused", &format!("held by {}", holder.as_deref().unwrap_or("(unknown)")), json!({"holder": holder}));
+                                let by = holder.as_deref().map_or_else(|| "(unknown)".into(), |h| format!("\"{}\"", text::shown(h)));
+                                self.log.event("refused", &format!("held by {by}"), json!({"holder": holder}));
                                 last_holder = Some(holder);
                             }
                             if try_once && !ever_led {

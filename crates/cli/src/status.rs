@@ -1,21 +1,34 @@
-//! `leaderlock status` and `leaderlock watch`.
+//! `leaderlock status` and `leaderlock watch`. Both print what other roles
+//! wrote (keys, holders, payloads): through text.rs, never raw. Output
+//! whose reader went away (`| head`) ends the command quietly, with 0.
+use std::io::Write;
+
 use futures_util::StreamExt;
-use leaderlock_client::{pg_config_from_env, Announcement};
+use leaderlock_client::{describe_error, is_permanent, pg_config_from_env, Announcement};
 use tokio_postgres::types::Type;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-use crate::exit;
+use crate::{exit, text};
+
+/// One line on stderr, whatever became of stderr.
+fn say(message: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "leaderlock: {}",
+        text::without_controls(message)
+    );
+}
 
 async fn connect(
     dsn: Option<&str>,
 ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<String>), i32> {
     let config = pg_config_from_env(dsn).map_err(|e| {
-        eprintln!("leaderlock: {e}");
+        say(&e);
         exit::USAGE
     })?;
     let (client, mut connection) = config.connect(NoTls).await.map_err(|e| {
-        eprintln!("leaderlock: cannot connect: {e}");
-        exit::UNREACHABLE
+        say(&format!("cannot connect: {}", describe_error(&e)));
+        exit_code(&e)
     })?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -33,21 +46,19 @@ async fn connect(
     Ok((client, rx))
 }
 
-fn db_error(e: tokio_postgres::Error) -> i32 {
-    match e.as_db_error() {
-        Some(db) => {
-            eprintln!(
-                "leaderlock: {} (SQLSTATE {})",
-                db.message(),
-                db.code().code()
-            );
-            exit::REJECTED
-        }
-        None => {
-            eprintln!("leaderlock: {e}");
-            exit::UNREACHABLE
-        }
+/// The same codes as `leaderlock run`: 123 when retrying cannot help (no
+/// extension, no privilege, a wrong password), else 122.
+fn exit_code(e: &tokio_postgres::Error) -> i32 {
+    if is_permanent(e) {
+        exit::REJECTED
+    } else {
+        exit::UNREACHABLE
     }
+}
+
+fn db_error(e: tokio_postgres::Error) -> i32 {
+    say(&describe_error(&e));
+    exit_code(&e)
 }
 
 /// Prints the leases (one key, or all) as a table.
@@ -70,7 +81,9 @@ pub async fn status(dsn: Option<&str>, key: Option<String>) -> i32 {
             (0..6)
                 .map(|i| match i {
                     3 => r.get::<_, i64>(i).to_string(),
-                    _ => r.get::<_, Option<String>>(i).unwrap_or_else(|| "-".into()),
+                    _ => r
+                        .get::<_, Option<String>>(i)
+                        .map_or_else(|| "-".into(), |v| text::shown(&v)),
                 })
                 .collect()
         })
@@ -85,29 +98,37 @@ pub async fn status(dsn: Option<&str>, key: Option<String>) -> i32 {
                 .unwrap_or(0)
         })
         .collect();
-    let print = |cells: Vec<&str>| {
+    let mut out = std::io::stdout().lock();
+    let mut print = |cells: Vec<&str>| {
         let line: Vec<String> = cells
             .iter()
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        writeln!(out, "{}", line.join("  ").trim_end())
     };
-    print(header.to_vec());
-    for r in &table {
-        print(r.iter().map(String::as_str).collect());
+    let printed = print(header.to_vec()).and_then(|_| {
+        table
+            .iter()
+            .try_for_each(|r| print(r.iter().map(String::as_str).collect()))
+    });
+    if printed.and_then(|_| out.flush()).is_err() {
+        return 0; // reader went away (| head)
     }
     if key.is_some() && table.is_empty() {
-        eprintln!("leaderlock: no such key");
+        say("no such key");
         return 1;
     }
     0
 }
 
-/// One JSON line per notification on the `leaderlock` channel (only those
-/// for `key` when given), until interrupted or the connection ends.
+/// One JSON line per announcement on the `leaderlock` channel (only those
+/// for `key` when given), until interrupted or the connection ends. Any
+/// role may notify on the channel: a payload that is not a well-formed
+/// announcement is not printed; a line on stderr says one was dropped.
+/// (A well-formed one is still only what someone said: `status` shows what
+/// the server holds.)
 pub async fn watch(dsn: Option<&str>, key: Option<String>) -> i32 {
-    use std::io::Write;
     let (client, mut payloads) = match connect(dsn).await {
         Ok(c) => c,
         Err(code) => return code,
@@ -120,18 +141,23 @@ pub async fn watch(dsn: Option<&str>, key: Option<String>) -> i32 {
     }
     let mut out = std::io::stdout().lock();
     while let Some(payload) = payloads.recv().await {
-        if let Some(k) = &key {
-            if Announcement::parse(&payload).is_none_or(|a| &a.key != k) {
-                continue;
-            }
+        let Some(value) = Announcement::well_formed(&payload) else {
+            say(&format!(
+                "dropped a notification on the leaderlock channel that is not an announcement ({} bytes)",
+                payload.len()
+            ));
+            continue;
+        };
+        if key.as_ref().is_some_and(|k| value["key"] != k.as_str()) {
+            continue;
         }
-        if writeln!(out, "{payload}")
+        if writeln!(out, "{}", text::json_line(&value))
             .and_then(|_| out.flush())
             .is_err()
         {
             return 0; // reader went away (| head)
         }
     }
-    eprintln!("leaderlock: connection lost");
+    say("connection lost");
     exit::UNREACHABLE
 }

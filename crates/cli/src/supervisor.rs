@@ -94,11 +94,13 @@ pub struct Handle {
 
 impl Handle {
     /// Starts `leaderlock __supervise` for `command`, with `env` added to
-    /// the command's environment. Must run inside the tokio runtime.
+    /// the command's environment and the variables in `remove` taken out.
+    /// Must run inside the tokio runtime.
     pub fn spawn(
         command: &[OsString],
         grace: Duration,
         env: &[(&str, &str)],
+        remove: &[OsString],
     ) -> io::Result<Handle> {
         let (ours, theirs) = UnixStream::pair()?;
         let theirs_fd = theirs.as_raw_fd();
@@ -109,6 +111,9 @@ impl Handle {
             .arg("--")
             .args(command)
             .envs(env.iter().copied());
+        for name in remove {
+            cmd.env_remove(name);
+        }
         // SAFETY: dup2 is async-signal-safe; it clears close-on-exec on fd 3.
         unsafe {
             cmd.pre_exec(move || {

@@ -88,35 +88,127 @@ pub(crate) fn random_hex(n: usize) -> String {
 /// Connection settings: `dsn` (a libpq-style `key=value` string or a
 /// `postgres://` URL) when given, else `LEADERLOCK_DSN`, else `DATABASE_URL`,
 /// else the libpq variables PGHOST (default: the local socket directory),
-/// PGPORT, PGUSER, PGPASSWORD, PGDATABASE. TLS is not supported yet.
+/// PGPORT, PGUSER, PGPASSWORD, PGDATABASE. Without a password, one is looked
+/// up in the password file as libpq does (PGPASSFILE, else ~/.pgpass).
+/// TLS is not supported yet: an `sslmode` (or PGSSLMODE) of `require`,
+/// `verify-ca` or `verify-full` is refused here rather than connecting
+/// without it.
 pub fn pg_config_from_env(dsn: Option<&str>) -> Result<tokio_postgres::Config, String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    if let Some(dsn) = dsn
+    let mut config = match dsn
         .map(str::to_owned)
         .or_else(|| env("LEADERLOCK_DSN"))
         .or_else(|| env("DATABASE_URL"))
     {
-        return dsn
-            .parse()
-            .map_err(|e| format!("cannot parse the connection string: {e}"));
-    }
-    let mut config = tokio_postgres::Config::new();
-    config.host(env("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into()));
-    if let Some(port) = env("PGPORT") {
-        config.port(
-            port.parse()
-                .map_err(|_| format!("PGPORT is not a port: {port}"))?,
-        );
-    }
-    let user = env("PGUSER")
-        .or_else(|| env("USER"))
-        .unwrap_or_else(|| "postgres".into());
-    config.user(&user);
-    config.dbname(env("PGDATABASE").unwrap_or(user));
-    if let Some(password) = env("PGPASSWORD") {
-        config.password(password);
+        Some(dsn) => {
+            // libpq's rule: a setting the string leaves out comes from the
+            // environment; only sslmode matters here (it must not be lost).
+            if !dsn.contains("sslmode") {
+                refuse_tls_mode("PGSSLMODE", env("PGSSLMODE").as_deref())?;
+            }
+            for mode in ["require", "verify-ca", "verify-full"] {
+                if dsn.contains(&format!("sslmode={mode}")) {
+                    refuse_tls_mode("sslmode", Some(mode))?;
+                }
+            }
+            dsn.parse()
+                .map_err(|e| format!("cannot parse the connection string: {e}"))?
+        }
+        None => {
+            refuse_tls_mode("PGSSLMODE", env("PGSSLMODE").as_deref())?;
+            let mut config = tokio_postgres::Config::new();
+            config.host(env("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into()));
+            if let Some(port) = env("PGPORT") {
+                config.port(
+                    port.parse()
+                        .map_err(|_| format!("PGPORT is not a port: {port}"))?,
+                );
+            }
+            let user = env("PGUSER")
+                .or_else(|| env("USER"))
+                .unwrap_or_else(|| "postgres".into());
+            config.user(&user);
+            config.dbname(env("PGDATABASE").unwrap_or(user));
+            if let Some(password) = env("PGPASSWORD") {
+                config.password(password);
+            }
+            config
+        }
+    };
+    if config.get_password().is_none() {
+        if let Some(password) = password_from_file(&config) {
+            config.password(password);
+        }
     }
     Ok(config)
+}
+
+fn refuse_tls_mode(what: &str, mode: Option<&str>) -> Result<(), String> {
+    match mode {
+        Some(m @ ("require" | "verify-ca" | "verify-full")) => Err(format!(
+            "{what}={m}: this client has no TLS support yet, and will not connect without \
+             the TLS that was asked for (use sslmode=disable or prefer on a trusted network, \
+             or a local pooler)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The password for `config`'s first host, port, database and user from
+/// the password file (PGPASSFILE, else ~/.pgpass), as libpq reads it:
+/// `host:port:database:user:password` lines, `*` matches anything, `\`
+/// escapes `:` and `\`, a socket directory matches `localhost`, and a file
+/// that group or others may read is ignored.
+fn password_from_file(config: &tokio_postgres::Config) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PGPASSFILE")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))?;
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let host = match config.get_hosts().first()? {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        tokio_postgres::config::Host::Unix(_) => "localhost".into(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user()?;
+    let dbname = config.get_dbname().unwrap_or(user);
+    pgpass_lookup(&text, [&host, &port, dbname, user])
+}
+
+fn pgpass_lookup(text: &str, want: [&str; 4]) -> Option<String> {
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let mut fields = vec![String::new()];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => fields.last_mut()?.extend(chars.next()),
+                ':' if fields.len() < 5 => fields.push(String::new()),
+                _ => fields.last_mut()?.push(c),
+            }
+        }
+        if fields.len() == 5
+            && fields[..4]
+                .iter()
+                .zip(want)
+                .all(|(field, value)| field == "*" || field == value)
+        {
+            return fields.pop();
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -147,5 +239,35 @@ mod tests {
         assert_eq!(c.get_ports(), &[6543]);
         assert_eq!(c.get_user(), Some("u"));
         assert!(pg_config_from_env(Some("host=x port=notaport")).is_err());
+    }
+
+    #[test]
+    fn tls_that_was_asked_for_is_never_dropped() {
+        for dsn in [
+            "host=h sslmode=require",
+            "host=h sslmode=verify-full",
+            "postgres://u@h/d?sslmode=verify-ca",
+        ] {
+            let e = pg_config_from_env(Some(dsn)).unwrap_err();
+            assert!(e.contains("sslmode=") && e.contains("no TLS"), "{e}");
+        }
+        assert!(pg_config_from_env(Some("host=h sslmode=disable")).is_ok());
+    }
+
+    #[test]
+    fn password_file_lines_match_as_libpq_reads_them() {
+        let text = "# comment\nother:5432:*:u:no\nh:5432:d:u:p\\:w\\\\d\n*:*:*:*:fallback";
+        assert_eq!(
+            pgpass_lookup(text, ["h", "5432", "d", "u"]).as_deref(),
+            Some("p:w\\d")
+        );
+        assert_eq!(
+            pgpass_lookup(text, ["x", "1", "d", "v"]).as_deref(),
+            Some("fallback")
+        );
+        assert_eq!(
+            pgpass_lookup("h:5432:d:u:pw", ["h", "5433", "d", "u"]),
+            None
+        );
     }
 }

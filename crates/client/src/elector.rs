@@ -36,10 +36,10 @@ impl Leadership {
 /// Why a tenure ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
-    /// A renewal returned false: the lease lapsed or was taken.
+    /// A renewal returned false: the lease lapsed or was taken. (A
+    /// notification that another candidate acquired the key only makes the
+    /// elector renew at once: the server's answer decides.)
     Refused,
-    /// Another candidate acquired the key (heard as a notification).
-    TakenOver { holder: String, term: i64 },
     /// No renewal succeeded before the local deadline (database slow or
     /// unreachable).
     Deadline,
@@ -54,9 +54,6 @@ impl fmt::Display for StopReason {
         match self {
             StopReason::Refused => {
                 write!(f, "the server refused the renewal (lease lapsed or taken)")
-            }
-            StopReason::TakenOver { holder, term } => {
-                write!(f, "taken over by {holder} (term {term})")
             }
             StopReason::Deadline => write!(f, "no renewal succeeded before the local deadline"),
             StopReason::Resigned => write!(f, "resigned"),
@@ -122,6 +119,7 @@ impl Elector {
             probe_token: random_hex(8),
             notifications_arrive: false,
             disconnected: false,
+            last_call: Instant::now(),
         };
         Elector {
             commands: command_tx,
@@ -214,6 +212,8 @@ struct Task {
     probe_token: String,
     notifications_arrive: bool,
     disconnected: bool,
+    /// When the last acquire or renewal started.
+    last_call: Instant,
 }
 
 enum Wake {
@@ -268,16 +268,19 @@ impl Task {
                     continue;
                 }
                 Wake::Notification(Some(n)) => {
+                    // A hint, never authority: any role may send one. It only
+                    // brings the next call forward; what the server answers
+                    // decides. Hints bring calls forward at most every
+                    // HINT_FLOOR, so a flood of them cannot flood the server.
+                    let soon = self.last_call + HINT_FLOOR;
                     match self.heard(&n) {
-                        Heard::Freed if held.is_none() => next_attempt = Instant::now(),
-                        Heard::TakenOver { holder, term } => {
-                            if let Some(h) = held.take() {
+                        Heard::Freed if held.is_none() => {
+                            next_attempt = next_attempt.min(soon.max(Instant::now()))
+                        }
+                        Heard::OtherHolder { term } => {
+                            if let Some(h) = held.as_mut() {
                                 if term > h.lease.term {
-                                    self.stop(h.lease.term, StopReason::TakenOver { holder, term });
-                                    campaigning = self.config.campaign_again;
-                                    next_attempt = Instant::now() + self.poll_every();
-                                } else {
-                                    held = Some(h);
+                                    h.next_renewal = h.next_renewal.min(soon.max(Instant::now()));
                                 }
                             }
                         }
@@ -409,10 +412,7 @@ impl Task {
         match Announcement::parse(n.payload()) {
             Some(a) if a.key == self.config.key && a.frees_key() => Heard::Freed,
             Some(a) if a.key == self.config.key && a.event == "acquired" => match a.holder {
-                Some(h) if h != self.config.id => Heard::TakenOver {
-                    holder: h,
-                    term: a.term,
-                },
+                Some(h) if h != self.config.id => Heard::OtherHolder { term: a.term },
                 _ => Heard::Nothing,
             },
             _ => Heard::Nothing,
@@ -465,6 +465,7 @@ impl Task {
     /// One attempt: Some(lease) when won.
     async fn try_acquire(&mut self) -> Result<Option<Leadership>, CallError> {
         let start = Instant::now();
+        self.last_call = start;
         let by = start + self.call_timeout();
         let (key, id, ttl) = (
             self.config.key.clone(),
@@ -509,6 +510,7 @@ impl Task {
     /// One renewal; Ok(None) when the server refused it.
     async fn renew(&mut self, h: Held) -> Result<Option<Held>, CallError> {
         let start = Instant::now();
+        self.last_call = start;
         // Never wait past the deadline: the caller must learn of it then.
         let by = (start + self.call_timeout()).min(h.lease.deadline);
         let (key, id, ttl) = (
@@ -564,13 +566,31 @@ impl Task {
 enum Heard {
     Nothing,
     Freed,
-    TakenOver { holder: String, term: i64 },
+    /// Someone announced a tenure of another holder.
+    OtherHolder {
+        term: i64,
+    },
 }
+
+/// The shortest time from one call to the next that a notification can
+/// bring forward.
+const HINT_FLOOR: Duration = Duration::from_millis(10);
 
 /// Errors the server raises for bad input, a missing extension or missing
 /// privileges cannot heal by retrying; everything else might.
 fn classify(e: tokio_postgres::Error) -> CallError {
-    let permanent = [
+    let text = describe_error(&e);
+    if is_permanent(&e) {
+        CallError::Permanent(text)
+    } else {
+        CallError::Transient(text)
+    }
+}
+
+/// True when retrying cannot help: bad input, no extension, no privilege,
+/// a wrong password or no such database.
+pub fn is_permanent(e: &tokio_postgres::Error) -> bool {
+    const PERMANENT: [SqlState; 8] = [
         SqlState::INVALID_PARAMETER_VALUE,
         SqlState::NULL_VALUE_NOT_ALLOWED,
         SqlState::UNDEFINED_FUNCTION,
@@ -580,17 +600,36 @@ fn classify(e: tokio_postgres::Error) -> CallError {
         SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
         SqlState::INVALID_CATALOG_NAME,
     ];
-    let text = match e.as_db_error() {
-        Some(db) => format!(
+    e.code().is_some_and(|code| PERMANENT.contains(code))
+}
+
+/// An error with its cause: the server's message and SQLSTATE, or the chain
+/// of causes of a connection error ("db error" alone says nothing).
+pub fn describe_error(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!(
             "{}: {} (SQLSTATE {})",
             db.severity(),
             db.message(),
             db.code().code()
-        ),
-        None => e.to_string(),
-    };
-    match e.code() {
-        Some(code) if permanent.contains(code) => CallError::Permanent(text),
-        _ => CallError::Transient(text),
+        );
+        if db.code() == &SqlState::READ_ONLY_SQL_TRANSACTION {
+            text.push_str(
+                "; the server is a standby or read-only: retrying until it is promoted \
+                 (with several hosts, target_session_attrs=read-write picks the primary)",
+            );
+        }
+        return text;
     }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -25,5 +25,5 @@ mod payload;
 pub mod sql;
 
 pub use config::{default_id, pg_config_from_env, ElectorConfig};
-pub use elector::{Elector, Event, Leadership, StopReason};
+pub use elector::{describe_error, is_permanent, Elector, Event, Leadership, StopReason};
 pub use payload::Announcement;

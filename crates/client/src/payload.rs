@@ -22,6 +22,27 @@ impl Announcement {
         serde_json::from_str(payload).ok()
     }
 
+    /// `payload` as JSON when it is an announcement as the server writes
+    /// them: an object with a known `event`, a string `key` and `at`, an
+    /// integer `term` not below 0, and `holder` a string or null. Any role
+    /// may notify on the channel: a well-formed payload is still only a
+    /// hint; the server's answer to a call is what counts.
+    pub fn well_formed(payload: &str) -> Option<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(payload).ok()?;
+        let o = v.as_object()?;
+        let known = matches!(
+            o.get("event")?.as_str()?,
+            "acquired" | "released" | "expired"
+        );
+        let holder_ok = o.get("holder").is_none_or(|h| h.is_null() || h.is_string());
+        (known
+            && o.get("key")?.is_string()
+            && o.get("at")?.is_string()
+            && o.get("term")?.as_i64()? >= 0
+            && holder_ok)
+            .then_some(v)
+    }
+
     /// The key became free: worth trying to acquire now.
     pub fn frees_key(&self) -> bool {
         self.event == "released" || self.event == "expired"
@@ -56,5 +77,23 @@ mod tests {
     fn ignores_what_is_not_an_announcement() {
         assert!(Announcement::parse("marker").is_none());
         assert!(Announcement::parse(r#"{"event":"acquired"}"#).is_none());
+    }
+
+    #[test]
+    fn well_formed_is_only_what_the_server_writes() {
+        let ok = r#"{"event":"acquired","key":"k","holder":"h","term":2,"at":"t","extra":1}"#;
+        assert_eq!(Announcement::well_formed(ok).unwrap()["extra"], 1);
+        for bad in [
+            "plain text",
+            "[1]",
+            r#"{"event":"pwned","key":"k","holder":"h","term":2,"at":"t"}"#,
+            r#"{"event":"acquired","key":1,"holder":"h","term":2,"at":"t"}"#,
+            r#"{"event":"acquired","key":"k","holder":"h","term":-1,"at":"t"}"#,
+            r#"{"event":"acquired","key":"k","holder":"h","term":"2","at":"t"}"#,
+            r#"{"event":"acquired","key":"k","holder":7,"term":2,"at":"t"}"#,
+            r#"{"event":"released","key":"k","holder":"h","term":2}"#,
+        ] {
+            assert!(Announcement::well_formed(bad).is_none(), "{bad}");
+        }
     }
 }

@@ -1,0 +1,255 @@
+"""The CLI against hostile input from other roles, and its own bounds.
+
+Any role that can connect may notify on the `leaderlock` channel, and any
+role that may acquire a key chooses the key, id and value others see. These
+tests forge notifications as an unprivileged role and plant control
+characters in keys and holders, then check that no leader is stopped or
+started on a notification's word, and that nothing raw reaches a terminal
+or a log. Then the CLI's own edges: TLS that was asked for, the password
+file, flag values that used to panic, closed pipes, the command's
+environment.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+
+from harness import HOST, PGDATA, PORT, as_postgres, connect, one, wait_for
+from test_cli import CHILD, CLI, NOT_ACQUIRED, REJECTED, CliCase, Run, dsn, records
+
+# Colours the terminal, writes its clipboard (OSC 52), forges a log line,
+# clears the screen (C1 CSI), reverses the text that follows.
+HOSTILE = "esc\x1b[31mRED\x1b]52;c;ZXZpbA==\x07\nFAKE LOG LINE\r\u009b2J\u202eevil"
+ROLE = "ll_cli_mallory"
+
+
+def raw_controls(text):
+    """Control and format characters in `text`, line ends aside."""
+    return [c for c in text if unicodedata.category(c) in ("Cc", "Cf") and c != "\n"]
+
+
+def cli(*args, env=None, **kw):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+class CliSecurityTest(CliCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        one(cls.conn, f"DROP ROLE IF EXISTS {ROLE}")
+        one(cls.conn, f"CREATE ROLE {ROLE} LOGIN")
+        cls.mallory = connect(user=ROLE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mallory.close()
+        one(cls.conn, f"DROP ROLE IF EXISTS {ROLE}")
+        super().tearDownClass()
+
+    def forge(self, payload):
+        one(self.mallory, "SELECT pg_notify('leaderlock', %s)", (payload,))
+
+    def forged_events(self, key, holder="mallory"):
+        at = "2026-01-01T00:00:00.000000Z"
+        return [json.dumps({"event": e, "key": key, "holder": holder, "term": t, "at": at})
+                for e, t in (("acquired", 2**63 - 1), ("released", 1), ("expired", 1))]
+
+    # --- notifications are hints ---
+
+    def test_forged_announcements_never_stop_a_leader(self):
+        r = Run(self, "--key", self.key, "--id", "me", "--ttl", "3s")
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
+        for _ in range(20):
+            for payload in self.forged_events(self.key):
+                self.forge(payload)
+            time.sleep(0.05)
+        time.sleep(2.5)  # beyond the renewal due at ttl/3, and the one after
+        self.assertIsNone(r.proc.poll(), r.events())
+        self.assertEqual(self.holder(), "me")
+        self.assertEqual(r.events("stopped"), [])
+        pids = {pid for _, pid, _, _ in records(self.children)}
+        self.assertEqual(len(pids), 1)
+        self.assertGreater(records(self.children)[-1][3], time.time() - 0.5, "the command stopped ticking")
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
+    def test_forged_releases_never_start_a_command(self):
+        self.hold()
+        r = Run(self, "--key", self.key, "--ttl", "3s")
+        self.assertTrue(wait_for(lambda: r.events("refused"), timeout=10))
+        for _ in range(50):
+            for payload in self.forged_events(self.key, holder="someone-else"):
+                self.forge(payload)
+        time.sleep(1)
+        self.assertEqual(records(self.children), [])
+        self.assertEqual(self.holder(), "someone-else")
+        self.assertIsNone(r.proc.poll())
+
+    # --- what other roles wrote, on a terminal or in a log ---
+
+    def test_run_logs_never_carry_another_role_s_control_characters(self):
+        self.hold(id=HOSTILE)
+        text = cli("--dsn", dsn(), "run", "--key", self.key, "--timeout", "0", "--", "true")
+        self.assertEqual(text.returncode, NOT_ACQUIRED, text.stderr)
+        self.assertEqual(raw_controls(text.stderr), [], text.stderr)
+        lines = text.stderr.splitlines()
+        self.assertTrue(lines and all(line.startswith("leaderlock[") for line in lines), lines)
+        self.assertTrue(any("held by" in line and "FAKE LOG LINE" in line for line in lines), lines)
+        js = cli("--dsn", dsn(), "run", "--log-format", "json", "--key", self.key, "--timeout", "0", "--", "true")
+        self.assertEqual(js.returncode, NOT_ACQUIRED, js.stderr)
+        self.assertEqual(raw_controls(js.stderr), [], js.stderr)
+        events = [json.loads(line) for line in js.stderr.splitlines()]
+        self.assertIn(HOSTILE, [e.get("holder") for e in events])
+
+    def test_status_escapes_keys_and_holders(self):
+        key = self.key + HOSTILE
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, %s, '30 seconds')", (key, HOSTILE)))
+        self.addCleanup(one, self.conn, "SELECT le_force_release(%s)", (key,))
+        out = cli("--dsn", dsn(), "status", key)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(raw_controls(out.stdout), [], out.stdout)
+        header, line = out.stdout.splitlines()
+        self.assertIn("\\u{1b}]52;c;ZXZpbA==\\u{7}\\nFAKE LOG LINE", line)
+        everything = cli("--dsn", dsn(), "status")
+        self.assertEqual(raw_controls(everything.stdout), [])
+        rows = [line for line in everything.stdout.splitlines() if "FAKE LOG LINE" in line]
+        self.assertTrue(rows and all("\\u{1b}" in line for line in rows), rows)
+
+    def test_watch_prints_only_well_formed_announcements(self):
+        import threading
+        w = subprocess.Popen([CLI, "--dsn", dsn(), "watch", self.key], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (w.kill(), w.communicate()))
+        out, err = [], []
+        threading.Thread(target=lambda: out.extend(w.stdout), daemon=True).start()
+        threading.Thread(target=lambda: err.extend(w.stderr), daemon=True).start()
+        # LISTEN happens some time after the start: announce until heard.
+        self.assertTrue(wait_for(lambda: (self.hold("w"), one(self.conn, "SELECT le_release(%s, 'w')", (self.key,)),
+                                          out)[2], timeout=10))
+        self.forge("plain text \x1b[31m")
+        self.forge(json.dumps({"event": "pwned", "key": self.key, "term": 1, "at": "x"}))
+        self.forge(json.dumps({"event": "acquired", "key": self.key, "holder": HOSTILE, "term": 5, "at": "x"}))
+        self.hold("last")
+        self.assertTrue(wait_for(lambda: any('"last"' in line for line in out), timeout=10))
+        self.assertTrue(wait_for(lambda: len(err) >= 2, timeout=5), err)
+        self.assertEqual(raw_controls("".join(out)), [])
+        events = [json.loads(line) for line in out]
+        self.assertTrue({e["event"] for e in events} <= {"acquired", "released", "expired"}, events)
+        self.assertIn(HOSTILE, [e["holder"] for e in events])
+        self.assertNotIn("plain text", "".join(err))
+        self.assertEqual(sum("not an announcement" in line for line in err), 2, err)
+
+    # --- connection settings ---
+
+    def test_tls_that_was_asked_for_is_never_dropped(self):
+        for env, args in (({"PGSSLMODE": "require"}, ["--dsn", dsn()]),
+                          ({"PGSSLMODE": "verify-full"}, []),
+                          ({}, ["--dsn", dsn() + " sslmode=require"]),
+                          ({}, ["--dsn", dsn() + " sslmode=verify-full"])):
+            out = cli(*args, "status", env={"PGHOST": HOST, "PGPORT": str(PORT), "PGUSER": "postgres", **env})
+            self.assertEqual(out.returncode, 2, (env, args, out.stdout, out.stderr))
+            self.assertIn("no TLS", out.stderr)
+        run = cli("--dsn", dsn() + " sslmode=require", "run", "--key", self.key, "--", "true")
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIsNone(self.holder())
+
+    def test_password_file_and_errors_with_their_cause(self):
+        role, password = "ll_cli_pgpass", "pw-" + os.urandom(6).hex()
+        one(self.conn, f"DROP ROLE IF EXISTS {role}")
+        one(self.conn, f"CREATE ROLE {role} LOGIN PASSWORD %s", (password,))
+        self.addCleanup(one, self.conn, f"DROP ROLE IF EXISTS {role}")
+        hba = os.path.join(PGDATA, "pg_hba.conf")
+        with open(hba) as f:
+            original = f.read()
+
+        def restore():
+            with open(hba, "w") as f:
+                f.write(original)
+            one(self.conn, "SELECT pg_reload_conf()")
+        self.addCleanup(restore)
+        with open(hba, "w") as f:
+            f.write(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + original)
+        one(self.conn, "SELECT pg_reload_conf()")
+        passfile = os.path.join(self.dir, "pgpass")
+        target = f"host={HOST} port={PORT} user={role} dbname=postgres"
+
+        def status(secret):
+            with open(passfile, "w") as f:
+                f.write(f"# a comment\nelsewhere:1:*:*:nope\n{HOST}:{PORT}:postgres:{role}:{secret}\n")
+            os.chmod(passfile, 0o600)
+            return cli("--dsn", target, "status", env={"PGPASSFILE": passfile})
+
+        self.assertTrue(wait_for(lambda: status("wrong").returncode != 0, timeout=5))
+        ok = status(password)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        bad = status("wrong")
+        self.assertEqual(bad.returncode, REJECTED, bad.stderr)
+        self.assertIn("28P01", bad.stderr)
+        self.assertNotIn("wrong", bad.stderr)
+        run = cli("--dsn", target, "run", "--key", self.key, "--timeout", "0", "--", "true",
+                  env={"PGPASSFILE": passfile})
+        self.assertEqual(run.returncode, REJECTED, run.stderr)
+        # a file others may read is ignored, as libpq does
+        status(password)
+        os.chmod(passfile, 0o644)
+        self.assertNotEqual(cli("--dsn", target, "status", env={"PGPASSFILE": passfile}).returncode, 0)
+
+    def test_command_environment_without_connection_settings(self):
+        dump = os.path.join(self.dir, "env")
+        show = [sys.executable, "-c", "import os, sys; open(sys.argv[1], 'w').write('\\n'.join(os.environ))", dump]
+        secrets = {"PGPASSWORD": "s3cret", "DATABASE_URL": "postgres://u:s3cret@h/d", "LEADERLOCK_DSN": dsn()}
+        for flag, expect in (([], True), (["--no-connection-env"], False)):
+            _, code = self.run_once("--key", self.key, *flag, command=show, env=secrets)
+            self.assertEqual(code, 0)
+            with open(dump) as f:
+                names = set(f.read().split("\n"))
+            self.assertIn("LEADERLOCK_KEY", names)
+            for name in secrets:
+                self.assertEqual(name in names, expect, (flag, name))
+
+    # --- the CLI's own edges ---
+
+    def test_flag_values_are_usage_errors_not_panics(self):
+        huge = "5000000000000000h"
+        for args in (["--timeout", huge], ["--restart", "--restart-delay", huge], ["--ttl", huge],
+                     ["--grace", huge], ["--poll", "0"], ["--ttl", "1ms"], ["--restart", "--restart-delay", "0"]):
+            out = cli("--dsn", dsn(), "run", "--key", self.key, *args, "--", "true")
+            self.assertEqual(out.returncode, 2, (args, out.stderr))
+            self.assertNotIn("panicked", out.stderr)
+        self.assertIsNone(self.holder())
+
+    def test_closed_pipes_end_quietly_and_release_the_lease(self):
+        status = subprocess.Popen([CLI, "--dsn", dsn(), "status"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        status.stdout.close()  # the reader is gone before anything is written
+        _, err = status.communicate(timeout=30)
+        self.assertEqual(status.returncode, 0, err)
+        run = subprocess.Popen([CLI, "--dsn", dsn(), "run", "--key", self.key, "--", sys.executable, CHILD,
+                                self.children, "0.3"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        run.stderr.close()
+        self.assertEqual(run.wait(30), 0)
+        self.assertTrue(records(self.children))
+        self.assertIsNone(self.holder())
+
+    def test_renewals_outlive_the_listening_connection(self):
+        r = Run(self, "--key", self.key, "--id", "me", "--ttl", "3s")
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
+        for _ in range(3):
+            self.assertTrue(one(self.conn, "SELECT count(pg_terminate_backend(pid)) = 1 FROM pg_stat_activity "
+                                           "WHERE application_name = 'leaderlock elector'"))
+            time.sleep(1.2)
+        self.assertIsNone(r.proc.poll(), r.events())
+        self.assertEqual(r.events("stopped"), [])
+        self.assertEqual(len({pid for _, pid, _, _ in records(self.children)}), 1)
+        self.assertEqual(self.holder(), "me")
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
