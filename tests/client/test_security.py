@@ -1,0 +1,360 @@
+"""Attacks by roles without privileges on the extension (SECURITY.md).
+
+Each test is one way an ordinary role (or the owner of a database) tried to
+gain rights, or to delay or disturb a holder, and checks that it cannot:
+planted operators and look-alike objects never run with the extension's
+rights, code that PostgreSQL runs as a table's owner never acts for the
+session's superuser, rivals never make the holder's renewal fail, a
+waiter or an open first insert never holds anyone up beyond its `wait`.
+"""
+import threading
+import time
+import unittest
+
+import psycopg2
+
+from harness import PG_BIN, Cluster, as_postgres, connect, one, row, wait_for
+
+TRAPPER = "ll_sec_trapper"
+RIVAL = "ll_sec_rival"
+
+
+def sqlstate(conn, sql, args=()):
+    """The SQLSTATE `sql` fails with (None when it succeeds)."""
+    try:
+        one(conn, sql, args)
+        return None
+    except psycopg2.Error as e:
+        return e.pgcode
+
+
+class SecurityTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.admin = connect()
+        for role in (TRAPPER, RIVAL):
+            if one(cls.admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)):
+                one(cls.admin, f"DROP OWNED BY {role}")
+                one(cls.admin, f"DROP ROLE {role}")
+            one(cls.admin, f"CREATE ROLE {role} LOGIN")
+
+    @classmethod
+    def tearDownClass(cls):
+        for role in (TRAPPER, RIVAL):
+            one(cls.admin, f"DROP OWNED BY {role}")
+            one(cls.admin, f"DROP ROLE {role}")
+        cls.admin.close()
+
+    def setUp(self):
+        self.key = f"sec-{self._testMethodName}"
+        one(self.admin, "DELETE FROM leaderlock WHERE key LIKE %s", (self.key + "%",))
+        # As on PostgreSQL 14, or wherever a schema grants CREATE to others
+        # (DROP OWNED in a cleanup revokes it again).
+        one(self.admin, f"GRANT CREATE ON SCHEMA public TO {TRAPPER}")
+
+    def superuser(self, role):
+        return one(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,))
+
+    def lease(self, key):
+        return row(self.admin, "SELECT holder, term, expires_at FROM leaderlock WHERE key = %s", (key,))
+
+    # --- planted objects ---
+
+    def test_planted_operators_and_look_alikes_never_run(self):
+        """Traps for every operator and type pair a statement could pick up
+        from a schema others can write, and pg_temp look-alikes of the
+        extension's relations: the whole API runs (worker expiry and a
+        session end included) and no trap records anything."""
+        # Traps left in public would change how later tests' own queries resolve.
+        self.addCleanup(one, self.admin, f"DROP OWNED BY {TRAPPER}")
+        t = connect(user=TRAPPER)
+        self.addCleanup(t.close)
+        one(t, "CREATE TABLE public.ll_trap_hits (what text, by_role name DEFAULT current_user)")
+        one(t, "GRANT INSERT, SELECT ON public.ll_trap_hits TO PUBLIC")
+        one(t, """CREATE FUNCTION public.ll_trap(what text) RETURNS boolean LANGUAGE plpgsql AS $$
+                  BEGIN
+                    INSERT INTO public.ll_trap_hits (what) VALUES (what);
+                    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                      EXECUTE format('ALTER ROLE %%I SUPERUSER', session_user);
+                    END IF;
+                    RETURN true;
+                  END $$""")
+        types = ["integer", "bigint", "numeric", "double precision", "text", "interval",
+                 "timestamp with time zone", "jsonb", "boolean", "name", "oid"]
+        planted = 0
+        for left in types:
+            for right in types:
+                for op, fn in (("/", "div"), ("*", "mul"), ("+", "add"), ("-", "sub"), ("=", "eq"),
+                               ("<", "lt"), ("<=", "le"), (">", "gt"), (">=", "ge"), ("<>", "ne")):
+                    name = f"ll_trap_{fn}_{types.index(left)}_{types.index(right)}"
+                    exact = one(t, "SELECT count(*) FROM pg_operator WHERE oprname = %s AND oprleft = %s::regtype "
+                                   "AND oprright = %s::regtype AND oprnamespace = 'pg_catalog'::regnamespace",
+                                (op, left, right))
+                    if exact:
+                        continue  # pg_catalog's own exact operator wins wherever it is searched
+                    one(t, f"""CREATE FUNCTION public.{name}({left}, {right}) RETURNS {left}
+                               LANGUAGE plpgsql AS $$ BEGIN PERFORM public.ll_trap('{op} {left} {right}');
+                               RETURN $1; END $$""")
+                    one(t, f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
+                           f"FUNCTION = public.{name})")
+                    planted += 1
+        self.assertGreater(planted, 500)
+        for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease"):
+            one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
+        one(t, "SET search_path = public, pg_temp")
+
+        k = self.key
+        for sql, args in (
+            ("SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k,)),
+            ("SELECT le_renew(%s, 'trapper')", (k,)),
+            ("SELECT le_renew(%s, 'trapper', '30 minutes')", (k,)),
+            ("SELECT le_proclaim(%s, 'trapper', '{\"a\": 1}')", (k,)),
+            ("SELECT le_assert_leader(%s, 'trapper')", (k,)),
+            ("SELECT le_leader(%s)", (k,)),
+            ("SELECT (le_lease(%s)).term", (k,)),
+            ("SELECT le_worker_running()", ()),
+            ("SELECT count(*) FROM le_database_stats()", ()),
+            ("SELECT le_acquire(%s, 'trapper', '1 hour', '0.1 seconds')", (k + "-b",)),
+            ("SELECT le_release(%s, 'trapper')", (k,)),
+            ("SELECT le_try_acquire(%s, 'trapper', '1 second')", (k + "-expires",)),
+            ("SELECT le_try_acquire(%s, 'trapper', '1 hour', true)", (k + "-session",)),
+        ):
+            one(t, sql, args)
+        self.assertTrue(one(t, "SELECT le_release(%s, 'trapper')", (k + "-b",)))
+        # Another role's calls in the same database, with the traps in place.
+        a = connect()
+        self.addCleanup(a.close)
+        one(a, "SET search_path = public, pg_temp")
+        one(a, "SELECT le_try_acquire(%s, 'admin', '1 hour')", (k + "-admin",))
+        one(a, "SELECT le_renew(%s, 'admin', '2 hours')", (k + "-admin",))
+        one(a, "SELECT le_force_release(%s)", (k + "-admin",))
+        # The worker's expiry, and the end of a session holding a bound lease.
+        t.close()
+        self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
+                                             (k + "-expires",)) is None, timeout=10))
+        self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
+                                             (k + "-session",)) is None, timeout=10))
+        self.assertEqual(one(self.admin, "SELECT count(*) FROM public.ll_trap_hits"), 0,
+                         one(self.admin, "SELECT string_agg(what, ', ') FROM public.ll_trap_hits"))
+        self.assertFalse(self.superuser(TRAPPER))
+
+    def test_renamed_schema_and_a_look_alike_never_run(self):
+        """The owner of a database renames the schema the extension is in
+        and puts a look-alike table with a trigger in its place: the
+        extension still works on its own table, by the schema's OID, and
+        nothing of the look-alike runs."""
+        owner, db = "ll_sec_dbowner", "ll_sec_rename"
+        one(self.admin, f"DROP DATABASE IF EXISTS {db}")
+        one(self.admin, f"DROP ROLE IF EXISTS {owner}")
+        one(self.admin, f"CREATE ROLE {owner} LOGIN")
+        one(self.admin, f"CREATE DATABASE {db} OWNER {owner}")
+        self.addCleanup(one, self.admin, f"DROP ROLE IF EXISTS {owner}")
+        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        su = connect(db)
+        one(su, "CREATE EXTENSION leaderlock")
+        one(su, f"ALTER SCHEMA public OWNER TO {owner}")  # as PostgreSQL 15+ has it (pg_database_owner)
+        su.close()
+        o = connect(db, user=owner)
+        self.addCleanup(o.close)
+        one(o, "ALTER SCHEMA public RENAME TO public_real")
+        one(o, "CREATE SCHEMA public")
+        one(o, "CREATE TABLE public.hits (what text, by_role name DEFAULT current_user)")
+        one(o, """CREATE FUNCTION public.hit() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN
+                    INSERT INTO public.hits (what) VALUES (TG_TABLE_NAME);
+                    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                      EXECUTE format('ALTER ROLE %%I SUPERUSER', session_user);
+                    END IF;
+                    RETURN NEW;
+                  END $$""")
+        for table in ("leaderlock", "leaderlock_failover"):
+            one(o, f"CREATE TABLE public.{table} (LIKE public_real.leaderlock)")
+            one(o, f"CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE ON public.{table} "
+                   "FOR EACH ROW EXECUTE FUNCTION public.hit()")
+            one(o, f"CREATE TRIGGER s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON public.{table} "
+                   "FOR EACH STATEMENT EXECUTE FUNCTION public.hit()")
+        one(o, "SELECT public_real.le_try_acquire('k', 'me', '10 seconds')")
+        self.assertTrue(one(o, "SELECT public_real.le_renew('k', 'me', '20 seconds')"))
+        self.assertEqual(one(o, "SELECT public_real.le_leader('k')"), "me")
+        self.assertTrue(one(o, "SELECT public_real.le_release('k', 'me')"))
+        self.assertEqual(one(o, "SELECT count(*) FROM public.hits"), 0)
+        self.assertEqual(one(o, "SELECT count(*) FROM public_real.leaderlock WHERE key = 'k'"), 1)
+        self.assertFalse(self.superuser(owner))
+
+    # --- code PostgreSQL runs as a table's owner ---
+
+    def test_security_restricted_operations_never_act_for_the_session_s_user(self):
+        """ANALYZE, VACUUM, REINDEX, CLUSTER and REFRESH MATERIALIZED VIEW run
+        a table owner's index expressions as that owner while the session's
+        user is the superuser: a call made there never acts for anyone."""
+        victim, grab = self.key + "-victim", self.key + "-grab"
+        self.assertTrue(one(self.admin, "SELECT le_try_acquire(%s, 'victim', '1 hour')", (victim,)))
+        before = self.lease(victim)
+        t = connect(user=TRAPPER)
+        self.addCleanup(t.close)
+        one(t, f"""CREATE OR REPLACE FUNCTION public.ll_sro_act(x integer) RETURNS integer IMMUTABLE LANGUAGE plpgsql AS $$
+                   BEGIN
+                     BEGIN PERFORM public.le_force_release('{victim}'); EXCEPTION WHEN OTHERS THEN NULL; END;
+                     BEGIN PERFORM public.le_release('{victim}', 'victim'); EXCEPTION WHEN OTHERS THEN NULL; END;
+                     BEGIN PERFORM public.le_renew('{victim}', 'victim', '1 second'); EXCEPTION WHEN OTHERS THEN NULL; END;
+                     BEGIN PERFORM public.le_try_acquire('{grab}', 'grabber', '1 day');
+                     EXCEPTION WHEN OTHERS THEN NULL; END;
+                     RETURN x;
+                   END $$""")
+        one(t, "CREATE TABLE public.ll_sro_t (x integer)")
+        one(t, "INSERT INTO public.ll_sro_t SELECT generate_series(1, 100)")
+        one(t, "CREATE INDEX t_act ON public.ll_sro_t (public.ll_sro_act(x))")
+        one(t, "CREATE MATERIALIZED VIEW public.ll_sro_mv AS SELECT public.ll_sro_act(1) AS x")
+        one(t, "CREATE UNIQUE INDEX mv_x ON public.ll_sro_mv (x)")
+        self.addCleanup(one, self.admin, "DROP TABLE IF EXISTS public.ll_sro_t; DROP FUNCTION public.ll_sro_act CASCADE")
+        for sql in ("ANALYZE public.ll_sro_t", "VACUUM ANALYZE public.ll_sro_t", "REINDEX TABLE public.ll_sro_t",
+                    "CLUSTER public.ll_sro_t USING t_act", "REFRESH MATERIALIZED VIEW public.ll_sro_mv",
+                    "REFRESH MATERIALIZED VIEW CONCURRENTLY public.ll_sro_mv"):
+            one(self.admin, sql)
+        self.assertEqual(self.lease(victim), before)
+        self.assertIsNone(one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s", (grab,)))
+
+    # --- rivals never disturb a holder ---
+
+    def test_hammering_rivals_never_refuse_the_holder_s_renewals(self):
+        k = self.key
+        holder = connect()
+        self.addCleanup(holder.close)
+        self.assertTrue(one(holder, "SELECT le_try_acquire(%s, 'holder', '1.5 seconds')", (k,)))
+        stop = threading.Event()
+        calls = [0]
+
+        def rival():
+            c = connect(user=RIVAL)
+            try:
+                while not stop.is_set():
+                    for sql in ("SELECT le_assert_leader(%s, 'mallory')", "SELECT le_proclaim(%s, 'mallory', '{}')",
+                                "SELECT le_renew(%s, 'mallory')", "SELECT le_release(%s, 'mallory')",
+                                "SELECT le_try_acquire(%s, 'mallory', '1 hour')"):
+                        try:
+                            one(c, sql, (k,))
+                        except psycopg2.Error:
+                            pass
+                        calls[0] += 1
+            finally:
+                c.close()
+
+        rivals = [threading.Thread(target=rival) for _ in range(4)]
+        for r in rivals:
+            r.start()
+        refused, renewals = 0, 0
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            renewals += 1
+            if not one(holder, "SELECT le_renew(%s, 'holder')", (k,)):
+                refused += 1
+            time.sleep(0.3)
+        stop.set()
+        for r in rivals:
+            r.join()
+        print(f"\n  {renewals} renewals against {calls[0]} rival calls: {refused} refused", flush=True)
+        self.assertGreater(calls[0], 100)
+        self.assertEqual(refused, 0)
+        self.assertEqual(one(self.admin, "SELECT le_leader(%s)", (k,)), "holder")
+
+    # --- what every role is told, and waits ---
+
+    def test_le_worker_running_is_true_for_every_role(self):
+        r = connect(user=RIVAL)
+        self.addCleanup(r.close)
+        self.assertTrue(one(self.admin, "SELECT le_worker_running()"))
+        self.assertTrue(one(r, "SELECT le_worker_running()"))
+
+    def test_wait_bounds_le_acquire_behind_an_open_first_insert(self):
+        a = connect(autocommit=False)
+        self.addCleanup(a.close)
+        self.assertTrue(one(a, "SELECT le_try_acquire(%s, 'a', '1 hour')", (self.key,)))  # not committed
+        b = connect()
+        self.addCleanup(b.close)
+        one(b, "SET statement_timeout = '20s'")
+        for wait, bound in (("1 second", 3.0), ("0", 1.0)):
+            t0 = time.monotonic()
+            self.assertFalse(one(b, "SELECT le_acquire(%s, 'b', '1 hour', %s)", (self.key, wait)))
+            self.assertLess(time.monotonic() - t0, bound, wait)
+        a.commit()
+        self.assertEqual(one(b, "SELECT le_leader(%s)", (self.key,)), "a")
+
+    def test_waiters_hold_no_lock_that_ddl_queues_behind(self):
+        self.assertTrue(one(self.admin, "SELECT le_try_acquire(%s, 'holder', '1 hour')", (self.key,)))
+        w = connect()
+        self.addCleanup(w.close)
+        waiter = threading.Thread(target=lambda: one(w, "SELECT le_acquire(%s, 'w', '1 hour', '4 seconds')",
+                                                     (self.key,)))
+        waiter.start()
+        self.assertTrue(wait_for(lambda: one(self.admin, "SELECT count(*) FROM pg_stat_activity "
+                                                         "WHERE query LIKE 'SELECT le_acquire(%%'"
+                                                         " AND state = 'active'") == 1, timeout=5))
+        time.sleep(0.3)
+        d = connect(autocommit=False)
+        self.addCleanup(d.close)
+        self.assertIsNone(sqlstate(d, "LOCK TABLE leaderlock IN ACCESS EXCLUSIVE MODE NOWAIT"))
+        d.rollback()
+        waiter.join()
+
+    def test_non_utf8_databases_are_refused_with_0A000(self):
+        for encoding in ("SQL_ASCII", "LATIN1"):
+            db = f"ll_sec_{encoding.lower()}"
+            one(self.admin, f"DROP DATABASE IF EXISTS {db}")
+            one(self.admin, f"CREATE DATABASE {db} ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' "
+                            "TEMPLATE template0")
+            self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            c = connect(db)
+            self.assertEqual(sqlstate(c, "CREATE EXTENSION leaderlock"), "0A000", encoding)
+            self.assertIsNone(one(c, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"))
+            c.close()
+
+
+class OwnClusterTest(unittest.TestCase):
+    """On a cluster of its own: every database served (the default), and
+    RUST_BACKTRACE=1 in the postmaster's environment."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = Cluster.create("security")
+        cls.cluster.stop()
+        as_postgres("RUST_BACKTRACE=1", f"{PG_BIN}/pg_ctl", "-D", cls.cluster.pgdata, "-l", cls.cluster.log_path,
+                    "-w", "-t", "60", "start")
+        cls.admin = cls.cluster.connect()
+        one(cls.admin, f"CREATE ROLE {RIVAL} LOGIN")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.admin.close()
+        cls.cluster.remove()
+
+    def test_ddl_errors_carry_no_backtrace(self):
+        one(self.admin, "CREATE TABLE twice (a integer)")
+        with self.assertRaises(psycopg2.errors.DuplicateTable) as e:
+            one(self.admin, "CREATE TABLE twice (a integer)")
+        detail = e.exception.diag.message_detail or ""
+        self.assertNotIn("backtrace", detail)
+        self.assertNotIn("rustc", detail)
+        self.assertEqual(e.exception.diag.message_primary, 'relation "twice" already exists')
+
+    def test_create_extension_in_a_loop_starts_no_workers(self):
+        """Any role may run CREATE EXTENSION IF NOT EXISTS for an extension
+        that is there: it must not make the launcher start workers."""
+        one(self.admin, "CREATE DATABASE ll_sec_floor")
+        one(self.admin, f"GRANT ALL ON DATABASE ll_sec_floor TO {RIVAL}")
+        r = connect("ll_sec_floor", user=RIVAL, port=self.cluster.port)
+        self.addCleanup(r.close)
+        seen = set()
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            for _ in range(10):
+                one(r, "CREATE EXTENSION IF NOT EXISTS plpgsql CASCADE")
+            with self.admin.cursor() as cur:
+                cur.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock worker' "
+                            "AND datname = 'll_sec_floor'")
+                seen.update(p for (p,) in cur.fetchall())
+        print(f"\n  workers seen in a database without the extension: {len(seen)}", flush=True)
+        self.assertEqual(seen, set())
+
+
+if __name__ == "__main__":
+    unittest.main()
