@@ -108,6 +108,39 @@ class FailoverTest(unittest.TestCase):
         self.assertEqual(term_of(s, "k"), TERMS_PER_TIMELINE + 2)
         s.close()
 
+    def test_an_open_transaction_across_a_promotion_holds_nobody_up(self):
+        """The first write on a new timeline makes held leases outlast the
+        promotion in a transaction of its own: a caller that made that
+        first write and keeps its transaction open holds up no renewal and
+        no new tenure. And on the standby, workers run only in databases
+        with the extension."""
+        primary = self.own(Cluster.create("open-primary"))
+        p = primary.connect()
+        one(p, "CREATE DATABASE without_extension")
+        self.assertTrue(acquire(p, "held", "A", "10 seconds"))
+        p.close()
+        standby = self.own(primary.standby("open-standby"))
+        s = standby.connect()
+        self.assertTrue(wait_for(lambda: term_of(s, "held") == 1, timeout=30))
+        self.assertTrue(wait_for(lambda: standby.worker_pid("postgres") is not None, timeout=10))
+        for _ in range(20):
+            self.assertIsNone(standby.worker_pid("without_extension"))
+            time.sleep(0.05)
+        standby.promote()
+        x = standby.connect()
+        x.autocommit = False
+        # The first write on the new timeline (refused until the step is
+        # done, in a transaction that is not the caller's); left open.
+        self.assertTrue(wait_for(lambda: acquire(x, "other", "X"), timeout=10))
+        a, y = standby.connect(), standby.connect()
+        for _ in range(10):
+            self.assertTrue(one(a, "SELECT le_renew('held', 'A')"), "a renewal was refused")
+            time.sleep(0.2)
+        self.assertTrue(acquire(y, "new", "Y"))
+        x.commit()
+        for c in (s, x, a, y):
+            c.close()
+
     def test_failover_never_shortens_a_lease(self):
         """Contract 8.2: A renews on the primary; the renewal never reaches
         the standby; the primary dies; by the time the standby is promoted

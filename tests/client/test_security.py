@@ -60,15 +60,20 @@ class SecurityTest(unittest.TestCase):
 
     # --- planted objects ---
 
-    def test_planted_operators_and_look_alikes_never_run(self):
-        """Traps for every operator and type pair a statement could pick up
-        from a schema others can write, and pg_temp look-alikes of the
-        extension's relations: the whole API runs (worker expiry and a
-        session end included) and no trap records anything."""
+    def plant_traps(self, t):
+        """As the role connected by `t` (its own schema `public` writable):
+        a trap function that records its calls (and makes the session's
+        user superuser when it runs as one), an operator calling it for
+        every operator and type pair pg_catalog has no exact match for,
+        and pg_temp views of the extension's relations' names that call
+        it. Returns `t`, with search_path = public, pg_temp."""
+        dbname = t.info.dbname
         # Traps left in public would change how later tests' own queries resolve.
-        self.addCleanup(one, self.admin, f"DROP OWNED BY {TRAPPER}")
-        t = connect(user=TRAPPER)
-        self.addCleanup(t.close)
+        def drop_owned():
+            c = connect(dbname)
+            one(c, f"DROP OWNED BY {TRAPPER}")
+            c.close()
+        self.addCleanup(drop_owned)
         one(t, "CREATE TABLE public.ll_trap_hits (what text, by_role name DEFAULT current_user)")
         one(t, "GRANT INSERT, SELECT ON public.ll_trap_hits TO PUBLIC")
         one(t, """CREATE FUNCTION public.ll_trap(what text) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -102,7 +107,15 @@ class SecurityTest(unittest.TestCase):
         for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease"):
             one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
         one(t, "SET search_path = public, pg_temp")
+        return t
 
+    def test_planted_operators_and_look_alikes_never_run(self):
+        """Traps for every operator and type pair a statement could pick up
+        from a schema others can write, and pg_temp look-alikes of the
+        extension's relations: the whole API runs (worker expiry and a
+        session end included) and no trap records anything."""
+        t = self.plant_traps(connect(user=TRAPPER))
+        self.addCleanup(t.close)
         k = self.key
         for sql, args in (
             ("SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k,)),
@@ -134,9 +147,42 @@ class SecurityTest(unittest.TestCase):
                                              (k + "-expires",)) is None, timeout=10))
         self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
                                              (k + "-session",)) is None, timeout=10))
-        self.assertEqual(one(self.admin, "SELECT count(*) FROM public.ll_trap_hits"), 0,
-                         one(self.admin, "SELECT string_agg(what, ', ') FROM public.ll_trap_hits"))
+        self.assert_no_trap_ran(self.admin)
+
+    def assert_no_trap_ran(self, conn):
+        self.assertEqual(one(conn, "SELECT count(*) FROM public.ll_trap_hits"), 0,
+                         one(conn, "SELECT string_agg(what, ', ') FROM public.ll_trap_hits"))
         self.assertFalse(self.superuser(TRAPPER))
+
+    def test_old_schemas_and_their_upgrades_with_traps_planted(self):
+        """The new library under the 0.1.0 schema (before ALTER EXTENSION
+        UPDATE), and every upgrade script from 0.1.0 on, with the traps in
+        place: nothing planted runs."""
+        db = "ll_sec_upgrade"
+        one(self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        one(self.admin, f"CREATE DATABASE {db}")
+        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        su = connect(db)
+        self.addCleanup(su.close)
+        one(su, "CREATE EXTENSION leaderlock VERSION '0.1.0'")
+        one(su, f"GRANT CREATE ON SCHEMA public TO {TRAPPER}")
+        t = self.plant_traps(connect(db, user=TRAPPER))
+        self.addCleanup(t.close)
+        k = self.key
+
+        def calls():
+            self.assertTrue(one(t, "SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k,)))
+            self.assertTrue(one(t, "SELECT le_renew(%s, 'trapper', '30 minutes')", (k,)))
+            one(t, "SELECT le_assert_leader(%s, 'trapper')", (k,))
+            self.assertEqual(one(t, "SELECT le_leader(%s)", (k,)), "trapper")
+            self.assertTrue(one(t, "SELECT le_release(%s, 'trapper')", (k,)))
+        calls()
+        one(su, "SET search_path = public, pg_temp")
+        one(su, "ALTER EXTENSION leaderlock UPDATE")
+        self.assertEqual(one(su, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"),
+                         one(su, "SELECT default_version FROM pg_available_extensions WHERE name = 'leaderlock'"))
+        calls()
+        self.assert_no_trap_ran(su)
 
     def test_renamed_schema_and_a_look_alike_never_run(self):
         """The owner of a database renames the schema the extension is in
@@ -354,6 +400,35 @@ class OwnClusterTest(unittest.TestCase):
                 seen.update(p for (p,) in cur.fetchall())
         print(f"\n  workers seen in a database without the extension: {len(seen)}", flush=True)
         self.assertEqual(seen, set())
+
+
+class SlotsTest(unittest.TestCase):
+    def test_databases_without_the_extension_take_no_slot(self):
+        """A role with CREATEDB makes databases without the extension: they
+        take none of leaderlock.max_databases' slots, so a database that
+        installs it is served; beyond the setting, CREATE EXTENSION warns."""
+        cluster = Cluster.create("slots", "leaderlock.max_databases = 2")
+        self.addCleanup(cluster.remove)
+        admin = cluster.connect()
+        self.addCleanup(admin.close)
+        one(admin, f"CREATE ROLE {RIVAL} LOGIN CREATEDB")
+        r = connect(user=RIVAL, port=cluster.port)
+        for i in range(6):
+            one(r, f"CREATE DATABASE ll_empty_{i}")
+        r.close()
+        time.sleep(1)  # the launcher's rounds over the new databases
+        one(admin, "CREATE DATABASE with_extension")
+        w = connect("with_extension", port=cluster.port)
+        one(w, "CREATE EXTENSION leaderlock")
+        w.close()
+        self.assertTrue(wait_for(lambda: cluster.worker_pid("with_extension") is not None, timeout=10))
+        one(admin, "CREATE DATABASE one_too_many")
+        w = connect("one_too_many", port=cluster.port)
+        one(w, "CREATE EXTENSION leaderlock")
+        self.assertTrue(any("max_databases" in n for n in w.notices), w.notices)
+        w.close()
+        for i in range(6):
+            self.assertIsNone(cluster.worker_pid(f"ll_empty_{i}"))
 
 
 if __name__ == "__main__":
