@@ -12,7 +12,8 @@ import unittest
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
-from harness import PG_BIN, WORK, Cluster, as_postgres, one, wait_for
+import test_security
+from harness import PG_BIN, WORK, Cluster, as_postgres, connect, one, wait_for
 from test_concurrency import STRESS_KEYS, TenureChecks, stress_client
 
 # Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
@@ -113,10 +114,17 @@ class FailoverTest(unittest.TestCase):
         promotion in a transaction of its own: a caller that made that
         first write and keeps its transaction open holds up no renewal and
         no new tenure. And on the standby, workers run only in databases
-        with the extension."""
+        with the extension. Traps an ordinary role planted before do not
+        run in the step."""
         primary = self.own(Cluster.create("open-primary"))
         p = primary.connect()
         one(p, "CREATE DATABASE without_extension")
+        # Traps an ordinary role planted: the failover step must not run them.
+        one(p, "CREATE ROLE trapper LOGIN")
+        one(p, "GRANT CREATE ON SCHEMA public TO trapper")
+        trapper = connect(user="trapper", port=primary.port)
+        test_security.plant_traps(trapper, temp_views=False)
+        trapper.close()
         self.assertTrue(acquire(p, "held", "A", "10 seconds"))
         p.close()
         standby = self.own(primary.standby("open-standby"))
@@ -138,6 +146,9 @@ class FailoverTest(unittest.TestCase):
             time.sleep(0.2)
         self.assertTrue(acquire(y, "new", "Y"))
         x.commit()
+        self.assertGreaterEqual(one(a, "SELECT count(*) FROM leaderlock_failover WHERE timeline = 2"), 1)
+        self.assertEqual(one(a, "SELECT count(*) FROM public.ll_trap_hits"), 0)
+        self.assertFalse(one(a, "SELECT rolsuper FROM pg_roles WHERE rolname = 'trapper'"))
         for c in (s, x, a, y):
             c.close()
 

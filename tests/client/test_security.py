@@ -28,6 +28,49 @@ def sqlstate(conn, sql, args=()):
         return e.pgcode
 
 
+def plant_traps(t, temp_views=True):
+    """As the role connected by `t` (schema `public` writable by it): a
+    trap function that records its calls (and makes the session's user
+    superuser when it runs as one), an operator calling it for every
+    operator and type pair pg_catalog has no exact match for, and (with
+    `temp_views`) pg_temp views of the extension's relations' names that
+    call it. Sets search_path = public, pg_temp on `t`; returns how many
+    operators were planted. DROP OWNED BY the role removes it all."""
+    one(t, "CREATE TABLE public.ll_trap_hits (what text, by_role name DEFAULT current_user)")
+    one(t, "GRANT INSERT, SELECT ON public.ll_trap_hits TO PUBLIC")
+    one(t, """CREATE FUNCTION public.ll_trap(what text) RETURNS boolean LANGUAGE plpgsql AS $$
+              BEGIN
+                INSERT INTO public.ll_trap_hits (what) VALUES (what);
+                IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                  EXECUTE format('ALTER ROLE %%I SUPERUSER', session_user);
+                END IF;
+                RETURN true;
+              END $$""")
+    types = ["integer", "bigint", "numeric", "double precision", "text", "interval",
+             "timestamp with time zone", "jsonb", "boolean", "name", "oid"]
+    planted = 0
+    for left in types:
+        for right in types:
+            for op, fn in (("/", "div"), ("*", "mul"), ("+", "add"), ("-", "sub"), ("=", "eq"),
+                           ("<", "lt"), ("<=", "le"), (">", "gt"), (">=", "ge"), ("<>", "ne")):
+                name = f"ll_trap_{fn}_{types.index(left)}_{types.index(right)}"
+                exact = one(t, "SELECT count(*) FROM pg_operator WHERE oprname = %s AND oprleft = %s::regtype "
+                               "AND oprright = %s::regtype AND oprnamespace = 'pg_catalog'::regnamespace",
+                            (op, left, right))
+                if exact:
+                    continue  # pg_catalog's own exact operator wins wherever it is searched
+                one(t, f"""CREATE FUNCTION public.{name}({left}, {right}) RETURNS {left}
+                           LANGUAGE plpgsql AS $$ BEGIN PERFORM public.ll_trap('{op} {left} {right}');
+                           RETURN $1; END $$""")
+                one(t, f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
+                       f"FUNCTION = public.{name})")
+                planted += 1
+    for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease") if temp_views else ():
+        one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
+    one(t, "SET search_path = public, pg_temp")
+    return planted
+
+
 class SecurityTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -61,52 +104,16 @@ class SecurityTest(unittest.TestCase):
     # --- planted objects ---
 
     def plant_traps(self, t):
-        """As the role connected by `t` (its own schema `public` writable):
-        a trap function that records its calls (and makes the session's
-        user superuser when it runs as one), an operator calling it for
-        every operator and type pair pg_catalog has no exact match for,
-        and pg_temp views of the extension's relations' names that call
-        it. Returns `t`, with search_path = public, pg_temp."""
+        """plant_traps(t), removed again after the test; returns `t`."""
         dbname = t.info.dbname
+
         # Traps left in public would change how later tests' own queries resolve.
         def drop_owned():
             c = connect(dbname)
             one(c, f"DROP OWNED BY {TRAPPER}")
             c.close()
         self.addCleanup(drop_owned)
-        one(t, "CREATE TABLE public.ll_trap_hits (what text, by_role name DEFAULT current_user)")
-        one(t, "GRANT INSERT, SELECT ON public.ll_trap_hits TO PUBLIC")
-        one(t, """CREATE FUNCTION public.ll_trap(what text) RETURNS boolean LANGUAGE plpgsql AS $$
-                  BEGIN
-                    INSERT INTO public.ll_trap_hits (what) VALUES (what);
-                    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-                      EXECUTE format('ALTER ROLE %%I SUPERUSER', session_user);
-                    END IF;
-                    RETURN true;
-                  END $$""")
-        types = ["integer", "bigint", "numeric", "double precision", "text", "interval",
-                 "timestamp with time zone", "jsonb", "boolean", "name", "oid"]
-        planted = 0
-        for left in types:
-            for right in types:
-                for op, fn in (("/", "div"), ("*", "mul"), ("+", "add"), ("-", "sub"), ("=", "eq"),
-                               ("<", "lt"), ("<=", "le"), (">", "gt"), (">=", "ge"), ("<>", "ne")):
-                    name = f"ll_trap_{fn}_{types.index(left)}_{types.index(right)}"
-                    exact = one(t, "SELECT count(*) FROM pg_operator WHERE oprname = %s AND oprleft = %s::regtype "
-                                   "AND oprright = %s::regtype AND oprnamespace = 'pg_catalog'::regnamespace",
-                                (op, left, right))
-                    if exact:
-                        continue  # pg_catalog's own exact operator wins wherever it is searched
-                    one(t, f"""CREATE FUNCTION public.{name}({left}, {right}) RETURNS {left}
-                               LANGUAGE plpgsql AS $$ BEGIN PERFORM public.ll_trap('{op} {left} {right}');
-                               RETURN $1; END $$""")
-                    one(t, f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
-                           f"FUNCTION = public.{name})")
-                    planted += 1
-        self.assertGreater(planted, 500)
-        for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease"):
-            one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
-        one(t, "SET search_path = public, pg_temp")
+        self.assertGreater(plant_traps(t), 500)
         return t
 
     def test_planted_operators_and_look_alikes_never_run(self):
