@@ -6,6 +6,7 @@
 //! (section 7, SECURITY.md); arguments are never spliced into SQL.
 
 use crate::call::{self, Access};
+use crate::clock;
 use crate::databases;
 use crate::input;
 use crate::lease::{self, Claim};
@@ -13,6 +14,10 @@ use crate::value::JsonbText;
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CString};
 
+/// Contract 3.1: SQL `le_try_acquire` with all its arguments. Its Rust name
+/// differs because the C symbol `le_try_acquire` belongs to the 0.1.0 and
+/// 0.2.0 schemas' three-argument function (below), which a library must
+/// keep serving until ALTER EXTENSION leaderlock UPDATE.
 #[pg_extern(name = "le_try_acquire", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn le_try_acquire_with(
@@ -115,7 +120,7 @@ fn le_lease(
     set_field(&mut row, "key", Some(key.to_string()));
     set_field(&mut row, "holder", lease.holder);
     set_field(&mut row, "term", lease.term);
-    set_field(&mut row, "expires_at", lease.expires_at.map(lease::ts));
+    set_field(&mut row, "expires_at", lease.expires_at.map(clock::ts));
     set_field(&mut row, "remaining", remaining);
     set_field(&mut row, "value", lease.value.map(JsonbText));
     row
@@ -195,7 +200,7 @@ fn le_database_stats() -> TableIterator<
                 refused,
                 released,
                 expired,
-                lease::ts(slot.since()),
+                clock::ts(slot.since()),
             ))
         })
         .collect();
@@ -203,16 +208,10 @@ fn le_database_stats() -> TableIterator<
 }
 
 // The per-database counters as a view, readable by all (contract 14).
-extension_sql!(
-    r#"
-CREATE VIEW leaderlock_database_stats AS
-SELECT datid, datname, acquired, renewed, refused, released, expired, since
-  FROM le_database_stats();
-REVOKE ALL ON leaderlock_database_stats FROM PUBLIC;
-GRANT SELECT ON leaderlock_database_stats TO PUBLIC;
-"#,
+extension_sql_file!(
+    "ddl/database_stats_view.sql",
     name = "database_stats_view",
-    requires = [le_database_stats],
+    requires = [le_database_stats]
 );
 
 #[pg_extern(volatile, parallel_safe)]
@@ -231,39 +230,17 @@ fn le_worker_running() -> bool {
     databases::worker_serves_this_database()
 }
 
-// le_assert_leader raises its own SQLSTATE, which pgrx's error path cannot
-// carry (it maps unknown codes to XX000). So it is a plain V1 C function:
-// all Rust work runs inside a guarded inner function, and only the final
-// ereport happens out here, where no Rust frame is left to unwind.
-extension_sql!(
-    r#"
-CREATE FUNCTION le_assert_leader(key text, id text, term bigint DEFAULT NULL)
-RETURNS bigint
-VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-LANGUAGE c AS 'MODULE_PATHNAME', 'le_assert_leader_c';
-"#,
+// le_assert_leader is a plain V1 C function (le_assert_leader_c below):
+// the file says why.
+extension_sql_file!(
+    "ddl/le_assert_leader.sql",
     name = "le_assert_leader",
-    requires = ["schema"],
+    requires = ["schema"]
 );
 
-// Every statement the functions run is a key lookup, best done through the
-// primary key whatever the table's statistics say. Plans are cached per
-// backend: one made while the table had a few rows would otherwise stay a
-// sequential scan as the table grows (quadratic when one transaction
-// acquires many keys). The setting applies only inside each call.
-extension_sql!(
-    r#"
-ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb) SET enable_seqscan = off;
-ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb) SET enable_seqscan = off;
-ALTER FUNCTION le_renew(text, text, interval) SET enable_seqscan = off;
-ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
-ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;
-ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
-ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
-ALTER FUNCTION le_force_release(text) SET enable_seqscan = off;
-"#,
+// Index plans inside every function whatever the statistics (the file says why).
+extension_sql_file!(
+    "ddl/index_plans.sql",
     name = "index_plans",
     requires = [
         le_try_acquire_with,
@@ -274,7 +251,7 @@ ALTER FUNCTION le_force_release(text) SET enable_seqscan = off;
         le_force_release,
         le_leader,
         le_lease
-    ],
+    ]
 );
 
 /// SQLSTATE of le_assert_leader's refusal: `LE001` (class LE, leaderlock).

@@ -13,7 +13,8 @@
 //!
 //! Only present when the library is preloaded.
 
-use crate::lease;
+use crate::clock;
+use crate::preload;
 use crate::settings;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
@@ -23,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, 
 
 /// Most databases that can have a slot at once: the ceiling of
 /// `leaderlock.max_databases`, which sets how many do.
-pub const SLOTS: usize = 4096;
+pub const SLOTS: usize = settings::MAX_DATABASES_LIMIT as usize;
 
 /// "Wake me for any expiry": the worker is checking right now.
 pub const CHECKING: i64 = i64::MAX;
@@ -85,9 +86,6 @@ struct Table {
 static TABLE: PgAtomic<AssertPGRXSharedMemory<Table>> =
     unsafe { PgAtomic::new(c"leaderlock databases") };
 
-/// Set in the postmaster when preloading; inherited by every backend.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
 thread_local! {
     /// This backend's slot (a backend never changes database).
     static MINE: Cell<Option<usize>> = const { Cell::new(None) };
@@ -116,11 +114,10 @@ pub fn init() {
             })
         }
     );
-    ENABLED.store(true, Ordering::SeqCst);
 }
 
 pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    preload::preloaded()
 }
 
 fn table() -> &'static Table {
@@ -163,7 +160,7 @@ fn claim_index(database: u32) -> Option<usize> {
         .iter()
         .position(|s| s.database.load(Ordering::SeqCst) == 0)?;
     let free = &table().slots[i];
-    free.since.store(lease::now(), Ordering::SeqCst);
+    free.since.store(clock::now(), Ordering::SeqCst);
     free.database.store(database, Ordering::SeqCst);
     Some(i)
 }
@@ -252,14 +249,14 @@ impl Slot {
     /// Keeps workers out of this database for `ms` from now.
     pub fn pause_for(&self, ms: i64) {
         self.paused_until
-            .store(lease::now() + ms * 1000, Ordering::SeqCst);
+            .store(clock::now() + ms * 1000, Ordering::SeqCst);
     }
 
     /// A command that needs the database to itself starts: workers stay
     /// out until it ends (`command_ended`), or for `max_ms` at most.
     pub fn command_started(&self, max_ms: i64) {
         self.commands_until
-            .store(lease::now() + max_ms * 1000, Ordering::SeqCst);
+            .store(clock::now() + max_ms * 1000, Ordering::SeqCst);
         self.commands.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -272,7 +269,7 @@ impl Slot {
     }
 
     pub fn paused(&self) -> bool {
-        let now = lease::now();
+        let now = clock::now();
         self.paused_until.load(Ordering::SeqCst) > now
             || (self.commands.load(Ordering::SeqCst) > 0
                 && self.commands_until.load(Ordering::SeqCst) > now)

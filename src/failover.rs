@@ -27,8 +27,8 @@
 //! term is never lost and issued again.
 
 use crate::call;
+use crate::clock;
 use crate::databases;
-use crate::lease;
 use crate::plans;
 use crate::queries;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -149,7 +149,7 @@ pub fn ready_for_new_tenures() -> bool {
     if already_safe() {
         return true;
     }
-    let now = lease::now();
+    let now = clock::now();
     if now - ASKED_AT.get() < ASK_EVERY_US {
         return false;
     }
@@ -187,22 +187,22 @@ fn ask_for_step() -> bool {
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn leaderlock_failover_main(arg: pg_sys::Datum) {
-    crate::worker::standard_signal_handlers();
+    crate::bgworker::standard_signal_handlers();
     let oid = pg_sys::Oid::from(arg.value() as u32);
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
     for _ in 0..500 {
         let done = BackgroundWorker::transaction(|| {
-            let Some(schema) = crate::worker::extension_schema() else {
+            let Some(schema) = crate::bgworker::extension_schema() else {
                 return true; // not installed (any more): nothing to do
             };
             let _call = call::enter_worker(schema);
-            crate::worker::pin_settings();
+            crate::bgworker::pin_settings();
             make_leases_outlast_failover()
         });
         if done {
             return;
         }
-        crate::worker::wait(10); // another transaction takes it: see it end
+        crate::bgworker::wait(10); // another transaction takes it: see it end
     }
 }
 
@@ -222,13 +222,13 @@ pub fn make_leases_outlast_failover() -> bool {
         return false; // locked: another transaction is extending them
     };
     if previous < i64::from(timeline) {
-        let now = lease::now();
-        let extended = plans::run(queries::OUTLAST_FAILOVER, &[lease::ts(now).into()], |t| {
+        let now = clock::now();
+        let extended = plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(now).into()], |t| {
             t.len()
         });
         plans::run(
             queries::MARK_SAFE_TIMELINE,
-            &[i64::from(timeline).into(), lease::ts(now).into()],
+            &[i64::from(timeline).into(), clock::ts(now).into()],
             |_| (),
         );
         commit_durably();

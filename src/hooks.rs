@@ -14,9 +14,9 @@
 //!   the command (superuser, or the database owner's privileges): a role
 //!   that could not must not be able to send a worker away.
 
+use crate::bgworker;
+use crate::clock;
 use crate::databases;
-use crate::lease;
-use crate::worker;
 use pgrx::prelude::*;
 use pgrx::PgList;
 use std::cell::Cell;
@@ -199,11 +199,11 @@ unsafe fn option(options: *mut pg_sys::List, name: &CStr) -> Option<*mut pg_sys:
 /// until it has.
 unsafe fn make_worker_leave(slot: &databases::Slot) {
     slot.command_started(PAUSE_S * 1000);
-    let deadline = lease::now() + LEAVE_TIMEOUT_MS * 1000;
-    while slot.worker_procno.load(Ordering::SeqCst) >= 0 && lease::now() < deadline {
+    let deadline = clock::now() + LEAVE_TIMEOUT_MS * 1000;
+    while slot.worker_procno.load(Ordering::SeqCst) >= 0 && clock::now() < deadline {
         slot.wake_worker();
         // (nothing signals the worker's exit to us: look every 10 ms)
-        worker::wait(10);
+        bgworker::wait(10);
     }
 }
 

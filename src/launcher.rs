@@ -13,8 +13,9 @@
 //! after PostgreSQL's autovacuum launcher (`get_database_list`) and
 //! TimescaleDB's launcher.
 
+use crate::bgworker;
+use crate::clock;
 use crate::databases::{self, Slot};
-use crate::lease;
 use crate::sessions;
 use crate::settings;
 use crate::worker;
@@ -87,7 +88,7 @@ pub fn register() {
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
-    worker::standard_signal_handlers();
+    bgworker::standard_signal_handlers();
     // No database: pg_database is a shared catalog, readable from here.
     BackgroundWorker::connect_worker_to_spi(None, None);
     databases::register_launcher();
@@ -95,9 +96,9 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
 
     let mut known: HashMap<u32, Database> = HashMap::new();
     loop {
-        worker::reload_config();
+        bgworker::reload_config();
         let sleep_ms = launch(&mut known);
-        worker::wait(sleep_ms);
+        bgworker::wait(sleep_ms);
     }
 }
 
@@ -122,7 +123,7 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
         present.contains(oid) || db.handle.as_ref().is_some_and(|h| running(h.raw))
     });
 
-    let now = lease::now();
+    let now = clock::now();
     let mut sleep_ms = RESCAN_MS;
     for listed in listed {
         if !listed.eligible {

@@ -9,34 +9,22 @@
 //! `TimestampTz` microseconds.
 
 use crate::call;
+use crate::clock::{micros, now, ts};
 use crate::databases::{self, Counter};
 use crate::failover;
 use crate::input::Ttl;
-use crate::notify::{Event, ExpiryReason};
+use crate::notify::Event;
 use crate::plans;
 use crate::queries;
-use crate::sessions::{self, Session};
+use crate::schema_version;
+use crate::sessions;
 use crate::settings;
 use crate::value::JsonbText;
 use crate::waiters;
-use crate::wakeup;
+use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
-
-/// The server clock, as `clock_timestamp()` reads it.
-pub fn now() -> i64 {
-    unsafe { pg_sys::GetCurrentTimestamp() }
-}
-
-pub fn ts(micros: i64) -> TimestampWithTimeZone {
-    TimestampWithTimeZone::try_from(micros)
-        .unwrap_or_else(|_| error!("leaderlock: timestamp out of range"))
-}
-
-fn micros(t: Option<TimestampWithTimeZone>) -> Option<i64> {
-    t.map(i64::from)
-}
+use pgrx::spi::SpiTupleTable;
 
 /// One lease row: holder, term, expires_at, and whether the caller may
 /// act as its owner (contract 13).
@@ -104,40 +92,7 @@ enum Attempt {
 /// the rest of the rival's transaction, or of a waiting le_acquire. Rolling
 /// the subtransaction back releases that lock.
 fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
-    in_subtransaction(lock, Option::is_some)
-}
-
-/// Runs `f` in a subtransaction, kept (released into the parent) when
-/// `keep` says so of its result, rolled back otherwise: what it wrote is
-/// undone, and the locks it took (rows, and the table's own) are released.
-fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool) -> T {
-    let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
-    let back_to_parent = move || unsafe {
-        pg_sys::MemoryContextSwitchTo(cxt);
-        pg_sys::CurrentResourceOwner = owner;
-    };
-    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
-    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
-        let result = f();
-        unsafe {
-            if keep(&result) {
-                pg_sys::ReleaseCurrentSubTransaction();
-            } else {
-                pg_sys::RollbackAndReleaseCurrentSubTransaction();
-            }
-        }
-        back_to_parent();
-        result
-    }))
-    .catch_others(|e| {
-        unsafe {
-            pg_sys::MemoryContextSwitchTo(cxt);
-            pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        }
-        back_to_parent();
-        e.rethrow()
-    })
-    .execute()
+    plans::in_subtransaction(lock, Option::is_some)
 }
 
 /// Contract 3.1.
@@ -181,7 +136,7 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
         // a waiter keeps no lock while it sleeps, not even on the table
         // (DDL on the extension would queue behind it, and every renewal
         // behind the DDL).
-        let outcome = in_subtransaction(
+        let outcome = plans::in_subtransaction(
             || attempt(key, id, ttl, claim, Some(deadline)),
             |a| *a == Attempt::Acquired,
         );
@@ -223,7 +178,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
     let seen = plans::run(
-        schema::read_lease(),
+        schema_version::read_lease(),
         &[key.into(), caller().into()],
         first_lease,
     );
@@ -250,7 +205,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     // Lock it only if we may take or extend it; SKIP LOCKED: never wait.
     let locked = kept_if_locked(|| {
         plans::run(
-            schema::lock_acquirable(),
+            schema_version::lock_acquirable(),
             &[key.into(), id.into(), caller().into()],
             first_lease,
         )
@@ -276,7 +231,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     }
     let expires_at = now + ttl.0;
     let term = plans::run(
-        schema::start_term(),
+        schema_version::start_term(),
         &tenure_args(key, id, now, expires_at, ttl, claim),
         |t| {
             t.first()
@@ -341,7 +296,7 @@ fn new_tenure(
     previous_holder: Option<&str>,
     claim: Claim<'_>,
 ) {
-    wakeup::expiry_written(expires_at);
+    worker_wakeup::expiry_written(expires_at);
     if previous_holder.is_some() {
         // A lapsed lease taken over before the worker vacated it.
         databases::count(Counter::Expired);
@@ -383,13 +338,13 @@ fn insert_first_term(
     let now = now();
     let expires_at = now + ttl.0;
     let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
-    let inserted = in_subtransaction(
+    let inserted = plans::in_subtransaction(
         || {
             PgTryBuilder::new(|| {
                 let _lock_timeout =
                     timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
                 plans::run(
-                    schema::insert_first_term(),
+                    schema_version::insert_first_term(),
                     &tenure_args(key, id, now, expires_at, ttl, claim),
                     |t| {
                         t.into_iter()
@@ -437,14 +392,14 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
         None => DatumWithOid::null::<Interval>(),
     };
     let args = [key.into(), id.into(), ts(now).into(), ttl, caller().into()];
-    let extended = plans::run(schema::renew(), &args, |t| {
+    let extended = plans::run(schema_version::renew(), &args, |t| {
         let row = t.into_iter().next()?;
         let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
         let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
         Some((expires_at, term))
     });
     let (expires_at, term) = extended?;
-    wakeup::expiry_written(expires_at);
+    worker_wakeup::expiry_written(expires_at);
     failover::commit_durably();
     Some(term)
 }
@@ -460,7 +415,7 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
 fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
     let (term, expires_at) = kept_if_locked(|| {
         let args = [key.into(), id.into(), caller().into()];
-        plans::run(schema::lock_own(), &args, |t| {
+        plans::run(schema_version::lock_own(), &args, |t| {
             let row = t.into_iter().next()?;
             Some((
                 row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
@@ -483,7 +438,11 @@ pub fn release(key: &str, id: &str) -> bool {
 
 /// Vacates a locked, live lease and announces it.
 fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
-    plans::run(schema::vacate(), &[key.into(), ts(now).into()], |_| ());
+    plans::run(
+        schema_version::vacate(),
+        &[key.into(), ts(now).into()],
+        |_| (),
+    );
     databases::count(Counter::Released);
     waiters::wake_at_commit(key);
     failover::commit_durably();
@@ -573,13 +532,13 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
     // Without a lock first: only the holder itself ever locks its row (a
     // rival's lock would make the holder's renewals fail meanwhile).
     let args = [key.into(), caller().into()];
-    let seen = plans::run(schema::read_lease(), &args, first_lease);
+    let seen = plans::run(schema_version::read_lease(), &args, first_lease);
     let read_at = now();
     let lease = match seen {
         Some(l)
             if l.is_live(read_at) && l.is_own(id) && expected_term.is_none_or(|t| t == l.term) =>
         {
-            plans::run(schema::share_lock_lease(), &args, first_lease)
+            plans::run(schema_version::share_lock_lease(), &args, first_lease)
         }
         other => other,
     };
@@ -599,140 +558,6 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
         }
         other => Err(refuse(other.as_ref())),
     }
-}
-
-/// A lease the worker turns vacant.
-struct Expired {
-    key: String,
-    holder: String,
-    term: i64,
-    expires_at: i64,
-}
-
-fn locked_expired(t: SpiTupleTable<'_>) -> Vec<Expired> {
-    t.into_iter().map(|row| expired_of(&row)).collect()
-}
-
-/// A locked held lease from the first four columns: key, holder, term,
-/// expires_at.
-fn expired_of(row: &SpiHeapTupleData<'_>) -> Expired {
-    Expired {
-        key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
-        holder: row
-            .get::<String>(2)
-            .expect("holder")
-            .expect("only held rows are locked"),
-        term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-        expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
-            .expect("held rows have one"),
-    }
-}
-
-/// Worker: vacates the leases just locked and queues one `expired`
-/// notification each, in the current transaction. Returns how many.
-fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
-    if expired.is_empty() {
-        return 0;
-    }
-    let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
-    plans::run(
-        schema::vacate_keys(),
-        &[keys.into(), ts(now).into()],
-        |_| (),
-    );
-    failover::commit_durably();
-    for e in expired {
-        databases::count(Counter::Expired);
-        waiters::wake_at_commit(&e.key);
-        Event::Expired {
-            key: &e.key,
-            holder: &e.holder,
-            term: e.term,
-            at: now,
-            expires_at: e.expires_at,
-            reason,
-        }
-        .send();
-    }
-    expired.len()
-}
-
-/// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
-/// rows, and queue one `expired` notification each (contract 5). Returns
-/// how many.
-pub fn expire_lapsed(now: i64, batch: i64) -> usize {
-    let expired = plans::run(
-        queries::LOCK_LAPSED,
-        &[ts(now).into(), batch.into()],
-        locked_expired,
-    );
-    vacate_locked(&expired, now, ExpiryReason::Ttl)
-}
-
-/// Worker (contract 10): vacate the held leases bound to `session`, which
-/// ended. Returns false when some were locked by another transaction and
-/// must be tried again.
-pub fn end_session(session: &Session) -> bool {
-    if !schema::has_0_3() {
-        return true;
-    }
-    let args = [session.pid.into(), ts(session.started).into()];
-    let expired = plans::run(queries::LOCK_SESSION_LEASES, &args, locked_expired);
-    vacate_locked(&expired, now(), ExpiryReason::SessionEnded);
-    let left = plans::run(queries::SESSION_LEASES_LEFT, &args, |t| {
-        t.first().get_one::<i64>().expect("count").unwrap_or(0)
-    });
-    left == 0
-}
-
-/// Worker: vacate up to `batch` held leases bound to sessions that no
-/// longer exist (ended without a word: the server crashed, or the queue of
-/// ended sessions overflowed). Returns how many it locked and how many of
-/// those it vacated (the others' sessions turned out to be alive).
-pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
-    if !schema::has_0_3() {
-        return (0, 0);
-    }
-    let mut sessions: Vec<(i32, TimestampWithTimeZone)> = Vec::new();
-    let candidates = plans::run(queries::LOCK_ORPHANED, &[batch.into()], |t| {
-        t.into_iter()
-            .map(|row| {
-                sessions.push((
-                    row.get::<i32>(5).expect("pid").expect("session-bound"),
-                    row.get::<TimestampWithTimeZone>(6)
-                        .expect("start")
-                        .expect("session-bound"),
-                ));
-                expired_of(&row)
-            })
-            .collect::<Vec<_>>()
-    });
-    if candidates.is_empty() {
-        return (0, 0);
-    }
-    // Locked now: decide on a fresh list of backends.
-    plans::run(queries::FRESH_ACTIVITY, &[], |_| ());
-    let keys: Vec<String> = candidates.iter().map(|e| e.key.clone()).collect();
-    let pids: Vec<i32> = sessions.iter().map(|s| s.0).collect();
-    let starts: Vec<TimestampWithTimeZone> = sessions.iter().map(|s| s.1).collect();
-    let gone: std::collections::HashSet<String> = plans::run(
-        queries::STILL_ORPHANED,
-        &[keys.into(), pids.into(), starts.into()],
-        |t| {
-            t.into_iter()
-                .map(|row| row.get::<String>(1).expect("key").expect("key"))
-                .collect()
-        },
-    );
-    let orphaned: Vec<Expired> = candidates
-        .into_iter()
-        .filter(|e| gone.contains(&e.key))
-        .collect();
-    let locked = sessions.len();
-    (
-        locked,
-        vacate_locked(&orphaned, now(), ExpiryReason::SessionEnded),
-    )
 }
 
 /// Contract 11: sets the value of the lease `id` holds live.
@@ -791,121 +616,4 @@ pub fn lease_now(key: &str) -> LeaseNow {
                 .map(|v| v.0),
         }
     })
-}
-
-/// Worker: when to check next, as of `now` (see `queries::NEXT_CHECK`).
-pub fn next_check(now: i64) -> Option<i64> {
-    plans::run(queries::NEXT_CHECK, &[ts(now).into()], |t| {
-        micros(
-            t.first()
-                .get_one::<TimestampWithTimeZone>()
-                .expect("next check"),
-        )
-    })
-}
-
-/// Which statements fit the installed schema: a newer library serves an
-/// older schema until ALTER EXTENSION leaderlock UPDATE (contract 15).
-mod schema {
-    use crate::call;
-    use crate::queries;
-    use pgrx::pg_sys;
-
-    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-    enum Level {
-        /// 0.1.0 and 0.2.0.
-        V0_2,
-        /// value and session binding.
-        V0_3,
-        /// owner and per-key counters.
-        V0_4,
-    }
-
-    /// Which columns the table has. Catalog cache lookups, no query: cheap
-    /// enough to ask on every call, so a session follows an ALTER EXTENSION
-    /// ... UPDATE (or a DROP and CREATE of another version) at once.
-    fn level() -> Level {
-        unsafe {
-            // In the extension's schema, as the statements name it.
-            let table = pg_sys::get_relname_relid(c"leaderlock".as_ptr(), call::current().schema);
-            let has = |column: &std::ffi::CStr| {
-                table != pg_sys::InvalidOid
-                    && pg_sys::get_attnum(table, column.as_ptr())
-                        != pg_sys::InvalidAttrNumber as pg_sys::AttrNumber
-            };
-            if has(c"owner") {
-                Level::V0_4
-            } else if has(c"session_pid") {
-                Level::V0_3
-            } else {
-                Level::V0_2
-            }
-        }
-    }
-
-    /// Whether session-bound leases exist in this schema.
-    pub fn has_0_3() -> bool {
-        level() >= Level::V0_3
-    }
-
-    fn pick(v0_4: &'static str, v0_3: &'static str, v0_2: &'static str) -> &'static str {
-        match level() {
-            Level::V0_4 => v0_4,
-            Level::V0_3 => v0_3,
-            Level::V0_2 => v0_2,
-        }
-    }
-
-    pub fn read_lease() -> &'static str {
-        let old = queries::READ_LEASE_0_3;
-        pick(queries::READ_LEASE, old, old)
-    }
-
-    pub fn lock_acquirable() -> &'static str {
-        let old = queries::LOCK_ACQUIRABLE_0_3;
-        pick(queries::LOCK_ACQUIRABLE, old, old)
-    }
-
-    pub fn lock_own() -> &'static str {
-        let old = queries::LOCK_OWN_0_3;
-        pick(queries::LOCK_OWN, old, old)
-    }
-
-    pub fn renew() -> &'static str {
-        let old = queries::RENEW_0_3;
-        pick(queries::RENEW, old, old)
-    }
-
-    pub fn share_lock_lease() -> &'static str {
-        let old = queries::SHARE_LOCK_LEASE_0_3;
-        pick(queries::SHARE_LOCK_LEASE, old, old)
-    }
-
-    pub fn insert_first_term() -> &'static str {
-        pick(
-            queries::INSERT_FIRST_TERM,
-            queries::INSERT_FIRST_TERM_0_3,
-            queries::INSERT_FIRST_TERM_0_2,
-        )
-    }
-
-    pub fn start_term() -> &'static str {
-        pick(
-            queries::START_TERM,
-            queries::START_TERM_0_3,
-            queries::START_TERM_0_2,
-        )
-    }
-
-    pub fn vacate() -> &'static str {
-        pick(queries::VACATE, queries::VACATE_0_3, queries::VACATE_0_2)
-    }
-
-    pub fn vacate_keys() -> &'static str {
-        pick(
-            queries::VACATE_KEYS,
-            queries::VACATE_KEYS_0_3,
-            queries::VACATE_KEYS_0_2,
-        )
-    }
 }

@@ -1,23 +1,35 @@
 //! leaderlock: leader election inside PostgreSQL.
 //!
-//! Modules: `api` (SQL-callable functions), `call` (the acting role and the
-//! extension's schema during a call), `guard` (what statements may touch),
-//! `lease` (state transitions),
-//! `failover` (terms and durability across crashes and failover),
-//! `launcher` (starts a worker per database), `worker` (the background
-//! worker of one database), `databases` (shared memory per database),
-//! `hooks` (utility commands that concern the workers), `notify` (LISTEN/NOTIFY payloads),
-//! `settings` (GUCs), `input` (argument validation), `value` (the leader
-//! value's jsonb), `queries` (all SQL text), `plans` (SPI plan cache),
-//! `wakeup` (shared memory to wake the worker early), `waiters` (where
-//! le_acquire waits), `sessions` (ends of sessions holding session-bound
-//! leases).
+//! Modules, from the bottom up (each uses only modules above it in this
+//! list; scripts/check_imports.py keeps it so):
+//! - `clock` (the server clock), `settings` (GUCs), `preload` (the one
+//!   switch: preloaded or not), `notify` (LISTEN/NOTIFY payloads), `value`
+//!   (the leader value's jsonb), `queries` (all SQL text the extension
+//!   runs), `guard` (what a statement may touch);
+//! - `call` (the acting role and the extension's schema during a call),
+//!   `plans` (runs statements: SPI plan cache, subtransactions),
+//!   `schema_version` (which statements fit the installed schema),
+//!   `bgworker` (what every background process shares);
+//! - `databases` (shared memory per database), `waiters` (where le_acquire
+//!   waits), `worker_wakeup` (waking the worker early), `sessions` (ends of
+//!   sessions holding session-bound leases), `input` (argument checks);
+//! - `failover` (terms and durability across crashes and failover),
+//!   `lease` (the holder's state transitions), `expiry` (the worker's
+//!   steps);
+//! - `worker` (the background worker of one database), `launcher` (a
+//!   worker per database), `hooks` (utility commands that concern the
+//!   workers), `api` (the SQL-callable functions).
+//!
+//! DDL lives in `src/ddl/*.sql`.
 
 use pgrx::prelude::*;
 
 mod api;
+mod bgworker;
 mod call;
+mod clock;
 mod databases;
+mod expiry;
 mod failover;
 mod guard;
 mod hooks;
@@ -26,20 +38,22 @@ mod launcher;
 mod lease;
 mod notify;
 mod plans;
+mod preload;
 mod queries;
+mod schema_version;
 mod sessions;
 mod settings;
 mod value;
 mod waiters;
-mod wakeup;
 mod worker;
+mod worker_wakeup;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
 
 ::pgrx::pg_module_magic!(name, version);
 
-extension_sql_file!("schema.sql", name = "schema", bootstrap);
+extension_sql_file!("ddl/schema.sql", name = "schema", bootstrap);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
@@ -54,8 +68,9 @@ pub extern "C-unwind" fn _PG_init() {
     // The worker and the shared memory that wakes it exist only when
     // preloaded; otherwise expiry is lazy (contract 1).
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        preload::mark();
         databases::init();
-        wakeup::init();
+        worker_wakeup::init();
         waiters::init();
         sessions::init();
         hooks::init();

@@ -75,3 +75,36 @@ fn execute<'conn>(
         .select(&*plan, None, args)
         .unwrap_or_else(|e| panic!("leaderlock: statement failed: {e}"))
 }
+
+/// Runs `f` in a subtransaction, kept (released into the parent) when
+/// `keep` says so of its result, rolled back otherwise: what it wrote is
+/// undone, and the locks it took (rows, and the table's own) are released.
+pub fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool) -> T {
+    let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    let back_to_parent = move || unsafe {
+        pg_sys::MemoryContextSwitchTo(cxt);
+        pg_sys::CurrentResourceOwner = owner;
+    };
+    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        let result = f();
+        unsafe {
+            if keep(&result) {
+                pg_sys::ReleaseCurrentSubTransaction();
+            } else {
+                pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            }
+        }
+        back_to_parent();
+        result
+    }))
+    .catch_others(|e| {
+        unsafe {
+            pg_sys::MemoryContextSwitchTo(cxt);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        back_to_parent();
+        e.rethrow()
+    })
+    .execute()
+}

@@ -15,13 +15,14 @@
 //! `SWEEP_INTERVAL_MS` as a safety net.
 
 use crate::databases;
-use crate::wakeup;
+use crate::preload;
+use crate::worker_wakeup;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::spinlock::PgSpinLock;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Sessions that can end between two looks of the worker before it falls
 /// back to a sweep.
@@ -50,9 +51,6 @@ struct Queue {
 static ENDED: PgAtomic<PgSpinLock<AssertPGRXSharedMemory<Queue>>> =
     unsafe { PgAtomic::new(c"leaderlock ended sessions") };
 
-/// Set in the postmaster when preloading; inherited by every backend.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
 thread_local! {
     static EXIT_CALLBACK: Cell<bool> = const { Cell::new(false) };
 }
@@ -68,13 +66,12 @@ pub fn init() {
             })
         })
     );
-    ENABLED.store(true, Ordering::SeqCst);
 }
 
 /// Whether session-bound leases can be announced here: the library is
 /// preloaded and its worker serves this database.
 pub fn available() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    preload::preloaded()
 }
 
 /// This session, for a lease bound to it. The first call registers the
@@ -115,7 +112,7 @@ unsafe extern "C-unwind" fn session_ended(_code: i32, _arg: pg_sys::Datum) {
             queue.overflows += 1;
         }
     }
-    wakeup::wake_worker();
+    worker_wakeup::wake_worker();
 }
 
 /// Worker: the sessions of `database` that ended since the last call, and

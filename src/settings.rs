@@ -20,6 +20,9 @@ pub static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 /// commit that sets an earlier one; this bounds the sleep regardless.
 pub static NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 
+/// The largest `leaderlock.max_databases`: the slots shared memory has.
+pub const MAX_DATABASES_LIMIT: i32 = 4096;
+
 /// Databases with the extension that can be served at once (shared memory
 /// slots, set at server start). Default 512.
 pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(512);
@@ -39,7 +42,7 @@ pub fn init() {
               and its worker says so in the log. Takes effect at server start.",
             &MAX_DATABASES,
             1,
-            crate::databases::SLOTS as i32,
+            MAX_DATABASES_LIMIT,
             GucContext::Postmaster,
             GucFlags::default(),
         );

@@ -47,7 +47,7 @@ mod tests {
     /// Runs `f` as a worker's check would, in the extension's schema: for
     /// tests that call the library's Rust functions directly.
     fn in_call<T>(f: impl FnOnce() -> T) -> T {
-        let schema = crate::worker::extension_schema().expect("the extension is installed");
+        let schema = crate::bgworker::extension_schema().expect("the extension is installed");
         let _call = crate::call::enter_worker(schema);
         f()
     }

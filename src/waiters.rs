@@ -12,11 +12,12 @@
 //! Only active when the library is preloaded; otherwise le_acquire looks
 //! again every `UNPRELOADED_RECHECK_MS`.
 
+use crate::preload;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Buckets of keys. Waiters of keys that share a bucket wake together and
 /// go back to sleep after one look at their own key.
@@ -40,9 +41,6 @@ struct Buckets {
 static BUCKETS_SHMEM: PgAtomic<AssertPGRXSharedMemory<Buckets>> =
     unsafe { PgAtomic::new(c"leaderlock waiters") };
 
-/// Set in the postmaster when preloading; inherited by every backend.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
 thread_local! {
     /// Buckets to broadcast when the current transaction commits.
     static AT_COMMIT: Cell<u64> = const { Cell::new(0) };
@@ -65,7 +63,6 @@ pub fn init() {
             })
         }
     );
-    ENABLED.store(true, Ordering::SeqCst);
 }
 
 fn bucket(key: &str) -> usize {
@@ -90,19 +87,19 @@ fn cv(bucket: usize) -> *mut pg_sys::ConditionVariable {
 
 /// The lease of `key` becomes vacant if this transaction commits.
 pub fn wake_at_commit(key: &str) {
-    if ENABLED.load(Ordering::Relaxed) {
+    if preload::preloaded() {
         AT_COMMIT.set(AT_COMMIT.get() | 1 << bucket(key));
     }
 }
 
 /// The lease of `key` becomes vacant again if this transaction rolls back.
 pub fn wake_at_abort(key: &str) {
-    if ENABLED.load(Ordering::Relaxed) {
+    if preload::preloaded() {
         AT_ABORT.set(AT_ABORT.get() | 1 << bucket(key));
     }
 }
 
-/// From the transaction callback (`wakeup.rs`): the transaction ended.
+/// From the transaction callback (`worker_worker_wakeup.rs`): the transaction ended.
 pub fn transaction_ended(committed: bool) {
     let commit = AT_COMMIT.replace(0);
     let abort = AT_ABORT.replace(0);
@@ -138,7 +135,7 @@ pub fn transaction_prepared() {
 /// before it looks at the lease and compares after registering, so a
 /// release that commits in between is never missed.
 pub fn broadcasts(key: &str) -> u64 {
-    if ENABLED.load(Ordering::Relaxed) {
+    if preload::preloaded() {
         BUCKETS_SHMEM.get().woken[bucket(key)].load(Ordering::SeqCst)
     } else {
         0
@@ -147,7 +144,7 @@ pub fn broadcasts(key: &str) -> u64 {
 
 /// Registers this backend as a waiter for `key`, before it sleeps.
 pub fn prepare(key: &str) {
-    if ENABLED.load(Ordering::Relaxed) {
+    if preload::preloaded() {
         unsafe { pg_sys::ConditionVariablePrepareToSleep(cv(bucket(key))) };
     }
 }
@@ -167,7 +164,7 @@ pub fn prepare(key: &str) {
 pub fn sleep(key: &str, until_ms: i64) {
     let ms = until_ms.max(0);
     unsafe {
-        if ENABLED.load(Ordering::Relaxed) {
+        if preload::preloaded() {
             let b = bucket(key);
             let started = std::time::Instant::now();
             let timed_out =
@@ -210,7 +207,7 @@ fn claim(b: usize) -> bool {
 
 /// Stops waiting (PostgreSQL also does this when the transaction aborts).
 pub fn done() {
-    if ENABLED.load(Ordering::Relaxed) {
+    if preload::preloaded() {
         // Returns whether we were woken on 16 and later; nothing to pass on
         // after a broadcast.
         #[allow(clippy::let_unit_value)]

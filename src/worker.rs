@@ -5,23 +5,22 @@
 //!
 //! It sleeps until the next check is due (index probes find it: see
 //! `queries::NEXT_CHECK`), capped by `leaderlock.naptime`, and is woken
-//! early by a commit that sets an earlier expiry (`wakeup.rs`). An idle
+//! early by a commit that sets an earlier expiry (`worker_worker_wakeup.rs`). An idle
 //! check is that one query. Laid out after
 //! pg_cron's and worker_spi's main loops: standard `die`/reload signal
 //! handlers, latch waits that exit with the postmaster.
 
+use crate::bgworker;
 use crate::call;
+use crate::clock;
 use crate::databases::{self, Slot};
+use crate::expiry;
 use crate::failover;
-use crate::lease;
-use crate::plans;
-use crate::queries;
 use crate::sessions::{self, Session};
 use crate::settings;
-use crate::wakeup;
+use crate::worker_wakeup;
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
-use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
 /// The worker's name, and its `backend_type` in pg_stat_activity.
@@ -34,12 +33,6 @@ const BATCH: i64 = 1_000;
 /// First retry delay when lapsed leases had to be skipped because another
 /// transaction holds them locked; doubles up to the naptime.
 const LOCKED_RETRY_MS: i64 = 10;
-
-unsafe extern "C-unwind" {
-    // PostgreSQL's own handlers; pg_sys only exposes guarded wrappers.
-    fn die(signal: c_int);
-    fn SignalHandlerForConfigReload(signal: c_int);
-}
 
 /// What the worker knows between checks.
 #[derive(Default)]
@@ -65,7 +58,7 @@ struct State {
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
-    standard_signal_handlers();
+    bgworker::standard_signal_handlers();
     let oid = pg_sys::Oid::from(arg.value() as u32);
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
     // A catalog lookup: inside a transaction.
@@ -92,21 +85,21 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
         );
         return;
     };
-    if slot.paused() || !wakeup::register_worker(slot) {
+    if slot.paused() || !worker_wakeup::register_worker(slot) {
         return; // a command needs the database, or another worker serves it
     }
     slot.absent.store(false, Ordering::SeqCst);
 
     loop {
-        reload_config();
+        bgworker::reload_config();
         if let Some(why) = must_stop(slot, &database) {
             log!("leaderlock worker for database \"{database}\": {why}; exiting");
             slot.stepped_aside.store(true, Ordering::SeqCst);
             return;
         }
-        wakeup::check_started();
+        worker_wakeup::check_started();
         match check(&mut state, &database) {
-            Some(sleep_ms) => wait(sleep_ms),
+            Some(sleep_ms) => bgworker::wait(sleep_ms),
             None => {
                 // Not installed: the launcher starts a worker again when a
                 // CREATE EXTENSION commits here.
@@ -128,58 +121,6 @@ fn must_stop(slot: &Slot, database: &str) -> Option<&'static str> {
     }
 }
 
-/// SIGHUP reloads the settings; SIGTERM exits with status 1 (PostgreSQL's
-/// `die`), so that the launcher (or, for the launcher, the postmaster)
-/// starts it again after pg_terminate_backend; at shutdown nothing is
-/// restarted.
-pub fn standard_signal_handlers() {
-    unsafe {
-        set_signal_handler(pg_sys::SIGHUP, Some(SignalHandlerForConfigReload));
-        set_signal_handler(pg_sys::SIGTERM, Some(die));
-        pg_sys::BackgroundWorkerUnblockSignals();
-    }
-}
-
-/// Installs a signal handler in this process.
-///
-/// # Safety
-/// `handler` must be async-signal-safe (PostgreSQL's own handlers are).
-unsafe fn set_signal_handler(signal: u32, handler: pg_sys::pqsigfunc) {
-    // PostgreSQL 18 renamed the backend's pqsignal() to pqsignal_be()
-    // (`pqsignal` became a macro choosing the frontend or backend one), so
-    // the binding has a different name there.
-    #[cfg(not(feature = "pg18"))]
-    unsafe {
-        pg_sys::pqsignal(signal as c_int, handler)
-    };
-    #[cfg(feature = "pg18")]
-    unsafe {
-        pg_sys::pqsignal_be(signal as c_int, handler)
-    };
-}
-
-pub fn reload_config() {
-    unsafe {
-        if pg_sys::ConfigReloadPending != 0 {
-            pg_sys::ConfigReloadPending = 0;
-            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-        }
-    }
-}
-
-pub fn wait(sleep_ms: i64) {
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as c_int,
-            sleep_ms.max(0) as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    pg_sys::check_for_interrupts!();
-}
-
 /// One check. Returns how long to sleep, in milliseconds; None when the
 /// extension is not installed here (any more).
 fn check(state: &mut State, database: &str) -> Option<i64> {
@@ -192,7 +133,7 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         let schema = extension_ready(state, database)?;
         let _call = call::enter_worker(schema);
         if state.pin_settings {
-            pin_settings();
+            bgworker::pin_settings();
             state.pin_settings = false;
         }
         if unsafe { pg_sys::RecoveryInProgress() } {
@@ -213,16 +154,16 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         if !failover::make_leases_outlast_failover() {
             return Some(LOCKED_RETRY_MS); // another transaction is taking the step
         }
-        let now = lease::now();
+        let now = clock::now();
         end_sessions(state, now);
-        let mut next = lease::next_check(now);
+        let mut next = expiry::next_check(now);
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {
-            expired_all = lease::expire_lapsed(now, BATCH);
+            expired_all = expiry::expire_lapsed(now, BATCH);
             if expired_all as i64 == BATCH {
                 return Some(0); // more are waiting: go again at once
             }
-            next = lease::next_check(now);
+            next = expiry::next_check(now);
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
         Some(if state.ended_sessions.is_empty() {
@@ -245,14 +186,14 @@ fn end_sessions(state: &mut State, now: i64) {
         // Again while a full batch was locked and some of it vacated (rows
         // of live sessions stay locked by us and come back; they stop it).
         loop {
-            let (locked, vacated) = lease::end_orphaned_sessions(BATCH);
+            let (locked, vacated) = expiry::end_orphaned_sessions(BATCH);
             if (locked as i64) < BATCH || vacated == 0 {
                 break;
             }
         }
         state.last_sweep = now;
     }
-    state.ended_sessions.retain(|s| !lease::end_session(s));
+    state.ended_sessions.retain(|s| !expiry::end_session(s));
     state.session_retry_ms = if state.ended_sessions.is_empty() {
         0
     } else {
@@ -272,7 +213,7 @@ fn backoff(current: i64, naptime: i64) -> i64 {
 
 /// Decides the sleep after a check, and tells backends when we will wake.
 fn sleep_after_check(state: &mut State, next: Option<i64>, expired: usize, naptime: i64) -> i64 {
-    let now = lease::now();
+    let now = clock::now();
     let sleep_ms = match next {
         None => naptime,
         Some(n) if n > now => {
@@ -292,37 +233,8 @@ fn sleep_after_check(state: &mut State, next: Option<i64>, expired: usize, napti
             }
         }
     };
-    wakeup::sleeping_until(now + sleep_ms * 1000);
+    worker_wakeup::sleeping_until(now + sleep_ms * 1000);
     sleep_ms
-}
-
-/// The schema of the extension in this database, or None when it is not
-/// installed (or the database is not UTF8, which it does not support).
-pub fn extension_schema() -> Option<pg_sys::Oid> {
-    let oid = unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
-    if oid == pg_sys::InvalidOid
-        || unsafe { pg_sys::GetDatabaseEncoding() } != pg_sys::pg_enc::PG_UTF8 as i32
-    {
-        return None;
-    }
-    // A fixed catalog query, run before any call context exists; `select`,
-    // which takes no transaction ID (a standby has none to give).
-    Spi::connect(|client| {
-        client
-            .select(queries::EXTENSION_NAMESPACE, None, &[oid.into()])
-            .ok()?
-            .first()
-            .get_one::<pg_sys::Oid>()
-            .ok()
-            .flatten()
-    })
-}
-
-/// The worker's session settings, as the functions pin them: statements
-/// resolve in pg_catalog only, and use index plans.
-pub fn pin_settings() {
-    plans::run(queries::PIN_SEARCH_PATH, &[], |_| ());
-    plans::run(queries::NO_SEQSCAN, &[], |_| ());
 }
 
 /// The extension's schema here, or None when it is not installed; logs
@@ -330,7 +242,7 @@ pub fn pin_settings() {
 /// dropped while we served it), and when it (re)appears.
 fn extension_ready(state: &mut State, database: &str) -> Option<pg_sys::Oid> {
     let oid = unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
-    let schema = extension_schema();
+    let schema = bgworker::extension_schema();
     let Some(schema) = schema else {
         if state.extension.is_some() {
             log!("leaderlock worker for database \"{database}\": extension dropped; exiting");

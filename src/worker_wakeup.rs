@@ -15,13 +15,11 @@
 //! and nothing here runs.
 
 use crate::databases::{self, Slot, CHECKING};
+use crate::preload;
 use crate::waiters;
 use pgrx::prelude::*;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set in the postmaster when preloading; inherited by every backend.
-static ENABLED: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::Ordering;
 
 thread_local! {
     /// Earliest expires_at written by the current transaction.
@@ -34,12 +32,11 @@ pub fn init() {
         pg_sys::RegisterXactCallback(Some(on_xact_event), std::ptr::null_mut());
         pg_sys::RegisterSubXactCallback(Some(on_subxact_event), std::ptr::null_mut());
     }
-    ENABLED.store(true, Ordering::SeqCst);
 }
 
 /// A lease now expires at `expires_at` if this transaction commits.
 pub fn expiry_written(expires_at: i64) {
-    if ENABLED.load(Ordering::Relaxed) {
+    if preload::preloaded() {
         EARLIEST.with(|e| e.set(Some(e.get().map_or(expires_at, |x| x.min(expires_at)))));
     }
 }

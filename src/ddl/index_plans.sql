@@ -1,0 +1,13 @@
+-- Every statement the functions run is a key lookup, best done through the
+-- primary key whatever the table's statistics say. Plans are cached per
+-- backend: one made while the table had a few rows would otherwise stay a
+-- sequential scan as the table grows (quadratic when one transaction
+-- acquires many keys). The setting applies only inside each call.
+ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb) SET enable_seqscan = off;
+ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb) SET enable_seqscan = off;
+ALTER FUNCTION le_renew(text, text, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;
+ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
+ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
+ALTER FUNCTION le_force_release(text) SET enable_seqscan = off;

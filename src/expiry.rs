@@ -1,0 +1,159 @@
+//! The worker's steps (contract 5 and 10): vacate lapsed leases and the
+//! leases of ended sessions, each with one `expired` notification, in the
+//! worker's transaction; and when to check next. `worker.rs` runs them.
+use crate::clock::{micros, now, ts};
+use crate::databases::{self, Counter};
+use crate::failover;
+use crate::notify::{Event, ExpiryReason};
+use crate::plans;
+use crate::queries;
+use crate::schema_version;
+use crate::sessions::Session;
+use crate::waiters;
+use pgrx::prelude::*;
+use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
+
+/// A lease the worker turns vacant.
+struct Expired {
+    key: String,
+    holder: String,
+    term: i64,
+    expires_at: i64,
+}
+
+fn locked_expired(t: SpiTupleTable<'_>) -> Vec<Expired> {
+    t.into_iter().map(|row| expired_of(&row)).collect()
+}
+
+/// A locked held lease from the first four columns: key, holder, term,
+/// expires_at.
+fn expired_of(row: &SpiHeapTupleData<'_>) -> Expired {
+    Expired {
+        key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+        holder: row
+            .get::<String>(2)
+            .expect("holder")
+            .expect("only held rows are locked"),
+        term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+        expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
+            .expect("held rows have one"),
+    }
+}
+
+/// Worker: vacates the leases just locked and queues one `expired`
+/// notification each, in the current transaction. Returns how many.
+fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
+    if expired.is_empty() {
+        return 0;
+    }
+    let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
+    plans::run(
+        schema_version::vacate_keys(),
+        &[keys.into(), ts(now).into()],
+        |_| (),
+    );
+    failover::commit_durably();
+    for e in expired {
+        databases::count(Counter::Expired);
+        waiters::wake_at_commit(&e.key);
+        Event::Expired {
+            key: &e.key,
+            holder: &e.holder,
+            term: e.term,
+            at: now,
+            expires_at: e.expires_at,
+            reason,
+        }
+        .send();
+    }
+    expired.len()
+}
+
+/// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
+/// rows, and queue one `expired` notification each (contract 5). Returns
+/// how many.
+pub fn expire_lapsed(now: i64, batch: i64) -> usize {
+    let expired = plans::run(
+        queries::LOCK_LAPSED,
+        &[ts(now).into(), batch.into()],
+        locked_expired,
+    );
+    vacate_locked(&expired, now, ExpiryReason::Ttl)
+}
+
+/// Worker (contract 10): vacate the held leases bound to `session`, which
+/// ended. Returns false when some were locked by another transaction and
+/// must be tried again.
+pub fn end_session(session: &Session) -> bool {
+    if !schema_version::has_0_3() {
+        return true;
+    }
+    let args = [session.pid.into(), ts(session.started).into()];
+    let expired = plans::run(queries::LOCK_SESSION_LEASES, &args, locked_expired);
+    vacate_locked(&expired, now(), ExpiryReason::SessionEnded);
+    let left = plans::run(queries::SESSION_LEASES_LEFT, &args, |t| {
+        t.first().get_one::<i64>().expect("count").unwrap_or(0)
+    });
+    left == 0
+}
+
+/// Worker: vacate up to `batch` held leases bound to sessions that no
+/// longer exist (ended without a word: the server crashed, or the queue of
+/// ended sessions overflowed). Returns how many it locked and how many of
+/// those it vacated (the others' sessions turned out to be alive).
+pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
+    if !schema_version::has_0_3() {
+        return (0, 0);
+    }
+    let mut sessions: Vec<(i32, TimestampWithTimeZone)> = Vec::new();
+    let candidates = plans::run(queries::LOCK_ORPHANED, &[batch.into()], |t| {
+        t.into_iter()
+            .map(|row| {
+                sessions.push((
+                    row.get::<i32>(5).expect("pid").expect("session-bound"),
+                    row.get::<TimestampWithTimeZone>(6)
+                        .expect("start")
+                        .expect("session-bound"),
+                ));
+                expired_of(&row)
+            })
+            .collect::<Vec<_>>()
+    });
+    if candidates.is_empty() {
+        return (0, 0);
+    }
+    // Locked now: decide on a fresh list of backends.
+    plans::run(queries::FRESH_ACTIVITY, &[], |_| ());
+    let keys: Vec<String> = candidates.iter().map(|e| e.key.clone()).collect();
+    let pids: Vec<i32> = sessions.iter().map(|s| s.0).collect();
+    let starts: Vec<TimestampWithTimeZone> = sessions.iter().map(|s| s.1).collect();
+    let gone: std::collections::HashSet<String> = plans::run(
+        queries::STILL_ORPHANED,
+        &[keys.into(), pids.into(), starts.into()],
+        |t| {
+            t.into_iter()
+                .map(|row| row.get::<String>(1).expect("key").expect("key"))
+                .collect()
+        },
+    );
+    let orphaned: Vec<Expired> = candidates
+        .into_iter()
+        .filter(|e| gone.contains(&e.key))
+        .collect();
+    let locked = sessions.len();
+    (
+        locked,
+        vacate_locked(&orphaned, now(), ExpiryReason::SessionEnded),
+    )
+}
+
+/// Worker: when to check next, as of `now` (see `queries::NEXT_CHECK`).
+pub fn next_check(now: i64) -> Option<i64> {
+    plans::run(queries::NEXT_CHECK, &[ts(now).into()], |t| {
+        micros(
+            t.first()
+                .get_one::<TimestampWithTimeZone>()
+                .expect("next check"),
+        )
+    })
+}

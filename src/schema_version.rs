@@ -1,0 +1,108 @@
+//! Which statements fit the installed schema. A newer library serves an
+//! older schema until `ALTER EXTENSION leaderlock UPDATE` (contract 15).
+//!
+//! Support window: the library of version N serves every schema from 0.1.0
+//! up to N, for as long as it takes to run the update; the statements for
+//! older schemas (`queries::*_0_2`, `*_0_3`) are only ever picked here.
+//! A schema that drops a version from the window says so in UPDATING.md.
+use crate::call;
+use crate::queries;
+use pgrx::pg_sys;
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    /// 0.1.0 and 0.2.0.
+    V0_2,
+    /// value and session binding.
+    V0_3,
+    /// owner and per-key counters.
+    V0_4,
+}
+
+/// Which columns the table has. Catalog cache lookups, no query: cheap
+/// enough to ask on every call, so a session follows an ALTER EXTENSION
+/// ... UPDATE (or a DROP and CREATE of another version) at once.
+fn level() -> Level {
+    unsafe {
+        // In the extension's schema, as the statements name it.
+        let table = pg_sys::get_relname_relid(c"leaderlock".as_ptr(), call::current().schema);
+        let has = |column: &std::ffi::CStr| {
+            table != pg_sys::InvalidOid
+                && pg_sys::get_attnum(table, column.as_ptr())
+                    != pg_sys::InvalidAttrNumber as pg_sys::AttrNumber
+        };
+        if has(c"owner") {
+            Level::V0_4
+        } else if has(c"session_pid") {
+            Level::V0_3
+        } else {
+            Level::V0_2
+        }
+    }
+}
+
+/// Whether session-bound leases exist in this schema.
+pub fn has_0_3() -> bool {
+    level() >= Level::V0_3
+}
+
+fn pick(v0_4: &'static str, v0_3: &'static str, v0_2: &'static str) -> &'static str {
+    match level() {
+        Level::V0_4 => v0_4,
+        Level::V0_3 => v0_3,
+        Level::V0_2 => v0_2,
+    }
+}
+
+pub fn read_lease() -> &'static str {
+    let old = queries::READ_LEASE_0_3;
+    pick(queries::READ_LEASE, old, old)
+}
+
+pub fn lock_acquirable() -> &'static str {
+    let old = queries::LOCK_ACQUIRABLE_0_3;
+    pick(queries::LOCK_ACQUIRABLE, old, old)
+}
+
+pub fn lock_own() -> &'static str {
+    let old = queries::LOCK_OWN_0_3;
+    pick(queries::LOCK_OWN, old, old)
+}
+
+pub fn renew() -> &'static str {
+    let old = queries::RENEW_0_3;
+    pick(queries::RENEW, old, old)
+}
+
+pub fn share_lock_lease() -> &'static str {
+    let old = queries::SHARE_LOCK_LEASE_0_3;
+    pick(queries::SHARE_LOCK_LEASE, old, old)
+}
+
+pub fn insert_first_term() -> &'static str {
+    pick(
+        queries::INSERT_FIRST_TERM,
+        queries::INSERT_FIRST_TERM_0_3,
+        queries::INSERT_FIRST_TERM_0_2,
+    )
+}
+
+pub fn start_term() -> &'static str {
+    pick(
+        queries::START_TERM,
+        queries::START_TERM_0_3,
+        queries::START_TERM_0_2,
+    )
+}
+
+pub fn vacate() -> &'static str {
+    pick(queries::VACATE, queries::VACATE_0_3, queries::VACATE_0_2)
+}
+
+pub fn vacate_keys() -> &'static str {
+    pick(
+        queries::VACATE_KEYS,
+        queries::VACATE_KEYS_0_3,
+        queries::VACATE_KEYS_0_2,
+    )
+}
