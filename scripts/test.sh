@@ -5,7 +5,8 @@
 #   ./scripts/test.sh              all five versions (what CI runs)
 #   ./scripts/test.sh --pg 17      one version (repeat --pg for more)
 #
-# Once:             cargo fmt --check; the client library and CLI (crates/):
+# Once:             cargo fmt --check; no import circle in src/; the client
+#                   library and CLI (crates/):
 #                   clippy, cargo test, build
 # Per version:
 #   lint            cargo clippy -D warnings, built for that version
@@ -61,6 +62,8 @@ fail() { FAILED+=("pg$PG_MAJOR $1"); log "FAILED on PostgreSQL $PG_MAJOR: $1"; }
 
 printf '\n=== format\n'
 (cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
+printf '\n=== modules import downward only (scripts/check_imports.py)\n'
+python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
 
 # The client library and the CLI do not depend on the server version: lint,
 # unit-test and build them once; the client tests of every version run them.
@@ -72,12 +75,23 @@ CLIENT_CRATES=(-p leaderlock-client -p leaderlock-cli)
 build_cli || FAILED+=("build the CLI")
 export LEADERLOCK_CLI=$CLI_BIN
 
-# regress_suite NAME TOOL TESTS...: runs a pg_regress-style suite from tests/NAME.
+# regress_suite NAME TOOL DIR EXT: runs the pg_regress-style suite in
+# tests/NAME in the order of tests/NAME/schedule, which must name every
+# tests/NAME/DIR/*.EXT (a new file never goes silently unrun).
 regress_suite() {
-  local name=$1 tool=$2; shift 2
+  local name=$1 tool=$2 dir=$3 ext=$4 f t missing=()
+  for f in "$REPO_ROOT/tests/$name/$dir"/*."$ext"; do
+    t=$(basename "$f" ."$ext")
+    grep -qx "test: $t" "$REPO_ROOT/tests/$name/schedule" || missing+=("$t")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "tests/$name/schedule does not list: ${missing[*]}"
+    fail "$name schedule"
+  fi
   "$tool" --host=127.0.0.1 --port="$PORT" --user=postgres --bindir="$PG_BIN" \
     --inputdir="$REPO_ROOT/tests/$name" --outputdir="$VWORK/$name" \
-    --dbname="leaderlock_$name" --load-extension=leaderlock "$@" \
+    --dbname="leaderlock_$name" --load-extension=leaderlock \
+    --schedule="$REPO_ROOT/tests/$name/schedule" \
     || { cat "$VWORK/$name/regression.diffs" 2>/dev/null; fail "$name"; }
 }
 
@@ -140,10 +154,10 @@ test_version() {
   local pgxs_test
   pgxs_test=$(pgxs_test_dir)
   stage "pg_regress"
-  regress_suite pg_regress "$pgxs_test/regress/pg_regress" election bad_input privileges acquire owners upgrade
+  regress_suite pg_regress "$pgxs_test/regress/pg_regress" sql sql
 
   stage "isolation"
-  regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" race nowait fencing rollback acquire
+  regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" specs spec
 
   stage "client tests"
   (cd "$REPO_ROOT/tests/client" && \
