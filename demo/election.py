@@ -81,10 +81,20 @@ def wait_for_vacancy(conn, timeout):
     while (left := deadline - time.monotonic()) > 0:
         select.select([conn], [], [], left)
         conn.poll()
-        events = [json.loads(n.payload) for n in conn.notifies]
+        payloads = [n.payload for n in conn.notifies]
         conn.notifies.clear()
-        if any(e["key"] == KEY and e["event"] in ("released", "expired") for e in events):
+        # A hint only (any role may notify): the next le_try_acquire decides.
+        if any(frees_key(p) for p in payloads):
             return
+
+
+def frees_key(payload):
+    """Whether `payload` announces that KEY was released or expired."""
+    try:
+        e = json.loads(payload)
+    except ValueError:
+        return False
+    return isinstance(e, dict) and e.get("key") == KEY and e.get("event") in ("released", "expired")
 
 
 def listener(port, ready):
@@ -96,12 +106,19 @@ def listener(port, ready):
         conn.poll()
         while conn.notifies:
             payload = conn.notifies.pop(0).payload
-            e = json.loads(payload)
+            try:
+                e = json.loads(payload)
+                e["event"]
+            except (ValueError, TypeError, KeyError):
+                out(f"{stamp()}  {'LISTEN':<12} (not an announcement: {len(payload)} bytes)")
+                continue
             extra = ""
-            if e["event"] == "expired":
+            if e["event"] == "expired" and "expires_at" in e:
                 lag = (time.time() - iso_epoch(e["expires_at"])) * 1000
                 extra = f"   (announced {lag:.0f} ms after the lease ran out)"
-            out(f"{stamp()}  {'LISTEN':<12} {payload}{extra}")
+            # Re-encoded: any role may notify, and json.dumps escapes every
+            # control or non-ASCII character a payload might carry.
+            out(f"{stamp()}  {'LISTEN':<12} {json.dumps(e)}{extra}")
 
 
 def iso_epoch(text):

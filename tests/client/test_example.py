@@ -1,7 +1,9 @@
 """The README's application example (examples/scheduler.py) works: two
 replicas run side by side, only the leader runs jobs, and stopping it hands
-the jobs to the other."""
+the jobs to the other. And the code the documentation shows is that file's."""
+import glob
 import os
+import re
 import sys
 import threading
 import unittest
@@ -12,7 +14,34 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples
 import scheduler  # noqa: E402
 
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def code_lines(text):
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
 class ExampleTest(unittest.TestCase):
+    def test_the_documented_example_is_the_tested_file(self):
+        """Every Python block in README.md and docs/ that shows the example
+        (it defines `run(me, dsn, ...)`) is examples/scheduler.py, line for
+        line, leaving out only the file's docstring, imports of sys and its
+        `__main__` part."""
+        with open(os.path.join(ROOT, "examples", "scheduler.py")) as f:
+            text = f.read()
+        text = text[text.index('"""', 3) + 3:]  # the docstring
+        text = text[:text.index('if __name__ == "__main__":')]
+        source = [line for line in code_lines(text) if line != "import sys"]
+        shown = 0
+        for path in [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+            with open(path) as f:
+                for block in re.findall(r"```python\n(.*?)```", f.read(), re.S):
+                    if "def run(me, dsn" not in block:
+                        continue
+                    shown += 1
+                    self.assertEqual(code_lines(block), source, path)
+        self.assertGreaterEqual(shown, 1, "no documentation shows examples/scheduler.py")
+
     def test_two_replicas_one_runs_jobs_then_hands_over(self):
         dsn = f"host={HOST} port={PORT} user=postgres dbname={DB}"
         c = connect()
