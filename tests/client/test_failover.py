@@ -114,11 +114,16 @@ class FailoverTest(unittest.TestCase):
         promotion in a transaction of its own: a caller that made that
         first write and keeps its transaction open holds up no renewal and
         no new tenure. And on the standby, workers run only in databases
-        with the extension. Traps an ordinary role planted before do not
-        run in the step."""
+        with the extension (parallel queries get their workers), and a CLI
+        pointed at it says why it cannot lead there. Traps an ordinary role
+        planted before do not run in the step."""
         primary = self.own(Cluster.create("open-primary"))
         p = primary.connect()
-        one(p, "CREATE DATABASE without_extension")
+        # As many databases without the extension as max_worker_processes
+        # (8): had each a worker on the standby, no parallel query could run.
+        for i in range(8):
+            one(p, f"CREATE DATABASE without_extension_{i}")
+        one(p, "CREATE TABLE big AS SELECT i FROM generate_series(1, 200000) i")
         # Traps an ordinary role planted: the failover step must not run them.
         one(p, "CREATE ROLE trapper LOGIN")
         one(p, "GRANT CREATE ON SCHEMA public TO trapper")
@@ -132,8 +137,23 @@ class FailoverTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: term_of(s, "held") == 1, timeout=30))
         self.assertTrue(wait_for(lambda: standby.worker_pid("postgres") is not None, timeout=10))
         for _ in range(20):
-            self.assertIsNone(standby.worker_pid("without_extension"))
+            for i in range(8):
+                self.assertIsNone(standby.worker_pid(f"without_extension_{i}"))
             time.sleep(0.05)
+        one(s, "SET max_parallel_workers_per_gather = 2")
+        for setting in ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size"):
+            one(s, f"SET {setting} = 0")
+        with s.cursor() as cur:
+            cur.execute("EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM big")
+            plan = "\n".join(r[0] for r in cur.fetchall())
+        self.assertIn("Workers Launched: 2", plan)
+        # A CLI pointed at the standby says why it cannot lead there.
+        cli = subprocess.run([os.environ["LEADERLOCK_CLI"], "--dsn",
+                              f"host=127.0.0.1 port={standby.port} user=postgres dbname=postgres",
+                              "run", "--key", "k", "--timeout", "1s", "--", "true"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(cli.returncode, 122, cli.stderr)
+        self.assertIn("standby", cli.stderr)
         standby.promote()
         x = standby.connect()
         x.autocommit = False
