@@ -1,6 +1,6 @@
 """leaderlock and etcd 3.4 side by side, on the same machine in the same run
-(issue 12): renewals per second, handover after a release, and failover
-after kill -9 of the leader.
+(renewals per second, handover after a release, and failover
+after kill -9 of the leader).
 
 - Renewals: CLIENTS processes each renew their own lease as fast as they
   can for SECONDS: `SELECT le_renew(...)` over psycopg2, and etcd's lease

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# leaderlock and etcd 3.4 side by side (issue 12): sets up (installs
+# leaderlock and etcd 3.4 side by side: sets up (installs
 # Debian's etcd-server and etcd-client when missing), starts a throwaway
 # PostgreSQL cluster with leaderlock preloaded (default settings, fsync on)
 # and a throwaway single-member etcd (default settings: its WAL is fsynced

@@ -5,8 +5,8 @@
 #   ./scripts/test.sh              all five versions (what CI runs)
 #   ./scripts/test.sh --pg 17      one version (repeat --pg for more)
 #
-# Once:             cargo fmt --check; no import circle in src/; the client
-#                   library and CLI (crates/):
+# Once:             cargo fmt --check; no import circle in src/; documentation
+#                   links resolve; the client library and CLI (crates/):
 #                   clippy, cargo test, build
 # Per version:
 #   lint            cargo clippy -D warnings, built for that version
@@ -64,6 +64,8 @@ printf '\n=== format\n'
 (cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
 printf '\n=== modules import downward only (scripts/check_imports.py)\n'
 python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
+printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
+python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
 
 # The client library and the CLI do not depend on the server version: lint,
 # unit-test and build them once; the client tests of every version run them.

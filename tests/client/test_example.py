@@ -67,20 +67,6 @@ class ExampleTest(unittest.TestCase):
         self.assertGreater(one(c, "SELECT min(term) FROM job_runs WHERE by = 'replica-2'"), term1)
         c.close()
 
-    def test_readme_shows_this_example(self):
-        root = os.path.join(os.path.dirname(__file__), "..", "..")
-        with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        section = readme.split("## Using it from an application", 1)[1]
-        block = section.split("```python", 1)[1].split("```", 1)[0]
-        with open(os.path.join(root, "examples", "scheduler.py"), encoding="utf-8") as f:
-            source = f.read()
-        lines = [line for line in source.splitlines() if line.strip()]
-        position = 0
-        for line in (line for line in block.splitlines() if line.strip()):
-            self.assertIn(line, lines[position:], "README example differs from examples/scheduler.py")
-            position = lines.index(line, position) + 1
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -68,7 +68,7 @@ class FailoverTest(unittest.TestCase):
         return cluster
 
     def test_promoted_standby_that_was_behind_never_reissues_a_term(self):
-        """The issue's scenario: A holds k (term 1) and the standby has it;
+        """The scenario: A holds k (term 1) and the standby has it;
         on the primary A releases and B acquires (term 2); the primary dies
         before the standby gets that; the standby is promoted; C acquires."""
         primary = self.own(Cluster.create("behind-primary"))
@@ -236,8 +236,8 @@ class FailoverTest(unittest.TestCase):
 
     def test_dump_and_restore_then_the_documented_term_bump(self):
         """A dump cannot know the terms issued after it. Restored as is, the
-        database issues them again; after the README's step (raise every
-        term by 2^32) it cannot."""
+        database issues them again; after the documented step
+        (docs/failure-behaviour.md: raise every term by 2^32) it cannot."""
         c = self.own(Cluster.create("dump"))
         conn = c.connect()
         for db in ("source", "restored_as_is", "restored_and_bumped"):
@@ -260,10 +260,10 @@ class FailoverTest(unittest.TestCase):
                         "-d", db, dump)
         as_is = c.connect("restored_as_is")
         self.assertTrue(acquire(as_is, "k", "E"))
-        self.assertLessEqual(term_of(as_is, "k"), issued, "the hazard the README describes")
+        self.assertLessEqual(term_of(as_is, "k"), issued, "the hazard docs/failure-behaviour.md describes")
         as_is.close()
         bumped = c.connect("restored_and_bumped")
-        one(bumped, "UPDATE leaderlock SET term = term + 4294967296")  # the README's step
+        one(bumped, "UPDATE leaderlock SET term = term + 4294967296")  # the documented step
         self.assertTrue(acquire(bumped, "k", "E"))
         self.assertGreater(term_of(bumped, "k"), issued)
         bumped.close()

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Fails when a relative link in the documentation points at a file or a
+heading that does not exist, or out of the repository. Run by
+scripts/test.sh; `check_links.py DIR` checks another checkout."""
+import glob
+import os
+import re
+import sys
+
+DOCS = ["README.md", "SECURITY.md", "UPDATING.md", "CHANGELOG.md", "CONTRIBUTING.md",
+        "bench/README.md", "sql/README.md", "docs/*.md"]
+
+
+def without_code(text):
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
+def anchors(path):
+    """GitHub's heading anchors in a Markdown file."""
+    found, seen = set(), {}
+    with open(path, encoding="utf-8") as f:
+        text = without_code(f.read())
+    for m in re.finditer(r"^#+ (.*)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
+def problems(root):
+    root = os.path.realpath(root)
+    for pattern in DOCS:
+        for f in sorted(glob.glob(os.path.join(root, pattern))):
+            with open(f, encoding="utf-8") as fh:
+                text = without_code(fh.read())
+            for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+                link = m.group(1)
+                if link.startswith(("http://", "https://", "mailto:")):
+                    continue
+                path, _, anchor = link.partition("#")
+                target = os.path.realpath(os.path.join(os.path.dirname(f), path)) if path else f
+                where = os.path.relpath(f, root)
+                if not target.startswith(root + os.sep):
+                    yield f"{where}: {link} leaves the repository"
+                elif not os.path.exists(target):
+                    yield f"{where}: {link}: no such file"
+                elif anchor and target.endswith(".md") and anchor not in anchors(target):
+                    yield f"{where}: {link}: no such heading"
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    found = list(problems(root))
+    for p in found:
+        print(p, file=sys.stderr)
+    sys.exit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    main()
