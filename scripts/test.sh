@@ -4,6 +4,10 @@
 #
 #   ./scripts/test.sh              all five versions (what CI runs)
 #   ./scripts/test.sh --pg 17      one version (repeat --pg for more)
+#   ./scripts/test.sh --pg 17 --only pg_regress,isolation
+#                                  only these suites (of: lint, unit, package,
+#                                  pg_regress, isolation, client, bench); without
+#                                  package, a debug build is installed instead
 #
 # Once:             cargo fmt --check; no import circle in src/; documentation
 #                   links resolve; the client library and CLI (crates/):
@@ -30,13 +34,22 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 VERSIONS=()
+SUITES=(lint unit package pg_regress isolation client bench)
+ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --pg) use_pg "$2"; VERSIONS+=("$2"); shift ;;
-    *) echo "usage: $0 [--pg N]...   (N in ${PG_VERSIONS[*]}; default: all)" >&2; exit 2 ;;
+    --only)
+      for s in ${2//,/ }; do
+        [[ " ${SUITES[*]} " == *" $s "* ]] || { echo "unknown suite '$s' (suites: ${SUITES[*]})" >&2; exit 2; }
+      done
+      ONLY=",$2,"; shift ;;
+    *) echo "usage: $0 [--pg N]... [--only SUITE,...]   (N in ${PG_VERSIONS[*]}; default: all)" >&2; exit 2 ;;
   esac
   shift
 done
+# wants SUITE: whether this run includes it.
+wants() { [ -z "$ONLY" ] || [[ $ONLY == *",$1,"* ]]; }
 [ "${#VERSIONS[@]}" -gt 0 ] || VERSIONS=("${PG_VERSIONS[@]}")
 
 "$REPO_ROOT/scripts/setup.sh"
@@ -60,22 +73,31 @@ trap cleanup EXIT
 stage() { printf '\n=== PostgreSQL %s: %s\n' "$PG_MAJOR" "$*"; }
 fail() { FAILED+=("pg$PG_MAJOR $1"); log "FAILED on PostgreSQL $PG_MAJOR: $1"; }
 
-printf '\n=== format\n'
-(cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
-printf '\n=== modules import downward only (scripts/check_imports.py)\n'
-python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
-printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
-python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
+if wants lint; then
+  printf '\n=== format\n'
+  (cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
+  printf '\n=== modules import downward only (scripts/check_imports.py)\n'
+  python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
+  printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
+  python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
+fi
 
 # The client library and the CLI do not depend on the server version: lint,
 # unit-test and build them once; the client tests of every version run them.
-printf '\n=== client library and CLI: lint, unit tests, build\n'
 CLIENT_CRATES=(-p leaderlock-client -p leaderlock-cli)
-(cd "$REPO_ROOT" && cargo clippy --locked -q --all-targets "${CLIENT_CRATES[@]}" -- -D warnings) \
-  || FAILED+=("cargo clippy (client, cli)")
-(cd "$REPO_ROOT" && cargo test --locked -q "${CLIENT_CRATES[@]}") || FAILED+=("cargo test (client, cli)")
-build_cli || FAILED+=("build the CLI")
-export LEADERLOCK_CLI=$CLI_BIN
+if wants lint; then
+  printf '\n=== client library and CLI: lint\n'
+  (cd "$REPO_ROOT" && cargo clippy --locked -q --all-targets "${CLIENT_CRATES[@]}" -- -D warnings) \
+    || FAILED+=("cargo clippy (client, cli)")
+fi
+if wants unit; then
+  printf '\n=== client library and CLI: unit tests\n'
+  (cd "$REPO_ROOT" && cargo test --locked -q "${CLIENT_CRATES[@]}") || FAILED+=("cargo test (client, cli)")
+fi
+if wants client || wants bench; then
+  build_cli || FAILED+=("build the CLI")
+  export LEADERLOCK_CLI=$CLI_BIN
+fi
 
 # regress_suite NAME TOOL DIR EXT: runs the pg_regress-style suite in
 # tests/NAME in the order of tests/NAME/schedule, which must name every
@@ -128,20 +150,40 @@ test_version() {
   export LEADERLOCK_WORK=$VWORK
   local features=(--no-default-features --features "pg$PG_MAJOR")
 
-  stage "lint"
-  (cd "$REPO_ROOT" && cargo clippy --all-targets -q "${features[@]}" -- -D warnings) \
-    || fail "cargo clippy"
+  if wants lint; then
+    stage "lint"
+    (cd "$REPO_ROOT" && cargo clippy --all-targets -q "${features[@]}" -- -D warnings) \
+      || fail "cargo clippy"
+  fi
 
-  stage "unit tests (#[pg_test])"
-  (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$VWORK/pgtest") \
-    || fail "unit tests"
+  if wants unit; then
+    stage "unit tests (#[pg_test])"
+    (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$VWORK/pgtest") \
+      || fail "unit tests"
+  fi
 
-  # The tests below run against what the binary tarball installs.
-  stage "package (scripts/package.sh) and install from it"
-  install_from_package || fail "package"
+  # The tests below run against what the binary tarball installs (or, when
+  # only some suites run and package is not one, a debug build).
+  if wants package; then
+    stage "package (scripts/package.sh) and install from it"
+    install_from_package || fail "package"
+  elif wants pg_regress || wants isolation || wants client; then
+    stage "install a debug build"
+    PROFILE=dev install_extension || fail "install"
+  fi
   # Install scripts of released versions, for the upgrade test to start from.
   install -m 644 "$REPO_ROOT"/sql/released/*.sql "$("$PG_CONFIG" --sharedir)/extension/"
+  if wants pg_regress || wants isolation || wants client; then
+    test_on_a_cluster
+  fi
+  if wants bench; then
+    bench_smoke
+  fi
+}
 
+# test_on_a_cluster: pg_regress, isolation and the client tests, against a
+# cluster of this version with the extension in postgres and leaderlock_lazy.
+test_on_a_cluster() {
   PORT=$(free_port)
   local main="$VWORK/main"
   # Workers serve postgres only (leaderlock_lazy stays unserved, and the
@@ -155,19 +197,28 @@ test_version() {
 
   local pgxs_test
   pgxs_test=$(pgxs_test_dir)
-  stage "pg_regress"
-  regress_suite pg_regress "$pgxs_test/regress/pg_regress" sql sql
+  if wants pg_regress; then
+    stage "pg_regress"
+    regress_suite pg_regress "$pgxs_test/regress/pg_regress" sql sql
+  fi
 
-  stage "isolation"
-  regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" specs spec
+  if wants isolation; then
+    stage "isolation"
+    regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" specs spec
+  fi
 
-  stage "client tests"
-  (cd "$REPO_ROOT/tests/client" && \
-    LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main \
-    /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
-    || { tail -n 40 "$main/server.log"; fail "client tests"; }
+  if wants client; then
+    stage "client tests"
+    (cd "$REPO_ROOT/tests/client" && \
+      LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main \
+      /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
+      || { tail -n 40 "$main/server.log"; fail "client tests"; }
+  fi
   stop_cluster "$main" fast
+}
 
+# bench_smoke: every benchmark, with tiny sizes, so none can rot.
+bench_smoke() {
   stage "bench smoke (bench/run.sh --quick, and every other benchmark small)"
   "$REPO_ROOT/bench/run.sh" --pg "$PG_MAJOR" --quick || fail "bench smoke"
   "$REPO_ROOT/bench/worker_lag.sh" --pg "$PG_MAJOR" --live 500 --expiring 20 --window 2 --idle 1 \

@@ -346,3 +346,47 @@ pub const MARK_SAFE_TIMELINE: &str =
 /// (WAL flushed, and on synchronous standbys when there are any), until it
 /// ends; set when the session asked for less.
 pub const SYNC_COMMIT_ON: &str = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";
+
+/// Every statement of this file on the table `leaderlock`, by name, with
+/// the schema it is written for ("" the current one, or "0.3.0", "0.2.0").
+/// The plan test in `src/tests.rs` runs each against 10,000 rows and fails
+/// on a sequential scan, on a statement it has no sample arguments for, and
+/// on a statement of this file that names the table but is missing here.
+pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
+    ("SET_VALUE", "", SET_VALUE),
+    ("LIVE_HOLDER", "", LIVE_HOLDER),
+    ("READ_LEASE", "", READ_LEASE),
+    ("LOCK_ACQUIRABLE", "", LOCK_ACQUIRABLE),
+    ("LOCK_OWN", "", LOCK_OWN),
+    ("RENEW", "", RENEW),
+    ("INSERT_FIRST_TERM", "", INSERT_FIRST_TERM),
+    ("START_TERM", "", START_TERM),
+    ("VACATE", "", VACATE),
+    ("SHARE_LOCK_LEASE", "", SHARE_LOCK_LEASE),
+    ("VACATE_KEYS", "", VACATE_KEYS),
+    ("LOCK_LIVE", "", LOCK_LIVE),
+    ("LOCK_LAPSED", "", LOCK_LAPSED),
+    ("LOCK_SESSION_LEASES", "", LOCK_SESSION_LEASES),
+    ("SESSION_LEASES_LEFT", "", SESSION_LEASES_LEFT),
+    ("LOCK_ORPHANED", "", LOCK_ORPHANED),
+    ("LEASE_ROW", "", LEASE_ROW),
+    ("NEXT_CHECK", "", NEXT_CHECK),
+    ("READ_LEASE_0_3", "0.3.0", READ_LEASE_0_3),
+    ("LOCK_ACQUIRABLE_0_3", "0.3.0", LOCK_ACQUIRABLE_0_3),
+    ("LOCK_OWN_0_3", "0.3.0", LOCK_OWN_0_3),
+    ("RENEW_0_3", "0.3.0", RENEW_0_3),
+    ("SHARE_LOCK_LEASE_0_3", "0.3.0", SHARE_LOCK_LEASE_0_3),
+    ("INSERT_FIRST_TERM_0_3", "0.3.0", INSERT_FIRST_TERM_0_3),
+    ("START_TERM_0_3", "0.3.0", START_TERM_0_3),
+    ("VACATE_0_3", "0.3.0", VACATE_0_3),
+    ("VACATE_KEYS_0_3", "0.3.0", VACATE_KEYS_0_3),
+    ("INSERT_FIRST_TERM_0_2", "0.2.0", INSERT_FIRST_TERM_0_2),
+    ("START_TERM_0_2", "0.2.0", START_TERM_0_2),
+    ("VACATE_0_2", "0.2.0", VACATE_0_2),
+    ("VACATE_KEYS_0_2", "0.2.0", VACATE_KEYS_0_2),
+];
+
+/// Statements on the table that are not index lookups, on purpose: run
+/// once per promotion, over every held lease (plans checked by
+/// `failover_statements_need_no_jit`).
+pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &["OUTLAST_FAILOVER"];

@@ -816,40 +816,103 @@ mod tests {
         )
         .unwrap();
         Spi::run("ANALYZE leaderlock").unwrap();
+        // Tables of the older schemas the library still serves, as they
+        // were: the current one without the columns added since.
+        let schema = in_schema("@extschema@");
+        for (old, dropped) in [
+            ("0.3.0", "owner, tenures, releases, expiries, changed_at"),
+            (
+                "0.2.0",
+                "owner, tenures, releases, expiries, changed_at, value, session_pid, session_start",
+            ),
+        ] {
+            let name = old_schema(old);
+            Spi::run(&format!(
+                "CREATE SCHEMA {name}; \
+                 CREATE TABLE {name}.leaderlock (LIKE {schema}.leaderlock INCLUDING ALL); \
+                 INSERT INTO {name}.leaderlock SELECT * FROM {schema}.leaderlock; \
+                 ALTER TABLE {name}.leaderlock {}; \
+                 ANALYZE {name}.leaderlock",
+                dropped
+                    .split(", ")
+                    .map(|c| format!("DROP COLUMN {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .unwrap();
+        }
         // value, session pid and start, caller (10: the bootstrap superuser)
         let tenure = "NULL, NULL, NULL, 10";
         let insert_args = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}");
         let start_args = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
-        let statements: [(&str, &str); 18] = [
-            (q::READ_LEASE, "'k2', 10"),
-            (q::LOCK_ACQUIRABLE, "'k2', 'h2', 10"),
-            (q::LOCK_OWN, "'k2', 'h2', 10"),
-            (q::LOCK_LIVE, "'k2'"),
-            (q::INSERT_FIRST_TERM, &insert_args),
-            (q::START_TERM, &start_args),
-            (q::SET_VALUE, "'k2', '{}'"),
-            (q::LOCK_SESSION_LEASES, "12345, now()"),
-            (q::SESSION_LEASES_LEFT, "12345, now()"),
-            (q::LOCK_ORPHANED, "1000"),
-            (q::LEASE_ROW, "'k2'"),
-            (q::RENEW, "'k2', 'h2', now(), NULL::interval, 10"),
-            (q::VACATE, "'k2', now()"),
-            (q::SHARE_LOCK_LEASE, "'k2', 10"),
-            (q::LIVE_HOLDER, "'k2', now()"),
-            (q::LOCK_LAPSED, "now() + interval '1 hour', 1000"),
-            (q::VACATE_KEYS, "ARRAY['k2', 'k4'], now()"),
-            (q::NEXT_CHECK, "now()"),
-        ];
+        let old_tenure = "'new', 'h', now(), now(), '1 second', 1, NULL, NULL, NULL";
+        let samples: std::collections::HashMap<&str, &str> = [
+            ("READ_LEASE", "'k2', 10"),
+            ("LOCK_ACQUIRABLE", "'k2', 'h2', 10"),
+            ("LOCK_OWN", "'k2', 'h2', 10"),
+            ("LOCK_LIVE", "'k2'"),
+            ("INSERT_FIRST_TERM", insert_args.as_str()),
+            ("START_TERM", start_args.as_str()),
+            ("SET_VALUE", "'k2', '{}'"),
+            ("LOCK_SESSION_LEASES", "12345, now()"),
+            ("SESSION_LEASES_LEFT", "12345, now()"),
+            ("LOCK_ORPHANED", "1000"),
+            ("LEASE_ROW", "'k2'"),
+            ("RENEW", "'k2', 'h2', now(), NULL::interval, 10"),
+            ("VACATE", "'k2', now()"),
+            ("SHARE_LOCK_LEASE", "'k2', 10"),
+            ("LIVE_HOLDER", "'k2', now()"),
+            ("LOCK_LAPSED", "now() + interval '1 hour', 1000"),
+            ("VACATE_KEYS", "ARRAY['k2', 'k4'], now()"),
+            ("NEXT_CHECK", "now()"),
+            ("READ_LEASE_0_3", "'k2'"),
+            ("LOCK_ACQUIRABLE_0_3", "'k2', 'h2'"),
+            ("LOCK_OWN_0_3", "'k2', 'h2'"),
+            ("RENEW_0_3", "'k2', 'h2', now(), NULL::interval"),
+            ("SHARE_LOCK_LEASE_0_3", "'k2'"),
+            ("INSERT_FIRST_TERM_0_3", old_tenure),
+            ("START_TERM_0_3", old_tenure),
+            ("VACATE_0_3", "'k2', now()"),
+            ("VACATE_KEYS_0_3", "ARRAY['k2', 'k4']"),
+            (
+                "INSERT_FIRST_TERM_0_2",
+                "'new', 'h', now(), now(), '1 second', 1",
+            ),
+            ("START_TERM_0_2", "'k2', 'h', now(), now(), '1 second', 1"),
+            ("VACATE_0_2", "'k2', now()"),
+            ("VACATE_KEYS_0_2", "ARRAY['k2', 'k4']"),
+        ]
+        .into_iter()
+        .collect();
+        // Every statement of queries.rs that names the table is listed.
+        let source = include_str!("queries.rs");
+        for chunk in source.split("pub const ").skip(1) {
+            let name = &chunk[..chunk.find(':').unwrap()];
+            let body = chunk.split("pub const").next().unwrap();
+            let on_table = body.contains("@extschema@.leaderlock ")
+                || body.contains("@extschema@.leaderlock\\")
+                || body.contains("@extschema@.leaderlock\"");
+            if on_table && name != "ON_THE_TABLE" && name != "WHOLE_TABLE_ON_PURPOSE" {
+                assert!(
+                    q::ON_THE_TABLE.iter().any(|&(n, _, _)| n == name)
+                        || q::WHOLE_TABLE_ON_PURPOSE.contains(&name),
+                    "queries::{name} names the table but is not in queries::ON_THE_TABLE"
+                );
+            }
+        }
         for mode in ["force_custom_plan", "force_generic_plan"] {
             Spi::run(&format!("SET LOCAL plan_cache_mode = {mode}")).unwrap();
-            for &(sql, args) in &statements {
-                let sql = in_schema(sql);
-                Spi::run(&format!("PREPARE leaderlock_plan AS {sql}")).unwrap();
-                let execute = if args.is_empty() {
-                    "EXECUTE leaderlock_plan".to_string()
+            for &(name, version, sql) in q::ON_THE_TABLE {
+                let args = samples
+                    .get(name)
+                    .unwrap_or_else(|| panic!("no sample arguments for queries::{name}"));
+                let sql = if version.is_empty() {
+                    in_schema(sql)
                 } else {
-                    format!("EXECUTE leaderlock_plan({args})")
+                    sql.replace("@extschema@", &old_schema(version))
                 };
+                Spi::run(&format!("PREPARE leaderlock_plan AS {sql}")).unwrap();
+                let execute = format!("EXECUTE leaderlock_plan({args})");
                 let plan: String = Spi::connect(|c| {
                     c.select(&format!("EXPLAIN (COSTS OFF) {execute}"), None, &[])
                         .unwrap()
@@ -858,9 +921,14 @@ mod tests {
                         .join("\n")
                 });
                 Spi::run("DEALLOCATE leaderlock_plan").unwrap();
-                assert!(!plan.contains("Seq Scan"), "{mode}: {sql}\n{plan}");
+                assert!(!plan.contains("Seq Scan"), "{mode}: {name}: {sql}\n{plan}");
             }
         }
+    }
+
+    /// The scratch schema holding a table of an older schema version.
+    fn old_schema(version: &str) -> String {
+        format!("leaderlock_{}", version.replace('.', "_"))
     }
 
     #[pg_test]
