@@ -12,14 +12,6 @@
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
 //! so a rival that merely tries never blocks the holder.
 
-/// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
-/// jsonb text or NULL.
-pub const SET_VALUE: &str = "UPDATE @extschema@.leaderlock SET value = $2::jsonb WHERE key = $1";
-
-/// The live holder of `$1` at `$2`.
-pub const LIVE_HOLDER: &str =
-    "SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
-
 /// Whether the calling role may act on a lease as its owner (contract 13):
 /// a member of the role that acquired it (superusers are members of
 /// every role), or anyone for a tenure from before 0.4.0 (no owner).
@@ -34,324 +26,349 @@ macro_rules! owned_by {
     };
 }
 
-/// Snapshot read of a lease, without locking it, and whether the caller
-/// `$2` may act as its owner. `$1` key.
-pub const READ_LEASE: &str = concat!(
-    "SELECT holder, term, expires_at, ",
-    owned_by!("$2"),
-    " FROM @extschema@.leaderlock WHERE key = $1"
-);
+/// Defines each statement as a `pub const` of this module and lists them
+/// all, by name, in `ALL`: the plan test iterates it, and it is what
+/// `bench/statements.json` holds for the benchmarks (a unit test keeps that
+/// file equal to it).
+macro_rules! statements {
+    ($($(#[$doc:meta])* $name:ident = $sql:expr;)*) => {
+        $($(#[$doc])* pub const $name: &str = $sql;)*
 
-/// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
-/// its own (held by `$2` and owned by a role the caller `$3` is a member
-/// of). Returns no row when the lease is absent, held live by someone
-/// else, or locked by another transaction.
-pub const LOCK_ACQUIRABLE: &str = concat!(
-    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-     WHERE key = $1 \
-       AND (holder IS NULL OR (holder = $2 AND ",
-    owned_by!("$3"),
-    ") OR expires_at <= pg_catalog.clock_timestamp()) \
-     FOR NO KEY UPDATE SKIP LOCKED"
-);
+        /// Every statement of this module: (name, SQL).
+        #[cfg(any(test, feature = "pg_test"))]
+        pub const ALL: &[(&str, &str)] = &[$((stringify!($name), $name)),*];
+    };
+}
 
-/// Lock a lease live-held by `$2` and owned by a role the caller `$3` is a
-/// member of. No row when it is not, or when another transaction holds the
-/// row locked. `$1` key.
-pub const LOCK_OWN: &str = concat!(
-    "SELECT term, expires_at FROM @extschema@.leaderlock \
-     WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
-    owned_by!("$3"),
-    " FOR NO KEY UPDATE SKIP LOCKED"
-);
+statements! {
+    /// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
+    /// jsonb text or NULL.
+    SET_VALUE = "UPDATE @extschema@.leaderlock SET value = $2::jsonb WHERE key = $1";
 
-/// Extend the lease `$2` holds live at `$3` to `$3` + ttl, same term, in one
-/// statement: the sub-select locks the row only if it is `$2`'s live lease,
-/// owned by a role the caller `$5` is a member of (a rival never locks the
-/// holder's row), and yields NULL, without waiting, if another transaction
-/// holds it locked. ttl is `$4`, or the stored one when NULL. recheck_at,
-/// the worker's indexed cue, is kept when it is still between half a ttl
-/// from now and the new expiry, so the update changes no indexed column
-/// and is HOT; otherwise it becomes the new expiry. A tenure from before
-/// 0.4.0 (no owner) becomes owned by the role that renews it: its holder.
-/// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
-/// new expiry and the term.
-pub const RENEW: &str = concat!(
-    "UPDATE @extschema@.leaderlock \
-        SET renewed_at = $3, \
-            expires_at = $3 + coalesce($4, ttl), \
-            ttl = coalesce($4, ttl), \
-            recheck_at = CASE \
-                WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                 AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
-                ELSE $3 + coalesce($4, ttl) END, \
-            owner = coalesce(owner, $5::oid) \
-      WHERE key = $1 AND holder = $2 AND expires_at > $3 \
-        AND key = (SELECT key FROM @extschema@.leaderlock \
-                    WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
-    owned_by!("$5"),
-    " FOR NO KEY UPDATE SKIP LOCKED) \
-  RETURNING expires_at, term"
-);
+    /// The live holder of `$1` at `$2`.
+    LIVE_HOLDER =
+        "SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
 
-/// First acquisition of a brand-new key: its term is the timeline's floor
-/// (1 on timeline 1; see `failover.rs`). May wait only for a concurrent
-/// inserter of the same key, as contract 3.1 allows.
-/// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
-/// `$6` term floor, `$7` value as jsonb text or NULL, `$8` and `$9` the
-/// session's pid and start for a session-bound lease, else NULL, `$10` the
-/// caller, who owns the lease.
-pub const INSERT_FIRST_TERM: &str = "INSERT INTO @extschema@.leaderlock \
-       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
-        value, session_pid, session_start, owner, tenures, changed_at) \
-     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid, 1, $3) \
-     ON CONFLICT (key) DO NOTHING \
-     RETURNING term";
+    /// Snapshot read of a lease, without locking it, and whether the caller
+    /// `$2` may act as its owner. `$1` key.
+    READ_LEASE = concat!(
+        "SELECT holder, term, expires_at, ",
+        owned_by!("$2"),
+        " FROM @extschema@.leaderlock WHERE key = $1"
+    );
 
-/// A new tenure on a locked row: vacant or lapsed before. The term grows by
-/// one, or jumps to the timeline's floor after a failover (contract 8.1).
-/// The value, the session binding and the owner are the new tenure's own.
-/// A lapsed lease taken over before the worker vacated it counts as an
-/// expiry too. Parameters as for `INSERT_FIRST_TERM`.
-pub const START_TERM: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
-            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
-            value = $7::jsonb, session_pid = $8, session_start = $9, \
-            owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
-            expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
-      WHERE key = $1 \
-  RETURNING term";
+    /// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
+    /// its own (held by `$2` and owned by a role the caller `$3` is a member
+    /// of). Returns no row when the lease is absent, held live by someone
+    /// else, or locked by another transaction.
+    LOCK_ACQUIRABLE = concat!(
+        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 \
+           AND (holder IS NULL OR (holder = $2 AND ",
+        owned_by!("$3"),
+        ") OR expires_at <= pg_catalog.clock_timestamp()) \
+         FOR NO KEY UPDATE SKIP LOCKED"
+    );
 
-/// Release a locked, live lease: vacant, term kept; no value, no binding,
-/// no owner. `$1` key, `$2` now.
-pub const VACATE: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
-            session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
-      WHERE key = $1";
+    /// Lock a lease live-held by `$2` and owned by a role the caller `$3` is a
+    /// member of. No row when it is not, or when another transaction holds the
+    /// row locked. `$1` key.
+    LOCK_OWN = concat!(
+        "SELECT term, expires_at FROM @extschema@.leaderlock \
+         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
 
-/// Fencing: share-lock the row until the caller's transaction ends, so no
-/// takeover (an UPDATE) can commit meanwhile. Waits for in-flight writers,
-/// which are short, to get a true answer. Also whether the caller `$2` may
-/// act as its owner. `$1` key.
-pub const SHARE_LOCK_LEASE: &str = concat!(
-    "SELECT holder, term, expires_at, ",
-    owned_by!("$2"),
-    " FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE"
-);
+    /// Extend the lease `$2` holds live at `$3` to `$3` + ttl, same term, in one
+    /// statement: the sub-select locks the row only if it is `$2`'s live lease,
+    /// owned by a role the caller `$5` is a member of (a rival never locks the
+    /// holder's row), and yields NULL, without waiting, if another transaction
+    /// holds it locked. ttl is `$4`, or the stored one when NULL. recheck_at,
+    /// the worker's indexed cue, is kept when it is still between half a ttl
+    /// from now and the new expiry, so the update changes no indexed column
+    /// and is HOT; otherwise it becomes the new expiry. A tenure from before
+    /// 0.4.0 (no owner) becomes owned by the role that renews it: its holder.
+    /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
+    /// new expiry and the term.
+    RENEW = concat!(
+        "UPDATE @extschema@.leaderlock \
+            SET renewed_at = $3, \
+                expires_at = $3 + coalesce($4, ttl), \
+                ttl = coalesce($4, ttl), \
+                recheck_at = CASE \
+                    WHEN recheck_at <= $3 + coalesce($4, ttl) \
+                     AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
+                    ELSE $3 + coalesce($4, ttl) END, \
+                owner = coalesce(owner, $5::oid) \
+          WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+            AND key = (SELECT key FROM @extschema@.leaderlock \
+                        WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+        owned_by!("$5"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING expires_at, term"
+    );
 
-/// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
-/// `$2` now.
-pub const VACATE_KEYS: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL, \
-            owner = NULL, expiries = expiries + 1, changed_at = $2 \
-      WHERE key = ANY($1)";
+    /// First acquisition of a brand-new key: its term is the timeline's floor
+    /// (1 on timeline 1; see `failover.rs`). May wait only for a concurrent
+    /// inserter of the same key, as contract 3.1 allows.
+    /// `$1` key, `$2` id, `$3` now, `$4` expires_at (and recheck_at), `$5` ttl,
+    /// `$6` term floor, `$7` value as jsonb text or NULL, `$8` and `$9` the
+    /// session's pid and start for a session-bound lease, else NULL, `$10` the
+    /// caller, who owns the lease.
+    INSERT_FIRST_TERM = "INSERT INTO @extschema@.leaderlock \
+           (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+            value, session_pid, session_start, owner, tenures, changed_at) \
+         VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid, 1, $3) \
+         ON CONFLICT (key) DO NOTHING \
+         RETURNING term";
 
-/// Contract 13, le_force_release: lock the live lease of `$1`, whoever
-/// holds it (the caller's right is checked before; `true`: the row's
-/// fourth column as `READ_LEASE` has it). Waits for a transaction that
-/// holds the row locked (a guarded write in progress must end first).
-pub const LOCK_LIVE: &str = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-     WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
-     FOR NO KEY UPDATE";
+    /// A new tenure on a locked row: vacant or lapsed before. The term grows by
+    /// one, or jumps to the timeline's floor after a failover (contract 8.1).
+    /// The value, the session binding and the owner are the new tenure's own.
+    /// A lapsed lease taken over before the worker vacated it counts as an
+    /// expiry too. Parameters as for `INSERT_FIRST_TERM`.
+    START_TERM = "UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+                value = $7::jsonb, session_pid = $8, session_start = $9, \
+                owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
+                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
+          WHERE key = $1 \
+      RETURNING term";
 
-/// Worker: lock up to `$2` leases lapsed at `$1`, skipping rows other
-/// transactions hold locked. A lapsed lease always has recheck_at <= its
-/// expires_at <= `$1`, so the index range on recheck_at finds them all; the
-/// values are those of the locked (latest) row versions.
-pub const LOCK_LAPSED: &str = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
-     WHERE holder IS NOT NULL AND recheck_at <= $1 AND expires_at <= $1 \
-     ORDER BY recheck_at \
-     LIMIT $2 \
-     FOR NO KEY UPDATE SKIP LOCKED";
+    /// Release a locked, live lease: vacant, term kept; no value, no binding,
+    /// no owner. `$1` key, `$2` now.
+    VACATE = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
+                session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
+          WHERE key = $1";
 
-/// Worker (contract 10): lock the held leases bound to the session that
-/// had pid `$1` and started at `$2`, skipping rows other transactions hold.
-pub const LOCK_SESSION_LEASES: &str =
-    "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
-     WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL \
-     FOR NO KEY UPDATE SKIP LOCKED";
+    /// Fencing: share-lock the row until the caller's transaction ends, so no
+    /// takeover (an UPDATE) can commit meanwhile. Waits for in-flight writers,
+    /// which are short, to get a true answer. Also whether the caller `$2` may
+    /// act as its owner. `$1` key.
+    SHARE_LOCK_LEASE = concat!(
+        "SELECT holder, term, expires_at, ",
+        owned_by!("$2"),
+        " FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE"
+    );
 
-/// Worker: how many held leases are still bound to that session (after
-/// vacating the ones it could lock). `$1` pid, `$2` start.
-pub const SESSION_LEASES_LEFT: &str = "SELECT count(*) FROM @extschema@.leaderlock \
-     WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL";
+    /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
+    /// `$2` now.
+    VACATE_KEYS = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL, \
+                owner = NULL, expiries = expiries + 1, changed_at = $2 \
+          WHERE key = ANY($1)";
 
-/// Worker: lock up to `$1` held leases bound to sessions that seem to no
-/// longer exist (no backend with that pid and start time). Through the
-/// partial index on session_pid: only session-bound rows are looked at.
-/// The list of backends is read once per transaction and kept, so a
-/// session newer than that read looks gone: `STILL_ORPHANED` decides.
-pub const LOCK_ORPHANED: &str = "SELECT l.key, l.holder, l.term, l.expires_at, \
-            l.session_pid, l.session_start FROM @extschema@.leaderlock l \
-     WHERE l.session_pid IS NOT NULL AND l.holder IS NOT NULL \
-       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(l.session_pid) a \
-                        WHERE a.backend_start = l.session_start) \
-     LIMIT $1 \
-     FOR NO KEY UPDATE OF l SKIP LOCKED";
+    /// Contract 13, le_force_release: lock the live lease of `$1`, whoever
+    /// holds it (the caller's right is checked before; `true`: the row's
+    /// fourth column as `READ_LEASE` has it). Waits for a transaction that
+    /// holds the row locked (a guarded write in progress must end first).
+    LOCK_LIVE = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
+         FOR NO KEY UPDATE";
 
-/// Worker: forget the list of backends read earlier in this transaction.
-pub const FRESH_ACTIVITY: &str = "SELECT pg_catalog.pg_stat_clear_snapshot()";
+    /// Worker: lock up to `$2` leases lapsed at `$1`, skipping rows other
+    /// transactions hold locked. A lapsed lease always has recheck_at <= its
+    /// expires_at <= `$1`, so the index range on recheck_at finds them all; the
+    /// values are those of the locked (latest) row versions.
+    LOCK_LAPSED = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
+         WHERE holder IS NOT NULL AND recheck_at <= $1 AND expires_at <= $1 \
+         ORDER BY recheck_at \
+         LIMIT $2 \
+         FOR NO KEY UPDATE SKIP LOCKED";
 
-/// Worker: of the sessions `$2` (pids) / `$3` (starts) of the leases `$1`,
-/// the keys whose session is gone, by a fresh read of the backends. Their
-/// rows are locked by then, so no session can bind them meanwhile.
-pub const STILL_ORPHANED: &str = "SELECT c.key \
-       FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS c(key, pid, started) \
-      WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(c.pid) a \
-                         WHERE a.backend_start = c.started)";
+    /// Worker (contract 10): lock the held leases bound to the session that
+    /// had pid `$1` and started at `$2`, skipping rows other transactions hold.
+    LOCK_SESSION_LEASES =
+        "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
+         WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL \
+         FOR NO KEY UPDATE SKIP LOCKED";
 
-/// le_lease: the row of `$1` as stored; the caller applies the clock.
-pub const LEASE_ROW: &str =
-    "SELECT holder, term, expires_at, value FROM @extschema@.leaderlock WHERE key = $1";
+    /// Worker: how many held leases are still bound to that session (after
+    /// vacating the ones it could lock). `$1` pid, `$2` start.
+    SESSION_LEASES_LEFT = "SELECT count(*) FROM @extschema@.leaderlock \
+         WHERE session_pid = $1 AND session_start = $2 AND holder IS NOT NULL";
 
-// Statements for the schema of 0.3.0: the library serves it until ALTER
-// EXTENSION ... UPDATE. The same parameters as the current ones (those
-// they do not use are ignored), and no owner: anyone acts as owner.
+    /// Worker: lock up to `$1` held leases bound to sessions that seem to no
+    /// longer exist (no backend with that pid and start time). Through the
+    /// partial index on session_pid: only session-bound rows are looked at.
+    /// The list of backends is read once per transaction and kept, so a
+    /// session newer than that read looks gone: `STILL_ORPHANED` decides.
+    LOCK_ORPHANED = "SELECT l.key, l.holder, l.term, l.expires_at, \
+                l.session_pid, l.session_start FROM @extschema@.leaderlock l \
+         WHERE l.session_pid IS NOT NULL AND l.holder IS NOT NULL \
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(l.session_pid) a \
+                            WHERE a.backend_start = l.session_start) \
+         LIMIT $1 \
+         FOR NO KEY UPDATE OF l SKIP LOCKED";
 
-/// `READ_LEASE` on the 0.3.0 schema.
-pub const READ_LEASE_0_3: &str =
-    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1";
+    /// Worker: forget the list of backends read earlier in this transaction.
+    FRESH_ACTIVITY = "SELECT pg_catalog.pg_stat_clear_snapshot()";
 
-/// `LOCK_ACQUIRABLE` on the 0.3.0 schema.
-pub const LOCK_ACQUIRABLE_0_3: &str =
-    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-     WHERE key = $1 \
-       AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
-     FOR NO KEY UPDATE SKIP LOCKED";
+    /// Worker: of the sessions `$2` (pids) / `$3` (starts) of the leases `$1`,
+    /// the keys whose session is gone, by a fresh read of the backends. Their
+    /// rows are locked by then, so no session can bind them meanwhile.
+    STILL_ORPHANED = "SELECT c.key \
+           FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS c(key, pid, started) \
+          WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(c.pid) a \
+                             WHERE a.backend_start = c.started)";
 
-/// `LOCK_OWN` on the 0.3.0 schema.
-pub const LOCK_OWN_0_3: &str = "SELECT term, expires_at FROM @extschema@.leaderlock \
-     WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
-     FOR NO KEY UPDATE SKIP LOCKED";
+    /// le_lease: the row of `$1` as stored; the caller applies the clock.
+    LEASE_ROW =
+        "SELECT holder, term, expires_at, value FROM @extschema@.leaderlock WHERE key = $1";
 
-/// `RENEW` on the 0.3.0 schema.
-pub const RENEW_0_3: &str = "UPDATE @extschema@.leaderlock \
-        SET renewed_at = $3, \
-            expires_at = $3 + coalesce($4, ttl), \
-            ttl = coalesce($4, ttl), \
-            recheck_at = CASE \
-                WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                 AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
-                ELSE $3 + coalesce($4, ttl) END \
-      WHERE key = $1 AND holder = $2 AND expires_at > $3 \
-        AND key = (SELECT key FROM @extschema@.leaderlock \
-                    WHERE key = $1 AND holder = $2 AND expires_at > $3 \
-                      FOR NO KEY UPDATE SKIP LOCKED) \
-  RETURNING expires_at, term";
+    // Statements for the schema of 0.3.0: the library serves it until ALTER
+    // EXTENSION ... UPDATE. The same parameters as the current ones (those
+    // they do not use are ignored), and no owner: anyone acts as owner.
 
-/// `SHARE_LOCK_LEASE` on the 0.3.0 schema.
-pub const SHARE_LOCK_LEASE_0_3: &str =
-    "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE";
+    /// `READ_LEASE` on the 0.3.0 schema.
+    READ_LEASE_0_3 =
+        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1";
 
-/// `INSERT_FIRST_TERM` on the 0.3.0 schema.
-pub const INSERT_FIRST_TERM_0_3: &str = "INSERT INTO @extschema@.leaderlock \
-       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
-        value, session_pid, session_start) \
-     VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9) \
-     ON CONFLICT (key) DO NOTHING \
-     RETURNING term";
+    /// `LOCK_ACQUIRABLE` on the 0.3.0 schema.
+    LOCK_ACQUIRABLE_0_3 =
+        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 \
+           AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
+         FOR NO KEY UPDATE SKIP LOCKED";
 
-/// `START_TERM` on the 0.3.0 schema.
-pub const START_TERM_0_3: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
-            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
-            value = $7::jsonb, session_pid = $8, session_start = $9 \
-      WHERE key = $1 \
-  RETURNING term";
+    /// `LOCK_OWN` on the 0.3.0 schema.
+    LOCK_OWN_0_3 = "SELECT term, expires_at FROM @extschema@.leaderlock \
+         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
+         FOR NO KEY UPDATE SKIP LOCKED";
 
-/// `VACATE` on the 0.3.0 schema.
-pub const VACATE_0_3: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
-            session_start = NULL \
-      WHERE key = $1";
+    /// `RENEW` on the 0.3.0 schema.
+    RENEW_0_3 = "UPDATE @extschema@.leaderlock \
+            SET renewed_at = $3, \
+                expires_at = $3 + coalesce($4, ttl), \
+                ttl = coalesce($4, ttl), \
+                recheck_at = CASE \
+                    WHEN recheck_at <= $3 + coalesce($4, ttl) \
+                     AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
+                    ELSE $3 + coalesce($4, ttl) END \
+          WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+            AND key = (SELECT key FROM @extschema@.leaderlock \
+                        WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+                          FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING expires_at, term";
 
-/// `VACATE_KEYS` on the 0.3.0 schema.
-pub const VACATE_KEYS_0_3: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL \
-      WHERE key = ANY($1)";
+    /// `SHARE_LOCK_LEASE` on the 0.3.0 schema.
+    SHARE_LOCK_LEASE_0_3 =
+        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE";
 
-// And for schemas before 0.3.0.
+    /// `INSERT_FIRST_TERM` on the 0.3.0 schema.
+    INSERT_FIRST_TERM_0_3 = "INSERT INTO @extschema@.leaderlock \
+           (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+            value, session_pid, session_start) \
+         VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9) \
+         ON CONFLICT (key) DO NOTHING \
+         RETURNING term";
 
-/// `INSERT_FIRST_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
-pub const INSERT_FIRST_TERM_0_2: &str = "INSERT INTO @extschema@.leaderlock \
-       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
-     VALUES ($1, $2, $6, $3, $3, $4, $5, $4) \
-     ON CONFLICT (key) DO NOTHING \
-     RETURNING term";
+    /// `START_TERM` on the 0.3.0 schema.
+    START_TERM_0_3 = "UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+                value = $7::jsonb, session_pid = $8, session_start = $9 \
+          WHERE key = $1 \
+      RETURNING term";
 
-/// `START_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
-pub const START_TERM_0_2: &str = "UPDATE @extschema@.leaderlock \
-        SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
-            renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
-      WHERE key = $1 \
-  RETURNING term";
+    /// `VACATE` on the 0.3.0 schema.
+    VACATE_0_3 = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
+                session_start = NULL \
+          WHERE key = $1";
 
-/// `VACATE` on a schema before 0.3.0.
-pub const VACATE_0_2: &str =
-    "UPDATE @extschema@.leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
+    /// `VACATE_KEYS` on the 0.3.0 schema.
+    VACATE_KEYS_0_3 = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL \
+          WHERE key = ANY($1)";
 
-/// `VACATE_KEYS` on a schema before 0.3.0.
-pub const VACATE_KEYS_0_2: &str =
-    "UPDATE @extschema@.leaderlock SET holder = NULL WHERE key = ANY($1)";
+    // And for schemas before 0.3.0.
 
-/// Worker: when to check next, as of `$1`: the earliest recheck_at still
-/// ahead (an index probe), or the real expiry of a lease whose recheck_at
-/// has passed (few: leases that stopped renewing, or lapsed rows the last
-/// check had to skip, which show up here as already past).
-pub const NEXT_CHECK: &str = "SELECT least( \
-       (SELECT min(expires_at) FROM @extschema@.leaderlock \
-         WHERE holder IS NOT NULL AND recheck_at <= $1), \
-       (SELECT min(recheck_at) FROM @extschema@.leaderlock \
-         WHERE holder IS NOT NULL AND recheck_at > $1))";
+    /// `INSERT_FIRST_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
+    INSERT_FIRST_TERM_0_2 = "INSERT INTO @extschema@.leaderlock \
+           (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
+         VALUES ($1, $2, $6, $3, $3, $4, $5, $4) \
+         ON CONFLICT (key) DO NOTHING \
+         RETURNING term";
 
-/// Workers: the schema of the extension `$1` (a catalog read, run before
-/// the schema is known, so not through `plans.rs`).
-pub const EXTENSION_NAMESPACE: &str =
-    "SELECT extnamespace FROM pg_catalog.pg_extension WHERE oid = $1";
+    /// `START_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
+    START_TERM_0_2 = "UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
+          WHERE key = $1 \
+      RETURNING term";
 
-/// Worker: the search path the functions pin (see above).
-pub const PIN_SEARCH_PATH: &str =
-    "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
+    /// `VACATE` on a schema before 0.3.0.
+    VACATE_0_2 =
+        "UPDATE @extschema@.leaderlock SET holder = NULL, expires_at = $2 WHERE key = $1";
 
-/// Worker: index plans whatever the statistics say (see `api.rs`).
-pub const NO_SEQSCAN: &str = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";
+    /// `VACATE_KEYS` on a schema before 0.3.0.
+    VACATE_KEYS_0_2 =
+        "UPDATE @extschema@.leaderlock SET holder = NULL WHERE key = ANY($1)";
 
-/// Failover (contract 8.2): the timeline on which held leases were last made
-/// to outlast a failover. A plain read: no lock, no transaction ID.
-/// `WHERE one_row` on the three statements of this one-row table: an index
-/// scan. A sequential scan under the functions' `enable_seqscan = off` costs
-/// 10^10, and a plan that dear gets JIT-compiled: 100 ms or more on every
-/// session's first call.
-pub const SAFE_TIMELINE: &str =
-    "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row";
+    /// Worker: when to check next, as of `$1`: the earliest recheck_at still
+    /// ahead (an index probe), or the real expiry of a lease whose recheck_at
+    /// has passed (few: leases that stopped renewing, or lapsed rows the last
+    /// check had to skip, which show up here as already past).
+    NEXT_CHECK = "SELECT least( \
+           (SELECT min(expires_at) FROM @extschema@.leaderlock \
+             WHERE holder IS NOT NULL AND recheck_at <= $1), \
+           (SELECT min(recheck_at) FROM @extschema@.leaderlock \
+             WHERE holder IS NOT NULL AND recheck_at > $1))";
 
-/// The same, locked for the one transaction that extends held leases after
-/// a new timeline began; no row, without waiting, while another does.
-pub const LOCK_SAFE_TIMELINE: &str =
-    "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row FOR UPDATE SKIP LOCKED";
+    /// Workers: the schema of the extension `$1` (a catalog read, run before
+    /// the schema is known, so not through `plans.rs`).
+    EXTENSION_NAMESPACE =
+        "SELECT extnamespace FROM pg_catalog.pg_extension WHERE oid = $1";
 
-/// Every held lease lasts at least until `$1` + its ttl (a renewal the old
-/// primary acknowledged may not have reached this server). recheck_at, the
-/// worker's cue, becomes the new expiry. `$1` now. Returns one row each.
-pub const OUTLAST_FAILOVER: &str = "UPDATE @extschema@.leaderlock \
-        SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
-      WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
-  RETURNING key";
+    /// Worker: the search path the functions pin (see above).
+    PIN_SEARCH_PATH =
+        "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
 
-/// Records that held leases outlast the move to timeline `$1`, at `$2`.
-pub const MARK_SAFE_TIMELINE: &str =
-    "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
+    /// Worker: index plans whatever the statistics say (see `api.rs`).
+    NO_SEQSCAN = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";
 
-/// Contract 8.3: this transaction commits as `synchronous_commit = on` does
-/// (WAL flushed, and on synchronous standbys when there are any), until it
-/// ends; set when the session asked for less.
-pub const SYNC_COMMIT_ON: &str = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";
+    /// Failover (contract 8.2): the timeline on which held leases were last made
+    /// to outlast a failover. A plain read: no lock, no transaction ID.
+    /// `WHERE one_row` on the three statements of this one-row table: an index
+    /// scan. A sequential scan under the functions' `enable_seqscan = off` costs
+    /// 10^10, and a plan that dear gets JIT-compiled: 100 ms or more on every
+    /// session's first call.
+    SAFE_TIMELINE =
+        "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row";
+
+    /// The same, locked for the one transaction that extends held leases after
+    /// a new timeline began; no row, without waiting, while another does.
+    LOCK_SAFE_TIMELINE =
+        "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row FOR UPDATE SKIP LOCKED";
+
+    /// Every held lease lasts at least until `$1` + its ttl (a renewal the old
+    /// primary acknowledged may not have reached this server). recheck_at, the
+    /// worker's cue, becomes the new expiry. `$1` now. Returns one row each.
+    OUTLAST_FAILOVER = "UPDATE @extschema@.leaderlock \
+            SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
+          WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
+      RETURNING key";
+
+    /// Records that held leases outlast the move to timeline `$1`, at `$2`.
+    MARK_SAFE_TIMELINE =
+        "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
+
+    /// Contract 8.3: this transaction commits as `synchronous_commit = on` does
+    /// (WAL flushed, and on synchronous standbys when there are any), until it
+    /// ends; set when the session asked for less.
+    SYNC_COMMIT_ON = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";
+}
 
 /// Every statement of this file on the table `leaderlock`, by name, with
 /// the schema it is written for ("" the current one, or "0.3.0", "0.2.0").
 /// The plan test in `src/tests.rs` runs each against 10,000 rows and fails
 /// on a sequential scan, on a statement it has no sample arguments for, and
-/// on a statement of this file that names the table but is missing here.
+/// on a statement of `ALL` that names the table but is missing here.
+#[cfg(any(test, feature = "pg_test"))]
 pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("SET_VALUE", "", SET_VALUE),
     ("LIVE_HOLDER", "", LIVE_HOLDER),
@@ -389,4 +406,26 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
 /// Statements on the table that are not index lookups, on purpose: run
 /// once per promotion, over every held lease (plans checked by
 /// `failover_statements_need_no_jit`).
+#[cfg(any(test, feature = "pg_test"))]
 pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &["OUTLAST_FAILOVER"];
+
+#[cfg(test)]
+mod export {
+    /// `bench/statements.json`: every statement of `ALL` by name, for the
+    /// benchmarks (bench/queries.py), which read it instead of this source.
+    /// `LEADERLOCK_WRITE_STATEMENTS=1 cargo pgrx test` rewrites it.
+    #[test]
+    fn bench_statements_json_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/statements.json");
+        let all: std::collections::BTreeMap<&str, &str> = super::ALL.iter().copied().collect();
+        let json = serde_json::to_string_pretty(&all).unwrap() + "\n";
+        if std::env::var_os("LEADERLOCK_WRITE_STATEMENTS").is_some() {
+            std::fs::write(path, &json).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == json,
+            "{path} differs from queries::ALL: run LEADERLOCK_WRITE_STATEMENTS=1 cargo pgrx test"
+        );
+    }
+}
