@@ -17,9 +17,11 @@
 //! transaction (one left open would hold every held lease locked): until it
 //! has committed, a call that would start a tenure refuses as it does for
 //! a locked row, and le_acquire waits. Renewals, releases and proclaims of
-//! live leases go on meanwhile: they never shorten a lease. Only when no
-//! background worker can be started (max_worker_processes reached) does a
-//! caller do it in its own transaction, as 0.4.0 did.
+//! live leases go on meanwhile: they never shorten a lease. When no
+//! background worker can be started (max_worker_processes reached, which
+//! an ordinary role's parallel queries can cause) new tenures wait for a
+//! slot, logged: a caller's transaction taking the step instead, as 0.4.0
+//! did, could be kept open and stop every holder's renewals.
 //!
 //! Durability (8.3): every call that writes commits as with
 //! `synchronous_commit = on`, whatever the session asked for: a `true` seen
@@ -93,7 +95,12 @@ thread_local! {
     static KNOWN_SAFE: Cell<Option<u32>> = const { Cell::new(None) };
     /// When this backend last asked for the step (microseconds).
     static ASKED_AT: Cell<i64> = const { Cell::new(0) };
+    /// When this backend last logged that no worker could take it.
+    static LOGGED_AT: Cell<i64> = const { Cell::new(i64::MIN) };
 }
+
+/// How often one backend logs that no background worker can take the step.
+const LOG_EVERY_US: i64 = 10_000_000;
 
 /// How often one backend asks for the step while it waits for it.
 const ASK_EVERY_US: i64 = 100_000;
@@ -154,11 +161,15 @@ pub fn ready_for_new_tenures() -> bool {
         return false;
     }
     ASKED_AT.set(now);
-    if ask_for_step() {
-        return false;
+    if !ask_for_step() && now.saturating_sub(LOGGED_AT.get()) >= LOG_EVERY_US {
+        LOGGED_AT.set(now);
+        log!(
+            "leaderlock: no background worker slot free for the failover step (max_worker_processes = {}); \
+             new tenures wait until one is",
+            unsafe { pg_sys::max_worker_processes }
+        );
     }
-    // No background worker can be had: the step in this transaction.
-    make_leases_outlast_failover()
+    false
 }
 
 /// Asks the worker serving this database, or else a one-shot worker, to

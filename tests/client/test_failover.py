@@ -172,6 +172,61 @@ class FailoverTest(unittest.TestCase):
         for c in (s, x, a, y):
             c.close()
 
+    def test_no_worker_slot_for_the_step_holds_nobody_up(self):
+        """When no background worker can be started for the failover step
+        (every max_worker_processes slot taken, here by a parallel query
+        any role may run), a caller never takes the step in its own
+        transaction: its new tenure is refused, a holder's renewals go on
+        while that caller's transaction stays open, the log says why, and
+        the step is taken as soon as a slot is free."""
+        c = self.own(Cluster.create("noslot", "max_worker_processes = 4",
+                                    "leaderlock.databases = 'no_such_database'"))
+        a = c.connect()
+        self.assertTrue(acquire(a, "held", "A", "60 seconds"))
+        # As on a new timeline whose step is still to be taken (a promotion
+        # is tested above; the slots are what this test is about).
+        one(a, "UPDATE leaderlock_failover SET timeline = 0")
+        # 100 pages: every parallel worker keeps scanning (and its slot) until cancelled.
+        one(a, "CREATE TABLE slow AS SELECT i, repeat('x', 2000) AS pad FROM generate_series(1, 400) i")
+        one(a, "ALTER TABLE slow SET (parallel_workers = 4)")
+        self.assertTrue(wait_for(lambda: one(a, "SELECT count(*) FROM pg_stat_activity "
+                                                "WHERE backend_type = 'leaderlock launcher'") == 1))
+        # Our launcher and the logical replication launcher take two slots;
+        # a parallel query asking for four workers gets the other two.
+        filler = c.connect()
+        for setting in ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size"):
+            one(filler, f"SET {setting} = 0")
+        one(filler, "SET max_parallel_workers_per_gather = 4")
+        filler_pid = one(filler, "SELECT pg_backend_pid()")
+        done = threading.Event()
+
+        def fill():
+            try:
+                one(filler, "SELECT count(*) FROM slow WHERE pg_sleep(0.3) IS NULL")
+            except Exception:
+                pass  # cancelled below
+            done.set()
+        threading.Thread(target=fill, daemon=True).start()
+        self.assertTrue(wait_for(lambda: one(a, "SELECT count(*) FROM pg_stat_activity "
+                                                "WHERE backend_type = 'parallel worker'") > 0))
+        x = c.connect()
+        x.autocommit = False
+        self.assertFalse(acquire(x, "other", "X"), "a tenure started before the step")
+        # x's transaction stays open: the holder's renewals are not held up.
+        for _ in range(5):
+            self.assertTrue(one(a, "SELECT le_renew('held', 'A')"), "a renewal was refused")
+            time.sleep(0.1)
+        self.assertEqual(one(a, "SELECT timeline FROM leaderlock_failover"), 0)
+        self.assertIn("no background worker slot free for the failover step", c.log())
+        x.rollback()
+        one(a, "SELECT pg_cancel_backend(%s)", (filler_pid,))
+        self.assertTrue(done.wait(30))
+        y = c.connect()
+        self.assertTrue(wait_for(lambda: acquire(y, "new", "Y"), timeout=10))
+        self.assertEqual(one(a, "SELECT timeline FROM leaderlock_failover"), 1)
+        for conn in (a, filler, x, y):
+            conn.close()
+
     def test_failover_never_shortens_a_lease(self):
         """Contract 8.2: A renews on the primary; the renewal never reaches
         the standby; the primary dies; by the time the standby is promoted
