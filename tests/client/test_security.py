@@ -32,7 +32,8 @@ def plant_traps(t, temp_views=True):
     """As the role connected by `t` (schema `public` writable by it): a
     trap function that records its calls (and makes the session's user
     superuser when it runs as one), an operator calling it for every
-    operator and type pair pg_catalog has no exact match for, and (with
+    operator and type pair pg_catalog has no exact match for, functions of
+    the names the extension calls, and (with
     `temp_views`) pg_temp views of the extension's relations' names that
     call it. Sets search_path = public, pg_temp on `t`; returns how many
     operators were planted. DROP OWNED BY the role removes it all."""
@@ -65,6 +66,20 @@ def plant_traps(t, temp_views=True):
                 one(t, f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
                        f"FUNCTION = public.{name})")
                 planted += 1
+    # Functions of the names the extension's statements call, with exact
+    # signatures: one wins over pg_catalog's wherever its schema is searched
+    # (unnest(text[]) over the polymorphic unnest(anyarray) even after it).
+    for name, args, returns, body in (
+        ("unnest", "text[]", "SETOF text", "RETURN QUERY SELECT pg_catalog.unnest($1)"),
+        ("clock_timestamp", "", "timestamptz", "RETURN pg_catalog.clock_timestamp()"),
+        ("now", "", "timestamptz", "RETURN pg_catalog.now()"),
+        ("pg_has_role", "oid, oid, text", "boolean", "RETURN pg_catalog.pg_has_role($1, $2, $3)"),
+        ("set_config", "text, text, boolean", "text", "RETURN pg_catalog.set_config($1, $2, $3)"),
+        ("pg_stat_clear_snapshot", "", "void", "PERFORM pg_catalog.pg_stat_clear_snapshot()"),
+    ):
+        one(t, f"""CREATE FUNCTION public.{name}({args}) RETURNS {returns} LANGUAGE plpgsql AS $$
+                   BEGIN PERFORM public.ll_trap('{name}({args})'); {body}; END $$""")
+        planted += 1
     for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease") if temp_views else ():
         one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
     one(t, "SET search_path = public, pg_temp")
@@ -134,6 +149,9 @@ class SecurityTest(unittest.TestCase):
             ("SELECT (le_lease(%s)).term", (k,)),
             ("SELECT le_worker_running()", ()),
             ("SELECT count(*) FROM le_database_stats()", ()),
+            ("SELECT count(*) FROM leaderlock_status", ()),
+            ("SELECT count(*) FROM leaderlock_stats", ()),
+            ("SELECT count(*) FROM leaderlock_database_stats", ()),
             ("SELECT le_acquire(%s, 'trapper', '1 hour', '0.1 seconds')", (k + "-b",)),
             ("SELECT le_release(%s, 'trapper')", (k,)),
             ("SELECT le_try_acquire(%s, 'trapper', '1 second')", (k + "-expires",)),
@@ -191,6 +209,29 @@ class SecurityTest(unittest.TestCase):
         calls()
         self.assert_no_trap_ran(su)
 
+    def test_create_extension_with_traps_planted(self):
+        """A superuser runs CREATE EXTENSION in a database where an ordinary
+        role planted the traps in the schema the extension goes into: the
+        install script runs none of them, and neither do the calls after."""
+        db = "ll_sec_fresh"
+        one(self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        one(self.admin, f"CREATE DATABASE {db}")
+        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        su = connect(db)
+        self.addCleanup(su.close)
+        one(su, f"GRANT CREATE ON SCHEMA public TO {TRAPPER}")
+        t = self.plant_traps(connect(db, user=TRAPPER))
+        self.addCleanup(t.close)
+        one(su, "SET search_path = public, pg_temp")
+        one(su, "CREATE EXTENSION leaderlock")
+        self.assert_no_trap_ran(su)
+        k = self.key
+        self.assertTrue(one(t, "SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k,)))
+        self.assertTrue(one(t, "SELECT le_renew(%s, 'trapper', '30 minutes')", (k,)))
+        self.assertEqual(one(su, "SELECT holder FROM leaderlock_status WHERE key = %s", (k,)), "trapper")
+        self.assertTrue(one(su, "SELECT le_force_release(%s)", (k,)))
+        self.assert_no_trap_ran(su)
+
     def test_renamed_schema_and_a_look_alike_never_run(self):
         """The owner of a database renames the schema the extension is in
         and puts a look-alike table with a trigger in its place: the
@@ -237,9 +278,10 @@ class SecurityTest(unittest.TestCase):
     # --- code PostgreSQL runs as a table's owner ---
 
     def test_security_restricted_operations_never_act_for_the_session_s_user(self):
-        """ANALYZE, VACUUM, REINDEX, CLUSTER and REFRESH MATERIALIZED VIEW run
-        a table owner's index expressions as that owner while the session's
-        user is the superuser: a call made there never acts for anyone."""
+        """ANALYZE, VACUUM, REINDEX, CLUSTER, REFRESH MATERIALIZED VIEW and
+        CREATE INDEX run a table owner's index expressions as that owner
+        while the session's user is the superuser, and autovacuum runs them
+        with no session at all: a call made there never acts for anyone."""
         victim, grab = self.key + "-victim", self.key + "-grab"
         self.assertTrue(one(self.admin, "SELECT le_try_acquire(%s, 'victim', '1 hour')", (victim,)))
         before = self.lease(victim)
@@ -262,8 +304,25 @@ class SecurityTest(unittest.TestCase):
         self.addCleanup(one, self.admin, "DROP TABLE IF EXISTS public.ll_sro_t; DROP FUNCTION public.ll_sro_act CASCADE")
         for sql in ("ANALYZE public.ll_sro_t", "VACUUM ANALYZE public.ll_sro_t", "REINDEX TABLE public.ll_sro_t",
                     "CLUSTER public.ll_sro_t USING t_act", "REFRESH MATERIALIZED VIEW public.ll_sro_mv",
-                    "REFRESH MATERIALIZED VIEW CONCURRENTLY public.ll_sro_mv"):
+                    "REFRESH MATERIALIZED VIEW CONCURRENTLY public.ll_sro_mv",
+                    "CREATE INDEX t_act_again ON public.ll_sro_t (public.ll_sro_act(x + 1))"):
             one(self.admin, sql)
+        self.assertEqual(self.lease(victim), before)
+        self.assertIsNone(one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s", (grab,)))
+        # Autovacuum's ANALYZE, with no superuser action at all. (The
+        # owner's own inserts run the expression as the owner, not in a
+        # restricted operation: its tenure of `grab` is its own; released.)
+        one(self.admin, "ALTER SYSTEM SET autovacuum_naptime = 1")
+        one(self.admin, "SELECT pg_reload_conf()")
+        self.addCleanup(one, self.admin, "SELECT pg_reload_conf()")
+        self.addCleanup(one, self.admin, "ALTER SYSTEM RESET autovacuum_naptime")
+        one(t, "ALTER TABLE public.ll_sro_t SET (autovacuum_analyze_threshold = 0, "
+               "autovacuum_analyze_scale_factor = 0)")
+        one(t, "INSERT INTO public.ll_sro_t SELECT generate_series(101, 200)")
+        self.assertTrue(one(t, "SELECT le_release(%s, 'grabber')", (grab,)))
+        self.assertTrue(wait_for(lambda: one(self.admin, "SELECT autoanalyze_count FROM pg_stat_user_tables "
+                                                         "WHERE relid = 'public.ll_sro_t'::regclass") > 0,
+                                 timeout=30), "autovacuum never analyzed the table")
         self.assertEqual(self.lease(victim), before)
         self.assertIsNone(one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s", (grab,)))
 
@@ -359,6 +418,10 @@ class SecurityTest(unittest.TestCase):
             c = connect(db)
             self.assertEqual(sqlstate(c, "CREATE EXTENSION leaderlock"), "0A000", encoding)
             self.assertIsNone(one(c, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"))
+            # 0.4.0 installed there before: the update to 0.4.1 refuses too.
+            one(c, "CREATE EXTENSION leaderlock VERSION '0.4.0'")
+            self.assertEqual(sqlstate(c, "ALTER EXTENSION leaderlock UPDATE"), "0A000", encoding)
+            self.assertEqual(one(c, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"), "0.4.0")
             c.close()
 
 
