@@ -13,9 +13,19 @@ DEFAULT_PG=15
 # Outside /root (mode 700): the postgres user runs these servers.
 PG_TREES=/opt/leaderlock/postgresql
 
+# LEADERLOCK_PG_CONFIG: the pg_config of a PostgreSQL of your own (one you
+# can install into, e.g. as a non-root contributor); it replaces the
+# default tree of its major version everywhere (test.sh --pg-config PATH).
+# Prints that major version.
+pg_config_major() {
+  "$1" --version | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p'
+}
+
 # The bin directory of PostgreSQL major version $1.
 pg_bin_of() {
-  if [ "$1" = 15 ]; then echo /usr/lib/postgresql/15/bin; else echo "$PG_TREES/$1/bin"; fi
+  if [ -n "${LEADERLOCK_PG_CONFIG:-}" ] && [ "$(pg_config_major "$LEADERLOCK_PG_CONFIG")" = "$1" ]; then
+    "$LEADERLOCK_PG_CONFIG" --bindir
+  elif [ "$1" = 15 ]; then echo /usr/lib/postgresql/15/bin; else echo "$PG_TREES/$1/bin"; fi
 }
 
 # use_pg N: every later helper works on PostgreSQL N. Sets PG_MAJOR, PG_BIN,
@@ -75,11 +85,24 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Runs a command as the postgres user. Servers of the relocatable trees get
-# the tree's own lib/ first on the library path: their walreceiver loads
-# libpq from there, not Debian's older one (which rejects the connection
-# options pg_basebackup 17+ writes for a standby).
-as_postgres() { sudo -u postgres -H -- env LD_LIBRARY_PATH="$(dirname "$PG_BIN")/lib" "$@"; }
+# Runs a command as the user that runs the servers: postgres when we are
+# root (PostgreSQL refuses to run as root), else ourselves. Servers of the
+# relocatable trees get the tree's own lib/ first on the library path: their
+# walreceiver loads libpq from there, not Debian's older one (which rejects
+# the connection options pg_basebackup 17+ writes for a standby).
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then
+    sudo -u postgres -H -- env LD_LIBRARY_PATH="$(dirname "$PG_BIN")/lib" "$@"
+  else
+    env LD_LIBRARY_PATH="$(dirname "$PG_BIN")/lib" "$@"
+  fi
+}
+
+# give_to_server PATH...: the servers' user owns these (only root needs to
+# hand them over; anyone else runs the servers as themselves).
+give_to_server() {
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$@"; fi
+}
 
 # start_cluster DIR PORT [extra postgresql.conf lines...]
 # Creates (if needed) and starts a cluster in DIR, owned by postgres, with
@@ -87,7 +110,7 @@ as_postgres() { sudo -u postgres -H -- env LD_LIBRARY_PATH="$(dirname "$PG_BIN")
 start_cluster() {
   local dir=$1 port=$2; shift 2
   if [ ! -f "$dir/PG_VERSION" ]; then
-    mkdir -p "$dir" && chown postgres:postgres "$dir" && chmod 700 "$dir"
+    mkdir -p "$dir" && give_to_server "$dir" && chmod 700 "$dir"
     as_postgres "$PG_BIN/initdb" -D "$dir" -A trust -U postgres --no-sync >/dev/null
     {
       echo "port = $port"
@@ -130,7 +153,7 @@ start_throwaway_cluster() {
   "$REPO_ROOT/scripts/setup.sh" >/dev/null
   install_extension
   DIR=$(mktemp -d /tmp/leaderlock-cluster.XXXXXX)
-  chown postgres:postgres "$DIR"
+  give_to_server "$DIR"
   PORT=$(free_port)
   log "starting a throwaway PostgreSQL $PG_MAJOR cluster on 127.0.0.1:$PORT"
   start_cluster "$DIR/data" "$PORT" "$@"

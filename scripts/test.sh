@@ -8,10 +8,24 @@
 #                                  only these suites (of: lint, unit, package,
 #                                  pg_regress, isolation, client, bench); without
 #                                  package, a debug build is installed instead
+#   ./scripts/test.sh --pg-config ~/pg17/bin/pg_config --only pg_regress
+#                                  a PostgreSQL of your own instead of the
+#                                  default one of its version
+#   ./scripts/test.sh --pg 17 --only pg_regress --test upgrade
+#                                  only the tests whose name contains this:
+#                                  pg_regress and isolation files, #[pg_test]
+#                                  and client test methods (unittest -k)
+#
+# Run as root, it sets up what is missing first (scripts/setup.sh) and runs
+# the servers as postgres. Run as anyone else, on a machine set up once by
+# root, it runs them as you; the extension is installed into the
+# PostgreSQL tested, so that one must be writable by you (--pg-config).
 #
 # Once:             cargo fmt --check; no import circle in src/; documentation
 #                   links resolve; the client library and CLI (crates/):
-#                   clippy, cargo test, build
+#                   clippy, cargo test, build; as root, the test command as
+#                   a contributor runs it (tests/contributor/run.sh: not
+#                   root, --pg-config of a PostgreSQL 16 of its own)
 # Per version:
 #   lint            cargo clippy -D warnings, built for that version
 #   unit            #[pg_test] tests in one backend (cargo pgrx test pgN)
@@ -34,17 +48,24 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 VERSIONS=()
-SUITES=(lint unit package pg_regress isolation client bench)
+SUITES=(lint unit package pg_regress isolation client bench contributor)
 ONLY=""
+TEST_PATTERN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --pg) use_pg "$2"; VERSIONS+=("$2"); shift ;;
+    --pg-config)
+      # a PostgreSQL of your own, in place of the default one of its version
+      LEADERLOCK_PG_CONFIG=$(readlink -f "$2"); export LEADERLOCK_PG_CONFIG
+      v=$(pg_config_major "$LEADERLOCK_PG_CONFIG")
+      use_pg "$v"; VERSIONS+=("$v"); shift ;;
+    --test) TEST_PATTERN=$2; shift ;;
     --only)
       for s in ${2//,/ }; do
         [[ " ${SUITES[*]} " == *" $s "* ]] || { echo "unknown suite '$s' (suites: ${SUITES[*]})" >&2; exit 2; }
       done
       ONLY=",$2,"; shift ;;
-    *) echo "usage: $0 [--pg N]... [--only SUITE,...]   (N in ${PG_VERSIONS[*]}; default: all)" >&2; exit 2 ;;
+    *) echo "usage: $0 [--pg N]... [--pg-config PATH] [--only SUITE,...] [--test NAME]   (N in ${PG_VERSIONS[*]}; default: all)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -55,7 +76,7 @@ wants() { [ -z "$ONLY" ] || [[ $ONLY == *",$1,"* ]]; }
 "$REPO_ROOT/scripts/setup.sh"
 
 WORK=$(mktemp -d /tmp/leaderlock-test.XXXXXX)
-chown postgres:postgres "$WORK"
+give_to_server "$WORK"
 FAILED=()
 SUMMARY=()
 EXT_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)
@@ -112,10 +133,15 @@ regress_suite() {
     log "tests/$name/schedule does not list: ${missing[*]}"
     fail "$name schedule"
   fi
+  # the whole schedule, or (--test) the files whose name contains the pattern
+  local which=(--schedule="$REPO_ROOT/tests/$name/schedule")
+  if [ -n "$TEST_PATTERN" ]; then
+    mapfile -t which < <(sed -n 's/^test: //p' "$REPO_ROOT/tests/$name/schedule" | grep -F -- "$TEST_PATTERN" || true)
+    [ "${#which[@]}" -gt 0 ] || { log "no $name test matches '$TEST_PATTERN'"; return 0; }
+  fi
   "$tool" --host=127.0.0.1 --port="$PORT" --user=postgres --bindir="$PG_BIN" \
     --inputdir="$REPO_ROOT/tests/$name" --outputdir="$VWORK/$name" \
-    --dbname="leaderlock_$name" --load-extension=leaderlock \
-    --schedule="$REPO_ROOT/tests/$name/schedule" \
+    --dbname="leaderlock_$name" --load-extension=leaderlock "${which[@]}" \
     || { cat "$VWORK/$name/regression.diffs" 2>/dev/null; fail "$name"; }
 }
 
@@ -146,7 +172,7 @@ install_from_package() {
 test_version() {
   use_pg "$1"
   VWORK="$WORK/pg$PG_MAJOR"
-  mkdir -p "$VWORK" && chown postgres:postgres "$VWORK"
+  mkdir -p "$VWORK" && give_to_server "$VWORK"
   export LEADERLOCK_WORK=$VWORK
   local features=(--no-default-features --features "pg$PG_MAJOR")
 
@@ -158,7 +184,9 @@ test_version() {
 
   if wants unit; then
     stage "unit tests (#[pg_test])"
-    (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$VWORK/pgtest") \
+    runas=()
+    [ "$(id -u)" -ne 0 ] || runas=(--runas postgres)
+    (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" ${TEST_PATTERN:+"$TEST_PATTERN"} "${runas[@]}" --pgdata "$VWORK/pgtest") \
       || fail "unit tests"
   fi
 
@@ -211,7 +239,7 @@ test_on_a_cluster() {
     stage "client tests"
     (cd "$REPO_ROOT/tests/client" && \
       LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main \
-      /usr/bin/python3 -m unittest discover -v -p 'test_*.py') \
+      /usr/bin/python3 -m unittest discover -v -p 'test_*.py' ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || { tail -n 40 "$main/server.log"; fail "client tests"; }
   fi
   stop_cluster "$main" fast
@@ -230,6 +258,15 @@ bench_smoke() {
   "$REPO_ROOT/bench/etcd.sh" --pg "$PG_MAJOR" --clients 2 --seconds 1 --rounds 3 --failovers 1 \
     || fail "etcd side-by-side smoke"
 }
+
+# The test command as a non-root contributor runs it, once (as root only:
+# it makes that user; not on a run given a PostgreSQL of your own).
+if wants contributor && [ "$(id -u)" -eq 0 ] && [ -z "${LEADERLOCK_PG_CONFIG:-}" ]; then
+  printf '\n=== the test command as a contributor, not root (tests/contributor/run.sh)\n'
+  t=$SECONDS
+  LEADERLOCK_PG=16 "$REPO_ROOT/tests/contributor/run.sh" || FAILED+=("as a contributor")
+  SUMMARY+=("as a contributor (not root, PostgreSQL 16 of its own): $(( SECONDS - t )) s")
+fi
 
 for v in "${VERSIONS[@]}"; do
   t=$SECONDS

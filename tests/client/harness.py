@@ -121,11 +121,22 @@ def wait_for(predicate, timeout=10.0, interval=0.05):
 WORK = os.environ.get("LEADERLOCK_WORK", "/tmp")
 
 
+# Root runs the servers as postgres (PostgreSQL refuses root); anyone else
+# runs them as themselves (see as_postgres in scripts/lib.sh).
+AS_SERVER_USER = ["sudo", "-u", "postgres", "-H", "--"] if os.geteuid() == 0 else []
+
+
+def give_to_server(path, recursive=False):
+    """The servers' user owns `path` (only root needs to hand it over)."""
+    if os.geteuid() == 0:
+        subprocess.run(["chown", *(["-R"] if recursive else []), "postgres:postgres", path], check=True)
+
+
 def as_postgres(*cmd, check=True, capture=False):
-    """Runs cmd as the postgres user, with the PostgreSQL tree's own lib/
+    """Runs cmd as the servers' user, with the PostgreSQL tree's own lib/
     first on the library path (see as_postgres in scripts/lib.sh)."""
     libdir = os.path.join(os.path.dirname(PG_BIN), "lib")
-    return subprocess.run(["sudo", "-u", "postgres", "-H", "--", "env", f"LD_LIBRARY_PATH={libdir}", *cmd],
+    return subprocess.run([*AS_SERVER_USER, "env", f"LD_LIBRARY_PATH={libdir}", *cmd],
                           check=check,
                           stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
                           stderr=subprocess.STDOUT if capture else None, text=True)
@@ -159,7 +170,7 @@ class Cluster:
         import tempfile
         port = free_port()
         pgdata = tempfile.mkdtemp(prefix=name + "-", dir=WORK)
-        subprocess.run(["chown", "postgres:postgres", pgdata], check=True)
+        give_to_server(pgdata)
         subprocess.run(["bash", "-c", 'source "$0"; start_cluster "$@"', LIB_SH, pgdata, str(port), *conf],
                        check=True, env={**os.environ, "LEADERLOCK_PG": PG_MAJOR})
         c = cls(pgdata, port)
@@ -225,7 +236,7 @@ class Cluster:
         port = free_port()
         pgdata = tempfile.mkdtemp(prefix=name + "-", dir=WORK)
         os.chmod(pgdata, 0o700)
-        subprocess.run(["chown", "postgres:postgres", pgdata], check=True)
+        give_to_server(pgdata)
         out = as_postgres(f"{PG_BIN}/pg_basebackup", "-h", HOST, "-p", str(self.port), "-U", "postgres",
                           "-D", pgdata, "-X", "stream", "-c", "fast", *args, check=False, capture=True)
         assert out.returncode == 0, out.stdout
@@ -265,8 +276,8 @@ default_pool_size = {pool_size}
 logfile = {d}/pgbouncer.log
 pidfile = {d}/pgbouncer.pid
 """)
-    subprocess.run(["chown", "-R", "postgres:postgres", d], check=True)
-    subprocess.run(["sudo", "-u", "postgres", "/usr/sbin/pgbouncer", "-d", ini], check=True)
+    give_to_server(d, recursive=True)
+    subprocess.run([*AS_SERVER_USER, "/usr/sbin/pgbouncer", "-d", ini], check=True)
     test.addCleanup(subprocess.run, ["pkill", "-F", f"{d}/pgbouncer.pid"])
     assert wait_for(lambda: os.path.exists(f"{d}/pgbouncer.pid")), "pgbouncer did not start"
     return port

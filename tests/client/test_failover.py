@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import test_security
-from harness import PG_BIN, WORK, Cluster, as_postgres, connect, one, wait_for
+from harness import PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, one, wait_for
 from test_concurrency import STRESS_KEYS, TenureChecks, stress_client
 
 # Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
@@ -328,7 +328,7 @@ class FailoverTest(unittest.TestCase):
         """PITR to a restore point before the last acquisitions: the
         recovered server must not issue the terms issued after that point."""
         archive = tempfile.mkdtemp(prefix="pitr-archive-", dir=WORK)
-        subprocess.run(["chown", "postgres:postgres", archive], check=True)
+        give_to_server(archive)
         self.addCleanup(subprocess.run, ["rm", "-rf", archive])
         primary = self.own(Cluster.create("pitr-primary", "archive_mode = on",
                                           f"archive_command = 'cp %p {archive}/%f'"))
