@@ -14,7 +14,7 @@ PACKAGES=(
   libclang-dev clang pkg-config sudo build-essential
   # client test harness, demo and benchmark chart (Debian's own, pinned by the release);
   # pip only downloads the PostgreSQL trees below, it installs nothing
-  python3 python3-psycopg2 python3-matplotlib python3-pip
+  python3 python3-psycopg2 python3-matplotlib python3-pip python3-pyflakes
   # `leaderlock run` through transaction pooling (tests/client/test_cli.py)
   pgbouncer
 )

@@ -22,7 +22,7 @@
 # PostgreSQL tested, so that one must be writable by you (--pg-config).
 #
 # Once:             cargo fmt --check; no import circle in src/; documentation
-#                   links resolve; the client library and CLI (crates/):
+#                   links resolve; pyflakes; the client library and CLI (crates/):
 #                   clippy, cargo test, build; as root, the test command as
 #                   a contributor runs it (tests/contributor/run.sh: not
 #                   root, --pg-config of a PostgreSQL 16 of its own)
@@ -101,6 +101,8 @@ if wants lint; then
   python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
   printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
   python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
+  printf '\n=== Python: pyflakes\n'
+  (cd "$REPO_ROOT" && /usr/bin/python3 -m pyflakes tests bench scripts examples demo) || FAILED+=("pyflakes")
 fi
 
 # The client library and the CLI do not depend on the server version: lint,

@@ -14,11 +14,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unicodedata
 
-from harness import HOST, PGDATA, PORT, as_postgres, connect, one, wait_for
+from harness import HOST, PGDATA, PORT, connect, one, wait_for
 from test_cli import CHILD, CLI, NOT_ACQUIRED, REJECTED, CliCase, Run, dsn, records
 
 # Colours the terminal, writes its clipboard (OSC 52), forges a log line,
