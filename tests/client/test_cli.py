@@ -264,6 +264,27 @@ class CliTest(CliCase):
         self.assertTrue(wait_for(lambda: not alive(pid), timeout=5))
         self.assertIsNotNone(self.holder())
 
+    def test_a_locked_row_defers_a_renewal_but_never_stops_the_command(self):
+        """A renewal refused because another transaction holds the lease's
+        row locked (the step after a failover, a superuser's transaction),
+        while the server shows the lease ours and live, is not a lost
+        lease: retried until the deadline, the command never stopped."""
+        r = Run(self, "--key", self.key, "--id", "me", "--ttl", "3s")
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
+        locker = connect(autocommit=False)
+        self.addCleanup(locker.close)
+        one(locker, "SELECT 1 FROM leaderlock WHERE key = %s FOR UPDATE", (self.key,))
+        self.assertTrue(wait_for(lambda: r.events("renewal_deferred"), timeout=5), r.events())
+        time.sleep(0.5)
+        locker.rollback()
+        time.sleep(3)  # past the deadline the last renewal before the lock gave
+        self.assertIsNone(r.proc.poll(), r.events())
+        self.assertEqual(r.events("stopped"), [])
+        self.assertEqual(len({pid for _, pid, _, _ in records(self.children)}), 1)
+        self.assertEqual(one(self.conn, "SELECT holder FROM leaderlock WHERE key = %s", (self.key,)), "me")
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
     def test_sigstop_of_the_cli_stops_the_command_before_expiry(self):
         r = Run(self, "--key", self.key, "--ttl", "2s", "--grace", "0.5s")
         self.assertTrue(wait_for(lambda: records(self.children)))
@@ -416,6 +437,37 @@ class CliTest(CliCase):
         self.assertEqual(out.returncode, 1)
         out = subprocess.run([CLI, "--dsn", dsn(), "status"], capture_output=True, text=True)
         self.assertIn(self.key, out.stdout)
+
+    def test_status_of_many_keys_stays_readable(self):
+        """Held leases first, a 255-character key shortened in the table of
+        every key (whole with --json and for one key), --held, and a
+        summary line that counts what the table shows."""
+        long_key = self.key + "-" + "x" * (255 - len(self.key) - 1)
+        one(self.conn, "SELECT le_try_acquire(%s, 'h', '1 minute'), le_release(%s, 'h')",
+            (self.key + "-vacant", self.key + "-vacant"))
+        one(self.conn, "SELECT le_try_acquire(%s, 'h', '1 minute')", (long_key,))
+        self.addCleanup(one, self.conn, "SELECT le_force_release(%s)", (long_key,))
+        out = subprocess.run([CLI, "--dsn", dsn(), "status"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertTrue(all(len(line) < 255 for line in lines), max(lines, key=len))
+        states = [line.split()[1] for line in lines[1:-1]]
+        order = {"held": 0, "lapsed": 1, "vacant": 2}
+        self.assertEqual(states, sorted(states, key=order.get))
+        self.assertIn(long_key[:40], out.stdout)
+        self.assertNotIn(long_key, out.stdout)
+        counts = {s: states.count(s) for s in order}
+        self.assertEqual(lines[-1], f"{len(states)} leases: {counts['held']} held, {counts['lapsed']} lapsed, "
+                                    f"{counts['vacant']} vacant")
+        held = subprocess.run([CLI, "--dsn", dsn(), "status", "--held"], capture_output=True, text=True)
+        self.assertEqual({line.split()[1] for line in held.stdout.splitlines()[1:-1]}, {"held"})
+        whole = subprocess.run([CLI, "--dsn", dsn(), "status", "--json"], capture_output=True, text=True)
+        leases = {lease["key"]: lease for lease in map(json.loads, whole.stdout.splitlines())}
+        self.assertEqual(leases[long_key]["holder"], "h")
+        self.assertGreater(leases[long_key]["remaining_seconds"], 0)
+        self.assertEqual(leases[self.key + "-vacant"]["state"], "vacant")
+        self.assertIn(long_key, subprocess.run([CLI, "--dsn", dsn(), "status", long_key], capture_output=True,
+                                               text=True).stdout)
 
     def test_watch(self):
         import threading

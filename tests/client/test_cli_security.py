@@ -14,10 +14,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unicodedata
 
-from harness import HOST, PGDATA, PORT, connect, one, wait_for
+from harness import HOST, PGDATA, PORT, WORK, connect, one, wait_for
 from test_cli import CHILD, CLI, NOT_ACQUIRED, REJECTED, CliCase, Run, dsn, records
 
 # Colours the terminal, writes its clipboard (OSC 52), forges a log line,
@@ -146,15 +147,24 @@ class CliSecurityTest(CliCase):
     # --- connection settings ---
 
     def test_tls_that_was_asked_for_is_never_dropped(self):
+        """The test cluster has no TLS: require fails (never plaintext), and
+        verification without a root certificate file is refused before
+        connecting. (TLS itself: test_tls.py.)"""
+        home = tempfile.mkdtemp(prefix="no-postgresql-dir-", dir=WORK)
+        base = {"HOME": home, "PGHOST": HOST, "PGPORT": str(PORT), "PGUSER": "postgres"}
         for env, args in (({"PGSSLMODE": "require"}, ["--dsn", dsn()]),
-                          ({"PGSSLMODE": "verify-full"}, []),
-                          ({}, ["--dsn", dsn() + " sslmode=require"]),
+                          ({}, ["--dsn", dsn() + " sslmode=require"])):
+            out = cli(*args, "status", env={**base, **env})
+            self.assertEqual(out.returncode, 122, (env, args, out.stdout, out.stderr))
+            self.assertIn("TLS", out.stderr)
+        for env, args in (({"PGSSLMODE": "verify-full"}, []),
                           ({}, ["--dsn", dsn() + " sslmode=verify-full"])):
-            out = cli(*args, "status", env={"PGHOST": HOST, "PGPORT": str(PORT), "PGUSER": "postgres", **env})
+            out = cli(*args, "status", env={**base, **env})
             self.assertEqual(out.returncode, 2, (env, args, out.stdout, out.stderr))
-            self.assertIn("no TLS", out.stderr)
-        run = cli("--dsn", dsn() + " sslmode=require", "run", "--key", self.key, "--", "true")
-        self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn("root certificate file", out.stderr)
+        run = cli("--dsn", dsn() + " sslmode=require", "run", "--key", self.key, "--timeout", "1s", "--", "true",
+                  env={**base})
+        self.assertEqual(run.returncode, 122, run.stderr)
         self.assertIsNone(self.holder())
 
     def test_password_file_and_errors_with_their_cause(self):

@@ -227,6 +227,40 @@ class FailoverTest(unittest.TestCase):
         for conn in (a, filler, x, y):
             conn.close()
 
+    def test_several_hosts_and_target_session_attrs(self):
+        """The CLI with a primary and its standby in one connection string
+        (the standby first), as libpq reads target_session_attrs: any
+        settles on the standby (where leading is refused, exit 122), primary
+        and read-write on the primary (a command runs), standby and
+        prefer-standby on the standby, and with the standby gone, standby
+        fails while prefer-standby settles on the primary. PGHOST and
+        PGPORT lists do the same."""
+        cli = os.environ["LEADERLOCK_CLI"]
+        primary = self.own(Cluster.create("attrs-primary"))
+        standby = self.own(primary.standby("attrs-standby"))
+        hosts = f"host=127.0.0.1,127.0.0.1 port={standby.port},{primary.port} user=postgres dbname=postgres"
+
+        def run(attrs, *args, env=None, dsn=None):
+            dsn = dsn if dsn is not None else f"{hosts} target_session_attrs={attrs}"
+            return subprocess.run([cli, *(["--dsn", dsn] if dsn else []), *args], capture_output=True,
+                                  text=True, timeout=60, env={**os.environ, **(env or {})})
+
+        def lead(attrs, **kw):
+            return run(attrs, "run", "--key", f"attrs-{attrs}", "--timeout", "2s", "--", "sh", "-c", "exit 7",
+                       **kw)
+        self.assertEqual(lead("any").returncode, 122)
+        for attrs in ("primary", "read-write"):
+            self.assertEqual(lead(attrs).returncode, 7, attrs)
+        env = {"PGHOST": "127.0.0.1,127.0.0.1", "PGPORT": f"{standby.port},{primary.port}", "PGUSER": "postgres",
+               "PGDATABASE": "postgres", "PGTARGETSESSIONATTRS": "primary"}
+        self.assertEqual(lead("env", env=env, dsn="").returncode, 7)
+        for attrs in ("standby", "prefer-standby", "read-only", "any"):
+            self.assertEqual(run(attrs, "status").returncode, 0, attrs)
+        standby.stop()
+        self.assertEqual(run("standby", "status").returncode, 122)
+        self.assertEqual(run("prefer-standby", "status").returncode, 0)
+        self.assertEqual(lead("prefer-standby").returncode, 7)
+
     def test_failover_never_shortens_a_lease(self):
         """Contract 8.2: A renews on the primary; the renewal never reaches
         the standby; the primary dies; by the time the standby is promoted

@@ -32,8 +32,17 @@ struct Cli {
 enum Commands {
     /// Run a command only while leading: leaderlock run --key K -- cmd args...
     Run(run::RunArgs),
-    /// Show the leases (all, or one key) as a table.
-    Status { key: Option<String> },
+    /// Show the leases (all, or one key) as a table: held first, then
+    /// lapsed, then vacant; long keys and holders shortened (--json: whole).
+    Status {
+        key: Option<String>,
+        /// Only leases held now.
+        #[arg(long)]
+        held: bool,
+        /// One JSON object per lease instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print each announcement (one JSON line per notification).
     Watch { key: Option<String> },
     /// Internal: the process that starts and stops the command.
@@ -60,7 +69,7 @@ fn main() {
     let code = runtime.block_on(async {
         match cli.command {
             Commands::Run(args) => run::run(args, dsn).await,
-            Commands::Status { key } => status::status(dsn, key).await,
+            Commands::Status { key, held, json } => status::status(dsn, key, held, json).await,
             Commands::Watch { key } => status::watch(dsn, key).await,
             Commands::Supervise { .. } => unreachable!("handled above"),
         }

@@ -256,6 +256,9 @@ impl Run<'_> {
                             leading = Some(lease);
                             self.supervisor.extend(lease.term, lease.deadline).await;
                         }
+                        Event::RenewalDeferred(lease) => {
+                            self.log.event("renewal_deferred", &format!("renewal refused while the lease is still ours (term {}): its row is locked by another transaction; retrying until the deadline", lease.term), json!({"term": lease.term}));
+                        }
                         Event::Stopped { term, reason } => {
                             leading = None;
                             restart_at = None;

@@ -6,7 +6,7 @@ use std::io::Write;
 use futures_util::StreamExt;
 use leaderlock_client::{describe_error, is_permanent, pg_config_from_env, Announcement};
 use tokio_postgres::types::Type;
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use crate::{exit, text};
 
@@ -26,13 +26,12 @@ async fn connect(
         say(&e);
         exit::USAGE
     })?;
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|e| {
+    let (client, mut messages) = config.connect().await.map_err(|e| {
         say(&format!("cannot connect: {}", describe_error(&e)));
         exit_code(&e)
     })?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(Ok(message)) = messages.next().await {
             if let AsyncMessage::Notification(n) = message {
                 if n.channel() == leaderlock_client::sql::CHANNEL
@@ -61,18 +60,67 @@ fn db_error(e: tokio_postgres::Error) -> i32 {
     exit_code(&e)
 }
 
-/// Prints the leases (one key, or all) as a table.
-pub async fn status(dsn: Option<&str>, key: Option<String>) -> i32 {
+/// Widest key or holder shown in the table of every lease: longer ones are
+/// shortened (with `…`), so one long key does not widen every line (the
+/// table of one key and `--json` give them whole).
+const WIDEST: usize = 64;
+
+/// Prints the leases (one key, or all) as a table, held first, with a
+/// summary line; or (`json`) one JSON object per lease.
+pub async fn status(dsn: Option<&str>, key: Option<String>, held: bool, json: bool) -> i32 {
     let (client, _) = match connect(dsn).await {
         Ok(c) => c,
         Err(code) => return code,
     };
     let rows = match client
-        .query_typed(leaderlock_client::sql::STATUS, &[(&key, Type::TEXT)])
+        .query_typed(
+            leaderlock_client::sql::STATUS,
+            &[(&key, Type::TEXT), (&held, Type::BOOL)],
+        )
         .await
     {
         Ok(rows) => rows,
         Err(e) => return db_error(e),
+    };
+    let mut out = std::io::stdout().lock();
+    let printed = if json {
+        rows.iter().try_for_each(|r| {
+            let line = serde_json::json!({
+                "key": r.get::<_, String>(0),
+                "state": r.get::<_, String>(1),
+                "holder": r.get::<_, Option<String>>(2),
+                "term": r.get::<_, i64>(3),
+                "remaining_seconds": r.get::<_, Option<f64>>(6),
+                "expires_at": r.get::<_, Option<String>>(5),
+            });
+            writeln!(out, "{}", text::json_line(&line))
+        })
+    } else {
+        print_table(&mut out, &rows, key.is_none(), key.is_none())
+    };
+    if printed.and_then(|_| out.flush()).is_err() {
+        return 0; // reader went away (| head)
+    }
+    if key.is_some() && rows.is_empty() {
+        say("no such key");
+        return 1;
+    }
+    0
+}
+
+fn print_table(
+    out: &mut impl Write,
+    rows: &[tokio_postgres::Row],
+    shorten: bool,
+    summary: bool,
+) -> std::io::Result<()> {
+    let cell = |v: String| {
+        let shown = text::shown(&v);
+        if shorten {
+            shortened(&shown)
+        } else {
+            shown
+        }
     };
     let header = ["KEY", "STATE", "HOLDER", "TERM", "REMAINING", "EXPIRES_AT"];
     let table: Vec<Vec<String>> = rows
@@ -81,6 +129,9 @@ pub async fn status(dsn: Option<&str>, key: Option<String>) -> i32 {
             (0..6)
                 .map(|i| match i {
                     3 => r.get::<_, i64>(i).to_string(),
+                    0 | 2 => r
+                        .get::<_, Option<String>>(i)
+                        .map_or_else(|| "-".into(), cell),
                     _ => r
                         .get::<_, Option<String>>(i)
                         .map_or_else(|| "-".into(), |v| text::shown(&v)),
@@ -98,7 +149,6 @@ pub async fn status(dsn: Option<&str>, key: Option<String>) -> i32 {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = std::io::stdout().lock();
     let mut print = |cells: Vec<&str>| {
         let line: Vec<String> = cells
             .iter()
@@ -107,19 +157,32 @@ pub async fn status(dsn: Option<&str>, key: Option<String>) -> i32 {
             .collect();
         writeln!(out, "{}", line.join("  ").trim_end())
     };
-    let printed = print(header.to_vec()).and_then(|_| {
-        table
-            .iter()
-            .try_for_each(|r| print(r.iter().map(String::as_str).collect()))
-    });
-    if printed.and_then(|_| out.flush()).is_err() {
-        return 0; // reader went away (| head)
+    print(header.to_vec())?;
+    for r in &table {
+        print(r.iter().map(String::as_str).collect())?;
     }
-    if key.is_some() && table.is_empty() {
-        say("no such key");
-        return 1;
+    if summary {
+        let count = |state: &str| table.iter().filter(|r| r[1] == state).count();
+        writeln!(
+            out,
+            "{} leases: {} held, {} lapsed, {} vacant",
+            table.len(),
+            count("held"),
+            count("lapsed"),
+            count("vacant")
+        )?;
     }
-    0
+    Ok(())
+}
+
+/// `text` cut to WIDEST characters, the last one `…`.
+fn shortened(text: &str) -> String {
+    if text.chars().count() <= WIDEST {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(WIDEST - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// One JSON line per announcement on the `leaderlock` channel (only those
@@ -160,4 +223,16 @@ pub async fn watch(dsn: Option<&str>, key: Option<String>) -> i32 {
     }
     say("connection lost");
     exit::UNREACHABLE
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_names_are_shortened_to_the_widest_column() {
+        assert_eq!(super::shortened("short"), "short");
+        let long = "k".repeat(255);
+        let cut = super::shortened(&long);
+        assert_eq!(cut.chars().count(), super::WIDEST);
+        assert!(cut.ends_with('…'));
+    }
 }

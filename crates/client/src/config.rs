@@ -1,5 +1,13 @@
-//! What an elector campaigns for and how often it talks to the database.
+//! What an elector campaigns for, how often it talks to the database, and
+//! how it connects.
+use crate::dsn;
+use crate::tls::{SslMode, TlsSettings};
+use futures_util::Stream;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_postgres::config::TargetSessionAttrs;
+use tokio_postgres::{AsyncMessage, Client};
 
 /// Settings of an [`crate::Elector`]. `ElectorConfig::new(key)` gives the
 /// defaults; every field can be changed before `Elector::start`.
@@ -85,73 +93,318 @@ pub(crate) fn random_hex(n: usize) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Where and how to connect: tokio-postgres's settings, TLS as libpq
+/// understands it (`sslmode` and the rest: see [`crate::TlsSettings`]), and
+/// libpq's `target_session_attrs`.
+#[derive(Clone, Debug)]
+pub struct ConnectConfig {
+    pub pg: tokio_postgres::Config,
+    tls: TlsSettings,
+    rustls: Arc<rustls::ClientConfig>,
+    session_attrs: SessionAttrs,
+}
+
+/// libpq's `target_session_attrs`: which of several hosts to settle on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAttrs {
+    /// The first that answers (the default).
+    Any,
+    /// One that accepts writes.
+    ReadWrite,
+    /// One in read-only mode.
+    ReadOnly,
+    /// A primary: here as read-write (a primary set to read-only by
+    /// default_transaction_read_only is skipped).
+    Primary,
+    /// A standby: here as read-only (so is a primary set to read-only).
+    Standby,
+    /// A standby if one answers, else any.
+    PreferStandby,
+}
+
+impl SessionAttrs {
+    /// Parses a value of `target_session_attrs` (or the variable `what`).
+    pub fn parse(what: &str, value: &str) -> Result<SessionAttrs, String> {
+        Ok(match value {
+            "any" => SessionAttrs::Any,
+            "read-write" => SessionAttrs::ReadWrite,
+            "read-only" => SessionAttrs::ReadOnly,
+            "primary" => SessionAttrs::Primary,
+            "standby" => SessionAttrs::Standby,
+            "prefer-standby" => SessionAttrs::PreferStandby,
+            _ => {
+                return Err(format!(
+                    "invalid {what} value {value:?}: one of any, read-write, read-only, primary, \
+                     standby, prefer-standby"
+                ))
+            }
+        })
+    }
+
+    /// What tokio-postgres is asked for, attempt by attempt.
+    fn attempts(self) -> &'static [TargetSessionAttrs] {
+        match self {
+            SessionAttrs::Any => &[TargetSessionAttrs::Any],
+            SessionAttrs::ReadWrite | SessionAttrs::Primary => &[TargetSessionAttrs::ReadWrite],
+            SessionAttrs::ReadOnly | SessionAttrs::Standby => &[TargetSessionAttrs::ReadOnly],
+            SessionAttrs::PreferStandby => &[TargetSessionAttrs::ReadOnly, TargetSessionAttrs::Any],
+        }
+    }
+}
+
+/// A connection's messages (notifications, notices), polled in a task.
+pub type Messages = Pin<Box<dyn Stream<Item = Result<AsyncMessage, tokio_postgres::Error>> + Send>>;
+
+impl ConnectConfig {
+    /// `pg` with `tls`; the certificate and key files are read now, so a
+    /// missing or unreadable one is an error here, not at the first call.
+    pub fn new(pg: tokio_postgres::Config, tls: TlsSettings) -> Result<ConnectConfig, String> {
+        let rustls = tls.client_config()?;
+        let session_attrs = match pg.get_target_session_attrs() {
+            TargetSessionAttrs::ReadWrite => SessionAttrs::ReadWrite,
+            TargetSessionAttrs::ReadOnly => SessionAttrs::ReadOnly,
+            _ => SessionAttrs::Any,
+        };
+        Ok(ConnectConfig {
+            pg,
+            tls,
+            rustls,
+            session_attrs,
+        })
+    }
+
+    /// `pg` as it is, its `ssl_mode` read as libpq's mode of that name (no
+    /// certificate check unless `~/.postgresql/root.crt` is there).
+    pub fn from_pg(pg: tokio_postgres::Config) -> Result<ConnectConfig, String> {
+        use tokio_postgres::config::SslMode as Pg;
+        let mode = match pg.get_ssl_mode() {
+            Pg::Disable => SslMode::Disable,
+            Pg::Require => SslMode::Require,
+            _ => SslMode::Prefer,
+        };
+        ConnectConfig::new(
+            pg,
+            TlsSettings {
+                mode,
+                ..TlsSettings::default()
+            },
+        )
+    }
+
+    /// The TLS settings in force.
+    pub fn tls(&self) -> &TlsSettings {
+        &self.tls
+    }
+
+    /// Which host to settle on, as libpq's `target_session_attrs`.
+    pub fn session_attrs(&self) -> SessionAttrs {
+        self.session_attrs
+    }
+
+    /// Sets [`ConnectConfig::session_attrs`].
+    pub fn set_session_attrs(&mut self, attrs: SessionAttrs) {
+        self.session_attrs = attrs;
+    }
+
+    /// Opens a connection; its messages are returned to be polled. With
+    /// `sslmode=allow`, plaintext first, then TLS if that failed; with
+    /// `prefer-standby`, a standby first, then any host.
+    pub async fn connect(&self) -> Result<(Client, Messages), tokio_postgres::Error> {
+        use tokio_postgres::config::SslMode as Pg;
+        let mut pg = self.pg.clone();
+        let only_sockets = pg
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+        // As libpq: no TLS on a Unix-domain socket, whatever sslmode says.
+        let modes: &[Pg] = match (only_sockets, self.tls.mode) {
+            (true, _) => &[Pg::Disable],
+            (false, SslMode::Allow) => &[Pg::Disable, Pg::Require],
+            _ => &[self.tls.first_attempt()],
+        };
+        let mut failed = None;
+        for &attrs in self.session_attrs.attempts() {
+            for &mode in modes {
+                pg.target_session_attrs(attrs).ssl_mode(mode);
+                let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*self.rustls).clone());
+                match pg.connect(tls).await {
+                    Ok((client, mut connection)) => {
+                        let messages =
+                            futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                        return Ok((client, Box::pin(messages)));
+                    }
+                    Err(e) => failed = Some(e),
+                }
+            }
+        }
+        Err(failed.expect("at least one attempt"))
+    }
+}
+
+/// The parameters of a connection string that tokio-postgres does not read
+/// as libpq does: TLS, and target_session_attrs.
+const LIBPQ_PARAMS: [&str; 5] = [
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "target_session_attrs",
+];
+
 /// Connection settings: `dsn` (a libpq-style `key=value` string or a
 /// `postgres://` URL) when given, else `LEADERLOCK_DSN`, else `DATABASE_URL`,
-/// else the libpq variables PGHOST (default: the local socket directory),
-/// PGPORT, PGUSER, PGPASSWORD, PGDATABASE. Without a password, one is looked
-/// up in the password file as libpq does (PGPASSFILE, else ~/.pgpass).
-/// TLS is not supported yet: an `sslmode` (or PGSSLMODE) of `require`,
-/// `verify-ca` or `verify-full` is refused here rather than connecting
-/// without it.
-pub fn pg_config_from_env(dsn: Option<&str>) -> Result<tokio_postgres::Config, String> {
+/// else the libpq variables PGHOST (default: the local socket directory;
+/// a comma-separated list tries each host in turn), PGPORT (one port, or
+/// one per host), PGUSER, PGPASSWORD, PGDATABASE. Whatever the string
+/// leaves out of `sslmode`, `sslrootcert`, `sslcert`, `sslkey` (TLS, see
+/// [`crate::TlsSettings`]), `target_session_attrs`, `connect_timeout` and
+/// `application_name` comes from PGSSLMODE, PGSSLROOTCERT, PGSSLCERT,
+/// PGSSLKEY, PGTARGETSESSIONATTRS, PGCONNECT_TIMEOUT and PGAPPNAME. Without
+/// a password, one is looked up in the password file as libpq does
+/// (PGPASSFILE, else ~/.pgpass).
+pub fn pg_config_from_env(dsn: Option<&str>) -> Result<ConnectConfig, String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let mut config = match dsn
+    connect_config(dsn, &env)
+}
+
+/// [`pg_config_from_env`] with the environment looked up by `env`.
+fn connect_config(
+    dsn: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ConnectConfig, String> {
+    let (mut config, libpq_params) = match dsn
         .map(str::to_owned)
         .or_else(|| env("LEADERLOCK_DSN"))
         .or_else(|| env("DATABASE_URL"))
     {
         Some(dsn) => {
-            // libpq's rule: a setting the string leaves out comes from the
-            // environment; only sslmode matters here (it must not be lost).
-            if !dsn.contains("sslmode") {
-                refuse_tls_mode("PGSSLMODE", env("PGSSLMODE").as_deref())?;
-            }
-            for mode in ["require", "verify-ca", "verify-full"] {
-                if dsn.contains(&format!("sslmode={mode}")) {
-                    refuse_tls_mode("sslmode", Some(mode))?;
-                }
-            }
-            dsn.parse()
-                .map_err(|e| format!("cannot parse the connection string: {e}"))?
+            let (rest, libpq_params) = dsn::take_params(&dsn, &LIBPQ_PARAMS)?;
+            let config: tokio_postgres::Config = rest
+                .parse()
+                .map_err(|e| format!("cannot parse the connection string: {}", causes(&e)))?;
+            (config, libpq_params)
         }
-        None => {
-            refuse_tls_mode("PGSSLMODE", env("PGSSLMODE").as_deref())?;
-            let mut config = tokio_postgres::Config::new();
-            config.host(env("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into()));
-            if let Some(port) = env("PGPORT") {
-                config.port(
-                    port.parse()
-                        .map_err(|_| format!("PGPORT is not a port: {port}"))?,
-                );
-            }
-            let user = env("PGUSER")
-                .or_else(|| env("USER"))
-                .unwrap_or_else(|| "postgres".into());
-            config.user(&user);
-            config.dbname(env("PGDATABASE").unwrap_or(user));
-            if let Some(password) = env("PGPASSWORD") {
-                config.password(password);
-            }
-            config
-        }
+        None => (config_from_variables(env)?, Vec::new()),
     };
+    if config.get_connect_timeout().is_none() {
+        if let Some(t) = env("PGCONNECT_TIMEOUT") {
+            let secs: u64 = t
+                .parse()
+                .map_err(|_| format!("PGCONNECT_TIMEOUT is not a number of seconds: {t:?}"))?;
+            // libpq: at least 2 seconds; 0 means wait for ever
+            if secs > 0 {
+                config.connect_timeout(Duration::from_secs(secs.max(2)));
+            }
+        }
+    }
+    keep_alive(&mut config);
+    if config.get_application_name().is_none() {
+        if let Some(name) = env("PGAPPNAME") {
+            config.application_name(name);
+        }
+    }
     if config.get_password().is_none() {
         if let Some(password) = password_from_file(&config) {
             config.password(password);
         }
     }
+    let attrs = match libpq_params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "target_session_attrs")
+    {
+        Some((k, v)) => Some(SessionAttrs::parse(k, v)?),
+        None => env("PGTARGETSESSIONATTRS")
+            .map(|v| SessionAttrs::parse("PGTARGETSESSIONATTRS", &v))
+            .transpose()?,
+    };
+    let mut connect = ConnectConfig::new(config, TlsSettings::from_params(&libpq_params, env)?)?;
+    if let Some(attrs) = attrs {
+        connect.set_session_attrs(attrs);
+    }
+    Ok(connect)
+}
+
+/// TCP keepalives, where the connection string did not set them: a
+/// connection whose other end vanished without a word (a host that lost
+/// power, a dropped network path) fails within KEEPALIVE_IDLE +
+/// KEEPALIVE_RETRIES x KEEPALIVE_INTERVAL = 25 s of silence, instead of
+/// the operating system's two hours. `run` does not wait for that (every
+/// call has a timeout within the deadline); `watch` and the LISTEN
+/// connection do.
+fn keep_alive(config: &mut tokio_postgres::Config) {
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+}
+
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+
+/// The settings from the PG* variables alone (no connection string).
+fn config_from_variables(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<tokio_postgres::Config, String> {
+    let mut config = tokio_postgres::Config::new();
+    let hosts = env("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into());
+    let hosts: Vec<&str> = hosts.split(',').collect();
+    for host in &hosts {
+        config.host(if host.is_empty() {
+            "/var/run/postgresql"
+        } else {
+            host
+        });
+    }
+    if let Some(ports) = env("PGPORT") {
+        let ports: Vec<&str> = ports.split(',').collect();
+        if ports.len() != 1 && ports.len() != hosts.len() {
+            return Err(format!(
+                "PGPORT names {} ports for {} hosts: give one port, or one per host",
+                ports.len(),
+                hosts.len()
+            ));
+        }
+        for port in ports {
+            config.port(if port.is_empty() {
+                5432
+            } else {
+                port.parse()
+                    .map_err(|_| format!("PGPORT is not a port: {port:?}"))?
+            });
+        }
+    }
+    let user = env("PGUSER")
+        .or_else(|| env("USER"))
+        .unwrap_or_else(|| "postgres".into());
+    config.user(&user);
+    config.dbname(env("PGDATABASE").unwrap_or(user));
+    if let Some(password) = env("PGPASSWORD") {
+        config.password(password);
+    }
     Ok(config)
 }
 
-fn refuse_tls_mode(what: &str, mode: Option<&str>) -> Result<(), String> {
-    match mode {
-        Some(m @ ("require" | "verify-ca" | "verify-full")) => Err(format!(
-            "{what}={m}: this client has no TLS support yet, and will not connect without \
-             the TLS that was asked for (use sslmode=disable or prefer on a trusted network, \
-             or a local pooler)"
-        )),
-        _ => Ok(()),
+/// An error with its causes: tokio-postgres names the offending parameter
+/// only in the cause.
+pub(crate) fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
     }
+    text
 }
 
 /// The password for `config`'s first host, port, database and user from
@@ -236,22 +489,122 @@ mod tests {
     #[test]
     fn a_dsn_wins_over_the_environment() {
         let c = pg_config_from_env(Some("host=127.0.0.1 port=6543 user=u dbname=d")).unwrap();
-        assert_eq!(c.get_ports(), &[6543]);
-        assert_eq!(c.get_user(), Some("u"));
+        assert_eq!(c.pg.get_ports(), &[6543]);
+        assert_eq!(c.pg.get_user(), Some("u"));
         assert!(pg_config_from_env(Some("host=x port=notaport")).is_err());
     }
 
-    #[test]
-    fn tls_that_was_asked_for_is_never_dropped() {
-        for dsn in [
-            "host=h sslmode=require",
-            "host=h sslmode=verify-full",
-            "postgres://u@h/d?sslmode=verify-ca",
-        ] {
-            let e = pg_config_from_env(Some(dsn)).unwrap_err();
-            assert!(e.contains("sslmode=") && e.contains("no TLS"), "{e}");
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string())
         }
-        assert!(pg_config_from_env(Some("host=h sslmode=disable")).is_ok());
+    }
+
+    #[test]
+    fn host_and_port_lists_as_libpq_reads_them() {
+        let c = connect_config(
+            None,
+            &vars(&[
+                ("PGHOST", "a,b,/tmp"),
+                ("PGPORT", "5433,,5434"),
+                ("PGUSER", "u"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.pg.get_hosts().len(), 3);
+        assert_eq!(c.pg.get_ports(), &[5433, 5432, 5434]);
+        let one_port =
+            connect_config(None, &vars(&[("PGHOST", "a,b"), ("PGPORT", "6000")])).unwrap();
+        assert_eq!(one_port.pg.get_ports(), &[6000]);
+        let e = connect_config(None, &vars(&[("PGHOST", "a,b,c"), ("PGPORT", "1,2")])).unwrap_err();
+        assert!(e.contains("PGPORT names 2 ports for 3 hosts"), "{e}");
+    }
+
+    #[test]
+    fn session_attrs_timeout_and_application_name_from_string_or_variables() {
+        for (value, attrs) in [
+            ("any", SessionAttrs::Any),
+            ("read-write", SessionAttrs::ReadWrite),
+            ("read-only", SessionAttrs::ReadOnly),
+            ("primary", SessionAttrs::Primary),
+            ("standby", SessionAttrs::Standby),
+            ("prefer-standby", SessionAttrs::PreferStandby),
+        ] {
+            let dsn = format!("host=a,b target_session_attrs={value}");
+            assert_eq!(
+                connect_config(Some(&dsn), &vars(&[]))
+                    .unwrap()
+                    .session_attrs(),
+                attrs
+            );
+        }
+        let env = vars(&[
+            ("PGTARGETSESSIONATTRS", "primary"),
+            ("PGCONNECT_TIMEOUT", "1"),
+            ("PGAPPNAME", "nightly"),
+        ]);
+        let c = connect_config(Some("host=a,b"), &env).unwrap();
+        assert_eq!(c.session_attrs(), SessionAttrs::Primary);
+        assert_eq!(c.pg.get_connect_timeout(), Some(&Duration::from_secs(2)));
+        assert_eq!(c.pg.get_application_name(), Some("nightly"));
+        // the string wins
+        let c = connect_config(
+            Some("host=a target_session_attrs=standby application_name=x"),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(c.session_attrs(), SessionAttrs::Standby);
+        assert_eq!(c.pg.get_application_name(), Some("x"));
+        let e = connect_config(Some("host=a target_session_attrs=primaryish"), &env).unwrap_err();
+        assert!(
+            e.contains("invalid target_session_attrs value \"primaryish\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn keepalives_unless_the_string_sets_them() {
+        let c = connect_config(Some("host=a"), &vars(&[])).unwrap();
+        assert!(c.pg.get_keepalives());
+        assert_eq!(c.pg.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(c.pg.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
+        assert_eq!(c.pg.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
+        let c = connect_config(
+            Some("host=a keepalives_idle=60 keepalives_interval=20 keepalives_retries=9"),
+            &vars(&[]),
+        )
+        .unwrap();
+        assert_eq!(c.pg.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(
+            c.pg.get_keepalives_interval(),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(c.pg.get_keepalives_retries(), Some(9));
+    }
+
+    #[test]
+    fn a_parameter_tokio_postgres_rejects_is_named() {
+        let e = connect_config(Some("host=a keepalives=maybe"), &vars(&[])).unwrap_err();
+        assert!(e.contains("keepalives"), "{e}");
+        let e = connect_config(Some("host=a frobnicate=1"), &vars(&[])).unwrap_err();
+        assert!(e.contains("frobnicate"), "{e}");
+    }
+
+    #[test]
+    fn tls_settings_come_from_the_connection_string() {
+        let c = pg_config_from_env(Some(
+            "host=h sslmode=require user=u sslrootcert=/nonexistent/ca.crt",
+        ));
+        // require with a root file named: verified as verify-ca, so the file must be there
+        assert!(c.unwrap_err().contains("/nonexistent/ca.crt"));
+        let c = pg_config_from_env(Some("postgres://u@h/d?sslmode=disable")).unwrap();
+        assert_eq!(c.tls().mode, SslMode::Disable);
+        assert_eq!(c.pg.get_user(), Some("u"));
+        let e = pg_config_from_env(Some("host=h sslmode=sometimes")).unwrap_err();
+        assert!(e.contains("invalid sslmode value"), "{e}");
     }
 
     #[test]

@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{AsyncMessage, Client, NoTls, Notification};
+use tokio_postgres::{AsyncMessage, Client, Notification};
 
-use crate::config::{random_hex, ElectorConfig};
+use crate::config::{random_hex, ConnectConfig, ElectorConfig};
 use crate::payload::Announcement;
 use crate::sql;
 
@@ -78,6 +78,11 @@ pub enum Event {
     Started(Leadership),
     /// A renewal succeeded: the deadline moved.
     Renewed(Leadership),
+    /// A renewal was refused while the server still shows the lease as
+    /// ours and live: its row was locked by another transaction (the step
+    /// after a failover, a superuser's). Retried until the deadline, which
+    /// did not move.
+    RenewalDeferred(Leadership),
     /// This process no longer leads.
     Stopped { term: i64, reason: StopReason },
     /// A permanent error (extension missing, a key or id the server
@@ -105,7 +110,7 @@ impl Elector {
     /// Starts campaigning in a background task (on the current tokio
     /// runtime). Connection problems are reported as events, never as an
     /// error here.
-    pub fn start(db: tokio_postgres::Config, config: ElectorConfig) -> Elector {
+    pub fn start(db: ConnectConfig, config: ElectorConfig) -> Elector {
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (lead_tx, lead_rx) = watch::channel(None);
@@ -203,7 +208,7 @@ enum CallError {
 }
 
 struct Task {
-    db: tokio_postgres::Config,
+    db: ConnectConfig,
     config: ElectorConfig,
     events: mpsc::UnboundedSender<Event>,
     leadership: watch::Sender<Option<Leadership>>,
@@ -434,13 +439,12 @@ impl Task {
 
     async fn connect(&self) -> Result<Conn, CallError> {
         let mut db = self.db.clone();
-        if db.get_application_name().is_none() {
-            db.application_name("leaderlock elector");
+        if db.pg.get_application_name().is_none() {
+            db.pg.application_name("leaderlock elector");
         }
-        let (client, mut connection) = db.connect(NoTls).await.map_err(classify)?;
+        let (client, mut messages) = db.connect().await.map_err(classify)?;
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(Ok(message)) = messages.next().await {
                 if let AsyncMessage::Notification(n) = message {
                     if tx.send(n).is_err() {
@@ -531,7 +535,25 @@ impl Task {
         .map_err(classify)?[0]
             .get::<_, bool>(0);
         if !renewed {
-            return Ok(None);
+            // Refused: lost, or only locked? The server's own record says.
+            let term = h.lease.term;
+            let still_ours = timeout_at(
+                by,
+                client.query_typed(
+                    sql::STILL_OURS,
+                    &[(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)],
+                ),
+            )
+            .await;
+            if !matches!(&still_ours, Ok(Ok(rows)) if rows.len() == 1 && rows[0].get::<_, bool>(0))
+            {
+                return Ok(None);
+            }
+            self.emit(Event::RenewalDeferred(h.lease));
+            return Ok(Some(Held {
+                next_renewal: Instant::now() + self.config.retry_every,
+                ..h
+            }));
         }
         let lease = Leadership {
             term: h.lease.term,
@@ -621,15 +643,5 @@ pub fn describe_error(e: &tokio_postgres::Error) -> String {
         }
         return text;
     }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !text.contains(&c) {
-            text.push_str(": ");
-            text.push_str(&c);
-        }
-        source = cause.source();
-    }
-    text
+    crate::config::causes(e)
 }

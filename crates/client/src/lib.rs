@@ -1,4 +1,4 @@
-//! Client library for [leaderlock](https://github.com/leaderlock): an
+//! Client library for leaderlock (leader election inside PostgreSQL): an
 //! [`Elector`] campaigns for a key, renews every ttl/3, and keeps a local
 //! deadline measured from the start of its last successful renewal, so a
 //! process never believes it leads after the server could have let the
@@ -20,10 +20,15 @@
 //! # }
 //! ```
 mod config;
+mod dsn;
 mod elector;
 mod payload;
 pub mod sql;
+mod tls;
 
-pub use config::{default_id, pg_config_from_env, ElectorConfig};
+pub use config::{
+    default_id, pg_config_from_env, ConnectConfig, ElectorConfig, Messages, SessionAttrs,
+};
 pub use elector::{describe_error, is_permanent, Elector, Event, Leadership, StopReason};
 pub use payload::Announcement;
+pub use tls::{RootCert, SslMode, TlsSettings};

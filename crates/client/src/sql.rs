@@ -2,17 +2,25 @@
 //! (sent with their types in one round trip, so they also work through
 //! pgbouncer's transaction pooling, which has no named prepared statements).
 
+/// $1 key, $2 id, $3 ttl in seconds. Arguments are passed by name, so a
+/// later signature can never bind one to the wrong parameter.
+pub const TRY_ACQUIRE: &str =
+    "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))";
 /// $1 key, $2 id, $3 ttl in seconds.
-pub const TRY_ACQUIRE: &str = "SELECT le_try_acquire($1, $2, make_interval(secs => $3))";
-/// $1 key, $2 id, $3 ttl in seconds.
-pub const RENEW: &str = "SELECT le_renew($1, $2, make_interval(secs => $3))";
+pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))";
+/// After a refused renewal: whether the lease is still ours ($2 id, $3
+/// term) and live by the server's clock, so that the refusal only met a
+/// row locked by another transaction. $1 key.
+pub const STILL_OURS: &str = "SELECT coalesce(holder = $2 AND term = $3 \
+     AND expires_at > clock_timestamp(), false) FROM le_lease(key => $1)";
 /// $1 key, $2 id.
-pub const RELEASE: &str = "SELECT le_release($1, $2)";
-/// The term of the tenure just won: $1 key, $2 id. A row holding our id
-/// can only be our own tenure (ids are unique per elector).
-pub const TERM_OF: &str = "SELECT term FROM leaderlock WHERE key = $1 AND holder = $2";
+pub const RELEASE: &str = "SELECT le_release(key => $1, id => $2)";
+/// The term of the tenure just won: $1 key, $2 id. A lease holding our id
+/// can only be our own tenure (ids are unique per elector). le_lease
+/// (extension 0.3.0 and later), not the table: the function is the API.
+pub const TERM_OF: &str = "SELECT term FROM le_lease(key => $1) WHERE holder = $2";
 /// $1 key: the live holder, if any.
-pub const LEADER: &str = "SELECT le_leader($1)";
+pub const LEADER: &str = "SELECT le_leader(key => $1)";
 /// Channel names cannot be bound, so these two are fixed texts.
 pub const LISTEN: &str = "LISTEN leaderlock; LISTEN leaderlock_probe";
 /// $1 the elector's probe token: a notification this session should hear
@@ -21,10 +29,13 @@ pub const PROBE: &str = "SELECT pg_notify('leaderlock_probe', $1)";
 /// The announcements' channel.
 pub const CHANNEL: &str = "leaderlock";
 pub const PROBE_CHANNEL: &str = "leaderlock_probe";
-/// For `leaderlock status`: $1 key or NULL for every key.
+/// For `leaderlock status`: $1 key or NULL for every key, $2 held leases
+/// only. Held leases first, then lapsed, then vacant; by key within each.
 pub const STATUS: &str = "SELECT key, state, holder, term, \
      to_char(remaining, 'HH24:MI:SS.MS'), \
-     to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
-     FROM leaderlock_status WHERE $1::text IS NULL OR key = $1 ORDER BY key";
+     to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+     extract(epoch FROM remaining)::float8 \
+     FROM leaderlock_status WHERE ($1::text IS NULL OR key = $1) AND (NOT $2 OR state = 'held') \
+     ORDER BY CASE state WHEN 'held' THEN 0 WHEN 'lapsed' THEN 1 ELSE 2 END, key";
 /// For `leaderlock watch`.
 pub const LISTEN_ANNOUNCEMENTS: &str = "LISTEN leaderlock";
