@@ -424,6 +424,53 @@ class CliTest(CliCase):
             self.assertEqual(r.events("disconnected"), [], "a call failed through pgbouncer")
         self.assertIsNone(self.holder())
 
+    def test_metrics_and_health(self):
+        """--metrics: Prometheus text that follows the tenure (leading,
+        term, renewals, seconds to the local deadline, exits and stops by
+        cause), and /healthz: 200 while renewals succeed, 503 while the
+        leader's renewals have failed for half a ttl (its row locked here),
+        200 again once they succeed."""
+        import urllib.error
+        import urllib.request
+        port = free_port()
+        r = Run(self, "--key", self.key, "--id", "me", "--ttl", "6s", "--metrics", f"127.0.0.1:{port}")
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
+
+        def get(path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+
+        def value(name, text=None):
+            text = text or get("/metrics")[1]
+            for line in text.splitlines():
+                if line.startswith(f"leaderlock_{name}{{"):
+                    return float(line.rsplit(" ", 1)[1])
+            return None
+        self.assertTrue(wait_for(lambda: value("renewals_total") >= 1, timeout=5))
+        status, text = get("/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn(f'leaderlock_leading{{key="{self.key}"}} 1', text)
+        self.assertEqual(value("term", text), 1)
+        self.assertTrue(0 < value("deadline_seconds", text) <= 6, text)
+        self.assertEqual(get("/healthz"), (200, "ok\n"))
+        self.assertEqual(get("/other")[0], 404)
+        locker = connect(autocommit=False)
+        self.addCleanup(locker.close)
+        one(locker, "SELECT 1 FROM leaderlock WHERE key = %s FOR UPDATE", (self.key,))
+        health = []
+        self.assertTrue(wait_for(lambda: health.append(get("/healthz")) or health[-1][0] == 503,
+                                 timeout=5, interval=0.05))
+        locker.rollback()
+        self.assertIn("leading, but no renewal has succeeded", health[-1][1])
+        self.assertTrue(wait_for(lambda: get("/healthz")[0] == 200, timeout=5))
+        self.assertGreaterEqual(value("renewals_failed_total"), 1)
+        self.assertEqual(r.events("stopped"), [])
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
     # --- status and watch ---
 
     def test_status(self):

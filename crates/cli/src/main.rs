@@ -3,6 +3,7 @@
 mod duration;
 mod exit;
 mod log;
+mod metrics;
 mod run;
 mod status;
 mod supervisor;

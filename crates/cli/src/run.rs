@@ -13,7 +13,7 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::log::{Format, Log};
 use crate::supervisor::{Cause, Handle, Message};
-use crate::{exit, text};
+use crate::{exit, metrics, text};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -55,6 +55,11 @@ pub struct RunArgs {
     poll: Option<Duration>,
     #[arg(long, value_enum, default_value = "text")]
     log_format: Format,
+    /// Serve Prometheus metrics at http://ADDR/metrics and a health check
+    /// at http://ADDR/healthz (fails while the elector is stuck, or leads
+    /// with no renewal for half a ttl), e.g. 127.0.0.1:9187.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Keep the connection settings out of the command's environment:
     /// LEADERLOCK_DSN, DATABASE_URL and every PG* variable (PGPASSWORD
     /// among them). By default the command inherits the whole environment.
@@ -153,12 +158,39 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
         ),
         json!({"key": key, "id": id, "ttl": args.ttl.as_secs_f64(), "grace": grace.as_secs_f64()}),
     );
+    let metrics = metrics::Shared::default();
+    let listener = match args.metrics {
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                supervisor.close();
+                return fail(
+                    format!("--metrics: cannot listen on {addr}: {e}"),
+                    exit::USAGE,
+                );
+            }
+        },
+        None => None,
+    };
     let elector = Elector::start(db, config);
+    if let Some(listener) = listener {
+        // Wedged: later than a call's timeout (ttl/3) allows, with room.
+        let wedged_after = args.ttl.max(Duration::from_secs(5));
+        tokio::spawn(metrics::serve(
+            listener,
+            key.clone(),
+            metrics.clone(),
+            elector.watchdog(),
+            wedged_after,
+            args.ttl / 2,
+        ));
+    }
     let code = Run {
         args: &args,
         log,
         elector,
         supervisor: &mut supervisor,
+        metrics,
     }
     .go()
     .await;
@@ -171,6 +203,7 @@ struct Run<'a> {
     log: Log,
     elector: Elector,
     supervisor: &'a mut Handle,
+    metrics: metrics::Shared,
 }
 
 impl Run<'_> {
@@ -219,6 +252,7 @@ impl Run<'_> {
                         finish.get_or_insert(Finish(exit::INTERNAL));
                         continue;
                     };
+                    self.count(&event, leading.is_some());
                     match event {
                         Event::Connected => {
                             db_down = false;
@@ -292,6 +326,9 @@ impl Run<'_> {
                         finish.get_or_insert(Finish(exit::CANNOT_RUN));
                     }
                     Message::Exited(code, cause, term) => {
+                        *self.metrics().command_exits.entry(match cause {
+                            Cause::Own => "own", Cause::Stop => "stopped", Cause::Deadline => "deadline",
+                        }).or_default() += 1;
                         child_running = false;
                         child_pid = None;
                         self.log.event("child_exited", &format!("the command exited with {code} ({})", match cause {
@@ -359,6 +396,43 @@ impl Run<'_> {
                 _ = sigusr1.recv() => self.supervisor.signal(libc::SIGUSR1).await,
                 _ = sigusr2.recv() => self.supervisor.signal(libc::SIGUSR2).await,
             }
+        }
+    }
+
+    fn metrics(&self) -> std::sync::MutexGuard<'_, metrics::Metrics> {
+        self.metrics.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What `event` changes in the metrics (`leading`: before it).
+    fn count(&self, event: &Event, leading: bool) {
+        let mut m = self.metrics();
+        match event {
+            Event::Started(lease) => {
+                m.leading = true;
+                m.term = lease.term;
+                m.deadline = Some(lease.deadline);
+                m.last_renewal = Some(Instant::now());
+            }
+            Event::Renewed(lease) => {
+                m.renewals += 1;
+                m.deadline = Some(lease.deadline);
+                m.last_renewal = Some(Instant::now());
+            }
+            Event::RenewalDeferred(_) => m.renewals_failed += 1,
+            Event::Disconnected { .. } if leading => m.renewals_failed += 1,
+            Event::Stopped { reason, .. } => {
+                m.leading = false;
+                m.deadline = None;
+                *m.stops
+                    .entry(match reason {
+                        StopReason::Refused => "refused",
+                        StopReason::Deadline => "deadline",
+                        StopReason::Resigned => "resigned",
+                        StopReason::Shutdown => "shutdown",
+                    })
+                    .or_default() += 1;
+            }
+            _ => {}
         }
     }
 

@@ -4,6 +4,7 @@
 //! renewal) + ttl - margin. The server computed its own expiry from a later
 //! instant, so this deadline is never after the server's expires_at.
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -104,6 +105,26 @@ pub struct Elector {
     leadership: watch::Receiver<Option<Leadership>>,
     task: Option<JoinHandle<()>>,
     config: ElectorConfig,
+    watchdog: Watchdog,
+}
+
+/// When the elector's task next means to act (call the server, or check
+/// its deadline). An elector past that by much more than a call's timeout
+/// is wedged: for a health check.
+#[derive(Clone, Debug)]
+pub struct Watchdog(Arc<Mutex<Instant>>);
+
+impl Watchdog {
+    /// How long the elector is past the moment it meant to act (zero when
+    /// it is not).
+    pub fn overdue(&self) -> Duration {
+        let due = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        Instant::now().saturating_duration_since(due)
+    }
+
+    fn set(&self, due: Instant) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = due;
+    }
 }
 
 impl Elector {
@@ -114,7 +135,9 @@ impl Elector {
         let (command_tx, command_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (lead_tx, lead_rx) = watch::channel(None);
+        let watchdog = Watchdog(Arc::new(Mutex::new(Instant::now())));
         let task = Task {
+            watchdog: watchdog.clone(),
             db,
             config: config.clone(),
             events: event_tx,
@@ -132,11 +155,17 @@ impl Elector {
             leadership: lead_rx,
             task: Some(tokio::spawn(task.run())),
             config,
+            watchdog,
         }
     }
 
     pub fn config(&self) -> &ElectorConfig {
         &self.config
+    }
+
+    /// The elector's [`Watchdog`].
+    pub fn watchdog(&self) -> Watchdog {
+        self.watchdog.clone()
     }
 
     /// The next event; None once the elector has stopped.
@@ -208,6 +237,7 @@ enum CallError {
 }
 
 struct Task {
+    watchdog: Watchdog,
     db: ConnectConfig,
     config: ElectorConfig,
     events: mpsc::UnboundedSender<Event>,
@@ -247,6 +277,7 @@ impl Task {
                 (None, true) => next_attempt,
                 (None, false) => now + Duration::from_secs(3600),
             };
+            self.watchdog.set(wake_at);
             match self.wait(wake_at).await {
                 Wake::Timer => {}
                 Wake::Command(None) => return self.finish(held, None).await,

@@ -29,6 +29,6 @@ mod tls;
 pub use config::{
     default_id, pg_config_from_env, ConnectConfig, ElectorConfig, Messages, SessionAttrs,
 };
-pub use elector::{describe_error, is_permanent, Elector, Event, Leadership, StopReason};
+pub use elector::{describe_error, is_permanent, Elector, Event, Leadership, StopReason, Watchdog};
 pub use payload::Announcement;
 pub use tls::{RootCert, SslMode, TlsSettings};

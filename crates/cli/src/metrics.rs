@@ -1,0 +1,205 @@
+//! `leaderlock run --metrics ADDR`: Prometheus text at `/metrics` and a
+//! health check at `/healthz`, over plain HTTP/1.0 (one request per
+//! connection, nothing else served), so a supervisor or a Kubernetes probe
+//! can see what the elector is doing and whether it is stuck.
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaderlock_client::Watchdog;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+use crate::text;
+
+/// What `run` has seen, for `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    pub leading: bool,
+    /// The current or last term (0 before the first).
+    pub term: i64,
+    pub renewals: u64,
+    /// Renewals that failed: no answer in time, or refused while the row
+    /// was locked (the ones refused for good end the tenure: `stops`).
+    pub renewals_failed: u64,
+    /// The local deadline of the current tenure.
+    pub deadline: Option<Instant>,
+    /// When the current tenure last started or renewed.
+    pub last_renewal: Option<Instant>,
+    /// Tenures ended, by reason.
+    pub stops: BTreeMap<&'static str, u64>,
+    /// Exits of the command, by cause (own, stopped, deadline).
+    pub command_exits: BTreeMap<&'static str, u64>,
+}
+
+pub type Shared = Arc<Mutex<Metrics>>;
+
+/// Serves `/metrics` and `/healthz` on `listener` until the process ends.
+/// `/healthz` fails (503) when the elector is past the moment it meant to
+/// act by more than `wedged_after` (a call's timeout is well within it),
+/// or when it leads and no renewal has succeeded for `renewals_failing`.
+pub async fn serve(
+    listener: TcpListener,
+    key: String,
+    metrics: Shared,
+    watchdog: Watchdog,
+    wedged_after: Duration,
+    renewals_failing: Duration,
+) {
+    loop {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            continue;
+        };
+        let (key, metrics, watchdog) = (key.clone(), metrics.clone(), watchdog.clone());
+        tokio::spawn(async move {
+            let mut request = vec![0u8; 4096];
+            let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_secs(2), socket.read(&mut request)).await
+            else {
+                return;
+            };
+            let line = String::from_utf8_lossy(&request[..n]);
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let (status, body) = match path {
+                "/metrics" => ("200 OK", render(&key, &metrics, &watchdog)),
+                "/healthz" => {
+                    match unhealthy(&metrics, &watchdog, wedged_after, renewals_failing) {
+                        Some(why) => ("503 Service Unavailable", why),
+                        None => ("200 OK", "ok\n".into()),
+                    }
+                }
+                _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
+            };
+            let response = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        });
+    }
+}
+
+/// Why the elector is not healthy, if it is not.
+fn unhealthy(
+    metrics: &Shared,
+    watchdog: &Watchdog,
+    wedged_after: Duration,
+    renewals_failing: Duration,
+) -> Option<String> {
+    let overdue = watchdog.overdue();
+    if overdue > wedged_after {
+        return Some(format!(
+            "wedged: the elector is {:.1} s late\n",
+            overdue.as_secs_f64()
+        ));
+    }
+    let m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+    let since = m.last_renewal.filter(|_| m.leading)?.elapsed();
+    (since > renewals_failing).then(|| {
+        format!(
+            "leading, but no renewal has succeeded for {:.1} s\n",
+            since.as_secs_f64()
+        )
+    })
+}
+
+/// The Prometheus text exposition of `metrics`.
+fn render(key: &str, metrics: &Shared, watchdog: &Watchdog) -> String {
+    let m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+    let key = label(key);
+    let left = m.deadline.filter(|_| m.leading).map_or(0.0, |d| {
+        d.saturating_duration_since(Instant::now()).as_secs_f64()
+    });
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+        let _ = writeln!(
+            out,
+            "# HELP leaderlock_{name} {help}\n# TYPE leaderlock_{name} {kind}"
+        );
+        for (labels, value) in samples {
+            let _ = writeln!(out, "leaderlock_{name}{{key=\"{key}\"{labels}}} {value}");
+        }
+    };
+    let one = |v: String| vec![(String::new(), v)];
+    metric(
+        "leading",
+        "gauge",
+        "1 while this process leads the key, else 0.",
+        &one(u8::from(m.leading).to_string()),
+    );
+    metric(
+        "term",
+        "gauge",
+        "The term of the current or last tenure (0 before the first).",
+        &one(m.term.to_string()),
+    );
+    metric(
+        "renewals_total",
+        "counter",
+        "Renewals that moved the local deadline.",
+        &one(m.renewals.to_string()),
+    );
+    metric(
+        "renewals_failed_total",
+        "counter",
+        "Renewals that failed without ending the tenure: no answer in time, or a locked row.",
+        &one(m.renewals_failed.to_string()),
+    );
+    metric(
+        "deadline_seconds",
+        "gauge",
+        "Seconds left before the local deadline (0 when not leading).",
+        &one(format!("{left:.3}")),
+    );
+    let by = |name: &str, counts: &BTreeMap<&'static str, u64>| -> Vec<(String, String)> {
+        counts
+            .iter()
+            .map(|(k, v)| (format!(",{name}=\"{k}\""), v.to_string()))
+            .collect()
+    };
+    metric(
+        "stops_total",
+        "counter",
+        "Tenures ended, by reason.",
+        &by("reason", &m.stops),
+    );
+    metric(
+        "command_exits_total",
+        "counter",
+        "Exits of the command, by cause: own, stopped (lease lost or shutdown), deadline.",
+        &by("cause", &m.command_exits),
+    );
+    metric(
+        "elector_overdue_seconds",
+        "gauge",
+        "How late the elector is for what it meant to do (near 0 when healthy).",
+        &one(format!("{:.3}", watchdog.overdue().as_secs_f64())),
+    );
+    out
+}
+
+/// A label value: escaped as text (no control character), then as
+/// Prometheus wants (backslash, double quote).
+fn label(value: &str) -> String {
+    text::shown(value)
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn label_values_carry_no_control_character_or_bare_quote() {
+        let l = super::label("a\"b\n\u{1b}c\\");
+        assert!(!l.chars().any(char::is_control), "{l}");
+        // every quote escaped
+        assert!(
+            !l.replace("\\\\", "").replace("\\\"", "").contains('"'),
+            "{l}"
+        );
+    }
+}
