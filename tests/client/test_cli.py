@@ -428,12 +428,13 @@ class CliTest(CliCase):
         """--metrics: Prometheus text that follows the tenure (leading,
         term, renewals, seconds to the local deadline, exits and stops by
         cause), and /healthz: 200 while renewals succeed, 503 while the
-        leader's renewals have failed for half a ttl (its row locked here),
-        200 again once they succeed."""
+        leader's renewals have failed for two thirds of a ttl (its row
+        locked here), 200 again once they succeed."""
         import urllib.error
         import urllib.request
         port = free_port()
-        r = Run(self, "--key", self.key, "--id", "me", "--ttl", "6s", "--metrics", f"127.0.0.1:{port}")
+        r = Run(self, "--key", self.key, "--id", "me", "--ttl", "6s", "--grace", "0.5s",
+                "--metrics", f"127.0.0.1:{port}")
         self.assertTrue(wait_for(lambda: records(self.children), timeout=10))
 
         def get(path):

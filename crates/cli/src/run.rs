@@ -57,7 +57,7 @@ pub struct RunArgs {
     log_format: Format,
     /// Serve Prometheus metrics at http://ADDR/metrics and a health check
     /// at http://ADDR/healthz (fails while the elector is stuck, or leads
-    /// with no renewal for half a ttl), e.g. 127.0.0.1:9187.
+    /// with no renewal for two thirds of a ttl), e.g. 127.0.0.1:9187.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
     /// Keep the connection settings out of the command's environment:
@@ -182,7 +182,9 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
             metrics.clone(),
             elector.watchdog(),
             wedged_after,
-            args.ttl / 2,
+            // a renewal's interval plus its call's timeout: late only when
+            // one has really failed
+            args.ttl * 2 / 3,
         ));
     }
     let code = Run {

@@ -206,25 +206,33 @@ impl ConnectConfig {
         self.session_attrs = attrs;
     }
 
+    /// The tokio-postgres TLS modes to try, in order. As libpq: no TLS on a
+    /// Unix-domain socket, whatever sslmode says (hostaddr means TCP,
+    /// whatever host says).
+    fn tls_attempts(&self) -> Vec<tokio_postgres::config::SslMode> {
+        use tokio_postgres::config::SslMode as Pg;
+        let only_sockets = self.pg.get_hostaddrs().is_empty()
+            && !self.pg.get_hosts().is_empty()
+            && self
+                .pg
+                .get_hosts()
+                .iter()
+                .all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+        match (only_sockets, self.tls.mode) {
+            (true, _) => vec![Pg::Disable],
+            (false, SslMode::Allow) => vec![Pg::Disable, Pg::Require],
+            _ => vec![self.tls.first_attempt()],
+        }
+    }
+
     /// Opens a connection; its messages are returned to be polled. With
     /// `sslmode=allow`, plaintext first, then TLS if that failed; with
     /// `prefer-standby`, a standby first, then any host.
     pub async fn connect(&self) -> Result<(Client, Messages), tokio_postgres::Error> {
-        use tokio_postgres::config::SslMode as Pg;
         let mut pg = self.pg.clone();
-        let only_sockets = pg
-            .get_hosts()
-            .iter()
-            .all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
-        // As libpq: no TLS on a Unix-domain socket, whatever sslmode says.
-        let modes: &[Pg] = match (only_sockets, self.tls.mode) {
-            (true, _) => &[Pg::Disable],
-            (false, SslMode::Allow) => &[Pg::Disable, Pg::Require],
-            _ => &[self.tls.first_attempt()],
-        };
         let mut failed = None;
         for &attrs in self.session_attrs.attempts() {
-            for &mode in modes {
+            for mode in self.tls_attempts() {
                 pg.target_session_attrs(attrs).ssl_mode(mode);
                 let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*self.rustls).clone());
                 match pg.connect(tls).await {
@@ -282,6 +290,18 @@ fn connect_config(
             let config: tokio_postgres::Config = rest
                 .parse()
                 .map_err(|e| format!("cannot parse the connection string: {}", causes(&e)))?;
+            // Read by tokio-postgres rather than taken out above: the string
+            // hides it somewhere it should not be (never silently weaker).
+            use tokio_postgres::config::SslMode as Pg;
+            if config.get_ssl_mode() != Pg::Prefer
+                || config.get_target_session_attrs() != TargetSessionAttrs::Any
+            {
+                return Err(
+                    "the connection string has sslmode or target_session_attrs where it cannot \
+                     be read: percent-encode ?, @ and / in a URL's user and password"
+                        .into(),
+                );
+            }
             (config, libpq_params)
         }
         None => (config_from_variables(env)?, Vec::new()),
@@ -563,6 +583,32 @@ mod tests {
             e.contains("invalid target_session_attrs value \"primaryish\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tls_is_skipped_on_sockets_only() {
+        use tokio_postgres::config::SslMode as Pg;
+        let modes = |dsn: &str| {
+            connect_config(Some(dsn), &vars(&[]))
+                .unwrap()
+                .tls_attempts()
+        };
+        assert_eq!(modes("host=/tmp sslmode=require"), vec![Pg::Disable]);
+        // hostaddr means TCP, whatever host says
+        assert_eq!(
+            modes("hostaddr=127.0.0.1 sslmode=require"),
+            vec![Pg::Require]
+        );
+        assert_eq!(
+            modes("host=/tmp hostaddr=127.0.0.1 sslmode=require"),
+            vec![Pg::Require]
+        );
+        assert_eq!(modes("host=h,/tmp sslmode=require"), vec![Pg::Require]);
+        assert_eq!(
+            modes("host=h sslmode=allow"),
+            vec![Pg::Disable, Pg::Require]
+        );
+        assert_eq!(modes("host=h"), vec![Pg::Prefer]);
     }
 
     #[test]

@@ -39,6 +39,9 @@ fn pairs(dsn: &str) -> Result<Vec<(String, String)>, String> {
             key.push(c);
         }
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if key.is_empty() {
+            return Err("invalid connection string: a parameter with no name".into());
+        }
         if chars.next() != Some('=') {
             return Err(format!(
                 "invalid connection string: missing \"=\" after {key:?}"
@@ -73,9 +76,19 @@ fn pairs(dsn: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 fn take_from_url(url: &str, names: &[&str]) -> (String, Vec<(String, String)>) {
-    let Some((base, query)) = url.split_once('?') else {
+    // As tokio-postgres (and libpq) read it: user and password run to the
+    // first `@`; the query starts at the first `?` after them.
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let after_credentials = url[after_scheme..]
+        .find('@')
+        .map_or(after_scheme, |i| after_scheme + i + 1);
+    let Some(q) = url[after_credentials..].find('?') else {
         return (url.to_owned(), Vec::new());
     };
+    let (base, query) = (
+        &url[..after_credentials + q],
+        &url[after_credentials + q + 1..],
+    );
     let mut kept = Vec::new();
     let mut taken = Vec::new();
     for piece in query.split('&').filter(|p| !p.is_empty()) {
@@ -173,7 +186,17 @@ mod tests {
     }
 
     #[test]
+    fn a_question_mark_in_the_password_is_not_the_query() {
+        let (rest, taken) = take_params("postgres://u:pa?ss@h/d?sslmode=require&x=1", SSL).unwrap();
+        assert_eq!(rest, "postgres://u:pa?ss@h/d?x=1");
+        assert_eq!(taken, vec![("sslmode".into(), "require".into())]);
+    }
+
+    #[test]
     fn malformed_strings_say_what_is_wrong() {
+        assert!(take_params("host=h =x user=u", SSL)
+            .unwrap_err()
+            .contains("no name"));
         assert!(take_params("host", SSL)
             .unwrap_err()
             .contains("missing \"=\""));
