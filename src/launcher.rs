@@ -95,8 +95,18 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
     log!("leaderlock launcher started");
 
     let mut known: HashMap<u32, Database> = HashMap::new();
+    let mut in_recovery = unsafe { pg_sys::RecoveryInProgress() };
     loop {
         bgworker::reload_config();
+        // Promoted: look at every database again at once. On a standby a
+        // CREATE EXTENSION arrives by WAL, which no hook sees, so a
+        // database found without it would wait for REPROBE_S.
+        if in_recovery && !unsafe { pg_sys::RecoveryInProgress() } {
+            in_recovery = false;
+            for db in known.values_mut() {
+                db.absent_since = None;
+            }
+        }
         let sleep_ms = launch(&mut known);
         bgworker::wait(sleep_ms);
     }

@@ -261,6 +261,32 @@ class FailoverTest(unittest.TestCase):
         self.assertEqual(run("prefer-standby", "status").returncode, 0)
         self.assertEqual(lead("prefer-standby").returncode, 7)
 
+    def test_an_extension_that_came_by_wal_is_served_after_promotion(self):
+        """CREATE EXTENSION on the primary in a database the standby's
+        launcher had already found without it: the standby learns of it only
+        by WAL (no hook runs there), and once promoted it starts a worker
+        there at once, not after the 5-minute look again."""
+        primary = self.own(Cluster.create("walext-primary"))
+        standby = self.own(primary.standby("walext-standby"))
+        p = primary.connect()
+        one(p, "CREATE DATABASE walext")
+        s = standby.connect()
+        self.assertTrue(wait_for(lambda: one(s, "SELECT count(*) FROM pg_database WHERE datname = 'walext'") == 1,
+                                 timeout=30))
+        time.sleep(3)  # the standby's launcher looks there and finds no extension
+        pw = primary.connect("walext")
+        one(pw, "CREATE EXTENSION leaderlock")
+        sw = standby.connect("walext")
+        self.assertTrue(wait_for(lambda: one(sw, "SELECT count(*) FROM pg_extension "
+                                                 "WHERE extname = 'leaderlock'") == 1, timeout=30))
+        self.assertIsNone(standby.worker_pid("walext"))
+        standby.promote()
+        x = standby.connect("walext")
+        self.assertTrue(wait_for(lambda: one(x, "SELECT le_worker_running()"), timeout=10),
+                        "no worker in walext after the promotion")
+        for c in (p, s, pw, sw, x):
+            c.close()
+
     def test_failover_never_shortens_a_lease(self):
         """Contract 8.2: A renews on the primary; the renewal never reaches
         the standby; the primary dies; by the time the standby is promoted
