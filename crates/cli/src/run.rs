@@ -88,7 +88,7 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     };
     let db = match pg_config_from_env(dsn) {
         Ok(db) => db,
-        Err(e) => return fail(e, exit::USAGE),
+        Err(e) => return fail(e.to_string(), exit::USAGE),
     };
     let key = args.key.clone().unwrap_or_else(|| {
         Path::new(&args.command[0])
@@ -262,7 +262,7 @@ impl Run<'_> {
                         }
                         Event::Disconnected { error } => {
                             db_down = true;
-                            self.log.event("disconnected", &format!("database: {error}"), json!({"error": error}));
+                            self.log.event("disconnected", &format!("database: {error}"), json!({"error": error.to_string()}));
                             if try_once && !ever_led {
                                 finish.get_or_insert(Finish(exit::UNREACHABLE));
                             }
@@ -308,7 +308,7 @@ impl Run<'_> {
                             }
                         }
                         Event::Failed { error } => {
-                            self.log.event("rejected", &error, json!({"error": error}));
+                            self.log.event("rejected", &error.to_string(), json!({"error": error.to_string(), "sqlstate": error.sqlstate()}));
                             if child_running {
                                 self.supervisor.stop().await;
                             }

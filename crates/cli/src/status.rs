@@ -23,7 +23,7 @@ async fn connect(
     dsn: Option<&str>,
 ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<String>), i32> {
     let config = pg_config_from_env(dsn).map_err(|e| {
-        say(&e);
+        say(&e.to_string());
         exit::USAGE
     })?;
     let (client, mut messages) = config.connect().await.map_err(|e| {

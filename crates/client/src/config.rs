@@ -1,6 +1,7 @@
 //! What an elector campaigns for, how often it talks to the database, and
 //! how it connects.
 use crate::dsn;
+use crate::error::{causes, Error};
 use crate::tls::{SslMode, TlsSettings};
 use futures_util::Stream;
 use std::pin::Pin;
@@ -124,7 +125,7 @@ pub enum SessionAttrs {
 
 impl SessionAttrs {
     /// Parses a value of `target_session_attrs` (or the variable `what`).
-    pub fn parse(what: &str, value: &str) -> Result<SessionAttrs, String> {
+    pub(crate) fn parse(what: &str, value: &str) -> Result<SessionAttrs, String> {
         Ok(match value {
             "any" => SessionAttrs::Any,
             "read-write" => SessionAttrs::ReadWrite,
@@ -158,7 +159,11 @@ pub type Messages = Pin<Box<dyn Stream<Item = Result<AsyncMessage, tokio_postgre
 impl ConnectConfig {
     /// `pg` with `tls`; the certificate and key files are read now, so a
     /// missing or unreadable one is an error here, not at the first call.
-    pub fn new(pg: tokio_postgres::Config, tls: TlsSettings) -> Result<ConnectConfig, String> {
+    pub fn new(pg: tokio_postgres::Config, tls: TlsSettings) -> Result<ConnectConfig, Error> {
+        ConnectConfig::build(pg, tls).map_err(Error::Config)
+    }
+
+    fn build(pg: tokio_postgres::Config, tls: TlsSettings) -> Result<ConnectConfig, String> {
         let rustls = tls.client_config()?;
         let session_attrs = match pg.get_target_session_attrs() {
             TargetSessionAttrs::ReadWrite => SessionAttrs::ReadWrite,
@@ -175,7 +180,7 @@ impl ConnectConfig {
 
     /// `pg` as it is, its `ssl_mode` read as libpq's mode of that name (no
     /// certificate check unless `~/.postgresql/root.crt` is there).
-    pub fn from_pg(pg: tokio_postgres::Config) -> Result<ConnectConfig, String> {
+    pub fn from_pg(pg: tokio_postgres::Config) -> Result<ConnectConfig, Error> {
         use tokio_postgres::config::SslMode as Pg;
         let mode = match pg.get_ssl_mode() {
             Pg::Disable => SslMode::Disable,
@@ -270,9 +275,9 @@ const LIBPQ_PARAMS: [&str; 5] = [
 /// PGSSLKEY, PGTARGETSESSIONATTRS, PGCONNECT_TIMEOUT and PGAPPNAME. Without
 /// a password, one is looked up in the password file as libpq does
 /// (PGPASSFILE, else ~/.pgpass).
-pub fn pg_config_from_env(dsn: Option<&str>) -> Result<ConnectConfig, String> {
+pub fn pg_config_from_env(dsn: Option<&str>) -> Result<ConnectConfig, Error> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    connect_config(dsn, &env)
+    connect_config(dsn, &env).map_err(Error::Config)
 }
 
 /// [`pg_config_from_env`] with the environment looked up by `env`.
@@ -338,7 +343,7 @@ fn connect_config(
             .map(|v| SessionAttrs::parse("PGTARGETSESSIONATTRS", &v))
             .transpose()?,
     };
-    let mut connect = ConnectConfig::new(config, TlsSettings::from_params(&libpq_params, env)?)?;
+    let mut connect = ConnectConfig::build(config, TlsSettings::from_params(&libpq_params, env)?)?;
     if let Some(attrs) = attrs {
         connect.set_session_attrs(attrs);
     }
@@ -409,22 +414,6 @@ fn config_from_variables(
         config.password(password);
     }
     Ok(config)
-}
-
-/// An error with its causes: tokio-postgres names the offending parameter
-/// only in the cause.
-pub(crate) fn causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !text.contains(&c) {
-            text.push_str(": ");
-            text.push_str(&c);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The password for `config`'s first host, port, database and user from
@@ -645,12 +634,12 @@ mod tests {
             "host=h sslmode=require user=u sslrootcert=/nonexistent/ca.crt",
         ));
         // require with a root file named: verified as verify-ca, so the file must be there
-        assert!(c.unwrap_err().contains("/nonexistent/ca.crt"));
+        assert!(c.unwrap_err().to_string().contains("/nonexistent/ca.crt"));
         let c = pg_config_from_env(Some("postgres://u@h/d?sslmode=disable")).unwrap();
         assert_eq!(c.tls().mode, SslMode::Disable);
         assert_eq!(c.pg.get_user(), Some("u"));
         let e = pg_config_from_env(Some("host=h sslmode=sometimes")).unwrap_err();
-        assert!(e.contains("invalid sslmode value"), "{e}");
+        assert!(e.to_string().contains("invalid sslmode value"), "{e}");
     }
 
     #[test]

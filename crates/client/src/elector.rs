@@ -11,11 +11,11 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Notification};
 
 use crate::config::{random_hex, ConnectConfig, ElectorConfig};
+use crate::error::Error;
 use crate::payload::Announcement;
 use crate::sql;
 
@@ -69,7 +69,7 @@ pub enum Event {
     /// A connection is up (again).
     Connected,
     /// A connection failed or a call on it failed or timed out.
-    Disconnected { error: String },
+    Disconnected { error: Error },
     /// Notifications arrive on this connection: campaigning can rely on
     /// them (polling slows down to ttl/2).
     NotificationsArrive,
@@ -88,7 +88,7 @@ pub enum Event {
     Stopped { term: i64, reason: StopReason },
     /// A permanent error (extension missing, a key or id the server
     /// rejects, no privilege): the elector has stopped.
-    Failed { error: String },
+    Failed { error: Error },
 }
 
 enum Command {
@@ -229,13 +229,6 @@ struct Held {
     next_renewal: Instant,
 }
 
-enum CallError {
-    /// Worth retrying: connection trouble or a timeout.
-    Transient(String),
-    /// Retrying cannot help.
-    Permanent(String),
-}
-
 struct Task {
     watchdog: Watchdog,
     db: ConnectConfig,
@@ -295,7 +288,7 @@ impl Task {
                 }
                 Wake::Notification(None) => {
                     // The connection ended: reconnect at the next call.
-                    self.lost_connection("connection closed".into());
+                    self.lost_connection(Error::Unreachable("connection closed".into()));
                     next_attempt = next_attempt.min(Instant::now() + self.config.retry_every);
                     if let Some(h) = held.as_mut() {
                         h.next_renewal =
@@ -336,14 +329,14 @@ impl Task {
                             next_attempt = Instant::now() + self.poll_every();
                             None
                         }
-                        Err(CallError::Transient(e)) => {
+                        Err(e @ Error::Unreachable(_)) => {
                             self.lost_connection(e);
                             Some(Held {
                                 next_renewal: Instant::now() + self.config.retry_every,
                                 ..h
                             })
                         }
-                        Err(CallError::Permanent(e)) => {
+                        Err(e) => {
                             self.stop(h.lease.term, StopReason::Refused);
                             return self.fail(e);
                         }
@@ -362,11 +355,11 @@ impl Task {
                         self.emit(Event::Started(lease));
                     }
                     Ok(None) => next_attempt = Instant::now() + self.poll_every(),
-                    Err(CallError::Transient(e)) => {
+                    Err(e @ Error::Unreachable(_)) => {
                         self.lost_connection(e);
                         next_attempt = Instant::now() + self.config.retry_every;
                     }
-                    Err(CallError::Permanent(e)) => return self.fail(e),
+                    Err(e) => return self.fail(e),
                 }
             }
         }
@@ -408,12 +401,12 @@ impl Task {
         self.emit(Event::Stopped { term, reason });
     }
 
-    fn fail(&self, error: String) {
+    fn fail(&self, error: Error) {
         self.leadership.send_replace(None);
         self.emit(Event::Failed { error });
     }
 
-    fn lost_connection(&mut self, error: String) {
+    fn lost_connection(&mut self, error: Error) {
         self.conn = None;
         if !self.disconnected {
             self.disconnected = true;
@@ -456,11 +449,11 @@ impl Task {
     }
 
     /// The connection, opened (with LISTEN and a probe) if there is none.
-    async fn client(&mut self, by: Instant) -> Result<&Client, CallError> {
+    async fn client(&mut self, by: Instant) -> Result<&Client, Error> {
         if self.conn.is_none() {
             let conn = timeout_at(by, self.connect())
                 .await
-                .map_err(|_| CallError::Transient("timed out connecting".into()))??;
+                .map_err(|_| Error::Unreachable("timed out connecting".into()))??;
             self.conn = Some(conn);
             self.disconnected = false;
             self.emit(Event::Connected);
@@ -468,7 +461,7 @@ impl Task {
         Ok(&self.conn.as_ref().expect("connected above").client)
     }
 
-    async fn connect(&self) -> Result<Conn, CallError> {
+    async fn connect(&self) -> Result<Conn, Error> {
         let mut db = self.db.clone();
         if db.pg.get_application_name().is_none() {
             db.pg.application_name("leaderlock elector");
@@ -498,7 +491,7 @@ impl Task {
     }
 
     /// One attempt: Some(lease) when won.
-    async fn try_acquire(&mut self) -> Result<Option<Leadership>, CallError> {
+    async fn try_acquire(&mut self) -> Result<Option<Leadership>, Error> {
         let start = Instant::now();
         self.last_call = start;
         let by = start + self.call_timeout();
@@ -528,7 +521,7 @@ impl Task {
             Ok(term.first().map(|r| r.get::<_, i64>(0)).ok_or(None))
         })
         .await
-        .map_err(|_| CallError::Transient("acquire timed out".into()))?
+        .map_err(|_| Error::Unreachable("acquire timed out".into()))?
         .map_err(classify)?;
         match won {
             Ok(term) => Ok(Some(Leadership {
@@ -543,7 +536,7 @@ impl Task {
     }
 
     /// One renewal; Ok(None) when the server refused it.
-    async fn renew(&mut self, h: Held) -> Result<Option<Held>, CallError> {
+    async fn renew(&mut self, h: Held) -> Result<Option<Held>, Error> {
         let start = Instant::now();
         self.last_call = start;
         // Never wait past the deadline: the caller must learn of it then.
@@ -562,7 +555,7 @@ impl Task {
             ),
         )
         .await
-        .map_err(|_| CallError::Transient("renewal timed out".into()))?
+        .map_err(|_| Error::Unreachable("renewal timed out".into()))?
         .map_err(classify)?[0]
             .get::<_, bool>(0);
         if !renewed {
@@ -631,48 +624,6 @@ const HINT_FLOOR: Duration = Duration::from_millis(10);
 
 /// Errors the server raises for bad input, a missing extension or missing
 /// privileges cannot heal by retrying; everything else might.
-fn classify(e: tokio_postgres::Error) -> CallError {
-    let text = describe_error(&e);
-    if is_permanent(&e) {
-        CallError::Permanent(text)
-    } else {
-        CallError::Transient(text)
-    }
-}
-
-/// True when retrying cannot help: bad input, no extension, no privilege,
-/// a wrong password or no such database.
-pub fn is_permanent(e: &tokio_postgres::Error) -> bool {
-    const PERMANENT: [SqlState; 8] = [
-        SqlState::INVALID_PARAMETER_VALUE,
-        SqlState::NULL_VALUE_NOT_ALLOWED,
-        SqlState::UNDEFINED_FUNCTION,
-        SqlState::UNDEFINED_TABLE,
-        SqlState::INSUFFICIENT_PRIVILEGE,
-        SqlState::INVALID_PASSWORD,
-        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-        SqlState::INVALID_CATALOG_NAME,
-    ];
-    e.code().is_some_and(|code| PERMANENT.contains(code))
-}
-
-/// An error with its cause: the server's message and SQLSTATE, or the chain
-/// of causes of a connection error ("db error" alone says nothing).
-pub fn describe_error(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        let mut text = format!(
-            "{}: {} (SQLSTATE {})",
-            db.severity(),
-            db.message(),
-            db.code().code()
-        );
-        if db.code() == &SqlState::READ_ONLY_SQL_TRANSACTION {
-            text.push_str(
-                "; the server is a standby or read-only: retrying until it is promoted \
-                 (with several hosts, target_session_attrs=read-write picks the primary)",
-            );
-        }
-        return text;
-    }
-    crate::config::causes(e)
+fn classify(e: tokio_postgres::Error) -> Error {
+    Error::from_pg(&e)
 }

@@ -22,6 +22,7 @@
 mod config;
 mod dsn;
 mod elector;
+mod error;
 mod payload;
 pub mod sql;
 mod tls;
@@ -29,6 +30,7 @@ mod tls;
 pub use config::{
     default_id, pg_config_from_env, ConnectConfig, ElectorConfig, Messages, SessionAttrs,
 };
-pub use elector::{describe_error, is_permanent, Elector, Event, Leadership, StopReason, Watchdog};
+pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
+pub use error::{describe_error, is_permanent, Error};
 pub use payload::Announcement;
 pub use tls::{RootCert, SslMode, TlsSettings};

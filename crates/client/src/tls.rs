@@ -39,7 +39,7 @@ pub enum SslMode {
 
 impl SslMode {
     /// Parses a value of `sslmode` (or PGSSLMODE, named by `what`).
-    pub fn parse(what: &str, value: &str) -> Result<SslMode, String> {
+    pub(crate) fn parse(what: &str, value: &str) -> Result<SslMode, String> {
         Ok(match value {
             "disable" => SslMode::Disable,
             "allow" => SslMode::Allow,
@@ -102,7 +102,7 @@ impl TlsSettings {
     /// The settings from `params` (the connection string's `ssl*`
     /// parameters, by name) and, for each one it leaves out, the
     /// environment variable libpq reads (looked up with `env`).
-    pub fn from_params(
+    pub(crate) fn from_params(
         params: &[(String, String)],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<TlsSettings, String> {
@@ -144,7 +144,7 @@ impl TlsSettings {
     /// The rustls configuration these settings ask for, with every file
     /// read now: a missing or unreadable file is an error before any
     /// connection is tried.
-    pub fn client_config(&self) -> Result<Arc<ClientConfig>, String> {
+    pub(crate) fn client_config(&self) -> Result<Arc<ClientConfig>, String> {
         let provider = Arc::new(ring::default_provider());
         let default_root = postgresql_dir().map(|d| d.join("root.crt"));
         let root_file = match &self.root_cert {
