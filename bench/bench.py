@@ -37,6 +37,22 @@ HOST = "127.0.0.1"
 
 # ---------------------------------------------------------------- helpers
 
+# A client process (python -c SESSION_HOLDER HOST PORT KEY ID TTL) that takes
+# KEY as a session-bound lease held by ID, prints "ready", and keeps its
+# connection until killed.
+SESSION_HOLDER = """
+import sys, psycopg2
+host, port, key, holder, ttl = sys.argv[1:6]
+c = psycopg2.connect(host=host, port=int(port), user="postgres", dbname="postgres")
+c.autocommit = True
+cur = c.cursor()
+cur.execute("SELECT le_try_acquire(%s, %s, %s::interval, session_bound => true)", (key, holder, ttl))
+assert cur.fetchone()[0]
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
 def connect(port, autocommit=True, dbname="postgres"):
     c = psycopg2.connect(host=HOST, port=port, user="postgres", dbname=dbname)
     c.autocommit = autocommit

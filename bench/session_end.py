@@ -28,17 +28,6 @@ import time
 
 import bench
 
-CHILD = """
-import sys, psycopg2
-c = psycopg2.connect(host="127.0.0.1", port=int(sys.argv[1]), user="postgres", dbname="postgres")
-c.autocommit = True
-cur = c.cursor()
-cur.execute("SELECT le_try_acquire(%s, 'child', '30 seconds', session_bound => true)", (sys.argv[2],))
-assert cur.fetchone()[0]
-print("ready", flush=True)
-sys.stdin.read()
-"""
-
 
 def main():
     ap = argparse.ArgumentParser()
@@ -53,7 +42,8 @@ def main():
     announced, received = [], []
     for i in range(args.rounds):
         key = f"{prefix}{i}"
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(args.port), key],
+        child = subprocess.Popen([sys.executable, "-c", bench.SESSION_HOLDER, bench.HOST, str(args.port), key,
+                                  "child", "30 seconds"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if child.stdout.readline().strip() != "ready":
             raise RuntimeError("the client did not acquire")

@@ -257,6 +257,10 @@ bench_smoke() {
   "$REPO_ROOT/bench/acquire_wake.sh" --pg "$PG_MAJOR" --waiters 10 --keys 2 --handovers 20 \
     || fail "blocking acquire smoke"
   "$REPO_ROOT/bench/session_end.sh" --pg "$PG_MAJOR" --rounds 3 || fail "session end smoke"
+  if [ "$(id -u)" -eq 0 ]; then  # it makes a network namespace
+    "$REPO_ROOT/bench/half_open.sh" --pg "$PG_MAJOR" --rounds 1 --idle 1 --interval 1 --count 1 \
+      || fail "half-open holder smoke"
+  fi
   "$REPO_ROOT/bench/etcd.sh" --pg "$PG_MAJOR" --clients 2 --seconds 1 --rounds 3 --failovers 1 \
     || fail "etcd side-by-side smoke"
 }
