@@ -85,7 +85,6 @@ class PatroniTest(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="patroni-", dir=WORK)
         os.chmod(cls.dir, 0o755)
         give_to_server(cls.dir)
-        cls.procs = []
         etcd_port, peer_port = free_port(), free_port()
         cls.etcd = subprocess.Popen(
             ["etcd", "--name", "t", "--data-dir", f"{cls.dir}/etcd",
