@@ -254,6 +254,7 @@ bench_smoke() {
   "$REPO_ROOT/bench/worker_lag.sh" --pg "$PG_MAJOR" --live 500 --expiring 20 --window 2 --idle 1 \
     --renew-rate 20 || fail "worker lag smoke"
   "$REPO_ROOT/bench/cli_handover.sh" --pg "$PG_MAJOR" --rounds 5 --hold 0.1 || fail "CLI handover smoke"
+  "$REPO_ROOT/bench/cli_status.sh" --pg "$PG_MAJOR" --keys 300 --rounds 2 || fail "CLI status smoke"
   "$REPO_ROOT/bench/acquire_wake.sh" --pg "$PG_MAJOR" --waiters 10 --keys 2 --handovers 20 \
     || fail "blocking acquire smoke"
   "$REPO_ROOT/bench/session_end.sh" --pg "$PG_MAJOR" --rounds 3 || fail "session end smoke"

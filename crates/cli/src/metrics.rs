@@ -88,7 +88,8 @@ pub async fn serve(
             let (status, body) = match path {
                 "/metrics" => ("200 OK", render(&key, &metrics, &watchdog)),
                 "/healthz" => {
-                    match unhealthy(&metrics, &watchdog, wedged_after, renewals_failing) {
+                    let overdue = watchdog.overdue();
+                    match unhealthy(&metrics, overdue, wedged_after, renewals_failing) {
                         Some(why) => ("503 Service Unavailable", why),
                         None => ("200 OK", "ok\n".into()),
                     }
@@ -110,13 +111,13 @@ pub async fn serve(
 }
 
 /// Why the elector is not healthy, if it is not.
+/// `overdue`: how late the elector is (its [`Watchdog`]).
 fn unhealthy(
     metrics: &Shared,
-    watchdog: &Watchdog,
+    overdue: Duration,
     wedged_after: Duration,
     renewals_failing: Duration,
 ) -> Option<String> {
-    let overdue = watchdog.overdue();
     if overdue > wedged_after {
         return Some(format!(
             "wedged: the elector is {:.1} s late\n",
@@ -219,6 +220,35 @@ fn label(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Each reason /healthz fails for, and the healthy cases next to it.
+    #[test]
+    fn health_fails_when_wedged_or_when_renewals_fail() {
+        let (wedged, failing) = (Duration::from_secs(5), Duration::from_secs(4));
+        let metrics: Shared = Arc::default();
+        let check = |overdue| unhealthy(&metrics, overdue, wedged, failing);
+        assert_eq!(check(Duration::ZERO), None);
+        assert_eq!(check(Duration::from_secs(5)), None);
+        let why = check(Duration::from_millis(5100)).unwrap();
+        assert!(
+            why.starts_with("wedged: the elector is 5.1 s late"),
+            "{why}"
+        );
+        // A follower has no renewals to fail.
+        metrics.lock().unwrap().last_renewal = Some(Instant::now() - Duration::from_secs(60));
+        assert_eq!(check(Duration::ZERO), None);
+        metrics.lock().unwrap().leading = true;
+        let why = check(Duration::ZERO).unwrap();
+        assert!(
+            why.starts_with("leading, but no renewal has succeeded for 60"),
+            "{why}"
+        );
+        metrics.lock().unwrap().last_renewal = Some(Instant::now());
+        assert_eq!(check(Duration::ZERO), None);
+        assert!(check(Duration::from_secs(6)).unwrap().starts_with("wedged"));
+    }
+
     #[test]
     fn label_values_carry_no_control_character_or_unknown_escape() {
         let l = super::label("a\"b\n\u{1b}c\\");

@@ -627,3 +627,37 @@ const HINT_FLOOR: Duration = Duration::from_millis(10);
 fn classify(e: tokio_postgres::Error) -> Error {
     Error::from_pg(&e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runtime starved by a blocking call (one real way an elector
+    /// wedges) shows in the watchdog; the same elector running freely does
+    /// not. The server is unreachable, so the elector retries every 300 ms.
+    #[test]
+    fn the_watchdog_sees_a_starved_elector() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let pg: tokio_postgres::Config = "host=127.0.0.1 port=1 user=nobody sslmode=disable"
+                .parse()
+                .unwrap();
+            let db = ConnectConfig::from_pg(pg).unwrap();
+            let elector = Elector::start(db, ElectorConfig::with_ttl("k", Duration::from_secs(3)));
+            let watchdog = elector.watchdog();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let free = watchdog.overdue();
+            assert!(free < Duration::from_millis(200), "{free:?}");
+            // The only thread is busy: the elector's task cannot run.
+            std::thread::sleep(Duration::from_secs(2));
+            let starved = watchdog.overdue();
+            assert!(starved > Duration::from_millis(1500), "{starved:?}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let again = watchdog.overdue();
+            assert!(again < Duration::from_millis(200), "{again:?}");
+        });
+    }
+}
