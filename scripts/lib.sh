@@ -186,12 +186,19 @@ remove_throwaway_cluster() {
   rm -rf "$DIR"
 }
 
-# run_bench SCRIPT [CONF_LINE...] -- [--pg N] [ARGS...]
+# run_bench [--cli] SCRIPT [CONF_LINE...] -- [--pg N] [ARGS...]
 # What a bench/*.sh wrapper does: --pg N (first) picks the PostgreSQL
 # version; starts a throwaway cluster with leaderlock preloaded (default
 # settings, fsync on, plus the CONF_LINEs); runs bench/SCRIPT with the
-# cluster's port and ARGS; removes the cluster at exit.
+# cluster's port (and, with --cli, the command-line tool, built first) and
+# ARGS; removes the cluster at exit.
 run_bench() {
+  local cli=()
+  if [ "$1" = --cli ]; then
+    build_cli
+    cli=("$CLI_BIN")
+    shift
+  fi
   local script=$1
   local conf=("fsync = on")
   shift
@@ -203,5 +210,5 @@ run_bench() {
   fi
   trap remove_throwaway_cluster EXIT
   start_throwaway_cluster "${conf[@]}"
-  /usr/bin/python3 "$REPO_ROOT/bench/$script" "$PORT" "$@"
+  /usr/bin/python3 "$REPO_ROOT/bench/$script" "$PORT" "${cli[@]}" "$@"
 }
