@@ -42,7 +42,8 @@
 #                   them, on 15: installs under a busy server by every path,
 #                   the CLI's package, apt-get remove
 #   bench smoke     ./bench/run.sh --quick, and bench/worker_lag.sh,
-#                   cli_handover.sh, acquire_wake.sh, session_end.sh small:
+#                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
+#                   session_end.sh, half_open.sh, etcd.sh small:
 #                   every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
