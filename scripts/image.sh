@@ -26,7 +26,7 @@ source "$(dirname "$0")/lib.sh"
 stage=$1 out=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-: "${SOURCE_DATE_EPOCH:=$(stat -c %Y "$REPO_ROOT/Cargo.toml")}"
+: "${SOURCE_DATE_EPOCH:?is set by scripts/package.sh, one fixed time for every package}"
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 tag=$EXT_VERSION-18-bookworm
 stamped=$EXT_VERSION-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y%m%d%H%M)-18-bookworm

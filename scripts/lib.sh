@@ -55,8 +55,12 @@ pgxs_test_dir() {
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*"; }
 
+# cargo_version CARGO_TOML: the package version a Cargo.toml declares.
+cargo_version() {
+  sed -n 's/^version = "\(.*\)"/\1/p' "$1" | head -n1
+}
 # The extension's version (the root package's).
-EXT_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)
+EXT_VERSION=$(cargo_version "$REPO_ROOT/Cargo.toml")
 
 # stage_build DIR: builds the extension for $PG_CONFIG (PROFILE=release,
 # the default, or dev) with `cargo pgrx package` and lays out in DIR what

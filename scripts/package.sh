@@ -124,7 +124,7 @@ package_version() {
 package_cli() {
   local tmp version
   build_cli
-  version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/crates/cli/Cargo.toml" | head -n1)
+  version=$(cargo_version "$REPO_ROOT/crates/cli/Cargo.toml")
   tmp=$(mktemp -d)
   mkdir -p "$tmp/usr/bin" "$tmp/usr/share/man/man1"
   install -m 755 "$CLI_BIN" "$tmp/usr/bin/leaderlock"

@@ -117,9 +117,8 @@ class LiveInstall(unittest.TestCase):
         # The running server keeps the library it started with, in every
         # process, new sessions included (forked from the postmaster).
         with cluster.connect() as c:
-            backend = one(c, "SELECT pg_backend_pid()")
-            self.assertTrue(mapped(backend) and all(m.endswith("(deleted)") for m in mapped(backend)),
-                            mapped(backend))
+            maps = mapped(one(c, "SELECT pg_backend_pid()"))
+            self.assertTrue(maps and all(m.endswith("(deleted)") for m in maps), maps)
             self.assertEqual(cluster.worker_pid(), worker)
         self.assertNotEqual(os.stat(library()).st_ino, started_with)
         # A restart takes the new one.
