@@ -1,0 +1,1278 @@
+-- leaderlock, portable edition 0.4.1-portable
+--
+-- The SQL API of leaderlock 0.4.1 (contract sections 2-4, 6-9, 11, 13, 14)
+-- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
+-- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
+--
+-- Install, as a role that may CREATE in the target schema (no superuser):
+--
+--     psql -v ON_ERROR_STOP=1 -1 -f portable/leaderlock.sql
+--
+-- Everything is created in the current schema (the first existing schema of
+-- search_path, usually public). To choose another, set the search path for
+-- the install:  PGOPTIONS='-c search_path=myschema' psql -1 -f ...
+-- The functions name the schema they were installed in, qualified, in their
+-- bodies: do not rename that schema afterwards (reinstall instead).
+-- The same file is the extension script leaderlock--0.4.1-portable.sql
+-- (CREATE EXTENSION leaderlock, see portable/README.md) and the body given
+-- to pgtle.install_extension on RDS.
+--
+-- Differences from the compiled edition (contract section 19; each is
+-- described in portable/README.md):
+--
+-- * No background worker. A lapsed lease is turned vacant and announced
+--   "expired" (the worker's JSON, "reason":"ttl") by the next call that
+--   writes the key (le_try_acquire, le_acquire, le_renew, le_release,
+--   le_proclaim), or by le_expire_lapsed(), which vacates and announces
+--   every lapsed lease and returns how many: schedule it (pg_cron, every
+--   second) or call it from clients. le_worker_running() is false.
+--   A takeover of a lapsed lease announces "expired" for the old tenure and
+--   then "acquired" with previous_holder set, in its own transaction.
+-- * le_acquire waits by polling inside the call: it looks again after
+--   10 ms, then 1.5 times longer each time up to 100 ms, never sleeping past
+--   the holder's expires_at or the wait's end. pg_sleep is interruptible:
+--   statement_timeout, pg_cancel_backend and pg_terminate_backend end the
+--   wait as in the compiled edition. Each look runs in a subtransaction
+--   rolled back unless it acquired, so a waiter holds no lock while asleep.
+-- * session_bound => true raises SQLSTATE 0A000 (nothing would end the
+--   lease with its session).
+-- * leaderlock_database_stats exists but is always empty (the per-database
+--   counters live in the compiled edition's shared memory), as the compiled
+--   edition's is without the preload.
+-- * leaderlock.max_ttl and leaderlock.max_wait are read with
+--   current_setting(): without the library they are placeholder settings
+--   that any role may SET for its own session (compiled: superuser only).
+--   Unset, they are 1 day and 5 minutes.
+-- * The failover step of contract 8.2 (held leases outlast a promotion) is
+--   taken by the first call after the promotion that would start a tenure or
+--   expire a lease, inside that caller's transaction (compiled: a background
+--   worker's own transaction). Calling le_expire_lapsed() in autocommit right
+--   after a promotion takes it in a short transaction of its own.
+-- * Writers are SECURITY INVOKER and pass current_user, the role that owns
+--   the leases it takes (contract 13), to internal SECURITY DEFINER
+--   functions (_le_*) that alone write the table, as its owner. Those accept
+--   a role only if the session's role (SET ROLE, else session_user) is a
+--   member of it; so le_* called inside a SECURITY DEFINER function of a
+--   role the session is not a member of raises 42501 (compiled: acts as
+--   that function's owner). Inside a security-restricted operation they
+--   raise 42501, as compiled, when the maintenance runs as another role.
+-- * Errors come from PL/pgSQL: same SQLSTATE, message and hint, plus a
+--   CONTEXT field naming the PL/pgSQL function.
+
+DO $leaderlock_install$
+DECLARE
+    target text := pg_catalog.quote_ident(pg_catalog.current_schema());
+    ddl text;
+BEGIN
+    IF pg_catalog.current_schema() IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'invalid_schema_name',
+            MESSAGE = 'leaderlock: no schema to install into (search_path names no existing schema)';
+    END IF;
+    -- leaderlock reads keys and ids as UTF-8: refuse other encodings at once.
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'feature_not_supported',
+            MESSAGE = pg_catalog.format('leaderlock supports UTF8 databases only; this one is %s',
+                                        pg_catalog.getdatabaseencoding()),
+            HINT = 'Install it in a database created with ENCODING ''UTF8''.';
+    END IF;
+
+    ddl := $ddl$
+
+-- ---------------------------------------------------------------------------
+-- Schema: the same table, index, views and type as the compiled 0.4.1.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE @extschema@.leaderlock (
+    key         text PRIMARY KEY,
+    holder      text,                 -- NULL when vacant (released, or expired)
+    term        bigint NOT NULL,      -- fencing token: +1 on every new tenure, never reused
+    acquired_at timestamptz,          -- start of the current term
+    renewed_at  timestamptz,          -- last successful acquire or renew
+    expires_at  timestamptz,          -- renewed_at + ttl (after a failover: at least promotion + ttl)
+    ttl         interval,             -- ttl of the last acquire or renew
+    recheck_at  timestamptz,          -- the compiled worker's cue: <= expires_at (kept up to date here too)
+    value       jsonb,                -- the leader's value (contract 11); NULL when vacant
+    session_pid integer,              -- session-bound lease (contract 10): always NULL in
+    session_start timestamptz,        -- the portable edition
+    owner       oid,                  -- role that acquired the tenure (contract 13); NULL when vacant
+    tenures     bigint NOT NULL DEFAULT 0,  -- contract 14: tenures started,
+    releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
+    expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed)
+    changed_at  timestamptz           -- last change of holder (a new tenure, release or expiry)
+) WITH (fillfactor = 50);
+
+CREATE INDEX leaderlock_recheck_at_idx ON @extschema@.leaderlock (recheck_at) WHERE holder IS NOT NULL;
+CREATE INDEX leaderlock_session_idx ON @extschema@.leaderlock (session_pid) WHERE session_pid IS NOT NULL;
+
+-- Contract 8.2: the WAL timeline on which held leases were last made to
+-- outlast a failover. One row.
+CREATE TABLE @extschema@.leaderlock_failover (
+    one_row    boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    timeline   bigint NOT NULL,
+    changed_at timestamptz
+);
+
+CREATE VIEW @extschema@.leaderlock_status AS
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
+       CASE WHEN l.holder IS NULL THEN 'vacant'
+            WHEN l.expires_at > c.now THEN 'held'
+            ELSE 'lapsed' END AS state,
+       CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
+            THEN l.expires_at - c.now END AS remaining,
+       l.value, l.session_pid, l.owner::regrole AS owner
+  FROM @extschema@.leaderlock l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+
+CREATE VIEW @extschema@.leaderlock_stats AS
+SELECT l.key, l.tenures, l.releases, l.expiries, l.changed_at,
+       pg_catalog.date_part('epoch', c.now - l.changed_at) AS seconds_since_change,
+       l.holder IS NOT NULL AND l.expires_at > c.now AS held
+  FROM @extschema@.leaderlock l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+
+CREATE TYPE @extschema@.leaderlock_lease AS (
+    key        text,
+    holder     text,
+    term       bigint,
+    expires_at timestamptz,
+    remaining  interval,
+    value      jsonb
+);
+
+-- ---------------------------------------------------------------------------
+-- Small helpers (SECURITY INVOKER): input checks, settings, payloads.
+-- ---------------------------------------------------------------------------
+
+-- Contract 6: key or id: not NULL, not empty, at most 255 bytes.
+CREATE FUNCTION @extschema@._le_name(arg text, v text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = format('leaderlock: %s must not be NULL', arg);
+    END IF;
+    IF v = '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: %s must not be empty', arg);
+    END IF;
+    IF octet_length(v) > 255 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: %s is %s bytes long; the limit is 255 bytes',
+                             arg, octet_length(v));
+    END IF;
+END
+$fn$;
+
+-- Microseconds as a short duration, e.g. 86400s or 0.25s (input.rs seconds()).
+CREATE FUNCTION @extschema@._le_seconds(us numeric) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN us % 1000000 = 0 THEN (us / 1000000)::bigint::text || 's'
+            ELSE rtrim(to_char(us / 1000000.0, 'FM999999999990.000000'), '0') || 's' END;
+
+-- A setting in microseconds: leaderlock.max_ttl / leaderlock.max_wait as the
+-- session sees them (an integer of seconds, or a number with a unit us, ms,
+-- s, min, h, d), or the default when unset.
+CREATE FUNCTION @extschema@._le_setting_us(name text, default_s bigint) RETURNS numeric
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    raw text := btrim(coalesce(current_setting(name, true), ''));
+    m text[];
+BEGIN
+    IF raw = '' THEN
+        RETURN default_s * 1000000;
+    END IF;
+    m := regexp_match(raw, '^([0-9]+)\s*(us|ms|s|min|h|d)?$');
+    IF m IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"', name, raw),
+            HINT = 'Give a whole number of seconds, or a number with a unit: ms, s, min, h or d.';
+    END IF;
+    RETURN m[1]::numeric * CASE coalesce(m[2], 's')
+        WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 WHEN 's' THEN 1000000
+        WHEN 'min' THEN 60000000 WHEN 'h' THEN 3600000000 ELSE 86400000000 END;
+END
+$fn$;
+
+-- An interval without months as microseconds (a day is 24 hours).
+CREATE FUNCTION @extschema@._le_us(i interval) RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN extract(day FROM i) * 86400000000
+     + extract(epoch FROM i - make_interval(days => extract(day FROM i)::int)) * 1000000;
+
+-- The same span with its day part as hours: what the compiled edition
+-- stores (ttl) and returns (le_lease's remaining), exact in any time zone.
+CREATE FUNCTION @extschema@._le_hours(i interval) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN i - make_interval(days => extract(day FROM i)::int)
+         + make_interval(hours => 24 * extract(day FROM i)::int);
+
+-- Contract 6: a ttl, or (le_acquire) a wait. Returns it normalized.
+CREATE FUNCTION @extschema@._le_ttl(v interval, required boolean DEFAULT true) RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    total numeric;
+    max_us numeric;
+BEGIN
+    IF v IS NULL THEN
+        IF required THEN
+            RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+                MESSAGE = 'leaderlock: ttl must not be NULL';
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl must not have a month or year part (got %s)', v),
+            HINT = 'A month has no fixed length; give the ttl in days, hours, minutes or seconds.';
+    END IF;
+    total := @extschema@._le_us(v);
+    IF total <= 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl must be positive (got %s)', v);
+    END IF;
+    max_us := @extschema@._le_setting_us('leaderlock.max_ttl', 86400);
+    IF total > max_us THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl %s is above leaderlock.max_ttl (%s)',
+                             v, @extschema@._le_seconds(max_us)),
+            HINT = 'Give a shorter ttl, or raise leaderlock.max_ttl (superuser).';
+    END IF;
+    RETURN @extschema@._le_hours(v);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@._le_wait(v interval) RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    total numeric;
+    max_us numeric;
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: wait must not be NULL',
+            HINT = 'Give ''0'' to try once without waiting.';
+    END IF;
+    IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait must not have a month or year part (got %s)', v);
+    END IF;
+    total := @extschema@._le_us(v);
+    IF total < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait must not be negative (got %s)', v);
+    END IF;
+    max_us := @extschema@._le_setting_us('leaderlock.max_wait', 300);
+    IF total > max_us THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait %s is above leaderlock.max_wait (%s)',
+                             v, @extschema@._le_seconds(max_us)),
+            HINT = 'A waiting statement holds its snapshot, which holds back vacuum: '
+                   'wait in shorter rounds, or raise leaderlock.max_wait (superuser).';
+    END IF;
+    IF total > 0 AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: le_acquire can wait only in a READ COMMITTED transaction',
+            HINT = 'Under REPEATABLE READ or SERIALIZABLE the transaction''s snapshot never '
+                   'sees the release; call it outside that transaction, or with wait ''0''.';
+    END IF;
+    RETURN @extschema@._le_hours(v);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@._le_session_bound(v boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: session_bound must not be NULL';
+    END IF;
+    IF v THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: session-bound leases need the compiled edition; this is the portable edition',
+            HINT = 'Nothing here would end the lease with its session: use a plain lease with a short ttl, renewed often.';
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@._le_value(v jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NOT NULL AND octet_length(v::text) > 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: value is %s bytes as text; the limit is 2000 bytes',
+                             octet_length(v::text)),
+            HINT = 'Keep the value small (an address, a version); store more elsewhere.';
+    END IF;
+END
+$fn$;
+
+-- The session's role: the one of SET ROLE, else the session user.
+CREATE FUNCTION @extschema@._le_session_role() RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN current_setting('role') = 'none' THEN session_user
+            ELSE current_setting('role')::name END;
+
+-- The acting role (contract 13): current_user at the call. Where it is not
+-- the session's role (a SECURITY DEFINER function, or maintenance run as a
+-- table's owner), a security-restricted operation is refused as in the
+-- compiled edition. SECURITY INVOKER, called by the le_* writers.
+CREATE FUNCTION @extschema@._le_caller() RETURNS oid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    msg text;
+BEGIN
+    IF current_user <> @extschema@._le_session_role() THEN
+        BEGIN
+            -- Setting role is refused in both cases, with different messages.
+            PERFORM set_config('role', current_setting('role'), true);
+        EXCEPTION WHEN insufficient_privilege THEN
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+            IF msg LIKE '%security-restricted operation%' THEN
+                RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+                    MESSAGE = 'leaderlock: leases cannot be changed from a security-restricted operation',
+                    DETAIL = 'PostgreSQL runs index expressions, materialized view queries and the like for '
+                             'maintenance commands (ANALYZE, VACUUM, REINDEX, REFRESH MATERIALIZED VIEW) as '
+                             'the table''s owner; no lease changes from there.';
+            END IF;
+        END;
+    END IF;
+    RETURN (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user);
+END
+$fn$;
+
+-- In the SECURITY DEFINER functions: the role a caller says it acts for
+-- must be one the session's role is a member of (it could SET ROLE to it).
+CREATE FUNCTION @extschema@._le_act_as(caller oid) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    me name := @extschema@._le_session_role();
+BEGIN
+    IF caller IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = caller)
+       OR NOT pg_has_role(me, caller, 'MEMBER') THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: role %s cannot act for role %s',
+                             quote_ident(me), coalesce(caller::regrole::text, 'NULL')),
+            DETAIL = 'The portable edition acts for current_user only where the session''s role '
+                     'is a member of it; le_* called from a SECURITY DEFINER function of another '
+                     'role is refused.';
+    END IF;
+END
+$fn$;
+
+-- RFC 3339 UTC with microseconds, e.g. 2026-11-22T11:25:03.123456Z.
+CREATE FUNCTION @extschema@._le_rfc3339(t timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN isfinite(t) THEN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+            WHEN t > 'epoch'::timestamptz THEN 'infinity' ELSE '-infinity' END;
+
+-- Contract 4: one notification on channel leaderlock, byte for byte the
+-- compiled edition's JSON (serde_json: no spaces, keys in this order;
+-- to_json escapes strings as serde_json does). Only fields of the event.
+CREATE FUNCTION @extschema@._le_announce(
+    event text, key text, holder text, term bigint, at timestamptz,
+    previous_holder text DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
+    value jsonb DEFAULT NULL, forced boolean DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    payload text;
+BEGIN
+    payload := '{"event":' || to_json($1)::text
+            || ',"key":' || to_json($2)::text
+            || ',"holder":' || to_json($3)::text
+            || ',"term":' || $4::text
+            || ',"at":"' || @extschema@._le_rfc3339($5) || '"';
+    IF $1 = 'acquired' THEN
+        payload := payload || ',"previous_holder":' || coalesce(to_json($6)::text, 'null')
+                || ',"expires_at":"' || @extschema@._le_rfc3339($7) || '"'
+                || ',"value":' || coalesce($8::text, 'null');
+    ELSIF $1 = 'released' THEN
+        payload := payload || ',"forced":' || CASE WHEN $9 THEN 'true' ELSE 'false' END;
+    ELSIF $1 = 'expired' THEN
+        payload := payload || ',"expires_at":"' || @extschema@._le_rfc3339($7) || '"'
+                || ',"reason":"ttl"';
+    ELSIF $1 = 'proclaimed' THEN
+        payload := payload || ',"value":' || coalesce($8::text, 'null');
+    END IF;
+    PERFORM pg_notify('leaderlock', payload || '}');
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- Internal writers: SECURITY DEFINER, owned by the installing role, which
+-- owns the table. Not executable by PUBLIC; reached only through the
+-- checked entry points below.
+-- ---------------------------------------------------------------------------
+
+-- Contract 8.3: a true answer is durable when the caller sees it.
+CREATE FUNCTION @extschema@._le_durable() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF current_setting('synchronous_commit') IN ('off', 'local') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+END
+$fn$;
+
+-- The WAL timeline this server writes on, current at once after a
+-- promotion (pg_walfile_name uses the insert timeline; pg_control_checkpoint
+-- would give the last checkpoint's). 1 during recovery: nothing is written.
+CREATE FUNCTION @extschema@._le_timeline() RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN pg_is_in_recovery() THEN 1
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END;
+
+-- Contract 8.1: the lowest term a new tenure may get on this timeline.
+CREATE FUNCTION @extschema@._le_term_floor() RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+RETURN (@extschema@._le_timeline() - 1) * 4294967296 + 1;
+
+-- Contract 8.2, before any new tenure or expiry: on a timeline newer than
+-- the one recorded, every held lease is made to last until now + its ttl,
+-- and the timeline recorded. 'safe' (nothing to do), 'extended' (done now,
+-- in this transaction) or 'busy' (another transaction is doing it).
+CREATE FUNCTION @extschema@._le_failover_step() RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = on
+SET jit = off
+AS $fn$
+DECLARE
+    tl bigint;
+    stored bigint;
+    n bigint;
+    t timestamptz;
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RETURN 'safe';
+    END IF;
+    tl := @extschema@._le_timeline();
+    SELECT f.timeline INTO stored FROM @extschema@.leaderlock_failover f WHERE f.one_row;
+    IF stored IS NULL THEN
+        RAISE EXCEPTION 'leaderlock: the table leaderlock_failover has no row; reinstall leaderlock';
+    END IF;
+    IF stored >= tl THEN
+        RETURN 'safe';
+    END IF;
+    SELECT f.timeline INTO stored FROM @extschema@.leaderlock_failover f
+     WHERE f.one_row FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN 'busy';
+    END IF;
+    IF stored >= tl THEN
+        RETURN 'safe';
+    END IF;
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock l
+       SET expires_at = t + l.ttl, recheck_at = t + l.ttl
+     WHERE l.holder IS NOT NULL AND l.expires_at < t + l.ttl;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    UPDATE @extschema@.leaderlock_failover f SET timeline = tl, changed_at = t WHERE f.one_row;
+    PERFORM @extschema@._le_durable();
+    RAISE LOG 'leaderlock: WAL timeline % (was %: a promotion or a recovery); % held leases now last at least until now + their ttl',
+        tl, stored, n;
+    RETURN 'extended';
+END
+$fn$;
+
+-- Whether new tenures and expiries may go ahead (8.2): a plain read in the
+-- common case, the step itself when the timeline moved.
+CREATE FUNCTION @extschema@._le_failover_ready() RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RETURN 'safe';
+    END IF;
+    IF (SELECT f.timeline FROM @extschema@.leaderlock_failover f WHERE f.one_row)
+       >= @extschema@._le_timeline() THEN
+        RETURN 'safe';
+    END IF;
+    RETURN @extschema@._le_failover_step();
+END
+$fn$;
+
+-- Extends the lease p_id holds live at p_now (owned by a role p_caller is
+-- a member of) by p_ttl or the stored ttl, same term, in one statement
+-- that never waits. The term, or NULL when not extended.
+CREATE FUNCTION @extschema@._le_extend(p_key text, p_id text, p_now timestamptz,
+                                       p_ttl interval, p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    v_term bigint;
+BEGIN
+    UPDATE @extschema@.leaderlock l
+       SET renewed_at = p_now,
+           expires_at = p_now + coalesce(p_ttl, l.ttl),
+           ttl = coalesce(p_ttl, l.ttl),
+           recheck_at = CASE
+               WHEN l.recheck_at <= p_now + coalesce(p_ttl, l.ttl)
+                AND l.recheck_at >= p_now + coalesce(p_ttl, l.ttl) / 2.0::float8 THEN l.recheck_at
+               ELSE p_now + coalesce(p_ttl, l.ttl) END,
+           owner = coalesce(l.owner, p_caller)
+     WHERE l.key = p_key AND l.holder = p_id AND l.expires_at > p_now
+       AND l.key = (SELECT s.key FROM @extschema@.leaderlock s
+                     WHERE s.key = p_key AND s.holder = p_id AND s.expires_at > p_now
+                       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'))
+                       FOR NO KEY UPDATE SKIP LOCKED)
+    RETURNING l.term INTO v_term;
+    IF v_term IS NOT NULL THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN v_term;
+END
+$fn$;
+
+-- Vacates the lapsed leases (one key, or all when p_key is NULL) that no
+-- other transaction holds locked, announcing each as "expired" with
+-- "reason":"ttl", as the compiled worker does. Returns how many.
+CREATE FUNCTION @extschema@._le_expire(p_key text) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    n integer := 0;
+BEGIN
+    IF @extschema@._le_failover_ready() <> 'safe' THEN
+        RETURN 0;          -- held leases were just extended, or are being
+    END IF;
+    t := clock_timestamp();
+    FOR r IN
+        SELECT l.key, l.holder, l.term, l.expires_at FROM @extschema@.leaderlock l
+         WHERE (p_key IS NULL OR l.key = p_key)
+           AND l.holder IS NOT NULL AND l.recheck_at <= t AND l.expires_at <= t
+         ORDER BY l.recheck_at
+           FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        t := clock_timestamp();
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL,
+               owner = NULL, expiries = l.expiries + 1, changed_at = t
+         WHERE l.key = r.key;
+        PERFORM @extschema@._le_announce('expired', r.key, r.holder, r.term, t,
+                                         expires_at => r.expires_at);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$fn$;
+
+-- After a call that refused: a lapsed lease of the key is vacated and
+-- announced. A plain read first, so a live or vacant one writes nothing.
+CREATE FUNCTION @extschema@._le_touch(p_key text) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    IF EXISTS (SELECT 1 FROM @extschema@.leaderlock l
+                WHERE l.key = p_key AND l.holder IS NOT NULL
+                  AND l.expires_at <= clock_timestamp())
+       AND NOT pg_is_in_recovery() THEN
+        PERFORM @extschema@._le_expire(p_key);
+    END IF;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- Entry points of the writers: SECURITY DEFINER, executable by all, each
+-- checks the role it is to act for (_le_act_as) before anything.
+-- ---------------------------------------------------------------------------
+
+-- One look at the lease (contract 3.1): take it, extend it, or say why
+-- not. o_outcome: 'acquired', 'held' (live, another's, until o_until) or
+-- 'busy' (locked by another transaction, or a failover step under way).
+-- p_insert_wait_ms bounds the wait behind a concurrent first insert of a
+-- brand-new key (le_acquire); NULL: wait for its outcome (le_try_acquire).
+-- o_step: this call made held leases outlast a failover (8.2) in the
+-- caller's transaction, which must then be kept, not rolled back.
+CREATE FUNCTION @extschema@._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb,
+                                        p_caller oid, p_insert_wait_ms bigint,
+                                        OUT o_outcome text, OUT o_until timestamptz,
+                                        OUT o_step boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    seen record;
+    locked record;
+    t timestamptz;
+    v_term bigint;
+    v_expires timestamptz;
+    old_lock_timeout text;
+    v_step text;
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    -- Contract 8.2 first: after a promotion, held leases are extended
+    -- before anything is read (and a new tenure waits while another
+    -- transaction is extending them).
+    v_step := @extschema@._le_failover_ready();
+    o_step := v_step = 'extended';
+
+    -- Read without locking first: a rival that cannot win never locks the
+    -- holder's row (the holder's renewals would fail meanwhile).
+    SELECT l.holder, l.term, l.expires_at,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')) AS owned
+      INTO seen
+      FROM @extschema@.leaderlock l WHERE l.key = p_key;
+    t := clock_timestamp();
+
+    IF NOT FOUND THEN
+        -- A brand-new key: the first term is the timeline's floor.
+        IF v_step = 'busy' THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        t := clock_timestamp();
+        v_expires := t + p_ttl;
+        IF p_insert_wait_ms IS NULL THEN
+            INSERT INTO @extschema@.leaderlock AS l
+                   (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
+                    value, session_pid, session_start, owner, tenures, changed_at)
+            VALUES (p_key, p_id, @extschema@._le_term_floor(), t, t, v_expires, p_ttl, v_expires,
+                    p_value, NULL, NULL, p_caller, 1, t)
+            ON CONFLICT (key) DO NOTHING
+            RETURNING l.term INTO v_term;
+        ELSE
+            old_lock_timeout := current_setting('lock_timeout');
+            BEGIN
+                PERFORM set_config('lock_timeout', p_insert_wait_ms::text || 'ms', true);
+                INSERT INTO @extschema@.leaderlock AS l
+                       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
+                        value, session_pid, session_start, owner, tenures, changed_at)
+                VALUES (p_key, p_id, @extschema@._le_term_floor(), t, t, v_expires, p_ttl, v_expires,
+                        p_value, NULL, NULL, p_caller, 1, t)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING l.term INTO v_term;
+                PERFORM set_config('lock_timeout', old_lock_timeout, true);
+            EXCEPTION WHEN lock_not_available THEN
+                v_term := NULL;   -- a rival's first insert is still open
+            END;
+        END IF;
+        IF v_term IS NULL THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce('acquired', p_key, p_id, v_term, t, NULL, v_expires, p_value);
+        o_outcome := 'acquired';
+        RETURN;
+    END IF;
+
+    IF seen.holder IS NOT NULL AND seen.expires_at > t THEN
+        IF NOT (seen.holder = p_id AND seen.owned) THEN
+            o_outcome := 'held';
+            o_until := seen.expires_at;
+            RETURN;
+        END IF;
+        -- Ours: extend it as le_renew does, in one statement that never
+        -- waits; if that fails, the locking path below decides.
+        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+        IF v_term IS NOT NULL THEN
+            IF p_value IS NOT NULL THEN
+                UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+                PERFORM @extschema@._le_announce('proclaimed', p_key, p_id, v_term, t, value => p_value);
+            END IF;
+            o_outcome := 'acquired';
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Lock it only if we may take or extend it, never waiting. In a
+    -- subtransaction rolled back when no row comes back: a row re-checked
+    -- after an update stays locked otherwise (see lease.rs kept_if_locked).
+    BEGIN
+        SELECT l.holder, l.term, l.expires_at INTO locked
+          FROM @extschema@.leaderlock l
+         WHERE l.key = p_key
+           AND (l.holder IS NULL
+                OR (l.holder = p_id AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')))
+                OR l.expires_at <= clock_timestamp())
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        o_outcome := 'busy';
+        RETURN;
+    END;
+
+    t := clock_timestamp();
+    IF locked.holder IS NOT NULL AND locked.expires_at > t THEN
+        -- Live and, by the lock's condition, ours: extend, same term.
+        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+        IF v_term IS NULL THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        IF p_value IS NOT NULL THEN
+            UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+            PERFORM @extschema@._le_announce('proclaimed', p_key, p_id, v_term, t, value => p_value);
+        END IF;
+        o_outcome := 'acquired';
+        RETURN;
+    END IF;
+
+    -- Vacant or lapsed: a new tenure, once held leases outlast a failover.
+    IF v_step = 'busy' THEN
+        o_outcome := 'busy';
+        RETURN;
+    END IF;
+    t := clock_timestamp();
+    v_expires := t + p_ttl;
+    UPDATE @extschema@.leaderlock l
+       SET holder = p_id, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
+           acquired_at = t, renewed_at = t, expires_at = v_expires, ttl = p_ttl,
+           recheck_at = v_expires, value = p_value, session_pid = NULL, session_start = NULL,
+           owner = p_caller, tenures = l.tenures + 1, changed_at = t,
+           expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
+     WHERE l.key = p_key
+    RETURNING l.term INTO v_term;
+    PERFORM @extschema@._le_durable();
+    IF locked.holder IS NOT NULL THEN
+        -- A lapsed lease taken over: its end is announced first, as the
+        -- worker would have.
+        PERFORM @extschema@._le_announce('expired', p_key, locked.holder, locked.term, t,
+                                         expires_at => locked.expires_at);
+    END IF;
+    PERFORM @extschema@._le_announce('acquired', p_key, p_id, v_term, t, locked.holder, v_expires, p_value);
+    o_outcome := 'acquired';
+END
+$fn$;
+
+-- Contract 3.2.
+CREATE FUNCTION @extschema@._le_renew(p_key text, p_id text, p_ttl interval, p_caller oid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    IF @extschema@._le_extend(p_key, p_id, clock_timestamp(), p_ttl, p_caller) IS NOT NULL THEN
+        RETURN true;
+    END IF;
+    PERFORM @extschema@._le_touch(p_key);
+    RETURN false;
+END
+$fn$;
+
+-- Locks the lease p_id holds live (owned by a role p_caller is a member
+-- of), never waiting; its term, or NULL.
+CREATE FUNCTION @extschema@._le_lock_own(p_key text, p_id text, p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+BEGIN
+    BEGIN
+        SELECT l.term, l.expires_at INTO r FROM @extschema@.leaderlock l
+         WHERE l.key = p_key AND l.holder = p_id AND l.expires_at > clock_timestamp()
+           AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'))
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN NULL;
+    END;
+    IF r.expires_at <= clock_timestamp() THEN
+        RETURN NULL;
+    END IF;
+    RETURN r.term;
+END
+$fn$;
+
+-- Contract 3.3.
+CREATE FUNCTION @extschema@._le_release(p_key text, p_id text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    v_term bigint;
+    t timestamptz;
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+    IF v_term IS NULL THEN
+        PERFORM @extschema@._le_touch(p_key);
+        RETURN false;
+    END IF;
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock l
+       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+     WHERE l.key = p_key;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce('released', p_key, p_id, v_term, t, forced => false);
+    RETURN true;
+END
+$fn$;
+
+-- Contract 11.
+CREATE FUNCTION @extschema@._le_proclaim(p_key text, p_id text, p_value jsonb, p_caller oid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    v_term bigint;
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+    IF v_term IS NULL THEN
+        PERFORM @extschema@._le_touch(p_key);
+        RETURN false;
+    END IF;
+    UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce('proclaimed', p_key, p_id, v_term, clock_timestamp(),
+                                     value => p_value);
+    RETURN true;
+END
+$fn$;
+
+-- Contract 13: vacates the live lease of p_key whoever holds it; for
+-- superusers and members of role leaderlock_admin. Waits for a transaction
+-- that holds the row locked (a guarded write in progress ends first).
+CREATE FUNCTION @extschema@._le_force_release(p_key text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    IF NOT (coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false)
+            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.rolname = 'leaderlock_admin')
+                AND pg_has_role(p_caller, (SELECT a.oid FROM pg_roles a WHERE a.rolname = 'leaderlock_admin'),
+                                'MEMBER'))) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'leaderlock: permission denied to force the release of a lease',
+            HINT = 'Superusers and members of role leaderlock_admin may '
+                   '(CREATE ROLE leaderlock_admin NOLOGIN; GRANT leaderlock_admin TO ...).';
+    END IF;
+    SELECT l.holder, l.term, l.expires_at INTO r FROM @extschema@.leaderlock l
+     WHERE l.key = p_key AND l.holder IS NOT NULL AND l.expires_at > clock_timestamp()
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    t := clock_timestamp();
+    IF r.expires_at <= t THEN
+        RETURN false;      -- lapsed while we waited for the lock
+    END IF;
+    UPDATE @extschema@.leaderlock l
+       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+     WHERE l.key = p_key;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce('released', p_key, r.holder, r.term, t, forced => true);
+    RETURN true;
+END
+$fn$;
+
+-- Contract 3.4: the term when p_id is the live holder; otherwise LE001.
+-- The share lock lasts until the caller's transaction ends.
+CREATE FUNCTION @extschema@._le_assert_leader(p_key text, p_id text, p_term bigint, p_caller oid)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    found_row boolean;
+    t timestamptz;
+    live boolean;
+    state text;
+    msg text;
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    -- Without a lock first: only the holder itself ever locks its row.
+    SELECT l.holder, l.term, l.expires_at,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')) AS owned
+      INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key;
+    found_row := FOUND;
+    t := clock_timestamp();
+    IF found_row AND r.holder IS NOT NULL AND r.expires_at > t AND r.holder = p_id AND r.owned
+       AND (p_term IS NULL OR p_term = r.term) THEN
+        SELECT l.holder, l.term, l.expires_at,
+               (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')) AS owned
+          INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key FOR SHARE;
+        found_row := FOUND;
+    END IF;
+    t := clock_timestamp();
+    live := found_row AND r.holder IS NOT NULL AND r.expires_at > t;
+    IF live AND r.holder = p_id AND r.owned AND (p_term IS NULL OR p_term = r.term) THEN
+        RETURN r.term;
+    END IF;
+    IF NOT found_row THEN
+        state := 'the key has never been acquired';
+    ELSIF r.holder IS NULL THEN
+        state := format('the lease is vacant (term %s)', r.term);
+    ELSIF live AND NOT r.owned AND r.holder = p_id THEN
+        state := format('the lease of "%s" (term %s) is owned by a role the current role is not a member of',
+                        r.holder, r.term);
+    ELSIF live THEN
+        state := format('the holder is "%s" (term %s)', r.holder, r.term);
+    ELSE
+        state := format('the lease of "%s" (term %s) has lapsed', r.holder, r.term);
+    END IF;
+    IF p_term IS NOT NULL AND live AND r.owned AND r.holder = p_id THEN
+        msg := format('leaderlock: "%s" leads "%s" in term %s, not in term %s', p_id, p_key, r.term, p_term);
+    ELSE
+        msg := format('leaderlock: "%s" is not the leader of "%s": %s', p_id, p_key, state);
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'LE001', MESSAGE = msg,
+        HINT = 'Stop acting as leader; call le_try_acquire to run for a new term.';
+END
+$fn$;
+
+-- le_expire_lapsed's writer: anyone may ask for what the worker would do.
+CREATE FUNCTION @extschema@._le_expire_lapsed() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    RETURN @extschema@._le_expire(NULL);
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- The API (docs/sql-reference.md): same names, arguments, defaults and
+-- result types as the compiled 0.4.1. SECURITY INVOKER.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.le_try_acquire(key text, id text, ttl interval,
+                                           session_bound boolean DEFAULT false,
+                                           value jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+    v_caller oid;
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('id', $2);
+    v_ttl := @extschema@._le_ttl($3);
+    PERFORM @extschema@._le_session_bound($4);
+    PERFORM @extschema@._le_value($5);
+    v_caller := @extschema@._le_caller();
+    RETURN (SELECT a.o_outcome = 'acquired'
+              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL) a);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_acquire(key text, id text, ttl interval, wait interval,
+                                       session_bound boolean DEFAULT false,
+                                       value jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+    v_wait interval;
+    v_caller oid;
+    deadline timestamptz;
+    res record;
+    t timestamptz;
+    wake timestamptz;
+    poll_ms float8 := 10;     -- first look again after 10 ms, then x1.5 up to 100 ms
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('id', $2);
+    v_ttl := @extschema@._le_ttl($3);
+    v_wait := @extschema@._le_wait($4);
+    PERFORM @extschema@._le_session_bound($5);
+    PERFORM @extschema@._le_value($6);
+    v_caller := @extschema@._le_caller();
+    IF pg_is_in_recovery() THEN
+        v_wait := interval '0';   -- a hot standby cannot write: try once
+    END IF;
+    deadline := clock_timestamp() + v_wait;
+    LOOP
+        -- Each look in a subtransaction, rolled back unless it acquired: a
+        -- waiter keeps no lock while it sleeps.
+        BEGIN
+            SELECT a.o_outcome, a.o_until, a.o_step INTO res
+              FROM @extschema@._le_attempt($1, $2, v_ttl, $6, v_caller,
+                       GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint) a;
+            IF res.o_outcome <> 'acquired' AND NOT res.o_step THEN
+                RAISE SQLSTATE 'LE0RB';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'LE0RB' THEN
+            NULL;
+        END;
+        IF res.o_outcome = 'acquired' THEN
+            RETURN true;
+        END IF;
+        IF res.o_step THEN
+            -- This transaction made held leases outlast a failover and
+            -- holds them locked until it ends: return at once, as the
+            -- compiled edition does, instead of waiting.
+            RETURN false;
+        END IF;
+        t := clock_timestamp();
+        IF t >= deadline THEN
+            RETURN false;
+        END IF;
+        wake := t + make_interval(secs => poll_ms / 1000.0);
+        IF res.o_outcome = 'held' AND res.o_until < wake THEN
+            -- wake just after the holder's expiry (before it, it is live)
+            wake := res.o_until + interval '1 millisecond';
+        END IF;
+        wake := LEAST(wake, deadline);
+        PERFORM pg_sleep(GREATEST(extract(epoch FROM wake - t), 0.001)::float8);
+        poll_ms := LEAST(poll_ms * 1.5, 100);
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_renew(key text, id text, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('id', $2);
+    v_ttl := @extschema@._le_ttl($3, false);
+    RETURN @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_release(key text, id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('id', $2);
+    RETURN @extschema@._le_release($1, $2, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_proclaim(key text, id text, value jsonb)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('id', $2);
+    PERFORM @extschema@._le_value($3);
+    RETURN @extschema@._le_proclaim($1, $2, $3, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_force_release(key text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    RETURN @extschema@._le_force_release($1, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_assert_leader(key text, id text, term bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('id', $2);
+    IF $3 < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: term must not be negative (got %s)', $3);
+    END IF;
+    RETURN @extschema@._le_assert_leader($1, $2, $3, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_leader(key text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    RETURN (SELECT l.holder FROM @extschema@.leaderlock l
+             WHERE l.key = $1 AND l.holder IS NOT NULL AND l.expires_at > clock_timestamp());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_lease(key text)
+RETURNS @extschema@.leaderlock_lease
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    live boolean;
+BEGIN
+    PERFORM @extschema@._le_name('key', $1);
+    SELECT l.holder, l.term, l.expires_at, l.value INTO r
+      FROM @extschema@.leaderlock l WHERE l.key = $1;
+    IF NOT FOUND THEN
+        RETURN ROW($1, NULL, NULL, NULL, NULL, NULL)::@extschema@.leaderlock_lease;
+    END IF;
+    t := clock_timestamp();
+    live := r.holder IS NOT NULL AND r.expires_at > t;
+    RETURN ROW($1,
+               CASE WHEN live THEN r.holder END,
+               r.term,
+               r.expires_at,
+               CASE WHEN live THEN @extschema@._le_hours(r.expires_at - t) END,
+               CASE WHEN live THEN r.value END)::@extschema@.leaderlock_lease;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_worker_running()
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN false;
+
+-- Contract 14: per-database counters live in the compiled edition's shared
+-- memory; here, as there without the preload, there are none.
+CREATE FUNCTION @extschema@.le_database_stats()
+RETURNS TABLE (datid oid, datname text, acquired bigint, renewed bigint, refused bigint,
+               released bigint, expired bigint, since timestamptz)
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$ SELECT NULL::oid, NULL::text, NULL::bigint, NULL::bigint, NULL::bigint,
+               NULL::bigint, NULL::bigint, NULL::timestamptz WHERE false $fn$;
+
+CREATE VIEW @extschema@.leaderlock_database_stats AS
+SELECT datid, datname, acquired, renewed, refused, released, expired, since
+  FROM @extschema@.le_database_stats();
+
+-- Contract 19: what this server offers (see portable/README.md).
+CREATE FUNCTION @extschema@.le_capabilities()
+RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN jsonb_build_object(
+    'edition', 'portable',
+    'version', '0.4.1',
+    'worker', false,
+    'blocking_acquire', 'polling',
+    'poll_interval_ms', jsonb_build_array(10, 100),
+    'session_bound', false,
+    'expire_lapsed', true,
+    'database_stats', false,
+    'max_ttl_s', @extschema@._le_setting_us('leaderlock.max_ttl', 86400) / 1000000,
+    'max_wait_s', @extschema@._le_setting_us('leaderlock.max_wait', 300) / 1000000);
+
+-- Contract 19: vacates every lapsed lease and announces each as "expired"
+-- ("reason":"ttl"), as the compiled worker does; returns how many. Meant
+-- to be scheduled (pg_cron, every second) or called by clients.
+CREATE FUNCTION @extschema@.le_expire_lapsed()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN @extschema@._le_expire_lapsed();
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- Privileges (contract 7): readable by all, written only through the
+-- functions above.
+-- ---------------------------------------------------------------------------
+REVOKE ALL ON @extschema@.leaderlock FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_status TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_stats FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_stats TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_database_stats FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_database_stats TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_failover FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_step() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_ready() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_expire(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_touch(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
+
+    $ddl$;
+
+    EXECUTE pg_catalog.replace(ddl, '@' || 'extschema@', target);
+
+    -- The timeline of now (not of the last checkpoint).
+    EXECUTE pg_catalog.format(
+        'INSERT INTO %s.leaderlock_failover (timeline) VALUES (%s._le_timeline())', target, target);
+
+    -- Under CREATE EXTENSION the table is a member of the extension: its
+    -- rows must be part of a dump (terms survive pg_dump/restore). A table
+    -- made by psql -f is an ordinary table and dumped anyway.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                  AND d.objid = pg_catalog.to_regclass(target || '.leaderlock')
+                  AND d.deptype = 'e') THEN
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock'), '');
+    END IF;
+END
+$leaderlock_install$;
