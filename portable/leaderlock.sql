@@ -1218,8 +1218,8 @@ RETURN jsonb_build_object(
     'session_bound', false,
     'expire_lapsed', true,
     'database_stats', false,
-    'max_ttl_s', @extschema@._le_setting_us('leaderlock.max_ttl', 86400) / 1000000,
-    'max_wait_s', @extschema@._le_setting_us('leaderlock.max_wait', 300) / 1000000);
+    'max_ttl_s', (@extschema@._le_setting_us('leaderlock.max_ttl', 86400) / 1000000)::float8,
+    'max_wait_s', (@extschema@._le_setting_us('leaderlock.max_wait', 300) / 1000000)::float8);
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does; returns how many. Meant

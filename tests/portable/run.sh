@@ -102,9 +102,14 @@ overlay() {  # overlay SUITE: tests/SUITE + tests/portable/expected -> $WORK/SUI
   mkdir -p "$in"
   cp -r "$REPO/tests/$1/." "$in/"
   if [ -d "$HERE/expected/$1" ]; then cp "$HERE/expected/$1/"*.out "$in/expected/"; fi
-  # the portable schedule: the suite's, less the files tests/portable/README.md skips
+  # the portable schedule: the suite's, less the files tests/portable/README.md
+  # skips, plus the portable edition's own (tests/portable/sql, pg_regress)
   grep -v -x -F -f <(sed -n "s/^skip $1: //p" "$HERE/README.md" | sed 's/^/test: /') \
     "$REPO/tests/$1/schedule" >"$in/schedule.portable"
+  if [ "$1" = pg_regress ]; then
+    cp "$HERE/sql/"*.sql "$in/sql/"
+    for f in "$HERE/sql/"*.sql; do echo "test: $(basename "$f" .sql)" >>"$in/schedule.portable"; done
+  fi
   echo "$in"
 }
 
