@@ -10,10 +10,12 @@
 #      compiled edition's suites use, with tests/portable/expected/*.out in
 #      place of the compiled edition's outputs where the portable edition
 #      must differ (tests/portable/README.md says which and why);
-#   4. the concurrency check (tests/portable/concurrency.py) and the
+#   4. notification payloads byte for byte and le_acquire's wait
+#      (tests/portable/notify.py), the concurrency check
+#      (tests/portable/concurrency.py) and the
 #      reinstall check (portable/migrate, portable -> portable).
 #
-# Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,concurrency,migrate]
+# Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,notify,concurrency,migrate]
 #   --bindir   PostgreSQL's bin directory (default /usr/lib/postgresql/15/bin;
 #              for 18: /opt/leaderlock/postgresql/18/bin, whose lib/ goes
 #              into LD_LIBRARY_PATH by itself)
@@ -24,7 +26,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BINDIR=/usr/lib/postgresql/15/bin
 KEEP=0
-ONLY=regress,isolation,concurrency,migrate
+ONLY=regress,isolation,notify,concurrency,migrate
 while [ $# -gt 0 ]; do
   case $1 in
     --bindir) BINDIR=$2; shift 2 ;;
@@ -137,6 +139,14 @@ if wants concurrency; then
   /usr/bin/python3 "$HERE/concurrency.py" \
       "host=127.0.0.1 port=$PORT dbname=leaderlock_concurrency user=ll_admin" \
     || FAILED+=("concurrency")
+fi
+
+if wants notify; then
+  echo "=== notify: payloads byte for byte, le_acquire's polling wait"
+  "${PSQL[@]}" -U postgres -d postgres -c "CREATE DATABASE leaderlock_notify OWNER ll_admin"
+  install leaderlock_notify
+  /usr/bin/python3 "$HERE/notify.py" "host=127.0.0.1 port=$PORT dbname=leaderlock_notify user=ll_admin" \
+    || FAILED+=("notify")
 fi
 
 if wants migrate; then
