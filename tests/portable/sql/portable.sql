@@ -80,7 +80,7 @@ CREATE TABLE p_maint (a int);
 ALTER TABLE p_maint OWNER TO ll_p_other;
 INSERT INTO p_maint VALUES (1);
 CREATE FUNCTION p_index_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
-    AS $$ BEGIN PERFORM le_try_acquire('p-maint', 'x', '1 hour'); RETURN $1; END $$;
+    AS $$ BEGIN PERFORM public.le_try_acquire('p-maint', 'x', '1 hour'); RETURN $1; END $$;
 CREATE INDEX ON p_maint (p_index_fn(a));
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS maint_leases FROM leaderlock WHERE key = 'p-maint';
