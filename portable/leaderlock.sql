@@ -61,13 +61,61 @@
 
 DO $leaderlock_install$
 DECLARE
+    schema_name text := pg_catalog.current_schema();
     target text := pg_catalog.quote_ident(pg_catalog.current_schema());
+    old_path text := pg_catalog.current_setting('search_path');
+    me oid;
+    ns record;
+    others text;
     ddl text;
 BEGIN
-    IF pg_catalog.current_schema() IS NULL THEN
+    -- Everything below, and the DDL (whose SQL-standard bodies and CHECK
+    -- expressions are bound now), resolves in pg_catalog only: no function
+    -- or operator of any schema on the installer's search_path is used.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF schema_name IS NULL THEN
         RAISE EXCEPTION USING
             ERRCODE = 'invalid_schema_name',
-            MESSAGE = 'leaderlock: no schema to install into (search_path names no existing schema)';
+            MESSAGE = 'leaderlock: no schema to install into (search_path names no existing schema)',
+            HINT = 'CREATE SCHEMA leaderlock; then install with PGOPTIONS=''-c search_path=leaderlock''.';
+    END IF;
+    -- The name is written into the functions' bodies: only names that need
+    -- no quoting (lower case letters, digits, _; not a keyword).
+    IF pg_catalog.quote_ident(schema_name) OPERATOR(pg_catalog.<>) schema_name
+       OR schema_name OPERATOR(pg_catalog.!~) '^[a-z_][a-z0-9_]*$' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'invalid_name',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: the name needs quoting',
+                                        target),
+            HINT = 'Use a schema whose name is lower case letters, digits and underscores, e.g. leaderlock.';
+    END IF;
+    -- The SECURITY DEFINER functions run as the installing role and call
+    -- the edition's functions in this schema: it must be that role's alone.
+    SELECT r.oid INTO me FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user;
+    SELECT n.nspowner, n.nspacl INTO ns FROM pg_catalog.pg_namespace n
+     WHERE n.nspname OPERATOR(pg_catalog.=) schema_name;
+    IF ns.nspowner OPERATOR(pg_catalog.<>) me THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: it is owned by role %s, not by %s',
+                                        target, ns.nspowner::pg_catalog.regrole, current_user::text),
+            DETAIL = 'The owner of the schema could replace the functions that leaderlock''s SECURITY '
+                     'DEFINER functions call (on PostgreSQL 15 and later, public is owned by pg_database_owner).',
+            HINT = 'Install into a schema of its own, owned by the installing role: CREATE SCHEMA leaderlock; '
+                   'then PGOPTIONS=''-c search_path=leaderlock'' psql -1 -f leaderlock.sql.';
+    END IF;
+    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::oid THEN 'PUBLIC'
+                                      ELSE a.grantee::pg_catalog.regrole::text END, ', ')
+      INTO others
+      FROM pg_catalog.aclexplode(ns.nspacl) a
+     WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND a.grantee OPERATOR(pg_catalog.<>) ns.nspowner;
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: other roles may create objects in it (%s)',
+                                        target, others),
+            HINT = pg_catalog.format('Install into a schema of its own (CREATE SCHEMA leaderlock), or REVOKE CREATE ON SCHEMA %s FROM %s.',
+                                     target, others);
     END IF;
     -- leaderlock reads keys and ids as UTF-8: refuse other encodings at once.
     IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
@@ -84,13 +132,16 @@ BEGIN
 -- Schema: the same table, index, views and type as the compiled 0.4.1.
 -- ---------------------------------------------------------------------------
 
+-- The same columns, types and order as the compiled edition's table. The
+-- CHECK constraints hold there too (its functions enforce the same limits):
+-- a row no call of the API could write cannot be written at all.
 CREATE TABLE @extschema@.leaderlock (
     key         text PRIMARY KEY,
     holder      text,                 -- NULL when vacant (released, or expired)
     term        bigint NOT NULL,      -- fencing token: +1 on every new tenure, never reused
     acquired_at timestamptz,          -- start of the current term
     renewed_at  timestamptz,          -- last successful acquire or renew
-    expires_at  timestamptz,          -- renewed_at + ttl (after a failover: at least promotion + ttl)
+    expires_at  timestamptz,          -- renewed_at + ttl (after a failover the lease lasts at least until promotion + ttl, see leaderlock_failover)
     ttl         interval,             -- ttl of the last acquire or renew
     recheck_at  timestamptz,          -- the compiled worker's cue: <= expires_at (kept up to date here too)
     value       jsonb,                -- the leader's value (contract 11); NULL when vacant
@@ -100,37 +151,67 @@ CREATE TABLE @extschema@.leaderlock (
     tenures     bigint NOT NULL DEFAULT 0,  -- contract 14: tenures started,
     releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
     expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed)
-    changed_at  timestamptz           -- last change of holder (a new tenure, release or expiry)
+    changed_at  timestamptz,          -- last change of holder (a new tenure, release or expiry)
+    CONSTRAINT leaderlock_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_holder_check CHECK (holder IS NULL OR octet_length(holder) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_lease_check CHECK (holder IS NULL OR (expires_at IS NOT NULL AND ttl IS NOT NULL
+        AND ttl > interval '0' AND ttl <= interval '2147483647 seconds')),
+    CONSTRAINT leaderlock_value_check CHECK (value IS NULL OR octet_length(value::text) <= 2000),
+    CONSTRAINT leaderlock_term_check CHECK (term >= 0::bigint)
 ) WITH (fillfactor = 50);
 
 CREATE INDEX leaderlock_recheck_at_idx ON @extschema@.leaderlock (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_session_idx ON @extschema@.leaderlock (session_pid) WHERE session_pid IS NOT NULL;
 
--- Contract 8.2: the WAL timeline on which held leases were last made to
--- outlast a failover. One row.
+-- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
+-- when it saw it. One row. A lease held then lasts at least until
+-- changed_at + its ttl (computed at each read: held rows are never locked
+-- on behalf of another caller).
 CREATE TABLE @extschema@.leaderlock_failover (
     one_row    boolean PRIMARY KEY DEFAULT true CHECK (one_row),
     timeline   bigint NOT NULL,
     changed_at timestamptz
 );
 
+-- When leases held across the last promotion last from (contract 8.2):
+-- leaderlock_failover.changed_at, or now while a promotion is not yet
+-- recorded (every held lease then counts as live). NULL: no promotion.
+CREATE FUNCTION @extschema@._le_promoted_at() RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    f record;
+BEGIN
+    SELECT x.timeline, x.changed_at INTO f FROM @extschema@.leaderlock_failover x WHERE x.one_row;
+    IF NOT pg_is_in_recovery()
+       AND (f.timeline IS NULL
+            OR f.timeline < ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint) THEN
+        RETURN clock_timestamp();
+    END IF;
+    RETURN f.changed_at;
+END
+$fn$;
+
 CREATE VIEW @extschema@.leaderlock_status AS
-SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.lasts AS expires_at, l.ttl,
        CASE WHEN l.holder IS NULL THEN 'vacant'
-            WHEN l.expires_at > c.now THEN 'held'
+            WHEN l.lasts > c.now THEN 'held'
             ELSE 'lapsed' END AS state,
-       CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
-            THEN l.expires_at - c.now END AS remaining,
+       CASE WHEN l.holder IS NOT NULL AND l.lasts > c.now
+            THEN l.lasts - c.now END AS remaining,
        l.value, l.session_pid, l.owner::regrole AS owner
-  FROM @extschema@.leaderlock l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+  FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
+ CROSS JOIN LATERAL (SELECT x.*, CASE WHEN x.holder IS NULL THEN x.expires_at
+                                      ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
+                       FROM @extschema@.leaderlock x) l;
 
 CREATE VIEW @extschema@.leaderlock_stats AS
 SELECT l.key, l.tenures, l.releases, l.expiries, l.changed_at,
        pg_catalog.date_part('epoch', c.now - l.changed_at) AS seconds_since_change,
-       l.holder IS NOT NULL AND l.expires_at > c.now AS held
-  FROM @extschema@.leaderlock l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+       l.holder IS NOT NULL AND GREATEST(l.expires_at, c.promoted_at + l.ttl) > c.now AS held
+  FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
+ CROSS JOIN @extschema@.leaderlock l;
 
 CREATE TYPE @extschema@.leaderlock_lease AS (
     key        text,
@@ -171,22 +252,24 @@ $fn$;
 CREATE FUNCTION @extschema@._le_seconds(us numeric) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN CASE WHEN us % 1000000 = 0 THEN (us / 1000000)::bigint::text || 's'
+RETURN CASE WHEN us % 1000000::numeric = 0::numeric THEN (us / 1000000::numeric)::bigint::text || 's'
             ELSE rtrim(to_char(us / 1000000.0, 'FM999999999990.000000'), '0') || 's' END;
 
 -- A setting in microseconds: leaderlock.max_ttl / leaderlock.max_wait as the
 -- session sees them (an integer of seconds, or a number with a unit us, ms,
 -- s, min, h, d), or the default when unset.
-CREATE FUNCTION @extschema@._le_setting_us(name text, default_s bigint) RETURNS numeric
+CREATE FUNCTION @extschema@._le_setting_us(name text, default_s bigint, min_s bigint, max_s bigint)
+RETURNS numeric
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     raw text := btrim(coalesce(current_setting(name, true), ''));
     m text[];
+    us numeric;
 BEGIN
     IF raw = '' THEN
-        RETURN default_s * 1000000;
+        RETURN default_s * 1000000::numeric;
     END IF;
     m := regexp_match(raw, '^([0-9]+)\s*(us|ms|s|min|h|d)?$');
     IF m IS NULL THEN
@@ -194,9 +277,16 @@ BEGIN
             MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"', name, raw),
             HINT = 'Give a whole number of seconds, or a number with a unit: ms, s, min, h or d.';
     END IF;
-    RETURN m[1]::numeric * CASE coalesce(m[2], 's')
-        WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 WHEN 's' THEN 1000000
-        WHEN 'min' THEN 60000000 WHEN 'h' THEN 3600000000 ELSE 86400000000 END;
+    us := m[1]::numeric * CASE coalesce(m[2], 's')
+        WHEN 'us' THEN 1::numeric WHEN 'ms' THEN 1000::numeric WHEN 's' THEN 1000000::numeric
+        WHEN 'min' THEN 60000000::numeric WHEN 'h' THEN 3600000000::numeric ELSE 86400000000::numeric END;
+    -- The compiled edition's bounds of the setting (an integer GUC in seconds).
+    IF us < min_s * 1000000::numeric OR us > max_s * 1000000::numeric THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"', name, raw),
+            DETAIL = format('It must be between %ss and %ss, as in the compiled edition.', min_s, max_s);
+    END IF;
+    RETURN us;
 END
 $fn$;
 
@@ -204,8 +294,8 @@ $fn$;
 CREATE FUNCTION @extschema@._le_us(i interval) RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN extract(day FROM i) * 86400000000
-     + extract(epoch FROM i - make_interval(days => extract(day FROM i)::int)) * 1000000;
+RETURN extract(day FROM i) * 86400000000::numeric
+     + extract(epoch FROM i - make_interval(days => extract(day FROM i)::integer)) * 1000000::numeric;
 
 -- The same span with its day part as hours: what the compiled edition
 -- stores (ttl) and returns (le_lease's remaining), exact in any time zone.
@@ -237,11 +327,11 @@ BEGIN
             HINT = 'A month has no fixed length; give the ttl in days, hours, minutes or seconds.';
     END IF;
     total := @extschema@._le_us(v);
-    IF total <= 0 THEN
+    IF total <= 0::numeric THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: ttl must be positive (got %s)', v);
     END IF;
-    max_us := @extschema@._le_setting_us('leaderlock.max_ttl', 86400);
+    max_us := @extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint);
     IF total > max_us THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: ttl %s is above leaderlock.max_ttl (%s)',
@@ -270,11 +360,11 @@ BEGIN
             MESSAGE = format('leaderlock: wait must not have a month or year part (got %s)', v);
     END IF;
     total := @extschema@._le_us(v);
-    IF total < 0 THEN
+    IF total < 0::numeric THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: wait must not be negative (got %s)', v);
     END IF;
-    max_us := @extschema@._le_setting_us('leaderlock.max_wait', 300);
+    max_us := @extschema@._le_setting_us('leaderlock.max_wait'::text, 300::bigint, 0::bigint, 86400::bigint);
     IF total > max_us THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: wait %s is above leaderlock.max_wait (%s)',
@@ -282,7 +372,7 @@ BEGIN
             HINT = 'A waiting statement holds its snapshot, which holds back vacuum: '
                    'wait in shorter rounds, or raise leaderlock.max_wait (superuser).';
     END IF;
-    IF total > 0 AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+    IF total > 0::numeric AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
         RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
             MESSAGE = 'leaderlock: le_acquire can wait only in a READ COMMITTED transaction',
             HINT = 'Under REPEATABLE READ or SERIALIZABLE the transaction''s snapshot never '
@@ -360,27 +450,6 @@ BEGIN
 END
 $fn$;
 
--- In the SECURITY DEFINER functions: the role a caller says it acts for
--- must be one the session's role is a member of (it could SET ROLE to it).
-CREATE FUNCTION @extschema@._le_act_as(caller oid) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    me name := @extschema@._le_session_role();
-BEGIN
-    IF caller IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = caller)
-       OR NOT pg_has_role(me, caller, 'MEMBER') THEN
-        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
-            MESSAGE = format('leaderlock: role %s cannot act for role %s',
-                             quote_ident(me), coalesce(caller::regrole::text, 'NULL')),
-            DETAIL = 'The portable edition acts for current_user only where the session''s role '
-                     'is a member of it; le_* called from a SECURITY DEFINER function of another '
-                     'role is refused.';
-    END IF;
-END
-$fn$;
-
 -- RFC 3339 UTC with microseconds, e.g. 2026-11-22T11:25:03.123456Z.
 CREATE FUNCTION @extschema@._le_rfc3339(t timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -447,33 +516,32 @@ $fn$;
 CREATE FUNCTION @extschema@._le_timeline() RETURNS bigint
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
-RETURN CASE WHEN pg_is_in_recovery() THEN 1
+RETURN CASE WHEN pg_is_in_recovery() THEN 1::bigint
             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END;
 
 -- Contract 8.1: the lowest term a new tenure may get on this timeline.
 CREATE FUNCTION @extschema@._le_term_floor() RETURNS bigint
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
-RETURN (@extschema@._le_timeline() - 1) * 4294967296 + 1;
+RETURN (@extschema@._le_timeline() - 1::bigint) * 4294967296::bigint + 1::bigint;
 
--- Contract 8.2, before any new tenure or expiry: on a timeline newer than
--- the one recorded, every held lease is made to last until now + its ttl,
--- and the timeline recorded. 'safe' (nothing to do), 'extended' (done now,
--- in this transaction) or 'busy' (another transaction is doing it).
-CREATE FUNCTION @extschema@._le_failover_step() RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+-- Contract 8.2: records a promotion (a timeline newer than the one in
+-- leaderlock_failover) and when it was seen, in one statement on the
+-- one-row table that never waits (another transaction recording it
+-- meanwhile: nothing to do). Held leases are not touched: each lasts at
+-- least until leaderlock_failover.changed_at + its ttl, computed where
+-- liveness is decided (_le_promoted_at). Until the record commits, every
+-- held lease counts as live.
+CREATE FUNCTION @extschema@._le_failover_record() RETURNS void
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = on
-SET jit = off
 AS $fn$
 DECLARE
     tl bigint;
     stored bigint;
-    n bigint;
-    t timestamptz;
 BEGIN
     IF pg_is_in_recovery() THEN
-        RETURN 'safe';
+        RETURN;
     END IF;
     tl := @extschema@._le_timeline();
     SELECT f.timeline INTO stored FROM @extschema@.leaderlock_failover f WHERE f.one_row;
@@ -481,44 +549,80 @@ BEGIN
         RAISE EXCEPTION 'leaderlock: the table leaderlock_failover has no row; reinstall leaderlock';
     END IF;
     IF stored >= tl THEN
-        RETURN 'safe';
+        RETURN;
     END IF;
-    SELECT f.timeline INTO stored FROM @extschema@.leaderlock_failover f
-     WHERE f.one_row FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        RETURN 'busy';
+    UPDATE @extschema@.leaderlock_failover f SET timeline = tl, changed_at = clock_timestamp()
+     WHERE f.one_row AND f.timeline < tl
+       AND f.one_row = (SELECT g.one_row FROM @extschema@.leaderlock_failover g
+                         WHERE g.one_row FOR UPDATE SKIP LOCKED);
+    IF FOUND THEN
+        PERFORM @extschema@._le_durable();
+        RAISE LOG 'leaderlock: WAL timeline % (was %: a promotion or a recovery); held leases last at least until now + their ttl',
+            tl, stored;
     END IF;
-    IF stored >= tl THEN
-        RETURN 'safe';
-    END IF;
-    t := clock_timestamp();
-    UPDATE @extschema@.leaderlock l
-       SET expires_at = t + l.ttl, recheck_at = t + l.ttl
-     WHERE l.holder IS NOT NULL AND l.expires_at < t + l.ttl;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    UPDATE @extschema@.leaderlock_failover f SET timeline = tl, changed_at = t WHERE f.one_row;
-    PERFORM @extschema@._le_durable();
-    RAISE LOG 'leaderlock: WAL timeline % (was %: a promotion or a recovery); % held leases now last at least until now + their ttl',
-        tl, stored, n;
-    RETURN 'extended';
 END
 $fn$;
 
--- Whether new tenures and expiries may go ahead (8.2): a plain read in the
--- common case, the step itself when the timeline moved.
-CREATE FUNCTION @extschema@._le_failover_ready() RETURNS text
+-- Refuses inside a security-restricted operation (index expressions,
+-- materialized views and the like run by ANALYZE, autovacuum, VACUUM,
+-- CREATE INDEX, REINDEX, REFRESH MATERIALIZED VIEW as a table's owner):
+-- PostgreSQL refuses UNLISTEN there and nowhere else (it is allowed on a
+-- hot standby, and is a no-op for a session that never listened).
+CREATE FUNCTION @extschema@._le_unrestricted() RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    IF pg_is_in_recovery() THEN
-        RETURN 'safe';
+    UNLISTEN leaderlock_sro_probe;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = 'leaderlock: leases cannot be changed from a security-restricted operation',
+        DETAIL = 'PostgreSQL runs index expressions, materialized view queries and the like for '
+                 'maintenance commands (ANALYZE, autovacuum, VACUUM, REINDEX, REFRESH MATERIALIZED VIEW) as '
+                 'the table''s owner; no lease changes from there.';
+END
+$fn$;
+
+-- In the SECURITY DEFINER functions, before anything: not in a
+-- security-restricted operation; the schema is still the installing
+-- role's alone; and the role a caller says it acts for is one the
+-- session's role could SET ROLE to (PostgreSQL 16 and later: the SET
+-- option of the membership; 14 and 15: membership).
+CREATE FUNCTION @extschema@._le_act_as(caller oid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    me name := @extschema@._le_session_role();
+    ok boolean;
+BEGIN
+    PERFORM @extschema@._le_unrestricted();
+    IF NOT EXISTS (SELECT 1 FROM pg_namespace n
+                    WHERE n.nspname = '@extschema@'::name
+                      AND n.nspowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
+                      AND NOT EXISTS (SELECT 1 FROM aclexplode(n.nspacl) a
+                                       WHERE a.privilege_type = 'CREATE'::text
+                                         AND a.grantee <> n.nspowner)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'leaderlock: schema @extschema@ is no longer its installer''s alone; leaderlock refuses to run',
+            HINT = 'The schema must be owned by the role that owns leaderlock''s functions, and no other '
+                   'role may have CREATE on it: REVOKE CREATE ON SCHEMA @extschema@ FROM ...';
     END IF;
-    IF (SELECT f.timeline FROM @extschema@.leaderlock_failover f WHERE f.one_row)
-       >= @extschema@._le_timeline() THEN
-        RETURN 'safe';
+    IF caller IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = caller) THEN
+        ok := false;
+    ELSIF current_setting('server_version_num')::integer >= 160000 THEN
+        ok := pg_has_role(me, caller, 'SET'::text);
+    ELSE
+        ok := pg_has_role(me, caller, 'MEMBER'::text);
     END IF;
-    RETURN @extschema@._le_failover_step();
+    IF NOT ok THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: role %s cannot act for role %s',
+                             quote_ident(me), coalesce(caller::regrole::text, 'NULL')),
+            DETAIL = 'The portable edition acts for current_user only where the session''s role '
+                     'could SET ROLE to it; le_* called from a SECURITY DEFINER function of another '
+                     'role is refused.';
+    END IF;
 END
 $fn$;
 
@@ -533,6 +637,7 @@ SET enable_seqscan = off
 AS $fn$
 DECLARE
     v_term bigint;
+    v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
     UPDATE @extschema@.leaderlock l
        SET renewed_at = p_now,
@@ -543,10 +648,11 @@ BEGIN
                 AND l.recheck_at >= p_now + coalesce(p_ttl, l.ttl) / 2.0::float8 THEN l.recheck_at
                ELSE p_now + coalesce(p_ttl, l.ttl) END,
            owner = coalesce(l.owner, p_caller)
-     WHERE l.key = p_key AND l.holder = p_id AND l.expires_at > p_now
+     WHERE l.key = p_key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > p_now
        AND l.key = (SELECT s.key FROM @extschema@.leaderlock s
-                     WHERE s.key = p_key AND s.holder = p_id AND s.expires_at > p_now
-                       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'))
+                     WHERE s.key = p_key AND s.holder = p_id
+                       AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                        FOR NO KEY UPDATE SKIP LOCKED)
     RETURNING l.term INTO v_term;
     IF v_term IS NOT NULL THEN
@@ -556,72 +662,19 @@ BEGIN
 END
 $fn$;
 
--- Vacates the lapsed leases (one key, or all when p_key is NULL) that no
--- other transaction holds locked, announcing each as "expired" with
--- "reason":"ttl", as the compiled worker does. Returns how many.
-CREATE FUNCTION @extschema@._le_expire(p_key text) RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $fn$
-DECLARE
-    r record;
-    t timestamptz;
-    n integer := 0;
-BEGIN
-    IF @extschema@._le_failover_ready() <> 'safe' THEN
-        RETURN 0;          -- held leases were just extended, or are being
-    END IF;
-    t := clock_timestamp();
-    FOR r IN
-        SELECT l.key, l.holder, l.term, l.expires_at FROM @extschema@.leaderlock l
-         WHERE (p_key IS NULL OR l.key = p_key)
-           AND l.holder IS NOT NULL AND l.recheck_at <= t AND l.expires_at <= t
-         ORDER BY l.recheck_at
-           FOR NO KEY UPDATE SKIP LOCKED
-    LOOP
-        t := clock_timestamp();
-        UPDATE @extschema@.leaderlock l
-           SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL,
-               owner = NULL, expiries = l.expiries + 1, changed_at = t
-         WHERE l.key = r.key;
-        PERFORM @extschema@._le_announce('expired', r.key, r.holder, r.term, t,
-                                         expires_at => r.expires_at);
-        n := n + 1;
-    END LOOP;
-    RETURN n;
-END
-$fn$;
-
--- After a call that refused: a lapsed lease of the key is vacated and
--- announced. A plain read first, so a live or vacant one writes nothing.
-CREATE FUNCTION @extschema@._le_touch(p_key text) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $fn$
-BEGIN
-    IF EXISTS (SELECT 1 FROM @extschema@.leaderlock l
-                WHERE l.key = p_key AND l.holder IS NOT NULL
-                  AND l.expires_at <= clock_timestamp())
-       AND NOT pg_is_in_recovery() THEN
-        PERFORM @extschema@._le_expire(p_key);
-    END IF;
-END
-$fn$;
-
 -- ---------------------------------------------------------------------------
--- Entry points of the writers: SECURITY DEFINER, executable by all, each
--- checks the role it is to act for (_le_act_as) before anything.
+-- Entry points of the writers: SECURITY DEFINER, executable by all. Each
+-- checks every argument (contract 6) and the role it is to act for
+-- (_le_act_as) before anything: a direct call gets no further than a call
+-- through the le_* functions.
 -- ---------------------------------------------------------------------------
 
 -- One look at the lease (contract 3.1): take it, extend it, or say why
 -- not. o_outcome: 'acquired', 'held' (live, another's, until o_until) or
--- 'busy' (locked by another transaction, or a failover step under way).
--- p_insert_wait_ms bounds the wait behind a concurrent first insert of a
--- brand-new key (le_acquire); NULL: wait for its outcome (le_try_acquire).
--- o_step: this call made held leases outlast a failover (8.2) in the
--- caller's transaction, which must then be kept, not rolled back.
+-- 'busy' (locked by another transaction). p_insert_wait_ms bounds the wait
+-- behind a concurrent first insert of a brand-new key (le_acquire); NULL:
+-- wait for its outcome (le_try_acquire). o_step: always false (kept for
+-- the shape of the result).
 CREATE FUNCTION @extschema@._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb,
                                         p_caller oid, p_insert_wait_ms bigint,
                                         OUT o_outcome text, OUT o_until timestamptz,
@@ -636,30 +689,34 @@ DECLARE
     t timestamptz;
     v_term bigint;
     v_expires timestamptz;
+    v_pro timestamptz;
     old_lock_timeout text;
-    v_step text;
 BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, true);
+    PERFORM @extschema@._le_value(p_value);
+    IF p_insert_wait_ms < 0 OR p_insert_wait_ms > 86400000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: insert wait %s ms is out of range (0 to 86400000)', p_insert_wait_ms);
+    END IF;
     PERFORM @extschema@._le_act_as(p_caller);
-    -- Contract 8.2 first: after a promotion, held leases are extended
-    -- before anything is read (and a new tenure waits while another
-    -- transaction is extending them).
-    v_step := @extschema@._le_failover_ready();
-    o_step := v_step = 'extended';
+    o_step := false;
+    -- Contract 8.2: a promotion is recorded (one row, never waiting); held
+    -- leases last at least until then + their ttl.
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
 
     -- Read without locking first: a rival that cannot win never locks the
     -- holder's row (the holder's renewals would fail meanwhile).
-    SELECT l.holder, l.term, l.expires_at,
-           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')) AS owned
+    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
       INTO seen
       FROM @extschema@.leaderlock l WHERE l.key = p_key;
     t := clock_timestamp();
 
     IF NOT FOUND THEN
         -- A brand-new key: the first term is the timeline's floor.
-        IF v_step = 'busy' THEN
-            o_outcome := 'busy';
-            RETURN;
-        END IF;
         t := clock_timestamp();
         v_expires := t + p_ttl;
         IF p_insert_wait_ms IS NULL THEN
@@ -691,15 +748,16 @@ BEGIN
             RETURN;
         END IF;
         PERFORM @extschema@._le_durable();
-        PERFORM @extschema@._le_announce('acquired', p_key, p_id, v_term, t, NULL, v_expires, p_value);
+        PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
+                                         v_expires, p_value, NULL::boolean);
         o_outcome := 'acquired';
         RETURN;
     END IF;
 
-    IF seen.holder IS NOT NULL AND seen.expires_at > t THEN
+    IF seen.holder IS NOT NULL AND seen.lasts > t THEN
         IF NOT (seen.holder = p_id AND seen.owned) THEN
             o_outcome := 'held';
-            o_until := seen.expires_at;
+            o_until := seen.lasts;
             RETURN;
         END IF;
         -- Ours: extend it as le_renew does, in one statement that never
@@ -708,7 +766,8 @@ BEGIN
         IF v_term IS NOT NULL THEN
             IF p_value IS NOT NULL THEN
                 UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
-                PERFORM @extschema@._le_announce('proclaimed', p_key, p_id, v_term, t, value => p_value);
+                PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
+                                                 NULL::timestamptz, p_value, NULL::boolean);
             END IF;
             o_outcome := 'acquired';
             RETURN;
@@ -719,12 +778,12 @@ BEGIN
     -- subtransaction rolled back when no row comes back: a row re-checked
     -- after an update stays locked otherwise (see lease.rs kept_if_locked).
     BEGIN
-        SELECT l.holder, l.term, l.expires_at INTO locked
+        SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO locked
           FROM @extschema@.leaderlock l
          WHERE l.key = p_key
            AND (l.holder IS NULL
-                OR (l.holder = p_id AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')))
-                OR l.expires_at <= clock_timestamp())
+                OR (l.holder = p_id AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)))
+                OR NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp(), false))
            FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';
@@ -735,7 +794,7 @@ BEGIN
     END;
 
     t := clock_timestamp();
-    IF locked.holder IS NOT NULL AND locked.expires_at > t THEN
+    IF locked.holder IS NOT NULL AND locked.lasts > t THEN
         -- Live and, by the lock's condition, ours: extend, same term.
         v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
         IF v_term IS NULL THEN
@@ -744,17 +803,14 @@ BEGIN
         END IF;
         IF p_value IS NOT NULL THEN
             UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
-            PERFORM @extschema@._le_announce('proclaimed', p_key, p_id, v_term, t, value => p_value);
+            PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
+                                             NULL::timestamptz, p_value, NULL::boolean);
         END IF;
         o_outcome := 'acquired';
         RETURN;
     END IF;
 
-    -- Vacant or lapsed: a new tenure, once held leases outlast a failover.
-    IF v_step = 'busy' THEN
-        o_outcome := 'busy';
-        RETURN;
-    END IF;
+    -- Vacant or lapsed: a new tenure.
     t := clock_timestamp();
     v_expires := t + p_ttl;
     UPDATE @extschema@.leaderlock l
@@ -769,15 +825,16 @@ BEGIN
     IF locked.holder IS NOT NULL THEN
         -- A lapsed lease taken over: its end is announced first, as the
         -- worker would have.
-        PERFORM @extschema@._le_announce('expired', p_key, locked.holder, locked.term, t,
-                                         expires_at => locked.expires_at);
+        PERFORM @extschema@._le_announce('expired'::text, p_key, locked.holder, locked.term, t, NULL::text,
+                                         locked.lasts, NULL::jsonb, NULL::boolean);
     END IF;
-    PERFORM @extschema@._le_announce('acquired', p_key, p_id, v_term, t, locked.holder, v_expires, p_value);
+    PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
+                                     v_expires, p_value, NULL::boolean);
     o_outcome := 'acquired';
 END
 $fn$;
 
--- Contract 3.2.
+-- Contract 3.2. A refused renewal changes nothing and locks nothing.
 CREATE FUNCTION @extschema@._le_renew(p_key text, p_id text, p_ttl interval, p_caller oid)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -785,12 +842,11 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $fn$
 BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, false);
     PERFORM @extschema@._le_act_as(p_caller);
-    IF @extschema@._le_extend(p_key, p_id, clock_timestamp(), p_ttl, p_caller) IS NOT NULL THEN
-        RETURN true;
-    END IF;
-    PERFORM @extschema@._le_touch(p_key);
-    RETURN false;
+    RETURN @extschema@._le_extend(p_key, p_id, clock_timestamp(), p_ttl, p_caller) IS NOT NULL;
 END
 $fn$;
 
@@ -803,11 +859,14 @@ SET enable_seqscan = off
 AS $fn$
 DECLARE
     r record;
+    v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
     BEGIN
-        SELECT l.term, l.expires_at INTO r FROM @extschema@.leaderlock l
-         WHERE l.key = p_key AND l.holder = p_id AND l.expires_at > clock_timestamp()
-           AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'))
+        SELECT l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+          FROM @extschema@.leaderlock l
+         WHERE l.key = p_key AND l.holder = p_id
+           AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+           AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
            FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';
@@ -815,14 +874,14 @@ BEGIN
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         RETURN NULL;
     END;
-    IF r.expires_at <= clock_timestamp() THEN
+    IF r.lasts <= clock_timestamp() THEN
         RETURN NULL;
     END IF;
     RETURN r.term;
 END
 $fn$;
 
--- Contract 3.3.
+-- Contract 3.3. A refused release changes nothing and locks nothing.
 CREATE FUNCTION @extschema@._le_release(p_key text, p_id text, p_caller oid) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -832,10 +891,11 @@ DECLARE
     v_term bigint;
     t timestamptz;
 BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_act_as(p_caller);
     v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
     IF v_term IS NULL THEN
-        PERFORM @extschema@._le_touch(p_key);
         RETURN false;
     END IF;
     t := clock_timestamp();
@@ -844,12 +904,13 @@ BEGIN
            session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
      WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
-    PERFORM @extschema@._le_announce('released', p_key, p_id, v_term, t, forced => false);
+    PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
+                                     NULL::timestamptz, NULL::jsonb, false);
     RETURN true;
 END
 $fn$;
 
--- Contract 11.
+-- Contract 11. A refused proclaim changes nothing and locks nothing.
 CREATE FUNCTION @extschema@._le_proclaim(p_key text, p_id text, p_value jsonb, p_caller oid)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -859,16 +920,18 @@ AS $fn$
 DECLARE
     v_term bigint;
 BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    PERFORM @extschema@._le_value(p_value);
     PERFORM @extschema@._le_act_as(p_caller);
     v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
     IF v_term IS NULL THEN
-        PERFORM @extschema@._le_touch(p_key);
         RETURN false;
     END IF;
     UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
-    PERFORM @extschema@._le_announce('proclaimed', p_key, p_id, v_term, clock_timestamp(),
-                                     value => p_value);
+    PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, clock_timestamp(), NULL::text,
+                                     NULL::timestamptz, p_value, NULL::boolean);
     RETURN true;
 END
 $fn$;
@@ -884,25 +947,30 @@ AS $fn$
 DECLARE
     r record;
     t timestamptz;
+    v_pro timestamptz;
 BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_act_as(p_caller);
     IF NOT (coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false)
-            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.rolname = 'leaderlock_admin')
-                AND pg_has_role(p_caller, (SELECT a.oid FROM pg_roles a WHERE a.rolname = 'leaderlock_admin'),
-                                'MEMBER'))) THEN
+            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.rolname = 'leaderlock_admin'::name)
+                AND pg_has_role(p_caller, (SELECT a.oid FROM pg_roles a WHERE a.rolname = 'leaderlock_admin'::name),
+                                'MEMBER'::text))) THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
             MESSAGE = 'leaderlock: permission denied to force the release of a lease',
             HINT = 'Superusers and members of role leaderlock_admin may '
                    '(CREATE ROLE leaderlock_admin NOLOGIN; GRANT leaderlock_admin TO ...).';
     END IF;
-    SELECT l.holder, l.term, l.expires_at INTO r FROM @extschema@.leaderlock l
-     WHERE l.key = p_key AND l.holder IS NOT NULL AND l.expires_at > clock_timestamp()
+    v_pro := @extschema@._le_promoted_at();
+    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+      FROM @extschema@.leaderlock l
+     WHERE l.key = p_key AND l.holder IS NOT NULL
+       AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     t := clock_timestamp();
-    IF r.expires_at <= t THEN
+    IF NOT coalesce(r.lasts > t, false) THEN
         RETURN false;      -- lapsed while we waited for the lock
     END IF;
     UPDATE @extschema@.leaderlock l
@@ -910,7 +978,8 @@ BEGIN
            session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
      WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
-    PERFORM @extschema@._le_announce('released', p_key, r.holder, r.term, t, forced => true);
+    PERFORM @extschema@._le_announce('released'::text, p_key, r.holder, r.term, t, NULL::text,
+                                     NULL::timestamptz, NULL::jsonb, true);
     RETURN true;
 END
 $fn$;
@@ -930,23 +999,31 @@ DECLARE
     live boolean;
     state text;
     msg text;
+    v_pro timestamptz;
 BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    IF p_term < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: term must not be negative (got %s)', p_term);
+    END IF;
     PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
     -- Without a lock first: only the holder itself ever locks its row.
-    SELECT l.holder, l.term, l.expires_at,
-           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')) AS owned
+    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
       INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key;
     found_row := FOUND;
     t := clock_timestamp();
-    IF found_row AND r.holder IS NOT NULL AND r.expires_at > t AND r.holder = p_id AND r.owned
+    IF found_row AND r.holder IS NOT NULL AND r.lasts > t AND r.holder = p_id AND r.owned
        AND (p_term IS NULL OR p_term = r.term) THEN
-        SELECT l.holder, l.term, l.expires_at,
-               (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER')) AS owned
+        SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+               (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
           INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key FOR SHARE;
         found_row := FOUND;
     END IF;
     t := clock_timestamp();
-    live := found_row AND r.holder IS NOT NULL AND r.expires_at > t;
+    live := found_row AND r.holder IS NOT NULL AND coalesce(r.lasts > t, false);
     IF live AND r.holder = p_id AND r.owned AND (p_term IS NULL OR p_term = r.term) THEN
         RETURN r.term;
     END IF;
@@ -973,15 +1050,58 @@ END
 $fn$;
 
 -- le_expire_lapsed's writer: anyone may ask for what the worker would do.
+-- One statement that locks only lapsed rows no other transaction holds
+-- (SKIP LOCKED), and only in a transaction of its own (autocommit, or
+-- pg_cron): a caller cannot keep lapsed keys locked from their takers by
+-- leaving its transaction open.
 CREATE FUNCTION @extschema@._le_expire_lapsed() RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    v_pro timestamptz;
+    n integer := 0;
 BEGIN
-    RETURN @extschema@._le_expire(NULL);
+    PERFORM @extschema@._le_unrestricted();
+    IF transaction_timestamp() <> statement_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = 'active_sql_transaction',
+            MESSAGE = 'leaderlock: le_expire_lapsed must run in a transaction of its own',
+            DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; inside a longer '
+                     'transaction that would keep them from their takers.',
+            HINT = 'Call it alone, in autocommit (SELECT le_expire_lapsed();), or schedule it with pg_cron.';
+    END IF;
+    IF pg_is_in_recovery() THEN
+        RETURN 0;
+    END IF;
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    FOR r IN
+        WITH lapsed AS (
+            SELECT l.key, l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts
+              FROM @extschema@.leaderlock l
+             WHERE l.holder IS NOT NULL AND l.recheck_at <= t
+               AND NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > t, false)
+             ORDER BY l.recheck_at
+               FOR NO KEY UPDATE SKIP LOCKED)
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL,
+               owner = NULL, expiries = l.expiries + 1, changed_at = t
+          FROM lapsed x
+         WHERE l.key = x.key
+        RETURNING x.key, x.holder, x.term, x.lasts
+    LOOP
+        PERFORM @extschema@._le_announce('expired'::text, r.key, r.holder, r.term, t, NULL::text,
+                                         r.lasts, NULL::jsonb, NULL::boolean);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
 END
 $fn$;
+
 
 -- ---------------------------------------------------------------------------
 -- The API (docs/sql-reference.md): same names, arguments, defaults and
@@ -999,14 +1119,14 @@ DECLARE
     v_ttl interval;
     v_caller oid;
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    PERFORM @extschema@._le_name('id', $2);
-    v_ttl := @extschema@._le_ttl($3);
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, true);
     PERFORM @extschema@._le_session_bound($4);
     PERFORM @extschema@._le_value($5);
     v_caller := @extschema@._le_caller();
     RETURN (SELECT a.o_outcome = 'acquired'
-              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL) a);
+              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint) a);
 END
 $fn$;
 
@@ -1027,9 +1147,9 @@ DECLARE
     wake timestamptz;
     poll_ms float8 := 10;     -- first look again after 10 ms, then x1.5 up to 100 ms
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    PERFORM @extschema@._le_name('id', $2);
-    v_ttl := @extschema@._le_ttl($3);
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, true);
     v_wait := @extschema@._le_wait($4);
     PERFORM @extschema@._le_session_bound($5);
     PERFORM @extschema@._le_value($6);
@@ -1053,12 +1173,6 @@ BEGIN
         END;
         IF res.o_outcome = 'acquired' THEN
             RETURN true;
-        END IF;
-        IF res.o_step THEN
-            -- This transaction made held leases outlast a failover and
-            -- holds them locked until it ends: return at once, as the
-            -- compiled edition does, instead of waiting.
-            RETURN false;
         END IF;
         t := clock_timestamp();
         IF t >= deadline THEN
@@ -1084,8 +1198,8 @@ AS $fn$
 DECLARE
     v_ttl interval;
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    PERFORM @extschema@._le_name('id', $2);
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
     v_ttl := @extschema@._le_ttl($3, false);
     RETURN @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller());
 END
@@ -1097,8 +1211,8 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    PERFORM @extschema@._le_name('id', $2);
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
     RETURN @extschema@._le_release($1, $2, @extschema@._le_caller());
 END
 $fn$;
@@ -1109,8 +1223,8 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    PERFORM @extschema@._le_name('id', $2);
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
     PERFORM @extschema@._le_value($3);
     RETURN @extschema@._le_proclaim($1, $2, $3, @extschema@._le_caller());
 END
@@ -1122,7 +1236,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('key'::text, $1);
     RETURN @extschema@._le_force_release($1, @extschema@._le_caller());
 END
 $fn$;
@@ -1133,8 +1247,8 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    PERFORM @extschema@._le_name('id', $2);
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
     IF $3 < 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: term must not be negative (got %s)', $3);
@@ -1150,9 +1264,10 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $fn$
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
+    PERFORM @extschema@._le_name('key'::text, $1);
     RETURN (SELECT l.holder FROM @extschema@.leaderlock l
-             WHERE l.key = $1 AND l.holder IS NOT NULL AND l.expires_at > clock_timestamp());
+             WHERE l.key = $1 AND l.holder IS NOT NULL
+               AND GREATEST(l.expires_at, @extschema@._le_promoted_at() + l.ttl) > clock_timestamp());
 END
 $fn$;
 
@@ -1167,14 +1282,17 @@ DECLARE
     t timestamptz;
     live boolean;
 BEGIN
-    PERFORM @extschema@._le_name('key', $1);
-    SELECT l.holder, l.term, l.expires_at, l.value INTO r
+    PERFORM @extschema@._le_name('key'::text, $1);
+    SELECT l.holder, l.term,
+           CASE WHEN l.holder IS NULL THEN l.expires_at
+                ELSE GREATEST(l.expires_at, @extschema@._le_promoted_at() + l.ttl) END AS expires_at,
+           l.value INTO r
       FROM @extschema@.leaderlock l WHERE l.key = $1;
     IF NOT FOUND THEN
         RETURN ROW($1, NULL, NULL, NULL, NULL, NULL)::@extschema@.leaderlock_lease;
     END IF;
     t := clock_timestamp();
-    live := r.holder IS NOT NULL AND r.expires_at > t;
+    live := r.holder IS NOT NULL AND coalesce(r.expires_at > t, false);
     RETURN ROW($1,
                CASE WHEN live THEN r.holder END,
                r.term,
@@ -1218,8 +1336,10 @@ RETURN jsonb_build_object(
     'session_bound', false,
     'expire_lapsed', true,
     'database_stats', false,
-    'max_ttl_s', (@extschema@._le_setting_us('leaderlock.max_ttl', 86400) / 1000000)::float8,
-    'max_wait_s', (@extschema@._le_setting_us('leaderlock.max_wait', 300) / 1000000)::float8);
+    'max_ttl_s', (@extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint,
+                                              2147483647::bigint) / 1000000::numeric)::float8,
+    'max_wait_s', (@extschema@._le_setting_us('leaderlock.max_wait'::text, 300::bigint, 0::bigint,
+                                               86400::bigint) / 1000000::numeric)::float8);
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does; returns how many. Meant
@@ -1238,6 +1358,7 @@ $fn$;
 -- Privileges (contract 7): readable by all, written only through the
 -- functions above.
 -- ---------------------------------------------------------------------------
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;   -- every role may call the API (CREATE stays the admin's)
 REVOKE ALL ON @extschema@.leaderlock FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
@@ -1249,11 +1370,8 @@ GRANT SELECT ON @extschema@.leaderlock_database_stats TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_step() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_ready() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_expire(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_touch(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
 
     $ddl$;
@@ -1274,5 +1392,6 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock'), '');
     END IF;
+    PERFORM pg_catalog.set_config('search_path', old_path, true);
 END
 $leaderlock_install$;

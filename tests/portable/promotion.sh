@@ -11,7 +11,9 @@
 #      (in particular before the checkpoint that promotion requests has
 #      necessarily finished), a new key and the vacant key are acquired:
 #      their terms must be >= 2^32 + 1 (the floor of timeline 2), and
-#      'held' and 'lapsing' must last at least until the promotion + ttl.
+#      'held' and 'lapsing' must last at least until the promotion + ttl
+#      (leaderlock_status: the raw expires_at of a lease held across the
+#      promotion is extended when read, never by locking its row).
 #
 # Usage: tests/portable/promotion.sh [--bindir DIR]   (default PostgreSQL 15;
 #        /opt/leaderlock/postgresql/18/bin for 18)
@@ -24,7 +26,7 @@ if [ -f "$BINDIR/../lib/libpq.so.5" ]; then
   export LD_LIBRARY_PATH="$(cd "$BINDIR/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 MAJOR=$("$BINDIR/postgres" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)?.*/\1/')
-WORK=$(mktemp -d /tmp/portable-promotion-XXXXXX)
+WORK=$(mktemp -d "${PORTABLE_TEST_TMP:-/tmp/portable-promotion}-XXXXXX")
 chmod 755 "$WORK"
 as_server=()
 if [ "$(id -u)" -eq 0 ]; then
@@ -32,7 +34,7 @@ if [ "$(id -u)" -eq 0 ]; then
   as_server=(sudo -u postgres env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 fi
 free_port() { local p=$1; while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done; echo "$p"; }
-P1=$(free_port 56300); P2=$(free_port $((P1 + 1)))
+P1=$(free_port "${PORTABLE_TEST_PORT:-56300}"); P2=$(free_port $((P1 + 1)))
 cleanup() {
   for d in primary standby; do
     "${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/$d" -m immediate stop >/dev/null 2>&1 || true
@@ -47,6 +49,7 @@ echo "=== PostgreSQL $MAJOR: primary on $P1, standby on $P2"
 "${as_server[@]}" "$BINDIR/initdb" -D "$WORK/primary" -U postgres -E UTF8 --locale=C.UTF-8 -A trust >/dev/null
 "${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/primary" -l "$WORK/primary.log" -w -o "$(opts "$P1")" start >/dev/null
 q "$P1" -U postgres -d postgres -c "CREATE ROLE ll_admin LOGIN CREATEROLE" -c "CREATE DATABASE ll OWNER ll_admin"
+q "$P1" -U postgres -d ll -c "ALTER SCHEMA public OWNER TO ll_admin" -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
 q "$P1" -U ll_admin -d ll -1 -f "$REPO/portable/leaderlock.sql" >/dev/null
 q "$P1" -U ll_admin -d ll >/dev/null <<'SQL'
 SELECT le_try_acquire('held', 'old-primary', '1 hour');
@@ -77,8 +80,8 @@ SELECT (SELECT timeline_id FROM pg_control_checkpoint()) AS checkpoint_tl,
        substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS walfile_tl,
        le_try_acquire('after-promotion', 'new-primary', '1 minute') AS new_key,
        le_try_acquire('vacant', 'new-primary', '1 minute') AS vacant_key;
-SELECT key, term, holder, expires_at >= :'promoted_by'::timestamptz + ttl AS outlasts
-  FROM leaderlock ORDER BY key;
+SELECT key, term, holder, expires_at >= :'promoted_by'::timestamptz + ttl AND state = 'held' AS outlasts
+  FROM leaderlock_status ORDER BY key;
 SELECT 'failover', timeline, changed_at IS NOT NULL FROM leaderlock_failover;
 SQL
 )

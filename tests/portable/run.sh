@@ -13,9 +13,12 @@
 #   4. notification payloads byte for byte and le_acquire's wait
 #      (tests/portable/notify.py), the concurrency check
 #      (tests/portable/concurrency.py) and the
-#      reinstall check (portable/migrate, portable -> portable).
+#      reinstall check (portable/migrate, portable -> portable);
+#   5. the install-time and cross-session security checks
+#      (tests/portable/security.sh: a dedicated schema, refused schemas,
+#      planted operators, uninstall, SET membership, after a promotion).
 #
-# Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,notify,concurrency,migrate]
+# Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,notify,concurrency,migrate,security]
 #   --bindir   PostgreSQL's bin directory (default /usr/lib/postgresql/15/bin;
 #              for 18: /opt/leaderlock/postgresql/18/bin, whose lib/ goes
 #              into LD_LIBRARY_PATH by itself)
@@ -26,7 +29,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BINDIR=/usr/lib/postgresql/15/bin
 KEEP=0
-ONLY=regress,isolation,notify,concurrency,migrate
+ONLY=regress,isolation,notify,concurrency,migrate,security
 while [ $# -gt 0 ]; do
   case $1 in
     --bindir) BINDIR=$2; shift 2 ;;
@@ -45,7 +48,7 @@ PGXS_TEST=$(dirname "$PGXS")/../src/test
 [ -x "$PGXS_TEST/regress/pg_regress" ] || PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
 MAJOR=$("$BINDIR/postgres" --version | sed -E 's/.* ([0-9]+)\..*/\1/; s/.* ([0-9]+)$/\1/')
 
-WORK=$(mktemp -d /tmp/portable-test-XXXXXX)
+WORK=$(mktemp -d "${PORTABLE_TEST_TMP:-/tmp/portable-test}-XXXXXX")
 chmod 755 "$WORK"
 as_server=()
 if [ "$(id -u)" -eq 0 ]; then
@@ -53,7 +56,7 @@ if [ "$(id -u)" -eq 0 ]; then
   as_server=(sudo -u postgres env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 fi
 
-PORT=56200
+PORT=${PORTABLE_TEST_PORT:-56200}
 while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do PORT=$((PORT + 1)); done
 
 cleanup() {
@@ -84,6 +87,11 @@ CREATE DATABASE leaderlock_migrate OWNER ll_admin;
 SQL
 
 install() {  # install DB: the script, with psql -f, as the non-superuser admin
+  # The schema must be the admin's alone (portable/README.md, "Installing"):
+  # the repository's files name public.leaderlock, so public is handed to
+  # the admin (tests/portable/security.sh installs into a schema leaderlock).
+  "${PSQL[@]}" -U postgres -d "$1" -c "ALTER SCHEMA public OWNER TO ll_admin" \
+    -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
   "${PSQL[@]}" -U ll_admin -d "$1" -1 -f "$REPO/portable/leaderlock.sql" >/dev/null
 }
 
@@ -155,6 +163,11 @@ if wants migrate; then
   LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} bash "$HERE/migrate.sh" "$BINDIR/psql" \
       "host=127.0.0.1 port=$PORT dbname=leaderlock_migrate user=ll_admin" "$REPO" \
     || FAILED+=("migrate")
+fi
+
+if wants security; then
+  echo "=== security: install schema checks, planted operators, uninstall, act-as, failover"
+  bash "$HERE/security.sh" "$BINDIR/psql" 127.0.0.1 "$PORT" "$MAJOR" || FAILED+=("security")
 fi
 
 if [ "${#FAILED[@]}" -gt 0 ]; then

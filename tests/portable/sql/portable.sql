@@ -23,11 +23,24 @@ SELECT le_expire_lapsed() AS expired_again;
 SELECT key, holder, term, state, value, owner FROM leaderlock_status WHERE key LIKE 'p-%' ORDER BY key;
 SELECT key, tenures, releases, expiries FROM leaderlock_stats WHERE key LIKE 'p-lapse%' ORDER BY key;
 
--- The next call that writes a lapsed key vacates it too (here a refused renew).
+-- M3: a refused call (renew, release, proclaim) neither vacates nor locks
+-- a lapsed lease; the next acquirer takes it over (announcing "expired").
 SELECT le_try_acquire('p-touch', 'a', '10 milliseconds');
 SELECT pg_sleep(0.05);
-SELECT le_renew('p-touch', 'a') AS renewed;
+BEGIN;
+SELECT le_renew('p-touch', 'a') AS renewed, le_release('p-touch', 'x') AS released,
+       le_proclaim('p-touch', 'a', '1') AS proclaimed;
+SELECT count(*) AS rows_locked_by_refused_calls FROM leaderlock
+ WHERE xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text;
+ROLLBACK;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
+SELECT le_try_acquire('p-touch', 'b', '1 hour') AS taken_over;
+SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
+-- le_expire_lapsed only in a transaction of its own (25001).
+BEGIN;
+SELECT le_expire_lapsed();
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 
 -- Session-bound leases need the compiled edition.
 SELECT le_try_acquire('p-bound', 'a', '1 hour', session_bound => true);
@@ -55,7 +68,7 @@ CREATE ROLE ll_p_other;
 SET ROLE ll_p_app;
 SELECT le_try_acquire('p-owned', 'me', '1 hour');
 SELECT _le_extend('p-owned', 'me', clock_timestamp(), '1 hour', 'll_p_app'::regrole);
-SELECT _le_failover_step();
+SELECT _le_failover_record();
 RESET ROLE;
 -- An entry point called directly cannot claim a role the session is not a
 -- member of.
@@ -90,3 +103,146 @@ DROP FUNCTION p_definer();
 SELECT le_force_release('p-owned');
 DROP ROLE ll_p_app;
 DROP ROLE ll_p_other;
+
+-- H1: the SECURITY DEFINER entry points check every argument themselves
+-- (contract 6): a direct call gets no further than the API.
+CREATE ROLE ll_p_direct;
+SET ROLE ll_p_direct;
+SELECT * FROM _le_attempt('p-direct', 'x', NULL, NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1000 years', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1 mon', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '-1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('', 'x', '1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt(repeat('k', 3000), 'x', '1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', NULL, '1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1 min', to_jsonb(repeat('v', 5000)), 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1 min', NULL, 'll_p_direct'::regrole, -5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew('p-direct', 'x', '1 mon', 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_release('p-direct', NULL, 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_proclaim('p-direct', 'x', to_jsonb(repeat('v', 5000)), 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_force_release('', 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_assert_leader('p-direct', 'x', -1, 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS direct_rows FROM leaderlock WHERE key = 'p-direct' OR key = '' OR key LIKE 'kkk%';
+-- The table refuses such rows whoever writes them (its owner included).
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl) VALUES ('p-bad', 'x', 1, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl) VALUES ('', NULL, 1, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl, value)
+VALUES ('p-bad', 'x', 1, '2000-01-01 00:00:00+00', '1 hour', to_jsonb(repeat('v', 5000)));
+\echo :LAST_ERROR_SQLSTATE
+SELECT conname FROM pg_constraint WHERE conrelid = 'leaderlock'::regclass AND contype = 'c' ORDER BY 1;
+
+-- H2: code run by maintenance (CREATE INDEX, ANALYZE, autovacuum: a
+-- security-restricted operation as the table's owner, here with a
+-- superuser session) cannot act through the entry points either, not even
+-- for a role the session is a member of (10: the bootstrap superuser).
+SELECT le_try_acquire('p-sro', 'holder', '1 hour');
+CREATE TABLE p_sro (a int);
+ALTER TABLE p_sro OWNER TO ll_p_direct;
+INSERT INTO p_sro VALUES (1);
+CREATE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_force_release('p-sro', 10::oid); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+CREATE OR REPLACE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_attempt('p-sro', 'thief', '1 hour', NULL, 10::oid, NULL); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+CREATE OR REPLACE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_expire_lapsed(); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+SELECT holder, term FROM leaderlock WHERE key = 'p-sro';
+DROP TABLE p_sro;
+DROP FUNCTION p_sro_fn(int);
+
+-- H3: calls between the edition's functions have exact argument types: an
+-- overload created in its schema (here by a superuser) is never chosen.
+CREATE TABLE p_trojan_log (who text, what text);
+GRANT INSERT ON p_trojan_log TO PUBLIC;
+CREATE FUNCTION public._le_setting_us(name text, default_s integer) RETURNS numeric
+LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.p_trojan_log VALUES (current_user, 'setting');
+                            RETURN default_s::numeric * 1000000; END $$;
+CREATE FUNCTION public._le_setting_us(name text, default_s integer, min_s integer, max_s integer)
+RETURNS numeric
+LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.p_trojan_log VALUES (current_user, 'setting4');
+                            RETURN default_s::numeric * 1000000; END $$;
+CREATE FUNCTION public._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb, p_caller oid,
+    p_insert_wait_ms text, OUT o_outcome text, OUT o_until timestamptz, OUT o_step boolean)
+LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.p_trojan_log VALUES (current_user, 'attempt');
+                            o_outcome := 'acquired'; END $$;
+\c -
+SET ROLE ll_p_direct;
+SELECT le_try_acquire('p-trojan', 'x', '10 s'), le_renew('p-trojan', 'x'), le_release('p-trojan', 'x'),
+       le_capabilities()->>'max_ttl_s' AS max_ttl_s;
+RESET ROLE;
+SELECT count(*) AS trojan_calls FROM p_trojan_log;
+DROP FUNCTION public._le_setting_us(text, integer);
+DROP FUNCTION public._le_setting_us(text, integer, integer, integer);
+DROP FUNCTION public._le_attempt(text, text, interval, jsonb, oid, text);
+DROP TABLE p_trojan_log;
+
+-- H4: the schema must stay the installer's alone; checked at each call.
+GRANT CREATE ON SCHEMA public TO ll_p_direct;
+SET ROLE ll_p_direct;
+SELECT le_try_acquire('p-schema', 'x', '10 s');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM ll_p_direct;
+SET ROLE ll_p_direct;
+SELECT le_try_acquire('p-schema', 'x', '10 s') AS after_revoke;
+RESET ROLE;
+
+-- M2: after a promotion (simulated: the recorded timeline set back), a
+-- rival's open transaction holds no holder's row: the promotion is
+-- recorded in leaderlock_failover only, and held leases are extended when
+-- read (le_lease, leaderlock_status, renewals, takeovers).
+SELECT le_try_acquire('p-prom', 'h', '3 seconds');
+SELECT pg_sleep(0.3);
+UPDATE leaderlock_failover SET timeline = 0, changed_at = NULL;
+SET ROLE ll_p_direct;
+BEGIN;
+SELECT le_try_acquire('p-prom-rival', 'r', '1 minute');
+SELECT count(*) AS holders_rows_written_or_locked FROM leaderlock
+ WHERE key <> 'p-prom-rival'
+   AND (xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text
+        OR xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text);
+SELECT timeline, changed_at IS NOT NULL AS recorded FROM leaderlock_failover;
+SELECT l.expires_at >= f.changed_at + interval '3 seconds' AS outlasts_promotion,
+       l.expires_at > r.expires_at AS extended_beyond_raw
+  FROM le_lease('p-prom') l, leaderlock_failover f, leaderlock r WHERE r.key = 'p-prom';
+SELECT state FROM leaderlock_status WHERE key = 'p-prom';
+COMMIT;
+RESET ROLE;
+SELECT le_renew('p-prom', 'h') AS holder_renews, le_release('p-prom', 'h') AS holder_releases;
+
+-- L4: the limits are those of the compiled edition's settings (22023).
+SET leaderlock.max_ttl = '9999999999999999999999d';
+SELECT le_try_acquire('p-big', 'a', '2000000000 hours');
+\echo :LAST_ERROR_SQLSTATE
+SET leaderlock.max_ttl = '2147483647';
+SELECT le_try_acquire('p-big', 'a', '300000000 days');
+\echo :LAST_ERROR_SQLSTATE
+RESET leaderlock.max_ttl;
+SET leaderlock.max_wait = '86401';
+SELECT le_acquire('p-big', 'a', '1 hour', '1 second');
+\echo :LAST_ERROR_SQLSTATE
+RESET leaderlock.max_wait;
+SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
+DROP ROLE ll_p_direct;
