@@ -4,13 +4,16 @@
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
--- Install, as a role that may CREATE in the target schema (no superuser):
+-- Install into a schema of its own, owned by the installing admin role (no
+-- superuser), e.g.:
 --
---     psql -v ON_ERROR_STOP=1 -1 -f portable/leaderlock.sql
+--     psql -c 'CREATE SCHEMA leaderlock'
+--     PGOPTIONS='-c search_path=leaderlock' psql -v ON_ERROR_STOP=1 -1 -f portable/leaderlock.sql
 --
 -- Everything is created in the current schema (the first existing schema of
--- search_path, usually public). To choose another, set the search path for
--- the install:  PGOPTIONS='-c search_path=myschema' psql -1 -f ...
+-- search_path). The install refuses a schema the installing role does not
+-- own, or where another role has CREATE (public on PostgreSQL 15+), and a
+-- name that needs quoting; each call checks the schema again.
 -- The functions name the schema they were installed in, qualified, in their
 -- bodies: do not rename that schema afterwards (reinstall instead).
 -- The same file is the extension script leaderlock--0.4.1-portable.sql
@@ -25,7 +28,9 @@
 --   writes the key (le_try_acquire, le_acquire, le_renew, le_release,
 --   le_proclaim), or by le_expire_lapsed(), which vacates and announces
 --   every lapsed lease and returns how many: schedule it (pg_cron, every
---   second) or call it from clients. le_worker_running() is false.
+--   second) or call it from clients, in a transaction of its own (25001
+--   otherwise). A refused le_renew, le_release or le_proclaim changes and
+--   locks nothing. le_worker_running() is false.
 --   A takeover of a lapsed lease announces "expired" for the old tenure and
 --   then "acquired" with previous_holder set, in its own transaction.
 -- * le_acquire waits by polling inside the call: it looks again after
@@ -43,19 +48,20 @@
 --   current_setting(): without the library they are placeholder settings
 --   that any role may SET for its own session (compiled: superuser only).
 --   Unset, they are 1 day and 5 minutes.
--- * The failover step of contract 8.2 (held leases outlast a promotion) is
---   taken by the first call after the promotion that would start a tenure or
---   expire a lease, inside that caller's transaction (compiled: a background
---   worker's own transaction). Calling le_expire_lapsed() in autocommit right
---   after a promotion takes it in a short transaction of its own.
+-- * Contract 8.2 (held leases outlast a promotion): the promotion is
+--   recorded in leaderlock_failover only, and liveness is computed as
+--   greatest(expires_at, promotion + ttl); no held row is rewritten or
+--   locked (compiled: the worker extends every held row).
 -- * Writers are SECURITY INVOKER and pass current_user, the role that owns
 --   the leases it takes (contract 13), to internal SECURITY DEFINER
 --   functions (_le_*) that alone write the table, as its owner. Those accept
---   a role only if the session's role (SET ROLE, else session_user) is a
---   member of it; so le_* called inside a SECURITY DEFINER function of a
---   role the session is not a member of raises 42501 (compiled: acts as
---   that function's owner). Inside a security-restricted operation they
---   raise 42501, as compiled, when the maintenance runs as another role.
+--   a role only if the session's role (SET ROLE, else session_user) is
+--   able to SET ROLE to it (16+: SET option; 14/15: membership); so le_*
+--   called inside a SECURITY DEFINER function of a role the session cannot
+--   SET ROLE to raises 42501 (compiled: acts as that function's owner).
+--   The _le_* entry points check every argument themselves and refuse
+--   inside any security-restricted operation (ANALYZE, autovacuum, CREATE
+--   INDEX, ...), as compiled.
 -- * Errors come from PL/pgSQL: same SQLSTATE, message and hint, plus a
 --   CONTEXT field naming the PL/pgSQL function.
 

@@ -5,8 +5,15 @@
 -- superuser). Works on either edition.
 LOCK TABLE leaderlock IN ACCESS EXCLUSIVE MODE;   -- no lease changes until COMMIT
 CREATE TEMP TABLE leaderlock_carry ON COMMIT DROP AS
-SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-       session_pid, session_start, owner, tenures, releases, expiries, changed_at
-  FROM leaderlock;
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at,
+       -- a lease held across a promotion lasts at least until the promotion
+       -- + its ttl (the portable edition computes that when it reads; the
+       -- row carried over says it outright; a no-op for the compiled edition)
+       CASE WHEN l.holder IS NULL THEN l.expires_at
+            ELSE GREATEST(l.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + l.ttl) END
+         AS expires_at,
+       l.ttl, l.recheck_at, l.value, l.session_pid, l.session_start, l.owner, l.tenures, l.releases,
+       l.expiries, l.changed_at
+  FROM leaderlock l;
 CREATE TEMP TABLE leaderlock_carry_failover ON COMMIT DROP AS
 SELECT timeline, changed_at FROM leaderlock_failover;

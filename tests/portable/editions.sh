@@ -19,6 +19,8 @@ start_cluster "$DATA/data" "$PORT"
 q() { psql_at "$PORT" -d editions -At "$@"; }
 psql_at "$PORT" -d postgres -c "CREATE ROLE ll_admin LOGIN CREATEROLE NOSUPERUSER" \
   -c "CREATE ROLE ll_app NOLOGIN" -c "GRANT ll_app TO ll_admin" -c "CREATE DATABASE editions OWNER ll_admin"
+# the portable edition installs only into a schema that is the admin's alone
+psql_at "$PORT" -d editions -c "ALTER SCHEMA public OWNER TO ll_admin" -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
 # the portable edition, installed as a managed service's admin would
 "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U ll_admin -d editions -1 \
   -f "$REPO_ROOT/portable/leaderlock.sql" >/dev/null
