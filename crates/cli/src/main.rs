@@ -3,6 +3,7 @@
 mod duration;
 mod exit;
 mod log;
+mod man;
 mod metrics;
 mod run;
 mod status;
@@ -11,7 +12,7 @@ mod text;
 
 use std::ffi::OsString;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -46,6 +47,10 @@ enum Commands {
     },
     /// Print each announcement (one JSON line per notification).
     Watch { key: Option<String> },
+    /// Internal: writes the man pages (leaderlock.1 and one per command)
+    /// into DIR, from this help text (the Debian package ships them).
+    #[command(name = "__man", hide = true)]
+    Man { dir: std::path::PathBuf },
     /// Internal: the process that starts and stops the command.
     #[command(name = "__supervise", hide = true)]
     Supervise {
@@ -62,6 +67,18 @@ fn main() {
         // No runtime, no threads: it forks the command.
         supervisor::supervise(grace_ms, command);
     }
+    if let Commands::Man { dir } = cli.command {
+        std::process::exit(match man::write_pages(Cli::command(), &dir) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!(
+                    "leaderlock: cannot write man pages into {}: {e}",
+                    dir.display()
+                );
+                exit::USAGE
+            }
+        });
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -72,7 +89,7 @@ fn main() {
             Commands::Run(args) => run::run(args, dsn).await,
             Commands::Status { key, held, json } => status::status(dsn, key, held, json).await,
             Commands::Watch { key } => status::watch(dsn, key).await,
-            Commands::Supervise { .. } => unreachable!("handled above"),
+            Commands::Supervise { .. } | Commands::Man { .. } => unreachable!("handled above"),
         }
     });
     // Background tasks (connection drivers) are not waited for.
