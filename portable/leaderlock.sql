@@ -59,6 +59,9 @@
 --   able to SET ROLE to it (16+: SET option; 14/15: membership); so le_*
 --   called inside a SECURITY DEFINER function of a role the session cannot
 --   SET ROLE to raises 42501 (compiled: acts as that function's owner).
+--   They act only for the role that was current_user in the le_* function
+--   that called them (a caller key only that role can compute, see
+--   _le_caller_key): another role's code cannot name the session's role.
 --   The _le_* entry points check every argument themselves and refuse
 --   inside any security-restricted operation (ANALYZE, autovacuum, CREATE
 --   INDEX, ...), as compiled.
@@ -178,6 +181,29 @@ CREATE TABLE @extschema@.leaderlock_failover (
     timeline   bigint NOT NULL,
     changed_at timestamptz
 );
+
+-- Who is calling (review round 2, N1). The SECURITY DEFINER entry points
+-- act for a role only when the le_* function that called them proves it
+-- ran as that role: _le_caller (SECURITY INVOKER) reads the caller key of
+-- its current_user from the view _le_caller_key, which computes it from a
+-- secret only the owner may read and current_user (evaluated as the role
+-- that queries the view, never as its owner), and hands it to the entry
+-- point in the setting leaderlock_portable.caller, which the entry point
+-- checks and clears (_le_act_as). Code running as another role (its
+-- own SECURITY DEFINER function called by a victim's session) can compute
+-- only its own role's key. Nothing is written: a call that changes nothing
+-- still assigns no transaction id.
+CREATE TABLE @extschema@._le_secret (
+    one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    secret  text NOT NULL CHECK (octet_length(secret) >= 64)
+);
+
+CREATE VIEW @extschema@._le_caller_key WITH (security_barrier) AS
+SELECT r.oid AS role,
+       pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+           s.secret || ' ' || r.oid::text, 'UTF8')), 'hex') AS key
+  FROM @extschema@._le_secret s, pg_catalog.pg_roles r
+ WHERE r.rolname = CURRENT_USER;
 
 -- When leases held across the last promotion last from (contract 8.2):
 -- leaderlock_failover.changed_at, or now while a promotion is not yet
@@ -429,13 +455,15 @@ RETURN CASE WHEN current_setting('role') = 'none' THEN session_user
 -- The acting role (contract 13): current_user at the call. Where it is not
 -- the session's role (a SECURITY DEFINER function, or maintenance run as a
 -- table's owner), a security-restricted operation is refused as in the
--- compiled edition. SECURITY INVOKER, called by the le_* writers.
+-- compiled edition. Sets the caller key the entry point called next checks
+-- (_le_caller_key). SECURITY INVOKER, called by the le_* writers.
 CREATE FUNCTION @extschema@._le_caller() RETURNS oid
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     msg text;
+    k record;
 BEGIN
     IF current_user <> @extschema@._le_session_role() THEN
         BEGIN
@@ -452,7 +480,12 @@ BEGIN
             END IF;
         END;
     END IF;
-    RETURN (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user);
+    -- N1: the proof that the entry point called next acts for current_user,
+    -- consumed by it (_le_act_as). Nothing runs in between; an error in
+    -- between rolls the setting back with the (sub)transaction.
+    SELECT c.role, c.key INTO k FROM @extschema@._le_caller_key c;
+    PERFORM set_config('leaderlock_portable.caller', k.key, true);
+    RETURN k.role;
 END
 $fn$;
 
@@ -629,6 +662,17 @@ BEGIN
                      'could SET ROLE to it; le_* called from a SECURITY DEFINER function of another '
                      'role is refused.';
     END IF;
+    -- N1: and only for the role whose le_* function called this entry point.
+    IF coalesce(current_setting('leaderlock_portable.caller', true), '') IS DISTINCT FROM
+       (SELECT encode(sha256(convert_to(s.secret || ' ' || caller::text, 'UTF8')), 'hex')
+          FROM @extschema@._le_secret s) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: role %s did not make this call', caller::regrole::text),
+            DETAIL = 'The internal _le_* functions act only for the role that called an le_* function '
+                     '(its current_user), never for a role named by other code.',
+            HINT = 'Call the le_* functions.';
+    END IF;
+    PERFORM set_config('leaderlock_portable.caller', '', true);   -- one use
 END
 $fn$;
 
@@ -1159,7 +1203,6 @@ BEGIN
     v_wait := @extschema@._le_wait($4);
     PERFORM @extschema@._le_session_bound($5);
     PERFORM @extschema@._le_value($6);
-    v_caller := @extschema@._le_caller();
     IF pg_is_in_recovery() THEN
         v_wait := interval '0';   -- a hot standby cannot write: try once
     END IF;
@@ -1168,6 +1211,9 @@ BEGIN
         -- Each look in a subtransaction, rolled back unless it acquired: a
         -- waiter keeps no lock while it sleeps.
         BEGIN
+            -- the caller key for this look, set inside the subtransaction
+            -- (a rollback reverts it), consumed by _le_attempt
+            v_caller := @extschema@._le_caller();
             SELECT a.o_outcome, a.o_until, a.o_step INTO res
               FROM @extschema@._le_attempt($1, $2, v_ttl, $6, v_caller,
                        GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint) a;
@@ -1375,6 +1421,9 @@ REVOKE ALL ON @extschema@.leaderlock_database_stats FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_database_stats TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
+REVOKE ALL ON @extschema@._le_secret FROM PUBLIC;
+REVOKE ALL ON @extschema@._le_caller_key FROM PUBLIC;
+GRANT SELECT ON @extschema@._le_caller_key TO PUBLIC;   -- each role sees its own key only
 REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;
@@ -1383,6 +1432,11 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC
     $ddl$;
 
     EXECUTE pg_catalog.replace(ddl, '@' || 'extschema@', target);
+
+    -- The secret of the caller keys (N1): 244 random bits (pg_strong_random).
+    EXECUTE pg_catalog.format(
+        'INSERT INTO %s._le_secret (secret) VALUES (pg_catalog.replace(pg_catalog.gen_random_uuid()::text '
+        'OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::text, ''-'', ''''))', target);
 
     -- The timeline of now (not of the last checkpoint).
     EXECUTE pg_catalog.format(

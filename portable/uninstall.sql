@@ -57,10 +57,11 @@ BEGIN
         '_le_expire(text)', '_le_touch(text)']) AS f;
     BEGIN
         EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %1$I.leaderlock_status, %1$I.leaderlock_stats, '
-                                  '%1$I.leaderlock_database_stats', s);
+                                  '%1$I.leaderlock_database_stats, %1$I._le_caller_key', s);
         EXECUTE 'DROP FUNCTION IF EXISTS ' || fns;
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
     EXCEPTION WHEN dependent_objects_still_exist THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
         RAISE EXCEPTION USING ERRCODE = 'dependent_objects_still_exist',

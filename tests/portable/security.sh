@@ -107,8 +107,13 @@ if [ "$MAJOR" -ge 16 ]; then
   out=$(q ll_sec_alice ll_sec -c "SELECT * FROM leaderlock._le_attempt('app-key', 'x', '1 min', NULL, 'll_sec_app'::regrole, NULL)" 2>&1 || true)
   echo "$out" | grep -q "cannot act for role ll_sec_app" && ok "L2: membership without SET refused" || bad "L2: $out"
   q postgres ll_sec -c "GRANT ll_sec_app TO ll_sec_alice WITH SET TRUE" >/dev/null
+  # with SET, alice acts for ll_sec_app as current_user ll_sec_app (SET ROLE);
+  # naming it to an entry point while she is current_user is refused (N1)
+  out=$(q ll_sec_alice ll_sec -c "SET ROLE ll_sec_app" -c "SELECT le_try_acquire('app-key', 'x', '1 min')" 2>&1 || true)
+  [ "$out" = t ] && ok "L2: with SET, as SET ROLE ll_sec_app: $out" || bad "L2 with SET: $out"
   out=$(q ll_sec_alice ll_sec -c "SELECT o_outcome FROM leaderlock._le_attempt('app-key', 'x', '1 min', NULL, 'll_sec_app'::regrole, NULL)" 2>&1 || true)
-  [ "$out" = acquired ] && ok "L2: with SET: $out" || bad "L2 with SET: $out"
+  echo "$out" | grep -q "role ll_sec_app did not make this call" && ok "L2/N1: naming it in a direct call refused" \
+    || bad "L2/N1: direct call naming ll_sec_app: $out"
 else
   echo "  (L2: PostgreSQL $MAJOR has no SET option of membership; MEMBER is checked)"
 fi

@@ -246,3 +246,64 @@ SELECT le_acquire('p-big', 'a', '1 hour', '1 second');
 RESET leaderlock.max_wait;
 SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
 DROP ROLE ll_p_direct;
+
+-- N1: a SECURITY DEFINER function of another role cannot make the entry
+-- points act for the role that called it (the session's role): they act
+-- only for the current_user of the le_* function that called them, which
+-- proves it with a key only that role can compute (_le_caller_key).
+CREATE ROLE ll_p_mallory;
+CREATE ROLE ll_p_alice;
+SET ROLE ll_p_alice;
+SELECT le_try_acquire('p-n1', 'alice-1', '1 hour');
+RESET ROLE;
+CREATE FUNCTION p_n1_force() RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+    AS $$ BEGIN RETURN public._le_force_release('p-n1', session_user::regrole::oid); END $$;
+CREATE FUNCTION p_n1_take() RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+    AS $$ BEGIN RETURN (public._le_attempt('p-n1-new', 'mallory-was-here', '1 hour'::interval, NULL::jsonb,
+                                           session_user::regrole::oid, NULL::bigint)).o_outcome; END $$;
+CREATE FUNCTION p_n1_release(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog
+    AS $$ BEGIN RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+-- the same with the only caller key it can read: its own role's
+CREATE FUNCTION p_n1_forged(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog
+    AS $$ BEGIN PERFORM set_config('leaderlock_portable.caller', (SELECT key FROM public._le_caller_key), true);
+                RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+ALTER FUNCTION p_n1_force() OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_take() OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_release(oid) OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_forged(oid) OWNER TO ll_p_mallory;
+GRANT EXECUTE ON FUNCTION p_n1_release(oid), p_n1_forged(oid) TO ll_p_alice;
+SET ROLE ll_p_alice;
+SELECT p_n1_release('ll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT p_n1_forged('ll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT p_n1_force();
+\echo :LAST_ERROR_SQLSTATE
+SELECT p_n1_take();
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, holder, term, owner FROM leaderlock_status WHERE key LIKE 'p-n1%' ORDER BY key;
+-- a role sees its own key only, never the secret
+SET ROLE ll_p_mallory;
+SELECT count(*) AS keys_seen, bool_and(role = 'll_p_mallory'::regrole) AS own_only FROM _le_caller_key;
+SELECT secret FROM _le_secret;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- alice's own calls still act for her; a superuser's still act for it.
+SET ROLE ll_p_alice;
+BEGIN;
+SELECT le_renew('p-n1', 'alice-1') AS alice_renews;
+SELECT coalesce(current_setting('leaderlock_portable.caller', true), '') = '' AS no_key_left_after_renew;
+RESET ROLE;
+SELECT le_acquire('p-n1', 'su', '1 hour', '0.05 s') AS su_waits_in_vain, le_try_acquire('p-n1', 'su', '1 hour');
+SELECT coalesce(current_setting('leaderlock_portable.caller', true), '') = '' AS no_key_left_after_refusals;
+COMMIT;
+SET ROLE ll_p_alice;
+SELECT le_release('p-n1', 'alice-1') AS alice_releases;
+RESET ROLE;
+SELECT le_try_acquire('p-n1', 'su', '1 hour') AS su_takes, le_force_release('p-n1') AS su_forces;
+DROP FUNCTION p_n1_force(), p_n1_take(), p_n1_release(oid), p_n1_forged(oid);
+DROP ROLE ll_p_mallory;
+DROP ROLE ll_p_alice;
