@@ -605,20 +605,26 @@ $fn$;
 -- Refuses inside a security-restricted operation (index expressions,
 -- materialized views and the like run by ANALYZE, autovacuum, VACUUM,
 -- CREATE INDEX, REINDEX, REFRESH MATERIALIZED VIEW as a table's owner):
--- PostgreSQL refuses UNLISTEN there and nowhere else (it is allowed on a
--- hot standby, and is a no-op for a session that never listened).
+-- PostgreSQL refuses CLOSE there (42501) before it looks for the cursor;
+-- elsewhere, closing a cursor that does not exist raises 34000 and does
+-- nothing else. Without side effects (review round 2, N6: the UNLISTEN
+-- probe used before kept a session that LISTENs from PREPARE TRANSACTION).
+-- Allowed on a hot standby and in read-only transactions.
 CREATE FUNCTION @extschema@._le_unrestricted() RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    UNLISTEN leaderlock_sro_probe;
-EXCEPTION WHEN insufficient_privilege THEN
-    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
-        MESSAGE = 'leaderlock: leases cannot be changed from a security-restricted operation',
-        DETAIL = 'PostgreSQL runs index expressions, materialized view queries and the like for '
-                 'maintenance commands (ANALYZE, autovacuum, VACUUM, REINDEX, REFRESH MATERIALIZED VIEW) as '
-                 'the table''s owner; no lease changes from there.';
+    EXECUTE 'CLOSE "leaderlock: security-restricted operation probe"';
+EXCEPTION
+    WHEN invalid_cursor_name THEN
+        RETURN;
+    WHEN insufficient_privilege THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'leaderlock: leases cannot be changed from a security-restricted operation',
+            DETAIL = 'PostgreSQL runs index expressions, materialized view queries and the like for '
+                     'maintenance commands (ANALYZE, autovacuum, VACUUM, REINDEX, REFRESH MATERIALIZED VIEW) as '
+                     'the table''s owner; no lease changes from there.';
 END
 $fn$;
 

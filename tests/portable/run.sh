@@ -72,7 +72,7 @@ trap cleanup EXIT
 echo "=== PostgreSQL $MAJOR ($BINDIR), port $PORT, in $WORK"
 "${as_server[@]}" "$BINDIR/initdb" -D "$WORK/data" -U postgres -E UTF8 --locale=C.UTF-8 -A trust >/dev/null
 "${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w \
-  -o "-p $PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$WORK -c shared_preload_libraries=''" \
+  -o "-p $PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$WORK -c shared_preload_libraries='' -c max_prepared_transactions=2" \
   start >/dev/null
 
 PSQL=("$BINDIR/psql" -X -q -h 127.0.0.1 -p "$PORT" -v ON_ERROR_STOP=1)

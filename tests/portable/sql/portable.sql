@@ -307,3 +307,16 @@ SELECT le_try_acquire('p-n1', 'su', '1 hour') AS su_takes, le_force_release('p-n
 DROP FUNCTION p_n1_force(), p_n1_take(), p_n1_release(oid), p_n1_forged(oid);
 DROP ROLE ll_p_mallory;
 DROP ROLE ll_p_alice;
+
+-- N6: the security-restricted-operation probe has no side effect: a
+-- session that LISTENs can still PREPARE a transaction that only guarded
+-- with le_assert_leader and renewed (run.sh starts the server with
+-- max_prepared_transactions = 2), as with the compiled edition.
+SELECT le_try_acquire('p-n6', 'a', '1 hour');
+LISTEN leaderlock;
+BEGIN;
+SELECT le_assert_leader('p-n6', 'a') > 0 AS leads, le_renew('p-n6', 'a') AS renewed;
+PREPARE TRANSACTION 'p_n6';
+COMMIT PREPARED 'p_n6';
+UNLISTEN leaderlock;
+SELECT le_release('p-n6', 'a');
