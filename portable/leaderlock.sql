@@ -28,8 +28,8 @@
 --   writes the key (le_try_acquire, le_acquire, le_renew, le_release,
 --   le_proclaim), or by le_expire_lapsed(), which vacates and announces
 --   every lapsed lease and returns how many: schedule it (pg_cron, every
---   second) or call it from clients, in a transaction of its own (25001
---   otherwise). A refused le_renew, le_release or le_proclaim changes and
+--   second) or call it from clients, in a transaction and a query of its
+--   own (25001 otherwise). A refused le_renew, le_release or le_proclaim changes and
 --   locks nothing. le_worker_running() is false.
 --   A takeover of a lapsed lease announces "expired" for the old tenure and
 --   then "acquired" with previous_holder set, in its own transaction.
@@ -1128,6 +1128,19 @@ BEGIN
             DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; inside a longer '
                      'transaction that would keep them from their takers.',
             HINT = 'Call it alone, in autocommit (SELECT le_expire_lapsed();), or schedule it with pg_cron.';
+    END IF;
+    -- Review round 2, N3: nor in one statement (or one query string) that
+    -- goes on after it (SELECT le_expire_lapsed(), pg_sleep(5); a function
+    -- that loops; "SELECT le_expire_lapsed(); SELECT pg_sleep(5)" sent as
+    -- one query): the client's query must be this call and nothing else.
+    IF current_query() IS NULL OR current_query() !~* (
+           '^\s*SELECT\s+(\*\s+FROM\s+)?([a-z_][a-z0-9_$]*\.|"[^"]*"\.)?le_expire_lapsed\s*\(\s*\)'
+           '(\s+(AS\s+)?([a-z_][a-z0-9_$]*|"[^"]*"))?\s*;?\s*$') THEN
+        RAISE EXCEPTION USING ERRCODE = 'active_sql_transaction',
+            MESSAGE = 'leaderlock: le_expire_lapsed must be the whole statement it runs in',
+            DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; a statement or '
+                     'query string that goes on after it would keep them from their takers.',
+            HINT = 'Send SELECT le_expire_lapsed(); alone, in autocommit, or schedule it with pg_cron.';
     END IF;
     IF pg_is_in_recovery() THEN
         RETURN 0;

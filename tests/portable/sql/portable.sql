@@ -42,6 +42,24 @@ SELECT le_expire_lapsed();
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 
+-- N3: nor in one statement or query string that goes on after it.
+SELECT le_try_acquire('p-n3', 'a', '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT le_expire_lapsed(), pg_sleep(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_expire_lapsed() \; SELECT pg_sleep(0);
+\echo :LAST_ERROR_SQLSTATE
+CREATE FUNCTION p_n3_loop() RETURNS void LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM le_expire_lapsed(); PERFORM pg_sleep(0); END $$;
+SELECT p_n3_loop();
+\echo :LAST_ERROR_SQLSTATE
+DROP FUNCTION p_n3_loop();
+SELECT holder, expiries FROM leaderlock WHERE key = 'p-n3';
+-- alone, in any spelling of the one call: vacates it
+SELECT * FROM public.le_expire_lapsed();
+select le_expire_lapsed() as "again";
+SELECT holder, expiries FROM leaderlock WHERE key = 'p-n3';
+
 -- Session-bound leases need the compiled edition.
 SELECT le_try_acquire('p-bound', 'a', '1 hour', session_bound => true);
 \echo :LAST_ERROR_SQLSTATE
