@@ -3,7 +3,15 @@
 -- tables until the end of the transaction. Run inside BEGIN ... COMMIT,
 -- with search_path naming leaderlock's schema, as the table's owner (or a
 -- superuser). Works on either edition.
-LOCK TABLE leaderlock IN ACCESS EXCLUSIVE MODE;   -- no lease changes until COMMIT
+-- No lease changes until COMMIT. Review round 2, N8: the tables in the
+-- order the functions take them (leaderlock_failover before leaderlock; a
+-- renewal waiting for leaderlock while holding leaderlock_failover
+-- deadlocked the move's DROP), and never waiting more than 2 s for a lock
+-- in the whole move: a reader's open transaction makes the move fail
+-- (55P03, nothing changed; run it again) instead of stalling every call
+-- queued behind it.
+SET LOCAL lock_timeout = '2s';
+LOCK TABLE leaderlock_failover, leaderlock IN ACCESS EXCLUSIVE MODE;
 CREATE TEMP TABLE leaderlock_carry ON COMMIT DROP AS
 SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at,
        -- a lease held across a promotion lasts at least until the promotion

@@ -25,6 +25,21 @@ if [ "$before" != "$after" ]; then
   echo "  FAIL: rows differ after the reinstall"; diff <(echo "$before") <(echo "$after") || true; exit 1
 fi
 echo "  ok: $(echo "$before" | wc -l) rows identical after the reinstall"
+# N8: a reader's open transaction makes the move fail within its lock
+# timeout (2 s), nothing changed, instead of stalling it and every call
+# queued behind it.
+q -c "BEGIN" -c "SELECT count(*) FROM leaderlock" -c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null &
+reader=$!
+sleep 0.5
+t0=$(date +%s.%N)
+out=$( (cd "$REPO/portable" && q -f reinstall.sql) 2>&1 ) && rc=0 || rc=$?
+took=$(echo "$(date +%s.%N) - $t0" | bc)
+wait "$reader"
+if [ "$rc" = 0 ] || ! echo "$out" | grep -q "lock timeout" || [ "$(echo "$took < 4" | bc)" != 1 ]; then
+  echo "  FAIL: the reinstall behind an open reader (rc $rc, $took s): $out"; exit 1
+fi
+[ "$(snapshot)" = "$before" ] || { echo "  FAIL: rows changed by the refused reinstall"; exit 1; }
+echo "  ok: behind a reader's open transaction the reinstall fails in $(printf %.1f "$took") s (lock timeout), nothing changed"
 # The functions go on from the carried state.
 out=$(q -At <<'SQL'
 SET ROLE ll_mig_app;
