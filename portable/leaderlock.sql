@@ -101,7 +101,7 @@ BEGIN
     -- The SECURITY DEFINER functions run as the installing role and call
     -- the edition's functions in this schema: it must be that role's alone.
     SELECT r.oid INTO me FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user;
-    SELECT n.nspowner, n.nspacl INTO ns FROM pg_catalog.pg_namespace n
+    SELECT n.oid, n.nspowner, n.nspacl INTO ns FROM pg_catalog.pg_namespace n
      WHERE n.nspname OPERATOR(pg_catalog.=) schema_name;
     IF ns.nspowner OPERATOR(pg_catalog.<>) me THEN
         RAISE EXCEPTION USING
@@ -125,6 +125,58 @@ BEGIN
                                         target, others),
             HINT = pg_catalog.format('Install into a schema of its own (CREATE SCHEMA leaderlock), or REVOKE CREATE ON SCHEMA %s FROM %s.',
                                      target, others);
+    END IF;
+    -- Review round 2, N4: nor may the schema hold objects of other roles,
+    -- made before (while they could create in it): a function there, e.g.
+    -- le_try_acquire(text, text, text), would be chosen over leaderlock's
+    -- by every caller's unknown-typed literals, and run as each caller.
+    SELECT pg_catalog.string_agg(o.what, ', ') INTO others FROM (
+        SELECT pg_catalog.format('function %s (owner %s)', p.oid::pg_catalog.regprocedure,
+                                 p.proowner::pg_catalog.regrole) AS what
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) ns.oid AND p.proowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('relation %s (owner %s)', c.oid::pg_catalog.regclass, c.relowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_class c
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) ns.oid AND c.relowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('type %s (owner %s)', t.oid::pg_catalog.regtype, t.typowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_type t
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) ns.oid AND t.typowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('operator %s (owner %s)', o.oid::pg_catalog.regoperator, o.oprowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_operator o
+         WHERE o.oprnamespace OPERATOR(pg_catalog.=) ns.oid AND o.oprowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('collation %s', x.collname) FROM pg_catalog.pg_collation x
+         WHERE x.collnamespace OPERATOR(pg_catalog.=) ns.oid AND x.collowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('conversion %s', x.conname) FROM pg_catalog.pg_conversion x
+         WHERE x.connamespace OPERATOR(pg_catalog.=) ns.oid AND x.conowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('operator class %s', x.opcname) FROM pg_catalog.pg_opclass x
+         WHERE x.opcnamespace OPERATOR(pg_catalog.=) ns.oid AND x.opcowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('operator family %s', x.opfname) FROM pg_catalog.pg_opfamily x
+         WHERE x.opfnamespace OPERATOR(pg_catalog.=) ns.oid AND x.opfowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('text search configuration %s', x.cfgname) FROM pg_catalog.pg_ts_config x
+         WHERE x.cfgnamespace OPERATOR(pg_catalog.=) ns.oid AND x.cfgowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('text search dictionary %s', x.dictname) FROM pg_catalog.pg_ts_dict x
+         WHERE x.dictnamespace OPERATOR(pg_catalog.=) ns.oid AND x.dictowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('statistics object %s', x.stxname) FROM pg_catalog.pg_statistic_ext x
+         WHERE x.stxnamespace OPERATOR(pg_catalog.=) ns.oid AND x.stxowner OPERATOR(pg_catalog.<>) me
+    ) o;
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: it holds objects of other roles: %s',
+                                        target, others),
+            DETAIL = 'Functions and operators there would be chosen by calls that name leaderlock''s, and run '
+                     'as each caller.',
+            HINT = 'Install into a new schema of its own (CREATE SCHEMA leaderlock), or drop those objects first.';
     END IF;
     -- leaderlock reads keys and ids as UTF-8: refuse other encodings at once.
     IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN

@@ -53,6 +53,19 @@ echo "$out" | grep -q "other roles may create objects in it (ll_sec_mallory)" &&
 [ "$(q ll_sec_admin ll_sec -c "SELECT count(*) FROM pg_proc WHERE proname LIKE 'le\_%'")" = 0 ] \
   && ok "H4: nothing installed by the refused installs" || bad "H4: objects left by a refused install"
 
+# N4 (round 2): objects another role made in the schema while it could
+# create there (here a trojan le_try_acquire(text, text, text), preferred
+# by unknown-typed literals); CREATE since revoked
+q postgres ll_sec -c "CREATE SCHEMA trojan_s AUTHORIZATION ll_sec_admin" -c "GRANT CREATE ON SCHEMA trojan_s TO ll_sec_mallory" >/dev/null
+q ll_sec_mallory ll_sec -c "CREATE FUNCTION trojan_s.le_try_acquire(key text, id text, ttl text) RETURNS boolean LANGUAGE sql RETURN false" >/dev/null
+q postgres ll_sec -c "REVOKE CREATE ON SCHEMA trojan_s FROM ll_sec_mallory" >/dev/null
+out=$(install ll_sec_admin ll_sec trojan_s || true)
+echo "$out" | grep -q "holds objects of other roles: function trojan_s.le_try_acquire(text,text,text) (owner ll_sec_mallory)" \
+  && ok "N4: a schema holding another role's function refused" || bad "N4: schema with a trojan: $out"
+[ "$(q ll_sec_admin ll_sec -c "SELECT count(*) FROM pg_proc WHERE pronamespace = 'trojan_s'::regnamespace")" = 1 ] \
+  && ok "N4: nothing installed beside it" || bad "N4: objects installed beside the trojan"
+q postgres ll_sec -c "DROP SCHEMA trojan_s CASCADE" >/dev/null 2>&1
+
 # L3: names that need quoting
 for s in 'a$fn$b' 'Mixed' "a'b"; do
   q postgres ll_sec -c "CREATE SCHEMA \"$s\" AUTHORIZATION ll_sec_admin"
