@@ -257,6 +257,18 @@ SELECT r.oid AS role,
   FROM @extschema@._le_secret s, pg_catalog.pg_roles r
  WHERE r.rolname = CURRENT_USER;
 
+-- Review round 2, N2: the first sight of a promotion, visible to every
+-- session at once. The record in leaderlock_failover is part of the
+-- transaction of the call that makes it: until it commits, every held
+-- lease counted as live for everyone else (now + its ttl), so one open
+-- transaction kept every dead leader's lease live. Sequences are not
+-- transactional: the first call that sees the new timeline stores when
+-- (setval of _le_promo_at, then of _le_promo_tl), and every session
+-- counts from there (at or after the promotion, so contract 8.2 holds).
+-- Set once per timeline; readable by all, set only by the owner.
+CREATE SEQUENCE @extschema@._le_promo_tl AS bigint MINVALUE 0 START 0;
+CREATE SEQUENCE @extschema@._le_promo_at AS bigint MINVALUE 0 START 0;
+
 -- When leases held across the last promotion last from (contract 8.2):
 -- leaderlock_failover.changed_at, or now while a promotion is not yet
 -- recorded (every held lease then counts as live). NULL: no promotion.
@@ -266,12 +278,27 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     f record;
+    tl bigint;
+    seen_tl bigint;
+    seen_at timestamptz;
 BEGIN
     SELECT x.timeline, x.changed_at INTO f FROM @extschema@.leaderlock_failover x WHERE x.one_row;
-    IF NOT pg_is_in_recovery()
-       AND (f.timeline IS NULL
-            OR f.timeline < ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint) THEN
-        RETURN clock_timestamp();
+    -- the first sight of the last promotion (N2): timeline, then its time
+    SELECT q.last_value INTO seen_tl FROM @extschema@._le_promo_tl q;
+    SELECT 'epoch'::timestamptz + q.last_value * interval '1 microsecond' INTO seen_at
+      FROM @extschema@._le_promo_at q;
+    IF NOT pg_is_in_recovery() THEN
+        tl := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+        IF f.timeline IS NULL OR f.timeline < tl THEN
+            -- not recorded yet (or not committed): from its first sight
+            IF seen_tl = tl THEN
+                RETURN seen_at;
+            END IF;
+            RETURN clock_timestamp();
+        END IF;
+    END IF;
+    IF seen_tl = f.timeline AND f.changed_at IS NOT NULL THEN
+        RETURN GREATEST(f.changed_at, seen_at);   -- never earlier than what was counted from
     END IF;
     RETURN f.changed_at;
 END
@@ -641,6 +668,13 @@ BEGIN
     END IF;
     IF stored >= tl THEN
         RETURN;
+    END IF;
+    -- N2: the first sight of this timeline, at once visible to all
+    -- (time first: a reader that sees the timeline sees its time).
+    IF (SELECT q.last_value FROM @extschema@._le_promo_tl q) < tl THEN
+        PERFORM setval('@extschema@._le_promo_at'::regclass,
+                       (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+        PERFORM setval('@extschema@._le_promo_tl'::regclass, tl);
     END IF;
     UPDATE @extschema@.leaderlock_failover f SET timeline = tl, changed_at = clock_timestamp()
      WHERE f.one_row AND f.timeline < tl
@@ -1495,6 +1529,8 @@ GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
 REVOKE ALL ON @extschema@._le_secret FROM PUBLIC;
 REVOKE ALL ON @extschema@._le_caller_key FROM PUBLIC;
 GRANT SELECT ON @extschema@._le_caller_key TO PUBLIC;   -- each role sees its own key only
+REVOKE ALL ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at FROM PUBLIC;
+GRANT SELECT ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;

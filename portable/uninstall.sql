@@ -62,6 +62,7 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
+        EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);
     EXCEPTION WHEN dependent_objects_still_exist THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
         RAISE EXCEPTION USING ERRCODE = 'dependent_objects_still_exist',

@@ -114,6 +114,31 @@ wait "$rival"
 [ "$renewals" = tttttt ] && ok "M2: the holder's renewals during a rival's open transaction after a promotion: $renewals" \
   || bad "M2: renewals $renewals"
 
+# N2 (round 2): after a promotion, a rival's open transaction (which
+# recorded it, uncommitted) does not keep a dead leader's lease live: a
+# taker gets it once the lease's ttl has run from the promotion's first
+# sight, while that transaction is still open.
+q ll_sec_alice ll_sec -c "SELECT le_try_acquire('svc2', 'alice-dead', '2 s')" >/dev/null
+q ll_sec_admin ll_sec -c "UPDATE leaderlock.leaderlock_failover SET timeline = 0, changed_at = NULL" \
+  -c "SELECT setval(to_regclass('leaderlock._le_promo_tl'), 0) WHERE to_regclass('leaderlock._le_promo_tl') IS NOT NULL" \
+  >/dev/null   # a promotion not seen yet
+q ll_sec_mallory ll_sec -c "BEGIN" -c "SELECT le_try_acquire('m-own', 'm', '1 s')" \
+  -c "SELECT pg_sleep(7)" -c "COMMIT" >/dev/null &
+rival=$!
+sleep 0.5
+t0=$(date +%s)
+taken=
+for _ in $(seq 20); do
+  got=$(q ll_sec_admin ll_sec -c "SELECT le_try_acquire('svc2', 'bob-1', '5 s')")
+  if [ "$got" = t ]; then taken=$(( $(date +%s) - t0 )); break; fi
+  sleep 0.25
+done
+open_still=$(q postgres ll_sec -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'll_sec_mallory' AND state <> 'idle'")
+wait "$rival"
+[ -n "$taken" ] && [ "$open_still" = 1 ] \
+  && ok "N2: the dead leader's lease taken ${taken}s after the promotion's first sight, the rival's transaction still open" \
+  || bad "N2: taken='$taken' (rival still open: $open_still)"
+
 # L2: PostgreSQL 16+: membership without SET
 if [ "$MAJOR" -ge 16 ]; then
   q postgres ll_sec -c "CREATE ROLE ll_sec_app" -c "GRANT ll_sec_app TO ll_sec_alice WITH INHERIT FALSE, SET FALSE" >/dev/null
