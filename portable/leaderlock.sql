@@ -432,6 +432,12 @@ BEGIN
         END IF;
         RETURN NULL;
     END IF;
+    -- Review round 2, N7: an infinite interval (PostgreSQL 17+) is refused
+    -- as such (not as one with a month or year part).
+    IF NOT isfinite(v) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl must be finite (got %s)', v);
+    END IF;
     IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: ttl must not have a month or year part (got %s)', v),
@@ -449,6 +455,12 @@ BEGIN
                              v, @extschema@._le_seconds(max_us)),
             HINT = 'Give a shorter ttl, or raise leaderlock.max_ttl (superuser).';
     END IF;
+    -- (N7) a day part _le_hours cannot turn into hours, the total in range
+    IF abs(extract(day FROM v)) > 24855 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl has a day part of %s days; the limit is 24855 days', extract(day FROM v)),
+            HINT = 'Give it in hours, minutes or seconds.';
+    END IF;
     RETURN @extschema@._le_hours(v);
 END
 $fn$;
@@ -465,6 +477,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
             MESSAGE = 'leaderlock: wait must not be NULL',
             HINT = 'Give ''0'' to try once without waiting.';
+    END IF;
+    -- Review round 2, N7: an infinite interval (PostgreSQL 17+) is refused
+    -- as such (not as one with a month or year part).
+    IF NOT isfinite(v) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait must be finite (got %s)', v);
     END IF;
     IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
@@ -488,6 +506,12 @@ BEGIN
             MESSAGE = 'leaderlock: le_acquire can wait only in a READ COMMITTED transaction',
             HINT = 'Under REPEATABLE READ or SERIALIZABLE the transaction''s snapshot never '
                    'sees the release; call it outside that transaction, or with wait ''0''.';
+    END IF;
+    -- (N7) a day part _le_hours cannot turn into hours, the total in range
+    IF abs(extract(day FROM v)) > 24855 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait has a day part of %s days; the limit is 24855 days', extract(day FROM v)),
+            HINT = 'Give it in hours, minutes or seconds.';
     END IF;
     RETURN @extschema@._le_hours(v);
 END

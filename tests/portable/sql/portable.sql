@@ -263,6 +263,36 @@ SELECT le_acquire('p-big', 'a', '1 hour', '1 second');
 \echo :LAST_ERROR_SQLSTATE
 RESET leaderlock.max_wait;
 SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
+-- N7: a day part too large to turn into hours (net 1 hour here), and an
+-- infinite interval (PostgreSQL 17+), get 22023 with a message that says so.
+SELECT le_try_acquire('p-big', 'a', '100000000 days -2399999999 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_renew('p-big', 'a', '100000000 days -2399999999 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_acquire('p-big', 'a', '1 hour', '100000000 days -2399999999 hours');
+\echo :LAST_ERROR_SQLSTATE
+DO $$
+DECLARE
+    msgs text := '';
+BEGIN
+    IF current_setting('server_version_num')::integer >= 170000 THEN
+        BEGIN
+            EXECUTE $q$SELECT le_try_acquire('p-big', 'a', 'infinity')$q$;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            msgs := msgs || SQLERRM || '; ';
+        END;
+        BEGIN
+            EXECUTE $q$SELECT le_acquire('p-big', 'a', '1 hour', '-infinity')$q$;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            msgs := msgs || SQLERRM;
+        END;
+        RAISE NOTICE 'infinite intervals refused as infinite: %',
+            msgs LIKE '%ttl must be finite (got infinity);%wait must be finite (got -infinity)';
+    ELSE
+        RAISE NOTICE 'infinite intervals refused as infinite: t';   -- (none before 17)
+    END IF;
+END $$;
+SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
 DROP ROLE ll_p_direct;
 
 -- N1: a SECURITY DEFINER function of another role cannot make the entry
