@@ -8,7 +8,8 @@ import re
 import sys
 
 DOCS = ["README.md", "SECURITY.md", "UPDATING.md", "CHANGELOG.md", "CONTRIBUTING.md",
-        "bench/README.md", "sql/README.md", "docs/*.md"]
+        "bench/README.md", "sql/README.md", "docs/*.md",
+        "portable/README.md", "tests/portable/README.md"]
 
 
 def without_code(text):

@@ -6,7 +6,8 @@
 #   ./scripts/test.sh --pg 17      one version (repeat --pg for more)
 #   ./scripts/test.sh --pg 17 --only pg_regress,isolation
 #                                  only these suites (of: lint, unit, package,
-#                                  pg_regress, isolation, client, bench); without
+#                                  pg_regress, isolation, client, portable,
+#                                  bench); without
 #                                  package, a debug build is installed instead
 #   ./scripts/test.sh --pg-config ~/pg17/bin/pg_config --only pg_regress
 #                                  a PostgreSQL of your own instead of the
@@ -41,6 +42,10 @@
 #                   the suites below run against what was installed; after
 #                   them, on 15: installs under a busy server by every path,
 #                   the CLI's package, apt-get remove
+#   portable        on 15 and 18: the portable edition (portable/) against
+#                   the same pg_regress and isolation files, its payloads,
+#                   concurrency, attacks, a promotion, and the move to the
+#                   compiled edition and back (tests/portable)
 #   bench smoke     ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
 #                   session_end.sh, half_open.sh, etcd.sh small:
@@ -53,7 +58,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 VERSIONS=()
-SUITES=(lint unit package pg_regress isolation client bench contributor)
+SUITES=(lint unit package pg_regress isolation client portable bench contributor)
 ONLY=""
 TEST_PATTERN=""
 while [ $# -gt 0 ]; do
@@ -188,7 +193,7 @@ test_version() {
   if wants package; then
     stage "package (scripts/package.sh) and install from it"
     install_from_package || fail "package"
-  elif wants pg_regress || wants isolation || wants client; then
+  elif wants pg_regress || wants isolation || wants client || wants portable; then
     stage "install a debug build"
     PROFILE=dev install_extension || fail "install"
   fi
@@ -196,6 +201,15 @@ test_version() {
   install -m 644 "$REPO_ROOT"/sql/released/*.sql "$("$PG_CONFIG" --sharedir)/extension/"
   if wants pg_regress || wants isolation || wants client; then
     test_on_a_cluster
+  fi
+  # The portable edition, on 15 and 18 (tests/portable/README.md); the move
+  # to the compiled edition and back needs the compiled one installed: before
+  # the package suite's apt-get remove.
+  if wants portable && { [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]; }; then
+    stage "portable edition (tests/portable)"
+    "$REPO_ROOT/tests/portable/run.sh" --bindir "$PG_BIN" || fail "portable"
+    "$REPO_ROOT/tests/portable/promotion.sh" --bindir "$PG_BIN" || fail "portable: promotion"
+    "$REPO_ROOT/tests/portable/editions.sh" || fail "portable: editions"
   fi
   if wants package; then
     stage "package: installs under a running server, the CLI's package, apt-get remove"

@@ -1,0 +1,1588 @@
+-- leaderlock, portable edition 0.4.1-portable
+--
+-- The SQL API of leaderlock 0.4.1 (contract sections 2-4, 6-9, 11, 13, 14)
+-- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
+-- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
+--
+-- Install into a schema of its own, owned by the installing admin role (no
+-- superuser), e.g.:
+--
+--     psql -c 'CREATE SCHEMA leaderlock'
+--     PGOPTIONS='-c search_path=leaderlock' psql -v ON_ERROR_STOP=1 -1 -f portable/leaderlock.sql
+--
+-- Everything is created in the current schema (the first existing schema of
+-- search_path). The install refuses a schema the installing role does not
+-- own, or where another role has CREATE (public on PostgreSQL 15+), and a
+-- name that needs quoting; each call checks the schema again.
+-- The functions name the schema they were installed in, qualified, in their
+-- bodies: do not rename that schema afterwards (reinstall instead).
+-- The same file is the extension script leaderlock--0.4.1-portable.sql
+-- (CREATE EXTENSION leaderlock, see portable/README.md) and the body given
+-- to pgtle.install_extension on RDS.
+--
+-- Differences from the compiled edition (contract section 19; each is
+-- described in portable/README.md):
+--
+-- * No background worker. A lapsed lease is turned vacant and announced
+--   "expired" (the worker's JSON, "reason":"ttl") by the next call that
+--   writes the key (le_try_acquire, le_acquire, le_renew, le_release,
+--   le_proclaim), or by le_expire_lapsed(), which vacates and announces
+--   every lapsed lease and returns how many: schedule it (pg_cron, every
+--   second) or call it from clients, in a transaction and a query of its
+--   own (25001 otherwise). A refused le_renew, le_release or le_proclaim changes and
+--   locks nothing. le_worker_running() is false.
+--   A takeover of a lapsed lease announces "expired" for the old tenure and
+--   then "acquired" with previous_holder set, in its own transaction.
+-- * le_acquire waits by polling inside the call: it looks again after
+--   10 ms, then 1.5 times longer each time up to 100 ms, never sleeping past
+--   the holder's expires_at or the wait's end. pg_sleep is interruptible:
+--   statement_timeout, pg_cancel_backend and pg_terminate_backend end the
+--   wait as in the compiled edition. Each look runs in a subtransaction
+--   rolled back unless it acquired, so a waiter holds no lock while asleep.
+-- * session_bound => true raises SQLSTATE 0A000 (nothing would end the
+--   lease with its session).
+-- * leaderlock_database_stats exists but is always empty (the per-database
+--   counters live in the compiled edition's shared memory), as the compiled
+--   edition's is without the preload.
+-- * leaderlock.max_ttl and leaderlock.max_wait are read with
+--   current_setting(): without the library they are placeholder settings
+--   that any role may SET for its own session (compiled: superuser only).
+--   Unset, they are 1 day and 5 minutes.
+-- * Contract 8.2 (held leases outlast a promotion): the promotion is
+--   recorded in leaderlock_failover only, and liveness is computed as
+--   greatest(expires_at, promotion + ttl); no held row is rewritten or
+--   locked (compiled: the worker extends every held row).
+-- * Writers are SECURITY INVOKER and pass current_user, the role that owns
+--   the leases it takes (contract 13), to internal SECURITY DEFINER
+--   functions (_le_*) that alone write the table, as its owner. Those accept
+--   a role only if the session's role (SET ROLE, else session_user) is
+--   able to SET ROLE to it (16+: SET option; 14/15: membership); so le_*
+--   called inside a SECURITY DEFINER function of a role the session cannot
+--   SET ROLE to raises 42501 (compiled: acts as that function's owner).
+--   They act only for the role that was current_user in the le_* function
+--   that called them (a caller key only that role can compute, see
+--   _le_caller_key): another role's code cannot name the session's role.
+--   The _le_* entry points check every argument themselves and refuse
+--   inside any security-restricted operation (ANALYZE, autovacuum, CREATE
+--   INDEX, ...), as compiled.
+-- * Errors come from PL/pgSQL: same SQLSTATE, message and hint, plus a
+--   CONTEXT field naming the PL/pgSQL function.
+
+DO $leaderlock_install$
+DECLARE
+    schema_name text := pg_catalog.current_schema();
+    target text := pg_catalog.quote_ident(pg_catalog.current_schema());
+    old_path text := pg_catalog.current_setting('search_path');
+    me oid;
+    ns record;
+    others text;
+    ddl text;
+BEGIN
+    -- Everything below, and the DDL (whose SQL-standard bodies and CHECK
+    -- expressions are bound now), resolves in pg_catalog only: no function
+    -- or operator of any schema on the installer's search_path is used.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF schema_name IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'invalid_schema_name',
+            MESSAGE = 'leaderlock: no schema to install into (search_path names no existing schema)',
+            HINT = 'CREATE SCHEMA leaderlock; then install with PGOPTIONS=''-c search_path=leaderlock''.';
+    END IF;
+    -- The name is written into the functions' bodies: only names that need
+    -- no quoting (lower case letters, digits, _; not a keyword).
+    IF pg_catalog.quote_ident(schema_name) OPERATOR(pg_catalog.<>) schema_name
+       OR schema_name OPERATOR(pg_catalog.!~) '^[a-z_][a-z0-9_]*$' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'invalid_name',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: the name needs quoting',
+                                        target),
+            HINT = 'Use a schema whose name is lower case letters, digits and underscores, e.g. leaderlock.';
+    END IF;
+    -- The SECURITY DEFINER functions run as the installing role and call
+    -- the edition's functions in this schema: it must be that role's alone.
+    SELECT r.oid INTO me FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user;
+    SELECT n.oid, n.nspowner, n.nspacl INTO ns FROM pg_catalog.pg_namespace n
+     WHERE n.nspname OPERATOR(pg_catalog.=) schema_name;
+    IF ns.nspowner OPERATOR(pg_catalog.<>) me THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: it is owned by role %s, not by %s',
+                                        target, ns.nspowner::pg_catalog.regrole, current_user::text),
+            DETAIL = 'The owner of the schema could replace the functions that leaderlock''s SECURITY '
+                     'DEFINER functions call (on PostgreSQL 15 and later, public is owned by pg_database_owner).',
+            HINT = 'Install into a schema of its own, owned by the installing role: CREATE SCHEMA leaderlock; '
+                   'then PGOPTIONS=''-c search_path=leaderlock'' psql -1 -f leaderlock.sql.';
+    END IF;
+    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::oid THEN 'PUBLIC'
+                                      ELSE a.grantee::pg_catalog.regrole::text END, ', ')
+      INTO others
+      FROM pg_catalog.aclexplode(ns.nspacl) a
+     WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND a.grantee OPERATOR(pg_catalog.<>) ns.nspowner;
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: other roles may create objects in it (%s)',
+                                        target, others),
+            HINT = pg_catalog.format('Install into a schema of its own (CREATE SCHEMA leaderlock), or REVOKE CREATE ON SCHEMA %s FROM %s.',
+                                     target, others);
+    END IF;
+    -- Review round 2, N4: nor may the schema hold objects of other roles,
+    -- made before (while they could create in it): a function there, e.g.
+    -- le_try_acquire(text, text, text), would be chosen over leaderlock's
+    -- by every caller's unknown-typed literals, and run as each caller.
+    SELECT pg_catalog.string_agg(o.what, ', ') INTO others FROM (
+        SELECT pg_catalog.format('function %s (owner %s)', p.oid::pg_catalog.regprocedure,
+                                 p.proowner::pg_catalog.regrole) AS what
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) ns.oid AND p.proowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('relation %s (owner %s)', c.oid::pg_catalog.regclass, c.relowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_class c
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) ns.oid AND c.relowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('type %s (owner %s)', t.oid::pg_catalog.regtype, t.typowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_type t
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) ns.oid AND t.typowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('operator %s (owner %s)', o.oid::pg_catalog.regoperator, o.oprowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_operator o
+         WHERE o.oprnamespace OPERATOR(pg_catalog.=) ns.oid AND o.oprowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('collation %s', x.collname) FROM pg_catalog.pg_collation x
+         WHERE x.collnamespace OPERATOR(pg_catalog.=) ns.oid AND x.collowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('conversion %s', x.conname) FROM pg_catalog.pg_conversion x
+         WHERE x.connamespace OPERATOR(pg_catalog.=) ns.oid AND x.conowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('operator class %s', x.opcname) FROM pg_catalog.pg_opclass x
+         WHERE x.opcnamespace OPERATOR(pg_catalog.=) ns.oid AND x.opcowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('operator family %s', x.opfname) FROM pg_catalog.pg_opfamily x
+         WHERE x.opfnamespace OPERATOR(pg_catalog.=) ns.oid AND x.opfowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('text search configuration %s', x.cfgname) FROM pg_catalog.pg_ts_config x
+         WHERE x.cfgnamespace OPERATOR(pg_catalog.=) ns.oid AND x.cfgowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('text search dictionary %s', x.dictname) FROM pg_catalog.pg_ts_dict x
+         WHERE x.dictnamespace OPERATOR(pg_catalog.=) ns.oid AND x.dictowner OPERATOR(pg_catalog.<>) me
+        UNION ALL
+        SELECT pg_catalog.format('statistics object %s', x.stxname) FROM pg_catalog.pg_statistic_ext x
+         WHERE x.stxnamespace OPERATOR(pg_catalog.=) ns.oid AND x.stxowner OPERATOR(pg_catalog.<>) me
+    ) o;
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: cannot install into schema %s: it holds objects of other roles: %s',
+                                        target, others),
+            DETAIL = 'Functions and operators there would be chosen by calls that name leaderlock''s, and run '
+                     'as each caller.',
+            HINT = 'Install into a new schema of its own (CREATE SCHEMA leaderlock), or drop those objects first.';
+    END IF;
+    -- leaderlock reads keys and ids as UTF-8: refuse other encodings at once.
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'feature_not_supported',
+            MESSAGE = pg_catalog.format('leaderlock supports UTF8 databases only; this one is %s',
+                                        pg_catalog.getdatabaseencoding()),
+            HINT = 'Install it in a database created with ENCODING ''UTF8''.';
+    END IF;
+
+    ddl := $ddl$
+
+-- ---------------------------------------------------------------------------
+-- Schema: the same table, index, views and type as the compiled 0.4.1.
+-- ---------------------------------------------------------------------------
+
+-- The same columns, types and order as the compiled edition's table. The
+-- CHECK constraints hold there too (its functions enforce the same limits):
+-- a row no call of the API could write cannot be written at all.
+CREATE TABLE @extschema@.leaderlock (
+    key         text PRIMARY KEY,
+    holder      text,                 -- NULL when vacant (released, or expired)
+    term        bigint NOT NULL,      -- fencing token: +1 on every new tenure, never reused
+    acquired_at timestamptz,          -- start of the current term
+    renewed_at  timestamptz,          -- last successful acquire or renew
+    expires_at  timestamptz,          -- renewed_at + ttl (after a failover the lease lasts at least until promotion + ttl, see leaderlock_failover)
+    ttl         interval,             -- ttl of the last acquire or renew
+    recheck_at  timestamptz,          -- the compiled worker's cue: <= expires_at (kept up to date here too)
+    value       jsonb,                -- the leader's value (contract 11); NULL when vacant
+    session_pid integer,              -- session-bound lease (contract 10): always NULL in
+    session_start timestamptz,        -- the portable edition
+    owner       oid,                  -- role that acquired the tenure (contract 13); NULL when vacant
+    tenures     bigint NOT NULL DEFAULT 0,  -- contract 14: tenures started,
+    releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
+    expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed)
+    changed_at  timestamptz,          -- last change of holder (a new tenure, release or expiry)
+    CONSTRAINT leaderlock_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_holder_check CHECK (holder IS NULL OR octet_length(holder) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_lease_check CHECK (holder IS NULL OR (expires_at IS NOT NULL AND ttl IS NOT NULL
+        AND ttl > interval '0' AND ttl <= interval '2147483647 seconds')),
+    CONSTRAINT leaderlock_value_check CHECK (value IS NULL OR octet_length(value::text) <= 2000),
+    CONSTRAINT leaderlock_term_check CHECK (term >= 0::bigint)
+) WITH (fillfactor = 50);
+
+CREATE INDEX leaderlock_recheck_at_idx ON @extschema@.leaderlock (recheck_at) WHERE holder IS NOT NULL;
+CREATE INDEX leaderlock_session_idx ON @extschema@.leaderlock (session_pid) WHERE session_pid IS NOT NULL;
+
+-- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
+-- when it saw it. One row. A lease held then lasts at least until
+-- changed_at + its ttl (computed at each read: held rows are never locked
+-- on behalf of another caller).
+CREATE TABLE @extschema@.leaderlock_failover (
+    one_row    boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    timeline   bigint NOT NULL,
+    changed_at timestamptz
+);
+
+-- Who is calling (review round 2, N1). The SECURITY DEFINER entry points
+-- act for a role only when the le_* function that called them proves it
+-- ran as that role: _le_caller (SECURITY INVOKER) reads the caller key of
+-- its current_user from the view _le_caller_key, which computes it from a
+-- secret only the owner may read and current_user (evaluated as the role
+-- that queries the view, never as its owner), and hands it to the entry
+-- point in the setting leaderlock_portable.caller, which the entry point
+-- checks and clears (_le_act_as). Code running as another role (its
+-- own SECURITY DEFINER function called by a victim's session) can compute
+-- only its own role's key. Nothing is written: a call that changes nothing
+-- still assigns no transaction id.
+CREATE TABLE @extschema@._le_secret (
+    one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    secret  text NOT NULL CHECK (octet_length(secret) >= 64)
+);
+
+CREATE VIEW @extschema@._le_caller_key WITH (security_barrier) AS
+SELECT r.oid AS role,
+       pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+           s.secret || ' ' || r.oid::text, 'UTF8')), 'hex') AS key
+  FROM @extschema@._le_secret s, pg_catalog.pg_roles r
+ WHERE r.rolname = CURRENT_USER;
+
+-- Review round 2, N2: the first sight of a promotion, visible to every
+-- session at once. The record in leaderlock_failover is part of the
+-- transaction of the call that makes it: until it commits, every held
+-- lease counted as live for everyone else (now + its ttl), so one open
+-- transaction kept every dead leader's lease live. Sequences are not
+-- transactional: the first call that sees the new timeline stores when
+-- (setval of _le_promo_at, then of _le_promo_tl), and every session
+-- counts from there (at or after the promotion, so contract 8.2 holds).
+-- Set once per timeline; readable by all, set only by the owner.
+CREATE SEQUENCE @extschema@._le_promo_tl AS bigint MINVALUE 0 START 0;
+CREATE SEQUENCE @extschema@._le_promo_at AS bigint MINVALUE 0 START 0;
+
+-- When leases held across the last promotion last from (contract 8.2):
+-- leaderlock_failover.changed_at, or now while a promotion is not yet
+-- recorded (every held lease then counts as live). NULL: no promotion.
+CREATE FUNCTION @extschema@._le_promoted_at() RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    f record;
+    tl bigint;
+    seen_tl bigint;
+    seen_at timestamptz;
+BEGIN
+    SELECT x.timeline, x.changed_at INTO f FROM @extschema@.leaderlock_failover x WHERE x.one_row;
+    -- the first sight of the last promotion (N2): timeline, then its time
+    SELECT q.last_value INTO seen_tl FROM @extschema@._le_promo_tl q;
+    SELECT 'epoch'::timestamptz + q.last_value * interval '1 microsecond' INTO seen_at
+      FROM @extschema@._le_promo_at q;
+    IF NOT pg_is_in_recovery() THEN
+        tl := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+        IF f.timeline IS NULL OR f.timeline < tl THEN
+            -- not recorded yet (or not committed): from its first sight
+            IF seen_tl = tl THEN
+                RETURN seen_at;
+            END IF;
+            RETURN clock_timestamp();
+        END IF;
+    END IF;
+    IF seen_tl = f.timeline AND f.changed_at IS NOT NULL THEN
+        RETURN GREATEST(f.changed_at, seen_at);   -- never earlier than what was counted from
+    END IF;
+    RETURN f.changed_at;
+END
+$fn$;
+
+CREATE VIEW @extschema@.leaderlock_status AS
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.lasts AS expires_at, l.ttl,
+       CASE WHEN l.holder IS NULL THEN 'vacant'
+            WHEN l.lasts > c.now THEN 'held'
+            ELSE 'lapsed' END AS state,
+       CASE WHEN l.holder IS NOT NULL AND l.lasts > c.now
+            THEN l.lasts - c.now END AS remaining,
+       l.value, l.session_pid, l.owner::regrole AS owner
+  FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
+ CROSS JOIN LATERAL (SELECT x.*, CASE WHEN x.holder IS NULL THEN x.expires_at
+                                      ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
+                       FROM @extschema@.leaderlock x) l;
+
+CREATE VIEW @extschema@.leaderlock_stats AS
+SELECT l.key, l.tenures, l.releases, l.expiries, l.changed_at,
+       pg_catalog.date_part('epoch', c.now - l.changed_at) AS seconds_since_change,
+       l.holder IS NOT NULL AND GREATEST(l.expires_at, c.promoted_at + l.ttl) > c.now AS held
+  FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
+ CROSS JOIN @extschema@.leaderlock l;
+
+CREATE TYPE @extschema@.leaderlock_lease AS (
+    key        text,
+    holder     text,
+    term       bigint,
+    expires_at timestamptz,
+    remaining  interval,
+    value      jsonb
+);
+
+-- ---------------------------------------------------------------------------
+-- Small helpers (SECURITY INVOKER): input checks, settings, payloads.
+-- ---------------------------------------------------------------------------
+
+-- Contract 6: key or id: not NULL, not empty, at most 255 bytes.
+CREATE FUNCTION @extschema@._le_name(arg text, v text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = format('leaderlock: %s must not be NULL', arg);
+    END IF;
+    IF v = '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: %s must not be empty', arg);
+    END IF;
+    IF octet_length(v) > 255 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: %s is %s bytes long; the limit is 255 bytes',
+                             arg, octet_length(v));
+    END IF;
+END
+$fn$;
+
+-- Microseconds as a short duration, e.g. 86400s or 0.25s (input.rs seconds()).
+CREATE FUNCTION @extschema@._le_seconds(us numeric) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN us % 1000000::numeric = 0::numeric THEN (us / 1000000::numeric)::bigint::text || 's'
+            ELSE rtrim(to_char(us / 1000000.0, 'FM999999999990.000000'), '0') || 's' END;
+
+-- A setting in microseconds: leaderlock.max_ttl / leaderlock.max_wait as the
+-- session sees them (an integer of seconds, or a number with a unit us, ms,
+-- s, min, h, d), or the default when unset.
+CREATE FUNCTION @extschema@._le_setting_us(name text, default_s bigint, min_s bigint, max_s bigint)
+RETURNS numeric
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    raw text := btrim(coalesce(current_setting(name, true), ''));
+    m text[];
+    us numeric;
+BEGIN
+    IF raw = '' THEN
+        RETURN default_s * 1000000::numeric;
+    END IF;
+    m := regexp_match(raw, '^([0-9]+)\s*(us|ms|s|min|h|d)?$');
+    IF m IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"', name, raw),
+            HINT = 'Give a whole number of seconds, or a number with a unit: ms, s, min, h or d.';
+    END IF;
+    us := m[1]::numeric * CASE coalesce(m[2], 's')
+        WHEN 'us' THEN 1::numeric WHEN 'ms' THEN 1000::numeric WHEN 's' THEN 1000000::numeric
+        WHEN 'min' THEN 60000000::numeric WHEN 'h' THEN 3600000000::numeric ELSE 86400000000::numeric END;
+    -- The compiled edition's bounds of the setting (an integer GUC in seconds).
+    IF us < min_s * 1000000::numeric OR us > max_s * 1000000::numeric THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"', name, raw),
+            DETAIL = format('It must be between %ss and %ss, as in the compiled edition.', min_s, max_s);
+    END IF;
+    RETURN us;
+END
+$fn$;
+
+-- An interval without months as microseconds (a day is 24 hours).
+CREATE FUNCTION @extschema@._le_us(i interval) RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN extract(day FROM i) * 86400000000::numeric
+     + extract(epoch FROM i - make_interval(days => extract(day FROM i)::integer)) * 1000000::numeric;
+
+-- The same span with its day part as hours: what the compiled edition
+-- stores (ttl) and returns (le_lease's remaining), exact in any time zone.
+CREATE FUNCTION @extschema@._le_hours(i interval) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN i - make_interval(days => extract(day FROM i)::int)
+         + make_interval(hours => 24 * extract(day FROM i)::int);
+
+-- Contract 6: a ttl, or (le_acquire) a wait. Returns it normalized.
+CREATE FUNCTION @extschema@._le_ttl(v interval, required boolean DEFAULT true) RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    total numeric;
+    max_us numeric;
+BEGIN
+    IF v IS NULL THEN
+        IF required THEN
+            RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+                MESSAGE = 'leaderlock: ttl must not be NULL';
+        END IF;
+        RETURN NULL;
+    END IF;
+    -- Review round 2, N7: an infinite interval (PostgreSQL 17+) is refused
+    -- as such (not as one with a month or year part).
+    IF NOT isfinite(v) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl must be finite (got %s)', v);
+    END IF;
+    IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl must not have a month or year part (got %s)', v),
+            HINT = 'A month has no fixed length; give the ttl in days, hours, minutes or seconds.';
+    END IF;
+    total := @extschema@._le_us(v);
+    IF total <= 0::numeric THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl must be positive (got %s)', v);
+    END IF;
+    max_us := @extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint);
+    IF total > max_us THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl %s is above leaderlock.max_ttl (%s)',
+                             v, @extschema@._le_seconds(max_us)),
+            HINT = 'Give a shorter ttl, or raise leaderlock.max_ttl (superuser).';
+    END IF;
+    -- (N7) a day part _le_hours cannot turn into hours, the total in range
+    IF abs(extract(day FROM v)) > 24855 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: ttl has a day part of %s days; the limit is 24855 days', extract(day FROM v)),
+            HINT = 'Give it in hours, minutes or seconds.';
+    END IF;
+    RETURN @extschema@._le_hours(v);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@._le_wait(v interval) RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    total numeric;
+    max_us numeric;
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: wait must not be NULL',
+            HINT = 'Give ''0'' to try once without waiting.';
+    END IF;
+    -- Review round 2, N7: an infinite interval (PostgreSQL 17+) is refused
+    -- as such (not as one with a month or year part).
+    IF NOT isfinite(v) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait must be finite (got %s)', v);
+    END IF;
+    IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait must not have a month or year part (got %s)', v);
+    END IF;
+    total := @extschema@._le_us(v);
+    IF total < 0::numeric THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait must not be negative (got %s)', v);
+    END IF;
+    max_us := @extschema@._le_setting_us('leaderlock.max_wait'::text, 300::bigint, 0::bigint, 86400::bigint);
+    IF total > max_us THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait %s is above leaderlock.max_wait (%s)',
+                             v, @extschema@._le_seconds(max_us)),
+            HINT = 'A waiting statement holds its snapshot, which holds back vacuum: '
+                   'wait in shorter rounds, or raise leaderlock.max_wait (superuser).';
+    END IF;
+    IF total > 0::numeric AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: le_acquire can wait only in a READ COMMITTED transaction',
+            HINT = 'Under REPEATABLE READ or SERIALIZABLE the transaction''s snapshot never '
+                   'sees the release; call it outside that transaction, or with wait ''0''.';
+    END IF;
+    -- (N7) a day part _le_hours cannot turn into hours, the total in range
+    IF abs(extract(day FROM v)) > 24855 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: wait has a day part of %s days; the limit is 24855 days', extract(day FROM v)),
+            HINT = 'Give it in hours, minutes or seconds.';
+    END IF;
+    RETURN @extschema@._le_hours(v);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@._le_session_bound(v boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: session_bound must not be NULL';
+    END IF;
+    IF v THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: session-bound leases need the compiled edition; this is the portable edition',
+            HINT = 'Nothing here would end the lease with its session: use a plain lease with a short ttl, renewed often.';
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@._le_value(v jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NOT NULL AND octet_length(v::text) > 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: value is %s bytes as text; the limit is 2000 bytes',
+                             octet_length(v::text)),
+            HINT = 'Keep the value small (an address, a version); store more elsewhere.';
+    END IF;
+END
+$fn$;
+
+-- The session's role: the one of SET ROLE, else the session user.
+CREATE FUNCTION @extschema@._le_session_role() RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN current_setting('role') = 'none' THEN session_user
+            ELSE current_setting('role')::name END;
+
+-- The acting role (contract 13): current_user at the call. Where it is not
+-- the session's role (a SECURITY DEFINER function, or maintenance run as a
+-- table's owner), a security-restricted operation is refused as in the
+-- compiled edition. Sets the caller key the entry point called next checks
+-- (_le_caller_key). SECURITY INVOKER, called by the le_* writers.
+CREATE FUNCTION @extschema@._le_caller() RETURNS oid
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    msg text;
+    k record;
+BEGIN
+    IF current_user <> @extschema@._le_session_role() THEN
+        BEGIN
+            -- Setting role is refused in both cases, with different messages.
+            PERFORM set_config('role', current_setting('role'), true);
+        EXCEPTION WHEN insufficient_privilege THEN
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+            IF msg LIKE '%security-restricted operation%' THEN
+                RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+                    MESSAGE = 'leaderlock: leases cannot be changed from a security-restricted operation',
+                    DETAIL = 'PostgreSQL runs index expressions, materialized view queries and the like for '
+                             'maintenance commands (ANALYZE, VACUUM, REINDEX, REFRESH MATERIALIZED VIEW) as '
+                             'the table''s owner; no lease changes from there.';
+            END IF;
+        END;
+    END IF;
+    -- N1: the proof that the entry point called next acts for current_user,
+    -- consumed by it (_le_act_as). Nothing runs in between; an error in
+    -- between rolls the setting back with the (sub)transaction.
+    SELECT c.role, c.key INTO k FROM @extschema@._le_caller_key c;
+    PERFORM set_config('leaderlock_portable.caller', k.key, true);
+    RETURN k.role;
+END
+$fn$;
+
+-- RFC 3339 UTC with microseconds, e.g. 2026-11-22T11:25:03.123456Z.
+CREATE FUNCTION @extschema@._le_rfc3339(t timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN isfinite(t) THEN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+            WHEN t > 'epoch'::timestamptz THEN 'infinity' ELSE '-infinity' END;
+
+-- Contract 4: one notification on channel leaderlock, byte for byte the
+-- compiled edition's JSON (serde_json: no spaces, keys in this order;
+-- to_json escapes strings as serde_json does). Only fields of the event.
+CREATE FUNCTION @extschema@._le_announce(
+    event text, key text, holder text, term bigint, at timestamptz,
+    previous_holder text DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
+    value jsonb DEFAULT NULL, forced boolean DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    payload text;
+BEGIN
+    payload := '{"event":' || to_json($1)::text
+            || ',"key":' || to_json($2)::text
+            || ',"holder":' || to_json($3)::text
+            || ',"term":' || $4::text
+            || ',"at":"' || @extschema@._le_rfc3339($5) || '"';
+    IF $1 = 'acquired' THEN
+        payload := payload || ',"previous_holder":' || coalesce(to_json($6)::text, 'null')
+                || ',"expires_at":"' || @extschema@._le_rfc3339($7) || '"'
+                || ',"value":' || coalesce($8::text, 'null');
+    ELSIF $1 = 'released' THEN
+        payload := payload || ',"forced":' || CASE WHEN $9 THEN 'true' ELSE 'false' END;
+    ELSIF $1 = 'expired' THEN
+        payload := payload || ',"expires_at":"' || @extschema@._le_rfc3339($7) || '"'
+                || ',"reason":"ttl"';
+    ELSIF $1 = 'proclaimed' THEN
+        payload := payload || ',"value":' || coalesce($8::text, 'null');
+    END IF;
+    PERFORM pg_notify('leaderlock', payload || '}');
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- Internal writers: SECURITY DEFINER, owned by the installing role, which
+-- owns the table. Not executable by PUBLIC; reached only through the
+-- checked entry points below.
+-- ---------------------------------------------------------------------------
+
+-- Contract 8.3: a true answer is durable when the caller sees it.
+CREATE FUNCTION @extschema@._le_durable() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF current_setting('synchronous_commit') IN ('off', 'local') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+END
+$fn$;
+
+-- The WAL timeline this server writes on, current at once after a
+-- promotion (pg_walfile_name uses the insert timeline; pg_control_checkpoint
+-- would give the last checkpoint's). 1 during recovery: nothing is written.
+CREATE FUNCTION @extschema@._le_timeline() RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN pg_is_in_recovery() THEN 1::bigint
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END;
+
+-- Contract 8.1: the lowest term a new tenure may get on this timeline.
+CREATE FUNCTION @extschema@._le_term_floor() RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+RETURN (@extschema@._le_timeline() - 1::bigint) * 4294967296::bigint + 1::bigint;
+
+-- Contract 8.2: records a promotion (a timeline newer than the one in
+-- leaderlock_failover) and when it was seen, in one statement on the
+-- one-row table that never waits (another transaction recording it
+-- meanwhile: nothing to do). Held leases are not touched: each lasts at
+-- least until leaderlock_failover.changed_at + its ttl, computed where
+-- liveness is decided (_le_promoted_at). Until the record commits, every
+-- held lease counts as live.
+CREATE FUNCTION @extschema@._le_failover_record() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    tl bigint;
+    stored bigint;
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RETURN;
+    END IF;
+    tl := @extschema@._le_timeline();
+    SELECT f.timeline INTO stored FROM @extschema@.leaderlock_failover f WHERE f.one_row;
+    IF stored IS NULL THEN
+        RAISE EXCEPTION 'leaderlock: the table leaderlock_failover has no row; reinstall leaderlock';
+    END IF;
+    IF stored >= tl THEN
+        RETURN;
+    END IF;
+    -- N2: the first sight of this timeline, at once visible to all
+    -- (time first: a reader that sees the timeline sees its time).
+    IF (SELECT q.last_value FROM @extschema@._le_promo_tl q) < tl THEN
+        PERFORM setval('@extschema@._le_promo_at'::regclass,
+                       (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+        PERFORM setval('@extschema@._le_promo_tl'::regclass, tl);
+    END IF;
+    UPDATE @extschema@.leaderlock_failover f SET timeline = tl, changed_at = clock_timestamp()
+     WHERE f.one_row AND f.timeline < tl
+       AND f.one_row = (SELECT g.one_row FROM @extschema@.leaderlock_failover g
+                         WHERE g.one_row FOR UPDATE SKIP LOCKED);
+    IF FOUND THEN
+        PERFORM @extschema@._le_durable();
+        RAISE LOG 'leaderlock: WAL timeline % (was %: a promotion or a recovery); held leases last at least until now + their ttl',
+            tl, stored;
+    END IF;
+END
+$fn$;
+
+-- Refuses inside a security-restricted operation (index expressions,
+-- materialized views and the like run by ANALYZE, autovacuum, VACUUM,
+-- CREATE INDEX, REINDEX, REFRESH MATERIALIZED VIEW as a table's owner):
+-- PostgreSQL refuses CLOSE there (42501) before it looks for the cursor;
+-- elsewhere, closing a cursor that does not exist raises 34000 and does
+-- nothing else. Without side effects (review round 2, N6: the UNLISTEN
+-- probe used before kept a session that LISTENs from PREPARE TRANSACTION).
+-- Allowed on a hot standby and in read-only transactions.
+CREATE FUNCTION @extschema@._le_unrestricted() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    EXECUTE 'CLOSE "leaderlock: security-restricted operation probe"';
+EXCEPTION
+    WHEN invalid_cursor_name THEN
+        RETURN;
+    WHEN insufficient_privilege THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'leaderlock: leases cannot be changed from a security-restricted operation',
+            DETAIL = 'PostgreSQL runs index expressions, materialized view queries and the like for '
+                     'maintenance commands (ANALYZE, autovacuum, VACUUM, REINDEX, REFRESH MATERIALIZED VIEW) as '
+                     'the table''s owner; no lease changes from there.';
+END
+$fn$;
+
+-- In the SECURITY DEFINER functions, before anything: not in a
+-- security-restricted operation; the schema is still the installing
+-- role's alone; and the role a caller says it acts for is one the
+-- session's role could SET ROLE to (PostgreSQL 16 and later: the SET
+-- option of the membership; 14 and 15: membership).
+CREATE FUNCTION @extschema@._le_act_as(caller oid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    me name := @extschema@._le_session_role();
+    ok boolean;
+BEGIN
+    PERFORM @extschema@._le_unrestricted();
+    IF NOT EXISTS (SELECT 1 FROM pg_namespace n
+                    WHERE n.nspname = '@extschema@'::name
+                      AND n.nspowner = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user)
+                      AND NOT EXISTS (SELECT 1 FROM aclexplode(n.nspacl) a
+                                       WHERE a.privilege_type = 'CREATE'::text
+                                         AND a.grantee <> n.nspowner)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'leaderlock: schema @extschema@ is no longer its installer''s alone; leaderlock refuses to run',
+            HINT = 'The schema must be owned by the role that owns leaderlock''s functions, and no other '
+                   'role may have CREATE on it: REVOKE CREATE ON SCHEMA @extschema@ FROM ...';
+    END IF;
+    IF caller IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = caller) THEN
+        ok := false;
+    ELSIF current_setting('server_version_num')::integer >= 160000 THEN
+        ok := pg_has_role(me, caller, 'SET'::text);
+    ELSE
+        ok := pg_has_role(me, caller, 'MEMBER'::text);
+    END IF;
+    IF NOT ok THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: role %s cannot act for role %s',
+                             quote_ident(me), coalesce(caller::regrole::text, 'NULL')),
+            DETAIL = 'The portable edition acts for current_user only where the session''s role '
+                     'could SET ROLE to it; le_* called from a SECURITY DEFINER function of another '
+                     'role is refused.';
+    END IF;
+    -- N1: and only for the role whose le_* function called this entry point.
+    IF coalesce(current_setting('leaderlock_portable.caller', true), '') IS DISTINCT FROM
+       (SELECT encode(sha256(convert_to(s.secret || ' ' || caller::text, 'UTF8')), 'hex')
+          FROM @extschema@._le_secret s) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: role %s did not make this call', caller::regrole::text),
+            DETAIL = 'The internal _le_* functions act only for the role that called an le_* function '
+                     '(its current_user), never for a role named by other code.',
+            HINT = 'Call the le_* functions.';
+    END IF;
+    PERFORM set_config('leaderlock_portable.caller', '', true);   -- one use
+END
+$fn$;
+
+-- Extends the lease p_id holds live at p_now (owned by a role p_caller is
+-- a member of) by p_ttl or the stored ttl, same term, in one statement
+-- that never waits. The term, or NULL when not extended.
+CREATE FUNCTION @extschema@._le_extend(p_key text, p_id text, p_now timestamptz,
+                                       p_ttl interval, p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    v_term bigint;
+    v_pro timestamptz := @extschema@._le_promoted_at();
+BEGIN
+    UPDATE @extschema@.leaderlock l
+       SET renewed_at = p_now,
+           expires_at = p_now + coalesce(p_ttl, l.ttl),
+           ttl = coalesce(p_ttl, l.ttl),
+           recheck_at = CASE
+               WHEN l.recheck_at <= p_now + coalesce(p_ttl, l.ttl)
+                AND l.recheck_at >= p_now + coalesce(p_ttl, l.ttl) / 2.0::float8 THEN l.recheck_at
+               ELSE p_now + coalesce(p_ttl, l.ttl) END,
+           owner = coalesce(l.owner, p_caller)
+     WHERE l.key = p_key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > p_now
+       AND l.key = (SELECT s.key FROM @extschema@.leaderlock s
+                     WHERE s.key = p_key AND s.holder = p_id
+                       AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                       FOR NO KEY UPDATE SKIP LOCKED)
+    RETURNING l.term INTO v_term;
+    IF v_term IS NOT NULL THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN v_term;
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- Entry points of the writers: SECURITY DEFINER, executable by all. Each
+-- checks every argument (contract 6) and the role it is to act for
+-- (_le_act_as) before anything: a direct call gets no further than a call
+-- through the le_* functions.
+-- ---------------------------------------------------------------------------
+
+-- One look at the lease (contract 3.1): take it, extend it, or say why
+-- not. o_outcome: 'acquired', 'held' (live, another's, until o_until) or
+-- 'busy' (locked by another transaction). p_insert_wait_ms bounds the wait
+-- behind a concurrent first insert of a brand-new key (le_acquire); NULL:
+-- wait for its outcome (le_try_acquire). o_step: always false (kept for
+-- the shape of the result).
+CREATE FUNCTION @extschema@._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb,
+                                        p_caller oid, p_insert_wait_ms bigint,
+                                        OUT o_outcome text, OUT o_until timestamptz,
+                                        OUT o_step boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    seen record;
+    locked record;
+    t timestamptz;
+    v_term bigint;
+    v_expires timestamptz;
+    v_pro timestamptz;
+    old_lock_timeout text;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, true);
+    PERFORM @extschema@._le_value(p_value);
+    IF p_insert_wait_ms < 0 OR p_insert_wait_ms > 86400000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: insert wait %s ms is out of range (0 to 86400000)', p_insert_wait_ms);
+    END IF;
+    PERFORM @extschema@._le_act_as(p_caller);
+    o_step := false;
+    -- Contract 8.2: a promotion is recorded (one row, never waiting); held
+    -- leases last at least until then + their ttl.
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
+
+    -- Read without locking first: a rival that cannot win never locks the
+    -- holder's row (the holder's renewals would fail meanwhile).
+    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
+      INTO seen
+      FROM @extschema@.leaderlock l WHERE l.key = p_key;
+    t := clock_timestamp();
+
+    IF NOT FOUND THEN
+        -- A brand-new key: the first term is the timeline's floor.
+        t := clock_timestamp();
+        v_expires := t + p_ttl;
+        IF p_insert_wait_ms IS NULL THEN
+            INSERT INTO @extschema@.leaderlock AS l
+                   (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
+                    value, session_pid, session_start, owner, tenures, changed_at)
+            VALUES (p_key, p_id, @extschema@._le_term_floor(), t, t, v_expires, p_ttl, v_expires,
+                    p_value, NULL, NULL, p_caller, 1, t)
+            ON CONFLICT (key) DO NOTHING
+            RETURNING l.term INTO v_term;
+        ELSE
+            old_lock_timeout := current_setting('lock_timeout');
+            BEGIN
+                PERFORM set_config('lock_timeout', p_insert_wait_ms::text || 'ms', true);
+                INSERT INTO @extschema@.leaderlock AS l
+                       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
+                        value, session_pid, session_start, owner, tenures, changed_at)
+                VALUES (p_key, p_id, @extschema@._le_term_floor(), t, t, v_expires, p_ttl, v_expires,
+                        p_value, NULL, NULL, p_caller, 1, t)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING l.term INTO v_term;
+                PERFORM set_config('lock_timeout', old_lock_timeout, true);
+            EXCEPTION WHEN lock_not_available THEN
+                v_term := NULL;   -- a rival's first insert is still open
+            END;
+        END IF;
+        IF v_term IS NULL THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
+                                         v_expires, p_value, NULL::boolean);
+        o_outcome := 'acquired';
+        RETURN;
+    END IF;
+
+    IF seen.holder IS NOT NULL AND seen.lasts > t THEN
+        IF NOT (seen.holder = p_id AND seen.owned) THEN
+            o_outcome := 'held';
+            o_until := seen.lasts;
+            RETURN;
+        END IF;
+        -- Ours: extend it as le_renew does, in one statement that never
+        -- waits; if that fails, the locking path below decides.
+        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+        IF v_term IS NOT NULL THEN
+            IF p_value IS NOT NULL THEN
+                UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+                PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
+                                                 NULL::timestamptz, p_value, NULL::boolean);
+            END IF;
+            o_outcome := 'acquired';
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Lock it only if we may take or extend it, never waiting. In a
+    -- subtransaction rolled back when no row comes back: a row re-checked
+    -- after an update stays locked otherwise (see lease.rs kept_if_locked).
+    BEGIN
+        SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO locked
+          FROM @extschema@.leaderlock l
+         WHERE l.key = p_key
+           AND (l.holder IS NULL
+                OR (l.holder = p_id AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)))
+                OR NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp(), false))
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        o_outcome := 'busy';
+        RETURN;
+    END;
+
+    t := clock_timestamp();
+    IF locked.holder IS NOT NULL AND locked.lasts > t THEN
+        -- Live and, by the lock's condition, ours: extend, same term.
+        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+        IF v_term IS NULL THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        IF p_value IS NOT NULL THEN
+            UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+            PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
+                                             NULL::timestamptz, p_value, NULL::boolean);
+        END IF;
+        o_outcome := 'acquired';
+        RETURN;
+    END IF;
+
+    -- Vacant or lapsed: a new tenure.
+    t := clock_timestamp();
+    v_expires := t + p_ttl;
+    UPDATE @extschema@.leaderlock l
+       SET holder = p_id, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
+           acquired_at = t, renewed_at = t, expires_at = v_expires, ttl = p_ttl,
+           recheck_at = v_expires, value = p_value, session_pid = NULL, session_start = NULL,
+           owner = p_caller, tenures = l.tenures + 1, changed_at = t,
+           expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
+     WHERE l.key = p_key
+    RETURNING l.term INTO v_term;
+    PERFORM @extschema@._le_durable();
+    IF locked.holder IS NOT NULL THEN
+        -- A lapsed lease taken over: its end is announced first, as the
+        -- worker would have.
+        PERFORM @extschema@._le_announce('expired'::text, p_key, locked.holder, locked.term, t, NULL::text,
+                                         locked.lasts, NULL::jsonb, NULL::boolean);
+    END IF;
+    PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
+                                     v_expires, p_value, NULL::boolean);
+    o_outcome := 'acquired';
+END
+$fn$;
+
+-- Contract 3.2. A refused renewal changes nothing and locks nothing.
+CREATE FUNCTION @extschema@._le_renew(p_key text, p_id text, p_ttl interval, p_caller oid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, false);
+    PERFORM @extschema@._le_act_as(p_caller);
+    RETURN @extschema@._le_extend(p_key, p_id, clock_timestamp(), p_ttl, p_caller) IS NOT NULL;
+END
+$fn$;
+
+-- Locks the lease p_id holds live (owned by a role p_caller is a member
+-- of), never waiting; its term, or NULL.
+CREATE FUNCTION @extschema@._le_lock_own(p_key text, p_id text, p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    v_pro timestamptz := @extschema@._le_promoted_at();
+BEGIN
+    BEGIN
+        SELECT l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+          FROM @extschema@.leaderlock l
+         WHERE l.key = p_key AND l.holder = p_id
+           AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+           AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN NULL;
+    END;
+    IF r.lasts <= clock_timestamp() THEN
+        RETURN NULL;
+    END IF;
+    RETURN r.term;
+END
+$fn$;
+
+-- Contract 3.3. A refused release changes nothing and locks nothing.
+CREATE FUNCTION @extschema@._le_release(p_key text, p_id text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    v_term bigint;
+    t timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+    IF v_term IS NULL THEN
+        RETURN false;
+    END IF;
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock l
+       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+     WHERE l.key = p_key;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
+                                     NULL::timestamptz, NULL::jsonb, false);
+    RETURN true;
+END
+$fn$;
+
+-- Contract 11. A refused proclaim changes nothing and locks nothing.
+CREATE FUNCTION @extschema@._le_proclaim(p_key text, p_id text, p_value jsonb, p_caller oid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    v_term bigint;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    PERFORM @extschema@._le_value(p_value);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+    IF v_term IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, clock_timestamp(), NULL::text,
+                                     NULL::timestamptz, p_value, NULL::boolean);
+    RETURN true;
+END
+$fn$;
+
+-- Contract 13: vacates the live lease of p_key whoever holds it; for
+-- superusers and members of role leaderlock_admin. Waits for a transaction
+-- that holds the row locked (a guarded write in progress ends first).
+CREATE FUNCTION @extschema@._le_force_release(p_key text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    v_pro timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_act_as(p_caller);
+    IF NOT (coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false)
+            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.rolname = 'leaderlock_admin'::name)
+                AND pg_has_role(p_caller, (SELECT a.oid FROM pg_roles a WHERE a.rolname = 'leaderlock_admin'::name),
+                                'MEMBER'::text))) THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'leaderlock: permission denied to force the release of a lease',
+            HINT = 'Superusers and members of role leaderlock_admin may '
+                   '(CREATE ROLE leaderlock_admin NOLOGIN; GRANT leaderlock_admin TO ...).';
+    END IF;
+    v_pro := @extschema@._le_promoted_at();
+    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+      FROM @extschema@.leaderlock l
+     WHERE l.key = p_key AND l.holder IS NOT NULL
+       AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    t := clock_timestamp();
+    IF NOT coalesce(r.lasts > t, false) THEN
+        RETURN false;      -- lapsed while we waited for the lock
+    END IF;
+    UPDATE @extschema@.leaderlock l
+       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+     WHERE l.key = p_key;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce('released'::text, p_key, r.holder, r.term, t, NULL::text,
+                                     NULL::timestamptz, NULL::jsonb, true);
+    RETURN true;
+END
+$fn$;
+
+-- Contract 3.4: the term when p_id is the live holder; otherwise LE001.
+-- The share lock lasts until the caller's transaction ends.
+CREATE FUNCTION @extschema@._le_assert_leader(p_key text, p_id text, p_term bigint, p_caller oid)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    found_row boolean;
+    t timestamptz;
+    live boolean;
+    state text;
+    msg text;
+    v_pro timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    IF p_term < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: term must not be negative (got %s)', p_term);
+    END IF;
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
+    -- Without a lock first: only the holder itself ever locks its row.
+    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
+      INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key;
+    found_row := FOUND;
+    t := clock_timestamp();
+    IF found_row AND r.holder IS NOT NULL AND r.lasts > t AND r.holder = p_id AND r.owned
+       AND (p_term IS NULL OR p_term = r.term) THEN
+        SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+               (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
+          INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key FOR SHARE;
+        found_row := FOUND;
+    END IF;
+    t := clock_timestamp();
+    live := found_row AND r.holder IS NOT NULL AND coalesce(r.lasts > t, false);
+    IF live AND r.holder = p_id AND r.owned AND (p_term IS NULL OR p_term = r.term) THEN
+        RETURN r.term;
+    END IF;
+    IF NOT found_row THEN
+        state := 'the key has never been acquired';
+    ELSIF r.holder IS NULL THEN
+        state := format('the lease is vacant (term %s)', r.term);
+    ELSIF live AND NOT r.owned AND r.holder = p_id THEN
+        state := format('the lease of "%s" (term %s) is owned by a role the current role is not a member of',
+                        r.holder, r.term);
+    ELSIF live THEN
+        state := format('the holder is "%s" (term %s)', r.holder, r.term);
+    ELSE
+        state := format('the lease of "%s" (term %s) has lapsed', r.holder, r.term);
+    END IF;
+    IF p_term IS NOT NULL AND live AND r.owned AND r.holder = p_id THEN
+        msg := format('leaderlock: "%s" leads "%s" in term %s, not in term %s', p_id, p_key, r.term, p_term);
+    ELSE
+        msg := format('leaderlock: "%s" is not the leader of "%s": %s', p_id, p_key, state);
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'LE001', MESSAGE = msg,
+        HINT = 'Stop acting as leader; call le_try_acquire to run for a new term.';
+END
+$fn$;
+
+-- le_expire_lapsed's writer: anyone may ask for what the worker would do.
+-- One statement that locks only lapsed rows no other transaction holds
+-- (SKIP LOCKED), and only in a transaction of its own (autocommit, or
+-- pg_cron): a caller cannot keep lapsed keys locked from their takers by
+-- leaving its transaction open.
+CREATE FUNCTION @extschema@._le_expire_lapsed() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    v_pro timestamptz;
+    n integer := 0;
+BEGIN
+    PERFORM @extschema@._le_unrestricted();
+    IF transaction_timestamp() <> statement_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = 'active_sql_transaction',
+            MESSAGE = 'leaderlock: le_expire_lapsed must run in a transaction of its own',
+            DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; inside a longer '
+                     'transaction that would keep them from their takers.',
+            HINT = 'Call it alone, in autocommit (SELECT le_expire_lapsed();), or schedule it with pg_cron.';
+    END IF;
+    -- Review round 2, N3: nor in one statement (or one query string) that
+    -- goes on after it (SELECT le_expire_lapsed(), pg_sleep(5); a function
+    -- that loops; "SELECT le_expire_lapsed(); SELECT pg_sleep(5)" sent as
+    -- one query): the client's query must be this call and nothing else.
+    IF current_query() IS NULL OR current_query() !~* (
+           '^\s*SELECT\s+(\*\s+FROM\s+)?([a-z_][a-z0-9_$]*\.|"[^"]*"\.)?le_expire_lapsed\s*\(\s*\)'
+           '(\s+(AS\s+)?([a-z_][a-z0-9_$]*|"[^"]*"))?\s*;?\s*$') THEN
+        RAISE EXCEPTION USING ERRCODE = 'active_sql_transaction',
+            MESSAGE = 'leaderlock: le_expire_lapsed must be the whole statement it runs in',
+            DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; a statement or '
+                     'query string that goes on after it would keep them from their takers.',
+            HINT = 'Send SELECT le_expire_lapsed(); alone, in autocommit, or schedule it with pg_cron.';
+    END IF;
+    IF pg_is_in_recovery() THEN
+        RETURN 0;
+    END IF;
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    FOR r IN
+        WITH lapsed AS (
+            SELECT l.key, l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts
+              FROM @extschema@.leaderlock l
+             WHERE l.holder IS NOT NULL AND l.recheck_at <= t
+               AND NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > t, false)
+             ORDER BY l.recheck_at
+               FOR NO KEY UPDATE SKIP LOCKED)
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, value = NULL, session_pid = NULL, session_start = NULL,
+               owner = NULL, expiries = l.expiries + 1, changed_at = t
+          FROM lapsed x
+         WHERE l.key = x.key
+        RETURNING x.key, x.holder, x.term, x.lasts
+    LOOP
+        PERFORM @extschema@._le_announce('expired'::text, r.key, r.holder, r.term, t, NULL::text,
+                                         r.lasts, NULL::jsonb, NULL::boolean);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$fn$;
+
+
+-- ---------------------------------------------------------------------------
+-- The API (docs/sql-reference.md): same names, arguments, defaults and
+-- result types as the compiled 0.4.1. SECURITY INVOKER.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.le_try_acquire(key text, id text, ttl interval,
+                                           session_bound boolean DEFAULT false,
+                                           value jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+    v_caller oid;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, true);
+    PERFORM @extschema@._le_session_bound($4);
+    PERFORM @extschema@._le_value($5);
+    v_caller := @extschema@._le_caller();
+    RETURN (SELECT a.o_outcome = 'acquired'
+              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint) a);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_acquire(key text, id text, ttl interval, wait interval,
+                                       session_bound boolean DEFAULT false,
+                                       value jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+    v_wait interval;
+    v_caller oid;
+    deadline timestamptz;
+    res record;
+    t timestamptz;
+    wake timestamptz;
+    poll_ms float8 := 10;     -- first look again after 10 ms, then x1.5 up to 100 ms
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, true);
+    v_wait := @extschema@._le_wait($4);
+    PERFORM @extschema@._le_session_bound($5);
+    PERFORM @extschema@._le_value($6);
+    IF pg_is_in_recovery() THEN
+        v_wait := interval '0';   -- a hot standby cannot write: try once
+    END IF;
+    deadline := clock_timestamp() + v_wait;
+    LOOP
+        -- Each look in a subtransaction, rolled back unless it acquired: a
+        -- waiter keeps no lock while it sleeps.
+        BEGIN
+            -- the caller key for this look, set inside the subtransaction
+            -- (a rollback reverts it), consumed by _le_attempt
+            v_caller := @extschema@._le_caller();
+            SELECT a.o_outcome, a.o_until, a.o_step INTO res
+              FROM @extschema@._le_attempt($1, $2, v_ttl, $6, v_caller,
+                       GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint) a;
+            IF res.o_outcome <> 'acquired' AND NOT res.o_step THEN
+                RAISE SQLSTATE 'LE0RB';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'LE0RB' THEN
+            NULL;
+        END;
+        IF res.o_outcome = 'acquired' THEN
+            RETURN true;
+        END IF;
+        t := clock_timestamp();
+        IF t >= deadline THEN
+            RETURN false;
+        END IF;
+        wake := t + make_interval(secs => poll_ms / 1000.0);
+        IF res.o_outcome = 'held' AND res.o_until < wake THEN
+            -- wake just after the holder's expiry (before it, it is live)
+            wake := res.o_until + interval '1 millisecond';
+        END IF;
+        wake := LEAST(wake, deadline);
+        PERFORM pg_sleep(GREATEST(extract(epoch FROM wake - t), 0.001)::float8);
+        poll_ms := LEAST(poll_ms * 1.5, 100);
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_renew(key text, id text, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, false);
+    RETURN @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_release(key text, id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    RETURN @extschema@._le_release($1, $2, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_proclaim(key text, id text, value jsonb)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    PERFORM @extschema@._le_value($3);
+    RETURN @extschema@._le_proclaim($1, $2, $3, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_force_release(key text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    RETURN @extschema@._le_force_release($1, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_assert_leader(key text, id text, term bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    IF $3 < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: term must not be negative (got %s)', $3);
+    END IF;
+    RETURN @extschema@._le_assert_leader($1, $2, $3, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_leader(key text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    RETURN (SELECT l.holder FROM @extschema@.leaderlock l
+             WHERE l.key = $1 AND l.holder IS NOT NULL
+               AND GREATEST(l.expires_at, @extschema@._le_promoted_at() + l.ttl) > clock_timestamp());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_lease(key text)
+RETURNS @extschema@.leaderlock_lease
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    live boolean;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    SELECT l.holder, l.term,
+           CASE WHEN l.holder IS NULL THEN l.expires_at
+                ELSE GREATEST(l.expires_at, @extschema@._le_promoted_at() + l.ttl) END AS expires_at,
+           l.value INTO r
+      FROM @extschema@.leaderlock l WHERE l.key = $1;
+    IF NOT FOUND THEN
+        RETURN ROW($1, NULL, NULL, NULL, NULL, NULL)::@extschema@.leaderlock_lease;
+    END IF;
+    t := clock_timestamp();
+    live := r.holder IS NOT NULL AND coalesce(r.expires_at > t, false);
+    RETURN ROW($1,
+               CASE WHEN live THEN r.holder END,
+               r.term,
+               r.expires_at,
+               CASE WHEN live THEN @extschema@._le_hours(r.expires_at - t) END,
+               CASE WHEN live THEN r.value END)::@extschema@.leaderlock_lease;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_worker_running()
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN false;
+
+-- Contract 14: per-database counters live in the compiled edition's shared
+-- memory; here, as there without the preload, there are none.
+CREATE FUNCTION @extschema@.le_database_stats()
+RETURNS TABLE (datid oid, datname text, acquired bigint, renewed bigint, refused bigint,
+               released bigint, expired bigint, since timestamptz)
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$ SELECT NULL::oid, NULL::text, NULL::bigint, NULL::bigint, NULL::bigint,
+               NULL::bigint, NULL::bigint, NULL::timestamptz WHERE false $fn$;
+
+CREATE VIEW @extschema@.leaderlock_database_stats AS
+SELECT datid, datname, acquired, renewed, refused, released, expired, since
+  FROM @extschema@.le_database_stats();
+
+-- Contract 19: what this server offers (see portable/README.md).
+CREATE FUNCTION @extschema@.le_capabilities()
+RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN jsonb_build_object(
+    'edition', 'portable',
+    'version', '0.4.1',
+    'worker', false,
+    'blocking_acquire', 'polling',
+    'poll_interval_ms', jsonb_build_array(10, 100),
+    'session_bound', false,
+    'expire_lapsed', true,
+    'database_stats', false,
+    'max_ttl_s', (@extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint,
+                                              2147483647::bigint) / 1000000::numeric)::float8,
+    'max_wait_s', (@extschema@._le_setting_us('leaderlock.max_wait'::text, 300::bigint, 0::bigint,
+                                               86400::bigint) / 1000000::numeric)::float8);
+
+-- Contract 19: vacates every lapsed lease and announces each as "expired"
+-- ("reason":"ttl"), as the compiled worker does; returns how many. Meant
+-- to be scheduled (pg_cron, every second) or called by clients.
+CREATE FUNCTION @extschema@.le_expire_lapsed()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN @extschema@._le_expire_lapsed();
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
+-- Privileges (contract 7): readable by all, written only through the
+-- functions above.
+-- ---------------------------------------------------------------------------
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;   -- every role may call the API (CREATE stays the admin's)
+REVOKE ALL ON @extschema@.leaderlock FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_status TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_stats FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_stats TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_database_stats FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_database_stats TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_failover FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
+REVOKE ALL ON @extschema@._le_secret FROM PUBLIC;
+REVOKE ALL ON @extschema@._le_caller_key FROM PUBLIC;
+GRANT SELECT ON @extschema@._le_caller_key TO PUBLIC;   -- each role sees its own key only
+REVOKE ALL ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at FROM PUBLIC;
+GRANT SELECT ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
+
+    $ddl$;
+
+    EXECUTE pg_catalog.replace(ddl, '@' || 'extschema@', target);
+
+    -- The secret of the caller keys (N1): 244 random bits (pg_strong_random).
+    EXECUTE pg_catalog.format(
+        'INSERT INTO %s._le_secret (secret) VALUES (pg_catalog.replace(pg_catalog.gen_random_uuid()::text '
+        'OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::text, ''-'', ''''))', target);
+
+    -- The timeline of now (not of the last checkpoint).
+    EXECUTE pg_catalog.format(
+        'INSERT INTO %s.leaderlock_failover (timeline) VALUES (%s._le_timeline())', target, target);
+
+    -- Under CREATE EXTENSION the table is a member of the extension: its
+    -- rows must be part of a dump (terms survive pg_dump/restore). A table
+    -- made by psql -f is an ordinary table and dumped anyway.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                  AND d.objid = pg_catalog.to_regclass(target || '.leaderlock')
+                  AND d.deptype = 'e') THEN
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock'), '');
+    END IF;
+    PERFORM pg_catalog.set_config('search_path', old_path, true);
+END
+$leaderlock_install$;

@@ -1,0 +1,16 @@
+-- leaderlock migration, step 3 of 3: puts back what save.sql kept, into
+-- the edition just installed (still inside the same transaction), as the
+-- new table's owner. The timeline on which held leases last outlasted a
+-- failover comes along too, so a promotion not yet handled is handled by
+-- the new edition.
+INSERT INTO leaderlock
+       (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
+        session_pid, session_start, owner, tenures, releases, expiries, changed_at)
+SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
+       session_pid, session_start, owner, tenures, releases, expiries, changed_at
+  FROM pg_temp.leaderlock_carry;
+UPDATE leaderlock_failover f
+   SET timeline = c.timeline, changed_at = c.changed_at
+  FROM pg_temp.leaderlock_carry_failover c
+ WHERE f.one_row;
+SELECT count(*) AS leases_carried_over, max(term) AS highest_term FROM leaderlock;

@@ -1,0 +1,75 @@
+-- Removes the portable edition from the current schema: DROP EXTENSION
+-- where it was installed with CREATE EXTENSION (or pg_tle), else exactly
+-- the objects portable/leaderlock.sql makes (this version's and earlier
+-- portable versions'), named by their signatures, without CASCADE: an
+-- object of anyone else's, in that schema or depending on leaderlock's,
+-- is never dropped; if one depends on leaderlock, nothing is dropped and
+-- the error names it. Refuses to touch the compiled edition. The table
+-- goes too: run save.sql first to keep the leases.
+SET LOCAL client_min_messages = warning;
+DO $uninstall$
+DECLARE
+    s text := pg_catalog.current_schema();
+    old_path text := pg_catalog.current_setting('search_path');
+    ext text := (SELECT e.extversion FROM pg_catalog.pg_extension e
+                  WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock');
+    fns text;
+    msg text;
+    detail text;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);  -- (IF EXISTS notices)
+    IF ext IS NOT NULL THEN
+        IF ext NOT LIKE '%portable' THEN
+            RAISE EXCEPTION 'leaderlock: the installed extension is the compiled edition (version %); use DROP EXTENSION leaderlock', ext;
+        END IF;
+        DROP EXTENSION leaderlock;
+        PERFORM pg_catalog.set_config('search_path', old_path, true);
+        RETURN;
+    END IF;
+    IF s IS NULL OR pg_catalog.to_regclass(pg_catalog.quote_ident(s) || '.leaderlock') IS NULL THEN
+        RAISE EXCEPTION 'leaderlock: no leaderlock table in schema %', s;
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.format('%I.%s', s, f), ', ') INTO fns
+      FROM pg_catalog.unnest(ARRAY[
+        -- the API
+        'le_try_acquire(text, text, interval, boolean, jsonb)',
+        'le_acquire(text, text, interval, interval, boolean, jsonb)',
+        'le_renew(text, text, interval)', 'le_release(text, text)', 'le_proclaim(text, text, jsonb)',
+        'le_force_release(text)', 'le_assert_leader(text, text, bigint)', 'le_leader(text)',
+        'le_lease(text)', 'le_worker_running()', 'le_database_stats()', 'le_capabilities()',
+        'le_expire_lapsed()',
+        -- the internals
+        '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
+        '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
+        '_le_session_bound(boolean)', '_le_value(jsonb)', '_le_session_role()', '_le_caller()',
+        '_le_act_as(oid)', '_le_rfc3339(timestamptz)',
+        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean)',
+        '_le_durable()', '_le_timeline()', '_le_term_floor()', '_le_promoted_at()',
+        '_le_failover_record()', '_le_unrestricted()',
+        '_le_extend(text, text, timestamptz, interval, oid)', '_le_lock_own(text, text, oid)',
+        '_le_attempt(text, text, interval, jsonb, oid, bigint)', '_le_renew(text, text, interval, oid)',
+        '_le_release(text, text, oid)', '_le_proclaim(text, text, jsonb, oid)',
+        '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',
+        '_le_expire_lapsed()',
+        -- earlier portable versions' internals
+        '_le_setting_us(text, bigint)', '_le_failover_step()', '_le_failover_ready()',
+        '_le_expire(text)', '_le_touch(text)']) AS f;
+    BEGIN
+        EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %1$I.leaderlock_status, %1$I.leaderlock_stats, '
+                                  '%1$I.leaderlock_database_stats, %1$I._le_caller_key', s);
+        EXECUTE 'DROP FUNCTION IF EXISTS ' || fns;
+        EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
+        EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
+        EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+        RAISE EXCEPTION USING ERRCODE = 'dependent_objects_still_exist',
+            MESSAGE = pg_catalog.format('leaderlock: not uninstalled: objects that are not leaderlock''s depend on it (%s)', msg),
+            DETAIL = detail,
+            HINT = 'Nothing was dropped. Drop or change those objects first (their owners may), then run this again.';
+    END;
+    PERFORM pg_catalog.set_config('search_path', old_path, true);
+END
+$uninstall$;

@@ -1,0 +1,370 @@
+-- The portable edition's own behaviour (contract 19), beyond the
+-- repository's pg_regress files: capabilities, le_expire_lapsed, lapsed
+-- leases vacated by the next call, ttls stored as hours, durability, and
+-- the role checks of the SECURITY DEFINER writers.
+SELECT le_capabilities();
+SELECT le_worker_running(), count(*) AS database_stats_rows FROM leaderlock_database_stats;
+
+-- A ttl is stored without a day part (exact in any time zone), as compiled.
+SELECT le_try_acquire('p-day', 'a', '1 day');
+SELECT ttl, remaining > '23:59:00' AS nearly_a_day FROM leaderlock_status WHERE key = 'p-day';
+SELECT remaining > '23:59:00' AND remaining <= '24:00:00' AS le_lease_in_hours FROM le_lease('p-day');
+SELECT le_release('p-day', 'a');
+
+-- le_expire_lapsed vacates every lapsed lease (term kept, counted) and
+-- says how many; a live or vacant one is left alone.
+SELECT le_try_acquire('p-lapse-1', 'a', '10 milliseconds'),
+       le_try_acquire('p-lapse-2', 'b', '10 milliseconds'),
+       le_try_acquire('p-live', 'c', '1 hour');
+SELECT pg_sleep(0.05);
+SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'p-%' ORDER BY key;
+SELECT le_expire_lapsed() AS expired;
+SELECT le_expire_lapsed() AS expired_again;
+SELECT key, holder, term, state, value, owner FROM leaderlock_status WHERE key LIKE 'p-%' ORDER BY key;
+SELECT key, tenures, releases, expiries FROM leaderlock_stats WHERE key LIKE 'p-lapse%' ORDER BY key;
+
+-- M3: a refused call (renew, release, proclaim) neither vacates nor locks
+-- a lapsed lease; the next acquirer takes it over (announcing "expired").
+SELECT le_try_acquire('p-touch', 'a', '10 milliseconds');
+SELECT pg_sleep(0.05);
+BEGIN;
+SELECT le_renew('p-touch', 'a') AS renewed, le_release('p-touch', 'x') AS released,
+       le_proclaim('p-touch', 'a', '1') AS proclaimed;
+SELECT count(*) AS rows_locked_by_refused_calls FROM leaderlock
+ WHERE xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text;
+ROLLBACK;
+SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
+SELECT le_try_acquire('p-touch', 'b', '1 hour') AS taken_over;
+SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
+-- le_expire_lapsed only in a transaction of its own (25001).
+BEGIN;
+SELECT le_expire_lapsed();
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
+-- N3: nor in one statement or query string that goes on after it.
+SELECT le_try_acquire('p-n3', 'a', '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT le_expire_lapsed(), pg_sleep(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_expire_lapsed() \; SELECT pg_sleep(0);
+\echo :LAST_ERROR_SQLSTATE
+CREATE FUNCTION p_n3_loop() RETURNS void LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM le_expire_lapsed(); PERFORM pg_sleep(0); END $$;
+SELECT p_n3_loop();
+\echo :LAST_ERROR_SQLSTATE
+DROP FUNCTION p_n3_loop();
+SELECT holder, expiries FROM leaderlock WHERE key = 'p-n3';
+-- alone, in any spelling of the one call: vacates it
+SELECT * FROM public.le_expire_lapsed();
+select le_expire_lapsed() as "again";
+SELECT holder, expiries FROM leaderlock WHERE key = 'p-n3';
+
+-- Session-bound leases need the compiled edition.
+SELECT le_try_acquire('p-bound', 'a', '1 hour', session_bound => true);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Contract 8.3: a write makes its transaction commit as synchronous_commit = on.
+SET synchronous_commit = off;
+BEGIN;
+SELECT le_try_acquire('p-durable', 'a', '1 hour');
+SHOW synchronous_commit;
+COMMIT;
+SHOW synchronous_commit;
+RESET synchronous_commit;
+
+-- leaderlock.max_ttl / max_wait: placeholder settings, read at each call.
+SET leaderlock.max_wait = '2s';
+SELECT le_acquire('p-live', 'x', '1 hour', '3 seconds');
+SET leaderlock.max_wait = 'soon';
+SELECT le_acquire('p-live', 'x', '1 hour', '1 second');
+RESET leaderlock.max_wait;
+
+-- The writers' internals: only through the le_* functions.
+CREATE ROLE ll_p_app;
+CREATE ROLE ll_p_other;
+SET ROLE ll_p_app;
+SELECT le_try_acquire('p-owned', 'me', '1 hour');
+SELECT _le_extend('p-owned', 'me', clock_timestamp(), '1 hour', 'll_p_app'::regrole);
+SELECT _le_failover_record();
+RESET ROLE;
+-- An entry point called directly cannot claim a role the session is not a
+-- member of.
+SET ROLE ll_p_other;
+SELECT _le_release('p-owned', 'me', 'll_p_app'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_release('p-owned', 'me') AS other_releases;
+RESET ROLE;
+-- Inside a SECURITY DEFINER function of a role the session is not a member
+-- of: refused (the compiled edition acts as that function's owner).
+CREATE FUNCTION p_definer() RETURNS boolean LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT le_renew('p-owned', 'me') $$;
+ALTER FUNCTION p_definer() OWNER TO ll_p_app;
+SET ROLE ll_p_other;
+SELECT p_definer();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- A member of the function's owner (here a superuser) acts as that owner.
+SELECT p_definer() AS superuser_through_definer;
+-- Maintenance run as a table's owner never changes a lease (42501).
+CREATE TABLE p_maint (a int);
+ALTER TABLE p_maint OWNER TO ll_p_other;
+INSERT INTO p_maint VALUES (1);
+CREATE FUNCTION p_index_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public.le_try_acquire('p-maint', 'x', '1 hour'); RETURN $1; END $$;
+CREATE INDEX ON p_maint (p_index_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS maint_leases FROM leaderlock WHERE key = 'p-maint';
+DROP TABLE p_maint;
+DROP FUNCTION p_index_fn(int);
+DROP FUNCTION p_definer();
+SELECT le_force_release('p-owned');
+DROP ROLE ll_p_app;
+DROP ROLE ll_p_other;
+
+-- H1: the SECURITY DEFINER entry points check every argument themselves
+-- (contract 6): a direct call gets no further than the API.
+CREATE ROLE ll_p_direct;
+SET ROLE ll_p_direct;
+SELECT * FROM _le_attempt('p-direct', 'x', NULL, NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1000 years', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1 mon', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '-1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('', 'x', '1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt(repeat('k', 3000), 'x', '1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', NULL, '1 min', NULL, 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1 min', to_jsonb(repeat('v', 5000)), 'll_p_direct'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-direct', 'x', '1 min', NULL, 'll_p_direct'::regrole, -5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew('p-direct', 'x', '1 mon', 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_release('p-direct', NULL, 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_proclaim('p-direct', 'x', to_jsonb(repeat('v', 5000)), 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_force_release('', 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_assert_leader('p-direct', 'x', -1, 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS direct_rows FROM leaderlock WHERE key = 'p-direct' OR key = '' OR key LIKE 'kkk%';
+-- The table refuses such rows whoever writes them (its owner included).
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl) VALUES ('p-bad', 'x', 1, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl) VALUES ('', NULL, 1, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl, value)
+VALUES ('p-bad', 'x', 1, '2000-01-01 00:00:00+00', '1 hour', to_jsonb(repeat('v', 5000)));
+\echo :LAST_ERROR_SQLSTATE
+SELECT conname FROM pg_constraint WHERE conrelid = 'leaderlock'::regclass AND contype = 'c' ORDER BY 1;
+
+-- H2: code run by maintenance (CREATE INDEX, ANALYZE, autovacuum: a
+-- security-restricted operation as the table's owner, here with a
+-- superuser session) cannot act through the entry points either, not even
+-- for a role the session is a member of (10: the bootstrap superuser).
+SELECT le_try_acquire('p-sro', 'holder', '1 hour');
+CREATE TABLE p_sro (a int);
+ALTER TABLE p_sro OWNER TO ll_p_direct;
+INSERT INTO p_sro VALUES (1);
+CREATE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_force_release('p-sro', 10::oid); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+CREATE OR REPLACE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_attempt('p-sro', 'thief', '1 hour', NULL, 10::oid, NULL); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+CREATE OR REPLACE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_expire_lapsed(); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+SELECT holder, term FROM leaderlock WHERE key = 'p-sro';
+DROP TABLE p_sro;
+DROP FUNCTION p_sro_fn(int);
+
+-- H3: calls between the edition's functions have exact argument types: an
+-- overload created in its schema (here by a superuser) is never chosen.
+CREATE TABLE p_trojan_log (who text, what text);
+GRANT INSERT ON p_trojan_log TO PUBLIC;
+CREATE FUNCTION public._le_setting_us(name text, default_s integer) RETURNS numeric
+LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.p_trojan_log VALUES (current_user, 'setting');
+                            RETURN default_s::numeric * 1000000; END $$;
+CREATE FUNCTION public._le_setting_us(name text, default_s integer, min_s integer, max_s integer)
+RETURNS numeric
+LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.p_trojan_log VALUES (current_user, 'setting4');
+                            RETURN default_s::numeric * 1000000; END $$;
+CREATE FUNCTION public._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb, p_caller oid,
+    p_insert_wait_ms text, OUT o_outcome text, OUT o_until timestamptz, OUT o_step boolean)
+LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.p_trojan_log VALUES (current_user, 'attempt');
+                            o_outcome := 'acquired'; END $$;
+\c -
+SET ROLE ll_p_direct;
+SELECT le_try_acquire('p-trojan', 'x', '10 s'), le_renew('p-trojan', 'x'), le_release('p-trojan', 'x'),
+       le_capabilities()->>'max_ttl_s' AS max_ttl_s;
+RESET ROLE;
+SELECT count(*) AS trojan_calls FROM p_trojan_log;
+DROP FUNCTION public._le_setting_us(text, integer);
+DROP FUNCTION public._le_setting_us(text, integer, integer, integer);
+DROP FUNCTION public._le_attempt(text, text, interval, jsonb, oid, text);
+DROP TABLE p_trojan_log;
+
+-- H4: the schema must stay the installer's alone; checked at each call.
+GRANT CREATE ON SCHEMA public TO ll_p_direct;
+SET ROLE ll_p_direct;
+SELECT le_try_acquire('p-schema', 'x', '10 s');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM ll_p_direct;
+SET ROLE ll_p_direct;
+SELECT le_try_acquire('p-schema', 'x', '10 s') AS after_revoke;
+RESET ROLE;
+
+-- M2: after a promotion (simulated: the recorded timeline set back), a
+-- rival's open transaction holds no holder's row: the promotion is
+-- recorded in leaderlock_failover only, and held leases are extended when
+-- read (le_lease, leaderlock_status, renewals, takeovers).
+SELECT le_try_acquire('p-prom', 'h', '3 seconds');
+SELECT pg_sleep(0.3);
+UPDATE leaderlock_failover SET timeline = 0, changed_at = NULL;
+SET ROLE ll_p_direct;
+BEGIN;
+SELECT le_try_acquire('p-prom-rival', 'r', '1 minute');
+SELECT count(*) AS holders_rows_written_or_locked FROM leaderlock
+ WHERE key <> 'p-prom-rival'
+   AND (xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text
+        OR xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text);
+SELECT timeline, changed_at IS NOT NULL AS recorded FROM leaderlock_failover;
+SELECT l.expires_at >= f.changed_at + interval '3 seconds' AS outlasts_promotion,
+       l.expires_at > r.expires_at AS extended_beyond_raw
+  FROM le_lease('p-prom') l, leaderlock_failover f, leaderlock r WHERE r.key = 'p-prom';
+SELECT state FROM leaderlock_status WHERE key = 'p-prom';
+COMMIT;
+RESET ROLE;
+SELECT le_renew('p-prom', 'h') AS holder_renews, le_release('p-prom', 'h') AS holder_releases;
+
+-- L4: the limits are those of the compiled edition's settings (22023).
+SET leaderlock.max_ttl = '9999999999999999999999d';
+SELECT le_try_acquire('p-big', 'a', '2000000000 hours');
+\echo :LAST_ERROR_SQLSTATE
+SET leaderlock.max_ttl = '2147483647';
+SELECT le_try_acquire('p-big', 'a', '300000000 days');
+\echo :LAST_ERROR_SQLSTATE
+RESET leaderlock.max_ttl;
+SET leaderlock.max_wait = '86401';
+SELECT le_acquire('p-big', 'a', '1 hour', '1 second');
+\echo :LAST_ERROR_SQLSTATE
+RESET leaderlock.max_wait;
+SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
+-- N7: a day part too large to turn into hours (net 1 hour here), and an
+-- infinite interval (PostgreSQL 17+), get 22023 with a message that says so.
+SELECT le_try_acquire('p-big', 'a', '100000000 days -2399999999 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_renew('p-big', 'a', '100000000 days -2399999999 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_acquire('p-big', 'a', '1 hour', '100000000 days -2399999999 hours');
+\echo :LAST_ERROR_SQLSTATE
+DO $$
+DECLARE
+    msgs text := '';
+BEGIN
+    IF current_setting('server_version_num')::integer >= 170000 THEN
+        BEGIN
+            EXECUTE $q$SELECT le_try_acquire('p-big', 'a', 'infinity')$q$;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            msgs := msgs || SQLERRM || '; ';
+        END;
+        BEGIN
+            EXECUTE $q$SELECT le_acquire('p-big', 'a', '1 hour', '-infinity')$q$;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            msgs := msgs || SQLERRM;
+        END;
+        RAISE NOTICE 'infinite intervals refused as infinite: %',
+            msgs LIKE '%ttl must be finite (got infinity);%wait must be finite (got -infinity)';
+    ELSE
+        RAISE NOTICE 'infinite intervals refused as infinite: t';   -- (none before 17)
+    END IF;
+END $$;
+SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
+DROP ROLE ll_p_direct;
+
+-- N1: a SECURITY DEFINER function of another role cannot make the entry
+-- points act for the role that called it (the session's role): they act
+-- only for the current_user of the le_* function that called them, which
+-- proves it with a key only that role can compute (_le_caller_key).
+CREATE ROLE ll_p_mallory;
+CREATE ROLE ll_p_alice;
+SET ROLE ll_p_alice;
+SELECT le_try_acquire('p-n1', 'alice-1', '1 hour');
+RESET ROLE;
+CREATE FUNCTION p_n1_force() RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+    AS $$ BEGIN RETURN public._le_force_release('p-n1', session_user::regrole::oid); END $$;
+CREATE FUNCTION p_n1_take() RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+    AS $$ BEGIN RETURN (public._le_attempt('p-n1-new', 'mallory-was-here', '1 hour'::interval, NULL::jsonb,
+                                           session_user::regrole::oid, NULL::bigint)).o_outcome; END $$;
+CREATE FUNCTION p_n1_release(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog
+    AS $$ BEGIN RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+-- the same with the only caller key it can read: its own role's
+CREATE FUNCTION p_n1_forged(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog
+    AS $$ BEGIN PERFORM set_config('leaderlock_portable.caller', (SELECT key FROM public._le_caller_key), true);
+                RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+ALTER FUNCTION p_n1_force() OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_take() OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_release(oid) OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_forged(oid) OWNER TO ll_p_mallory;
+GRANT EXECUTE ON FUNCTION p_n1_release(oid), p_n1_forged(oid) TO ll_p_alice;
+SET ROLE ll_p_alice;
+SELECT p_n1_release('ll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT p_n1_forged('ll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT p_n1_force();
+\echo :LAST_ERROR_SQLSTATE
+SELECT p_n1_take();
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, holder, term, owner FROM leaderlock_status WHERE key LIKE 'p-n1%' ORDER BY key;
+-- a role sees its own key only, never the secret
+SET ROLE ll_p_mallory;
+SELECT count(*) AS keys_seen, bool_and(role = 'll_p_mallory'::regrole) AS own_only FROM _le_caller_key;
+SELECT secret FROM _le_secret;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- alice's own calls still act for her; a superuser's still act for it.
+SET ROLE ll_p_alice;
+BEGIN;
+SELECT le_renew('p-n1', 'alice-1') AS alice_renews;
+SELECT coalesce(current_setting('leaderlock_portable.caller', true), '') = '' AS no_key_left_after_renew;
+RESET ROLE;
+SELECT le_acquire('p-n1', 'su', '1 hour', '0.05 s') AS su_waits_in_vain, le_try_acquire('p-n1', 'su', '1 hour');
+SELECT coalesce(current_setting('leaderlock_portable.caller', true), '') = '' AS no_key_left_after_refusals;
+COMMIT;
+SET ROLE ll_p_alice;
+SELECT le_release('p-n1', 'alice-1') AS alice_releases;
+RESET ROLE;
+SELECT le_try_acquire('p-n1', 'su', '1 hour') AS su_takes, le_force_release('p-n1') AS su_forces;
+DROP FUNCTION p_n1_force(), p_n1_take(), p_n1_release(oid), p_n1_forged(oid);
+DROP ROLE ll_p_mallory;
+DROP ROLE ll_p_alice;
+
+-- N6: the security-restricted-operation probe has no side effect: a
+-- session that LISTENs can still PREPARE a transaction that only guarded
+-- with le_assert_leader and renewed (run.sh starts the server with
+-- max_prepared_transactions = 2), as with the compiled edition.
+SELECT le_try_acquire('p-n6', 'a', '1 hour');
+LISTEN leaderlock;
+BEGIN;
+SELECT le_assert_leader('p-n6', 'a') > 0 AS leads, le_renew('p-n6', 'a') AS renewed;
+PREPARE TRANSACTION 'p_n6';
+COMMIT PREPARED 'p_n6';
+UNLISTEN leaderlock;
+SELECT le_release('p-n6', 'a');
