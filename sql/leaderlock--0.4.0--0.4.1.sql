@@ -1,4 +1,5 @@
--- leaderlock 0.4.0 -> 0.4.1: security fixes (SECURITY.md). No table changes:
+-- leaderlock 0.4.0 -> 0.4.1: security fixes (SECURITY.md), and le_capabilities
+-- and le_expire_lapsed (contract 19). No table changes:
 -- every lease, term and counter stays as it is.
 \echo Use "ALTER EXTENSION leaderlock UPDATE TO '0.4.1'" to load this file. \quit
 
@@ -37,3 +38,16 @@ ALTER FUNCTION le_assert_leader(text, text, bigint)
 ALTER FUNCTION le_leader(text) SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_lease(text) SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_worker_running() SET search_path TO pg_catalog, pg_temp;
+
+-- Contract 19: the functions both editions have, so that client code can
+-- ask what this server offers and, where no worker serves the database,
+-- announce lapsed leases itself.
+CREATE FUNCTION le_capabilities() RETURNS jsonb
+STRICT VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_capabilities_wrapper';
+
+CREATE FUNCTION le_expire_lapsed() RETURNS integer
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_expire_lapsed_wrapper';

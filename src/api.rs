@@ -8,9 +8,14 @@
 use crate::call::{self, Access};
 use crate::clock;
 use crate::databases;
+use crate::expiry;
 use crate::input;
 use crate::lease::{self, Claim};
+use crate::preload;
+use crate::settings;
 use crate::value::JsonbText;
+use crate::waiters;
+use crate::worker_wakeup;
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CString};
 
@@ -228,6 +233,59 @@ fn le_leader(key: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> Option<Stri
 #[search_path(pg_catalog, pg_temp)]
 fn le_worker_running() -> bool {
     databases::worker_serves_this_database()
+}
+
+/// Contract 19: what this server offers, as one jsonb object with the keys
+/// of the portable edition's (docs/reference.md), so that client code can
+/// adapt to either edition and to a library that is not preloaded.
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_capabilities() -> pgrx::JsonB {
+    let preloaded = preload::preloaded();
+    let seconds = |micros: i64| -> serde_json::Value {
+        // Whole seconds as integers, as the portable edition's numeric gives them.
+        if micros % 1_000_000 == 0 {
+            (micros / 1_000_000).into()
+        } else {
+            (micros as f64 / 1e6).into()
+        }
+    };
+    pgrx::JsonB(serde_json::json!({
+        "edition": "compiled",
+        "version": env!("CARGO_PKG_VERSION"),
+        "worker": databases::worker_serves_this_database(),
+        "blocking_acquire": if preloaded { "wakeup" } else { "polling" },
+        "poll_interval_ms": if preloaded {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!([waiters::UNPRELOADED_RECHECK_MS, waiters::UNPRELOADED_RECHECK_MS])
+        },
+        "session_bound": input::session_bound_offered(),
+        "expire_lapsed": true,
+        "database_stats": preloaded,
+        "max_ttl_s": seconds(settings::max_ttl_micros()),
+        "max_wait_s": seconds(settings::max_wait_micros()),
+    }))
+}
+
+/// Contract 19: vacate and announce every lapsed lease; returns how many.
+/// Where a worker serves this database it does so at each expiry already,
+/// in transactions of its own: wake it and return 0. Elsewhere (library not
+/// preloaded, database not served) do it in this call, which must then be
+/// a transaction and a query of its own (`input::expire_lapsed_alone`).
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    if databases::worker_serves_this_database() {
+        worker_wakeup::wake_worker();
+        return 0;
+    }
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        return 0;
+    }
+    input::expire_lapsed_alone();
+    i32::try_from(expiry::expire_all_lapsed()).unwrap_or(i32::MAX)
 }
 
 // le_assert_leader is a plain V1 C function (le_assert_leader_c below):

@@ -81,6 +81,21 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
     vacate_locked(&expired, now, ExpiryReason::Ttl)
 }
 
+/// le_expire_lapsed where no worker serves the database (contract 19):
+/// vacate every lease lapsed now, in the caller's transaction, a batch at a
+/// time as the worker does. Returns how many.
+pub fn expire_all_lapsed() -> usize {
+    const BATCH: i64 = 1_000;
+    let mut vacated = 0;
+    loop {
+        let n = expire_lapsed(now(), BATCH);
+        vacated += n;
+        if (n as i64) < BATCH {
+            return vacated;
+        }
+    }
+}
+
 /// Worker (contract 10): vacate the held leases bound to `session`, which
 /// ended. Returns false when some were locked by another transaction and
 /// must be tried again.

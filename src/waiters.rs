@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const BUCKETS: usize = 64;
 
 /// How often le_acquire looks again when there is no shared memory.
-const UNPRELOADED_RECHECK_MS: i64 = 100;
+pub const UNPRELOADED_RECHECK_MS: i64 = 100;
 
 /// After a broadcast, the waiter that claims it looks at once; the others
 /// look this much later (see `sleep`).
