@@ -28,9 +28,9 @@
 --   writes the key (le_try_acquire, le_acquire, le_renew, le_release,
 --   le_proclaim), or by le_expire_lapsed(), which vacates and announces
 --   every lapsed lease and returns how many: schedule it (pg_cron, every
---   second) or call it from clients, in a transaction and a query of its
---   own (25001 otherwise). A refused le_renew, le_release or le_proclaim changes and
---   locks nothing. le_worker_running() is false.
+--   second) or call it from clients, in autocommit (what it vacates stays
+--   locked until its transaction ends). A refused le_renew, le_release or
+--   le_proclaim changes and locks nothing. le_worker_running() is false.
 --   A takeover of a lapsed lease announces "expired" for the old tenure and
 --   then "acquired" with previous_holder set, in its own transaction.
 -- * le_acquire waits by polling inside the call: it looks again after
@@ -250,10 +250,17 @@ CREATE TABLE @extschema@._le_secret (
     secret  text NOT NULL CHECK (octet_length(secret) >= 64)
 );
 
+-- A key is good for one role, in one session, during one statement
+-- (review round 3, P3): one captured by another role's code (a view or
+-- trigger the victim used) is worthless after that statement.
+CREATE FUNCTION @extschema@._le_key(secret text, role oid) RETURNS text
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+RETURN encode(sha256(convert_to(secret || ' ' || role::text || ' ' || pg_backend_pid()::text || ' '
+                                || extract(epoch FROM statement_timestamp())::text, 'UTF8')), 'hex');
+
 CREATE VIEW @extschema@._le_caller_key WITH (security_barrier) AS
-SELECT r.oid AS role,
-       pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
-           s.secret || ' ' || r.oid::text, 'UTF8')), 'hex') AS key
+SELECT r.oid AS role, @extschema@._le_key(s.secret, r.oid) AS key
   FROM @extschema@._le_secret s, pg_catalog.pg_roles r
  WHERE r.rolname = CURRENT_USER;
 
@@ -780,8 +787,7 @@ BEGIN
     END IF;
     -- N1: and only for the role whose le_* function called this entry point.
     IF coalesce(current_setting('leaderlock_portable.caller', true), '') IS DISTINCT FROM
-       (SELECT encode(sha256(convert_to(s.secret || ' ' || caller::text, 'UTF8')), 'hex')
-          FROM @extschema@._le_secret s) THEN
+       (SELECT @extschema@._le_key(s.secret, caller) FROM @extschema@._le_secret s) THEN
         RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
             MESSAGE = format('leaderlock: role %s did not make this call', caller::regrole::text),
             DETAIL = 'The internal _le_* functions act only for the role that called an le_* function '
@@ -1217,9 +1223,12 @@ $fn$;
 
 -- le_expire_lapsed's writer: anyone may ask for what the worker would do.
 -- One statement that locks only lapsed rows no other transaction holds
--- (SKIP LOCKED), and only in a transaction of its own (autocommit, or
--- pg_cron): a caller cannot keep lapsed keys locked from their takers by
--- leaving its transaction open.
+-- (SKIP LOCKED), so it never waits. The rows it vacates stay locked until
+-- the caller's transaction ends, as a tenure taken by le_try_acquire does:
+-- a caller that keeps its transaction open delays the takeover of those
+-- keys, whose holders had already lost them, no more than taking them
+-- would (review round 3, P1/P2: no check on the transaction or the query
+-- text can tell an honest call from that; portable/README.md).
 CREATE FUNCTION @extschema@._le_expire_lapsed() RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1232,26 +1241,6 @@ DECLARE
     n integer := 0;
 BEGIN
     PERFORM @extschema@._le_unrestricted();
-    IF transaction_timestamp() <> statement_timestamp() THEN
-        RAISE EXCEPTION USING ERRCODE = 'active_sql_transaction',
-            MESSAGE = 'leaderlock: le_expire_lapsed must run in a transaction of its own',
-            DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; inside a longer '
-                     'transaction that would keep them from their takers.',
-            HINT = 'Call it alone, in autocommit (SELECT le_expire_lapsed();), or schedule it with pg_cron.';
-    END IF;
-    -- Review round 2, N3: nor in one statement (or one query string) that
-    -- goes on after it (SELECT le_expire_lapsed(), pg_sleep(5); a function
-    -- that loops; "SELECT le_expire_lapsed(); SELECT pg_sleep(5)" sent as
-    -- one query): the client's query must be this call and nothing else.
-    IF current_query() IS NULL OR current_query() !~* (
-           '^\s*SELECT\s+(\*\s+FROM\s+)?([a-z_][a-z0-9_$]*\.|"[^"]*"\.)?le_expire_lapsed\s*\(\s*\)'
-           '(\s+(AS\s+)?([a-z_][a-z0-9_$]*|"[^"]*"))?\s*;?\s*$') THEN
-        RAISE EXCEPTION USING ERRCODE = 'active_sql_transaction',
-            MESSAGE = 'leaderlock: le_expire_lapsed must be the whole statement it runs in',
-            DETAIL = 'It locks the lapsed leases it vacates until its transaction ends; a statement or '
-                     'query string that goes on after it would keep them from their takers.',
-            HINT = 'Send SELECT le_expire_lapsed(); alone, in autocommit, or schedule it with pg_cron.';
-    END IF;
     IF pg_is_in_recovery() THEN
         RETURN 0;
     END IF;

@@ -43,7 +43,7 @@ BEGIN
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
         '_le_session_bound(boolean)', '_le_value(jsonb)', '_le_session_role()', '_le_caller()',
-        '_le_act_as(oid)', '_le_rfc3339(timestamptz)',
+        '_le_act_as(oid)', '_le_key(text, oid)', '_le_rfc3339(timestamptz)',
         '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean)',
         '_le_durable()', '_le_timeline()', '_le_term_floor()', '_le_promoted_at()',
         '_le_failover_record()', '_le_unrestricted()',

@@ -271,8 +271,9 @@ fn le_capabilities() -> pgrx::JsonB {
 /// Contract 19: vacate and announce every lapsed lease; returns how many.
 /// Where a worker serves this database it does so at each expiry already,
 /// in transactions of its own: wake it and return 0. Elsewhere (library not
-/// preloaded, database not served) do it in this call, which must then be
-/// a transaction and a query of its own (`input::expire_lapsed_alone`).
+/// preloaded, database not served) do it in this call, skipping locked
+/// rows; what it vacates stays locked until the caller's transaction ends,
+/// as a tenure taken by le_try_acquire does (docs/reference.md).
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
@@ -284,7 +285,6 @@ fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     if unsafe { pg_sys::RecoveryInProgress() } {
         return 0;
     }
-    input::expire_lapsed_alone();
     i32::try_from(expiry::expire_all_lapsed()).unwrap_or(i32::MAX)
 }
 

@@ -2,8 +2,6 @@
 //! runs these before touching anything, so a rejected call changes nothing.
 
 use crate::databases;
-use crate::plans;
-use crate::queries;
 use crate::sessions;
 use crate::settings;
 use crate::value::{JsonbText, MAX_VALUE_BYTES};
@@ -286,39 +284,4 @@ pub fn seconds(micros: i64) -> String {
 /// le_capabilities): the checks of `session_bound` above.
 pub fn session_bound_offered() -> bool {
     sessions::available() && settings::served().includes(&databases::current_name())
-}
-
-/// le_expire_lapsed doing the work itself (no worker serves the database):
-/// the rows it vacates stay locked until its transaction ends, so it must
-/// be a transaction and a query of its own, or a caller could keep lapsed
-/// keys from their takers (contract 19). Messages as the portable edition's.
-pub fn expire_lapsed_alone() {
-    let own_transaction = unsafe {
-        pg_sys::GetCurrentTransactionStartTimestamp() == pg_sys::GetCurrentStatementStartTimestamp()
-    };
-    if !own_transaction {
-        reject_with(
-            PgSqlErrorCode::ERRCODE_ACTIVE_SQL_TRANSACTION,
-            "leaderlock: le_expire_lapsed must run in a transaction of its own".to_string(),
-            Some(
-                "It locks the lapsed leases it vacates until its transaction ends; inside a \
-                 longer transaction that would keep them from their takers.",
-            ),
-            Some("Call it alone, in autocommit (SELECT le_expire_lapsed();), or schedule it with pg_cron."),
-        );
-    }
-    let alone = plans::run(queries::EXPIRE_LAPSED_ALONE, &[], |t| {
-        t.first().get_one::<bool>().ok().flatten().unwrap_or(false)
-    });
-    if !alone {
-        reject_with(
-            PgSqlErrorCode::ERRCODE_ACTIVE_SQL_TRANSACTION,
-            "leaderlock: le_expire_lapsed must be the whole statement it runs in".to_string(),
-            Some(
-                "It locks the lapsed leases it vacates until its transaction ends; a statement \
-                 or query string that goes on after it would keep them from their takers.",
-            ),
-            Some("Send SELECT le_expire_lapsed(); alone, in autocommit, or schedule it with pg_cron."),
-        );
-    }
 }

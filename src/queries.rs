@@ -357,17 +357,6 @@ statements! {
     MARK_SAFE_TIMELINE =
         "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
 
-    /// le_expire_lapsed where no worker serves the database (contract 19):
-    /// whether the client's query is that one call and nothing more. The
-    /// rows it vacates stay locked until its transaction ends, so a
-    /// statement or query string that went on after it would keep them
-    /// from their takers. The portable edition's check is the same pattern.
-    EXPIRE_LAPSED_ALONE = concat!(
-        "SELECT coalesce(pg_catalog.current_query() ~* ",
-        r#"'^\s*SELECT\s+(\*\s+FROM\s+)?([a-z_][a-z0-9_$]*\.|"[^"]*"\.)?le_expire_lapsed\s*\(\s*\)"#,
-        r#"(\s+(AS\s+)?([a-z_][a-z0-9_$]*|"[^"]*"))?\s*;?\s*$', false)"#
-    );
-
     /// Contract 8.3: this transaction commits as `synchronous_commit = on` does
     /// (WAL flushed, and on synchronous standbys when there are any), until it
     /// ends; set when the session asked for less.

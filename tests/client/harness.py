@@ -253,7 +253,7 @@ class Cluster:
 
 def pgbouncer(test, pool_size):
     """Starts pgbouncer in transaction pooling mode in front of the test
-    cluster's database postgres, with `pool_size` server connections;
+    cluster's database (DB, named postgres by pgbouncer), with `pool_size` server connections;
     stopped when `test` ends. Returns its port."""
     import tempfile
     port = free_port()
@@ -264,7 +264,7 @@ def pgbouncer(test, pool_size):
         f.write('"postgres" ""\n')
     with open(ini, "w") as f:
         f.write(f"""[databases]
-postgres = host={HOST} port={PORT} dbname=postgres
+postgres = host={HOST} port={PORT} dbname={DB}
 [pgbouncer]
 listen_addr = {HOST}
 listen_port = {port}

@@ -16,7 +16,7 @@ import tempfile
 import time
 import unittest
 
-from harness import HOST, PORT, WORK, Cluster, connect, free_port, one, pgbouncer, wait_for
+from harness import DB, HOST, PORT, WORK, Cluster, connect, free_port, one, pgbouncer, wait_for
 
 CLI = os.environ.get("LEADERLOCK_CLI", "")
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli_child.py")
@@ -26,7 +26,9 @@ NOT_ACQUIRED, LEASE_LOST, UNREACHABLE, REJECTED, INTERNAL, CANNOT_RUN = 120, 121
 
 
 def dsn(port=PORT):
-    return f"host={HOST} port={port} user=postgres dbname=postgres"
+    """The test cluster's database, or database postgres of another port (a
+    cluster of a test's own, pgbouncer)."""
+    return f"host={HOST} port={port} user=postgres dbname={DB if port == PORT else 'postgres'}"
 
 
 def records(path):

@@ -18,7 +18,7 @@ import tempfile
 import time
 import unicodedata
 
-from harness import HOST, PGDATA, PORT, WORK, connect, one, wait_for
+from harness import DB, HOST, PGDATA, PORT, WORK, connect, one, wait_for
 from test_cli import CHILD, CLI, NOT_ACQUIRED, REJECTED, CliCase, Run, dsn, records
 
 # Colours the terminal, writes its clipboard (OSC 52), forges a log line,
@@ -185,7 +185,7 @@ class CliSecurityTest(CliCase):
             f.write(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + original)
         one(self.conn, "SELECT pg_reload_conf()")
         passfile = os.path.join(self.dir, "pgpass")
-        target = f"host={HOST} port={PORT} user={role} dbname=postgres"
+        target = f"host={HOST} port={PORT} user={role} dbname={DB}"
 
         def status(secret):
             with open(passfile, "w") as f:

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import psycopg2
 
-from harness import PORT, connect, one
+from harness import DB, PORT, connect, one
 
 
 class RaceTest(unittest.TestCase):
@@ -143,7 +143,7 @@ def stress_client(i, target, stop_at, records, counts):
         try:
             if conn is None:
                 conn = psycopg2.connect(host="127.0.0.1", port=target[0], user="postgres",
-                                        dbname="postgres", connect_timeout=2)
+                                        dbname=DB, connect_timeout=2)
                 with conn.cursor() as cur:
                     cur.execute("SET synchronous_commit = off")
                 conn.commit()

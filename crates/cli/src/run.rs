@@ -268,6 +268,13 @@ impl Run<'_> {
                             }
                         }
                         Event::NotificationsArrive => {}
+                        Event::Served { worker, poll_every } => {
+                            if worker {
+                                self.log.event("served", "a background worker announces expiries", json!({"worker": true}));
+                            } else {
+                                self.log.event("served", &format!("no background worker serves this database: trying every {} ms, announcing expiries with le_expire_lapsed()", poll_every.as_millis()), json!({"worker": false, "poll_every_ms": poll_every.as_millis() as u64}));
+                            }
+                        }
                         Event::Refused { holder } => {
                             if last_holder.as_ref() != Some(&holder) {
                                 let by = holder.as_deref().map_or_else(|| "(unknown)".into(), |h| format!("\"{}\"", text::shown(h)));

@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Notification};
 
@@ -71,8 +72,16 @@ pub enum Event {
     /// A connection failed or a call on it failed or timed out.
     Disconnected { error: Error },
     /// Notifications arrive on this connection: campaigning can rely on
-    /// them (polling slows down to ttl/2).
+    /// them (polling slows down to ttl/2 where a worker announces expiries).
     NotificationsArrive,
+    /// What the server offers, on the first connection and whenever it
+    /// changes: whether a background worker expires lapsed leases and
+    /// announces them. Without one (the portable edition, or the library
+    /// not preloaded) the elector tries every `poll_every` while it
+    /// campaigns and calls `le_expire_lapsed()` before each try, so that a
+    /// dead leader's lease is taken over and announced within that period
+    /// of its expiry.
+    Served { worker: bool, poll_every: Duration },
     /// An attempt to acquire found the key held (by `holder`, if known).
     Refused { holder: Option<String> },
     /// This process leads from now until `deadline` unless renewed.
@@ -146,6 +155,8 @@ impl Elector {
             conn: None,
             probe_token: random_hex(8),
             notifications_arrive: false,
+            worker: None,
+            no_expire_lapsed: false,
             disconnected: false,
             last_call: Instant::now(),
         };
@@ -220,6 +231,8 @@ impl Drop for Elector {
 struct Conn {
     client: Client,
     notifications: mpsc::UnboundedReceiver<Notification>,
+    /// A worker serves the database (le_capabilities).
+    worker: bool,
 }
 
 /// A held lease inside the task.
@@ -239,6 +252,10 @@ struct Task {
     conn: Option<Conn>,
     probe_token: String,
     notifications_arrive: bool,
+    /// What the last connection said of the worker (None before any).
+    worker: Option<bool>,
+    /// The server has no le_expire_lapsed (compiled before 0.4.1).
+    no_expire_lapsed: bool,
     disconnected: bool,
     /// When the last acquire or renewal started.
     last_call: Instant,
@@ -385,7 +402,10 @@ impl Task {
     fn poll_every(&self) -> Duration {
         self.config
             .poll_every
-            .unwrap_or(if self.notifications_arrive {
+            .unwrap_or(if self.worker == Some(false) {
+                // Nobody announces an expiry: the try itself finds it.
+                no_worker_poll_every(self.config.ttl)
+            } else if self.notifications_arrive {
                 (self.config.ttl / 2).max(Duration::from_secs(1))
             } else {
                 Duration::from_secs(1)
@@ -454,6 +474,13 @@ impl Task {
             let conn = timeout_at(by, self.connect())
                 .await
                 .map_err(|_| Error::Unreachable("timed out connecting".into()))??;
+            if self.worker != Some(conn.worker) {
+                self.worker = Some(conn.worker);
+                self.emit(Event::Served {
+                    worker: conn.worker,
+                    poll_every: self.poll_every(),
+                });
+            }
             self.conn = Some(conn);
             self.disconnected = false;
             self.emit(Event::Connected);
@@ -484,9 +511,19 @@ impl Task {
             .query_typed(sql::PROBE, &[(token, Type::TEXT)])
             .await
             .map_err(classify)?;
+        let worker = match client.query_typed(sql::WORKER_SERVES, &[]).await {
+            Ok(rows) => rows[0].get::<_, bool>(0),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => client
+                .query_typed(sql::WORKER_RUNNING, &[])
+                .await
+                .map_err(classify)?[0]
+                .get::<_, bool>(0),
+            Err(e) => return Err(classify(e)),
+        };
         Ok(Conn {
             client,
             notifications: rx,
+            worker,
         })
     }
 
@@ -500,6 +537,19 @@ impl Task {
             self.config.id.clone(),
             self.config.ttl.as_secs_f64(),
         );
+        if self.worker == Some(false) && !self.no_expire_lapsed {
+            // No worker: announce what lapsed (the dead leader's lease
+            // among them) before trying, so that every listener hears it.
+            let client = self.client(by).await?;
+            match timeout_at(by, client.query_typed(sql::EXPIRE_LAPSED, &[])).await {
+                Err(_) => return Err(Error::Unreachable("le_expire_lapsed timed out".into())),
+                Ok(Err(e)) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {
+                    self.no_expire_lapsed = true;
+                }
+                Ok(Err(e)) => return Err(classify(e)),
+                Ok(Ok(_)) => {}
+            }
+        }
         let client = self.client(by).await?;
         let won = timeout_at(by, async {
             let row = client
@@ -624,6 +674,13 @@ const HINT_FLOOR: Duration = Duration::from_millis(10);
 
 /// Errors the server raises for bad input, a missing extension or missing
 /// privileges cannot heal by retrying; everything else might.
+/// How often a candidate tries where no worker announces expiries: a
+/// quarter of the ttl, between 100 ms and 1 s. A dead leader's lease is
+/// taken over within that of its expiry.
+pub fn no_worker_poll_every(ttl: Duration) -> Duration {
+    (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(1))
+}
+
 fn classify(e: tokio_postgres::Error) -> Error {
     Error::from_pg(&e)
 }

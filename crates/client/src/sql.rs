@@ -21,6 +21,15 @@ pub const RELEASE: &str = "SELECT le_release(key => $1, id => $2)";
 pub const TERM_OF: &str = "SELECT term FROM le_lease(key => $1) WHERE holder = $2";
 /// $1 key: the live holder, if any.
 pub const LEADER: &str = "SELECT le_leader(key => $1)";
+/// Whether a background worker expires lapsed leases and announces them
+/// (le_capabilities: extension 0.4.1 and the portable edition).
+pub const WORKER_SERVES: &str = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)";
+/// The same question before 0.4.1, which has no le_capabilities.
+pub const WORKER_RUNNING: &str = "SELECT le_worker_running()";
+/// Where no worker serves the database: vacate and announce every lapsed
+/// lease. The server takes it only as a query of its own, in a
+/// transaction of its own (it locks what it vacates until then).
+pub const EXPIRE_LAPSED: &str = "SELECT le_expire_lapsed()";
 /// Channel names cannot be bound, so these two are fixed texts.
 pub const LISTEN: &str = "LISTEN leaderlock; LISTEN leaderlock_probe";
 /// $1 the elector's probe token: a notification this session should hear

@@ -36,30 +36,6 @@ ROLLBACK;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
 SELECT le_try_acquire('p-touch', 'b', '1 hour') AS taken_over;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
--- le_expire_lapsed only in a transaction of its own (25001).
-BEGIN;
-SELECT le_expire_lapsed();
-\echo :LAST_ERROR_SQLSTATE
-ROLLBACK;
-
--- N3: nor in one statement or query string that goes on after it.
-SELECT le_try_acquire('p-n3', 'a', '10 milliseconds');
-SELECT pg_sleep(0.05);
-SELECT le_expire_lapsed(), pg_sleep(0);
-\echo :LAST_ERROR_SQLSTATE
-SELECT le_expire_lapsed() \; SELECT pg_sleep(0);
-\echo :LAST_ERROR_SQLSTATE
-CREATE FUNCTION p_n3_loop() RETURNS void LANGUAGE plpgsql
-    AS $$ BEGIN PERFORM le_expire_lapsed(); PERFORM pg_sleep(0); END $$;
-SELECT p_n3_loop();
-\echo :LAST_ERROR_SQLSTATE
-DROP FUNCTION p_n3_loop();
-SELECT holder, expiries FROM leaderlock WHERE key = 'p-n3';
--- alone, in any spelling of the one call: vacates it
-SELECT * FROM public.le_expire_lapsed();
-select le_expire_lapsed() as "again";
-SELECT holder, expiries FROM leaderlock WHERE key = 'p-n3';
-
 -- Session-bound leases need the compiled edition.
 SELECT le_try_acquire('p-bound', 'a', '1 hour', session_bound => true);
 \echo :LAST_ERROR_SQLSTATE
@@ -339,6 +315,18 @@ SELECT count(*) AS keys_seen, bool_and(role = 'll_p_mallory'::regrole) AS own_on
 SELECT secret FROM _le_secret;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- Round 3, P3: a key is good for the statement that read it, in its
+-- session: replayed later, even by its own role, it is refused (42501).
+SET ROLE ll_p_alice;
+SELECT le_try_acquire('p-p3', 'alice-1', '1 hour') AS alice_holds;
+CREATE TEMP TABLE p3_key AS SELECT key FROM _le_caller_key;
+SELECT set_config('leaderlock_portable.caller', (SELECT key FROM p3_key), false) IS NOT NULL AS key_replayed;
+SELECT _le_release('p-p3', 'alice-1', 'll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE p3_key;
+RESET ROLE;
+SELECT holder FROM leaderlock WHERE key = 'p-p3';
+RESET leaderlock_portable.caller;
 -- alice's own calls still act for her; a superuser's still act for it.
 SET ROLE ll_p_alice;
 BEGIN;
