@@ -119,7 +119,8 @@ def server_cpu_seconds(conn):
     return total / hz
 
 
-def pgbench(port, script, clients, seconds=None, transactions=None, options=None, stats=None):
+def pgbench(port, script, clients, seconds=None, transactions=None, options=None, stats=None,
+            dbname="postgres"):
     """Runs a pgbench custom script; returns transactions per second
     (excluding connection time). `options`: PGOPTIONS for its sessions.
     `stats`: a dict that gets the number of transactions."""
@@ -128,7 +129,7 @@ def pgbench(port, script, clients, seconds=None, transactions=None, options=None
         path = f.name
     os.chmod(path, 0o644)
     cmd = [f"{PG_BIN}/pgbench", "-h", HOST, "-p", str(port), "-U", "postgres", "-n",
-           "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 2)), "-f", path, "postgres"]
+           "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 2)), "-f", path, dbname]
     cmd += ["-T", str(seconds)] if seconds else ["-t", str(transactions)]
     env = dict(os.environ, PGOPTIONS=options or "")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -144,12 +145,12 @@ def pgbench(port, script, clients, seconds=None, transactions=None, options=None
     return float(m.group(1))
 
 
-def median_tps(port, script, clients, seconds, reps, before=None):
+def median_tps(port, script, clients, seconds, reps, before=None, dbname="postgres"):
     runs = []
     for _ in range(reps):
         if before:
             before()
-        runs.append(pgbench(port, script, clients, seconds=seconds))
+        runs.append(pgbench(port, script, clients, seconds=seconds, dbname=dbname))
     return {"median": statistics.median(runs), "runs": runs}
 
 

@@ -43,12 +43,13 @@
 #                   them, on 15: installs under a busy server by every path,
 #                   the CLI's package, apt-get remove
 #   portable        on 15 and 18: the portable edition (portable/) against
-#                   the same pg_regress and isolation files, its payloads,
-#                   concurrency, attacks, a promotion, and the move to the
-#                   compiled edition and back (tests/portable)
+#                   the same pg_regress and isolation files and client
+#                   tests, its payloads, concurrency, attacks, a promotion,
+#                   and the move to the compiled edition and back
+#                   (tests/portable)
 #   bench smoke     ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
-#                   session_end.sh, half_open.sh, etcd.sh small:
+#                   session_end.sh, half_open.sh, etcd.sh, editions.sh small:
 #                   every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
@@ -126,7 +127,7 @@ if wants unit; then
   printf '\n=== client library and CLI: unit tests\n'
   (cd "$REPO_ROOT" && cargo test --locked -q "${CLIENT_CRATES[@]}") || FAILED+=("cargo test (client, cli)")
 fi
-if wants client || wants bench; then
+if wants client || wants bench || wants portable; then
   build_cli || FAILED+=("build the CLI")
   export LEADERLOCK_CLI=$CLI_BIN
 fi
@@ -273,6 +274,8 @@ bench_smoke() {
   fi
   "$REPO_ROOT/bench/etcd.sh" --pg "$PG_MAJOR" --clients 2 --seconds 1 --rounds 3 --failovers 1 \
     || fail "etcd side-by-side smoke"
+  "$REPO_ROOT/bench/editions.sh" --pg "$PG_MAJOR" --seconds 1 --reps 1 --rounds 1 \
+    || fail "editions side-by-side smoke"
 }
 
 # The test command as a non-root contributor runs it, once (as root only:

@@ -20,6 +20,10 @@ PGDATA = os.environ.get("LEADERLOCK_PGDATA", "")
 DB = os.environ.get("LEADERLOCK_DB", "postgres")
 # A database with the extension that the worker does not serve: expiry is lazy there.
 LAZY_DB = os.environ.get("LEADERLOCK_LAZY_DB", "leaderlock_lazy")
+# Which edition DB and LAZY_DB have: "compiled", or "portable" when
+# tests/portable/run.sh runs these tests against portable/leaderlock.sql
+# (tests/portable/README.md lists what it skips, and why).
+PORTABLE = os.environ.get("LEADERLOCK_EDITION", "compiled") == "portable"
 PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
 PG_MAJOR = os.environ.get("PG_MAJOR", "15")
 LIB_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib.sh")
@@ -101,7 +105,7 @@ def wait_ready(port=PORT, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:
         try:
-            connect(port=port).close()
+            connect("postgres", port=port).close()
             return
         except psycopg2.OperationalError:
             if time.monotonic() > deadline:
@@ -253,7 +257,7 @@ class Cluster:
 
 def pgbouncer(test, pool_size):
     """Starts pgbouncer in transaction pooling mode in front of the test
-    cluster's database (DB, named postgres by pgbouncer), with `pool_size` server connections;
+    cluster's database DB (named DB and postgres by pgbouncer), with `pool_size` server connections;
     stopped when `test` ends. Returns its port."""
     import tempfile
     port = free_port()
@@ -263,9 +267,9 @@ def pgbouncer(test, pool_size):
     with open(users, "w") as f:
         f.write('"postgres" ""\n')
     with open(ini, "w") as f:
+        aliases = "".join(f"{name} = host={HOST} port={PORT} dbname={DB}\n" for name in sorted({"postgres", DB}))
         f.write(f"""[databases]
-postgres = host={HOST} port={PORT} dbname={DB}
-[pgbouncer]
+{aliases}[pgbouncer]
 listen_addr = {HOST}
 listen_port = {port}
 unix_socket_dir =

@@ -16,7 +16,7 @@ import tempfile
 import time
 import unittest
 
-from harness import DB, HOST, PORT, WORK, Cluster, connect, free_port, one, pgbouncer, wait_for
+from harness import DB, HOST, LAZY_DB, PORT, PORTABLE, WORK, Listener, parse_time, Cluster, connect, free_port, one, pgbouncer, wait_for
 
 CLI = os.environ.get("LEADERLOCK_CLI", "")
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli_child.py")
@@ -25,10 +25,10 @@ CHAOS_SECONDS = float(os.environ.get("LEADERLOCK_CLI_CHAOS_SECONDS", "30"))
 NOT_ACQUIRED, LEASE_LOST, UNREACHABLE, REJECTED, INTERNAL, CANNOT_RUN = 120, 121, 122, 123, 124, 127
 
 
-def dsn(port=PORT):
+def dsn(port=PORT, dbname=None):
     """The test cluster's database, or database postgres of another port (a
     cluster of a test's own, pgbouncer)."""
-    return f"host={HOST} port={port} user=postgres dbname={DB if port == PORT else 'postgres'}"
+    return f"host={HOST} port={port} user=postgres dbname={dbname or (DB if port == PORT else 'postgres')}"
 
 
 def records(path):
@@ -78,10 +78,10 @@ def alive(pid):
 class Run:
     """One `leaderlock run` process, logging JSON lines to a file."""
 
-    def __init__(self, test, *args, port=PORT, env=None, command=None):
+    def __init__(self, test, *args, port=PORT, dbname=None, env=None, command=None):
         self.log_path = tempfile.mktemp(prefix="cli-", suffix=".log", dir=test.dir)
         self.log_file = open(self.log_path, "w")
-        cmd = [CLI, "--dsn", dsn(port), "run", "--log-format", "json", *args, "--",
+        cmd = [CLI, "--dsn", dsn(port, dbname), "run", "--log-format", "json", *args, "--",
                *(command or [sys.executable, CHILD, test.children])]
         self.proc = subprocess.Popen(cmd, stderr=self.log_file, stdin=subprocess.DEVNULL,
                                      env={**os.environ, **(env or {})})
@@ -250,6 +250,32 @@ class CliTest(CliCase):
         expires = one(self.conn, "SELECT extract(epoch FROM expires_at) FROM leaderlock WHERE key = %s", (self.key,))
         self.assertLess(records(self.children)[-1][3], float(expires))
 
+    def test_takes_over_a_dead_leader_where_no_worker_serves(self):
+        """Where no worker serves the database (LAZY_DB here; every database
+        of the portable edition) the CLI learns it from le_capabilities,
+        tries every ttl/4 and calls le_expire_lapsed before each try: a
+        leader killed with -9 is replaced within ttl/4 of its lease's end,
+        and the expiry is announced first."""
+        listener = Listener(LAZY_DB)
+        self.addCleanup(listener.close)
+        a = Run(self, "--key", self.key, "--id", "dead", "--ttl", "2s", dbname=LAZY_DB)
+        self.assertTrue(wait_for(lambda: a.events("leading")))
+        self.assertEqual([(e["worker"], e["poll_every_ms"]) for e in a.events("served")], [(False, 500)])
+        b = Run(self, "--key", self.key, "--id", "next", "--ttl", "2s", dbname=LAZY_DB)
+        self.assertTrue(wait_for(lambda: b.events("refused")))
+        a.proc.kill()
+        a.wait()
+        self.assertTrue(wait_for(lambda: b.events("leading"), timeout=10))
+        got = [e for e in listener.events(timeout=1) if e != "marker" and e["key"] == self.key]
+        self.assertEqual([(e["event"], e.get("holder")) for e in got[1:]],
+                         [("expired", "dead"), ("acquired", "next")])
+        expired, acquired = got[1], got[2]
+        self.assertEqual(expired["reason"], "ttl")
+        late = (parse_time(acquired["at"]) - parse_time(expired["expires_at"])).total_seconds()
+        self.assertLess(late, 0.5 + 0.3, "taken over later than the polling period allows")
+        b.signal(signal.SIGTERM)
+        b.wait()
+
     def test_kill_9_of_the_supervisor(self):
         """The kernel kills the command (PR_SET_PDEATHSIG) and the CLI kills
         the rest of its group; the lease is left to expire, not released:
@@ -307,6 +333,9 @@ class CliTest(CliCase):
     # --- the database goes away ---
 
     def cluster(self):
+        if PORTABLE:
+            self.skipTest("a cluster of its own, with the compiled edition (what the CLI does when "
+                          "the server goes away does not depend on the edition)")
         c = Cluster.create("cli")
         self.addCleanup(c.remove)
         return c

@@ -189,7 +189,7 @@ class CliSecurityTest(CliCase):
 
         def status(secret):
             with open(passfile, "w") as f:
-                f.write(f"# a comment\nelsewhere:1:*:*:nope\n{HOST}:{PORT}:postgres:{role}:{secret}\n")
+                f.write(f"# a comment\nelsewhere:1:*:*:nope\n{HOST}:{PORT}:{DB}:{role}:{secret}\n")
             os.chmod(passfile, 0o600)
             return cli("--dsn", target, "status", env={"PGPASSFILE": passfile})
 

@@ -14,11 +14,13 @@
 #      (tests/portable/notify.py), the concurrency check
 #      (tests/portable/concurrency.py) and the
 #      reinstall check (portable/migrate, portable -> portable);
-#   5. the install-time and cross-session security checks
+#   5. the repository's client tests (tests/client) that concern both
+#      editions, with the CLI named by LEADERLOCK_CLI;
+#   6. the install-time and cross-session security checks
 #      (tests/portable/security.sh: a dedicated schema, refused schemas,
 #      planted operators, uninstall, SET membership, after a promotion).
 #
-# Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,notify,concurrency,migrate,security]
+# Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,notify,concurrency,migrate,client,security]
 #   --bindir   PostgreSQL's bin directory (default /usr/lib/postgresql/15/bin;
 #              for 18: /opt/leaderlock/postgresql/18/bin, whose lib/ goes
 #              into LD_LIBRARY_PATH by itself)
@@ -29,7 +31,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BINDIR=/usr/lib/postgresql/15/bin
 KEEP=0
-ONLY=regress,isolation,notify,concurrency,migrate,security
+ONLY=regress,isolation,notify,concurrency,migrate,client,security
 while [ $# -gt 0 ]; do
   case $1 in
     --bindir) BINDIR=$2; shift 2 ;;
@@ -163,6 +165,28 @@ if wants migrate; then
   LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} bash "$HERE/migrate.sh" "$BINDIR/psql" \
       "host=127.0.0.1 port=$PORT dbname=leaderlock_migrate user=ll_admin" "$REPO" \
     || FAILED+=("migrate")
+fi
+
+if wants client; then
+  # The repository's client tests (tests/client: the Rust client through the
+  # CLI, and the SQL API from psycopg2), the modules and tests that concern
+  # both editions; tests/portable/README.md says which are skipped and why.
+  echo "=== client: tests/client against the portable edition"
+  if [ -z "${LEADERLOCK_CLI:-}" ]; then
+    echo "LEADERLOCK_CLI must name the built leaderlock binary (scripts/test.sh builds it)" >&2
+    FAILED+=("client")
+  else
+    for db in leaderlock_client leaderlock_client_lazy; do
+      "${PSQL[@]}" -U postgres -d postgres -c "CREATE DATABASE $db OWNER ll_admin"
+      install "$db"
+    done
+    mapfile -t modules < <(sed -n 's/^client module: //p' "$HERE/README.md")
+    (cd "$REPO/tests/client" && \
+      LEADERLOCK_EDITION=portable LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$WORK/data \
+      LEADERLOCK_DB=leaderlock_client LEADERLOCK_LAZY_DB=leaderlock_client_lazy \
+      LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-10} PG_BIN=$BINDIR PG_MAJOR=$MAJOR \
+      /usr/bin/python3 -m unittest "${modules[@]}") || FAILED+=("client")
+  fi
 fi
 
 if wants security; then

@@ -36,6 +36,15 @@ ROLLBACK;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
 SELECT le_try_acquire('p-touch', 'b', '1 hour') AS taken_over;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
+-- Every function that plans with enable_seqscan = off also runs without
+-- JIT (a disabled sequential scan costs more than jit_above_cost: 10 to
+-- 40 ms of compiling per call, found by bench/editions.sh).
+SELECT p.oid::regprocedure AS jit_on_with_seqscan_off FROM pg_proc p
+ WHERE p.pronamespace = 'public'::regnamespace AND 'enable_seqscan=off' = ANY (p.proconfig)
+   AND NOT 'jit=off' = ANY (p.proconfig);
+SELECT count(*) > 5 AS functions_with_index_plans FROM pg_proc p
+ WHERE p.pronamespace = 'public'::regnamespace AND 'enable_seqscan=off' = ANY (p.proconfig);
+
 -- Session-bound leases need the compiled edition.
 SELECT le_try_acquire('p-bound', 'a', '1 hour', session_bound => true);
 \echo :LAST_ERROR_SQLSTATE
