@@ -33,7 +33,7 @@ if [ "$(id -u)" -eq 0 ]; then
   chown postgres "$WORK"
   as_server=(sudo -u postgres env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 fi
-free_port() { local p=$1; while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done; echo "$p"; }
+free_port() { python3 "$HERE/free_port.py" "$1"; }
 P1=$(free_port "${PORTABLE_TEST_PORT:-56300}"); P2=$(free_port $((P1 + 1)))
 cleanup() {
   for d in primary standby; do
@@ -47,7 +47,8 @@ q() { local port=$1; shift; "$BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0
 
 echo "=== PostgreSQL $MAJOR: primary on $P1, standby on $P2"
 "${as_server[@]}" "$BINDIR/initdb" -D "$WORK/primary" -U postgres -E UTF8 --locale=C.UTF-8 -A trust >/dev/null
-"${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/primary" -l "$WORK/primary.log" -w -o "$(opts "$P1")" start >/dev/null
+"${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/primary" -l "$WORK/primary.log" -w -o "$(opts "$P1")" start >/dev/null \
+  || { cat "$WORK/primary.log"; exit 1; }
 q "$P1" -U postgres -d postgres -c "CREATE ROLE ll_admin LOGIN CREATEROLE" -c "CREATE DATABASE ll OWNER ll_admin"
 q "$P1" -U postgres -d ll -c "ALTER SCHEMA public OWNER TO ll_admin" -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
 q "$P1" -U ll_admin -d ll -1 -f "$REPO/portable/leaderlock.sql" >/dev/null

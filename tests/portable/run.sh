@@ -58,8 +58,7 @@ if [ "$(id -u)" -eq 0 ]; then
   as_server=(sudo -u postgres env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 fi
 
-PORT=${PORTABLE_TEST_PORT:-56200}
-while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do PORT=$((PORT + 1)); done
+PORT=$(python3 "$HERE/free_port.py" "${PORTABLE_TEST_PORT:-56200}")
 
 cleanup() {
   if [ "$KEEP" = 1 ]; then
