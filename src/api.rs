@@ -236,7 +236,7 @@ fn le_worker_running() -> bool {
 }
 
 /// Contract 19: what this server offers, as one jsonb object with the keys
-/// of the portable edition's (docs/reference.md), so that client code can
+/// of the portable edition's (docs/sql-reference.md), so that client code can
 /// adapt to either edition and to a library that is not preloaded.
 #[pg_extern(volatile, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
@@ -273,7 +273,7 @@ fn le_capabilities() -> pgrx::JsonB {
 /// in transactions of its own: wake it and return 0. Elsewhere (library not
 /// preloaded, database not served) do it in this call, skipping locked
 /// rows; what it vacates stays locked until the caller's transaction ends,
-/// as a tenure taken by le_try_acquire does (docs/reference.md).
+/// as a tenure taken by le_try_acquire does (docs/sql-reference.md).
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
