@@ -142,5 +142,43 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
             lease.check()
 
 
+class ElectorTest(unittest.TestCase):
+    def setUp(self):
+        self.key = f"pye-{self._testMethodName}-{uuid.uuid4().hex[:8]}"
+
+    def test_two_electors_one_leader_and_a_handover_on_stop(self):
+        seen = {"a": [], "b": []}
+
+        def elector(name):
+            return leaderlock.Elector(
+                DSN, self.key, ttl=2, id=name,
+                on_started=lambda lease: seen[name].append(("started", lease.term)),
+                on_stopped=lambda lease, why: seen[name].append(("stopped", why)),
+                on_new_leader=lambda holder: seen[name].append(("leader", holder)))
+        a = elector("a")
+        a.start()
+        self.assertTrue(wait(lambda: ("started", 1) in seen["a"] or any(e[0] == "started" for e in seen["a"])))
+        b = elector("b")
+        b.start()
+        self.assertTrue(wait(lambda: ("leader", "a") in seen["b"]))
+        time.sleep(1.5)  # past a's ttl: renewals keep it
+        self.assertFalse(any(e[0] == "started" for e in seen["b"]))
+        a.stop(5)
+        self.assertEqual(seen["a"][-1], ("stopped", "released"))
+        self.assertTrue(wait(lambda: any(e[0] == "started" for e in seen["b"]), 3))
+        self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), "b")
+        b.stop(5)
+        self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
+
+
+def wait(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
 if __name__ == "__main__":
     unittest.main()

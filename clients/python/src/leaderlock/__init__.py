@@ -14,6 +14,7 @@ when it passes.
 from typing import Any, Optional
 
 from ._core import Lease, LeaderlockError, LeaseLost, NotAcquired, default_id
+from ._elector import Elector
 from ._sync import Leadership
 
 __version__ = "0.1.0"
@@ -32,4 +33,4 @@ def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None,
     return Leadership(dsn, key, ttl, timeout, id=id, value=value, poll=poll)
 
 
-__all__ = ["lead", "Lease", "Leadership", "LeaderlockError", "LeaseLost", "NotAcquired", "default_id"]
+__all__ = ["lead", "Elector", "Lease", "Leadership", "LeaderlockError", "LeaseLost", "NotAcquired", "default_id"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -71,26 +71,37 @@ class Campaign:
                               (self.key, self.me, Jsonb(self.value)), prepare=False)
         return lease
 
-    def run(self, timeout: Optional[float]) -> Lease:
+    def run(self, timeout: Optional[float], stop: Optional[threading.Event] = None,
+            refused: Optional[Callable[[Optional[str]], None]] = None) -> Lease:
+        """`stop` set: NotAcquired at the next look. `refused(holder)`: after
+        each refused try, with the live holder."""
         give_up = None if timeout is None else time.monotonic() + timeout
         while True:
+            if stop is not None and stop.is_set():
+                raise NotAcquired(self.key, None)
             lease = self.once()
             if lease is not None:
                 return lease
             now = time.monotonic()
-            if give_up is not None and now >= give_up:
+            if refused is not None or (give_up is not None and now >= give_up):
                 holder = self.conn.execute(_core.LEADER, (self.key,), prepare=False).fetchone()[0]
-                raise NotAcquired(self.key, holder)
+                if refused is not None:
+                    refused(holder)
+                if give_up is not None and now >= give_up:
+                    raise NotAcquired(self.key, holder)
             wait = self.timing.poll_every(self.worker, notifications=True)
             if give_up is not None:
                 wait = min(wait, give_up - now)
-            self.wait_for_hint(wait)
+            self.wait_for_hint(wait, stop)
 
-    def wait_for_hint(self, seconds: float) -> None:
-        """Until a notification says the key is free, or `seconds` pass."""
-        for n in self.conn.notifies(timeout=max(seconds, 0.0)):
-            if _core.frees(n.payload, self.key):
-                return
+    def wait_for_hint(self, seconds: float, stop: Optional[threading.Event] = None) -> None:
+        """Until a notification says the key is free, `seconds` pass, or
+        `stop` is set (looked at every 100 ms)."""
+        until = time.monotonic() + max(seconds, 0.0)
+        while (left := until - time.monotonic()) > 0 and not (stop is not None and stop.is_set()):
+            for n in self.conn.notifies(timeout=min(left, 0.1)):
+                if _core.frees(n.payload, self.key):
+                    return
 
 
 class Renewer(threading.Thread):
