@@ -251,7 +251,7 @@ test_on_a_cluster() {
     stage "the Python client (clients/python/tests)"
     (cd "$REPO_ROOT/clients/python" && \
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" PYTHONPATH=src \
-      "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests -t . ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
+      "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || fail "Python client tests"
   fi
 

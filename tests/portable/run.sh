@@ -189,7 +189,7 @@ if wants client; then
     echo "=== client: the Python client (clients/python/tests) against the portable edition"
     (cd "$REPO/clients/python" && \
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=leaderlock_client user=postgres" PYTHONPATH=src \
-      /opt/leaderlock/python-client/bin/python -m unittest discover -s tests -t .) || FAILED+=("Python client")
+      /opt/leaderlock/python-client/bin/python -m unittest discover -s tests) || FAILED+=("Python client")
   fi
 fi
 
