@@ -248,6 +248,10 @@ test_on_a_cluster() {
   fi
 
   if wants client && [ "$PG_MAJOR" = 15 ]; then
+    stage "the Node.js client (clients/node: npm ci, build, node --test)"
+    (cd "$REPO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
+      LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" npm test --silent) \
+      || fail "Node.js client tests"
     stage "the Python client (clients/python/tests)"
     (cd "$REPO_ROOT/clients/python" && \
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" PYTHONPATH=src \
