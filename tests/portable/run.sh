@@ -190,6 +190,9 @@ if wants client; then
     (cd "$REPO/clients/python" && \
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=leaderlock_client user=postgres" PYTHONPATH=src \
       /opt/leaderlock/python-client/bin/python -m unittest discover -s tests) || FAILED+=("Python client")
+    echo "=== client: the Go client (clients/go) against the portable edition"
+    LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/leaderlock_client" "$REPO/clients/go/test.sh" \
+      || FAILED+=("Go client")
     echo "=== client: the Node.js client (clients/node) against the portable edition"
     (cd "$REPO/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" npm test --silent) \
