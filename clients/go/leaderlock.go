@@ -241,7 +241,9 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 			row, cancel := e.call(ctx, conn, time.Now().Add(e.callTimeout()), sqlExpire)
 			err := row.Scan(&n)
 			cancel()
-			if isUndefined(err) {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				// refused (or missing before 0.4.1): the try takes a lapsed lease anyway, unannounced
 				expire = false
 			} else if err != nil {
 				return fail(err)

@@ -173,7 +173,8 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
       try {
         await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
       } catch (e: any) {
-        if (e?.code !== UNDEFINED_FUNCTION) throw e;
+        // refused (or missing before 0.4.1): the try takes a lapsed lease anyway, unannounced
+        if (!e?.code) throw e; // the connection, not the server
         expire = false;
       }
     }

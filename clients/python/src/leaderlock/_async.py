@@ -78,8 +78,10 @@ class AsyncLeadership:
             if expire_lapsed:
                 try:
                     await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
-                except psycopg.errors.UndefinedFunction:
-                    expire_lapsed = False
+                except psycopg.DatabaseError as e:
+                    if isinstance(e, psycopg.OperationalError):
+                        raise
+                    expire_lapsed = False  # refused: the try takes a lapsed lease anyway
             start = time.monotonic()
             if await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl)):
                 cur = await conn.execute(_core.TERM_OF, (s.key, s.id), prepare=False)

@@ -31,7 +31,6 @@ WORKER_RUNNING = "SELECT le_worker_running()"
 EXPIRE_LAPSED = "SELECT le_expire_lapsed()"
 LISTEN = "LISTEN leaderlock"
 CHANNEL = "leaderlock"
-UNDEFINED_FUNCTION = "42883"
 
 
 class LeaderlockError(Exception):

@@ -56,7 +56,11 @@ class Campaign:
         if self.expire_lapsed:
             try:
                 bounded(self.conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
-            except psycopg.errors.UndefinedFunction:
+            except psycopg.DatabaseError as e:
+                if isinstance(e, psycopg.OperationalError):
+                    raise
+                # refused (or missing before 0.4.1): the try below takes a
+                # lapsed lease anyway; it only goes unannounced
                 self.expire_lapsed = False
         start = time.monotonic()
         by = start + t.call_timeout
