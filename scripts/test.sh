@@ -260,6 +260,12 @@ test_on_a_cluster() {
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" PYTHONPATH=src \
       "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || fail "Python client tests"
+    stage "every client's scenarios (tests/clients/scenarios.py: Python, Node.js, Go, Rust)"
+    "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \
+      && GO_CANDIDATE="$VWORK/go-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
+        /usr/bin/python3 "$REPO_ROOT/tests/clients/scenarios.py" \
+        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" \
+      || fail "client scenarios"
   fi
 
   if wants client; then

@@ -69,6 +69,11 @@ type Lease struct {
 	// Term is the fencing token: pass it to le_assert_leader(key, id, term)
 	// in the transaction of each write the leader makes.
 	Term int64
+	// Valid reports whether the lease is still ours by the local clock:
+	// check it before each step. (The context is cancelled at the deadline
+	// too, by a timer; after a pause of the whole process that timer may run
+	// after other code has woken, Valid never does.)
+	Valid func() bool
 }
 
 // Elector campaigns for Config.Key.
@@ -323,12 +328,19 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 		mu.Unlock()
 		stopLeading()
 	}
+	var dmu sync.Mutex
+	valid := func() bool {
+		dmu.Lock()
+		d := deadline
+		dmu.Unlock()
+		return leadCtx.Err() == nil && time.Now().Before(d)
+	}
 	watchdog := time.AfterFunc(time.Until(deadline), lose)
 	done := make(chan struct{})
 	if cb := e.cfg.Callbacks.OnStartedLeading; cb != nil {
 		go func() {
 			defer close(done)
-			cb(leadCtx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term})
+			cb(leadCtx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Valid: valid})
 		}()
 	} else {
 		close(done)
@@ -360,7 +372,9 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 			conn = nil
 			next = start.Add(e.retryEvery())
 		case ok:
+			dmu.Lock()
 			deadline = start.Add(e.ttl - e.margin)
+			dmu.Unlock()
 			watchdog.Reset(time.Until(deadline))
 			next = start.Add(e.ttl / 3)
 		default:

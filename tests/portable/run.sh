@@ -197,6 +197,14 @@ if wants client; then
     (cd "$REPO/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" npm test --silent) \
       || FAILED+=("Node.js client")
+    if [ "$MAJOR" = 15 ]; then
+      echo "=== client: every client's scenarios (tests/clients/scenarios.py) against the portable edition"
+      "$REPO/clients/go/test.sh" --candidate "$WORK/go-candidate" \
+        && GO_CANDIDATE="$WORK/go-candidate" PY_CLIENT_PYTHON=/opt/leaderlock/python-client/bin/python \
+          /usr/bin/python3 "$REPO/tests/clients/scenarios.py" \
+          --dsn "postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" \
+        || FAILED+=("client scenarios")
+    fi
   fi
 fi
 
