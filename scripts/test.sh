@@ -112,7 +112,7 @@ if wants lint; then
   printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
   python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
   printf '\n=== Python: pyflakes\n'
-  (cd "$REPO_ROOT" && /usr/bin/python3 -m pyflakes tests bench scripts examples demo) || FAILED+=("pyflakes")
+  (cd "$REPO_ROOT" && /usr/bin/python3 -m pyflakes tests bench scripts examples demo clients/python) || FAILED+=("pyflakes")
 fi
 
 # The client library and the CLI do not depend on the server version: lint,
@@ -245,6 +245,27 @@ test_on_a_cluster() {
   if wants isolation; then
     stage "isolation"
     regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" specs spec
+  fi
+
+  if wants client && [ "$PG_MAJOR" = 15 ]; then
+    stage "the Node.js client (clients/node: npm ci, build, node --test)"
+    (cd "$REPO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
+      LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" npm test --silent) \
+      || fail "Node.js client tests"
+    stage "the Go client (clients/go/test.sh: offline, Debian's Go and pgx)"
+    LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/postgres" "$REPO_ROOT/clients/go/test.sh" \
+      || fail "Go client tests"
+    stage "the Python client (clients/python/tests)"
+    (cd "$REPO_ROOT/clients/python" && \
+      LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" PYTHONPATH=src \
+      "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
+      || fail "Python client tests"
+    stage "every client's scenarios (tests/clients/scenarios.py: Python, Node.js, Go, Rust)"
+    "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \
+      && GO_CANDIDATE="$VWORK/go-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
+        /usr/bin/python3 "$REPO_ROOT/tests/clients/scenarios.py" \
+        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" \
+      || fail "client scenarios"
   fi
 
   if wants client; then

@@ -185,6 +185,25 @@ if wants client; then
       LEADERLOCK_DB=leaderlock_client LEADERLOCK_LAZY_DB=leaderlock_client_lazy \
       LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-10} PG_BIN=$BINDIR PG_MAJOR=$MAJOR \
       /usr/bin/python3 -m unittest "${modules[@]}") || FAILED+=("client")
+    echo "=== client: the Python client (clients/python/tests) against the portable edition"
+    (cd "$REPO/clients/python" && \
+      LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=leaderlock_client user=postgres" PYTHONPATH=src \
+      /opt/leaderlock/python-client/bin/python -m unittest discover -s tests) || FAILED+=("Python client")
+    echo "=== client: the Go client (clients/go) against the portable edition"
+    LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/leaderlock_client" "$REPO/clients/go/test.sh" \
+      || FAILED+=("Go client")
+    echo "=== client: the Node.js client (clients/node) against the portable edition"
+    (cd "$REPO/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
+      LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" npm test --silent) \
+      || FAILED+=("Node.js client")
+    if [ "$MAJOR" = 15 ]; then
+      echo "=== client: every client's scenarios (tests/clients/scenarios.py) against the portable edition"
+      "$REPO/clients/go/test.sh" --candidate "$WORK/go-candidate" \
+        && GO_CANDIDATE="$WORK/go-candidate" PY_CLIENT_PYTHON=/opt/leaderlock/python-client/bin/python \
+          /usr/bin/python3 "$REPO/tests/clients/scenarios.py" \
+          --dsn "postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" \
+        || FAILED+=("client scenarios")
+    fi
   fi
 fi
 

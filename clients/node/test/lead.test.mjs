@@ -1,0 +1,141 @@
+// The Node.js client against a real server (LEADERLOCK_DSN: a database with
+// leaderlock, either edition). Freezes backends with SIGSTOP: run it on the
+// server's host as root or as the server's user.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+import { lead, Elector, NotAcquired, LeaseLost } from "../dist/esm/index.js";
+
+const DSN = process.env.LEADERLOCK_DSN ?? "postgresql://postgres@127.0.0.1/postgres";
+const fresh = (name) => `node-${name}-${randomBytes(4).toString("hex")}`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function sql(text, values = []) {
+  const c = new pg.Client({ connectionString: DSN });
+  await c.connect();
+  try {
+    const rows = (await c.query(text, values)).rows;
+    return rows.length ? Object.values(rows[0])[0] : null;
+  } finally {
+    await c.end();
+  }
+}
+
+async function newestClientBackend() {
+  return sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock node' ORDER BY backend_start DESC LIMIT 1");
+}
+
+async function until(predicate, ms = 10000) {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    if (await predicate()) return true;
+    await sleep(20);
+  }
+  return false;
+}
+
+test("leads, then releases on the way out", async () => {
+  const key = fresh("lead");
+  const got = await lead(DSN, key, { ttl: 5 }, async (lease) => {
+    assert.equal(await sql("SELECT le_leader($1)", [key]), lease.id);
+    assert.equal(lease.term, Number(await sql("SELECT term FROM leaderlock WHERE key = $1", [key])));
+    assert.equal(Number(lease.id.split(":")[1]), process.pid);
+    assert.ok(lease.alive);
+    return "done";
+  });
+  assert.equal(got, "done");
+  assert.equal(await sql("SELECT le_leader($1)", [key]), null);
+});
+
+test("timeout 0 tries once; a timeout passes with NotAcquired", async () => {
+  const key = fresh("once");
+  await lead(DSN, key, { ttl: 5, id: "first" }, async () => {
+    const t0 = performance.now();
+    await assert.rejects(lead(DSN, key, { timeout: 0 }, async () => assert.fail("a second leader")),
+      (e) => e instanceof NotAcquired && e.holder === "first");
+    assert.ok(performance.now() - t0 < 1000);
+    await assert.rejects(lead(DSN, key, { timeout: 0.5 }, async () => assert.fail("a second leader")), NotAcquired);
+    assert.ok(performance.now() - t0 >= 500);
+  });
+});
+
+test("a waiting candidate leads as soon as the holder leaves", async () => {
+  const key = fresh("wait");
+  let leftAt = 0;
+  let second;
+  await lead(DSN, key, { ttl: 5 }, async (first) => {
+    second = lead(DSN, key, { ttl: 5, timeout: 20 }, async (lease) => ({ at: performance.now(), term: lease.term, first: first.term }));
+    await sleep(500);
+    leftAt = performance.now();
+  });
+  const r = await second;
+  assert.equal(r.term, r.first + 1);
+  assert.ok(r.at - leftAt < 1500, `the release reached the candidate after ${r.at - leftAt} ms`);
+});
+
+test("renewals keep the lease past its ttl", async () => {
+  const key = fresh("renew");
+  await lead(DSN, key, { ttl: 1 }, async (lease) => {
+    await sleep(2500);
+    lease.check();
+    assert.equal(await sql("SELECT le_leader($1)", [key]), lease.id);
+  });
+});
+
+test("a frozen renewal: the signal aborts at the local deadline, the body stops", async () => {
+  const key = fresh("frozen");
+  await assert.rejects(lead(DSN, key, { ttl: 1.5 }, async (lease) => {
+    const pid = await newestClientBackend();
+    process.kill(pid, "SIGSTOP");
+    try {
+      const deadline = lease.deadline;
+      await new Promise((resolve) => lease.signal.addEventListener("abort", resolve));
+      assert.ok(Math.abs(performance.now() - deadline) < 250, "aborted at the deadline");
+      assert.ok(lease.signal.reason instanceof LeaseLost);
+      lease.check();
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+  }), LeaseLost);
+});
+
+test("two electors: one leader, a handover on stop", async () => {
+  const key = fresh("elector");
+  const seen = { a: [], b: [] };
+  const elector = (id) => {
+    const e = new Elector(DSN, key, { ttl: 2, id });
+    e.on("elected", (lease) => seen[id].push(["elected", lease.term]));
+    e.on("revoked", (why) => seen[id].push(["revoked", why]));
+    e.on("leader", (holder) => seen[id].push(["leader", holder]));
+    return e.start();
+  };
+  const a = elector("a");
+  assert.ok(await until(() => seen.a.some((x) => x[0] === "elected")));
+  const b = elector("b");
+  assert.ok(await until(() => seen.b.some((x) => x[0] === "leader" && x[1] === "a")));
+  await sleep(1500);
+  assert.ok(!seen.b.some((x) => x[0] === "elected"));
+  await a.stop();
+  assert.deepEqual(seen.a.at(-1), ["revoked", "released"]);
+  assert.ok(await until(() => seen.b.some((x) => x[0] === "elected"), 3000));
+  assert.equal(await sql("SELECT le_leader($1)", [key]), "b");
+  await b.stop();
+  assert.equal(await sql("SELECT le_leader($1)", [key]), null);
+});
+
+test("CommonJS: require() gives the same API", () => {
+  const cjs = createRequire(import.meta.url)("../dist/cjs/index.js");
+  assert.equal(typeof cjs.lead, "function");
+  assert.equal(typeof cjs.Elector, "function");
+  assert.ok(new cjs.NotAcquired("k", null) instanceof Error);
+});
+
+test("bad arguments", async () => {
+  for (const options of [{ ttl: 0 }, { ttl: -1 }, { timeout: -1 }, { poll: 0 }]) {
+    await assert.rejects(lead(DSN, "k", options, async () => {}), RangeError);
+  }
+  await assert.rejects(lead(DSN, "", {}, async () => {}), TypeError);
+});

@@ -1,0 +1,186 @@
+"""The Python client against a real server (LEADERLOCK_DSN: a database with
+leaderlock, either edition; the test freezes backends with SIGSTOP, so it
+runs on the server's host as root or as the server's user)."""
+import asyncio
+import os
+import signal
+import threading
+import time
+import unittest
+import uuid
+
+import psycopg
+
+import leaderlock
+
+DSN = os.environ.get("LEADERLOCK_DSN", "host=127.0.0.1 dbname=postgres user=postgres")
+
+
+def sql(query, args=()):
+    with psycopg.connect(DSN, autocommit=True) as c:
+        row = c.execute(query, args).fetchone()
+        return row[0] if row else None
+
+
+def renewer_pid(lease):
+    """The backend renewing `lease` (the client's connections are named)."""
+    return sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock python' "
+               "AND pid <> pg_backend_pid() ORDER BY backend_start DESC LIMIT 1")
+
+
+class Frozen:
+    """SIGSTOP a backend for the block: its calls hang as on a frozen server."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def __enter__(self):
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)
+
+
+class SyncTest(unittest.TestCase):
+    def setUp(self):
+        self.key = f"py-{self._testMethodName}-{uuid.uuid4().hex[:8]}"
+
+    def test_leads_then_releases_on_exit(self):
+        with leaderlock.lead(DSN, self.key, ttl=5) as lease:
+            self.assertTrue(lease.alive)
+            self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), lease.id)
+            self.assertEqual(lease.term, sql("SELECT term FROM leaderlock WHERE key = %s", (self.key,)))
+            host, pid, rand = lease.id.split(":")
+            self.assertEqual(int(pid), os.getpid())
+        self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
+        self.assertFalse(lease.alive)
+
+    def test_timeout_zero_tries_once(self):
+        with leaderlock.lead(DSN, self.key, ttl=5, id="first"):
+            t0 = time.monotonic()
+            with self.assertRaises(leaderlock.NotAcquired) as caught:
+                with leaderlock.lead(DSN, self.key, timeout=0):
+                    self.fail("a second leader")
+            self.assertEqual(caught.exception.holder, "first")
+            self.assertLess(time.monotonic() - t0, 1.0)
+
+    def test_timeout_passes(self):
+        with leaderlock.lead(DSN, self.key, ttl=5):
+            t0 = time.monotonic()
+            with self.assertRaises(leaderlock.NotAcquired):
+                with leaderlock.lead(DSN, self.key, timeout=0.5):
+                    self.fail("a second leader")
+            self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+
+    def test_waits_and_leads_when_the_holder_leaves(self):
+        got = {}
+
+        def second():
+            with leaderlock.lead(DSN, self.key, ttl=5, timeout=20) as lease:
+                got["at"], got["term"] = time.monotonic(), lease.term
+        with leaderlock.lead(DSN, self.key, ttl=5) as first:
+            t = threading.Thread(target=second)
+            t.start()
+            time.sleep(0.5)
+            self.assertNotIn("at", got)
+        left = time.monotonic()
+        t.join(20)
+        self.assertEqual(got["term"], first.term + 1)
+        self.assertLess(got["at"] - left, 1.5, "the release did not reach the waiting candidate")
+
+    def test_renewals_keep_the_lease_past_its_ttl(self):
+        with leaderlock.lead(DSN, self.key, ttl=1.0) as lease:
+            time.sleep(2.5)
+            lease.check()
+            self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), lease.id)
+
+    def test_frozen_renewals_end_the_lease_at_the_local_deadline(self):
+        with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
+            deadline = lease.deadline
+            with Frozen(renewer_pid(lease)):
+                self.assertTrue(lease.lost.wait(3))
+                self.assertLessEqual(abs(time.monotonic() - deadline), 0.25)
+                with self.assertRaises(leaderlock.LeaseLost):
+                    lease.check()
+        # never acted after the deadline: the server's lease had run out by then
+        self.assertLessEqual(deadline, time.monotonic())
+
+    def test_bad_arguments(self):
+        for kw in ({"ttl": 0}, {"ttl": -1}, {"timeout": -1}, {"poll": 0}):
+            with self.assertRaises(ValueError):
+                leaderlock.lead(DSN, self.key, **kw)
+        with self.assertRaises(ValueError):
+            leaderlock.lead(DSN, "")
+
+
+class AsyncTest(unittest.IsolatedAsyncioTestCase):
+    def setUp(self):
+        self.key = f"pya-{self._testMethodName}-{uuid.uuid4().hex[:8]}"
+
+    async def test_leads_and_releases(self):
+        async with leaderlock.lead(DSN, self.key, ttl=5) as lease:
+            self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), lease.id)
+            with self.assertRaises(leaderlock.NotAcquired):
+                async with leaderlock.lead(DSN, self.key, timeout=0):
+                    self.fail("a second leader")
+        self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
+
+    async def test_the_body_is_cancelled_at_the_local_deadline(self):
+        stepped_after = []
+        with self.assertRaises(leaderlock.LeaseLost):
+            async with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
+                with Frozen(renewer_pid(lease)):
+                    while True:
+                        await asyncio.sleep(0.01)
+                        if time.monotonic() > lease.deadline:
+                            stepped_after.append(time.monotonic() - lease.deadline)
+        # The deadline's timer runs before any later wake-up of the body: at
+        # most the one step already due when the deadline passed.
+        self.assertLessEqual(len(stepped_after), 1, stepped_after)
+
+    async def test_renewals_keep_the_lease(self):
+        async with leaderlock.lead(DSN, self.key, ttl=1.0) as lease:
+            await asyncio.sleep(2.5)
+            lease.check()
+
+
+class ElectorTest(unittest.TestCase):
+    def setUp(self):
+        self.key = f"pye-{self._testMethodName}-{uuid.uuid4().hex[:8]}"
+
+    def test_two_electors_one_leader_and_a_handover_on_stop(self):
+        seen = {"a": [], "b": []}
+
+        def elector(name):
+            return leaderlock.Elector(
+                DSN, self.key, ttl=2, id=name,
+                on_started=lambda lease: seen[name].append(("started", lease.term)),
+                on_stopped=lambda lease, why: seen[name].append(("stopped", why)),
+                on_new_leader=lambda holder: seen[name].append(("leader", holder)))
+        a = elector("a")
+        a.start()
+        self.assertTrue(wait(lambda: ("started", 1) in seen["a"] or any(e[0] == "started" for e in seen["a"])))
+        b = elector("b")
+        b.start()
+        self.assertTrue(wait(lambda: ("leader", "a") in seen["b"]))
+        time.sleep(1.5)  # past a's ttl: renewals keep it
+        self.assertFalse(any(e[0] == "started" for e in seen["b"]))
+        a.stop(5)
+        self.assertEqual(seen["a"][-1], ("stopped", "released"))
+        self.assertTrue(wait(lambda: any(e[0] == "started" for e in seen["b"]), 3))
+        self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), "b")
+        b.stop(5)
+        self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
+
+
+def wait(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+if __name__ == "__main__":
+    unittest.main()
