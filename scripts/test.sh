@@ -49,7 +49,8 @@
 #                   (tests/portable)
 #   bench smoke     ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
-#                   session_end.sh, half_open.sh, etcd.sh, editions.sh small:
+#                   session_end.sh, half_open.sh, etcd.sh, editions.sh,
+#                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
 #
 # Each suite runs against its own throwaway cluster on a free port, with
@@ -297,6 +298,9 @@ bench_smoke() {
     || fail "etcd side-by-side smoke"
   "$REPO_ROOT/bench/editions.sh" --pg "$PG_MAJOR" --seconds 1 --reps 1 --rounds 1 \
     || fail "editions side-by-side smoke"
+  if [ "$PG_MAJOR" = 15 ]; then  # the clients do not depend on the server's version
+    "$REPO_ROOT/bench/clients.sh" --pg "$PG_MAJOR" --rounds 1 --seconds 2 || fail "clients side-by-side smoke"
+  fi
 }
 
 # The test command as a non-root contributor runs it, once (as root only:
