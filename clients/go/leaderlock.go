@@ -140,7 +140,32 @@ func (e *Elector) retryEvery() time.Duration {
 	return d
 }
 
-func (e *Elector) pollEvery(worker bool) time.Duration {
+// probe reports whether a notification this session sends itself comes
+// back (not behind transaction pooling).
+func (e *Elector) probe(ctx context.Context, conn *pgx.Conn) bool {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	token := hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "LISTEN leaderlock_probe"); err != nil {
+		return false
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_notify('leaderlock_probe', $1)", token); err != nil {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wctx)
+		if err != nil {
+			return false
+		}
+		if n.Channel == "leaderlock_probe" && n.Payload == token {
+			return true
+		}
+	}
+}
+
+func (e *Elector) pollEvery(worker, notifications bool) time.Duration {
 	if e.cfg.Poll > 0 {
 		return e.cfg.Poll
 	}
@@ -154,7 +179,7 @@ func (e *Elector) pollEvery(worker bool) time.Duration {
 		}
 		return d
 	}
-	if d := e.ttl / 2; d > time.Second {
+	if d := e.ttl / 2; notifications && d > time.Second {
 		return d
 	}
 	return time.Second
@@ -239,6 +264,7 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 	if _, err := conn.Exec(ctx, "LISTEN leaderlock"); err != nil {
 		return fail(err)
 	}
+	notifications := e.probe(ctx, conn)
 	secs := e.ttl.Seconds()
 	for {
 		if expire {
@@ -286,7 +312,7 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 		} else {
 			e.observe(*holder)
 		}
-		if err := e.waitForHint(ctx, conn, e.pollEvery(worker)); err != nil {
+		if err := e.waitForHint(ctx, conn, e.pollEvery(worker, notifications)); err != nil {
 			return fail(err)
 		}
 	}

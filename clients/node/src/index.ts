@@ -90,10 +90,26 @@ function timing(options: LeadOptions): Timing {
   };
 }
 
-function pollEvery(t: Timing, worker: boolean): number {
+function pollEvery(t: Timing, worker: boolean, notifications: boolean): number {
   if (t.poll !== undefined) return t.poll;
   if (!worker) return Math.min(Math.max(t.ttl * 250, 100), 1000); // ttl/4: nobody announces an expiry
-  return Math.max(t.ttl * 500, 1000);
+  return notifications ? Math.max(t.ttl * 500, 1000) : 1000;
+}
+
+/** Whether a notification this session sends itself comes back (not behind transaction pooling). */
+async function probe(c: pg.Client): Promise<boolean> {
+  const token = randomBytes(8).toString("hex");
+  let heard: (n: pg.Notification) => void = () => {};
+  const back = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), 200);
+    heard = (n) => { if (n.channel === "leaderlock_probe" && n.payload === token) { clearTimeout(timer); resolve(true); } };
+    c.on("notification", heard);
+  });
+  await c.query("LISTEN leaderlock_probe");
+  await c.query("SELECT pg_notify('leaderlock_probe', $1)", [token]);
+  const arrived = await back;
+  c.off("notification", heard);
+  return arrived;
 }
 
 function checkName(what: string, v: unknown): string {
@@ -166,6 +182,7 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
   const worker = await workerServes(c);
   let expire = !worker;
   await c.query("LISTEN leaderlock");
+  const notifications = await probe(c);
   const giveUp = timeout == null ? Infinity : now() + timeout * 1000;
   for (;;) {
     if (stop?.aborted) throw new NotAcquired(key, null);
@@ -189,7 +206,7 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
       refused?.(holder);
       if (n >= giveUp) throw new NotAcquired(key, holder);
     }
-    await hint(c, key, Math.min(pollEvery(t, worker), giveUp - n), stop);
+    await hint(c, key, Math.min(pollEvery(t, worker, notifications), giveUp - n), stop);
   }
 }
 

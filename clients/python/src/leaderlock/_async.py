@@ -5,6 +5,7 @@ resumes), and the `async with` raises LeaseLost."""
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from typing import Any, Optional
 
@@ -73,6 +74,7 @@ class AsyncLeadership:
         worker = await worker_serves(conn)
         expire_lapsed = not worker
         await conn.execute(_core.LISTEN)
+        notifications = await self.probe()
         give_up = None if s.timeout is None else time.monotonic() + s.timeout
         while True:
             if expire_lapsed:
@@ -95,10 +97,26 @@ class AsyncLeadership:
             if give_up is not None and now >= give_up:
                 holder = await bounded(conn, now + t.call_timeout, _core.LEADER, (s.key,))
                 raise NotAcquired(s.key, holder)
-            wait = t.poll_every(worker, notifications=True)
+            wait = t.poll_every(worker, notifications)
             if give_up is not None:
                 wait = min(wait, give_up - now)
             await self.wait_for_hint(wait)
+
+    async def probe(self) -> bool:
+        """Whether a notification this session sends itself comes back."""
+        token = secrets.token_hex(8)
+        await self.conn.execute(_core.PROBE_LISTEN)
+        await self.conn.execute(_core.PROBE, (token,), prepare=False)
+
+        async def back() -> bool:
+            async for n in self.conn.notifies():
+                if n.payload == token:
+                    return True
+            return False
+        try:
+            return await asyncio.wait_for(back(), 0.2)
+        except asyncio.TimeoutError:
+            return False
 
     async def wait_for_hint(self, seconds: float) -> None:
         async def hint() -> None:

@@ -31,6 +31,10 @@ WORKER_RUNNING = "SELECT le_worker_running()"
 EXPIRE_LAPSED = "SELECT le_expire_lapsed()"
 LISTEN = "LISTEN leaderlock"
 CHANNEL = "leaderlock"
+# Whether notifications reach this session at all (not behind transaction
+# pooling): it listens on a channel of its own and notifies itself.
+PROBE_LISTEN = "LISTEN leaderlock_probe"
+PROBE = "SELECT pg_notify('leaderlock_probe', %s)"
 
 
 class LeaderlockError(Exception):
@@ -84,7 +88,7 @@ class Timing:
         if not worker:
             # nobody announces an expiry: the try itself finds it
             return min(max(self.ttl / 4, 0.1), 1.0)
-        return max(self.ttl / 2, 1.0) if notifications else 1.0
+        return max(self.ttl / 2, 1.0) if notifications else 1.0  # as the Rust client
 
 
 @dataclass

@@ -4,6 +4,7 @@
 `lease.check()`, `lease.alive` or `lease.lost` (a threading.Event)."""
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -42,6 +43,14 @@ def worker_serves(conn: psycopg.Connection) -> bool:
         return bool(conn.execute(_core.WORKER_RUNNING, prepare=False).fetchone()[0])
 
 
+def probe(conn: psycopg.Connection) -> bool:
+    """Whether a notification this session sends itself comes back."""
+    token = secrets.token_hex(8)
+    conn.execute(_core.PROBE_LISTEN)
+    conn.execute(_core.PROBE, (token,), prepare=False)
+    return any(n.payload == token for n in conn.notifies(timeout=0.2, stop_after=1))
+
+
 class Campaign:
     """Tries until won or `timeout` (None: forever; 0: one try)."""
 
@@ -50,6 +59,7 @@ class Campaign:
         self.worker = worker_serves(conn)
         self.expire_lapsed = not self.worker
         conn.execute(_core.LISTEN)
+        self.notifications = probe(conn)
 
     def once(self) -> Optional[Lease]:
         t = self.timing
@@ -93,7 +103,7 @@ class Campaign:
                     refused(holder)
                 if give_up is not None and now >= give_up:
                     raise NotAcquired(self.key, holder)
-            wait = self.timing.poll_every(self.worker, notifications=True)
+            wait = self.timing.poll_every(self.worker, self.notifications)
             if give_up is not None:
                 wait = min(wait, give_up - now)
             self.wait_for_hint(wait, stop)
