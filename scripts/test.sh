@@ -265,7 +265,7 @@ test_on_a_cluster() {
     "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \
       && GO_CANDIDATE="$VWORK/go-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
         /usr/bin/python3 "$REPO_ROOT/tests/clients/scenarios.py" \
-        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" \
+        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" --pgbouncer \
       || fail "client scenarios"
   fi
 

@@ -60,7 +60,10 @@ type Config struct {
 	Identity   string        // default host:pid:random
 	TTL        time.Duration // default 10 s
 	Poll       time.Duration // between tries without a notification; default 1 s, ttl/2 with a worker, ttl/4 without
-	Callbacks  LeaderCallbacks
+	// Value, when not nil, is announced with the leadership (le_proclaim,
+	// as JSON), e.g. this leader's address.
+	Value     interface{}
+	Callbacks LeaderCallbacks
 }
 
 // Lease is the leadership OnStartedLeading holds.
@@ -69,6 +72,8 @@ type Lease struct {
 	// Term is the fencing token: pass it to le_assert_leader(key, id, term)
 	// in the transaction of each write the leader makes.
 	Term int64
+	// Value is Config.Value, announced with this leadership.
+	Value interface{}
 	// Valid reports whether the lease is still ours by the local clock:
 	// check it before each step. (The context is cancelled at the deadline
 	// too, by a timer; after a pause of the whole process that timer may run
@@ -291,6 +296,19 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 			err := row.Scan(&term)
 			cancel()
 			if err == nil {
+				if e.cfg.Value != nil {
+					value, err := json.Marshal(e.cfg.Value)
+					if err != nil {
+						return fail(err)
+					}
+					pctx, cancel := context.WithDeadline(ctx, start.Add(e.callTimeout()))
+					_, err = conn.Exec(pctx, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb)",
+						e.cfg.Key, e.cfg.Identity, string(value))
+					cancel()
+					if err != nil {
+						return fail(err)
+					}
+				}
 				if _, err := conn.Exec(ctx, "UNLISTEN *"); err != nil {
 					return fail(err)
 				}
@@ -366,7 +384,7 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	if cb := e.cfg.Callbacks.OnStartedLeading; cb != nil {
 		go func() {
 			defer close(done)
-			cb(leadCtx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Valid: valid})
+			cb(leadCtx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, Valid: valid})
 		}()
 	} else {
 		close(done)

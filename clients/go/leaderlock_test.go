@@ -155,6 +155,41 @@ func TestAFrozenRenewalCancelsTheLeaderAtTheLocalDeadline(t *testing.T) {
 	}
 }
 
+func TestTheValueIsAnnouncedWithTheLeadership(t *testing.T) {
+	key := newKey("value")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan string, 1)
+	e, err := NewElector(Config{ConnString: dsn(t), Key: key, TTL: 5 * time.Second,
+		Value: map[string]string{"at": "host-1:8080"},
+		Callbacks: LeaderCallbacks{OnStartedLeading: func(ctx context.Context, l Lease) {
+			c, err := pgx.Connect(context.Background(), dsn(t))
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			defer c.Close(context.Background())
+			var at string
+			if err := c.QueryRow(context.Background(), "SELECT value->>'at' FROM le_lease($1)", key).Scan(&at); err != nil {
+				at = err.Error()
+			}
+			got <- at
+			<-ctx.Done()
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.Run(ctx) }()
+	select {
+	case at := <-got:
+		if at != "host-1:8080" {
+			t.Fatalf("value: %q", at)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("never led")
+	}
+}
+
 func TestBadConfig(t *testing.T) {
 	if _, err := NewElector(Config{}); err == nil {
 		t.Fatal("an empty key was accepted")

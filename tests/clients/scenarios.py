@@ -14,9 +14,15 @@ Scenarios, for each client:
 - SIGSTOP of the leader past its ttl: the other takes over once the lease
   ends, and the paused one, resumed, never ticks again in that term (of
   `leaderlock run`, the CLI is paused and its supervisor stops the command
-  at the deadline).
+  at the deadline);
+- with --pgdata: the whole server frozen (SIGSTOP of every process) past
+  the ttl: the leader stops at its local deadline, and after the server
+  resumes somebody leads again;
+- with --pgbouncer: two candidates through pgbouncer in transaction
+  pooling mode, and kill -9 of the leader there.
 
-Usage: scenarios.py --dsn DSN [--clients python,node,go,rust] [--ttl S]
+Usage: scenarios.py --dsn postgresql://USER@HOST:PORT/DB [--clients python,node,go,rust]
+                    [--ttl S] [--pgdata DIR] [--pgbouncer]
 Needs: LEADERLOCK_CLI (rust), PY_CLIENT_PYTHON (python; default python3),
 GO_CANDIDATE (go: clients/go/test.sh --candidate FILE builds it), node
 with clients/node built. Prints each measured figure; exits 1 on a failure.
@@ -24,11 +30,13 @@ with clients/node built. Prints each measured figure; exits 1 on a failure.
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from urllib.parse import urlparse
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TICKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ticker.py")
@@ -138,11 +146,46 @@ def by_id(cands, me):
     return next(c for c in cands if c.id == me)
 
 
+def server_processes(pgdata):
+    with open(os.path.join(pgdata, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True)
+    return [postmaster] + [int(p) for p in children.stdout.split()]
+
+
+def start_pgbouncer(dsn, work):
+    """pgbouncer in transaction pooling mode in front of `dsn`'s database;
+    returns (the DSN through it, its process)."""
+    u = urlparse(dsn)
+    db, user = u.path.lstrip("/"), u.username or "postgres"
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    d = tempfile.mkdtemp(prefix="pgbouncer-", dir=work)
+    with open(os.path.join(d, "users.txt"), "w") as f:
+        f.write(f'"{user}" ""\n')
+    with open(os.path.join(d, "pgbouncer.ini"), "w") as f:
+        f.write(f"[databases]\n{db} = host={u.hostname} port={u.port} dbname={db}\n[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\n"
+                f"auth_file = {d}/users.txt\npool_mode = transaction\ndefault_pool_size = 4\n")
+    as_user = ["sudo", "-u", "postgres"] if os.geteuid() == 0 else []
+    if as_user:
+        subprocess.run(["chown", "-R", "postgres", d], check=False)
+    proc = subprocess.Popen(as_user + ["pgbouncer", os.path.join(d, "pgbouncer.ini")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10):
+        raise RuntimeError("pgbouncer did not start")
+    return f"postgresql://{user}@127.0.0.1:{port}/{db}", proc
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsn", required=True)
     ap.add_argument("--clients", default="python,node,go,rust")
     ap.add_argument("--ttl", type=float, default=2.0)
+    ap.add_argument("--pgdata", help="the server's data directory: also freeze the whole server")
+    ap.add_argument("--pgbouncer", action="store_true", help="also run candidates through pgbouncer")
     args = ap.parse_args()
     ttl, dsn = args.ttl, args.dsn
 
@@ -211,11 +254,47 @@ def main():
         return (f"its last tick {last:.2f} s after the pause, the next leader's first {took:.2f} s after; "
                 "nothing once resumed")
 
+    def frozen_server(start, records):
+        cands = [start("a"), start("b")]
+        check(wait_for(lambda: ticks(records), 15), "nobody led")
+        time.sleep(1.0)
+        last = ticks(records)[-1]
+        pids = server_processes(args.pgdata)
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        frozen_at = time.time()
+        try:
+            time.sleep(1.5 * ttl)
+        finally:
+            for p in pids:
+                os.kill(p, signal.SIGCONT)
+        t = ticks(records)
+        late = [x for x in t if x[1] == last[1] and x[2] == last[2] and x[0] > frozen_at + ttl]
+        check(not late, f"the leader ticked past its lease while the server was frozen: {late[:3]}")
+        stopped = max(x[0] for x in t if x[1] == last[1] and x[2] == last[2]) - frozen_at
+        check(wait_for(lambda: ticks(records)[-1][0] > time.time() - 0.5, 15), "nobody led after the server resumed")
+        del cands
+        return f"the leader stopped {stopped:.2f} s into the freeze (ttl {ttl} s); a leader again after it"
+
     ok = True
     for client in args.clients.split(","):
         for name, body in (("two candidates, one leader", one_leads), ("shutdown hands over", shutdown),
                            ("kill -9 of the leader", kill_9), ("SIGSTOP of the leader past its ttl", paused)):
             ok &= scenario(client, dsn, ttl, name, body)
+        if args.pgdata:
+            ok &= scenario(client, dsn, ttl, "the server frozen past the ttl", frozen_server)
+    if args.pgbouncer:
+        work = tempfile.mkdtemp(prefix="leaderlock-scenario-pgbouncer-")
+        os.chmod(work, 0o777)
+        bouncer_dsn, bouncer = start_pgbouncer(dsn, work)
+        try:
+            for client in args.clients.split(","):
+                ok &= scenario(client, bouncer_dsn, ttl, "two candidates through pgbouncer (transaction pooling)",
+                               one_leads)
+                ok &= scenario(client, bouncer_dsn, ttl, "kill -9 of the leader through pgbouncer", kill_9)
+        finally:
+            bouncer.terminate()
+            bouncer.wait()
     sys.exit(0 if ok else 1)
 
 

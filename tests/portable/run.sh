@@ -201,7 +201,7 @@ if wants client; then
       "$REPO/clients/go/test.sh" --candidate "$WORK/go-candidate" \
         && GO_CANDIDATE="$WORK/go-candidate" PY_CLIENT_PYTHON=/opt/leaderlock/python-client/bin/python \
           /usr/bin/python3 "$REPO/tests/clients/scenarios.py" \
-          --dsn "postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" \
+          --dsn "postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" --pgdata "$WORK/data" --pgbouncer \
         || FAILED+=("client scenarios")
     fi
   fi

@@ -47,6 +47,8 @@ export interface LeadOptions {
   id?: string;
   /** Seconds between tries without a notification (default 1 s, ttl/2 where a worker announces expiries, ttl/4 where none does). */
   poll?: number;
+  /** A JSON value announced with the leadership (le_proclaim), e.g. this leader's address. */
+  value?: unknown;
 }
 
 export interface Lease {
@@ -54,6 +56,8 @@ export interface Lease {
   readonly id: string;
   /** The fencing token: pass it to le_assert_leader(key, id, term) with each write. */
   readonly term: number;
+  /** The value announced with this leadership (options.value), or undefined. */
+  readonly value: unknown;
   /** Aborted (reason: LeaseLost) at a loss or at the local deadline. */
   readonly signal: AbortSignal;
   /** The local deadline, on performance.now()'s clock; moves at each renewal. */
@@ -178,7 +182,8 @@ function hint(c: pg.Client, key: string, ms: number, stop?: AbortSignal): Promis
 }
 
 async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeout: number | null | undefined,
-                        stop?: AbortSignal, refused?: (holder: string | null) => void): Promise<{ term: number; deadline: number }> {
+                        stop?: AbortSignal, refused?: (holder: string | null) => void,
+                        value?: unknown): Promise<{ term: number; deadline: number }> {
   const worker = await workerServes(c);
   let expire = !worker;
   await c.query("LISTEN leaderlock");
@@ -198,7 +203,13 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
     const start = now();
     if ((await bounded(c, start + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok) {
       const rows = await bounded(c, start + t.callTimeout, TERM_OF, [key, id]);
-      if (rows.length) return { term: Number(rows[0].term), deadline: start + t.ttl * 1000 - t.margin };
+      if (rows.length) {
+        if (value !== undefined) {
+          await bounded(c, start + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok",
+                        [key, id, JSON.stringify(value)]);
+        }
+        return { term: Number(rows[0].term), deadline: start + t.ttl * 1000 - t.margin };
+      }
     }
     const n = now();
     if (refused || n >= giveUp) {
@@ -218,7 +229,8 @@ class Tenure implements Lease {
   private running?: Promise<void>;
 
   constructor(readonly key: string, readonly id: string, readonly term: number, public deadline: number,
-              private conn: pg.Client | null, private readonly config: Config, private readonly t: Timing) {
+              private conn: pg.Client | null, private readonly config: Config, private readonly t: Timing,
+              readonly value: unknown = undefined) {
     this.arm();
     this.schedule(deadline + t.margin - t.ttl * 1000 + t.renewEvery);
   }
@@ -306,13 +318,13 @@ export async function lead<T>(config: Config, key: string, options: LeadOptions,
   const c = await connect(config);
   let won;
   try {
-    won = await campaign(c, key, id, t, options.timeout);
+    won = await campaign(c, key, id, t, options.timeout, undefined, undefined, options.value);
     await c.query("UNLISTEN *");
   } catch (e) {
     drop(c);
     throw e;
   }
-  const tenure = new Tenure(key, id, won.term, won.deadline, c, config, t);
+  const tenure = new Tenure(key, id, won.term, won.deadline, c, config, t, options.value);
   try {
     return await body(tenure);
   } finally {
@@ -362,7 +374,7 @@ export class Elector extends EventEmitter {
       let won;
       try {
         c = await connect(this.config);
-        won = await campaign(c, this.key, this.id, t, null, stop, refused);
+        won = await campaign(c, this.key, this.id, t, null, stop, refused, this.options.value);
         await c.query("UNLISTEN *");
       } catch (e) {
         drop(c);
@@ -371,7 +383,7 @@ export class Elector extends EventEmitter {
         await sleep(t.retryEvery);
         continue;
       }
-      const tenure = new Tenure(this.key, this.id, won.term, won.deadline, c, this.config, t);
+      const tenure = new Tenure(this.key, this.id, won.term, won.deadline, c, this.config, t, this.options.value);
       this.emit("leader", (seen = this.id));
       this.emit("elected", tenure);
       await new Promise<void>((resolve) => {

@@ -50,6 +50,14 @@ test("leads, then releases on the way out", async () => {
   assert.equal(await sql("SELECT le_leader($1)", [key]), null);
 });
 
+test("the value is announced with the leadership", async () => {
+  const key = fresh("value");
+  await lead(DSN, key, { ttl: 5, value: { at: "host-1:8080" } }, async (lease) => {
+    assert.deepEqual(lease.value, { at: "host-1:8080" });
+    assert.equal(await sql("SELECT value->>'at' FROM le_lease($1)", [key]), "host-1:8080");
+  });
+});
+
 test("timeout 0 tries once; a timeout passes with NotAcquired", async () => {
   const key = fresh("once");
   await lead(DSN, key, { ttl: 5, id: "first" }, async () => {

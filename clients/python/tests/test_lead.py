@@ -55,6 +55,11 @@ class SyncTest(unittest.TestCase):
         self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
         self.assertFalse(lease.alive)
 
+    def test_the_value_is_announced_with_the_leadership(self):
+        with leaderlock.lead(DSN, self.key, ttl=5, value={"at": "host-1:8080"}) as lease:
+            self.assertEqual(lease.value, {"at": "host-1:8080"})
+            self.assertEqual(sql("SELECT value->>'at' FROM le_lease(%s)", (self.key,)), "host-1:8080")
+
     def test_timeout_zero_tries_once(self):
         with leaderlock.lead(DSN, self.key, ttl=5, id="first"):
             t0 = time.monotonic()
