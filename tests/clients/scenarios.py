@@ -122,7 +122,7 @@ def scenario(client, dsn, ttl, name, body):
     work = tempfile.mkdtemp(prefix=f"leaderlock-scenario-{client}-")
     os.chmod(work, 0o777)
     records = os.path.join(work, "records")
-    key = f"scenario-{client}-{name}-{uuid.uuid4().hex[:6]}"
+    key = f"scenario-{client}-{uuid.uuid4().hex[:8]}"  # no spaces: other suites parse `status`
     started = []
 
     def start(me):
