@@ -99,16 +99,37 @@ class SyncTest(unittest.TestCase):
             lease.check()
             self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), lease.id)
 
-    def test_frozen_renewals_end_the_lease_at_the_local_deadline(self):
+    def test_refused_renewals_end_the_lease_at_the_local_deadline(self):
+        """Its row locked by another transaction, every renewal is refused
+        while the lease still shows as ours: retried, and at the local
+        deadline the lease is lost."""
         with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
-            deadline = lease.deadline
-            with Frozen(renewer_pid(lease)):
+            with psycopg.connect(DSN) as blocker:
+                blocker.execute("SELECT 1 FROM leaderlock WHERE key = %s FOR UPDATE", (self.key,))
+                deadline = lease.deadline
                 self.assertTrue(lease.lost.wait(3))
                 self.assertLessEqual(abs(time.monotonic() - deadline), 0.25)
                 with self.assertRaises(leaderlock.LeaseLost):
                     lease.check()
-        # never acted after the deadline: the server's lease had run out by then
-        self.assertLessEqual(deadline, time.monotonic())
+
+    def test_leaving_while_the_server_hangs_takes_ttl_over_3_at_most(self):
+        with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
+            pid = renewer_pid(lease)
+            os.kill(pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+        try:
+            self.assertLess(time.monotonic() - t0, 1.5 / 3 + 1.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def test_a_frozen_connection_is_replaced(self):
+        """A renewal stuck on one connection (its backend stopped) is given
+        up after ttl/3 and retried on a new one: the lease is kept."""
+        with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
+            with Frozen(renewer_pid(lease)):
+                time.sleep(3)
+                lease.check()
+                self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), lease.id)
 
     def test_bad_arguments(self):
         for kw in ({"ttl": 0}, {"ttl": -1}, {"timeout": -1}, {"poll": 0}):
@@ -131,10 +152,13 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
 
     async def test_the_body_is_cancelled_at_the_local_deadline(self):
+        """Renewals refused (the row locked by another transaction) until
+        the local deadline: the body is cancelled there."""
         stepped_after = []
         with self.assertRaises(leaderlock.LeaseLost):
             async with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
-                with Frozen(renewer_pid(lease)):
+                with psycopg.connect(DSN) as blocker:
+                    blocker.execute("SELECT 1 FROM leaderlock WHERE key = %s FOR UPDATE", (self.key,))
                     while True:
                         await asyncio.sleep(0.01)
                         if time.monotonic() > lease.deadline:
@@ -142,6 +166,25 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         # The deadline's timer runs before any later wake-up of the body: at
         # most the one step already due when the deadline passed.
         self.assertLessEqual(len(stepped_after), 1, stepped_after)
+
+    async def test_a_frozen_connection_is_replaced(self):
+        async with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
+            with Frozen(renewer_pid(lease)):
+                await asyncio.sleep(3)
+                lease.check()
+
+    async def test_leaving_while_the_server_hangs_takes_ttl_over_3_at_most(self):
+        """The reviewer's case: the backend frozen as the block ends; the
+        release is abandoned at its bound instead of waiting for the server."""
+        t0 = None
+        async with leaderlock.lead(DSN, self.key, ttl=1.5) as lease:
+            pid = renewer_pid(lease)
+            os.kill(pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+        try:
+            self.assertLess(time.monotonic() - t0, 1.5 / 3 + 1.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     async def test_renewals_keep_the_lease(self):
         async with leaderlock.lead(DSN, self.key, ttl=1.0) as lease:

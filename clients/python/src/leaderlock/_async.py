@@ -16,18 +16,40 @@ from . import _core
 from ._core import Lease, LeaseLost, NotAcquired
 
 
-async def connect(dsn: str) -> psycopg.AsyncConnection:
-    return await psycopg.AsyncConnection.connect(dsn, autocommit=True, application_name="leaderlock python")
+async def connect(dsn: str, until: float) -> psycopg.AsyncConnection:
+    left = until - time.monotonic()
+    return await asyncio.wait_for(psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, application_name="leaderlock python", connect_timeout=max(2, int(left + 1))), left)
 
 
 async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: tuple = ()) -> Any:
-    """The first column of `sql`'s first row; TimeoutError at `until`."""
+    """The first column of `sql`'s first row (None: no row). At `until`,
+    TimeoutError, and the connection is abandoned: a cancelled call waits
+    for the server to answer the cancel request, which a frozen server
+    never does, so the caller does not wait for it; the connection is
+    closed once the call ends."""
     left = until - time.monotonic()
     if left <= 0:
         raise TimeoutError("no time left for the call")
-    cur = await asyncio.wait_for(conn.execute(sql, args, prepare=False), left)
-    row = await cur.fetchone()
-    return row[0] if row else None
+
+    async def call() -> Any:
+        cur = await conn.execute(sql, args, prepare=False)
+        row = await cur.fetchone() if cur.description else None
+        return row[0] if row else None
+    task = asyncio.ensure_future(call())
+    done, _ = await asyncio.wait({task}, timeout=left)
+    if not done:
+        def later(t: asyncio.Future) -> None:
+            if not t.cancelled():
+                t.exception()  # retrieved: no "never retrieved" warning
+            asyncio.ensure_future(conn.close())
+        task.add_done_callback(later)
+        raise Abandoned("the server did not answer in time")
+    return task.result()
+
+
+class Abandoned(TimeoutError):
+    """A call ran past its bound; its connection must not be used again."""
 
 
 async def worker_serves(conn: psycopg.AsyncConnection) -> bool:
@@ -49,13 +71,14 @@ class AsyncLeadership:
 
     async def enter(self) -> Lease:
         s = self.spec
-        self.conn = await connect(s.dsn)
+        self.conn = await connect(s.dsn, time.monotonic() + max(s.timing.call_timeout, 2.0))
         try:
             self.lease = await self.campaign()
-        except BaseException:
-            await self.conn.close()
+            await bounded(self.conn, time.monotonic() + s.timing.call_timeout, "UNLISTEN *")
+        except BaseException as e:
+            if not isinstance(e, Abandoned):
+                await self.conn.close()
             raise
-        await self.conn.execute("UNLISTEN *")
         self.body = asyncio.current_task()
         self.arm()
         self.renewer = asyncio.create_task(self.renew())
@@ -73,7 +96,7 @@ class AsyncLeadership:
         s, t, conn = self.spec, self.spec.timing, self.conn
         worker = await worker_serves(conn)
         expire_lapsed = not worker
-        await conn.execute(_core.LISTEN)
+        await bounded(conn, time.monotonic() + t.call_timeout, _core.LISTEN)
         notifications = await self.probe()
         give_up = None if s.timeout is None else time.monotonic() + s.timeout
         while True:
@@ -86,13 +109,13 @@ class AsyncLeadership:
                     expire_lapsed = False  # refused: the try takes a lapsed lease anyway
             start = time.monotonic()
             if await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl)):
-                cur = await conn.execute(_core.TERM_OF, (s.key, s.id), prepare=False)
-                row = await cur.fetchone()
-                if row is not None:
+                term = await bounded(conn, start + t.call_timeout, _core.TERM_OF, (s.key, s.id))
+                if term is not None:
                     if s.value is not None:
-                        await conn.execute("SELECT le_proclaim(key => %s, id => %s, value => %s)",
-                                           (s.key, s.id, Jsonb(s.value)), prepare=False)
-                    return Lease(s.key, s.id, row[0], s.value, start + t.ttl - t.margin)
+                        await bounded(conn, start + t.call_timeout,
+                                      "SELECT le_proclaim(key => %s, id => %s, value => %s)",
+                                      (s.key, s.id, Jsonb(s.value)))
+                    return Lease(s.key, s.id, term, s.value, start + t.ttl - t.margin)
             now = time.monotonic()
             if give_up is not None and now >= give_up:
                 holder = await bounded(conn, now + t.call_timeout, _core.LEADER, (s.key,))
@@ -105,8 +128,9 @@ class AsyncLeadership:
     async def probe(self) -> bool:
         """Whether a notification this session sends itself comes back."""
         token = secrets.token_hex(8)
-        await self.conn.execute(_core.PROBE_LISTEN)
-        await self.conn.execute(_core.PROBE, (token,), prepare=False)
+        by = time.monotonic() + self.spec.timing.call_timeout
+        await bounded(self.conn, by, _core.PROBE_LISTEN)
+        await bounded(self.conn, by, _core.PROBE, (token,))
 
         async def back() -> bool:
             async for n in self.conn.notifies():
@@ -137,22 +161,29 @@ class AsyncLeadership:
             if time.monotonic() >= lease.deadline:
                 return self.lose("no renewal succeeded before the local deadline")
             start = time.monotonic()
+            # one call may take ttl/3 at most (then reconnect and retry), never past the deadline
+            by = min(start + t.call_timeout, lease.deadline)
             try:
                 if self.conn is None:
-                    self.conn = await asyncio.wait_for(connect(self.spec.dsn), lease.deadline - start)
-                if await bounded(self.conn, lease.deadline, _core.RENEW, (lease.key, lease.id, t.ttl)):
+                    self.conn = await connect(self.spec.dsn, by)
+                if await bounded(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl)):
                     if not lease.alive:
                         return
                     lease.deadline = start + t.ttl - t.margin
                     self.arm()
                     next_renewal = start + t.renew_every
-                elif await bounded(self.conn, lease.deadline, _core.STILL_OURS, (lease.id, lease.term, lease.key)):
+                elif await bounded(self.conn, by, _core.STILL_OURS, (lease.id, lease.term, lease.key)):
                     next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
                 else:
                     return self.lose("the server refused the renewal (lease lapsed or taken)")
+            except Abandoned:
+                self.conn = None  # closed once its call ends
+                next_renewal = start + t.retry_every
             except (psycopg.OperationalError, asyncio.TimeoutError, TimeoutError):
                 await self.drop()
                 next_renewal = start + t.retry_every
+            except psycopg.Error as e:  # rejected: retrying cannot help
+                return self.lose(f"the server rejected the renewal: {e}")
 
     def lose(self, reason: str) -> None:
         if self.lease.lost.is_set():
@@ -173,20 +204,26 @@ class AsyncLeadership:
     async def exit(self, exc_type: Any, exc: Any, tb: Any) -> Optional[bool]:
         if self.watchdog is not None:
             self.watchdog.cancel()
+        quiet = True
         if self.renewer is not None:
-            # a call hung on a frozen server may not end soon: do not wait for it
+            # its calls end at their bound (ttl/3 at most)
             self.renewer.cancel()
-            await asyncio.wait({self.renewer}, timeout=self.spec.timing.call_timeout)
+            done, _ = await asyncio.wait({self.renewer}, timeout=self.spec.timing.call_timeout + 1.0)
+            quiet = bool(done)
         lease = self.lease
-        if lease is not None and lease.alive:
+        if lease is not None and lease.alive and quiet:
             lease._lose("released")
+            by = time.monotonic() + self.spec.timing.call_timeout
             try:
                 if self.conn is None:
-                    self.conn = await connect(self.spec.dsn)
-                await bounded(self.conn, time.monotonic() + self.spec.timing.call_timeout, _core.RELEASE,
-                              (lease.key, lease.id))
+                    self.conn = await connect(self.spec.dsn, by)
+                await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id))
+            except Abandoned:
+                self.conn = None
             except (psycopg.Error, asyncio.TimeoutError, TimeoutError):
                 pass
+        if lease is not None:
+            lease._lose("released")
         await self.drop()
         if self.cancelled_body and exc_type is asyncio.CancelledError:
             # our cancellation, not the caller's: report it as the loss it is

@@ -2,11 +2,15 @@
 as long as they run (the shape of client-go's LeaderCallbacks)."""
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from ._core import Lease, NotAcquired
-from ._sync import Campaign, Leadership, Renewer, connect
+
+log = logging.getLogger("leaderlock")
+from ._sync import Campaign, Leadership, Renewer, Session
 
 
 class Elector(threading.Thread):
@@ -38,41 +42,53 @@ class Elector(threading.Thread):
         self.stopping.set()
         self.join(timeout)
 
+    def call(self, callback: Optional[Callable[..., None]], *args: Any) -> None:
+        """A callback's exception is logged, never allowed to stop the
+        elector with a lease it would then neither renew to the end nor
+        release."""
+        if callback is not None:
+            try:
+                callback(*args)
+            except Exception:
+                log.exception("leaderlock: a callback of the elector for %r raised", self.spec.key)
+
     def refused(self, holder: Optional[str]) -> None:
         if holder != self._seen:
             self._seen = holder
-            if self.on_new_leader:
-                self.on_new_leader(holder)
+            self.call(self.on_new_leader, holder)
 
     def run(self) -> None:
         s = self.spec
+        t = s.timing
         while not self.stopping.is_set():
-            conn = None
+            session = None
             try:
-                conn = connect(s.dsn)
-                lease = Campaign(conn, s.key, s.id, s.timing, s.value).run(None, self.stopping, self.refused)
+                session = Session(s.dsn, time.monotonic() + max(t.call_timeout, 2.0))
+                lease = Campaign(session, s.key, s.id, t, s.value).run(None, self.stopping, self.refused)
+                session.one(time.monotonic() + t.call_timeout, "UNLISTEN *")
             except NotAcquired:
-                conn.close()
+                if session is not None:
+                    session.close()
                 return
             except Exception as e:  # unreachable, refused by the server: say so, try again
                 self.error = e
-                if conn is not None:
-                    conn.close()
-                self.stopping.wait(s.timing.retry_every)
+                if session is not None:
+                    session.close()
+                self.stopping.wait(t.retry_every)
                 continue
-            conn.execute("UNLISTEN *")
             self.lease, self._seen = lease, s.id
-            renewer = Renewer(s.dsn, conn, lease, s.timing)
+            renewer = Renewer(s.dsn, session, lease, t)
             renewer.start()
-            if self.on_new_leader:
-                self.on_new_leader(s.id)
-            if self.on_started:
-                self.on_started(lease)
-            while not lease.lost.wait(0.05) and not self.stopping.is_set():
-                pass
-            renewer.stop()
-            released = not renewer.is_alive() and renewer.release()
-            renewer.drop()
-            self.lease = None
-            if self.on_stopped:
-                self.on_stopped(lease, "released" if released else (lease.reason or "lost"))
+            released = False
+            try:
+                self.call(self.on_new_leader, s.id)
+                self.call(self.on_started, lease)
+                while not lease.lost.wait(0.05) and not self.stopping.is_set():
+                    pass
+            finally:
+                renewer.stop()
+                if not renewer.is_alive():  # else its call still holds the connection
+                    released = renewer.release()
+                renewer.drop()
+                self.lease = None
+            self.call(self.on_stopped, lease, "released" if released else (lease.reason or "lost"))

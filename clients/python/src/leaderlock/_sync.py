@@ -16,56 +16,112 @@ from . import _core
 from ._core import Lease, NotAcquired, Timing
 
 
-def connect(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, application_name="leaderlock python")
+class Session:
+    """A connection whose calls never keep the caller past their bound.
+    Each call runs in a thread of its own; one still running at its bound
+    (a frozen server ignores cancel requests) is abandoned with its
+    connection, which that thread closes once the server answers. Until
+    then nothing else touches the connection (psycopg connections are not
+    for two threads at once)."""
+
+    def __init__(self, dsn: str, until: float):
+        self.conn: Optional[psycopg.Connection] = None
+        self.abandoned = False
+        self._lock = threading.Lock()
+        self.conn = self._bounded(until, lambda: psycopg.connect(
+            dsn, autocommit=True, application_name="leaderlock python",
+            connect_timeout=max(1, int(until - time.monotonic() + 1))))
+
+    def _bounded(self, until: float, work: Callable[[], Any]) -> Any:
+        left = until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no time left for the call")
+        box: dict = {}
+
+        def run() -> None:
+            try:
+                box["value"] = work()
+            except BaseException as e:  # handed to the caller
+                box["error"] = e
+            with self._lock:
+                late = self.abandoned
+            if late:  # the caller gave up on this call: tidy up after it
+                value = box.get("value")
+                conn = value if isinstance(value, psycopg.Connection) else self.conn
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:
+                        pass
+        t = threading.Thread(target=run, name="leaderlock call", daemon=True)
+        t.start()
+        t.join(left)
+        with self._lock:
+            if t.is_alive():
+                self.abandoned = True
+                raise TimeoutError("the server did not answer in time")
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def one(self, until: float, sql: str, args: tuple = ()) -> Any:
+        """The first column of `sql`'s first row (None: no row)."""
+        conn = self.conn
+
+        def work() -> Any:
+            cur = conn.execute(sql, args, prepare=False)
+            row = cur.fetchone() if cur.description else None  # LISTEN and the like have no rows
+            return row[0] if row else None
+        return self._bounded(until, work)
+
+    def notifies(self, seconds: float) -> list:
+        """The notifications that arrive within `seconds` (bounded too)."""
+        conn = self.conn
+        return self._bounded(time.monotonic() + seconds + 5.0,
+                             lambda: list(conn.notifies(timeout=max(seconds, 0.0), stop_after=1)))
+
+    def close(self) -> None:
+        with self._lock:
+            if self.abandoned or self.conn is None:
+                return  # the call's thread closes it
+            conn, self.conn = self.conn, None
+        try:
+            conn.close()
+        except Exception:
+            pass
 
 
-def bounded(conn: psycopg.Connection, until: float, sql: str, args: tuple = ()) -> Any:
-    """The first column of `sql`'s first row, the query cancelled if it is
-    still running at `until` (time.monotonic())."""
-    left = until - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("no time left for the call")
-    timer = threading.Timer(left, conn.cancel_safe)
-    timer.daemon = True
-    timer.start()
+def worker_serves(s: Session, until: float) -> bool:
     try:
-        row = conn.execute(sql, args, prepare=False).fetchone()
-    finally:
-        timer.cancel()
-    return row[0] if row else None
-
-
-def worker_serves(conn: psycopg.Connection) -> bool:
-    try:
-        return bool(conn.execute(_core.WORKER_SERVES, prepare=False).fetchone()[0])
+        return bool(s.one(until, _core.WORKER_SERVES))
     except psycopg.errors.UndefinedFunction:  # before 0.4.1
-        return bool(conn.execute(_core.WORKER_RUNNING, prepare=False).fetchone()[0])
+        return bool(s.one(until, _core.WORKER_RUNNING))
 
 
-def probe(conn: psycopg.Connection) -> bool:
+def probe(s: Session, until: float) -> bool:
     """Whether a notification this session sends itself comes back."""
     token = secrets.token_hex(8)
-    conn.execute(_core.PROBE_LISTEN)
-    conn.execute(_core.PROBE, (token,), prepare=False)
-    return any(n.payload == token for n in conn.notifies(timeout=0.2, stop_after=1))
+    s.one(until, _core.PROBE_LISTEN)
+    s.one(until, _core.PROBE, (token,))
+    return any(n.payload == token for n in s.notifies(0.2))
 
 
 class Campaign:
     """Tries until won or `timeout` (None: forever; 0: one try)."""
 
-    def __init__(self, conn: psycopg.Connection, key: str, me: str, timing: Timing, value: Any):
-        self.conn, self.key, self.me, self.timing, self.value = conn, key, me, timing, value
-        self.worker = worker_serves(conn)
+    def __init__(self, s: Session, key: str, me: str, timing: Timing, value: Any):
+        self.s, self.key, self.me, self.timing, self.value = s, key, me, timing, value
+        by = time.monotonic() + timing.call_timeout
+        self.worker = worker_serves(s, by)
         self.expire_lapsed = not self.worker
-        conn.execute(_core.LISTEN)
-        self.notifications = probe(conn)
+        s.one(by, _core.LISTEN)
+        self.notifications = probe(s, by)
 
     def once(self) -> Optional[Lease]:
         t = self.timing
         if self.expire_lapsed:
             try:
-                bounded(self.conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
+                self.s.one(time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
             except psycopg.DatabaseError as e:
                 if isinstance(e, psycopg.OperationalError):
                     raise
@@ -74,16 +130,15 @@ class Campaign:
                 self.expire_lapsed = False
         start = time.monotonic()
         by = start + t.call_timeout
-        if not bounded(self.conn, by, _core.TRY_ACQUIRE, (self.key, self.me, t.ttl)):
+        if not self.s.one(by, _core.TRY_ACQUIRE, (self.key, self.me, t.ttl)):
             return None
-        row = self.conn.execute(_core.TERM_OF, (self.key, self.me), prepare=False).fetchone()
-        if row is None:
+        term = self.s.one(by, _core.TERM_OF, (self.key, self.me))
+        if term is None:
             return None
-        lease = Lease(self.key, self.me, row[0], self.value, start + t.ttl - t.margin)
         if self.value is not None:
-            self.conn.execute("SELECT le_proclaim(key => %s, id => %s, value => %s)",
-                              (self.key, self.me, Jsonb(self.value)), prepare=False)
-        return lease
+            self.s.one(by, "SELECT le_proclaim(key => %s, id => %s, value => %s)",
+                       (self.key, self.me, Jsonb(self.value)))
+        return Lease(self.key, self.me, term, self.value, start + t.ttl - t.margin)
 
     def run(self, timeout: Optional[float], stop: Optional[threading.Event] = None,
             refused: Optional[Callable[[Optional[str]], None]] = None) -> Lease:
@@ -98,7 +153,7 @@ class Campaign:
                 return lease
             now = time.monotonic()
             if refused is not None or (give_up is not None and now >= give_up):
-                holder = self.conn.execute(_core.LEADER, (self.key,), prepare=False).fetchone()[0]
+                holder = self.s.one(now + self.timing.call_timeout, _core.LEADER, (self.key,))
                 if refused is not None:
                     refused(holder)
                 if give_up is not None and now >= give_up:
@@ -113,18 +168,17 @@ class Campaign:
         `stop` is set (looked at every 100 ms)."""
         until = time.monotonic() + max(seconds, 0.0)
         while (left := until - time.monotonic()) > 0 and not (stop is not None and stop.is_set()):
-            for n in self.conn.notifies(timeout=min(left, 0.1)):
-                if _core.frees(n.payload, self.key):
-                    return
+            if any(_core.frees(n.payload, self.key) for n in self.s.notifies(min(left, 0.1))):
+                return
 
 
 class Renewer(threading.Thread):
     """Renews every ttl/3 until stopped; at the local deadline a timer
     marks the lease lost even if a call hangs."""
 
-    def __init__(self, dsn: str, conn: psycopg.Connection, lease: Lease, timing: Timing):
+    def __init__(self, dsn: str, s: Session, lease: Lease, timing: Timing):
         super().__init__(name=f"leaderlock renewer {lease.key}", daemon=True)
-        self.dsn, self.conn, self.lease, self.timing = dsn, conn, lease, timing
+        self.dsn, self.s, self.lease, self.timing = dsn, s, lease, timing
         self.stopping = threading.Event()
         self.watchdog: Optional[threading.Timer] = None
         self.arm()
@@ -144,15 +198,19 @@ class Renewer(threading.Thread):
             if not lease.alive:
                 return
             start = time.monotonic()
+            # one call may take ttl/3 at most (then reconnect and retry), never past the deadline
+            by = min(start + t.call_timeout, lease.deadline)
             try:
-                if self.conn is None:
-                    self.conn = connect(self.dsn)
-                ok = bounded(self.conn, lease.deadline, _core.RENEW, (lease.key, lease.id, t.ttl))
+                if self.s is None:
+                    self.s = Session(self.dsn, by)
+                ok = self.s.one(by, _core.RENEW, (lease.key, lease.id, t.ttl))
                 if ok:
+                    if not lease.alive:  # the deadline passed meanwhile: lost is final
+                        return
                     lease.deadline = start + t.ttl - t.margin
                     self.arm()
                     next_renewal = start + t.renew_every
-                elif bounded(self.conn, lease.deadline, _core.STILL_OURS, (lease.id, lease.term, lease.key)):
+                elif self.s.one(by, _core.STILL_OURS, (lease.id, lease.term, lease.key)):
                     next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
                 else:
                     lease._lose("the server refused the renewal (lease lapsed or taken)")
@@ -160,33 +218,33 @@ class Renewer(threading.Thread):
             except (psycopg.OperationalError, TimeoutError, psycopg.errors.QueryCanceled):
                 self.drop()
                 next_renewal = start + t.retry_every
+            except psycopg.Error as e:  # rejected: retrying cannot help
+                lease._lose(f"the server rejected the renewal: {e}")
+                return
 
     def drop(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
-            self.conn = None
+        if self.s is not None:
+            self.s.close()
+            self.s = None
 
     def stop(self) -> None:
         self.stopping.set()
-        # a call hung on a frozen server may not end soon: do not wait for it
-        self.join(self.timing.call_timeout)
+        # a call hung on a frozen server ends at its bound (ttl/3 at most)
+        self.join(self.timing.call_timeout + 1.0)
         if self.watchdog:
             self.watchdog.cancel()
 
     def release(self) -> bool:
         """Hands over at once when the lease is still ours (by the local
-        clock); otherwise leaves it to lapse."""
+        clock); otherwise leaves it to lapse. Takes ttl/3 at most."""
         if not self.lease.alive:
             return False
         self.lease._lose("released")
+        by = time.monotonic() + self.timing.call_timeout
         try:
-            if self.conn is None:
-                self.conn = connect(self.dsn)
-            return bool(bounded(self.conn, time.monotonic() + self.timing.call_timeout, _core.RELEASE,
-                                (self.lease.key, self.lease.id)))
+            if self.s is None:
+                self.s = Session(self.dsn, by)
+            return bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id)))
         except (psycopg.Error, TimeoutError):
             return False
 
@@ -208,15 +266,16 @@ class Leadership:
         self._async: Any = None
 
     def __enter__(self) -> Lease:
-        conn = connect(self.dsn)
+        t = self.timing
+        s = Session(self.dsn, time.monotonic() + max(t.call_timeout, 2.0))
         try:
-            lease = Campaign(conn, self.key, self.id, self.timing, self.value).run(self.timeout)
+            lease = Campaign(s, self.key, self.id, t, self.value).run(self.timeout)
+            # the renewals' connection: the campaign's, without its LISTEN
+            s.one(time.monotonic() + t.call_timeout, "UNLISTEN *")
         except BaseException:
-            conn.close()
+            s.close()
             raise
-        # a connection of its own for renewals: the campaign's has LISTEN state
-        conn.execute("UNLISTEN *")
-        self._renewer = Renewer(self.dsn, conn, lease, self.timing)
+        self._renewer = Renewer(self.dsn, s, lease, t)
         self._renewer.start()
         return lease
 
@@ -225,10 +284,8 @@ class Leadership:
         if r is None:
             return
         r.stop()
-        if r.is_alive():  # still in a call: its connection is not ours to use
-            r.lease._lose("left while a renewal hung")
-            return
-        r.release()
+        if not r.is_alive():  # else its call still holds the connection
+            r.release()
         r.drop()
 
     async def __aenter__(self) -> Lease:
