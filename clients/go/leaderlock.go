@@ -309,7 +309,10 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 						return fail(err)
 					}
 				}
-				if _, err := conn.Exec(ctx, "UNLISTEN *"); err != nil {
+				uctx, cancel := context.WithDeadline(ctx, time.Now().Add(e.callTimeout()))
+				_, err = conn.Exec(uctx, "UNLISTEN *")
+				cancel()
+				if err != nil {
 					return fail(err)
 				}
 				return conn, term, start.Add(e.ttl - e.margin), nil
@@ -408,13 +411,20 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 			}
 			conn = c
 		}
-		// bounded by the deadline; a call hung on a frozen server is left to the watchdog
-		ok, err := scanBool(leadCtx, e, conn, deadline, sqlRenew, e.cfg.Key, e.cfg.Identity, secs)
+		// one call may take ttl/3 at most (then reconnect and retry), never
+		// past the deadline; the watchdog does not wait for it either way
+		by := start.Add(e.callTimeout())
+		if by.After(deadline) {
+			by = deadline
+		}
+		ok, err := scanBool(leadCtx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs)
 		switch {
 		case err != nil:
 			conn.Close(context.Background())
 			conn = nil
 			next = start.Add(e.retryEvery())
+		case ok && !valid():
+			// the deadline passed meanwhile: the loss stands
 		case ok:
 			dmu.Lock()
 			deadline = start.Add(e.ttl - e.margin)
@@ -422,7 +432,7 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 			watchdog.Reset(time.Until(deadline))
 			next = start.Add(e.ttl / 3)
 		default:
-			still, err := scanBool(leadCtx, e, conn, deadline, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
+			still, err := scanBool(leadCtx, e, conn, by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
 			if err == nil && still {
 				next = start.Add(e.retryEvery()) // its row was locked: retry until the deadline
 			} else {

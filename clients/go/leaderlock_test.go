@@ -110,8 +110,8 @@ func TestTwoElectorsOneLeaderAndAHandoverOnCancel(t *testing.T) {
 	}
 }
 
-func TestAFrozenRenewalCancelsTheLeaderAtTheLocalDeadline(t *testing.T) {
-	key := newKey("frozen")
+func TestRefusedRenewalsCancelTheLeaderAtTheLocalDeadline(t *testing.T) {
+	key := newKey("refused")
 	ttl := 1500 * time.Millisecond
 	var lateBy time.Duration
 	stopped := make(chan struct{})
@@ -123,21 +123,23 @@ func TestAFrozenRenewalCancelsTheLeaderAtTheLocalDeadline(t *testing.T) {
 				return
 			}
 			defer c.Close(context.Background())
-			var pid int
-			// the elector's renewing backend: its connections are named
-			err = c.QueryRow(context.Background(),
-				"SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
-					"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
+			tx, err := c.Begin(context.Background())
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			startedAt := time.Now()
-			_ = syscall.Kill(pid, syscall.SIGSTOP)
-			defer syscall.Kill(pid, syscall.SIGCONT)
+			defer tx.Rollback(context.Background())
+			// every renewal is refused while the lease still shows as ours
+			if _, err := tx.Exec(context.Background(), "SELECT 1 FROM leaderlock WHERE key = $1 FOR UPDATE", key); err != nil {
+				t.Error(err)
+				return
+			}
+			blockedAt := time.Now()
 			<-ctx.Done()
-			// renewals stop at once, so the lease ends within ttl of the last renewal
-			lateBy = time.Since(startedAt)
+			lateBy = time.Since(blockedAt)
+			if l.Valid() {
+				t.Error("Valid() after the context was cancelled")
+			}
 		},
 		OnStoppedLeading: func() { close(stopped) },
 	}})
@@ -151,7 +153,46 @@ func TestAFrozenRenewalCancelsTheLeaderAtTheLocalDeadline(t *testing.T) {
 		t.Fatal("the leader was never stopped")
 	}
 	if lateBy > ttl+250*time.Millisecond {
-		t.Fatalf("stopped %v after the renewals froze, past the ttl %v", lateBy, ttl)
+		t.Fatalf("stopped %v after the renewals were refused, past the ttl %v", lateBy, ttl)
+	}
+}
+
+func TestAFrozenConnectionIsReplaced(t *testing.T) {
+	key := newKey("frozen")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kept := make(chan bool, 1)
+	e, err := NewElector(Config{ConnString: dsn(t), Key: key, TTL: 1500 * time.Millisecond, Callbacks: LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context, l Lease) {
+			c, err := pgx.Connect(context.Background(), dsn(t))
+			if err != nil {
+				kept <- false
+				return
+			}
+			var pid int
+			err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
+				"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
+			c.Close(context.Background())
+			if err != nil {
+				kept <- false
+				return
+			}
+			_ = syscall.Kill(pid, syscall.SIGSTOP)
+			defer syscall.Kill(pid, syscall.SIGCONT)
+			time.Sleep(3 * time.Second)
+			kept <- ctx.Err() == nil && l.Valid()
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.Run(ctx) }()
+	select {
+	case ok := <-kept:
+		if !ok {
+			t.Fatal("the lease was lost: the stuck renewal was not retried on a new connection")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("never led")
 	}
 }
 

@@ -101,7 +101,7 @@ function pollEvery(t: Timing, worker: boolean, notifications: boolean): number {
 }
 
 /** Whether a notification this session sends itself comes back (not behind transaction pooling). */
-async function probe(c: pg.Client): Promise<boolean> {
+async function probe(c: pg.Client, until: number): Promise<boolean> {
   const token = randomBytes(8).toString("hex");
   let heard: (n: pg.Notification) => void = () => {};
   const back = new Promise<boolean>((resolve) => {
@@ -109,11 +109,13 @@ async function probe(c: pg.Client): Promise<boolean> {
     heard = (n) => { if (n.channel === "leaderlock_probe" && n.payload === token) { clearTimeout(timer); resolve(true); } };
     c.on("notification", heard);
   });
-  await c.query("LISTEN leaderlock_probe");
-  await c.query("SELECT pg_notify('leaderlock_probe', $1)", [token]);
-  const arrived = await back;
-  c.off("notification", heard);
-  return arrived;
+  try {
+    await bounded(c, until, "LISTEN leaderlock_probe");
+    await bounded(c, until, "SELECT pg_notify('leaderlock_probe', $1)", [token]);
+    return await back;
+  } finally {
+    c.off("notification", heard);
+  }
 }
 
 function checkName(what: string, v: unknown): string {
@@ -123,8 +125,9 @@ function checkName(what: string, v: unknown): string {
 
 type Config = string | pg.ClientConfig;
 
-async function connect(config: Config): Promise<pg.Client> {
-  const c = new pg.Client({ application_name: "leaderlock node",
+/** A connection, given up after `timeoutMs` (a frozen server accepts and never answers). */
+async function connect(config: Config, timeoutMs: number): Promise<pg.Client> {
+  const c = new pg.Client({ application_name: "leaderlock node", connectionTimeoutMillis: Math.max(Math.ceil(timeoutMs), 1),
                             ...(typeof config === "string" ? { connectionString: config } : config) });
   c.on("error", () => {}); // a dropped connection surfaces as the next call's error
   await c.connect();
@@ -147,12 +150,12 @@ function drop(c: pg.Client | null): void {
   c.end().catch(() => {});
 }
 
-async function workerServes(c: pg.Client): Promise<boolean> {
+async function workerServes(c: pg.Client, until: number): Promise<boolean> {
   try {
-    return (await c.query(WORKER_SERVES)).rows[0].ok;
+    return (await bounded(c, until, WORKER_SERVES))[0].ok;
   } catch (e: any) {
     if (e?.code !== UNDEFINED_FUNCTION) throw e;
-    return (await c.query(WORKER_RUNNING)).rows[0].ok; // before 0.4.1
+    return (await bounded(c, until, WORKER_RUNNING))[0].ok; // before 0.4.1
   }
 }
 
@@ -184,10 +187,11 @@ function hint(c: pg.Client, key: string, ms: number, stop?: AbortSignal): Promis
 async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeout: number | null | undefined,
                         stop?: AbortSignal, refused?: (holder: string | null) => void,
                         value?: unknown): Promise<{ term: number; deadline: number }> {
-  const worker = await workerServes(c);
+  const by = now() + t.callTimeout;
+  const worker = await workerServes(c, by);
   let expire = !worker;
-  await c.query("LISTEN leaderlock");
-  const notifications = await probe(c);
+  await bounded(c, by, "LISTEN leaderlock");
+  const notifications = await probe(c, by);
   const giveUp = timeout == null ? Infinity : now() + timeout * 1000;
   for (;;) {
     if (stop?.aborted) throw new NotAcquired(key, null);
@@ -262,15 +266,17 @@ class Tenure implements Lease {
   private async renew(): Promise<void> {
     if (this.stopped || !this.alive) return;
     const start = now();
+    // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
+    const by = Math.min(start + this.t.callTimeout, this.deadline);
     try {
-      this.conn ??= await connect(this.config);
-      if ((await bounded(this.conn, this.deadline, RENEW, [this.key, this.id, this.t.ttl]))[0].ok) {
+      this.conn ??= await connect(this.config, by - now());
+      if ((await bounded(this.conn, by, RENEW, [this.key, this.id, this.t.ttl]))[0].ok) {
         if (!this.alive) return;
         this.deadline = start + this.t.ttl * 1000 - this.t.margin;
         this.arm();
         return this.schedule(start + this.t.renewEvery);
       }
-      if ((await bounded(this.conn, this.deadline, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) {
+      if ((await bounded(this.conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) {
         return this.schedule(start + this.t.retryEvery); // its row was locked: retry until the deadline
       }
       this.lose("the server refused the renewal (lease lapsed or taken)");
@@ -285,13 +291,20 @@ class Tenure implements Lease {
   async finish(): Promise<boolean> {
     this.stopped = true;
     clearTimeout(this.timer);
-    const hung = this.running && (await Promise.race([this.running.then(() => false), sleep(this.t.callTimeout).then(() => true)]));
+    let hung = false;
+    if (this.running) {
+      let timer: NodeJS.Timeout | undefined;
+      hung = await Promise.race([this.running.then(() => false),
+                                 new Promise<boolean>((r) => { timer = setTimeout(() => r(true), this.t.callTimeout + 1000); })]);
+      clearTimeout(timer);
+    }
     let released = false;
     if (!hung && this.alive) {
       this.lose("released");
+      const by = now() + this.t.callTimeout;
       try {
-        this.conn ??= await connect(this.config);
-        released = (await bounded(this.conn, now() + this.t.callTimeout, RELEASE, [this.key, this.id]))[0].ok;
+        this.conn ??= await connect(this.config, this.t.callTimeout);
+        released = (await bounded(this.conn, by, RELEASE, [this.key, this.id]))[0].ok;
       } catch {
         released = false;
       }
@@ -315,11 +328,11 @@ export async function lead<T>(config: Config, key: string, options: LeadOptions,
   checkName("key", key);
   const id = options.id === undefined ? defaultId() : checkName("id", options.id);
   const t = timing(options);
-  const c = await connect(config);
+  const c = await connect(config, Math.max(t.callTimeout, 2000));
   let won;
   try {
     won = await campaign(c, key, id, t, options.timeout, undefined, undefined, options.value);
-    await c.query("UNLISTEN *");
+    await bounded(c, now() + t.callTimeout, "UNLISTEN *");
   } catch (e) {
     drop(c);
     throw e;
@@ -352,8 +365,17 @@ export class Elector extends EventEmitter {
   }
 
   start(): this {
-    this.loop ??= this.run();
+    this.loop ??= this.run().catch((e) => { this.tell("error", e); });
     return this;
+  }
+
+  /** A listener that throws must not stop the elector with a lease it would neither renew nor release. */
+  private tell(event: string, ...args: unknown[]): void {
+    try {
+      if (event !== "error" || this.listenerCount("error")) this.emit(event, ...args);
+    } catch (e) {
+      process.emitWarning(`leaderlock: a listener of "${event}" threw: ${e}`);
+    }
   }
 
   /** Stops campaigning; releases a lease it holds (hands over at once). */
@@ -367,33 +389,42 @@ export class Elector extends EventEmitter {
     const stop = this.stopper.signal;
     let seen: string | null | undefined = undefined;
     const refused = (holder: string | null) => {
-      if (holder !== seen) this.emit("leader", (seen = holder));
+      if (holder !== seen) this.tell("leader", (seen = holder));
     };
     while (!stop.aborted) {
       let c: pg.Client | null = null;
       let won;
       try {
-        c = await connect(this.config);
+        c = await connect(this.config, Math.max(t.callTimeout, 2000));
         won = await campaign(c, this.key, this.id, t, null, stop, refused, this.options.value);
-        await c.query("UNLISTEN *");
+        await bounded(c, now() + t.callTimeout, "UNLISTEN *");
       } catch (e) {
         drop(c);
         if (e instanceof NotAcquired) return;
-        if (this.listenerCount("error")) this.emit("error", e);
+        this.tell("error", e);
         await sleep(t.retryEvery);
         continue;
       }
       const tenure = new Tenure(this.key, this.id, won.term, won.deadline, c, this.config, t, this.options.value);
-      this.emit("leader", (seen = this.id));
-      this.emit("elected", tenure);
-      await new Promise<void>((resolve) => {
-        if (tenure.signal.aborted || stop.aborted) return resolve();
-        tenure.signal.addEventListener("abort", () => resolve(), { once: true });
-        stop.addEventListener("abort", () => resolve(), { once: true });
-      });
-      const released = await tenure.finish();
+      let released = false;
+      try {
+        this.tell("leader", (seen = this.id));
+        this.tell("elected", tenure);
+        await new Promise<void>((resolve) => {
+          if (tenure.signal.aborted || stop.aborted) return resolve();
+          const done = () => {
+            tenure.signal.removeEventListener("abort", done);
+            stop.removeEventListener("abort", done);
+            resolve();
+          };
+          tenure.signal.addEventListener("abort", done);
+          stop.addEventListener("abort", done);
+        });
+      } finally {
+        released = await tenure.finish();
+      }
       const reason = released ? "released" : (tenure.signal.reason as LeaseLost).reason;
-      this.emit("revoked", reason, tenure);
+      this.tell("revoked", reason, tenure);
     }
   }
 }

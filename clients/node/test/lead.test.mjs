@@ -93,21 +93,54 @@ test("renewals keep the lease past its ttl", async () => {
   });
 });
 
-test("a frozen renewal: the signal aborts at the local deadline, the body stops", async () => {
-  const key = fresh("frozen");
-  await assert.rejects(lead(DSN, key, { ttl: 1.5 }, async (lease) => {
-    const pid = await newestClientBackend();
-    process.kill(pid, "SIGSTOP");
-    try {
+test("renewals refused until the deadline: the signal aborts there, the body stops", async () => {
+  const key = fresh("refused");
+  const blocker = new pg.Client({ connectionString: DSN });
+  await blocker.connect();
+  try {
+    await assert.rejects(lead(DSN, key, { ttl: 1.5 }, async (lease) => {
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT 1 FROM leaderlock WHERE key = $1 FOR UPDATE", [key]); // every renewal refused
       const deadline = lease.deadline;
       await new Promise((resolve) => lease.signal.addEventListener("abort", resolve));
       assert.ok(Math.abs(performance.now() - deadline) < 250, "aborted at the deadline");
       assert.ok(lease.signal.reason instanceof LeaseLost);
       lease.check();
+    }), LeaseLost);
+  } finally {
+    await blocker.query("ROLLBACK");
+    await blocker.end();
+  }
+});
+
+test("a renewal stuck on a frozen connection is retried on a new one: the lease is kept", async () => {
+  const key = fresh("frozen");
+  await lead(DSN, key, { ttl: 1.5 }, async (lease) => {
+    const pid = await newestClientBackend();
+    process.kill(pid, "SIGSTOP");
+    try {
+      await sleep(3000);
+      lease.check();
     } finally {
       process.kill(pid, "SIGCONT");
     }
-  }), LeaseLost);
+  });
+});
+
+test("leaving while the server hangs takes ttl/3 at most", async () => {
+  const key = fresh("leave");
+  let pid, t0;
+  await lead(DSN, key, { ttl: 1.5 }, async () => {
+    pid = await newestClientBackend();
+    process.kill(pid, "SIGSTOP");
+    t0 = performance.now();
+  }).finally(() => {
+    try {
+      assert.ok(performance.now() - t0 < 500 + 1500, `left after ${performance.now() - t0} ms`);
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+  });
 });
 
 test("two electors: one leader, a handover on stop", async () => {
