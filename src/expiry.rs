@@ -81,11 +81,14 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
     vacate_locked(&expired, now, ExpiryReason::Ttl)
 }
 
+/// Most leases one statement (and, in the worker, one transaction) vacates;
+/// the worker takes more by its next check right away.
+pub const BATCH: i64 = 1_000;
+
 /// le_expire_lapsed where no worker serves the database (contract 19):
 /// vacate every lease lapsed now, in the caller's transaction, a batch at a
 /// time as the worker does. Returns how many.
 pub fn expire_all_lapsed() -> usize {
-    const BATCH: i64 = 1_000;
     let mut vacated = 0;
     loop {
         let n = expire_lapsed(now(), BATCH);

@@ -26,10 +26,6 @@ use std::sync::atomic::Ordering;
 /// The worker's name, and its `backend_type` in pg_stat_activity.
 pub const BACKEND_TYPE: &str = "leaderlock worker";
 
-/// Most leases one transaction expires; more are taken by the next check
-/// right away.
-const BATCH: i64 = 1_000;
-
 /// First retry delay when lapsed leases had to be skipped because another
 /// transaction holds them locked; doubles up to the naptime.
 const LOCKED_RETRY_MS: i64 = 10;
@@ -159,8 +155,8 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         let mut next = expiry::next_check(now);
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {
-            expired_all = expiry::expire_lapsed(now, BATCH);
-            if expired_all as i64 == BATCH {
+            expired_all = expiry::expire_lapsed(now, expiry::BATCH);
+            if expired_all as i64 == expiry::BATCH {
                 return Some(0); // more are waiting: go again at once
             }
             next = expiry::next_check(now);
@@ -186,8 +182,8 @@ fn end_sessions(state: &mut State, now: i64) {
         // Again while a full batch was locked and some of it vacated (rows
         // of live sessions stay locked by us and come back; they stop it).
         loop {
-            let (locked, vacated) = expiry::end_orphaned_sessions(BATCH);
-            if (locked as i64) < BATCH || vacated == 0 {
+            let (locked, vacated) = expiry::end_orphaned_sessions(expiry::BATCH);
+            if (locked as i64) < expiry::BATCH || vacated == 0 {
                 break;
             }
         }

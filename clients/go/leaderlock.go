@@ -93,9 +93,7 @@ type Elector struct {
 // DefaultIdentity is host:pid:random.
 func DefaultIdentity() string {
 	host, _ := os.Hostname()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomHex(4))
 }
 
 // NewElector checks the configuration.
@@ -127,6 +125,24 @@ func (e *Elector) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
+// clamp keeps d within [lo, hi].
+func clamp(d, lo, hi time.Duration) time.Duration {
+	if d < lo {
+		return lo
+	}
+	if d > hi {
+		return hi
+	}
+	return d
+}
+
+// randomHex is n random bytes as hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func (e *Elector) callTimeout() time.Duration {
 	if d := e.ttl / 3; d > 100*time.Millisecond {
 		return d
@@ -135,22 +151,13 @@ func (e *Elector) callTimeout() time.Duration {
 }
 
 func (e *Elector) retryEvery() time.Duration {
-	d := e.ttl / 10
-	if d < 50*time.Millisecond {
-		d = 50 * time.Millisecond
-	}
-	if d > time.Second {
-		d = time.Second
-	}
-	return d
+	return clamp(e.ttl/10, 50*time.Millisecond, time.Second)
 }
 
 // probe reports whether a notification this session sends itself comes
 // back (not behind transaction pooling).
 func (e *Elector) probe(ctx context.Context, conn *pgx.Conn) bool {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	token := hex.EncodeToString(b)
+	token := randomHex(8)
 	if _, err := conn.Exec(ctx, "LISTEN leaderlock_probe"); err != nil {
 		return false
 	}
@@ -175,14 +182,7 @@ func (e *Elector) pollEvery(worker, notifications bool) time.Duration {
 		return e.cfg.Poll
 	}
 	if !worker { // nobody announces an expiry: the try itself finds it
-		d := e.ttl / 4
-		if d < 100*time.Millisecond {
-			d = 100 * time.Millisecond
-		}
-		if d > time.Second {
-			d = time.Second
-		}
-		return d
+		return clamp(e.ttl/4, 100*time.Millisecond, time.Second)
 	}
 	if d := e.ttl / 2; notifications && d > time.Second {
 		return d

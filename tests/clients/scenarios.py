@@ -200,42 +200,34 @@ def main():
         del cands
         return f"one leader for {3 * ttl:.0f} s"
 
-    def shutdown(start, records):
+    def leader_and_follower(start, records):
+        """Candidates a and b, one leading for a second; returns them and the leader's id."""
         cands = [start("a")]
         check(wait_for(lambda: ticks(records), 15), "nobody led")
         cands.append(start("b"))
         time.sleep(1.0)
-        first = leader_of(records)
-        by_id(cands, first).signal(signal.SIGTERM)
-        check(wait_for(lambda: leader_of(records) not in (None, first), 10), "no handover")
+        return cands, leader_of(records)
+
+    def handover(start, records, signo, within):
+        """Seconds from the leader's last tick (it gets `signo`) to the next leader's first."""
+        cands, first = leader_and_follower(start, records)
+        by_id(cands, first).signal(signo)
+        check(wait_for(lambda: leader_of(records) not in (None, first), within), "no handover")
         t = ticks(records)
-        last_old = max(x[0] for x in t if x[1] == first)
-        first_new = min(x[0] for x in t if x[1] != first)
-        gap = (first_new - last_old) * 1000
+        return min(x[0] for x in t if x[1] != first) - max(x[0] for x in t if x[1] == first)
+
+    def shutdown(start, records):
+        gap = handover(start, records, signal.SIGTERM, 10) * 1000
         check(gap < 500, f"handover took {gap:.0f} ms")
         return f"handover {gap:.0f} ms after the leader's last tick"
 
     def kill_9(start, records):
-        cands = [start("a")]
-        check(wait_for(lambda: ticks(records), 15), "nobody led")
-        cands.append(start("b"))
-        time.sleep(1.0)
-        first = leader_of(records)
-        by_id(cands, first).signal(signal.SIGKILL)
-        check(wait_for(lambda: leader_of(records) not in (None, first), ttl + 10), "no takeover")
-        t = ticks(records)
-        last_old = max(x[0] for x in t if x[1] == first)
-        first_new = min(x[0] for x in t if x[1] != first)
-        gap = first_new - last_old
+        gap = handover(start, records, signal.SIGKILL, ttl + 10)
         check(gap < ttl + 1.5, f"takeover {gap:.2f} s after the dead leader's last tick")
         return f"takeover {gap:.2f} s after the dead leader's last tick (ttl {ttl} s)"
 
     def paused(start, records):
-        cands = [start("a")]
-        check(wait_for(lambda: ticks(records), 15), "nobody led")
-        cands.append(start("b"))
-        time.sleep(1.0)
-        first = leader_of(records)
+        cands, first = leader_and_follower(start, records)
         old = by_id(cands, first)
         old.signal(signal.SIGSTOP)
         stopped_at = time.time()
