@@ -160,6 +160,24 @@ fn le_release(key: Option<&str>, id: Option<&str>, fcinfo: pg_sys::FunctionCallI
     lease::release(key, id)
 }
 
+/// Contract 16: renews every lease `id` holds live by its own ttl; how many.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_renew_all(id: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> i32 {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let id = input::name("id", id);
+    i32::try_from(lease::renew_all(id)).unwrap_or(i32::MAX)
+}
+
+/// Contract 16: releases every lease `id` holds live, announcing each; how many.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_release_all(id: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> i32 {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let id = input::name("id", id);
+    i32::try_from(lease::release_all(id)).unwrap_or(i32::MAX)
+}
+
 /// Contract 13: vacates the live lease of `key`, whoever holds it; for
 /// superusers and members of role `leaderlock_admin`.
 #[pg_extern(volatile, parallel_unsafe)]
@@ -305,6 +323,8 @@ extension_sql_file!(
         le_acquire,
         le_renew,
         le_release,
+        le_renew_all,
+        le_release_all,
         le_proclaim,
         le_force_release,
         le_leader,

@@ -16,7 +16,7 @@
 //!   install time (a renamed schema is followed; a look-alike schema given
 //!   its old name is never used: see `guard.rs`).
 //!
-//! A schema from before 0.4.1 still has SECURITY DEFINER functions with a
+//! A schema from before 0.5.0 still has SECURITY DEFINER functions with a
 //! search_path naming their schema, until ALTER EXTENSION leaderlock
 //! UPDATE: there the session's role acts (as 0.4.0 did), and the search
 //! path is pinned here for the call's statements.
@@ -68,7 +68,7 @@ pub struct Entered {
     previous: Option<Context>,
     /// The user and security context to go back to, after acting as owner.
     restore_user: Option<(pg_sys::Oid, i32)>,
-    /// The search path pinned for a schema from before 0.4.1.
+    /// The search path pinned for a schema from before 0.5.0.
     _search_path: Option<settings::Local>,
 }
 
@@ -83,7 +83,7 @@ pub unsafe fn enter(fcinfo: pg_sys::FunctionCallInfo, access: Access) -> Entered
         refuse_restricted();
     }
     let caller = if definer {
-        // Schema before 0.4.1: current_user is already the definer.
+        // Schema before 0.5.0: current_user is already the definer.
         unsafe { pg_sys::GetOuterUserId() }
     } else {
         unsafe { pg_sys::GetUserId() }

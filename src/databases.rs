@@ -297,8 +297,15 @@ pub fn name_of(oid: pg_sys::Oid) -> Option<String> {
 /// Adds one to this database's `counter` (calls, whether or not their
 /// transaction commits). Nothing when not preloaded.
 pub fn count(counter: Counter) {
-    if let Some(slot) = mine() {
-        slot.counters[counter as usize].fetch_add(1, Ordering::Relaxed);
+    count_n(counter, 1);
+}
+
+/// Adds `n` to this database's `counter` (as `count`).
+pub fn count_n(counter: Counter, n: i64) {
+    if let (Some(slot), Ok(n)) = (mine(), u64::try_from(n)) {
+        if n > 0 {
+            slot.counters[counter as usize].fetch_add(n, Ordering::Relaxed);
+        }
     }
 }
 

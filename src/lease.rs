@@ -410,6 +410,73 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
     counted(extend(key, id, now(), ttl).is_some(), Counter::Renewed)
 }
 
+/// Contract 16, le_renew_all: extends every lease `id` holds live (and the
+/// caller may act on as owner) by its own ttl, in one statement that never
+/// waits. Returns how many.
+pub fn renew_all(id: &str) -> i64 {
+    let args = [id.into(), ts(now()).into(), caller().into()];
+    let (renewed, earliest) = plans::run(queries::RENEW_ALL, &args, |t| {
+        let row = t.first();
+        (
+            row.get::<i64>(1).expect("count").unwrap_or(0),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
+        )
+    });
+    if let Some(earliest) = earliest {
+        worker_wakeup::expiry_written(earliest);
+        failover::commit_durably();
+    }
+    databases::count_n(Counter::Renewed, renewed);
+    renewed
+}
+
+/// Contract 16, le_release_all: releases every lease `id` holds live (and
+/// the caller may act on as owner), skipping rows locked by another
+/// transaction, and announces each. Returns how many.
+pub fn release_all(id: &str) -> i64 {
+    let keys: Vec<String> = plans::run(queries::LOCK_ALL_OWN, &[id.into(), caller().into()], |t| {
+        t.into_iter()
+            .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
+            .collect()
+    });
+    if keys.is_empty() {
+        return 0;
+    }
+    // Read after the locks, as `release` does.
+    let now = now();
+    let released: Vec<(String, i64)> = plans::run(
+        queries::VACATE_LIVE_KEYS,
+        &[keys.into(), ts(now).into()],
+        |t| {
+            t.into_iter()
+                .map(|row| {
+                    (
+                        row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+                        row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+                    )
+                })
+                .collect()
+        },
+    );
+    if released.is_empty() {
+        return 0;
+    }
+    failover::commit_durably();
+    databases::count_n(Counter::Released, released.len() as i64);
+    for (key, term) in &released {
+        waiters::wake_at_commit(key);
+        Event::Released {
+            key,
+            holder: id,
+            term: *term,
+            at: now,
+            forced: false,
+        }
+        .send();
+    }
+    released.len() as i64
+}
+
 /// Locks the lease `id` holds live. Its term and the time it was found
 /// live, or None (not held live by `id`, or locked by another transaction).
 fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {

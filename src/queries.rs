@@ -154,6 +154,48 @@ statements! {
         " FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE"
     );
 
+    /// Contract 16, le_renew_all: extend every lease `$1` holds live at `$2`,
+    /// owned by a role the caller `$3` is a member of, by its own ttl, same
+    /// terms, in one statement; rows another transaction holds locked are
+    /// skipped (found through the index on holder; recheck_at as in `RENEW`,
+    /// so most renewals stay HOT). Returns how many and the earliest new expiry.
+    RENEW_ALL = concat!(
+        "WITH renewed AS ( \
+           UPDATE @extschema@.leaderlock l \
+              SET renewed_at = $2, \
+                  expires_at = $2 + l.ttl, \
+                  recheck_at = CASE \
+                      WHEN l.recheck_at <= $2 + l.ttl \
+                       AND l.recheck_at >= $2 + l.ttl / 2.0::float8 THEN l.recheck_at \
+                      ELSE $2 + l.ttl END, \
+                  owner = coalesce(l.owner, $3::oid) \
+             FROM (SELECT key FROM @extschema@.leaderlock \
+                    WHERE holder = $1 AND expires_at > $2 AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED) own \
+            WHERE l.key = own.key AND l.holder = $1 AND l.expires_at > $2 \
+        RETURNING l.expires_at) \
+         SELECT count(*), min(expires_at) FROM renewed"
+    );
+
+    /// Contract 16, le_release_all: lock every lease `$1` holds live, owned
+    /// by a role the caller `$2` is a member of, skipping rows another
+    /// transaction holds locked. Returns key and term of each.
+    LOCK_ALL_OWN = concat!(
+        "SELECT key, term FROM @extschema@.leaderlock \
+          WHERE holder = $1 AND expires_at > pg_catalog.clock_timestamp() AND ",
+        owned_by!("$2"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// Release the leases `$1` (keys) just locked that are still live at
+    /// `$2`, as `VACATE` does one. Returns key and term of each.
+    VACATE_LIVE_KEYS = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
+                session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
+          WHERE key = ANY($1) AND holder IS NOT NULL AND expires_at > $2 \
+      RETURNING key, term";
+
     /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
     /// `$2` now.
     VACATE_KEYS = "UPDATE @extschema@.leaderlock \
@@ -381,6 +423,9 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("VACATE", "", VACATE),
     ("SHARE_LOCK_LEASE", "", SHARE_LOCK_LEASE),
     ("VACATE_KEYS", "", VACATE_KEYS),
+    ("RENEW_ALL", "", RENEW_ALL),
+    ("LOCK_ALL_OWN", "", LOCK_ALL_OWN),
+    ("VACATE_LIVE_KEYS", "", VACATE_LIVE_KEYS),
     ("LOCK_LIVE", "", LOCK_LIVE),
     ("LOCK_LAPSED", "", LOCK_LAPSED),
     ("LOCK_SESSION_LEASES", "", LOCK_SESSION_LEASES),

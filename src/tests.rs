@@ -366,6 +366,69 @@ mod tests {
         assert_eq!(text_of("SELECT le_leader('k')"), None);
     }
 
+    // ---- 16 many keys, one holder -------------------------------------------
+
+    #[pg_test]
+    fn renew_all_extends_each_live_lease_by_its_own_ttl() {
+        for (key, ttl) in [("a1", "10 seconds"), ("a2", "1 minute"), ("a3", "1 hour")] {
+            assert!(bool_of(&format!(
+                "SELECT le_try_acquire('{key}', 'h', '{ttl}')"
+            )));
+        }
+        assert!(bool_of("SELECT le_try_acquire('other', 'x', '1 hour')"));
+        assert!(bool_of(
+            "SELECT le_try_acquire('lapsed', 'h', '1 millisecond')"
+        ));
+        sleep_ms(10);
+        let other_before = i64_of(
+            "SELECT (extract(epoch FROM expires_at) * 1e6)::bigint FROM leaderlock WHERE key = 'other'",
+        );
+        assert_eq!(i64_of("SELECT le_renew_all('h')"), 3);
+        // Each by its own ttl, from one clock reading; terms kept.
+        assert_eq!(
+            i64_of(
+                "SELECT count(*) FROM leaderlock WHERE holder = 'h' AND term = 1 \
+                   AND expires_at = renewed_at + ttl AND renewed_at > acquired_at \
+                   AND key LIKE 'a_'"
+            ),
+            3
+        );
+        assert_eq!(
+            i64_of("SELECT count(DISTINCT renewed_at) FROM leaderlock WHERE key LIKE 'a_'"),
+            1
+        );
+        assert_eq!(lease_of("lapsed"), (Some("h".into()), 1, "lapsed".into()));
+        assert_eq!(
+            i64_of(
+                "SELECT (extract(epoch FROM expires_at) * 1e6)::bigint FROM leaderlock WHERE key = 'other'"
+            ),
+            other_before
+        );
+        assert_eq!(i64_of("SELECT le_renew_all('nobody')"), 0);
+    }
+
+    #[pg_test]
+    fn release_all_vacates_each_live_lease_and_keeps_terms() {
+        for key in ["b1", "b2"] {
+            assert!(bool_of(&format!(
+                "SELECT le_try_acquire('{key}', 'h', '1 hour')"
+            )));
+        }
+        assert!(bool_of("SELECT le_release('b2', 'h')"));
+        assert!(bool_of("SELECT le_try_acquire('b2', 'h', '1 hour')"));
+        assert!(bool_of("SELECT le_try_acquire('other', 'x', '1 hour')"));
+        assert_eq!(i64_of("SELECT le_release_all('h')"), 2);
+        assert_eq!(lease_of("b1"), (None, 1, "vacant".into()));
+        assert_eq!(lease_of("b2"), (None, 2, "vacant".into()));
+        assert_eq!(lease_of("other"), (Some("x".into()), 1, "held".into()));
+        assert_eq!(i64_of("SELECT le_release_all('h')"), 0);
+        assert_eq!(
+            i64_of("SELECT le_renew_all('h')"),
+            0,
+            "renew never acquires"
+        );
+    }
+
     #[pg_test]
     fn release_refuses_everything_else_and_changes_nothing() {
         assert!(!bool_of("SELECT le_release('unknown', 'a')"));
@@ -864,6 +927,9 @@ mod tests {
             ("LIVE_HOLDER", "'k2', now()"),
             ("LOCK_LAPSED", "now() + interval '1 hour', 1000"),
             ("VACATE_KEYS", "ARRAY['k2', 'k4'], now()"),
+            ("RENEW_ALL", "'h2', now(), 10"),
+            ("LOCK_ALL_OWN", "'h2', 10"),
+            ("VACATE_LIVE_KEYS", "ARRAY['k2', 'k4'], now()"),
             ("NEXT_CHECK", "now()"),
             ("READ_LEASE_0_3", "'k2'"),
             ("LOCK_ACQUIRABLE_0_3", "'k2', 'h2'"),

@@ -259,7 +259,7 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 		return nil, 0, time.Time{}, err
 	}
 	worker, err := scanBool(ctx, e, conn, time.Now().Add(e.callTimeout()), sqlWorkerServes)
-	if isUndefined(err) { // before 0.4.1
+	if isUndefined(err) { // before 0.5.0
 		worker, err = scanBool(ctx, e, conn, time.Now().Add(e.callTimeout()), sqlWorkerRuns)
 	}
 	if err != nil {
@@ -279,7 +279,7 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 			cancel()
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
-				// refused (or missing before 0.4.1): the try takes a lapsed lease anyway, unannounced
+				// refused (or missing before 0.5.0): the try takes a lapsed lease anyway, unannounced
 				expire = false
 			} else if err != nil {
 				return fail(err)

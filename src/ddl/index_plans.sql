@@ -7,6 +7,8 @@ ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb) SET enable_s
 ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb) SET enable_seqscan = off;
 ALTER FUNCTION le_renew(text, text, interval) SET enable_seqscan = off;
 ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_renew_all(text) SET enable_seqscan = off;
+ALTER FUNCTION le_release_all(text) SET enable_seqscan = off;
 ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;
 ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
 ALTER FUNCTION le_lease(text) SET enable_seqscan = off;

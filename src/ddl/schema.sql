@@ -42,6 +42,9 @@ CREATE INDEX leaderlock_recheck_at_idx ON leaderlock (recheck_at) WHERE holder I
 -- The worker finds the leases of an ended session through this one; a
 -- renewal does not touch session_pid, so it stays HOT.
 CREATE INDEX leaderlock_session_idx ON leaderlock (session_pid) WHERE session_pid IS NOT NULL;
+-- le_renew_all and le_release_all (contract 16) find a holder's leases
+-- through this one; a renewal does not touch holder, so it stays HOT.
+CREATE INDEX leaderlock_holder_idx ON leaderlock (holder) WHERE holder IS NOT NULL;
 
 -- Contract 8.2: the WAL timeline on which held leases were last made to
 -- outlast a failover (see failover.rs). One row. Not part of a dump: a

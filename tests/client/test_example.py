@@ -8,10 +8,11 @@ import sys
 import threading
 import unittest
 
-from harness import DB, HOST, PORT, connect, one
+from harness import DB, HOST, PORT, connect, one, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import scheduler  # noqa: E402
+import sharding  # noqa: E402
 
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -66,6 +67,63 @@ class ExampleTest(unittest.TestCase):
         self.assertEqual(one(c, "SELECT count(*) FROM job_runs WHERE by = 'replica-2'"), 3)
         self.assertGreater(one(c, "SELECT min(term) FROM job_runs WHERE by = 'replica-2'"), term1)
         c.close()
+
+    def test_the_documented_sharding_example_is_the_tested_file(self):
+        """The README's sharding block is examples/sharding.py's
+        `rebalance`, line for line."""
+        with open(os.path.join(ROOT, "examples", "sharding.py")) as f:
+            text = f.read()
+        text = text[text.index("def rebalance"):text.index('if __name__ == "__main__":')]
+        with open(os.path.join(ROOT, "README.md")) as f:
+            blocks = [b for b in re.findall(r"```python\n(.*?)```", f.read(), re.S) if "def rebalance" in b]
+        self.assertEqual(len(blocks), 1, "README.md shows no sharding example")
+        self.assertEqual(code_lines(blocks[0]), code_lines(text))
+
+    def test_sharding_workers_split_the_partitions_and_take_over_on_exit(self):
+        dsn = f"host={HOST} port={PORT} user=postgres dbname={DB}"
+        c = connect()
+        held = ("SELECT holder, count(*) FROM leaderlock_status "
+                "WHERE key LIKE 'partition/%' AND state = 'held' GROUP BY holder ORDER BY holder")
+        worked, errors = [], []
+
+        def work(conn, me, key, term):
+            # what a worker's writes would do: fenced by its lease
+            with conn.cursor() as cur:
+                cur.execute("SELECT le_assert_leader(%s, %s, %s)", (key, me, term))
+            worked.append((me, key))
+
+        def worker(me, rounds):
+            try:
+                sharding.run(me, dsn, every=0.05, rounds=rounds, work=work)
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(f"w{i}", rounds), daemon=True)
+                   for i, rounds in ((1, 120), (2, 120), (3, 40))]
+        for t in threads:
+            t.start()
+        # Three workers: none holds more than its share (16 / 3, rounded
+        # up), and every partition is held (a key has one holder at most).
+        def split():
+            counts = [n for _, n in rows(c, held)]
+            return len(counts) == 3 and max(counts) <= 6 and sum(counts) == 16
+        self.assertTrue(wait_for(split, timeout=10), rows(c, held))
+        threads[2].join(timeout=20)
+        # w3 released its partitions on exit: w1 and w2 take them over well
+        # before their leases (6 s) could have lapsed.
+        self.assertTrue(wait_for(lambda: rows(c, held) == [("w1", 8), ("w2", 8)], timeout=3), rows(c, held))
+        for t in threads:
+            t.join(timeout=30)
+        self.assertEqual(errors, [])
+        self.assertEqual(rows(c, held), [])
+        self.assertEqual({me for me, _ in worked}, {"w1", "w2", "w3"})
+        c.close()
+
+
+def rows(conn, sql):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return [tuple(r) for r in cur.fetchall()]
 
 
 if __name__ == "__main__":

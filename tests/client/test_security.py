@@ -421,7 +421,7 @@ class SecurityTest(unittest.TestCase):
             c = connect(db)
             self.assertEqual(sqlstate(c, "CREATE EXTENSION leaderlock"), "0A000", encoding)
             self.assertIsNone(one(c, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"))
-            # 0.4.0 installed there before: the update to 0.4.1 refuses too.
+            # 0.4.0 installed there before: the update to 0.5.0 refuses too.
             one(c, "CREATE EXTENSION leaderlock VERSION '0.4.0'")
             self.assertEqual(sqlstate(c, "ALTER EXTENSION leaderlock UPDATE"), "0A000", encoding)
             self.assertEqual(one(c, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"), "0.4.0")

@@ -155,7 +155,7 @@ async function workerServes(c: pg.Client, until: number): Promise<boolean> {
     return (await bounded(c, until, WORKER_SERVES))[0].ok;
   } catch (e: any) {
     if (e?.code !== UNDEFINED_FUNCTION) throw e;
-    return (await bounded(c, until, WORKER_RUNNING))[0].ok; // before 0.4.1
+    return (await bounded(c, until, WORKER_RUNNING))[0].ok; // before 0.5.0
   }
 }
 
@@ -199,7 +199,7 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
       try {
         await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
       } catch (e: any) {
-        // refused (or missing before 0.4.1): the try takes a lapsed lease anyway, unannounced
+        // refused (or missing before 0.5.0): the try takes a lapsed lease anyway, unannounced
         if (!e?.code) throw e; // the connection, not the server
         expire = false;
       }

@@ -254,7 +254,7 @@ struct Task {
     notifications_arrive: bool,
     /// What the last connection said of the worker (None before any).
     worker: Option<bool>,
-    /// The server has no le_expire_lapsed (compiled before 0.4.1).
+    /// The server has no le_expire_lapsed (compiled before 0.5.0).
     no_expire_lapsed: bool,
     disconnected: bool,
     /// When the last acquire or renewal started.
@@ -543,7 +543,7 @@ impl Task {
             let client = self.client(by).await?;
             match timeout_at(by, client.query_typed(sql::EXPIRE_LAPSED, &[])).await {
                 Err(_) => return Err(Error::Unreachable("le_expire_lapsed timed out".into())),
-                // Refused by the server (or missing before 0.4.1): the try
+                // Refused by the server (or missing before 0.5.0): the try
                 // below takes a lapsed lease anyway, only unannounced.
                 Ok(Err(e)) if e.code().is_some() => self.no_expire_lapsed = true,
                 Ok(Err(e)) => return Err(classify(e)),

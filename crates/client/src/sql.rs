@@ -22,9 +22,9 @@ pub const TERM_OF: &str = "SELECT term FROM le_lease(key => $1) WHERE holder = $
 /// $1 key: the live holder, if any.
 pub const LEADER: &str = "SELECT le_leader(key => $1)";
 /// Whether a background worker expires lapsed leases and announces them
-/// (le_capabilities: extension 0.4.1 and the portable edition).
+/// (le_capabilities: extension 0.5.0 and the portable edition).
 pub const WORKER_SERVES: &str = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)";
-/// The same question before 0.4.1, which has no le_capabilities.
+/// The same question before 0.5.0, which has no le_capabilities.
 pub const WORKER_RUNNING: &str = "SELECT le_worker_running()";
 /// Where no worker serves the database: vacate and announce every lapsed
 /// lease. The server takes it only as a query of its own, in a

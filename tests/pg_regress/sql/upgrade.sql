@@ -76,7 +76,7 @@ SELECT key, holder, value FROM leaderlock_status ORDER BY key;
 -- Session-bound leases: refused in a database the worker does not serve.
 SELECT le_try_acquire('up-bound', 'f', '1 hour', session_bound => true);
 
--- 3. From 0.3.0 through 0.4.0 and 0.4.1: owners and counters.
+-- 3. From 0.3.0 through 0.4.0 and 0.5.0: owners and counters.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.3.0';
 SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
@@ -127,7 +127,7 @@ SELECT key, tenures, releases, expiries, held, seconds_since_change >= 0 AS sinc
 DROP OWNED BY leaderlock_upgrade_other;
 DROP ROLE leaderlock_upgrade_other;
 
--- 3b. From 0.4.0 (the last release) to 0.4.1: the functions become
+-- 3b. From 0.4.0 (the last release) to 0.5.0: the functions become
 -- SECURITY INVOKER with search_path pg_catalog, pg_temp; no row changes.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.4.0';
@@ -167,6 +167,8 @@ SELECT le_renew('up-live', 'a') AS stranger_refused;
 RESET ROLE;
 SET ROLE leaderlock_upgrade_owner;
 SELECT le_renew('up-live', 'a') AS owner_renews;
+-- 0.5.0's le_renew_all on the upgraded rows: the owner's one live lease.
+SELECT le_renew_all('a') AS owner_renews_all;
 RESET ROLE;
 SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
 SELECT key, holder, term, owner::regrole, tenures, value FROM leaderlock ORDER BY key;
@@ -189,6 +191,9 @@ SELECT p.oid::regprocedure::text AS function, pg_get_function_arguments(p.oid) A
        pg_get_function_result(p.oid) AS result, p.provolatile, p.proparallel, p.prosecdef,
        p.proisstrict, p.proconfig, p.prosrc
   FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%';
+CREATE TEMP TABLE upgraded_indexes AS
+SELECT indexname, indexdef FROM pg_indexes
+ WHERE schemaname = 'public' AND tablename LIKE 'leaderlock%';
 CREATE TEMP TABLE upgraded_view AS
 SELECT c.relname, pg_get_viewdef(c.oid) AS definition, c.relacl::text AS acl
   FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace
@@ -220,6 +225,14 @@ EXCEPT SELECT p.oid::regprocedure::text, pg_get_function_arguments(p.oid),
        pg_get_function_result(p.oid), p.provolatile, p.proparallel, p.prosecdef,
        p.proisstrict, p.proconfig, p.prosrc
   FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'le\_%';
+-- indexes (not members of the extension: checked on their own)
+SELECT indexname, indexdef FROM pg_indexes
+ WHERE schemaname = 'public' AND tablename LIKE 'leaderlock%'
+EXCEPT SELECT * FROM upgraded_indexes;
+SELECT * FROM upgraded_indexes
+EXCEPT SELECT indexname, indexdef FROM pg_indexes
+ WHERE schemaname = 'public' AND tablename LIKE 'leaderlock%';
+SELECT count(*) AS indexes FROM upgraded_indexes;
 -- views: same definitions and privileges
 SELECT c.relname, pg_get_viewdef(c.oid) AS definition, c.relacl::text AS acl
   FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace

@@ -55,7 +55,7 @@ class Abandoned(TimeoutError):
 async def worker_serves(conn: psycopg.AsyncConnection) -> bool:
     try:
         return bool(await bounded(conn, time.monotonic() + 10, _core.WORKER_SERVES))
-    except psycopg.errors.UndefinedFunction:  # before 0.4.1
+    except psycopg.errors.UndefinedFunction:  # before 0.5.0
         return bool(await bounded(conn, time.monotonic() + 10, _core.WORKER_RUNNING))
 
 

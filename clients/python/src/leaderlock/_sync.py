@@ -94,7 +94,7 @@ class Session:
 def worker_serves(s: Session, until: float) -> bool:
     try:
         return bool(s.one(until, _core.WORKER_SERVES))
-    except psycopg.errors.UndefinedFunction:  # before 0.4.1
+    except psycopg.errors.UndefinedFunction:  # before 0.5.0
         return bool(s.one(until, _core.WORKER_RUNNING))
 
 
@@ -125,7 +125,7 @@ class Campaign:
             except psycopg.DatabaseError as e:
                 if isinstance(e, psycopg.OperationalError):
                     raise
-                # refused (or missing before 0.4.1): the try below takes a
+                # refused (or missing before 0.5.0): the try below takes a
                 # lapsed lease anyway; it only goes unannounced
                 self.expire_lapsed = False
         start = time.monotonic()

@@ -1,7 +1,8 @@
--- leaderlock 0.4.0 -> 0.4.1: security fixes (SECURITY.md), and le_capabilities
--- and le_expire_lapsed (contract 19). No table changes:
--- every lease, term and counter stays as it is.
-\echo Use "ALTER EXTENSION leaderlock UPDATE TO '0.4.1'" to load this file. \quit
+-- leaderlock 0.4.0 -> 0.5.0: security fixes (SECURITY.md), le_capabilities
+-- and le_expire_lapsed (contract 19), le_renew_all and le_release_all
+-- (contract 16). The table gains an index; every lease, term and counter
+-- stays as it is.
+\echo Use "ALTER EXTENSION leaderlock UPDATE TO '0.5.0'" to load this file. \quit
 
 -- leaderlock reads keys and ids as UTF-8; other database encodings were
 -- never supported (a non-ASCII key failed with an internal error).
@@ -51,3 +52,19 @@ CREATE FUNCTION le_expire_lapsed() RETURNS integer
 STRICT VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_expire_lapsed_wrapper';
+
+-- Contract 16: every lease of one holder in one statement, found through
+-- an index on holder (a renewal does not touch it, so it stays HOT).
+CREATE INDEX leaderlock_holder_idx ON leaderlock (holder) WHERE holder IS NOT NULL;
+
+CREATE FUNCTION le_renew_all(id text) RETURNS integer
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_renew_all_wrapper';
+ALTER FUNCTION le_renew_all(text) SET enable_seqscan = off;
+
+CREATE FUNCTION le_release_all(id text) RETURNS integer
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_release_all_wrapper';
+ALTER FUNCTION le_release_all(text) SET enable_seqscan = off;
