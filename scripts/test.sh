@@ -49,7 +49,7 @@
 #                   (tests/portable)
 #   bench smoke     on 15 and 18: ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
-#                   session_end.sh, half_open.sh, etcd.sh, editions.sh,
+#                   session_end.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh,
 #                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
 #
@@ -301,6 +301,8 @@ bench_smoke() {
     || fail "etcd side-by-side smoke"
   "$REPO_ROOT/bench/editions.sh" --pg "$PG_MAJOR" --seconds 1 --reps 1 --rounds 1 \
     || fail "editions side-by-side smoke"
+  "$REPO_ROOT/bench/renew_all.sh" --pg "$PG_MAJOR" --keys 200 --rounds 2 --release-rounds 1 \
+    || fail "many keys, one holder smoke"
   if [ "$PG_MAJOR" = 15 ]; then  # the clients do not depend on the server's version
     "$REPO_ROOT/bench/clients.sh" --pg "$PG_MAJOR" --rounds 1 --seconds 2 || fail "clients side-by-side smoke"
   fi

@@ -1,7 +1,8 @@
 -- leaderlock 0.4.0 -> 0.5.0: security fixes (SECURITY.md), le_capabilities
 -- and le_expire_lapsed (contract 19), le_renew_all and le_release_all
--- (contract 16). The table gains an index; every lease, term and counter
--- stays as it is.
+-- (contract 16), keys of many slots (contract 17). The table gains an
+-- index and a column (every key admits one holder, as before); every
+-- lease, term and counter stays as it is.
 \echo Use "ALTER EXTENSION leaderlock UPDATE TO '0.5.0'" to load this file. \quit
 
 -- leaderlock reads keys and ids as UTF-8; other database encodings were
@@ -68,3 +69,106 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_release_all_wrapper';
 ALTER FUNCTION le_release_all(text) SET enable_seqscan = off;
+
+-- Contract 17: keys of many slots. Every existing key admits one holder,
+-- as before; the tenures of keys of more live in leaderlock_slots.
+ALTER TABLE leaderlock ADD COLUMN slots integer NOT NULL DEFAULT 1;
+CREATE TABLE leaderlock_slots (
+    key         text NOT NULL,
+    slot        integer NOT NULL,
+    holder      text,
+    term        bigint NOT NULL,
+    acquired_at timestamptz,
+    renewed_at  timestamptz,
+    expires_at  timestamptz,
+    ttl         interval,
+    recheck_at  timestamptz,
+    value       jsonb,
+    owner       oid,
+    releases    bigint NOT NULL DEFAULT 0,
+    expiries    bigint NOT NULL DEFAULT 0,
+    changed_at  timestamptz,
+    PRIMARY KEY (key, slot)
+) WITH (fillfactor = 50);
+CREATE INDEX leaderlock_slots_recheck_at_idx ON leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
+CREATE INDEX leaderlock_slots_holder_idx ON leaderlock_slots (holder) WHERE holder IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_slots', '');
+REVOKE ALL ON leaderlock_slots FROM PUBLIC;
+GRANT SELECT ON leaderlock_slots TO PUBLIC;
+
+-- One clock reading per row keeps state and remaining consistent. A key of
+-- one slot is its row of leaderlock, as before 0.5.0 (slot NULL); a key of
+-- more (contract 17) shows one row per slot, with that tenure's holder.
+CREATE OR REPLACE VIEW leaderlock_status AS
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
+       CASE WHEN l.holder IS NULL THEN 'vacant'
+            WHEN l.expires_at > c.now THEN 'held'
+            ELSE 'lapsed' END AS state,
+       CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
+            THEN l.expires_at - c.now END AS remaining,
+       l.value, l.session_pid, l.owner::regrole AS owner,
+       NULL::integer AS slot, l.slots
+  FROM leaderlock l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ WHERE l.slots OPERATOR(pg_catalog.=) 1
+UNION ALL
+SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl,
+       CASE WHEN s.holder IS NULL THEN 'vacant'
+            WHEN s.expires_at > c.now THEN 'held'
+            ELSE 'lapsed' END,
+       CASE WHEN s.holder IS NOT NULL AND s.expires_at > c.now
+            THEN s.expires_at - c.now END,
+       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots
+  FROM leaderlock h
+  JOIN leaderlock_slots s ON s.key OPERATOR(pg_catalog.=) h.key
+                         AND s.slot OPERATOR(pg_catalog.<=) h.slots
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ WHERE h.slots OPERATOR(pg_catalog.>) 1;
+
+-- Contract 14: how often each key changed hands. Counted since 0.4.0 (an
+-- upgraded row starts at zero); a key of many slots counts every slot's.
+CREATE OR REPLACE VIEW leaderlock_stats AS
+SELECT l.key, l.tenures,
+       l.releases + COALESCE(s.releases, 0) AS releases,
+       l.expiries + COALESCE(s.expiries, 0) AS expiries,
+       GREATEST(l.changed_at, s.changed_at) AS changed_at,
+       pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
+       (l.holder IS NOT NULL AND l.expires_at > c.now) OR COALESCE(s.held, false) AS held
+  FROM leaderlock l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+  LEFT JOIN LATERAL (
+       SELECT pg_catalog.sum(t.releases)::bigint AS releases,
+              pg_catalog.sum(t.expiries)::bigint AS expiries,
+              pg_catalog.max(t.changed_at) AS changed_at,
+              pg_catalog.bool_or(t.holder IS NOT NULL AND t.expires_at > c.now) AS held
+         FROM leaderlock_slots t
+        WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON l.slots OPERATOR(pg_catalog.>) 1;
+
+
+-- le_try_acquire and le_acquire take slots (the library serves the old
+-- signatures, by their own C symbols, until this update).
+DROP FUNCTION le_try_acquire(text, text, interval, boolean, jsonb);
+CREATE FUNCTION le_try_acquire(
+    key text, id text, ttl interval,
+    session_bound boolean DEFAULT false, value jsonb DEFAULT NULL, slots integer DEFAULT 1
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_try_acquire_slots_wrapper';
+ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb, integer) SET enable_seqscan = off;
+
+DROP FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb);
+CREATE FUNCTION le_acquire(
+    key text, id text, ttl interval, wait interval,
+    session_bound boolean DEFAULT false, value jsonb DEFAULT NULL, slots integer DEFAULT 1
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_acquire_slots_wrapper';
+ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer) SET enable_seqscan = off;
+
+CREATE FUNCTION le_holders(key text) RETURNS SETOF leaderlock_lease
+VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_holders_wrapper';
+ALTER FUNCTION le_holders(text) SET enable_seqscan = off;

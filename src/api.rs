@@ -20,17 +20,44 @@ use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CString};
 
 /// Contract 3.1: SQL `le_try_acquire` with all its arguments. Its Rust name
-/// differs because the C symbol `le_try_acquire` belongs to the 0.1.0 and
-/// 0.2.0 schemas' three-argument function (below), which a library must
-/// keep serving until ALTER EXTENSION leaderlock UPDATE.
+/// differs because the C symbols of the earlier signatures (below) belong
+/// to the older schemas' functions, which a library must keep serving until
+/// ALTER EXTENSION leaderlock UPDATE.
 #[pg_extern(name = "le_try_acquire", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn le_try_acquire_with(
+fn le_try_acquire_slots(
     key: Option<&str>,
     id: Option<&str>,
     ttl: Option<Interval>,
     session_bound: default!(Option<bool>, false),
     value: default!(Option<JsonbText>, "NULL"),
+    slots: default!(Option<i32>, 1),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::ttl(ttl);
+    let session_bound = input::session_bound(session_bound);
+    let value = input::value(value);
+    let slots = input::slots(slots, session_bound);
+    let claim = Claim {
+        session_bound,
+        value: value.as_ref().map(|v| v.0.as_str()),
+        slots,
+    };
+    lease::try_acquire(key, id, ttl, claim)
+}
+
+/// le_try_acquire(text, text, interval, boolean, jsonb) of schemas 0.3.0 to
+/// 0.4.0: what that SQL function calls until ALTER EXTENSION leaderlock UPDATE.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn le_try_acquire_with(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    session_bound: Option<bool>,
+    value: Option<JsonbText>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
@@ -42,6 +69,7 @@ fn le_try_acquire_with(
     let claim = Claim {
         session_bound,
         value: value.as_ref().map(|v| v.0.as_str()),
+        slots: 1,
     };
     lease::try_acquire(key, id, ttl, claim)
 }
@@ -62,16 +90,47 @@ fn le_try_acquire(
     lease::try_acquire(key, id, ttl, Claim::default())
 }
 
-/// Contract 9: le_try_acquire that waits up to `wait` for the lease.
-#[pg_extern(volatile, parallel_unsafe)]
+/// Contract 9: le_try_acquire that waits up to `wait` for the lease (for a
+/// key of many slots, for a free slot).
+#[pg_extern(name = "le_acquire", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn le_acquire(
+#[allow(clippy::too_many_arguments)]
+fn le_acquire_slots(
     key: Option<&str>,
     id: Option<&str>,
     ttl: Option<Interval>,
     wait: Option<Interval>,
     session_bound: default!(Option<bool>, false),
     value: default!(Option<JsonbText>, "NULL"),
+    slots: default!(Option<i32>, 1),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::ttl(ttl);
+    let wait = input::wait(wait);
+    let session_bound = input::session_bound(session_bound);
+    let value = input::value(value);
+    let slots = input::slots(slots, session_bound);
+    let claim = Claim {
+        session_bound,
+        value: value.as_ref().map(|v| v.0.as_str()),
+        slots,
+    };
+    lease::acquire(key, id, ttl, wait, claim)
+}
+
+/// le_acquire(text, text, interval, interval, boolean, jsonb) of schemas
+/// 0.3.0 to 0.4.0, until ALTER EXTENSION leaderlock UPDATE.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn le_acquire(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    wait: Option<Interval>,
+    session_bound: Option<bool>,
+    value: Option<JsonbText>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
@@ -84,6 +143,7 @@ fn le_acquire(
     let claim = Claim {
         session_bound,
         value: value.as_ref().map(|v| v.0.as_str()),
+        slots: 1,
     };
     lease::acquire(key, id, ttl, wait, claim)
 }
@@ -113,9 +173,17 @@ fn le_lease(
 ) -> pgrx::composite_type!('static, "leaderlock_lease") {
     let _call = unsafe { call::enter(fcinfo, Access::Read) };
     let key = input::name("key", key);
-    let lease = lease::lease_now(key);
-    // The function's own result type: the extension's leaderlock_lease, by
-    // OID (a name would be looked up in the search path).
+    lease_record(fcinfo, key, lease::lease_now(key))
+}
+
+/// A `leaderlock_lease` record: the function's own result type, the
+/// extension's leaderlock_lease, by OID (a name would be looked up in the
+/// search path).
+fn lease_record(
+    fcinfo: pg_sys::FunctionCallInfo,
+    key: &str,
+    lease: lease::LeaseNow,
+) -> pgrx::composite_type!('static, "leaderlock_lease") {
     let result_type = unsafe { pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) };
     let mut row = PgHeapTuple::new_composite_type_by_oid(result_type)
         .unwrap_or_else(|e| error!("leaderlock: type leaderlock_lease: {e}"));
@@ -129,6 +197,23 @@ fn le_lease(
     set_field(&mut row, "remaining", remaining);
     set_field(&mut row, "value", lease.value.map(JsonbText));
     row
+}
+
+/// Contract 17: the live holders of `key`, one record each (of a key of
+/// one slot: its holder while live).
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_holders(
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> SetOfIterator<'static, pgrx::composite_type!('static, "leaderlock_lease")> {
+    let _call = unsafe { call::enter(fcinfo, Access::Read) };
+    let key = input::name("key", key);
+    let rows: Vec<_> = lease::holders(key)
+        .into_iter()
+        .map(|l| lease_record(fcinfo, key, l))
+        .collect();
+    SetOfIterator::new(rows)
 }
 
 fn set_field<T: IntoDatum>(row: &mut PgHeapTuple<'static, AllocatedByRust>, name: &str, value: T) {
@@ -319,8 +404,8 @@ extension_sql_file!(
     "ddl/index_plans.sql",
     name = "index_plans",
     requires = [
-        le_try_acquire_with,
-        le_acquire,
+        le_try_acquire_slots,
+        le_acquire_slots,
         le_renew,
         le_release,
         le_renew_all,
@@ -328,7 +413,8 @@ extension_sql_file!(
         le_proclaim,
         le_force_release,
         le_leader,
-        le_lease
+        le_lease,
+        le_holders
     ]
 );
 

@@ -78,7 +78,56 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
         &[ts(now).into(), batch.into()],
         locked_expired,
     );
-    vacate_locked(&expired, now, ExpiryReason::Ttl)
+    vacate_locked(&expired, now, ExpiryReason::Ttl) + expire_lapsed_tenures(now, batch)
+}
+
+/// The same for tenures of keys of many slots (contract 17): each on its
+/// own, announced with its key's slots.
+fn expire_lapsed_tenures(now: i64, batch: i64) -> usize {
+    if !schema_version::has_slots() {
+        return 0;
+    }
+    let mut slots: Vec<(i32, i32)> = Vec::new();
+    let expired = plans::run(
+        queries::LOCK_LAPSED_SLOTS,
+        &[ts(now).into(), batch.into()],
+        |t| {
+            t.into_iter()
+                .map(|row| {
+                    slots.push((
+                        row.get::<i32>(5).expect("slot").expect("slot is NOT NULL"),
+                        row.get::<i32>(6).expect("slots").unwrap_or(1),
+                    ));
+                    expired_of(&row)
+                })
+                .collect::<Vec<_>>()
+        },
+    );
+    if expired.is_empty() {
+        return 0;
+    }
+    let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
+    let numbers: Vec<i32> = slots.iter().map(|s| s.0).collect();
+    plans::run(
+        queries::VACATE_SLOTS,
+        &[keys.into(), numbers.into(), ts(now).into()],
+        |_| (),
+    );
+    failover::commit_durably();
+    for (e, (_, key_slots)) in expired.iter().zip(&slots) {
+        databases::count(Counter::Expired);
+        waiters::wake_at_commit(&e.key);
+        Event::Expired {
+            key: &e.key,
+            holder: &e.holder,
+            term: e.term,
+            at: now,
+            expires_at: e.expires_at,
+            reason: ExpiryReason::Ttl,
+        }
+        .send_for(*key_slots);
+    }
+    expired.len()
 }
 
 /// Most leases one statement (and, in the worker, one transaction) vacates;
@@ -91,9 +140,16 @@ pub const BATCH: i64 = 1_000;
 pub fn expire_all_lapsed() -> usize {
     let mut vacated = 0;
     loop {
-        let n = expire_lapsed(now(), BATCH);
-        vacated += n;
-        if (n as i64) < BATCH {
+        let now = now();
+        let leases = plans::run(
+            queries::LOCK_LAPSED,
+            &[ts(now).into(), BATCH.into()],
+            locked_expired,
+        );
+        let n = vacate_locked(&leases, now, ExpiryReason::Ttl);
+        let tenures = expire_lapsed_tenures(now, BATCH);
+        vacated += n + tenures;
+        if (n as i64) < BATCH && (tenures as i64) < BATCH {
             return vacated;
         }
     }
@@ -167,11 +223,21 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
 
 /// Worker: when to check next, as of `now` (see `queries::NEXT_CHECK`).
 pub fn next_check(now: i64) -> Option<i64> {
-    plans::run(queries::NEXT_CHECK, &[ts(now).into()], |t| {
-        micros(
-            t.first()
-                .get_one::<TimestampWithTimeZone>()
-                .expect("next check"),
-        )
-    })
+    let at = |sql| {
+        plans::run(sql, &[ts(now).into()], |t| {
+            micros(
+                t.first()
+                    .get_one::<TimestampWithTimeZone>()
+                    .expect("next check"),
+            )
+        })
+    };
+    let leases = at(queries::NEXT_CHECK);
+    if !schema_version::has_slots() {
+        return leases;
+    }
+    match (leases, at(queries::NEXT_CHECK_SLOTS)) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }

@@ -33,6 +33,7 @@ use crate::clock;
 use crate::databases;
 use crate::plans;
 use crate::queries;
+use crate::schema_version;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -234,9 +235,17 @@ pub fn make_leases_outlast_failover() -> bool {
     };
     if previous < i64::from(timeline) {
         let now = clock::now();
-        let extended = plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(now).into()], |t| {
+        let mut extended = plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(now).into()], |t| {
             t.len()
         });
+        if schema_version::has_slots() {
+            // (the tenures of keys of many slots, contract 17)
+            extended += plans::run(
+                queries::OUTLAST_FAILOVER_SLOTS,
+                &[clock::ts(now).into()],
+                |t| t.len(),
+            );
+        }
         plans::run(
             queries::MARK_SAFE_TIMELINE,
             &[i64::from(timeline).into(), clock::ts(now).into()],

@@ -199,6 +199,51 @@ pub fn wait(value: Option<Interval>) -> i64 {
     total as i64
 }
 
+/// Most slots a key may admit (contract 17): a semaphore, not a table of
+/// members (each slot is a row a waiting acquire may look at).
+pub const MAX_SLOTS: i32 = 1000;
+
+/// `slots` of le_try_acquire and le_acquire: not NULL, 1 to `MAX_SLOTS`,
+/// and more than 1 only for a lease that is not session-bound.
+pub fn slots(value: Option<i32>, session_bound: bool) -> i32 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: slots must not be NULL".to_string(),
+            Some("Give 1 for a lease of one holder."),
+        );
+    };
+    if !(1..=MAX_SLOTS).contains(&value) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: slots must be between 1 and {MAX_SLOTS} (got {value})"),
+            None,
+        );
+    }
+    if value > 1 && session_bound {
+        reject(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "leaderlock: a key of more than one slot cannot be session-bound".to_string(),
+            Some("Acquire with session_bound => false and a short ttl."),
+        );
+    }
+    value
+}
+
+/// Contract 17: acquiring a key that has live holders with another number
+/// of slots than it admits raises 22023 and changes nothing.
+pub fn slots_differ(key: &str, has: i32, asked: i32) -> ! {
+    reject_with(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!(
+            "leaderlock: key \"{}\" admits {has} holder(s) at once, not {asked}",
+            key.escape_debug()
+        ),
+        Some("While a key has live holders, every acquisition must give the same slots."),
+        Some("Give the key's slots, or wait until it has no live holder to change them."),
+    )
+}
+
 /// `session_bound`: not NULL; true only where the worker runs and can end
 /// the lease when the session does.
 pub fn session_bound(value: Option<bool>) -> bool {

@@ -19,6 +19,7 @@ use crate::queries;
 use crate::schema_version;
 use crate::sessions;
 use crate::settings;
+use crate::slots::{self, Outcome};
 use crate::value::JsonbText;
 use crate::waiters;
 use crate::worker_wakeup;
@@ -26,13 +27,15 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
 
-/// One lease row: holder, term, expires_at, and whether the caller may
-/// act as its owner (contract 13).
+/// One lease row: holder, term, expires_at, whether the caller may act as
+/// its owner (contract 13), and how many slots the key admits (17; 1 where
+/// the statement does not say).
 struct Lease {
     holder: Option<String>,
     term: i64,
     expires_at: Option<i64>,
     owned: bool,
+    slots: i32,
 }
 
 impl Lease {
@@ -53,6 +56,7 @@ fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
         term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
         expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
         owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+        slots: row.get::<i32>(5).ok().flatten().unwrap_or(1),
     })
 }
 
@@ -61,14 +65,26 @@ fn caller() -> pg_sys::Oid {
     call::caller()
 }
 
-/// What a caller asks for besides key, id and ttl (contracts 10 and 11).
-#[derive(Clone, Copy, Debug, Default)]
+/// What a caller asks for besides key, id and ttl (contracts 10, 11, 17).
+#[derive(Clone, Copy, Debug)]
 pub struct Claim<'a> {
     /// The lease also ends when this session ends.
     pub session_bound: bool,
     /// The leader value (jsonb text); None: none for a new tenure, kept
     /// for an extension.
     pub value: Option<&'a str>,
+    /// How many holders the key admits at once.
+    pub slots: i32,
+}
+
+impl Default for Claim<'_> {
+    fn default() -> Self {
+        Claim {
+            session_bound: false,
+            value: None,
+            slots: 1,
+        }
+    }
 }
 
 /// The result of one attempt to take or extend a lease.
@@ -183,8 +199,31 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         first_lease,
     );
     let read_at = now();
+    // A key of many slots, or asked for: its tenures are `slots.rs`'s.
+    let many = |has: Option<i32>, live: bool| match slots::attempt(
+        key,
+        id,
+        ttl,
+        claim.slots,
+        has,
+        live,
+        claim.value,
+        deadline,
+    ) {
+        Outcome::Acquired => Some(Attempt::Acquired),
+        Outcome::HeldUntil(t) => Some(Attempt::HeldUntil(t)),
+        Outcome::Busy => Some(Attempt::Busy),
+        Outcome::OneSlot => None,
+    };
     match seen {
+        None if claim.slots > 1 => return many(None, false).unwrap_or(Attempt::Busy),
         None => return insert_first_term(key, id, ttl, claim, deadline),
+        Some(lease) if lease.slots > 1 || claim.slots > 1 => {
+            if let Some(outcome) = many(Some(lease.slots), lease.is_live(read_at)) {
+                return outcome;
+            }
+            // Now a key of one slot, its row locked by us: on below.
+        }
         Some(lease) if lease.is_live(read_at) => {
             if !lease.is_own(id) {
                 return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
@@ -407,14 +446,17 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
 /// Contract 3.2.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
     // (a renewal never shortens a lease: it needs no failover step first)
-    counted(extend(key, id, now(), ttl).is_some(), Counter::Renewed)
+    let now = now();
+    let renewed = extend(key, id, now, ttl).is_some() || slots::extend(key, id, now, ttl).is_some();
+    counted(renewed, Counter::Renewed)
 }
 
 /// Contract 16, le_renew_all: extends every lease `id` holds live (and the
 /// caller may act on as owner) by its own ttl, in one statement that never
 /// waits. Returns how many.
 pub fn renew_all(id: &str) -> i64 {
-    let args = [id.into(), ts(now()).into(), caller().into()];
+    let now = now();
+    let args = [id.into(), ts(now).into(), caller().into()];
     let (renewed, earliest) = plans::run(queries::RENEW_ALL, &args, |t| {
         let row = t.first();
         (
@@ -422,6 +464,12 @@ pub fn renew_all(id: &str) -> i64 {
             micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
         )
     });
+    let (tenures, earliest_tenure) = slots::renew_all(id, now);
+    let renewed = renewed + tenures;
+    let earliest = match (earliest, earliest_tenure) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     if let Some(earliest) = earliest {
         worker_wakeup::expiry_written(earliest);
         failover::commit_durably();
@@ -439,8 +487,9 @@ pub fn release_all(id: &str) -> i64 {
             .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
             .collect()
     });
+    let tenures = slots::release_all(id) as i64;
     if keys.is_empty() {
-        return 0;
+        return tenures;
     }
     // Read after the locks, as `release` does.
     let now = now();
@@ -459,7 +508,7 @@ pub fn release_all(id: &str) -> i64 {
         },
     );
     if released.is_empty() {
-        return 0;
+        return tenures;
     }
     failover::commit_durably();
     databases::count_n(Counter::Released, released.len() as i64);
@@ -474,7 +523,7 @@ pub fn release_all(id: &str) -> i64 {
         }
         .send();
     }
-    released.len() as i64
+    released.len() as i64 + tenures
 }
 
 /// Locks the lease `id` holds live. Its term and the time it was found
@@ -497,7 +546,7 @@ fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
     let Some((term, now)) = lock_own_live(key, id) else {
-        return false;
+        return slots::release(key, id);
     };
     vacate(key, id, term, now, false);
     true
@@ -528,7 +577,7 @@ fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
 /// right to do so is checked by the API.
 pub fn force_release(key: &str) -> bool {
     let Some(lease) = plans::run(queries::LOCK_LIVE, &[key.into()], first_lease) else {
-        return false;
+        return slots::force_release(key) > 0;
     };
     let now = now();
     if !lease.is_live(now) {
@@ -600,6 +649,9 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
     // rival's lock would make the holder's renewals fail meanwhile).
     let args = [key.into(), caller().into()];
     let seen = plans::run(schema_version::read_lease(), &args, first_lease);
+    if seen.as_ref().is_some_and(|l| l.slots > 1) {
+        return assert_tenure(key, id, expected_term, seen.map_or(0, |l| l.term));
+    }
     let read_at = now();
     let lease = match seen {
         Some(l)
@@ -627,10 +679,36 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
     }
 }
 
+/// Contract 3.4 on a key of many slots (17): the caller's own tenure.
+/// `key_term`: the key's last term, named when `id` has none.
+fn assert_tenure(
+    key: &str,
+    id: &str,
+    expected_term: Option<i64>,
+    key_term: i64,
+) -> Result<i64, NotLeader> {
+    let own = slots::assert_own(key, id, expected_term);
+    let now = now();
+    match own {
+        Some(o) if o.is_live(now) && o.owned && expected_term.is_none_or(|t| t == o.term) => {
+            Ok(o.term)
+        }
+        other => Err(NotLeader {
+            key: key.to_string(),
+            id: id.to_string(),
+            expected_term,
+            term: Some(other.map_or(key_term, |o| o.term)),
+            holder: other.map(|_| id.to_string()),
+            live: other.is_some_and(|o| o.is_live(now)),
+            foreign_owner: other.is_some_and(|o| !o.owned),
+        }),
+    }
+}
+
 /// Contract 11: sets the value of the lease `id` holds live.
 pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
     let Some((term, _)) = lock_own_live(key, id) else {
-        return false;
+        return slots::proclaim(key, id, value);
     };
     let value_arg = value.map_or_else(DatumWithOid::null::<&str>, Into::into);
     plans::run(queries::SET_VALUE, &[key.into(), value_arg], |_| ());
@@ -683,4 +761,28 @@ pub fn lease_now(key: &str) -> LeaseNow {
                 .map(|v| v.0),
         }
     })
+}
+
+/// Contract 17, le_holders: the live holders of `key`, one `LeaseNow` each
+/// (one at most for a key of one slot).
+pub fn holders(key: &str) -> Vec<LeaseNow> {
+    if slots::slots_of(key) > 1 {
+        let now = now();
+        return slots::holders(key)
+            .into_iter()
+            .map(|(holder, term, expires_at, value)| LeaseNow {
+                holder: Some(holder),
+                term: Some(term),
+                expires_at: Some(expires_at),
+                remaining: Some((expires_at - now).max(0)),
+                value,
+            })
+            .collect();
+    }
+    let lease = lease_now(key);
+    if lease.holder.is_some() {
+        vec![lease]
+    } else {
+        Vec::new()
+    }
 }

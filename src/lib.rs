@@ -43,6 +43,7 @@ mod queries;
 mod schema_version;
 mod sessions;
 mod settings;
+mod slots;
 mod value;
 mod waiters;
 mod worker;

@@ -79,6 +79,9 @@ struct Payload<'a> {
     value: Option<Option<&'a RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     forced: Option<bool>,
+    /// Contract 17: only for a key of more than one slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slots: Option<i32>,
 }
 
 /// jsonb text (always valid JSON) to embed as is: no number is rounded.
@@ -88,8 +91,14 @@ fn raw(value: Option<&str>) -> Option<&RawValue> {
 
 impl Event<'_> {
     /// The JSON payload: `{"event","key","holder","term","at",...}`.
+    #[cfg(any(test, feature = "pg_test"))]
     pub fn payload(&self) -> String {
-        let p = match *self {
+        self.payload_with(None)
+    }
+
+    /// The payload, with `"slots"` for a key of more than one slot.
+    pub fn payload_with(&self, slots: Option<i32>) -> String {
+        let mut p = match *self {
             Event::Acquired {
                 key,
                 holder,
@@ -110,6 +119,7 @@ impl Event<'_> {
                 reason: None,
                 value: Some(raw(value)),
                 forced: None,
+                slots: None,
             },
             Event::Released {
                 key,
@@ -128,6 +138,7 @@ impl Event<'_> {
                 reason: None,
                 value: None,
                 forced: Some(forced),
+                slots: None,
             },
             Event::Expired {
                 key,
@@ -150,6 +161,7 @@ impl Event<'_> {
                 }),
                 value: None,
                 forced: None,
+                slots: None,
             },
             Event::Proclaimed {
                 key,
@@ -168,14 +180,21 @@ impl Event<'_> {
                 reason: None,
                 value: Some(raw(value)),
                 forced: None,
+                slots: None,
             },
         };
+        p.slots = slots.filter(|n| *n > 1);
         serde_json::to_string(&p).expect("a payload of strings and integers always serializes")
     }
 
     /// Queues the notification in the current transaction.
     pub fn send(&self) {
-        let payload = self.payload();
+        self.send_for(1);
+    }
+
+    /// Queues the notification of a change to a key of `slots` slots.
+    pub fn send_for(&self, slots: i32) {
+        let payload = self.payload_with(Some(slots));
         unsafe {
             pgrx::fcinfo::direct_function_call_as_datum(
                 pg_sys::pg_notify,

@@ -49,12 +49,19 @@ statements! {
     LIVE_HOLDER =
         "SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
 
-    /// Snapshot read of a lease, without locking it, and whether the caller
-    /// `$2` may act as its owner. `$1` key.
+    /// Snapshot read of a lease, without locking it, whether the caller
+    /// `$2` may act as its owner, and how many slots the key admits. `$1` key.
     READ_LEASE = concat!(
         "SELECT holder, term, expires_at, ",
         owned_by!("$2"),
-        " FROM @extschema@.leaderlock WHERE key = $1"
+        ", slots FROM @extschema@.leaderlock WHERE key = $1"
+    );
+
+    /// `READ_LEASE` on the 0.4.0 schema (one slot per key).
+    READ_LEASE_0_4 = concat!(
+        "SELECT holder, term, expires_at, ",
+        owned_by!("$2"),
+        ", 1 FROM @extschema@.leaderlock WHERE key = $1"
     );
 
     /// Lock a lease that `$2` may take or extend: vacant, lapsed, or already
@@ -196,6 +203,211 @@ statements! {
           WHERE key = ANY($1) AND holder IS NOT NULL AND expires_at > $2 \
       RETURNING key, term";
 
+    /// Contract 17: the slots of key `$1` and whether it has a row at all
+    /// (no row: a brand-new key).
+    KEY_SLOTS = "SELECT slots FROM @extschema@.leaderlock WHERE key = $1";
+
+    /// Contract 17: lock the row of key `$1` to issue a term or change its
+    /// slots, only while no live holder has it (a key of many slots never
+    /// has one there), skipping it when another transaction holds it locked.
+    /// Holders of its slots never lock this row: a candidate that locks it
+    /// delays no holder. Returns the lapsed holder, if any, and the slots.
+    LOCK_KEY_HEAD = "SELECT holder, slots FROM @extschema@.leaderlock \
+         WHERE key = $1 AND (holder IS NULL OR expires_at <= pg_catalog.clock_timestamp()) \
+         FOR NO KEY UPDATE SKIP LOCKED";
+
+    /// A brand-new key of `$4` slots: its row holds no holder and the first
+    /// term (the timeline's floor `$2`), which its first tenure takes. `$1`
+    /// key, `$3` now. May wait only for a concurrent inserter of the same key.
+    INSERT_KEY_HEAD = "INSERT INTO @extschema@.leaderlock \
+           (key, holder, term, tenures, changed_at, slots) \
+         VALUES ($1, NULL, $2, 1, $3, $4) \
+         ON CONFLICT (key) DO NOTHING \
+         RETURNING term";
+
+    /// The next term of a key whose row is locked: +1, or the timeline's
+    /// floor `$2` after a failover (contract 8.1); counted as a tenure. The
+    /// row keeps no holder (a lapsed one is vacated and counted as an
+    /// expiry) and admits `$4` slots from now on. `$1` key, `$3` now.
+    ISSUE_TERM = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, term = GREATEST(term + 1, $2), tenures = tenures + 1, \
+                changed_at = $3, slots = $4, value = NULL, session_pid = NULL, \
+                session_start = NULL, owner = NULL, \
+                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
+          WHERE key = $1 \
+      RETURNING term";
+
+    /// A key of many slots with no live holder, its row locked, admits one
+    /// holder from now on. `$1` key.
+    SET_ONE_SLOT = "UPDATE @extschema@.leaderlock SET slots = 1 WHERE key = $1";
+
+    /// The live tenures of key `$1` at `$2`: how many, and the earliest end.
+    LIVE_SLOTS = "SELECT count(*), min(expires_at) FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+
+    /// Snapshot read of the tenure `$2` holds on key `$1` (its latest one),
+    /// without locking: slot, term, expires_at, and whether the caller `$3`
+    /// may act as its owner.
+    READ_OWN_SLOT = concat!(
+        "SELECT slot, term, expires_at, ",
+        owned_by!("$3"),
+        " FROM @extschema@.leaderlock_slots WHERE key = $1 AND holder = $2 \
+         ORDER BY expires_at DESC LIMIT 1"
+    );
+
+    /// Lock the first free slot of key `$1` among 1 to `$2`: vacant, or
+    /// lapsed (its holder returned), skipping rows other transactions hold.
+    LOCK_FREE_SLOT = "SELECT slot, holder FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND slot <= $2 \
+           AND (holder IS NULL OR expires_at <= pg_catalog.clock_timestamp()) \
+         ORDER BY slot LIMIT 1 \
+         FOR NO KEY UPDATE SKIP LOCKED";
+
+    /// The lowest slot number of 1 to `$2` that key `$1` has no row for yet.
+    NEW_SLOT = "SELECT min(n) FROM pg_catalog.generate_series(1, $2) AS n \
+         WHERE NOT EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots \
+                            WHERE key = $1 AND slot = n)";
+
+    /// A new tenure in slot `$2` of key `$1` (a new row, or the locked free
+    /// one). `$3` id, `$4` term, `$5` now, `$6` expires_at (and recheck_at),
+    /// `$7` ttl, `$8` value as jsonb text or NULL, `$9` the caller, who owns it.
+    /// A lapsed tenure taken over before the worker vacated it counts as an
+    /// expiry.
+    START_SLOT = "INSERT INTO @extschema@.leaderlock_slots AS s \
+           (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+            value, owner, changed_at) \
+         VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $6, $8::jsonb, $9::oid, $5) \
+         ON CONFLICT (key, slot) DO UPDATE \
+            SET holder = $3, term = $4, acquired_at = $5, renewed_at = $5, expires_at = $6, \
+                ttl = $7, recheck_at = $6, value = $8::jsonb, owner = $9::oid, changed_at = $5, \
+                expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END";
+
+    /// `RENEW` for a tenure of a key of many slots: the one `$2` holds live
+    /// on key `$1` at `$3`, owned by a role the caller `$5` is a member of,
+    /// by `$4` or its own ttl. Returns the new expiry, the term, the slot.
+    RENEW_SLOT = concat!(
+        "UPDATE @extschema@.leaderlock_slots \
+            SET renewed_at = $3, \
+                expires_at = $3 + coalesce($4, ttl), \
+                ttl = coalesce($4, ttl), \
+                recheck_at = CASE \
+                    WHEN recheck_at <= $3 + coalesce($4, ttl) \
+                     AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
+                    ELSE $3 + coalesce($4, ttl) END \
+          WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+            AND slot = (SELECT slot FROM @extschema@.leaderlock_slots \
+                         WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+        owned_by!("$5"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING expires_at, term, slot"
+    );
+
+    /// `LOCK_OWN` for a tenure of a key of many slots: slot, term, expires_at.
+    LOCK_OWN_SLOT = concat!(
+        "SELECT slot, term, expires_at FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// `SHARE_LOCK_LEASE` for slot `$2` of key `$1`: holder, term,
+    /// expires_at, and whether the caller `$3` may act as its owner.
+    SHARE_LOCK_SLOT = concat!(
+        "SELECT holder, term, expires_at, ",
+        owned_by!("$3"),
+        " FROM @extschema@.leaderlock_slots WHERE key = $1 AND slot = $2 FOR SHARE"
+    );
+
+    /// `VACATE` for slot `$2` of key `$1`, locked and live. `$3` now.
+    VACATE_SLOT = "UPDATE @extschema@.leaderlock_slots \
+            SET holder = NULL, expires_at = $3, value = NULL, owner = NULL, \
+                releases = releases + 1, changed_at = $3 \
+          WHERE key = $1 AND slot = $2";
+
+    /// `SET_VALUE` for slot `$2` of key `$1`; `$3` value as jsonb text or NULL.
+    SET_SLOT_VALUE =
+        "UPDATE @extschema@.leaderlock_slots SET value = $3::jsonb WHERE key = $1 AND slot = $2";
+
+    /// le_force_release on a key of many slots: lock its live tenures,
+    /// waiting for transactions that hold them (as `LOCK_LIVE`).
+    LOCK_LIVE_SLOTS = "SELECT slot, holder, term FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
+         ORDER BY slot \
+         FOR NO KEY UPDATE";
+
+    /// le_holders: the live tenures of key `$1` at `$2`, by slot.
+    HOLDERS = "SELECT holder, term, expires_at, value FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2 \
+         ORDER BY slot";
+
+    /// Worker: lock up to `$2` tenures of many-slot keys lapsed at `$1`, as
+    /// `LOCK_LAPSED`, with their key's slots (for the payloads).
+    LOCK_LAPSED_SLOTS = "SELECT s.key, s.holder, s.term, s.expires_at, s.slot, \
+                (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) \
+           FROM @extschema@.leaderlock_slots s \
+          WHERE s.holder IS NOT NULL AND s.recheck_at <= $1 AND s.expires_at <= $1 \
+          ORDER BY s.recheck_at \
+          LIMIT $2 \
+          FOR NO KEY UPDATE OF s SKIP LOCKED";
+
+    /// Worker: vacate the tenures just locked: keys `$1`, slots `$2`, `$3` now.
+    VACATE_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
+            SET holder = NULL, value = NULL, owner = NULL, expiries = s.expiries + 1, \
+                changed_at = $3 \
+           FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[])) AS v(key, slot) \
+          WHERE s.key = v.key AND s.slot = v.slot";
+
+    /// Worker: `NEXT_CHECK` over the tenures of many-slot keys.
+    NEXT_CHECK_SLOTS = "SELECT least( \
+           (SELECT min(expires_at) FROM @extschema@.leaderlock_slots \
+             WHERE holder IS NOT NULL AND recheck_at <= $1), \
+           (SELECT min(recheck_at) FROM @extschema@.leaderlock_slots \
+             WHERE holder IS NOT NULL AND recheck_at > $1))";
+
+    /// `RENEW_ALL` over the tenures of many-slot keys `$1` holds.
+    RENEW_ALL_SLOTS = concat!(
+        "WITH renewed AS ( \
+           UPDATE @extschema@.leaderlock_slots l \
+              SET renewed_at = $2, \
+                  expires_at = $2 + l.ttl, \
+                  recheck_at = CASE \
+                      WHEN l.recheck_at <= $2 + l.ttl \
+                       AND l.recheck_at >= $2 + l.ttl / 2.0::float8 THEN l.recheck_at \
+                      ELSE $2 + l.ttl END \
+             FROM (SELECT key, slot FROM @extschema@.leaderlock_slots \
+                    WHERE holder = $1 AND expires_at > $2 AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED) own \
+            WHERE l.key = own.key AND l.slot = own.slot AND l.holder = $1 AND l.expires_at > $2 \
+        RETURNING l.expires_at) \
+         SELECT count(*), min(expires_at) FROM renewed"
+    );
+
+    /// `LOCK_ALL_OWN` over the tenures of many-slot keys: key, slot, term.
+    LOCK_ALL_OWN_SLOTS = concat!(
+        "SELECT key, slot, term FROM @extschema@.leaderlock_slots \
+          WHERE holder = $1 AND expires_at > pg_catalog.clock_timestamp() AND ",
+        owned_by!("$2"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// `VACATE_LIVE_KEYS` for tenures: keys `$1`, slots `$2`, still live at
+    /// `$3`. Returns key, term and the key's slots of each.
+    VACATE_LIVE_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
+            SET holder = NULL, expires_at = $3, value = NULL, owner = NULL, \
+                releases = s.releases + 1, changed_at = $3 \
+           FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[])) AS v(key, slot) \
+          WHERE s.key = v.key AND s.slot = v.slot AND s.holder IS NOT NULL AND s.expires_at > $3 \
+      RETURNING s.key, s.term, \
+                (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key)";
+
+    /// Every held tenure of a many-slot key lasts at least until `$1` + its
+    /// ttl, as `OUTLAST_FAILOVER` does for the others.
+    OUTLAST_FAILOVER_SLOTS = "UPDATE @extschema@.leaderlock_slots \
+            SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
+          WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
+      RETURNING key";
+
     /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
     /// `$2` now.
     VACATE_KEYS = "UPDATE @extschema@.leaderlock \
@@ -267,7 +479,7 @@ statements! {
 
     /// `READ_LEASE` on the 0.3.0 schema.
     READ_LEASE_0_3 =
-        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock WHERE key = $1";
+        "SELECT holder, term, expires_at, true, 1 FROM @extschema@.leaderlock WHERE key = $1";
 
     /// `LOCK_ACQUIRABLE` on the 0.3.0 schema.
     LOCK_ACQUIRABLE_0_3 =
@@ -415,6 +627,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("SET_VALUE", "", SET_VALUE),
     ("LIVE_HOLDER", "", LIVE_HOLDER),
     ("READ_LEASE", "", READ_LEASE),
+    ("READ_LEASE_0_4", "", READ_LEASE_0_4),
     ("LOCK_ACQUIRABLE", "", LOCK_ACQUIRABLE),
     ("LOCK_OWN", "", LOCK_OWN),
     ("RENEW", "", RENEW),
@@ -426,6 +639,29 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("RENEW_ALL", "", RENEW_ALL),
     ("LOCK_ALL_OWN", "", LOCK_ALL_OWN),
     ("VACATE_LIVE_KEYS", "", VACATE_LIVE_KEYS),
+    ("KEY_SLOTS", "", KEY_SLOTS),
+    ("LOCK_KEY_HEAD", "", LOCK_KEY_HEAD),
+    ("INSERT_KEY_HEAD", "", INSERT_KEY_HEAD),
+    ("ISSUE_TERM", "", ISSUE_TERM),
+    ("LIVE_SLOTS", "", LIVE_SLOTS),
+    ("SET_ONE_SLOT", "", SET_ONE_SLOT),
+    ("READ_OWN_SLOT", "", READ_OWN_SLOT),
+    ("LOCK_FREE_SLOT", "", LOCK_FREE_SLOT),
+    ("NEW_SLOT", "", NEW_SLOT),
+    ("START_SLOT", "", START_SLOT),
+    ("RENEW_SLOT", "", RENEW_SLOT),
+    ("LOCK_OWN_SLOT", "", LOCK_OWN_SLOT),
+    ("SHARE_LOCK_SLOT", "", SHARE_LOCK_SLOT),
+    ("VACATE_SLOT", "", VACATE_SLOT),
+    ("SET_SLOT_VALUE", "", SET_SLOT_VALUE),
+    ("LOCK_LIVE_SLOTS", "", LOCK_LIVE_SLOTS),
+    ("HOLDERS", "", HOLDERS),
+    ("LOCK_LAPSED_SLOTS", "", LOCK_LAPSED_SLOTS),
+    ("VACATE_SLOTS", "", VACATE_SLOTS),
+    ("NEXT_CHECK_SLOTS", "", NEXT_CHECK_SLOTS),
+    ("RENEW_ALL_SLOTS", "", RENEW_ALL_SLOTS),
+    ("LOCK_ALL_OWN_SLOTS", "", LOCK_ALL_OWN_SLOTS),
+    ("VACATE_LIVE_SLOTS", "", VACATE_LIVE_SLOTS),
     ("LOCK_LIVE", "", LOCK_LIVE),
     ("LOCK_LAPSED", "", LOCK_LAPSED),
     ("LOCK_SESSION_LEASES", "", LOCK_SESSION_LEASES),
@@ -452,7 +688,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
 /// once per promotion, over every held lease (plans checked by
 /// `failover_statements_need_no_jit`).
 #[cfg(any(test, feature = "pg_test"))]
-pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &["OUTLAST_FAILOVER"];
+pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &["OUTLAST_FAILOVER", "OUTLAST_FAILOVER_SLOTS"];
 
 #[cfg(test)]
 mod export {

@@ -17,6 +17,8 @@ enum Level {
     V0_3,
     /// owner and per-key counters.
     V0_4,
+    /// keys of many slots (contract 17).
+    V0_5,
 }
 
 /// Which columns the table has. Catalog cache lookups, no query: cheap
@@ -31,7 +33,9 @@ fn level() -> Level {
                 && pg_sys::get_attnum(table, column.as_ptr())
                     != pg_sys::InvalidAttrNumber as pg_sys::AttrNumber
         };
-        if has(c"owner") {
+        if has(c"slots") {
+            Level::V0_5
+        } else if has(c"owner") {
             Level::V0_4
         } else if has(c"session_pid") {
             Level::V0_3
@@ -46,17 +50,25 @@ pub fn has_0_3() -> bool {
     level() >= Level::V0_3
 }
 
+/// Whether keys of many slots exist in this schema (contract 17).
+pub fn has_slots() -> bool {
+    level() >= Level::V0_5
+}
+
 fn pick(v0_4: &'static str, v0_3: &'static str, v0_2: &'static str) -> &'static str {
     match level() {
-        Level::V0_4 => v0_4,
+        Level::V0_5 | Level::V0_4 => v0_4,
         Level::V0_3 => v0_3,
         Level::V0_2 => v0_2,
     }
 }
 
 pub fn read_lease() -> &'static str {
+    if has_slots() {
+        return queries::READ_LEASE;
+    }
     let old = queries::READ_LEASE_0_3;
-    pick(queries::READ_LEASE, old, old)
+    pick(queries::READ_LEASE_0_4, old, old)
 }
 
 pub fn lock_acquirable() -> &'static str {

@@ -429,6 +429,52 @@ mod tests {
         );
     }
 
+    // ---- 17 keys of many slots -------------------------------------------
+
+    #[pg_test]
+    fn many_slot_terms_come_from_one_sequence_and_slots_are_reused() {
+        for id in ["a", "b"] {
+            assert!(bool_of(&format!(
+                "SELECT le_try_acquire('sem', '{id}', '1 hour', slots => 2)"
+            )));
+        }
+        assert!(!bool_of(
+            "SELECT le_try_acquire('sem', 'c', '1 hour', slots => 2)"
+        ));
+        assert!(bool_of("SELECT le_release('sem', 'a')"));
+        assert!(bool_of(
+            "SELECT le_try_acquire('sem', 'c', '1 hour', slots => 2)"
+        ));
+        assert_eq!(
+            text_of(
+                "SELECT string_agg(holder || ':' || term || '@' || slot, ',' ORDER BY slot) \
+                   FROM leaderlock_slots WHERE key = 'sem'"
+            )
+            .as_deref(),
+            Some("c:3@1,b:2@2"),
+            "the freed slot 1 taken again, with the next term"
+        );
+        assert_eq!(i64_of("SELECT term FROM leaderlock WHERE key = 'sem'"), 3);
+        assert_eq!(i64_of("SELECT count(*) FROM le_holders('sem')"), 2);
+        assert_eq!(text_of("SELECT le_leader('sem')"), None);
+    }
+
+    #[pg_test]
+    fn payloads_carry_slots_only_for_keys_of_many() {
+        let e = Event::Released {
+            key: "k",
+            holder: "h",
+            term: 1,
+            at: 0,
+            forced: false,
+        };
+        let with =
+            |slots| -> serde_json::Value { serde_json::from_str(&e.payload_with(slots)).unwrap() };
+        assert_eq!(with(Some(3))["slots"], 3);
+        assert!(with(Some(1)).get("slots").is_none());
+        assert!(with(None).get("slots").is_none());
+    }
+
     #[pg_test]
     fn release_refuses_everything_else_and_changes_nothing() {
         assert!(!bool_of("SELECT le_release('unknown', 'a')"));
@@ -878,15 +924,30 @@ mod tests {
                FROM generate_series(1, 10000) i",
         )
         .unwrap();
+        // and tenures of keys of many slots: 1,000 keys of 10 slots
+        Spi::run(
+            "INSERT INTO leaderlock_slots \
+                    (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at) \
+             SELECT 's' || (i / 10), i % 10 + 1, CASE WHEN i % 2 = 0 THEN 'h' || i END, i, now(), \
+                    now(), now() + i * interval '1 second', interval '10 seconds', \
+                    now() + i * interval '1 second' \
+               FROM generate_series(0, 9999) i",
+        )
+        .unwrap();
         Spi::run("ANALYZE leaderlock").unwrap();
+        Spi::run("ANALYZE leaderlock_slots").unwrap();
         // Tables of the older schemas the library still serves, as they
         // were: the current one without the columns added since.
         let schema = in_schema("@extschema@");
         for (old, dropped) in [
-            ("0.3.0", "owner, tenures, releases, expiries, changed_at"),
+            (
+                "0.3.0",
+                "owner, tenures, releases, expiries, changed_at, slots",
+            ),
             (
                 "0.2.0",
-                "owner, tenures, releases, expiries, changed_at, value, session_pid, session_start",
+                "owner, tenures, releases, expiries, changed_at, slots, value, session_pid, \
+                 session_start",
             ),
         ] {
             let name = old_schema(old);
@@ -928,6 +989,33 @@ mod tests {
             ("LOCK_LAPSED", "now() + interval '1 hour', 1000"),
             ("VACATE_KEYS", "ARRAY['k2', 'k4'], now()"),
             ("RENEW_ALL", "'h2', now(), 10"),
+            ("READ_LEASE_0_4", "'k2', 10"),
+            ("KEY_SLOTS", "'k2'"),
+            ("LOCK_KEY_HEAD", "'k2'"),
+            ("INSERT_KEY_HEAD", "'new', 1, now(), 3"),
+            ("ISSUE_TERM", "'k2', 1, now(), 3"),
+            ("SET_ONE_SLOT", "'k2'"),
+            ("LIVE_SLOTS", "'s2', now()"),
+            ("READ_OWN_SLOT", "'s2', 'h20', 10"),
+            ("LOCK_FREE_SLOT", "'s2', 10"),
+            ("NEW_SLOT", "'s2', 10"),
+            (
+                "START_SLOT",
+                "'s2', 3, 'h', 5, now(), now(), '1 second', NULL, 10",
+            ),
+            ("RENEW_SLOT", "'s2', 'h20', now(), NULL::interval, 10"),
+            ("LOCK_OWN_SLOT", "'s2', 'h20', 10"),
+            ("SHARE_LOCK_SLOT", "'s2', 1, 10"),
+            ("VACATE_SLOT", "'s2', 1, now()"),
+            ("SET_SLOT_VALUE", "'s2', 1, NULL"),
+            ("LOCK_LIVE_SLOTS", "'s2'"),
+            ("HOLDERS", "'s2', now()"),
+            ("LOCK_LAPSED_SLOTS", "now() + interval '1 hour', 1000"),
+            ("VACATE_SLOTS", "ARRAY['s2'], ARRAY[1], now()"),
+            ("NEXT_CHECK_SLOTS", "now()"),
+            ("RENEW_ALL_SLOTS", "'h20', now(), 10"),
+            ("LOCK_ALL_OWN_SLOTS", "'h20', 10"),
+            ("VACATE_LIVE_SLOTS", "ARRAY['s2'], ARRAY[1], now()"),
             ("LOCK_ALL_OWN", "'h2', 10"),
             ("VACATE_LIVE_KEYS", "ARRAY['k2', 'k4'], now()"),
             ("NEXT_CHECK", "now()"),
@@ -953,9 +1041,11 @@ mod tests {
         // Every statement of queries.rs that names the table is listed.
         for &(name, sql) in q::ALL {
             let on_table = sql.split("@extschema@.").skip(1).any(|rest| {
-                rest.split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .next()
-                    == Some("leaderlock")
+                matches!(
+                    rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .next(),
+                    Some("leaderlock" | "leaderlock_slots")
+                )
             });
             if on_table {
                 assert!(
@@ -1009,6 +1099,7 @@ mod tests {
             q::LOCK_SAFE_TIMELINE,
             q::MARK_SAFE_TIMELINE,
             q::OUTLAST_FAILOVER,
+            q::OUTLAST_FAILOVER_SLOTS,
         ] {
             let sql = in_schema(sql)
                 .replace("$1", "pg_catalog.now()")

@@ -156,7 +156,7 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {
             expired_all = expiry::expire_lapsed(now, expiry::BATCH);
-            if expired_all as i64 == expiry::BATCH {
+            if expired_all as i64 >= expiry::BATCH {
                 return Some(0); // more are waiting: go again at once
             }
             next = expiry::next_check(now);

@@ -3,8 +3,8 @@
 -- backend: one made while the table had a few rows would otherwise stay a
 -- sequential scan as the table grows (quadratic when one transaction
 -- acquires many keys). The setting applies only inside each call.
-ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb) SET enable_seqscan = off;
-ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb) SET enable_seqscan = off;
+ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb, integer) SET enable_seqscan = off;
+ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer) SET enable_seqscan = off;
 ALTER FUNCTION le_renew(text, text, interval) SET enable_seqscan = off;
 ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
 ALTER FUNCTION le_renew_all(text) SET enable_seqscan = off;
@@ -12,4 +12,5 @@ ALTER FUNCTION le_release_all(text) SET enable_seqscan = off;
 ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;
 ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
 ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
+ALTER FUNCTION le_holders(text) SET enable_seqscan = off;
 ALTER FUNCTION le_force_release(text) SET enable_seqscan = off;

@@ -31,7 +31,10 @@ CREATE TABLE leaderlock (
     tenures     bigint NOT NULL DEFAULT 0,  -- contract 14: tenures started,
     releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
     expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed, or session ended)
-    changed_at  timestamptz           -- last change of holder (a new tenure, release or expiry)
+    changed_at  timestamptz,          -- last change of holder (a new tenure, release or expiry)
+    slots       integer NOT NULL DEFAULT 1  -- contract 17: holders admitted at once; above 1, the
+                                      -- tenures are in leaderlock_slots and this row holds no
+                                      -- holder, only the key's last term and its counters
 ) WITH (fillfactor = 50);             -- room on each page for HOT renewals
 
 -- The worker finds lapsed leases through this index only. It is on
@@ -45,6 +48,31 @@ CREATE INDEX leaderlock_session_idx ON leaderlock (session_pid) WHERE session_pi
 -- le_renew_all and le_release_all (contract 16) find a holder's leases
 -- through this one; a renewal does not touch holder, so it stays HOT.
 CREATE INDEX leaderlock_holder_idx ON leaderlock (holder) WHERE holder IS NOT NULL;
+
+-- Contract 17: the tenures of a key that admits more than one holder, one
+-- row per slot (1 to the key's slots), kept when vacated and taken again.
+-- Terms come from the key's row in leaderlock, one sequence for all slots.
+-- Not session-bound (contract 10 applies to keys of one slot).
+CREATE TABLE leaderlock_slots (
+    key         text NOT NULL,
+    slot        integer NOT NULL,     -- 1 to the key's slots
+    holder      text,                 -- NULL when vacant
+    term        bigint NOT NULL,      -- this tenure's term, from the key's sequence
+    acquired_at timestamptz,
+    renewed_at  timestamptz,
+    expires_at  timestamptz,
+    ttl         interval,
+    recheck_at  timestamptz,          -- the worker's cue, as in leaderlock
+    value       jsonb,
+    owner       oid,                  -- role that acquired the tenure (contract 13)
+    releases    bigint NOT NULL DEFAULT 0,
+    expiries    bigint NOT NULL DEFAULT 0,
+    changed_at  timestamptz,
+    PRIMARY KEY (key, slot)
+) WITH (fillfactor = 50);
+CREATE INDEX leaderlock_slots_recheck_at_idx ON leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
+CREATE INDEX leaderlock_slots_holder_idx ON leaderlock_slots (holder) WHERE holder IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_slots', '');
 
 -- Contract 8.2: the WAL timeline on which held leases were last made to
 -- outlast a failover (see failover.rs). One row. Not part of a dump: a
@@ -63,7 +91,9 @@ SELECT timeline_id FROM pg_catalog.pg_control_checkpoint();
 -- Terms must survive pg_dump/restore too, so the rows are part of the dump.
 SELECT pg_catalog.pg_extension_config_dump('leaderlock', '');
 
--- One clock reading per row keeps state and remaining consistent.
+-- One clock reading per row keeps state and remaining consistent. A key of
+-- one slot is its row of leaderlock, as before 0.5.0 (slot NULL); a key of
+-- more (contract 17) shows one row per slot, with that tenure's holder.
 CREATE VIEW leaderlock_status AS
 SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
        CASE WHEN l.holder IS NULL THEN 'vacant'
@@ -71,18 +101,43 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl
             ELSE 'lapsed' END AS state,
        CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
             THEN l.expires_at - c.now END AS remaining,
-       l.value, l.session_pid, l.owner::regrole AS owner
+       l.value, l.session_pid, l.owner::regrole AS owner,
+       NULL::integer AS slot, l.slots
   FROM leaderlock l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ WHERE l.slots OPERATOR(pg_catalog.=) 1
+UNION ALL
+SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl,
+       CASE WHEN s.holder IS NULL THEN 'vacant'
+            WHEN s.expires_at > c.now THEN 'held'
+            ELSE 'lapsed' END,
+       CASE WHEN s.holder IS NOT NULL AND s.expires_at > c.now
+            THEN s.expires_at - c.now END,
+       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots
+  FROM leaderlock h
+  JOIN leaderlock_slots s ON s.key OPERATOR(pg_catalog.=) h.key
+                         AND s.slot OPERATOR(pg_catalog.<=) h.slots
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ WHERE h.slots OPERATOR(pg_catalog.>) 1;
 
 -- Contract 14: how often each key changed hands. Counted since 0.4.0 (an
--- upgraded row starts at zero).
+-- upgraded row starts at zero); a key of many slots counts every slot's.
 CREATE VIEW leaderlock_stats AS
-SELECT l.key, l.tenures, l.releases, l.expiries, l.changed_at,
-       pg_catalog.date_part('epoch', c.now - l.changed_at) AS seconds_since_change,
-       l.holder IS NOT NULL AND l.expires_at > c.now AS held
+SELECT l.key, l.tenures,
+       l.releases + COALESCE(s.releases, 0) AS releases,
+       l.expiries + COALESCE(s.expiries, 0) AS expiries,
+       GREATEST(l.changed_at, s.changed_at) AS changed_at,
+       pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
+       (l.holder IS NOT NULL AND l.expires_at > c.now) OR COALESCE(s.held, false) AS held
   FROM leaderlock l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c;
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+  LEFT JOIN LATERAL (
+       SELECT pg_catalog.sum(t.releases)::bigint AS releases,
+              pg_catalog.sum(t.expiries)::bigint AS expiries,
+              pg_catalog.max(t.changed_at) AS changed_at,
+              pg_catalog.bool_or(t.holder IS NOT NULL AND t.expires_at > c.now) AS held
+         FROM leaderlock_slots t
+        WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON l.slots OPERATOR(pg_catalog.>) 1;
 
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (
@@ -104,3 +159,5 @@ REVOKE ALL ON leaderlock_stats FROM PUBLIC;
 GRANT SELECT ON leaderlock_stats TO PUBLIC;
 REVOKE ALL ON leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON leaderlock_failover TO PUBLIC;
+REVOKE ALL ON leaderlock_slots FROM PUBLIC;
+GRANT SELECT ON leaderlock_slots TO PUBLIC;

@@ -1,0 +1,618 @@
+//! Keys of many slots (contract 17): up to `slots` live holders at once.
+//!
+//! Their tenures live in `leaderlock_slots`, one row per slot, kept when
+//! vacated and taken again. The key's row in `leaderlock` (its head) holds
+//! no holder, only the key's last term and how many slots it admits: every
+//! tenure's term is issued from it, under its row lock, so terms increase
+//! across all holders of the key, and no two candidates take one slot.
+//! Holders never lock the head: renewals, releases and the worker touch
+//! their slot's row only, so a candidate (which locks the head for an
+//! instant, or for the rest of its own transaction, as 3.1 allows) never
+//! delays a holder. Only `lease.rs` calls in here; the outcome types are
+//! this module's own.
+
+use crate::call;
+use crate::clock::{micros, now, ts};
+use crate::databases::{self, Counter};
+use crate::failover;
+use crate::input::{self, Ttl};
+use crate::notify::Event;
+use crate::plans;
+use crate::queries;
+use crate::schema_version;
+use crate::settings;
+use crate::waiters;
+use crate::worker_wakeup;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+
+/// The result of one attempt at a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Acquired,
+    /// Every slot is live until at least this time.
+    HeldUntil(i64),
+    /// The key's row is locked by another transaction: look again soon.
+    Busy,
+    /// The key, with no live holder, admits one holder from now on (its
+    /// row is locked): the caller takes it as a key of one slot.
+    OneSlot,
+}
+
+/// The caller's tenure of a key of many slots, as read without a lock.
+#[derive(Clone, Copy, Debug)]
+pub struct Own {
+    pub slot: i32,
+    pub term: i64,
+    pub expires_at: Option<i64>,
+    /// The caller may act as its owner (contract 13).
+    pub owned: bool,
+}
+
+impl Own {
+    pub fn is_live(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|e| e > now)
+    }
+}
+
+fn caller() -> pg_sys::Oid {
+    call::caller()
+}
+
+fn value_arg(value: Option<&str>) -> DatumWithOid<'_> {
+    value.map_or_else(DatumWithOid::null::<&str>, Into::into)
+}
+
+/// How many slots `key` admits: 1 for a key of one holder, an unknown key,
+/// or a schema from before 0.5.0.
+pub fn slots_of(key: &str) -> i32 {
+    key_slots(key).unwrap_or(1)
+}
+
+/// How many slots `key` admits; None for an unknown key (or before 0.5.0).
+fn key_slots(key: &str) -> Option<i32> {
+    if !schema_version::has_slots() {
+        return None;
+    }
+    plans::run(queries::KEY_SLOTS, &[key.into()], |t| {
+        t.into_iter()
+            .next()
+            .and_then(|row| row.get::<i32>(1).expect("slots"))
+    })
+}
+
+/// The latest tenure `id` has on `key`, read without a lock.
+pub fn read_own(key: &str, id: &str) -> Option<Own> {
+    plans::run(
+        queries::READ_OWN_SLOT,
+        &[key.into(), id.into(), caller().into()],
+        |t| {
+            let row = t.into_iter().next()?;
+            Some(Own {
+                slot: row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
+                term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+                expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
+                owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+            })
+        },
+    )
+}
+
+/// The live tenures of `key` at `now`: how many, and the earliest end.
+fn live(key: &str, now: i64) -> (i64, Option<i64>) {
+    plans::run(queries::LIVE_SLOTS, &[key.into(), ts(now).into()], |t| {
+        let row = t.first();
+        (
+            row.get::<i64>(1).expect("count").unwrap_or(0),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
+        )
+    })
+}
+
+/// One look at a key acquired with `slots` > 1, or a key that admits more
+/// than one (`has`: its slots, None for an unknown key); `holder_live`: its
+/// row in `leaderlock` has a live holder (a key of one slot, held). Takes a
+/// free slot, extends the caller's own tenure, or says why not; raises
+/// 22023 when the key has live holders and admits another number of slots.
+#[allow(clippy::too_many_arguments)]
+pub fn attempt(
+    key: &str,
+    id: &str,
+    ttl: Ttl,
+    slots: i32,
+    has: Option<i32>,
+    holder_live: bool,
+    value: Option<&str>,
+    deadline: Option<i64>,
+) -> Outcome {
+    if holder_live {
+        // A key of one slot with a live holder, asked for more.
+        input::slots_differ(key, has.unwrap_or(1), slots);
+    }
+    let Some(has) = has else {
+        return match first_tenure(key, id, ttl, slots, value, deadline) {
+            // A concurrent first acquisition of the key won: a free slot
+            // may be left in it.
+            Outcome::Busy => match key_slots(key) {
+                Some(has) if has > 1 => {
+                    attempt(key, id, ttl, slots, Some(has), false, value, deadline)
+                }
+                _ => Outcome::Busy,
+            },
+            outcome => outcome,
+        };
+    };
+    let now = now();
+    if has > 1 {
+        // The caller's own live tenure: extend it, same term.
+        if let Some(own) = read_own(key, id).filter(|o| o.owned && o.is_live(now)) {
+            if has != slots {
+                input::slots_differ(key, has, slots);
+            }
+            return match extend(key, id, now, Some(ttl)) {
+                Some(term) => {
+                    if let Some(value) = value {
+                        set_value(key, id, own.slot, term, now, value, has);
+                    }
+                    Outcome::Acquired
+                }
+                None => Outcome::Busy,
+            };
+        }
+    }
+    let (count, earliest) = if has > 1 { live(key, now) } else { (0, None) };
+    if has != slots && count > 0 {
+        input::slots_differ(key, has, slots);
+    }
+    if slots == 1 {
+        // No live holder: the key becomes one of one slot.
+        return plans::in_subtransaction(
+            || {
+                let locked = plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| !t.is_empty());
+                if !locked {
+                    return Outcome::Busy;
+                }
+                plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
+                Outcome::OneSlot
+            },
+            |o| *o == Outcome::OneSlot,
+        );
+    }
+    if has == slots && count >= i64::from(slots) {
+        return Outcome::HeldUntil(earliest.unwrap_or(i64::MAX));
+    }
+    // Lock the key's row, find a free slot, issue a term: in a
+    // subtransaction kept only if it acquired, so a candidate that finds
+    // every slot taken keeps no lock.
+    plans::in_subtransaction(
+        || take_slot(key, id, ttl, slots, value),
+        |o| *o == Outcome::Acquired,
+    )
+}
+
+/// With the key's row locked: the first free slot of 1 to `slots`, a new
+/// term for it, the announcement.
+fn take_slot(key: &str, id: &str, ttl: Ttl, slots: i32, value: Option<&str>) -> Outcome {
+    let head = plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| {
+        t.into_iter()
+            .next()
+            .map(|row| row.get::<String>(1).expect("holder"))
+    });
+    // Locked by another candidate or writer, or (a key of one slot) taken
+    // live meanwhile: look again.
+    let Some(lapsed_head_holder) = head else {
+        return Outcome::Busy;
+    };
+    if !failover::ready_for_new_tenures() {
+        return Outcome::Busy;
+    }
+    let free = plans::run(queries::LOCK_FREE_SLOT, &[key.into(), slots.into()], |t| {
+        t.into_iter().next().map(|row| {
+            (
+                row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
+                row.get::<String>(2).expect("holder"),
+            )
+        })
+    });
+    let (slot, previous) = match free {
+        Some(found) => found,
+        None => {
+            let new = plans::run(queries::NEW_SLOT, &[key.into(), slots.into()], |t| {
+                t.first().get::<i32>(1).expect("slot")
+            });
+            match new {
+                Some(slot) => (slot, None),
+                None => {
+                    // Every slot live (or locked by the worker expiring it).
+                    let now = now();
+                    let (_, earliest) = live(key, now);
+                    return match earliest {
+                        Some(e) => Outcome::HeldUntil(e),
+                        None => Outcome::Busy,
+                    };
+                }
+            }
+        }
+    };
+    let now = now();
+    let term = plans::run(
+        queries::ISSUE_TERM,
+        &[
+            key.into(),
+            failover::term_floor().into(),
+            ts(now).into(),
+            slots.into(),
+        ],
+        |t| {
+            t.first()
+                .get_one::<i64>()
+                .expect("term")
+                .expect("term is NOT NULL")
+        },
+    );
+    // (a key of one slot whose lapsed holder the change of slots ends)
+    let previous = previous.or(lapsed_head_holder);
+    start(
+        key,
+        slot,
+        id,
+        term,
+        now,
+        ttl,
+        value,
+        slots,
+        previous.as_deref(),
+    );
+    Outcome::Acquired
+}
+
+/// Shortest wait behind a concurrent first insert of the same key, as
+/// `lease::insert_first_term`.
+const FIRST_INSERT_WAIT_US: i64 = 10_000;
+
+/// A brand-new key of `slots` slots: its row, and its first tenure in slot 1.
+fn first_tenure(
+    key: &str,
+    id: &str,
+    ttl: Ttl,
+    slots: i32,
+    value: Option<&str>,
+    deadline: Option<i64>,
+) -> Outcome {
+    if !failover::ready_for_new_tenures() {
+        return Outcome::Busy;
+    }
+    let now = now();
+    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
+    let inserted = plans::in_subtransaction(
+        || {
+            PgTryBuilder::new(|| {
+                let _lock_timeout =
+                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
+                let args = [
+                    key.into(),
+                    failover::term_floor().into(),
+                    ts(now).into(),
+                    slots.into(),
+                ];
+                plans::run(queries::INSERT_KEY_HEAD, &args, |t| {
+                    t.into_iter()
+                        .next()
+                        .and_then(|row| row.get::<i64>(1).expect("term"))
+                })
+            })
+            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
+            .execute()
+        },
+        Option::is_some,
+    );
+    let Some(term) = inserted else {
+        return Outcome::Busy;
+    };
+    start(key, 1, id, term, now, ttl, value, slots, None);
+    Outcome::Acquired
+}
+
+/// Writes a new tenure in `slot` and does what follows one: the worker's
+/// cue, wake-ups at rollback, durability, the announcement.
+#[allow(clippy::too_many_arguments)]
+fn start(
+    key: &str,
+    slot: i32,
+    id: &str,
+    term: i64,
+    now: i64,
+    ttl: Ttl,
+    value: Option<&str>,
+    slots: i32,
+    previous_holder: Option<&str>,
+) {
+    let expires_at = now + ttl.0;
+    let args = [
+        key.into(),
+        slot.into(),
+        id.into(),
+        term.into(),
+        ts(now).into(),
+        ts(expires_at).into(),
+        ttl.as_interval().into(),
+        value_arg(value),
+        caller().into(),
+    ];
+    plans::run(queries::START_SLOT, &args, |_| ());
+    worker_wakeup::expiry_written(expires_at);
+    if previous_holder.is_some() {
+        databases::count(Counter::Expired);
+    }
+    waiters::wake_at_abort(key);
+    failover::commit_durably();
+    Event::Acquired {
+        key,
+        holder: id,
+        term,
+        at: now,
+        previous_holder,
+        expires_at,
+        value,
+    }
+    .send_for(slots);
+}
+
+/// Contract 3.2 for a tenure of a key of many slots: extends the one `id`
+/// holds live at `now`. Its term, or None.
+pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
+    if !schema_version::has_slots() {
+        return None;
+    }
+    let ttl = match ttl {
+        Some(t) => t.as_interval().into(),
+        None => DatumWithOid::null::<Interval>(),
+    };
+    let args = [key.into(), id.into(), ts(now).into(), ttl, caller().into()];
+    let (expires_at, term) = plans::run(queries::RENEW_SLOT, &args, |t| {
+        let row = t.into_iter().next()?;
+        let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
+        let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
+        Some((expires_at, term))
+    })?;
+    worker_wakeup::expiry_written(expires_at);
+    failover::commit_durably();
+    Some(term)
+}
+
+/// Locks the tenure `id` holds live on `key`: slot, term, and the time it
+/// was found live; None when there is none or it is locked.
+fn lock_own_live(key: &str, id: &str) -> Option<(i32, i64, i64)> {
+    if !schema_version::has_slots() {
+        return None;
+    }
+    let (slot, term, expires_at) = plans::in_subtransaction(
+        || {
+            let args = [key.into(), id.into(), caller().into()];
+            plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
+                let row = t.into_iter().next()?;
+                Some((
+                    row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
+                    row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+                    micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
+                ))
+            })
+        },
+        Option::is_some,
+    )?;
+    let now = now();
+    (expires_at > now).then_some((slot, term, now))
+}
+
+/// Contract 3.3 for a tenure of a key of many slots.
+pub fn release(key: &str, id: &str) -> bool {
+    let Some((slot, term, now)) = lock_own_live(key, id) else {
+        return false;
+    };
+    vacate(key, slot, id, term, now, false, slots_of(key));
+    true
+}
+
+#[allow(clippy::too_many_arguments)]
+fn vacate(key: &str, slot: i32, holder: &str, term: i64, now: i64, forced: bool, slots: i32) {
+    plans::run(
+        queries::VACATE_SLOT,
+        &[key.into(), slot.into(), ts(now).into()],
+        |_| (),
+    );
+    databases::count(Counter::Released);
+    waiters::wake_at_commit(key);
+    failover::commit_durably();
+    Event::Released {
+        key,
+        holder,
+        term,
+        at: now,
+        forced,
+    }
+    .send_for(slots);
+}
+
+/// Contract 13 for a key of many slots: vacates every live tenure; how many.
+pub fn force_release(key: &str) -> usize {
+    if !schema_version::has_slots() {
+        return 0;
+    }
+    let live: Vec<(i32, String, i64)> = plans::run(queries::LOCK_LIVE_SLOTS, &[key.into()], |t| {
+        t.into_iter()
+            .map(|row| {
+                (
+                    row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
+                    row.get::<String>(2).expect("holder").expect("live"),
+                    row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+                )
+            })
+            .collect()
+    });
+    let now = now();
+    let slots = slots_of(key);
+    for (slot, holder, term) in &live {
+        vacate(key, *slot, holder, *term, now, true, slots);
+    }
+    live.len()
+}
+
+/// Contract 11 for a tenure of a key of many slots.
+pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
+    let Some((slot, term, now)) = lock_own_live(key, id) else {
+        return false;
+    };
+    plans::run(
+        queries::SET_SLOT_VALUE,
+        &[key.into(), slot.into(), value_arg(value)],
+        |_| (),
+    );
+    failover::commit_durably();
+    Event::Proclaimed {
+        key,
+        holder: id,
+        term,
+        at: now,
+        value,
+    }
+    .send_for(slots_of(key));
+    true
+}
+
+/// The holder extended its tenure with a value: set it and announce it.
+fn set_value(key: &str, id: &str, slot: i32, term: i64, now: i64, value: &str, slots: i32) {
+    plans::run(
+        queries::SET_SLOT_VALUE,
+        &[key.into(), slot.into(), value.into()],
+        |_| (),
+    );
+    Event::Proclaimed {
+        key,
+        holder: id,
+        term,
+        at: now,
+        value: Some(value),
+    }
+    .send_for(slots);
+}
+
+/// Contract 3.4 for a tenure of a key of many slots: the caller's latest
+/// tenure, share-locked when it is live, owned and of `expected_term`.
+pub fn assert_own(key: &str, id: &str, expected_term: Option<i64>) -> Option<Own> {
+    let seen = read_own(key, id)?;
+    let fits =
+        |o: &Own, now: i64| o.is_live(now) && o.owned && expected_term.is_none_or(|t| t == o.term);
+    if !fits(&seen, now()) {
+        return Some(seen);
+    }
+    let args = [key.into(), seen.slot.into(), caller().into()];
+    plans::run(queries::SHARE_LOCK_SLOT, &args, |t| {
+        let row = t.into_iter().next()?;
+        let holder = row.get::<String>(1).expect("holder");
+        let own = Own {
+            slot: seen.slot,
+            term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+            expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))
+                .filter(|_| holder.as_deref() == Some(id)),
+            owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+        };
+        Some(own)
+    })
+}
+
+/// le_holders for a key of many slots: (holder, term, expires_at, value)
+/// of each live tenure, by slot.
+pub fn holders(key: &str) -> Vec<(String, i64, i64, Option<String>)> {
+    if !schema_version::has_slots() {
+        return Vec::new();
+    }
+    plans::run(queries::HOLDERS, &[key.into(), ts(now()).into()], |t| {
+        t.into_iter()
+            .filter_map(|row| {
+                Some((
+                    row.get::<String>(1).expect("holder")?,
+                    row.get::<i64>(2).expect("term")?,
+                    micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
+                    row.get::<crate::value::JsonbText>(4)
+                        .expect("value")
+                        .map(|v| v.0),
+                ))
+            })
+            .collect()
+    })
+}
+
+/// Contract 16 over tenures of keys of many slots: renewed, and the
+/// earliest new expiry.
+pub fn renew_all(id: &str, now: i64) -> (i64, Option<i64>) {
+    if !schema_version::has_slots() {
+        return (0, None);
+    }
+    let args = [id.into(), ts(now).into(), caller().into()];
+    plans::run(queries::RENEW_ALL_SLOTS, &args, |t| {
+        let row = t.first();
+        (
+            row.get::<i64>(1).expect("count").unwrap_or(0),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
+        )
+    })
+}
+
+/// Contract 16 over tenures of keys of many slots: releases and announces
+/// each; how many.
+pub fn release_all(id: &str) -> usize {
+    if !schema_version::has_slots() {
+        return 0;
+    }
+    let locked: Vec<(String, i32)> = plans::run(
+        queries::LOCK_ALL_OWN_SLOTS,
+        &[id.into(), caller().into()],
+        |t| {
+            t.into_iter()
+                .map(|row| {
+                    (
+                        row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+                        row.get::<i32>(2).expect("slot").expect("slot is NOT NULL"),
+                    )
+                })
+                .collect()
+        },
+    );
+    if locked.is_empty() {
+        return 0;
+    }
+    let now = now();
+    let (keys, slots): (Vec<String>, Vec<i32>) = locked.into_iter().unzip();
+    let released: Vec<(String, i64, i32)> = plans::run(
+        queries::VACATE_LIVE_SLOTS,
+        &[keys.into(), slots.into(), ts(now).into()],
+        |t| {
+            t.into_iter()
+                .map(|row| {
+                    (
+                        row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+                        row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+                        row.get::<i32>(3).expect("slots").unwrap_or(1),
+                    )
+                })
+                .collect()
+        },
+    );
+    if released.is_empty() {
+        return 0;
+    }
+    failover::commit_durably();
+    databases::count_n(Counter::Released, released.len() as i64);
+    for (key, term, slots) in &released {
+        waiters::wake_at_commit(key);
+        Event::Released {
+            key,
+            holder: id,
+            term: *term,
+            at: now,
+            forced: false,
+        }
+        .send_for(*slots);
+    }
+    released.len()
+}

@@ -1,0 +1,88 @@
+-- Contract 17: keys of many slots (semaphores).
+-- Three holders at once; a fourth is refused; terms from one sequence.
+SELECT le_try_acquire('crawl', 'a', '1 hour', slots => 3) AS a,
+       le_try_acquire('crawl', 'b', '1 hour', slots => 3) AS b,
+       le_try_acquire('crawl', 'c', '1 hour', slots => 3) AS c;
+SELECT le_try_acquire('crawl', 'd', '1 hour', slots => 3) AS d_refused;
+SELECT le_acquire('crawl', 'd', '1 hour', '10 milliseconds', slots => 3) AS d_waits_refused;
+SELECT holder, term, remaining > interval '59 minutes' AS live FROM le_holders('crawl') ORDER BY term;
+SELECT key, holder, term, state, slot, slots FROM leaderlock_status WHERE key = 'crawl' ORDER BY slot;
+-- The key's row holds no holder, only the last term and the slots.
+SELECT key, holder, term, slots FROM leaderlock WHERE key = 'crawl';
+SELECT (le_lease('crawl')).holder IS NULL AS no_single_holder, (le_lease('crawl')).term AS last_term,
+       le_leader('crawl') AS leader;
+
+-- A holder acts on its own tenure only.
+SELECT le_try_acquire('crawl', 'b', '2 hours', slots => 3) AS b_extends_same_term;
+SELECT le_renew('crawl', 'c') AS c_renews, le_renew('crawl', 'd') AS d_cannot;
+SELECT le_assert_leader('crawl', 'b') AS b_term, le_assert_leader('crawl', 'c', 3) AS c_term;
+SELECT le_assert_leader('crawl', 'd');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_assert_leader('crawl', 'a', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_proclaim('crawl', 'a', '{"shard": 1}') AS a_proclaims;
+SELECT holder, term, value FROM le_holders('crawl') ORDER BY term;
+SELECT le_release('crawl', 'a') AS a_releases, le_release('crawl', 'a') AS again;
+-- The freed slot goes to the next candidate, with the next term.
+SELECT le_try_acquire('crawl', 'd', '1 hour', slots => 3) AS d_takes_it;
+SELECT holder, term FROM le_holders('crawl') ORDER BY term;
+SELECT key, holder, term, state, slot FROM leaderlock_status WHERE key = 'crawl' ORDER BY slot;
+
+-- Another number of slots while the key has live holders: 22023, and
+-- nothing changes.
+CREATE TEMP TABLE slots_before AS SELECT * FROM leaderlock_slots WHERE key = 'crawl';
+SELECT le_try_acquire('crawl', 'e', '1 hour', slots => 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('crawl', 'e', '1 hour');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('crawl', 'b', '1 hour', slots => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('one', 'x', '1 hour') AS one_slot_key;
+SELECT le_try_acquire('one', 'y', '1 hour', slots => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT (SELECT array_agg(s::text ORDER BY slot) FROM leaderlock_slots s WHERE key = 'crawl')
+     = (SELECT array_agg(b::text ORDER BY slot) FROM slots_before b) AS unchanged;
+SELECT slots FROM leaderlock WHERE key IN ('crawl', 'one') ORDER BY key;
+
+-- Bad slots: the SQLSTATE, and nothing changes.
+SELECT le_try_acquire('bad', 'a', '1 hour', slots => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('bad', 'a', '1 hour', slots => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_acquire('bad', 'a', '1 hour', '0', slots => 1001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('bad', 'a', '1 hour', session_bound => true, slots => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS no_bad_key FROM leaderlock WHERE key = 'bad';
+
+-- A lapsed tenure (backdated by the test's superuser) is a free slot: its
+-- holder is out, the others stay.
+UPDATE leaderlock_slots SET expires_at = clock_timestamp() - interval '1 second'
+ WHERE key = 'crawl' AND holder = 'c';
+SELECT le_renew('crawl', 'c') AS lapsed_cannot_renew;
+SELECT holder, term FROM le_holders('crawl') ORDER BY term;
+SELECT le_try_acquire('crawl', 'e', '1 hour', slots => 3) AS e_takes_the_lapsed_slot;
+SELECT holder, term FROM le_holders('crawl') ORDER BY term;
+SELECT key, tenures, releases, expiries, held FROM leaderlock_stats WHERE key = 'crawl';
+
+-- Many keys, one holder (contract 16) counts tenures of many-slot keys.
+SELECT le_try_acquire('crawl-2', 'b', '1 hour', slots => 2) AS b_second_key;
+SELECT le_renew_all('b') AS b_renews_all, le_release_all('b') AS b_releases_all;
+SELECT holder FROM le_holders('crawl') ORDER BY term;
+
+-- le_force_release vacates every tenure of the key.
+SELECT le_force_release('crawl') AS forced;
+SELECT count(*) AS holders_left FROM le_holders('crawl');
+-- With no live holder the key takes another number of slots: one, and
+-- it is a key like any other again.
+SELECT le_try_acquire('crawl', 'z', '1 hour') AS z_alone;
+SELECT le_try_acquire('crawl', 'y', '1 hour') AS y_refused;
+SELECT key, holder, term, state, slot, slots FROM leaderlock_status WHERE key = 'crawl';
+SELECT le_leader('crawl') AS leader, holder, term FROM le_holders('crawl');
+SELECT le_release('crawl', 'z') AS z_releases;
+-- And back to two.
+SELECT le_try_acquire('crawl', 'p', '1 hour', slots => 2) AS p, le_try_acquire('crawl', 'q', '1 hour', slots => 2) AS q;
+SELECT holder, term FROM le_holders('crawl') ORDER BY term;
+
+DELETE FROM leaderlock_slots;
+DELETE FROM leaderlock WHERE key IN ('crawl', 'crawl-2', 'one');
