@@ -1,6 +1,6 @@
--- leaderlock, portable edition 0.4.1-portable
+-- leaderlock, portable edition 0.5.0-portable
 --
--- The SQL API of leaderlock 0.4.1 (contract sections 2-4, 6-9, 11, 13, 14)
+-- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16)
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
@@ -16,7 +16,7 @@
 -- name that needs quoting; each call checks the schema again.
 -- The functions name the schema they were installed in, qualified, in their
 -- bodies: do not rename that schema afterwards (reinstall instead).
--- The same file is the extension script leaderlock--0.4.1-portable.sql
+-- The same file is the extension script leaderlock--0.5.0-portable.sql
 -- (CREATE EXTENSION leaderlock, see portable/README.md) and the body given
 -- to pgtle.install_extension on RDS.
 --
@@ -190,7 +190,7 @@ BEGIN
     ddl := $ddl$
 
 -- ---------------------------------------------------------------------------
--- Schema: the same table, index, views and type as the compiled 0.4.1.
+-- Schema: the same table, index, views and type as the compiled 0.5.0.
 -- ---------------------------------------------------------------------------
 
 -- The same columns, types and order as the compiled edition's table. The
@@ -223,6 +223,9 @@ CREATE TABLE @extschema@.leaderlock (
 
 CREATE INDEX leaderlock_recheck_at_idx ON @extschema@.leaderlock (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_session_idx ON @extschema@.leaderlock (session_pid) WHERE session_pid IS NOT NULL;
+-- le_renew_all and le_release_all (contract 16) find a holder's leases
+-- through this one; a renewal does not touch holder, so it stays HOT.
+CREATE INDEX leaderlock_holder_idx ON @extschema@.leaderlock (holder) WHERE holder IS NOT NULL;
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -1093,6 +1096,104 @@ BEGIN
 END
 $fn$;
 
+-- Contract 16, le_renew_all: extends every lease p_id holds live (owned
+-- by a role p_caller is a member of) by its own ttl, same terms, in one
+-- statement that never waits: a row another transaction holds locked is
+-- skipped (found through the index on holder; recheck_at as in
+-- _le_extend). One clock reading for all. Returns how many.
+CREATE FUNCTION @extschema@._le_renew_all(p_id text, p_caller oid) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    n integer;
+    t timestamptz;
+    v_pro timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    WITH renewed AS (
+        UPDATE @extschema@.leaderlock l
+           SET renewed_at = t,
+               expires_at = t + l.ttl,
+               recheck_at = CASE
+                   WHEN l.recheck_at <= t + l.ttl
+                    AND l.recheck_at >= t + l.ttl / 2.0::float8 THEN l.recheck_at
+                   ELSE t + l.ttl END,
+               owner = coalesce(l.owner, p_caller)
+          FROM (SELECT s.key FROM @extschema@.leaderlock s
+                 WHERE s.holder = p_id AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+                   AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                   FOR NO KEY UPDATE SKIP LOCKED) own
+         WHERE l.key = own.key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > t
+        RETURNING l.key)
+    SELECT count(*)::integer INTO n FROM renewed;
+    IF n > 0 THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN n;
+END
+$fn$;
+
+-- Contract 16, le_release_all: locks every lease p_id holds live (owned by
+-- a role p_caller is a member of), skipping rows another transaction holds
+-- locked, then releases each as _le_release does (term kept, counted) and
+-- announces each. Returns how many. When none is found, the lock's
+-- subtransaction is rolled back: nothing stays locked (as _le_lock_own).
+CREATE FUNCTION @extschema@._le_release_all(p_id text, p_caller oid) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_keys text[];
+    r record;
+    t timestamptz;
+    v_pro timestamptz;
+    n integer := 0;
+BEGIN
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
+    BEGIN
+        SELECT array_agg(o.key) INTO v_keys
+          FROM (SELECT l.key FROM @extschema@.leaderlock l
+                 WHERE l.holder = p_id
+                   AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+                   AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
+                   FOR NO KEY UPDATE SKIP LOCKED) o;
+        IF v_keys IS NULL THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN 0;
+    END;
+    -- read after the locks, as _le_release does
+    t := clock_timestamp();
+    FOR r IN
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+               session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+         WHERE l.key = ANY (v_keys) AND l.holder = p_id
+           AND GREATEST(l.expires_at, v_pro + l.ttl) > t
+        RETURNING l.key, l.term
+    LOOP
+        PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
+                                         NULL::timestamptz, NULL::jsonb, false);
+        n := n + 1;
+    END LOOP;
+    IF n > 0 THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN n;
+END
+$fn$;
+
 -- Contract 11. A refused proclaim changes nothing and locks nothing.
 CREATE FUNCTION @extschema@._le_proclaim(p_key text, p_id text, p_value jsonb, p_caller oid)
 RETURNS boolean
@@ -1288,7 +1389,7 @@ $fn$;
 
 -- ---------------------------------------------------------------------------
 -- The API (docs/sql-reference.md): same names, arguments, defaults and
--- result types as the compiled 0.4.1. SECURITY INVOKER.
+-- result types as the compiled 0.5.0. SECURITY INVOKER.
 -- ---------------------------------------------------------------------------
 
 CREATE FUNCTION @extschema@.le_try_acquire(key text, id text, ttl interval,
@@ -1399,6 +1500,28 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
     RETURN @extschema@._le_release($1, $2, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_renew_all(id text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('id'::text, $1);
+    RETURN @extschema@._le_renew_all($1, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_release_all(id text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('id'::text, $1);
+    RETURN @extschema@._le_release_all($1, @extschema@._le_caller());
 END
 $fn$;
 
@@ -1516,7 +1639,7 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN jsonb_build_object(
     'edition', 'portable',
-    'version', '0.4.1',
+    'version', '0.5.0',
     'worker', false,
     'blocking_acquire', 'polling',
     'poll_interval_ms', jsonb_build_array(10, 100),

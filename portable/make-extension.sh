@@ -2,7 +2,7 @@
 # Writes the portable edition as extension files into DIR (default: the
 # extension directory of the pg_config on PATH, i.e. `pg_config
 # --sharedir`/extension): leaderlock.control and
-# leaderlock--0.4.1-portable.sql, the same SQL as leaderlock.sql.
+# leaderlock--0.5.0-portable.sql, the same SQL as leaderlock.sql.
 # Then, in a database: CREATE EXTENSION leaderlock;   (no superuser needed)
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -9,6 +9,6 @@ BEGIN;
 \ir save.sql
 \ir uninstall.sql
 SELECT pg_catalog.current_schema() AS leaderlock_schema \gset
-CREATE EXTENSION leaderlock VERSION '0.4.1' SCHEMA :"leaderlock_schema";
+CREATE EXTENSION leaderlock VERSION '0.5.0' SCHEMA :"leaderlock_schema";
 \ir restore.sql
 COMMIT;

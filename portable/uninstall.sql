@@ -35,7 +35,8 @@ BEGIN
         -- the API
         'le_try_acquire(text, text, interval, boolean, jsonb)',
         'le_acquire(text, text, interval, interval, boolean, jsonb)',
-        'le_renew(text, text, interval)', 'le_release(text, text)', 'le_proclaim(text, text, jsonb)',
+        'le_renew(text, text, interval)', 'le_release(text, text)', 'le_renew_all(text)',
+        'le_release_all(text)', 'le_proclaim(text, text, jsonb)',
         'le_force_release(text)', 'le_assert_leader(text, text, bigint)', 'le_leader(text)',
         'le_lease(text)', 'le_worker_running()', 'le_database_stats()', 'le_capabilities()',
         'le_expire_lapsed()',
@@ -49,7 +50,8 @@ BEGIN
         '_le_failover_record()', '_le_unrestricted()',
         '_le_extend(text, text, timestamptz, interval, oid)', '_le_lock_own(text, text, oid)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint)', '_le_renew(text, text, interval, oid)',
-        '_le_release(text, text, oid)', '_le_proclaim(text, text, jsonb, oid)',
+        '_le_release(text, text, oid)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',
+        '_le_proclaim(text, text, jsonb, oid)',
         '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',
         '_le_expire_lapsed()',
         -- earlier portable versions' internals

@@ -368,6 +368,7 @@ fn le_capabilities() -> pgrx::JsonB {
         "database_stats": preloaded,
         "max_ttl_s": seconds(settings::max_ttl_micros()),
         "max_wait_s": seconds(settings::max_wait_micros()),
+        "max_slots": input::MAX_SLOTS,
     }))
 }
 

@@ -242,6 +242,37 @@ class CliTest(CliCase):
         r.signal(signal.SIGTERM)
         self.assertEqual(r.wait(), 128 + signal.SIGTERM)
 
+    def test_slots_runs_up_to_n_commands_at_once(self):
+        """`run --slots 2`: two of three candidates run the command at
+        once, each in a term of its own; when one stops, the third takes
+        its slot."""
+        runs = [Run(self, "--key", self.key, "--ttl", "3s", "--slots", "2") for _ in range(3)]
+
+        def leading():
+            return [r for r in runs if r.events("leading")]
+
+        self.assertTrue(wait_for(lambda: len(leading()) == 2 and any(r.events("refused") for r in runs),
+                                 timeout=10), [r.events() for r in runs])
+        time.sleep(0.5)
+        self.assertEqual(len(leading()), 2)
+        now = time.time()
+        running = {pid for kind, pid, _, t in records(self.children) if kind == "tick" and t > now - 0.2}
+        self.assertEqual(len(running), 2)
+        terms = sorted(r.events("leading")[0]["term"] for r in leading())
+        self.assertEqual(len(set(terms)), 2, terms)
+        self.assertEqual(one(self.conn, "SELECT count(*) FROM le_holders(%s)", (self.key,)), 2)
+        first = leading()[0]
+        first.signal(signal.SIGTERM)
+        self.assertEqual(first.wait(), 128 + signal.SIGTERM)
+        third = [r for r in runs if r is not first and not r.events("leading")][0]
+        self.assertTrue(wait_for(lambda: third.events("leading"), timeout=10))
+        self.assertGreater(third.events("leading")[0]["term"], terms[-1])
+        for r in runs:
+            if r.proc.poll() is None:
+                r.signal(signal.SIGTERM)
+                r.wait()
+        self.assertEqual(one(self.conn, "SELECT count(*) FROM le_holders(%s)", (self.key,)), 0)
+
     def test_kill_9_of_the_cli_stops_the_command(self):
         r = Run(self, "--key", self.key, "--ttl", "5s")
         self.assertTrue(wait_for(lambda: records(self.children)))

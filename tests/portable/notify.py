@@ -5,8 +5,10 @@ Each payload must equal what the compiled edition's serde_json writes:
 compact JSON, keys in the documented order, strings escaped as serde_json
 does (json.dumps with separators=(',', ':') and ensure_ascii=False escapes
 the same characters the same way), values embedded as jsonb's text.
-Then: a waiter in le_acquire takes a released lease within one polling
-period (<= 100 ms + a look), and takes a lapsed one at its expiry.
+le_release_all's payloads too; le_renew_all and le_release_all skip a row
+another session holds locked, without waiting, and leave a lapsed lease
+unlocked. Then: a waiter in le_acquire takes a released lease within one
+polling period (<= 100 ms + a look), and takes a lapsed one at its expiry.
 
 Usage: notify.py CONNINFO
 """
@@ -94,6 +96,74 @@ else:
     if "123456789012345678901234567890.5" not in payloads[0]:
         failures.append("the value's number was not kept exactly")
 
+# le_renew_all / le_release_all (contract 16): every live lease of one id,
+# skipping a row another transaction holds locked (never waiting), each
+# release announced as le_release announces one, byte for byte.
+many_id = 'id "all" \\ é\x02'
+many_keys = ['all-1 "q"', 'all-2\n', 'all-3 雪']
+for k in many_keys:
+    cur.execute("SELECT le_try_acquire(%s, %s, '1 hour')", (k, many_id))
+cur.execute("SELECT le_try_acquire('all-lapsed', %s, '10 milliseconds')", (many_id,))
+time.sleep(0.05)
+drain(10, 0.2)
+other = psycopg2.connect(DSN)
+other_cur = other.cursor()           # not autocommit: its transaction stays open
+other_cur.execute("SELECT le_renew(%s, %s)", (many_keys[1], many_id))   # locks all-2's row
+cur.execute("SET statement_timeout = '5s'")   # a call that waited would fail, not hang
+t0 = time.time()
+try:
+    cur.execute("SELECT le_renew_all(%s), le_release_all(%s)", (many_id, many_id))
+    renewed, released = cur.fetchone()
+except psycopg2.extensions.QueryCanceledError:
+    renewed = released = "waited for the locked row (statement_timeout)"
+took = time.time() - t0
+other.commit()
+cur.execute("SELECT le_release_all(%s), le_release_all(%s)", (many_id, many_id))
+released_after, released_none = cur.fetchone()
+cur.execute("RESET statement_timeout")
+other.close()
+print(f"  le_renew_all/le_release_all past a locked row: {renewed}/{released} in {took * 1000:.0f} ms, "
+      f"then {released_after}, then {released_none}")
+if (renewed, released, released_after, released_none) != (2, 2, 1, 0) or took > 1.0:
+    failures.append(f"le_renew_all/le_release_all: renewed {renewed}, released {released} "
+                    f"in {took:.3f} s with all-2 locked (want 2, 2 at once), then {released_after} "
+                    f"(want 1), then {released_none} (want 0)")
+many = drain(3)
+if len(many) != 3 or drain(1, 0.3):
+    failures.append(f"le_release_all: expected 3 notifications, got {len(many)}: {many}")
+else:
+    ev = [json.loads(p) for p in many]
+    cur.execute("SELECT key, term FROM leaderlock WHERE key = ANY(%s)", (many_keys,))
+    terms = dict(cur.fetchall())
+    # the first call released all-1 and all-3 (in any order, one clock
+    # reading), the second all-2
+    if sorted(e["key"] for e in ev[:2]) != sorted([many_keys[0], many_keys[2]]) \
+            or ev[2]["key"] != many_keys[1] or ev[0]["at"] != ev[1]["at"]:
+        failures.append(f"le_release_all announced {[(e['key'], e['at']) for e in ev]}")
+    for got, e in zip(many, ev):
+        want = compiled("released", e["key"], many_id, terms.get(e["key"]), e["at"], forced=False)
+        if got != want:
+            failures.append(f"le_release_all payload\n   got  {got!r}\n   want {want!r}")
+cur.execute("SELECT key, holder IS NULL, releases FROM leaderlock WHERE key LIKE 'all-%' ORDER BY key")
+rows = cur.fetchall()
+want_rows = sorted([(k, True, 1) for k in many_keys] + [("all-lapsed", False, 0)])
+if rows != want_rows:
+    failures.append(f"after le_release_all: {rows}, want {want_rows}")
+# A lapsed lease is neither released nor locked by them: while their
+# transaction is still open, a rival takes it over at once.
+other = psycopg2.connect(DSN)
+other_cur = other.cursor()
+other_cur.execute("SELECT le_renew_all(%s), le_release_all(%s)", (many_id, many_id))
+found = other_cur.fetchone()
+cur.execute("SELECT le_try_acquire('all-lapsed', 'rival', '1 hour')")
+taken = cur.fetchone()[0]
+other.rollback()
+other.close()
+if found != (0, 0) or not taken:
+    failures.append(f"a lapsed lease: le_renew_all/le_release_all found {found} (want 0, 0), "
+                    f"then a rival took it: {taken} (want True)")
+drain(2, 0.5)
+
 # le_acquire: a waiter takes a released lease within a polling period.
 cur.execute("SELECT le_try_acquire('wake', 'holder', '1 hour')")
 result = {}
@@ -137,4 +207,5 @@ if failures:
     for f in failures:
         print("  FAIL:", f)
     sys.exit(1)
-print("  ok: 7 payloads byte-identical to the compiled edition's; le_acquire wakes by polling in time")
+print("  ok: 7 payloads and le_release_all's byte-identical to the compiled edition's; le_renew_all and "
+      "le_release_all skip a locked row at once; le_acquire wakes by polling in time")

@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// than two thirds of the ttl. Default: ttl/4.
     #[arg(long, value_parser = crate::duration::parse)]
     grace: Option<Duration>,
+    /// How many candidates may run the command at once (a semaphore of the
+    /// key, extension 0.5.0): every candidate of the key must give the
+    /// same number. Default 1: one leader.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    slots: u32,
     /// Restart the command when it exits while leading, and campaign again
     /// after losing the lease, instead of exiting.
     #[arg(long)]
@@ -101,6 +106,7 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     }
     config.poll_every = args.poll;
     config.campaign_again = args.restart;
+    config.slots = args.slots;
     let grace = args.grace.unwrap_or(args.ttl / 4);
     // Floors: below them a tenure (or a try) could not do any work before
     // the next, and the CLI would only load the database.

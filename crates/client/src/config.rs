@@ -35,6 +35,10 @@ pub struct ElectorConfig {
     pub margin: Duration,
     /// Campaign again after losing or resigning the lease. Default true.
     pub campaign_again: bool,
+    /// How many holders the key admits at once (contract 17, extension
+    /// 0.5.0): above 1, this elector holds one of its slots. Every
+    /// candidate of a key must give the same number. Default 1.
+    pub slots: u32,
 }
 
 impl ElectorConfig {
@@ -52,6 +56,7 @@ impl ElectorConfig {
             retry_every: (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1)),
             margin: ttl / 200,
             campaign_again: true,
+            slots: 1,
         }
     }
 }

@@ -550,22 +550,46 @@ impl Task {
                 Ok(Ok(_)) => {}
             }
         }
+        let slots = i32::try_from(self.config.slots).unwrap_or(i32::MAX);
         let client = self.client(by).await?;
         let won = timeout_at(by, async {
-            let row = client
-                .query_typed(
-                    sql::TRY_ACQUIRE,
-                    &[(&key, Type::TEXT), (&id, Type::TEXT), (&ttl, Type::FLOAT8)],
-                )
-                .await?;
+            let row = if slots > 1 {
+                client
+                    .query_typed(
+                        sql::TRY_ACQUIRE_SLOTS,
+                        &[
+                            (&key, Type::TEXT),
+                            (&id, Type::TEXT),
+                            (&ttl, Type::FLOAT8),
+                            (&slots, Type::INT4),
+                        ],
+                    )
+                    .await?
+            } else {
+                client
+                    .query_typed(
+                        sql::TRY_ACQUIRE,
+                        &[(&key, Type::TEXT), (&id, Type::TEXT), (&ttl, Type::FLOAT8)],
+                    )
+                    .await?
+            };
             if !row[0].get::<_, bool>(0) {
+                if slots > 1 {
+                    // Every slot taken: no one holder to name.
+                    return Ok::<_, tokio_postgres::Error>(Err(None));
+                }
                 let holder = client
                     .query_typed(sql::LEADER, &[(&key, Type::TEXT)])
                     .await?;
-                return Ok::<_, tokio_postgres::Error>(Err(holder[0].get::<_, Option<String>>(0)));
+                return Ok(Err(holder[0].get::<_, Option<String>>(0)));
             }
+            let term_of = if slots > 1 {
+                sql::TERM_OF_SLOT
+            } else {
+                sql::TERM_OF
+            };
             let term = client
-                .query_typed(sql::TERM_OF, &[(&key, Type::TEXT), (&id, Type::TEXT)])
+                .query_typed(term_of, &[(&key, Type::TEXT), (&id, Type::TEXT)])
                 .await?;
             // No row: lost already (never seen in practice); counts as refused.
             Ok(term.first().map(|r| r.get::<_, i64>(0)).ok_or(None))
@@ -596,6 +620,11 @@ impl Task {
             self.config.id.clone(),
             self.config.ttl.as_secs_f64(),
         );
+        let still_ours_sql = if self.config.slots > 1 {
+            sql::STILL_OURS_SLOT
+        } else {
+            sql::STILL_OURS
+        };
         let client = self.client(by).await?;
         let renewed = timeout_at(
             by,
@@ -614,7 +643,7 @@ impl Task {
             let still_ours = timeout_at(
                 by,
                 client.query_typed(
-                    sql::STILL_OURS,
+                    still_ours_sql,
                     &[(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)],
                 ),
             )

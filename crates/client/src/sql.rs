@@ -6,6 +6,9 @@
 /// later signature can never bind one to the wrong parameter.
 pub const TRY_ACQUIRE: &str =
     "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))";
+/// The same for a key of many slots (extension 0.5.0): $4 slots.
+pub const TRY_ACQUIRE_SLOTS: &str = "SELECT le_try_acquire(key => $1, id => $2, \
+     ttl => make_interval(secs => $3), slots => $4)";
 /// $1 key, $2 id, $3 ttl in seconds.
 pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))";
 /// After a refused renewal: whether the lease is still ours ($2 id, $3
@@ -13,12 +16,17 @@ pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, ttl => make_interv
 /// row locked by another transaction. $1 key.
 pub const STILL_OURS: &str = "SELECT coalesce(holder = $2 AND term = $3 \
      AND expires_at > clock_timestamp(), false) FROM le_lease(key => $1)";
+/// `STILL_OURS` for a key of many slots: our tenure among its live ones.
+pub const STILL_OURS_SLOT: &str = "SELECT coalesce(bool_or(holder = $2 AND term = $3), false) \
+     FROM le_holders(key => $1)";
 /// $1 key, $2 id.
 pub const RELEASE: &str = "SELECT le_release(key => $1, id => $2)";
 /// The term of the tenure just won: $1 key, $2 id. A lease holding our id
 /// can only be our own tenure (ids are unique per elector). le_lease
 /// (extension 0.3.0 and later), not the table: the function is the API.
 pub const TERM_OF: &str = "SELECT term FROM le_lease(key => $1) WHERE holder = $2";
+/// `TERM_OF` for a key of many slots: our tenure among its live ones.
+pub const TERM_OF_SLOT: &str = "SELECT term FROM le_holders(key => $1) WHERE holder = $2";
 /// $1 key: the live holder, if any.
 pub const LEADER: &str = "SELECT le_leader(key => $1)";
 /// Whether a background worker expires lapsed leases and announces them

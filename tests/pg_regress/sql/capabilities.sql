@@ -6,7 +6,8 @@
 
 -- The same keys in both editions; what this server offers.
 SELECT array_agg(k ORDER BY k) AS keys FROM jsonb_object_keys(le_capabilities()) k;
-SELECT le_capabilities() - 'max_ttl_s' - 'max_wait_s' AS offers;
+SELECT le_capabilities() - 'max_ttl_s' - 'max_wait_s' - 'max_slots' AS offers;
+SELECT le_capabilities()->'max_slots' AS max_slots;
 SELECT le_capabilities()->'max_ttl_s' AS max_ttl_s, le_capabilities()->'max_wait_s' AS max_wait_s;
 SELECT (le_capabilities()->>'worker')::boolean = le_worker_running() AS worker_key_is_le_worker_running;
 -- Any role may ask.

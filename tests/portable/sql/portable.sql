@@ -1,7 +1,8 @@
 -- The portable edition's own behaviour (contract 19), beyond the
 -- repository's pg_regress files: capabilities, le_expire_lapsed, lapsed
--- leases vacated by the next call, ttls stored as hours, durability, and
--- the role checks of the SECURITY DEFINER writers.
+-- leases vacated by the next call (and left alone by le_renew_all and
+-- le_release_all), ttls stored as hours, durability, and the role checks
+-- of the SECURITY DEFINER writers.
 SELECT le_capabilities();
 SELECT le_worker_running(), count(*) AS database_stats_rows FROM leaderlock_database_stats;
 
@@ -36,6 +37,33 @@ ROLLBACK;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
 SELECT le_try_acquire('p-touch', 'b', '1 hour') AS taken_over;
 SELECT holder, term, expiries FROM leaderlock WHERE key = 'p-touch';
+-- Contract 16: le_renew_all and le_release_all leave a lapsed lease alone
+-- (neither renewed, released, vacated nor locked), like a refused le_renew
+-- or le_release; the next acquirer takes it over.
+SELECT le_try_acquire('p-all-lapsed', 'p-all', '10 milliseconds'),
+       le_try_acquire('p-all-live', 'p-all', '1 hour');
+SELECT pg_sleep(0.05);
+BEGIN;
+SELECT le_renew_all('p-all') AS renewed_all, le_release_all('p-all') AS released_all,
+       le_release_all('p-all') AS released_again;
+-- (locked: by this transaction or one of its subtransactions, whose xids
+-- come after it; no other transaction writes meanwhile)
+SELECT key, xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text AS written,
+       xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296 AS locked
+  FROM leaderlock WHERE key LIKE 'p-all%' ORDER BY key;
+COMMIT;
+BEGIN;
+SELECT le_renew_all('p-all') AS renewed_none, le_release_all('p-all') AS released_none;
+SELECT count(*) AS rows_locked_by_calls_that_found_none FROM leaderlock
+ WHERE xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+    OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296;
+COMMIT;
+SELECT key, holder, term, state, releases, expiries
+  FROM leaderlock_status JOIN leaderlock_stats USING (key) WHERE key LIKE 'p-all%' ORDER BY key;
+SELECT le_try_acquire('p-all-lapsed', 'b', '1 hour') AS taken_over;
+-- The compiled edition's indexes, the same (the holder's for contract 16).
+SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'leaderlock'
+ ORDER BY indexname;
 -- Every function that plans with enable_seqscan = off also runs without
 -- JIT (a disabled sequential scan costs more than jit_above_cost: 10 to
 -- 40 ms of compiling per call, found by bench/editions.sh).
@@ -78,7 +106,13 @@ RESET ROLE;
 SET ROLE ll_p_other;
 SELECT _le_release('p-owned', 'me', 'll_p_app'::regrole);
 \echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew_all('me', 'll_p_app'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_release_all('me', 'll_p_app'::regrole);
+\echo :LAST_ERROR_SQLSTATE
 SELECT le_release('p-owned', 'me') AS other_releases;
+-- (another role acts on the lease as a non-holder would: not counted)
+SELECT le_renew_all('me') AS other_renews_all, le_release_all('me') AS other_releases_all;
 RESET ROLE;
 -- Inside a SECURITY DEFINER function of a role the session is not a member
 -- of: refused (the compiled edition acts as that function's owner).
@@ -139,6 +173,12 @@ SELECT _le_force_release('', 'll_p_direct'::regrole);
 \echo :LAST_ERROR_SQLSTATE
 SELECT _le_assert_leader('p-direct', 'x', -1, 'll_p_direct'::regrole);
 \echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew_all(NULL, 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_release_all('', 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_release_all(repeat('x', 256), 'll_p_direct'::regrole);
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) AS direct_rows FROM leaderlock WHERE key = 'p-direct' OR key = '' OR key LIKE 'kkk%';
 -- The table refuses such rows whoever writes them (its owner included).
@@ -169,6 +209,10 @@ CREATE INDEX ON p_sro (p_sro_fn(a));
 \echo :LAST_ERROR_SQLSTATE
 CREATE OR REPLACE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
     AS $$ BEGIN PERFORM public._le_expire_lapsed(); RETURN $1; END $$;
+CREATE INDEX ON p_sro (p_sro_fn(a));
+\echo :LAST_ERROR_SQLSTATE
+CREATE OR REPLACE FUNCTION p_sro_fn(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN PERFORM public._le_release_all('holder', 10::oid); RETURN $1; END $$;
 CREATE INDEX ON p_sro (p_sro_fn(a));
 \echo :LAST_ERROR_SQLSTATE
 SELECT holder, term FROM leaderlock WHERE key = 'p-sro';
@@ -297,6 +341,12 @@ CREATE FUNCTION p_n1_take() RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET s
 CREATE FUNCTION p_n1_release(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog
     AS $$ BEGIN RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+CREATE FUNCTION p_n1_release_all(victim oid) RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog
+    AS $$ BEGIN RETURN public._le_release_all('alice-1', victim); END $$;
+CREATE FUNCTION p_n1_renew_all(victim oid) RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog
+    AS $$ BEGIN RETURN public._le_renew_all('alice-1', victim); END $$;
 -- the same with the only caller key it can read: its own role's
 CREATE FUNCTION p_n1_forged(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog
@@ -306,9 +356,16 @@ ALTER FUNCTION p_n1_force() OWNER TO ll_p_mallory;
 ALTER FUNCTION p_n1_take() OWNER TO ll_p_mallory;
 ALTER FUNCTION p_n1_release(oid) OWNER TO ll_p_mallory;
 ALTER FUNCTION p_n1_forged(oid) OWNER TO ll_p_mallory;
-GRANT EXECUTE ON FUNCTION p_n1_release(oid), p_n1_forged(oid) TO ll_p_alice;
+ALTER FUNCTION p_n1_release_all(oid) OWNER TO ll_p_mallory;
+ALTER FUNCTION p_n1_renew_all(oid) OWNER TO ll_p_mallory;
+GRANT EXECUTE ON FUNCTION p_n1_release(oid), p_n1_forged(oid), p_n1_release_all(oid), p_n1_renew_all(oid)
+    TO ll_p_alice;
 SET ROLE ll_p_alice;
 SELECT p_n1_release('ll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT p_n1_release_all('ll_p_alice'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT p_n1_renew_all('ll_p_alice'::regrole);
 \echo :LAST_ERROR_SQLSTATE
 SELECT p_n1_forged('ll_p_alice'::regrole);
 \echo :LAST_ERROR_SQLSTATE
@@ -349,7 +406,8 @@ SET ROLE ll_p_alice;
 SELECT le_release('p-n1', 'alice-1') AS alice_releases;
 RESET ROLE;
 SELECT le_try_acquire('p-n1', 'su', '1 hour') AS su_takes, le_force_release('p-n1') AS su_forces;
-DROP FUNCTION p_n1_force(), p_n1_take(), p_n1_release(oid), p_n1_forged(oid);
+DROP FUNCTION p_n1_force(), p_n1_take(), p_n1_release(oid), p_n1_forged(oid), p_n1_release_all(oid),
+    p_n1_renew_all(oid);
 DROP ROLE ll_p_mallory;
 DROP ROLE ll_p_alice;
 
