@@ -1,6 +1,7 @@
 -- leaderlock 0.4.0 -> 0.5.0: security fixes (SECURITY.md), le_capabilities
 -- and le_expire_lapsed (contract 19), le_renew_all and le_release_all
--- (contract 16), keys of many slots (contract 17). The table gains an
+-- (contract 16), keys of many slots (contract 17), priorities and
+-- le_candidates (contract 18). The table gains an
 -- index and a column (every key admits one holder, as before); every
 -- lease, term and counter stays as it is.
 \echo Use "ALTER EXTENSION leaderlock UPDATE TO '0.5.0'" to load this file. \quit
@@ -160,12 +161,21 @@ ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb, integer) SET
 DROP FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb);
 CREATE FUNCTION le_acquire(
     key text, id text, ttl interval, wait interval,
-    session_bound boolean DEFAULT false, value jsonb DEFAULT NULL, slots integer DEFAULT 1
+    session_bound boolean DEFAULT false, value jsonb DEFAULT NULL, slots integer DEFAULT 1,
+    priority integer DEFAULT 0
 ) RETURNS boolean
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_acquire_slots_wrapper';
-ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer) SET enable_seqscan = off;
+ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)
+    SET enable_seqscan = off;
+
+-- Contract 18: the candidates waiting in le_acquire, in serving order.
+CREATE FUNCTION le_candidates(key text)
+RETURNS TABLE (id text, priority integer, waiting_since timestamptz)
+VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_candidates_wrapper';
 
 CREATE FUNCTION le_holders(key text) RETURNS SETOF leaderlock_lease
 VOLATILE PARALLEL SAFE

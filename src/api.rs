@@ -6,6 +6,7 @@
 //! (section 7, SECURITY.md); arguments are never spliced into SQL.
 
 use crate::call::{self, Access};
+use crate::candidates;
 use crate::clock;
 use crate::databases;
 use crate::expiry;
@@ -45,6 +46,7 @@ fn le_try_acquire_slots(
         session_bound,
         value: value.as_ref().map(|v| v.0.as_str()),
         slots,
+        priority: 0,
     };
     lease::try_acquire(key, id, ttl, claim)
 }
@@ -70,6 +72,7 @@ fn le_try_acquire_with(
         session_bound,
         value: value.as_ref().map(|v| v.0.as_str()),
         slots: 1,
+        priority: 0,
     };
     lease::try_acquire(key, id, ttl, claim)
 }
@@ -103,6 +106,7 @@ fn le_acquire_slots(
     session_bound: default!(Option<bool>, false),
     value: default!(Option<JsonbText>, "NULL"),
     slots: default!(Option<i32>, 1),
+    priority: default!(Option<i32>, 0),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
@@ -113,10 +117,12 @@ fn le_acquire_slots(
     let session_bound = input::session_bound(session_bound);
     let value = input::value(value);
     let slots = input::slots(slots, session_bound);
+    let priority = input::priority(priority);
     let claim = Claim {
         session_bound,
         value: value.as_ref().map(|v| v.0.as_str()),
         slots,
+        priority,
     };
     lease::acquire(key, id, ttl, wait, claim)
 }
@@ -144,6 +150,7 @@ fn le_acquire(
         session_bound,
         value: value.as_ref().map(|v| v.0.as_str()),
         slots: 1,
+        priority: 0,
     };
     lease::acquire(key, id, ttl, wait, claim)
 }
@@ -197,6 +204,31 @@ fn lease_record(
     set_field(&mut row, "remaining", remaining);
     set_field(&mut row, "value", lease.value.map(JsonbText));
     row
+}
+
+/// Contract 18: the candidates waiting in le_acquire for `key` now, in the
+/// order they would be served (higher priority first, then longest waiting).
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+#[allow(clippy::type_complexity)]
+fn le_candidates(
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> TableIterator<
+    'static,
+    (
+        name!(id, String),
+        name!(priority, i32),
+        name!(waiting_since, TimestampWithTimeZone),
+    ),
+> {
+    let _call = unsafe { call::enter(fcinfo, Access::Read) };
+    let key = input::name("key", key);
+    let rows: Vec<_> = candidates::list(key)
+        .into_iter()
+        .map(|(id, priority, since)| (id, priority, clock::ts(since)))
+        .collect();
+    TableIterator::new(rows)
 }
 
 /// Contract 17: the live holders of `key`, one record each (of a key of
@@ -369,6 +401,7 @@ fn le_capabilities() -> pgrx::JsonB {
         "max_ttl_s": seconds(settings::max_ttl_micros()),
         "max_wait_s": seconds(settings::max_wait_micros()),
         "max_slots": input::MAX_SLOTS,
+        "priority": preloaded,
     }))
 }
 

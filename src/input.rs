@@ -2,6 +2,7 @@
 //! runs these before touching anything, so a rejected call changes nothing.
 
 use crate::databases;
+use crate::preload;
 use crate::sessions;
 use crate::settings;
 use crate::value::{JsonbText, MAX_VALUE_BYTES};
@@ -225,6 +226,26 @@ pub fn slots(value: Option<i32>, session_bound: bool) -> i32 {
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             "leaderlock: a key of more than one slot cannot be session-bound".to_string(),
             Some("Acquire with session_bound => false and a short ttl."),
+        );
+    }
+    value
+}
+
+/// `priority` of le_acquire (contract 18): not NULL; other than 0 only
+/// where the library is preloaded (the candidates are in shared memory).
+pub fn priority(value: Option<i32>) -> i32 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: priority must not be NULL".to_string(),
+            Some("Give 0 for the default priority."),
+        );
+    };
+    if value != 0 && !preload::preloaded() {
+        reject(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "leaderlock: priorities need the library preloaded".to_string(),
+            Some("Add leaderlock to shared_preload_libraries and restart, or give priority 0."),
         );
     }
     value

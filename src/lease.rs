@@ -9,6 +9,7 @@
 //! `TimestampTz` microseconds.
 
 use crate::call;
+use crate::candidates;
 use crate::clock::{micros, now, ts};
 use crate::databases::{self, Counter};
 use crate::failover;
@@ -75,6 +76,9 @@ pub struct Claim<'a> {
     pub value: Option<&'a str>,
     /// How many holders the key admits at once.
     pub slots: i32,
+    /// Contract 18: while a candidate of higher priority waits for the key,
+    /// this one starts no tenure (le_try_acquire's is 0).
+    pub priority: i32,
 }
 
 impl Default for Claim<'_> {
@@ -83,6 +87,7 @@ impl Default for Claim<'_> {
             session_bound: false,
             value: None,
             slots: 1,
+            priority: 0,
         }
     }
 }
@@ -144,7 +149,23 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     } else {
         wait
     };
-    let deadline = now().saturating_add(wait);
+    // Contract 18: a candidate that waits is known, with its priority, for
+    // as long as it waits (however the call ends).
+    let started = now();
+    if wait == 0 || !candidates::register(key, id, claim.priority, started) {
+        return wait_for_lease(key, id, ttl, started.saturating_add(wait), claim);
+    }
+    PgTryBuilder::new(|| wait_for_lease(key, id, ttl, started.saturating_add(wait), claim))
+        .finally(|| {
+            candidates::leave();
+            waiters::candidate_left(key);
+        })
+        .execute()
+}
+
+/// le_acquire's loop: look, sleep until woken or the lease could have
+/// lapsed, look again, until `deadline`.
+fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>) -> bool {
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
         let seen = waiters::broadcasts(key);
@@ -199,6 +220,9 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         first_lease,
     );
     let read_at = now();
+    let own_live = seen
+        .as_ref()
+        .is_some_and(|l| l.is_live(read_at) && l.is_own(id));
     // A key of many slots, or asked for: its tenures are `slots.rs`'s.
     let many = |has: Option<i32>, live: bool| match slots::attempt(
         key,
@@ -208,6 +232,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         has,
         live,
         claim.value,
+        claim.priority,
         deadline,
     ) {
         Outcome::Acquired => Some(Attempt::Acquired),
@@ -217,6 +242,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     };
     match seen {
         None if claim.slots > 1 => return many(None, false).unwrap_or(Attempt::Busy),
+        None if candidates::outranked(key, claim.priority) => return Attempt::HeldUntil(i64::MAX),
         None => return insert_first_term(key, id, ttl, claim, deadline),
         Some(lease) if lease.slots > 1 || claim.slots > 1 => {
             if let Some(outcome) = many(Some(lease.slots), lease.is_live(read_at)) {
@@ -241,6 +267,11 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         Some(_) => {}
     }
 
+    // Contract 18: a new tenure waits for every candidate of higher
+    // priority (a live holder extends whatever waits).
+    if !own_live && candidates::outranked(key, claim.priority) {
+        return Attempt::HeldUntil(i64::MAX);
+    }
     // Lock it only if we may take or extend it; SKIP LOCKED: never wait.
     let locked = kept_if_locked(|| {
         plans::run(

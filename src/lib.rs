@@ -27,6 +27,7 @@ use pgrx::prelude::*;
 mod api;
 mod bgworker;
 mod call;
+mod candidates;
 mod clock;
 mod databases;
 mod expiry;
@@ -73,6 +74,7 @@ pub extern "C-unwind" fn _PG_init() {
         databases::init();
         worker_wakeup::init();
         waiters::init();
+        candidates::init();
         sessions::init();
         hooks::init();
         launcher::register();

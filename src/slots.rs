@@ -12,6 +12,7 @@
 //! this module's own.
 
 use crate::call;
+use crate::candidates;
 use crate::clock::{micros, now, ts};
 use crate::databases::{self, Counter};
 use crate::failover;
@@ -123,20 +124,34 @@ pub fn attempt(
     has: Option<i32>,
     holder_live: bool,
     value: Option<&str>,
+    priority: i32,
     deadline: Option<i64>,
 ) -> Outcome {
     if holder_live {
         // A key of one slot with a live holder, asked for more.
         input::slots_differ(key, has.unwrap_or(1), slots);
     }
+    // Contract 18: no new tenure while a candidate of higher priority waits.
+    let outranked = || candidates::outranked(key, priority);
     let Some(has) = has else {
+        if outranked() {
+            return Outcome::HeldUntil(i64::MAX);
+        }
         return match first_tenure(key, id, ttl, slots, value, deadline) {
             // A concurrent first acquisition of the key won: a free slot
             // may be left in it.
             Outcome::Busy => match key_slots(key) {
-                Some(has) if has > 1 => {
-                    attempt(key, id, ttl, slots, Some(has), false, value, deadline)
-                }
+                Some(has) if has > 1 => attempt(
+                    key,
+                    id,
+                    ttl,
+                    slots,
+                    Some(has),
+                    false,
+                    value,
+                    priority,
+                    deadline,
+                ),
                 _ => Outcome::Busy,
             },
             outcome => outcome,
@@ -180,6 +195,9 @@ pub fn attempt(
     }
     if has == slots && count >= i64::from(slots) {
         return Outcome::HeldUntil(earliest.unwrap_or(i64::MAX));
+    }
+    if slots > 1 && outranked() {
+        return Outcome::HeldUntil(i64::MAX);
     }
     // Lock the key's row, find a free slot, issue a term: in a
     // subtransaction kept only if it acquired, so a candidate that finds

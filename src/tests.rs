@@ -459,6 +459,22 @@ mod tests {
         assert_eq!(text_of("SELECT le_leader('sem')"), None);
     }
 
+    // ---- 18 candidates and priority ----------------------------------------
+
+    #[pg_test]
+    fn priorities_need_the_preloaded_library_and_nobody_is_listed_without_it() {
+        // (these tests run without shared_preload_libraries)
+        assert_rejected(
+            "SELECT le_acquire('p', 'a', '1 hour', '0', priority => 1)",
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            &["preloaded"],
+        );
+        assert!(bool_of(
+            "SELECT le_acquire('p', 'a', '1 hour', '10 milliseconds', priority => 0)"
+        ));
+        assert_eq!(i64_of("SELECT count(*) FROM le_candidates('p')"), 0);
+    }
+
     #[pg_test]
     fn payloads_carry_slots_only_for_keys_of_many() {
         let e = Event::Released {

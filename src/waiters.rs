@@ -12,11 +12,14 @@
 //! Only active when the library is preloaded; otherwise le_acquire looks
 //! again every `UNPRELOADED_RECHECK_MS`.
 
+use crate::candidates;
+use crate::databases;
 use crate::preload;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
-use std::cell::{Cell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::sync::atomic::AtomicI32;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Buckets of keys. Waiters of keys that share a bucket wake together and
@@ -36,6 +39,9 @@ struct Buckets {
     woken: [AtomicU64; BUCKETS],
     /// The last broadcast a waiter claimed, per bucket (see `sleep`).
     claimed: [AtomicU64; BUCKETS],
+    /// The PGPROC number of the candidate the last broadcast is for (the
+    /// one a release's key will serve first, contract 18), or -1.
+    chosen: [AtomicI32; BUCKETS],
 }
 
 static BUCKETS_SHMEM: PgAtomic<AssertPGRXSharedMemory<Buckets>> =
@@ -46,7 +52,14 @@ thread_local! {
     static AT_COMMIT: Cell<u64> = const { Cell::new(0) };
     /// Buckets to broadcast when it rolls back.
     static AT_ABORT: Cell<u64> = const { Cell::new(0) };
+    /// The first keys vacated by this transaction: at commit, each one's
+    /// best candidate is woken first.
+    static KEYS_AT_COMMIT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Most keys of one transaction whose best candidate is looked up at
+/// commit (le_release_all may vacate thousands; the rest wake as before).
+const CHOSEN_KEYS: usize = 64;
 
 /// Called from `_PG_init` while preloading.
 pub fn init() {
@@ -60,6 +73,7 @@ pub fn init() {
                 }),
                 woken: std::array::from_fn(|_| AtomicU64::new(0)),
                 claimed: std::array::from_fn(|_| AtomicU64::new(0)),
+                chosen: std::array::from_fn(|_| AtomicI32::new(-1)),
             })
         }
     );
@@ -89,6 +103,12 @@ fn cv(bucket: usize) -> *mut pg_sys::ConditionVariable {
 pub fn wake_at_commit(key: &str) {
     if preload::preloaded() {
         AT_COMMIT.set(AT_COMMIT.get() | 1 << bucket(key));
+        KEYS_AT_COMMIT.with(|keys| {
+            let mut keys = keys.borrow_mut();
+            if keys.len() < CHOSEN_KEYS {
+                keys.push(key.to_string());
+            }
+        });
     }
 }
 
@@ -103,7 +123,38 @@ pub fn wake_at_abort(key: &str) {
 pub fn transaction_ended(committed: bool) {
     let commit = AT_COMMIT.replace(0);
     let abort = AT_ABORT.replace(0);
+    let keys = KEYS_AT_COMMIT.with(|k| std::mem::take(&mut *k.borrow_mut()));
+    if committed {
+        choose(commit, &keys);
+    }
     broadcast(if committed { commit } else { abort });
+}
+
+/// Before a broadcast of the buckets in `mask`: for each bucket, the best
+/// candidate of a key vacated there (-1: none known; the first awake
+/// claims the wake-up then).
+fn choose(mask: u64, keys: &[String]) {
+    let shared = BUCKETS_SHMEM.get();
+    for b in 0..BUCKETS {
+        if mask & (1 << b) != 0 {
+            shared.chosen[b].store(-1, Ordering::SeqCst);
+        }
+    }
+    for key in keys {
+        if let Some(procno) = candidates::best(key) {
+            shared.chosen[bucket(key)].store(procno, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A candidate stopped waiting for `key` (it won, gave up or failed):
+/// wake the others of its bucket now, so those it outranked look again.
+pub fn candidate_left(key: &str) {
+    if preload::preloaded() {
+        let b = bucket(key);
+        BUCKETS_SHMEM.get().chosen[b].store(-1, Ordering::SeqCst);
+        broadcast(1 << b);
+    }
 }
 
 /// Wakes every waiter of the buckets in `mask`.
@@ -155,12 +206,14 @@ pub fn prepare(key: &str) {
 ///
 /// A release wakes every waiter of its key (and of keys sharing the
 /// bucket), but only one can win. So that they do not all race for the row
-/// at once (on a small machine that herd delays the winner), the first one
-/// awake claims the wake-up and looks at once; the others look
-/// `SECOND_LOOK_MS` later (sooner if woken again), by which time the lease
-/// is usually taken and one read sends them back to sleep. Should the
-/// claimer not take it (it waits for another key of the bucket, or fails),
-/// the lease is taken a few milliseconds later, never missed.
+/// at once (on a small machine that herd delays the winner), the candidate
+/// the key serves first (`candidates.rs`: highest priority, then waiting
+/// longest) looks at once, or, when none is known, the first one awake
+/// claims the wake-up and does; the others look `SECOND_LOOK_MS` later
+/// (sooner if woken again), by which time the lease is usually taken and
+/// one read sends them back to sleep. Should that one not take it (it
+/// failed, or the claimer waits for another key of the bucket), the lease
+/// is taken a few milliseconds later, never missed.
 pub fn sleep(key: &str, until_ms: i64) {
     let ms = until_ms.max(0);
     unsafe {
@@ -169,7 +222,7 @@ pub fn sleep(key: &str, until_ms: i64) {
             let started = std::time::Instant::now();
             let timed_out =
                 pg_sys::ConditionVariableTimedSleep(cv(b), ms, pg_sys::PG_WAIT_EXTENSION);
-            if timed_out || claim(b) {
+            if timed_out || chosen_or_claimed(b) {
                 return;
             }
             let left = ms - started.elapsed().as_millis() as i64;
@@ -190,6 +243,21 @@ pub fn sleep(key: &str, until_ms: i64) {
             pg_sys::ResetLatch(pg_sys::MyLatch);
             pg_sys::check_for_interrupts!();
         }
+    }
+}
+
+/// Whether this backend looks at once after a broadcast of bucket `b`:
+/// it is the candidate chosen for it, or none is and it claims it first.
+fn chosen_or_claimed(b: usize) -> bool {
+    let chosen = &BUCKETS_SHMEM.get().chosen[b];
+    let me = databases::my_procno();
+    match chosen.load(Ordering::SeqCst) {
+        -1 => claim(b),
+        procno if procno == me => {
+            let _ = chosen.compare_exchange(me, -1, Ordering::SeqCst, Ordering::SeqCst);
+            true
+        }
+        _ => false,
     }
 }
 

@@ -273,6 +273,28 @@ class CliTest(CliCase):
                 r.wait()
         self.assertEqual(one(self.conn, "SELECT count(*) FROM le_holders(%s)", (self.key,)), 0)
 
+    @unittest.skipIf(PORTABLE, "priorities need the preloaded library")
+    def test_priority_leads_first(self):
+        """`run --priority 5` leads before a `run` of priority 0 that
+        waited longer; the other leads once it stops."""
+        self.hold(ttl="1 minute")
+        low = Run(self, "--key", self.key, "--ttl", "3s")
+        self.assertTrue(wait_for(lambda: low.events("refused"), timeout=10))
+        high = Run(self, "--key", self.key, "--ttl", "3s", "--priority", "5")
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT count(*) FROM le_candidates(%s) "
+                                                        "WHERE priority = 5", (self.key,)) == 1,
+                                 timeout=10))
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'someone-else')", (self.key,)))
+        self.assertTrue(wait_for(lambda: high.events("leading"), timeout=10))
+        time.sleep(0.5)
+        self.assertEqual(low.events("leading"), [])
+        high.signal(signal.SIGTERM)
+        self.assertEqual(high.wait(), 128 + signal.SIGTERM)
+        self.assertTrue(wait_for(lambda: low.events("leading"), timeout=10))
+        self.assertGreater(low.events("leading")[0]["term"], high.events("leading")[0]["term"])
+        low.signal(signal.SIGTERM)
+        low.wait()
+
     def test_kill_9_of_the_cli_stops_the_command(self):
         r = Run(self, "--key", self.key, "--ttl", "5s")
         self.assertTrue(wait_for(lambda: records(self.children)))

@@ -46,6 +46,12 @@ pub struct RunArgs {
     /// same number. Default 1: one leader.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     slots: u32,
+    /// While this candidate waits, no candidate of lower priority becomes
+    /// leader (a leader is never preempted; extension 0.5.0, preloaded).
+    /// Default 0. A host that must never lead simply does not run
+    /// `leaderlock run`.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i32,
     /// Restart the command when it exits while leading, and campaign again
     /// after losing the lease, instead of exiting.
     #[arg(long)]
@@ -107,6 +113,7 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     config.poll_every = args.poll;
     config.campaign_again = args.restart;
     config.slots = args.slots;
+    config.priority = args.priority;
     let grace = args.grace.unwrap_or(args.ttl / 4);
     // Floors: below them a tenure (or a try) could not do any work before
     // the next, and the CLI would only load the database.

@@ -39,6 +39,12 @@ pub struct ElectorConfig {
     /// 0.5.0): above 1, this elector holds one of its slots. Every
     /// candidate of a key must give the same number. Default 1.
     pub slots: u32,
+    /// Contract 18 (extension 0.5.0, preloaded): while this candidate
+    /// waits, no candidate of lower priority takes the key; a live holder
+    /// is never preempted. Other than 0, the elector waits inside
+    /// le_acquire (about a second per call) instead of polling, so that
+    /// the server knows it waits. Default 0.
+    pub priority: i32,
 }
 
 impl ElectorConfig {
@@ -57,6 +63,7 @@ impl ElectorConfig {
             margin: ttl / 200,
             campaign_again: true,
             slots: 1,
+            priority: 0,
         }
     }
 }

@@ -371,6 +371,8 @@ impl Task {
                         self.leadership.send_replace(Some(lease));
                         self.emit(Event::Started(lease));
                     }
+                    // A ranked candidate waited in the call: at once again.
+                    Ok(None) if self.config.priority != 0 => next_attempt = Instant::now(),
                     Ok(None) => next_attempt = Instant::now() + self.poll_every(),
                     Err(e @ Error::Unreachable(_)) => {
                         self.lost_connection(e);
@@ -447,6 +449,12 @@ impl Task {
 
     fn call_timeout(&self) -> Duration {
         (self.config.ttl / 3).max(Duration::from_millis(100))
+    }
+
+    /// How long one le_acquire of a ranked candidate waits: well inside a
+    /// call's timeout, and short enough that a shutdown is not held up.
+    fn ranked_wait(&self) -> Duration {
+        (self.call_timeout() / 2).min(Duration::from_secs(1))
     }
 
     /// What a notification means for this elector.
@@ -551,9 +559,25 @@ impl Task {
             }
         }
         let slots = i32::try_from(self.config.slots).unwrap_or(i32::MAX);
+        let priority = self.config.priority;
+        let wait = self.ranked_wait().as_secs_f64();
         let client = self.client(by).await?;
         let won = timeout_at(by, async {
-            let row = if slots > 1 {
+            let row = if priority != 0 {
+                client
+                    .query_typed(
+                        sql::ACQUIRE_RANKED,
+                        &[
+                            (&key, Type::TEXT),
+                            (&id, Type::TEXT),
+                            (&ttl, Type::FLOAT8),
+                            (&wait, Type::FLOAT8),
+                            (&slots, Type::INT4),
+                            (&priority, Type::INT4),
+                        ],
+                    )
+                    .await?
+            } else if slots > 1 {
                 client
                     .query_typed(
                         sql::TRY_ACQUIRE_SLOTS,

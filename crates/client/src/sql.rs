@@ -9,6 +9,12 @@ pub const TRY_ACQUIRE: &str =
 /// The same for a key of many slots (extension 0.5.0): $4 slots.
 pub const TRY_ACQUIRE_SLOTS: &str = "SELECT le_try_acquire(key => $1, id => $2, \
      ttl => make_interval(secs => $3), slots => $4)";
+/// A candidate with a priority waits inside le_acquire, where the server
+/// ranks it (extension 0.5.0): $1 key, $2 id, $3 ttl and $4 wait in
+/// seconds, $5 slots, $6 priority.
+pub const ACQUIRE_RANKED: &str = "SELECT le_acquire(key => $1, id => $2, \
+     ttl => make_interval(secs => $3), wait => make_interval(secs => $4), \
+     slots => $5, priority => $6)";
 /// $1 key, $2 id, $3 ttl in seconds.
 pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))";
 /// After a refused renewal: whether the lease is still ours ($2 id, $3

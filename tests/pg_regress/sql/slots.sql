@@ -1,7 +1,7 @@
 -- Contract 17: keys of many slots (semaphores).
 -- Three holders at once; a fourth is refused; terms from one sequence.
 SELECT le_try_acquire('crawl', 'a', '1 hour', slots => 3) AS a,
-       le_try_acquire('crawl', 'b', '1 hour', slots => 3) AS b,
+       le_try_acquire('crawl', 'cb', '1 hour', slots => 3) AS b,
        le_try_acquire('crawl', 'c', '1 hour', slots => 3) AS c;
 SELECT le_try_acquire('crawl', 'd', '1 hour', slots => 3) AS d_refused;
 SELECT le_acquire('crawl', 'd', '1 hour', '10 milliseconds', slots => 3) AS d_waits_refused;
@@ -13,9 +13,9 @@ SELECT (le_lease('crawl')).holder IS NULL AS no_single_holder, (le_lease('crawl'
        le_leader('crawl') AS leader;
 
 -- A holder acts on its own tenure only.
-SELECT le_try_acquire('crawl', 'b', '2 hours', slots => 3) AS b_extends_same_term;
+SELECT le_try_acquire('crawl', 'cb', '2 hours', slots => 3) AS b_extends_same_term;
 SELECT le_renew('crawl', 'c') AS c_renews, le_renew('crawl', 'd') AS d_cannot;
-SELECT le_assert_leader('crawl', 'b') AS b_term, le_assert_leader('crawl', 'c', 3) AS c_term;
+SELECT le_assert_leader('crawl', 'cb') AS b_term, le_assert_leader('crawl', 'c', 3) AS c_term;
 SELECT le_assert_leader('crawl', 'd');
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_assert_leader('crawl', 'a', 2);
@@ -35,7 +35,7 @@ SELECT le_try_acquire('crawl', 'e', '1 hour', slots => 4);
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_try_acquire('crawl', 'e', '1 hour');
 \echo :LAST_ERROR_SQLSTATE
-SELECT le_try_acquire('crawl', 'b', '1 hour', slots => 2);
+SELECT le_try_acquire('crawl', 'cb', '1 hour', slots => 2);
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_try_acquire('one', 'x', '1 hour') AS one_slot_key;
 SELECT le_try_acquire('one', 'y', '1 hour', slots => 2);
@@ -66,8 +66,8 @@ SELECT holder, term FROM le_holders('crawl') ORDER BY term;
 SELECT key, tenures, releases, expiries, held FROM leaderlock_stats WHERE key = 'crawl';
 
 -- Many keys, one holder (contract 16) counts tenures of many-slot keys.
-SELECT le_try_acquire('crawl-2', 'b', '1 hour', slots => 2) AS b_second_key;
-SELECT le_renew_all('b') AS b_renews_all, le_release_all('b') AS b_releases_all;
+SELECT le_try_acquire('crawl-2', 'cb', '1 hour', slots => 2) AS b_second_key;
+SELECT le_renew_all('cb') AS b_renews_all, le_release_all('cb') AS b_releases_all;
 SELECT holder FROM le_holders('crawl') ORDER BY term;
 
 -- le_force_release vacates every tenure of the key.
