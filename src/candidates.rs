@@ -9,6 +9,7 @@
 //! Only when preloaded; elsewhere nobody is registered and priorities are
 //! refused (`input::priority`).
 
+use crate::clock;
 use crate::databases;
 use crate::preload;
 use pgrx::lwlock::PgLwLock;
@@ -139,6 +140,17 @@ pub fn leave() {
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     leave();
+}
+
+/// How long an outranked candidate sleeps at most before it looks again:
+/// the candidate above it wakes it when it stops waiting without the
+/// lease; this bounds the wait should it die instead (a terminated backend
+/// leaves the registry on its way out, but wakes nobody).
+const OUTRANKED_RECHECK_US: i64 = 1_000_000;
+
+/// Until when an outranked candidate may sleep (server clock).
+pub fn outranked_until() -> i64 {
+    clock::now().saturating_add(OUTRANKED_RECHECK_US)
 }
 
 /// Whether a candidate of higher priority than `priority` waits for `key`

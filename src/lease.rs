@@ -155,12 +155,26 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     if wait == 0 || !candidates::register(key, id, claim.priority, started) {
         return wait_for_lease(key, id, ttl, started.saturating_add(wait), claim);
     }
-    PgTryBuilder::new(|| wait_for_lease(key, id, ttl, started.saturating_add(wait), claim))
-        .finally(|| {
-            candidates::leave();
+    let acquired = std::cell::Cell::new(false);
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        acquired.set(wait_for_lease(
+            key,
+            id,
+            ttl,
+            started.saturating_add(wait),
+            claim,
+        ));
+    }))
+    .finally(|| {
+        candidates::leave();
+        // Gave up or failed: those it outranked may take the key now. (A
+        // winner holds it: they learn so at their next look.)
+        if !acquired.get() {
             waiters::candidate_left(key);
-        })
-        .execute()
+        }
+    })
+    .execute();
+    acquired.get()
 }
 
 /// le_acquire's loop: look, sleep until woken or the lease could have
@@ -242,7 +256,9 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     };
     match seen {
         None if claim.slots > 1 => return many(None, false).unwrap_or(Attempt::Busy),
-        None if candidates::outranked(key, claim.priority) => return Attempt::HeldUntil(i64::MAX),
+        None if candidates::outranked(key, claim.priority) => {
+            return Attempt::HeldUntil(candidates::outranked_until())
+        }
         None => return insert_first_term(key, id, ttl, claim, deadline),
         Some(lease) if lease.slots > 1 || claim.slots > 1 => {
             if let Some(outcome) = many(Some(lease.slots), lease.is_live(read_at)) {
@@ -270,7 +286,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     // Contract 18: a new tenure waits for every candidate of higher
     // priority (a live holder extends whatever waits).
     if !own_live && candidates::outranked(key, claim.priority) {
-        return Attempt::HeldUntil(i64::MAX);
+        return Attempt::HeldUntil(candidates::outranked_until());
     }
     // Lock it only if we may take or extend it; SKIP LOCKED: never wait.
     let locked = kept_if_locked(|| {

@@ -135,7 +135,7 @@ pub fn attempt(
     let outranked = || candidates::outranked(key, priority);
     let Some(has) = has else {
         if outranked() {
-            return Outcome::HeldUntil(i64::MAX);
+            return Outcome::HeldUntil(candidates::outranked_until());
         }
         return match first_tenure(key, id, ttl, slots, value, deadline) {
             // A concurrent first acquisition of the key won: a free slot
@@ -197,7 +197,7 @@ pub fn attempt(
         return Outcome::HeldUntil(earliest.unwrap_or(i64::MAX));
     }
     if slots > 1 && outranked() {
-        return Outcome::HeldUntil(i64::MAX);
+        return Outcome::HeldUntil(candidates::outranked_until());
     }
     // Lock the key's row, find a free slot, issue a term: in a
     // subtransaction kept only if it acquired, so a candidate that finds

@@ -33,6 +33,12 @@ pub const UNPRELOADED_RECHECK_MS: i64 = 100;
 /// look this much later (see `sleep`).
 const SECOND_LOOK_MS: i64 = 5;
 
+/// When the broadcast was for another candidate (the one the key serves
+/// first), the others look this much later: by then it has taken the
+/// lease, or, had it stopped waiting without, its leaving woke them
+/// (`candidate_left`); this look only covers what neither can.
+const CHOSEN_OTHER_MS: i64 = 50;
+
 struct Buckets {
     cvs: [UnsafeCell<pg_sys::ConditionVariable>; BUCKETS],
     /// Broadcasts so far, per bucket.
@@ -222,14 +228,17 @@ pub fn sleep(key: &str, until_ms: i64) {
             let started = std::time::Instant::now();
             let timed_out =
                 pg_sys::ConditionVariableTimedSleep(cv(b), ms, pg_sys::PG_WAIT_EXTENSION);
-            if timed_out || chosen_or_claimed(b) {
+            if timed_out {
                 return;
             }
+            let Some(later) = look_later(b) else {
+                return;
+            };
             let left = ms - started.elapsed().as_millis() as i64;
             if left > 0 {
                 pg_sys::ConditionVariableTimedSleep(
                     cv(b),
-                    left.min(SECOND_LOOK_MS),
+                    left.min(later),
                     pg_sys::PG_WAIT_EXTENSION,
                 );
             }
@@ -246,18 +255,20 @@ pub fn sleep(key: &str, until_ms: i64) {
     }
 }
 
-/// Whether this backend looks at once after a broadcast of bucket `b`:
-/// it is the candidate chosen for it, or none is and it claims it first.
-fn chosen_or_claimed(b: usize) -> bool {
+/// After a broadcast of bucket `b`: None to look at once (this backend
+/// is the candidate chosen for it, or none is and it claims it first),
+/// else how long to wait before its own look.
+fn look_later(b: usize) -> Option<i64> {
     let chosen = &BUCKETS_SHMEM.get().chosen[b];
     let me = databases::my_procno();
     match chosen.load(Ordering::SeqCst) {
-        -1 => claim(b),
+        -1 if claim(b) => None,
+        -1 => Some(SECOND_LOOK_MS),
         procno if procno == me => {
             let _ = chosen.compare_exchange(me, -1, Ordering::SeqCst, Ordering::SeqCst);
-            true
+            None
         }
-        _ => false,
+        _ => Some(CHOSEN_OTHER_MS),
     }
 }
 

@@ -144,6 +144,12 @@ DROP TABLE before;
 CREATE TEMP TABLE before AS SELECT * FROM leaderlock;
 SELECT proname, prosecdef, proconfig FROM pg_proc
  WHERE pronamespace = 'public'::regnamespace AND proname = 'le_renew';
+-- How every key looks to a user before the update (status view, le_lease).
+CREATE TEMP TABLE looks_before AS
+SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl, s.state,
+       s.value::text AS value, s.owner, (le_lease(s.key)).holder AS lease_holder,
+       (le_lease(s.key)).term AS lease_term, (le_lease(s.key)).value::text AS lease_value
+  FROM leaderlock_status s;
 ALTER EXTENSION leaderlock UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'leaderlock';
 SELECT count(*) AS rows_before, (SELECT count(*) FROM leaderlock) AS rows_after FROM before;
@@ -154,6 +160,15 @@ SELECT b.key FROM before b LEFT JOIN leaderlock l USING (key)
        IS DISTINCT FROM (b.holder, b.term, b.acquired_at, b.renewed_at, b.expires_at, b.ttl,
                          b.recheck_at, b.value::text, b.session_pid, b.session_start, b.owner,
                          b.tenures, b.releases, b.expiries, b.changed_at);
+-- Every key admits one holder, and looks exactly as before (contract 17).
+SELECT count(*) AS keys, bool_and(slots = 1) AS one_slot_each FROM leaderlock;
+SELECT b.key FROM looks_before b LEFT JOIN leaderlock_status s USING (key)
+ WHERE (s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl, s.state, s.value::text,
+        s.owner, (le_lease(s.key)).holder, (le_lease(s.key)).term, (le_lease(s.key)).value::text)
+       IS DISTINCT FROM (b.holder, b.term, b.acquired_at, b.renewed_at, b.expires_at, b.ttl, b.state,
+                         b.value, b.owner, b.lease_holder, b.lease_term, b.lease_value)
+    OR s.slot IS NOT NULL OR s.slots <> 1;
+SELECT count(*) AS tenures_of_many_slots FROM leaderlock_slots;
 -- No function of the extension is SECURITY DEFINER any more, and every one
 -- that runs statements pins the search path.
 SELECT proname, prosecdef, proconfig FROM pg_proc
