@@ -10,7 +10,7 @@ use crate::candidates;
 use crate::clock;
 use crate::databases;
 use crate::expiry;
-use crate::input;
+use crate::input::{self, Ttl};
 use crate::lease::{self, Claim};
 use crate::preload;
 use crate::settings;
@@ -19,6 +19,52 @@ use crate::waiters;
 use crate::worker_wakeup;
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CString};
+
+/// The arguments le_try_acquire and le_acquire share, checked (contract 6)
+/// before anything is touched.
+struct Asked<'a> {
+    key: &'a str,
+    id: &'a str,
+    ttl: Ttl,
+    session_bound: bool,
+    value: Option<JsonbText>,
+    slots: i32,
+}
+
+impl<'a> Asked<'a> {
+    fn checked(
+        key: Option<&'a str>,
+        id: Option<&'a str>,
+        ttl: Option<Interval>,
+        session_bound: Option<bool>,
+        value: Option<JsonbText>,
+        slots: Option<i32>,
+    ) -> Asked<'a> {
+        let key = input::name("key", key);
+        let id = input::name("id", id);
+        let ttl = input::ttl(ttl);
+        let session_bound = input::session_bound(session_bound);
+        let value = input::value(value);
+        let slots = input::slots(slots, session_bound);
+        Asked {
+            key,
+            id,
+            ttl,
+            session_bound,
+            value,
+            slots,
+        }
+    }
+
+    fn claim(&self, priority: i32) -> Claim<'_> {
+        Claim {
+            session_bound: self.session_bound,
+            value: self.value.as_ref().map(|v| v.0.as_str()),
+            slots: self.slots,
+            priority,
+        }
+    }
+}
 
 /// Contract 3.1: SQL `le_try_acquire` with all its arguments. Its Rust name
 /// differs because the C symbols of the earlier signatures (below) belong
@@ -36,19 +82,8 @@ fn le_try_acquire_slots(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
-    let key = input::name("key", key);
-    let id = input::name("id", id);
-    let ttl = input::ttl(ttl);
-    let session_bound = input::session_bound(session_bound);
-    let value = input::value(value);
-    let slots = input::slots(slots, session_bound);
-    let claim = Claim {
-        session_bound,
-        value: value.as_ref().map(|v| v.0.as_str()),
-        slots,
-        priority: 0,
-    };
-    lease::try_acquire(key, id, ttl, claim)
+    let a = Asked::checked(key, id, ttl, session_bound, value, slots);
+    lease::try_acquire(a.key, a.id, a.ttl, a.claim(0))
 }
 
 /// le_try_acquire(text, text, interval, boolean, jsonb) of schemas 0.3.0 to
@@ -63,18 +98,8 @@ fn le_try_acquire_with(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
-    let key = input::name("key", key);
-    let id = input::name("id", id);
-    let ttl = input::ttl(ttl);
-    let session_bound = input::session_bound(session_bound);
-    let value = input::value(value);
-    let claim = Claim {
-        session_bound,
-        value: value.as_ref().map(|v| v.0.as_str()),
-        slots: 1,
-        priority: 0,
-    };
-    lease::try_acquire(key, id, ttl, claim)
+    let a = Asked::checked(key, id, ttl, session_bound, value, Some(1));
+    lease::try_acquire(a.key, a.id, a.ttl, a.claim(0))
 }
 
 /// le_try_acquire(text, text, interval) of schema 0.1.0 and 0.2.0: what
@@ -94,7 +119,7 @@ fn le_try_acquire(
 }
 
 /// Contract 9: le_try_acquire that waits up to `wait` for the lease (for a
-/// key of many slots, for a free slot).
+/// key of many slots, for a free slot), ranked by `priority` (18).
 #[pg_extern(name = "le_acquire", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 #[allow(clippy::too_many_arguments)]
@@ -110,21 +135,10 @@ fn le_acquire_slots(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
-    let key = input::name("key", key);
-    let id = input::name("id", id);
-    let ttl = input::ttl(ttl);
+    let a = Asked::checked(key, id, ttl, session_bound, value, slots);
     let wait = input::wait(wait);
-    let session_bound = input::session_bound(session_bound);
-    let value = input::value(value);
-    let slots = input::slots(slots, session_bound);
     let priority = input::priority(priority);
-    let claim = Claim {
-        session_bound,
-        value: value.as_ref().map(|v| v.0.as_str()),
-        slots,
-        priority,
-    };
-    lease::acquire(key, id, ttl, wait, claim)
+    lease::acquire(a.key, a.id, a.ttl, wait, a.claim(priority))
 }
 
 /// le_acquire(text, text, interval, interval, boolean, jsonb) of schemas
@@ -140,19 +154,9 @@ fn le_acquire(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
-    let key = input::name("key", key);
-    let id = input::name("id", id);
-    let ttl = input::ttl(ttl);
+    let a = Asked::checked(key, id, ttl, session_bound, value, Some(1));
     let wait = input::wait(wait);
-    let session_bound = input::session_bound(session_bound);
-    let value = input::value(value);
-    let claim = Claim {
-        session_bound,
-        value: value.as_ref().map(|v| v.0.as_str()),
-        slots: 1,
-        priority: 0,
-    };
-    lease::acquire(key, id, ttl, wait, claim)
+    lease::acquire(a.key, a.id, a.ttl, wait, a.claim(0))
 }
 
 /// Contract 11: the live holder sets its value (NULL clears it).

@@ -21,6 +21,7 @@ use crate::schema_version;
 use crate::sessions;
 use crate::settings;
 use crate::slots::{self, Outcome};
+use crate::tenure;
 use crate::value::JsonbText;
 use crate::waiters;
 use crate::worker_wakeup;
@@ -326,14 +327,15 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
                 .expect("term is NOT NULL")
         },
     );
-    new_tenure(
+    tenure::started(
         key,
         id,
         term,
         now,
         expires_at,
         lease.holder.as_deref(),
-        claim,
+        claim.value,
+        1,
     );
     Attempt::Acquired
 }
@@ -370,36 +372,6 @@ fn tenure_args<'a>(
         started,
         caller().into(),
     ]
-}
-
-/// After a new tenure was written: wake-ups, durability, the announcement.
-fn new_tenure(
-    key: &str,
-    id: &str,
-    term: i64,
-    now: i64,
-    expires_at: i64,
-    previous_holder: Option<&str>,
-    claim: Claim<'_>,
-) {
-    worker_wakeup::expiry_written(expires_at);
-    if previous_holder.is_some() {
-        // A lapsed lease taken over before the worker vacated it.
-        databases::count(Counter::Expired);
-    }
-    // Rolled back, the lease is vacant again: its waiters must look again.
-    waiters::wake_at_abort(key);
-    failover::commit_durably();
-    Event::Acquired {
-        key,
-        holder: id,
-        term,
-        at: now,
-        previous_holder,
-        expires_at,
-        value: claim.value,
-    }
-    .send();
 }
 
 /// Shortest wait behind a concurrent first insert of the same key, in
@@ -449,7 +421,7 @@ fn insert_first_term(
         // open past our deadline.
         return Attempt::Busy;
     };
-    new_tenure(key, id, term, now, expires_at, None, claim);
+    tenure::started(key, id, term, now, expires_at, None, claim.value, 1);
     Attempt::Acquired
 }
 
@@ -554,21 +526,8 @@ pub fn release_all(id: &str) -> i64 {
                 .collect()
         },
     );
-    if released.is_empty() {
-        return tenures;
-    }
-    failover::commit_durably();
-    databases::count_n(Counter::Released, released.len() as i64);
     for (key, term) in &released {
-        waiters::wake_at_commit(key);
-        Event::Released {
-            key,
-            holder: id,
-            term: *term,
-            at: now,
-            forced: false,
-        }
-        .send();
+        tenure::released(key, id, *term, now, false, 1);
     }
     released.len() as i64 + tenures
 }
@@ -606,17 +565,7 @@ fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
         &[key.into(), ts(now).into()],
         |_| (),
     );
-    databases::count(Counter::Released);
-    waiters::wake_at_commit(key);
-    failover::commit_durably();
-    Event::Released {
-        key,
-        holder,
-        term,
-        at: now,
-        forced,
-    }
-    .send();
+    tenure::released(key, holder, term, now, forced, 1);
 }
 
 /// Contract 13, le_force_release: vacates the live lease of `key`, whoever

@@ -45,6 +45,7 @@ mod schema_version;
 mod sessions;
 mod settings;
 mod slots;
+mod tenure;
 mod value;
 mod waiters;
 mod worker;

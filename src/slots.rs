@@ -14,7 +14,6 @@
 use crate::call;
 use crate::candidates;
 use crate::clock::{micros, now, ts};
-use crate::databases::{self, Counter};
 use crate::failover;
 use crate::input::{self, Ttl};
 use crate::notify::Event;
@@ -22,7 +21,7 @@ use crate::plans;
 use crate::queries;
 use crate::schema_version;
 use crate::settings;
-use crate::waiters;
+use crate::tenure;
 use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -358,22 +357,16 @@ fn start(
         caller().into(),
     ];
     plans::run(queries::START_SLOT, &args, |_| ());
-    worker_wakeup::expiry_written(expires_at);
-    if previous_holder.is_some() {
-        databases::count(Counter::Expired);
-    }
-    waiters::wake_at_abort(key);
-    failover::commit_durably();
-    Event::Acquired {
+    tenure::started(
         key,
-        holder: id,
+        id,
         term,
-        at: now,
-        previous_holder,
+        now,
         expires_at,
+        previous_holder,
         value,
-    }
-    .send_for(slots);
+        slots,
+    );
 }
 
 /// Contract 3.2 for a tenure of a key of many slots: extends the one `id`
@@ -438,17 +431,7 @@ fn vacate(key: &str, slot: i32, holder: &str, term: i64, now: i64, forced: bool,
         &[key.into(), slot.into(), ts(now).into()],
         |_| (),
     );
-    databases::count(Counter::Released);
-    waiters::wake_at_commit(key);
-    failover::commit_durably();
-    Event::Released {
-        key,
-        holder,
-        term,
-        at: now,
-        forced,
-    }
-    .send_for(slots);
+    tenure::released(key, holder, term, now, forced, slots);
 }
 
 /// Contract 13 for a key of many slots: vacates every live tenure; how many.
@@ -616,21 +599,8 @@ pub fn release_all(id: &str) -> usize {
                 .collect()
         },
     );
-    if released.is_empty() {
-        return 0;
-    }
-    failover::commit_durably();
-    databases::count_n(Counter::Released, released.len() as i64);
     for (key, term, slots) in &released {
-        waiters::wake_at_commit(key);
-        Event::Released {
-            key,
-            holder: id,
-            term: *term,
-            at: now,
-            forced: false,
-        }
-        .send_for(*slots);
+        tenure::released(key, id, *term, now, false, *slots);
     }
     released.len()
 }
