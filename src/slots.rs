@@ -186,6 +186,10 @@ pub fn attempt(
                 if !locked {
                     return Outcome::Busy;
                 }
+                // Counted before the lock: a tenure may have started since.
+                if has != 1 && live(key, crate::clock::now()).0 > 0 {
+                    input::slots_differ(key, has, slots);
+                }
                 plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
                 Outcome::OneSlot
             },
@@ -211,15 +215,23 @@ pub fn attempt(
 /// term for it, the announcement.
 fn take_slot(key: &str, id: &str, ttl: Ttl, slots: i32, value: Option<&str>) -> Outcome {
     let head = plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| {
-        t.into_iter()
-            .next()
-            .map(|row| row.get::<String>(1).expect("holder"))
+        t.into_iter().next().map(|row| {
+            (
+                row.get::<String>(1).expect("holder"),
+                row.get::<i32>(2).expect("slots").unwrap_or(1),
+            )
+        })
     });
     // Locked by another candidate or writer, or (a key of one slot) taken
     // live meanwhile: look again.
-    let Some(lapsed_head_holder) = head else {
+    let Some((lapsed_head_holder, has)) = head else {
         return Outcome::Busy;
     };
+    // Changing the key's slots: its live tenures were counted before the
+    // lock, and one may have started since (tenures start only under it).
+    if has != slots && has > 1 && live(key, now()).0 > 0 {
+        input::slots_differ(key, has, slots);
+    }
     if !failover::ready_for_new_tenures() {
         return Outcome::Busy;
     }
