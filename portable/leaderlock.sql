@@ -1,6 +1,6 @@
 -- leaderlock, portable edition 0.5.0-portable
 --
--- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16)
+-- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17)
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
@@ -32,15 +32,20 @@
 --   locked until its transaction ends). A refused le_renew, le_release or
 --   le_proclaim changes and locks nothing. le_worker_running() is false.
 --   A takeover of a lapsed lease announces "expired" for the old tenure and
---   then "acquired" with previous_holder set, in its own transaction.
+--   then "acquired" with previous_holder set, in its own transaction. The
+--   same holds for each tenure of a key of many slots (contract 17): a
+--   candidate taking a lapsed slot, and le_expire_lapsed, announce its end.
 -- * le_acquire waits by polling inside the call: it looks again after
 --   10 ms, then 1.5 times longer each time up to 100 ms, never sleeping past
---   the holder's expires_at or the wait's end. pg_sleep is interruptible:
+--   the holder's expires_at (for a key of many slots: the earliest
+--   tenure's) or the wait's end. pg_sleep is interruptible:
 --   statement_timeout, pg_cancel_backend and pg_terminate_backend end the
 --   wait as in the compiled edition. Each look runs in a subtransaction
 --   rolled back unless it acquired, so a waiter holds no lock while asleep.
 -- * session_bound => true raises SQLSTATE 0A000 (nothing would end the
---   lease with its session).
+--   lease with its session), whatever the slots.
+-- * le_capabilities() says "priority": false: contract 18 (le_acquire's
+--   priority, le_candidates) is the compiled edition's only.
 -- * leaderlock_database_stats exists but is always empty (the per-database
 --   counters live in the compiled edition's shared memory), as the compiled
 --   edition's is without the preload.
@@ -213,12 +218,16 @@ CREATE TABLE @extschema@.leaderlock (
     releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
     expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed)
     changed_at  timestamptz,          -- last change of holder (a new tenure, release or expiry)
+    slots       integer NOT NULL DEFAULT 1,  -- contract 17: holders admitted at once; above 1,
+                                      -- the tenures are in leaderlock_slots and this row holds
+                                      -- no holder, only the key's last term and its counters
     CONSTRAINT leaderlock_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_holder_check CHECK (holder IS NULL OR octet_length(holder) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_lease_check CHECK (holder IS NULL OR (expires_at IS NOT NULL AND ttl IS NOT NULL
         AND ttl > interval '0' AND ttl <= interval '2147483647 seconds')),
     CONSTRAINT leaderlock_value_check CHECK (value IS NULL OR octet_length(value::text) <= 2000),
-    CONSTRAINT leaderlock_term_check CHECK (term >= 0::bigint)
+    CONSTRAINT leaderlock_term_check CHECK (term >= 0::bigint),
+    CONSTRAINT leaderlock_slots_check CHECK (slots BETWEEN 1 AND 1000 AND (slots = 1 OR holder IS NULL))
 ) WITH (fillfactor = 50);
 
 CREATE INDEX leaderlock_recheck_at_idx ON @extschema@.leaderlock (recheck_at) WHERE holder IS NOT NULL;
@@ -226,6 +235,38 @@ CREATE INDEX leaderlock_session_idx ON @extschema@.leaderlock (session_pid) WHER
 -- le_renew_all and le_release_all (contract 16) find a holder's leases
 -- through this one; a renewal does not touch holder, so it stays HOT.
 CREATE INDEX leaderlock_holder_idx ON @extschema@.leaderlock (holder) WHERE holder IS NOT NULL;
+
+-- Contract 17: the tenures of a key that admits more than one holder, one
+-- row per slot (1 to the key's slots), kept when vacated and taken again:
+-- the compiled edition's table, column for column, with CHECK constraints
+-- as above. Terms come from the key's row in leaderlock, one sequence for
+-- all slots, issued under that row's lock; holders never lock that row.
+CREATE TABLE @extschema@.leaderlock_slots (
+    key         text NOT NULL,
+    slot        integer NOT NULL,     -- 1 to the key's slots
+    holder      text,                 -- NULL when vacant
+    term        bigint NOT NULL,      -- this tenure's term, from the key's sequence
+    acquired_at timestamptz,
+    renewed_at  timestamptz,
+    expires_at  timestamptz,          -- as in leaderlock (after a failover: see leaderlock_failover)
+    ttl         interval,
+    recheck_at  timestamptz,          -- the compiled worker's cue, as in leaderlock
+    value       jsonb,
+    owner       oid,                  -- role that acquired the tenure (contract 13)
+    releases    bigint NOT NULL DEFAULT 0,
+    expiries    bigint NOT NULL DEFAULT 0,
+    changed_at  timestamptz,
+    PRIMARY KEY (key, slot),
+    CONSTRAINT leaderlock_slots_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_slots_slot_check CHECK (slot BETWEEN 1 AND 1000),
+    CONSTRAINT leaderlock_slots_holder_check CHECK (holder IS NULL OR octet_length(holder) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_slots_lease_check CHECK (holder IS NULL OR (expires_at IS NOT NULL AND ttl IS NOT NULL
+        AND ttl > interval '0' AND ttl <= interval '2147483647 seconds')),
+    CONSTRAINT leaderlock_slots_value_check CHECK (value IS NULL OR octet_length(value::text) <= 2000),
+    CONSTRAINT leaderlock_slots_term_check CHECK (term >= 0::bigint)
+) WITH (fillfactor = 50);
+CREATE INDEX leaderlock_slots_recheck_at_idx ON @extschema@.leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
+CREATE INDEX leaderlock_slots_holder_idx ON @extschema@.leaderlock_slots (holder) WHERE holder IS NOT NULL;
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -314,25 +355,59 @@ BEGIN
 END
 $fn$;
 
+-- One clock reading for the whole view keeps state and remaining
+-- consistent. A key of one slot is its row of leaderlock (slot NULL); a key
+-- of more (contract 17) shows one row per slot, with that tenure's holder.
 CREATE VIEW @extschema@.leaderlock_status AS
+WITH c AS (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at)
 SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.lasts AS expires_at, l.ttl,
        CASE WHEN l.holder IS NULL THEN 'vacant'
             WHEN l.lasts > c.now THEN 'held'
             ELSE 'lapsed' END AS state,
        CASE WHEN l.holder IS NOT NULL AND l.lasts > c.now
             THEN l.lasts - c.now END AS remaining,
-       l.value, l.session_pid, l.owner::regrole AS owner
-  FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
+       l.value, l.session_pid, l.owner::regrole AS owner,
+       NULL::integer AS slot, l.slots
+  FROM c
  CROSS JOIN LATERAL (SELECT x.*, CASE WHEN x.holder IS NULL THEN x.expires_at
                                       ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
-                       FROM @extschema@.leaderlock x) l;
+                       FROM @extschema@.leaderlock x WHERE x.slots = 1) l
+UNION ALL
+SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.lasts, s.ttl,
+       CASE WHEN s.holder IS NULL THEN 'vacant'
+            WHEN s.lasts > c.now THEN 'held'
+            ELSE 'lapsed' END,
+       CASE WHEN s.holder IS NOT NULL AND s.lasts > c.now
+            THEN s.lasts - c.now END,
+       s.value, NULL::integer, s.owner::regrole, s.slot, s.slots
+  FROM c
+ CROSS JOIN LATERAL (SELECT x.*, h.slots, CASE WHEN x.holder IS NULL THEN x.expires_at
+                                               ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
+                       FROM @extschema@.leaderlock h
+                       JOIN @extschema@.leaderlock_slots x ON x.key = h.key AND x.slot <= h.slots
+                      WHERE h.slots > 1) s;
 
+-- Contract 14: how often each key changed hands; a key of many slots
+-- counts every slot's releases and expiries (its tenures are counted in
+-- its row of leaderlock).
 CREATE VIEW @extschema@.leaderlock_stats AS
-SELECT l.key, l.tenures, l.releases, l.expiries, l.changed_at,
-       pg_catalog.date_part('epoch', c.now - l.changed_at) AS seconds_since_change,
-       l.holder IS NOT NULL AND GREATEST(l.expires_at, c.promoted_at + l.ttl) > c.now AS held
+SELECT l.key, l.tenures,
+       l.releases + COALESCE(s.releases, 0) AS releases,
+       l.expiries + COALESCE(s.expiries, 0) AS expiries,
+       GREATEST(l.changed_at, s.changed_at) AS changed_at,
+       pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
+       (l.holder IS NOT NULL AND GREATEST(l.expires_at, c.promoted_at + l.ttl) > c.now)
+       OR COALESCE(s.held, false) AS held
   FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
- CROSS JOIN @extschema@.leaderlock l;
+ CROSS JOIN @extschema@.leaderlock l
+  LEFT JOIN LATERAL (
+       SELECT pg_catalog.sum(t.releases)::bigint AS releases,
+              pg_catalog.sum(t.expiries)::bigint AS expiries,
+              pg_catalog.max(t.changed_at) AS changed_at,
+              pg_catalog.bool_or(t.holder IS NOT NULL AND GREATEST(t.expires_at, c.promoted_at + t.ttl) > c.now)
+                AS held
+         FROM @extschema@.leaderlock_slots t
+        WHERE t.key = l.key) s ON l.slots > 1;
 
 CREATE TYPE @extschema@.leaderlock_lease AS (
     key        text,
@@ -558,6 +633,69 @@ BEGIN
 END
 $fn$;
 
+-- Contract 17: slots, 1 to 1000 (input.rs MAX_SLOTS; le_capabilities'
+-- max_slots). (session_bound => true is refused before, by
+-- _le_session_bound, whatever the slots.) Returns it.
+CREATE FUNCTION @extschema@._le_slots(v integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: slots must not be NULL',
+            HINT = 'Give 1 for a lease of one holder.';
+    END IF;
+    IF v < 1 OR v > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: slots must be between 1 and 1000 (got %s)', v);
+    END IF;
+    RETURN v;
+END
+$fn$;
+
+-- A string as Rust's str::escape_debug writes it (the compiled edition's
+-- messages quote keys so): backslash, quotes, \t \r \n, and other
+-- control characters as \u{hex}.
+CREATE FUNCTION @extschema@._le_escape_debug(v text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    out text := '';
+    c text;
+    cp integer;
+BEGIN
+    FOR i IN 1 .. length(v) LOOP
+        c := substr(v, i, 1);
+        cp := ascii(c);
+        out := out || CASE
+            WHEN cp = 92 OR cp = 34 OR cp = 39 THEN chr(92) || c
+            WHEN cp = 9 THEN chr(92) || 't'
+            WHEN cp = 10 THEN chr(92) || 'n'
+            WHEN cp = 13 THEN chr(92) || 'r'
+            WHEN cp < 32 OR (cp >= 127 AND cp < 160) THEN chr(92) || 'u{' || to_hex(cp) || '}'
+            ELSE c END;
+    END LOOP;
+    RETURN out;
+END
+$fn$;
+
+-- Contract 17: acquiring a key that has live holders with another number
+-- of slots than it admits raises 22023 and changes nothing.
+CREATE FUNCTION @extschema@._le_slots_differ(p_key text, p_has integer, p_asked integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = format('leaderlock: key "%s" admits %s holder(s) at once, not %s',
+                         @extschema@._le_escape_debug(p_key), p_has, p_asked),
+        DETAIL = 'While a key has live holders, every acquisition must give the same slots.',
+        HINT = 'Give the key''s slots, or wait until it has no live holder to change them.';
+END
+$fn$;
+
 -- The session's role: the one of SET ROLE, else the session user.
 CREATE FUNCTION @extschema@._le_session_role() RETURNS name
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -611,11 +749,11 @@ RETURN CASE WHEN isfinite(t) THEN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH
 
 -- Contract 4: one notification on channel leaderlock, byte for byte the
 -- compiled edition's JSON (serde_json: no spaces, keys in this order;
--- to_json escapes strings as serde_json does). Only fields of the event.
+-- to_json escapes strings as serde_json does). Only fields of the event,
+-- and "slots" last for a key of more than one slot (contract 17).
 CREATE FUNCTION @extschema@._le_announce(
     event text, key text, holder text, term bigint, at timestamptz,
-    previous_holder text DEFAULT NULL, expires_at timestamptz DEFAULT NULL,
-    value jsonb DEFAULT NULL, forced boolean DEFAULT NULL)
+    previous_holder text, expires_at timestamptz, value jsonb, forced boolean, slots integer)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -639,6 +777,9 @@ BEGIN
                 || ',"reason":"ttl"';
     ELSIF $1 = 'proclaimed' THEN
         payload := payload || ',"value":' || coalesce($8::text, 'null');
+    END IF;
+    IF $10 > 1 THEN
+        payload := payload || ',"slots":' || $10::text;
     END IF;
     PERFORM pg_notify('leaderlock', payload || '}');
 END
@@ -844,6 +985,337 @@ BEGIN
 END
 $fn$;
 
+-- Contract 17: _le_extend for a tenure of a key of many slots: the one
+-- p_id holds live on p_key at p_now (owned by a role p_caller is a member
+-- of), touching that slot's row only, never the key's row. The term, or
+-- NULL when not extended.
+CREATE FUNCTION @extschema@._le_extend_slot(p_key text, p_id text, p_now timestamptz,
+                                            p_ttl interval, p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_term bigint;
+    v_pro timestamptz := @extschema@._le_promoted_at();
+BEGIN
+    UPDATE @extschema@.leaderlock_slots l
+       SET renewed_at = p_now,
+           expires_at = p_now + coalesce(p_ttl, l.ttl),
+           ttl = coalesce(p_ttl, l.ttl),
+           recheck_at = CASE
+               WHEN l.recheck_at <= p_now + coalesce(p_ttl, l.ttl)
+                AND l.recheck_at >= p_now + coalesce(p_ttl, l.ttl) / 2.0::float8 THEN l.recheck_at
+               ELSE p_now + coalesce(p_ttl, l.ttl) END
+     WHERE l.key = p_key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > p_now
+       AND l.slot = (SELECT s.slot FROM @extschema@.leaderlock_slots s
+                      WHERE s.key = p_key AND s.holder = p_id
+                        AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                        AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                      LIMIT 1
+                        FOR NO KEY UPDATE SKIP LOCKED)
+    RETURNING l.term INTO v_term;
+    IF v_term IS NOT NULL THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN v_term;
+END
+$fn$;
+
+-- Contract 17: _le_lock_own for a key of many slots: locks the tenure p_id
+-- holds live on p_key (owned by a role p_caller is a member of), never
+-- waiting; its slot and term, or NULLs.
+CREATE FUNCTION @extschema@._le_lock_own_slot(p_key text, p_id text, p_caller oid,
+                                              OUT o_slot integer, OUT o_term bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    v_pro timestamptz := @extschema@._le_promoted_at();
+BEGIN
+    BEGIN
+        SELECT s.slot, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts INTO r
+          FROM @extschema@.leaderlock_slots s
+         WHERE s.key = p_key AND s.holder = p_id
+           AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+           AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+         LIMIT 1
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN;
+    END;
+    IF r.lasts <= clock_timestamp() THEN
+        RETURN;
+    END IF;
+    o_slot := r.slot;
+    o_term := r.term;
+END
+$fn$;
+
+-- Contract 17: one look at a key acquired with p_slots > 1, or at a key
+-- that admits more than one holder (p_has: its slots, NULL for a key not
+-- seen yet; p_head_live: its row has a live holder, i.e. it is a key of
+-- one slot, held). As slots.rs attempt(): takes a free slot, extends the
+-- caller's own tenure, or says why not ('acquired', 'held' until o_until,
+-- 'busy'); 'one' when the key, with no live holder, now admits one holder
+-- (its row locked by this transaction): the caller goes on as for any key.
+-- Raises 22023 when the key has live holders and admits another number of
+-- slots. The key's row (its last term) is locked only by candidates, only
+-- while it has no live holder, never waiting, and only for an instant
+-- unless a tenure starts (then until the transaction ends); holders never
+-- lock it. Called by _le_attempt only (p_pro: its _le_promoted_at()).
+CREATE FUNCTION @extschema@._le_attempt_slots(p_key text, p_id text, p_ttl interval, p_value jsonb,
+                                              p_caller oid, p_insert_wait_ms bigint, p_slots integer,
+                                              p_has integer, p_head_live boolean, p_pro timestamptz,
+                                              OUT o_outcome text, OUT o_until timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    own record;
+    head record;
+    free record;
+    t timestamptz;
+    v_term bigint;
+    v_slot integer;
+    v_live bigint := 0;
+    v_earliest timestamptz;
+    v_expires timestamptz;
+    old_lock_timeout text;
+BEGIN
+    IF p_head_live THEN
+        -- A key of one slot with a live holder, asked for more.
+        PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
+    END IF;
+
+    IF p_has IS NULL THEN
+        -- A brand-new key of p_slots slots: its row holds no holder and the
+        -- first term (the timeline's floor), which its first tenure takes,
+        -- in slot 1. Waits only for a concurrent first insert of the key.
+        t := clock_timestamp();
+        v_expires := t + p_ttl;
+        IF p_insert_wait_ms IS NULL THEN
+            INSERT INTO @extschema@.leaderlock AS l (key, holder, term, tenures, changed_at, slots)
+            VALUES (p_key, NULL, @extschema@._le_term_floor(), 1, t, p_slots)
+            ON CONFLICT (key) DO NOTHING
+            RETURNING l.term INTO v_term;
+        ELSE
+            old_lock_timeout := current_setting('lock_timeout');
+            BEGIN
+                PERFORM set_config('lock_timeout', p_insert_wait_ms::text || 'ms', true);
+                INSERT INTO @extschema@.leaderlock AS l (key, holder, term, tenures, changed_at, slots)
+                VALUES (p_key, NULL, @extschema@._le_term_floor(), 1, t, p_slots)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING l.term INTO v_term;
+                PERFORM set_config('lock_timeout', old_lock_timeout, true);
+            EXCEPTION WHEN lock_not_available THEN
+                v_term := NULL;   -- a rival's first insert is still open
+            END;
+        END IF;
+        IF v_term IS NOT NULL THEN
+            INSERT INTO @extschema@.leaderlock_slots AS s
+                   (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
+                    value, owner, changed_at)
+            VALUES (p_key, 1, p_id, v_term, t, t, v_expires, p_ttl, v_expires, p_value, p_caller, t)
+            ON CONFLICT (key, slot) DO UPDATE
+               SET holder = excluded.holder, term = excluded.term, acquired_at = excluded.acquired_at,
+                   renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, ttl = excluded.ttl,
+                   recheck_at = excluded.recheck_at, value = excluded.value, owner = excluded.owner,
+                   changed_at = excluded.changed_at,
+                   expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END;
+            PERFORM @extschema@._le_durable();
+            PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
+                                             v_expires, p_value, NULL::boolean, p_slots);
+            o_outcome := 'acquired';
+            RETURN;
+        END IF;
+        -- A concurrent first acquisition won: a slot may be left in it.
+        SELECT l.slots INTO p_has FROM @extschema@.leaderlock l WHERE l.key = p_key;
+        IF NOT coalesce(p_has > 1, false) THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+    END IF;
+
+    t := clock_timestamp();
+    IF p_has > 1 THEN
+        -- The caller's own live tenure (its latest): extend it, same term.
+        SELECT s.slot, s.term, GREATEST(s.expires_at, p_pro + s.ttl) AS lasts,
+               (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
+          INTO own
+          FROM @extschema@.leaderlock_slots s
+         WHERE s.key = p_key AND s.holder = p_id
+         ORDER BY 3 DESC LIMIT 1;
+        IF FOUND AND own.owned AND own.lasts > t THEN
+            IF p_has <> p_slots THEN
+                PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
+            END IF;
+            v_term := @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller);
+            IF v_term IS NULL THEN
+                o_outcome := 'busy';
+                RETURN;
+            END IF;
+            IF p_value IS NOT NULL THEN
+                UPDATE @extschema@.leaderlock_slots s SET value = p_value
+                 WHERE s.key = p_key AND s.slot = own.slot;
+                PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
+                                                 NULL::timestamptz, p_value, NULL::boolean, p_has);
+            END IF;
+            o_outcome := 'acquired';
+            RETURN;
+        END IF;
+        -- The live tenures: how many, and the earliest end.
+        SELECT count(*), min(x.lasts) INTO v_live, v_earliest
+          FROM (SELECT GREATEST(s.expires_at, p_pro + s.ttl) AS lasts
+                  FROM @extschema@.leaderlock_slots s
+                 WHERE s.key = p_key AND s.holder IS NOT NULL) x
+         WHERE x.lasts > t;
+    END IF;
+    IF p_has <> p_slots AND v_live > 0 THEN
+        PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
+    END IF;
+
+    IF p_slots = 1 THEN
+        -- No live holder: the key becomes one of one slot, its row locked
+        -- (kept only if locked).
+        BEGIN
+            SELECT l.slots INTO head FROM @extschema@.leaderlock l
+             WHERE l.key = p_key
+               AND (l.holder IS NULL
+                    OR NOT coalesce(GREATEST(l.expires_at, p_pro + l.ttl) > clock_timestamp(), false))
+               FOR NO KEY UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                RAISE SQLSTATE 'LE0NL';
+            END IF;
+            -- No tenure starts while the row is locked: one live now
+            -- started before the lock.
+            IF head.slots > 1 AND EXISTS (
+                    SELECT 1 FROM @extschema@.leaderlock_slots s
+                     WHERE s.key = p_key AND s.holder IS NOT NULL
+                       AND GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp()) THEN
+                PERFORM @extschema@._le_slots_differ(p_key, head.slots, p_slots);
+            END IF;
+            UPDATE @extschema@.leaderlock l SET slots = 1 WHERE l.key = p_key;
+        EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+            o_outcome := 'busy';
+            RETURN;
+        END;
+        o_outcome := 'one';
+        RETURN;
+    END IF;
+
+    IF p_has = p_slots AND v_live >= p_slots THEN
+        o_outcome := 'held';
+        o_until := v_earliest;
+        RETURN;
+    END IF;
+
+    -- Lock the key's row, find the first free slot, issue a term: in a
+    -- subtransaction kept only if it acquired, so a candidate that finds
+    -- every slot taken keeps no lock.
+    o_outcome := 'busy';
+    BEGIN
+        SELECT l.holder, l.term, l.slots, GREATEST(l.expires_at, p_pro + l.ttl) AS lasts INTO head
+          FROM @extschema@.leaderlock l
+         WHERE l.key = p_key
+           AND (l.holder IS NULL
+                OR NOT coalesce(GREATEST(l.expires_at, p_pro + l.ttl) > clock_timestamp(), false))
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            -- locked by another candidate, or (a key of one slot) taken
+            -- live meanwhile: look again
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+        -- No tenure starts while the row is locked: the key's number of
+        -- slots changes only if no tenure is live now.
+        IF head.slots <> p_slots AND EXISTS (
+                SELECT 1 FROM @extschema@.leaderlock_slots s
+                 WHERE s.key = p_key AND s.holder IS NOT NULL
+                   AND GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp()) THEN
+            PERFORM @extschema@._le_slots_differ(p_key, head.slots, p_slots);
+        END IF;
+        -- The first free slot: vacant, or lapsed (its holder out).
+        SELECT s.slot, s.holder, s.term, GREATEST(s.expires_at, p_pro + s.ttl) AS lasts INTO free
+          FROM @extschema@.leaderlock_slots s
+         WHERE s.key = p_key AND s.slot <= p_slots
+           AND (s.holder IS NULL
+                OR NOT coalesce(GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp(), false))
+         ORDER BY s.slot LIMIT 1
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            v_slot := free.slot;
+        ELSE
+            -- else the lowest slot number the key has no row for yet
+            SELECT min(n.n) INTO v_slot FROM generate_series(1, p_slots) AS n(n)
+             WHERE NOT EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots s
+                                WHERE s.key = p_key AND s.slot = n.n);
+            IF v_slot IS NULL THEN
+                -- every slot live (or locked by le_expire_lapsed vacating it)
+                SELECT min(x.lasts) INTO o_until
+                  FROM (SELECT GREATEST(s.expires_at, p_pro + s.ttl) AS lasts
+                          FROM @extschema@.leaderlock_slots s
+                         WHERE s.key = p_key AND s.holder IS NOT NULL) x
+                 WHERE x.lasts > clock_timestamp();
+                IF o_until IS NOT NULL THEN
+                    o_outcome := 'held';
+                END IF;
+                RAISE SQLSTATE 'LE0NL';
+            END IF;
+        END IF;
+        -- The next term (contract 8.1: at least the timeline's floor),
+        -- counted as a tenure; the row keeps no holder (a lapsed one of a
+        -- key of one slot is vacated and counted as an expiry) and admits
+        -- p_slots from now on.
+        t := clock_timestamp();
+        v_expires := t + p_ttl;
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
+               tenures = l.tenures + 1, changed_at = t, slots = p_slots, value = NULL,
+               session_pid = NULL, session_start = NULL, owner = NULL,
+               expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
+         WHERE l.key = p_key
+        RETURNING l.term INTO v_term;
+        -- The tenure, in its slot (a lapsed one taken over counts as an expiry).
+        INSERT INTO @extschema@.leaderlock_slots AS s
+               (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
+                value, owner, changed_at)
+        VALUES (p_key, v_slot, p_id, v_term, t, t, v_expires, p_ttl, v_expires, p_value, p_caller, t)
+        ON CONFLICT (key, slot) DO UPDATE
+           SET holder = excluded.holder, term = excluded.term, acquired_at = excluded.acquired_at,
+               renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, ttl = excluded.ttl,
+               recheck_at = excluded.recheck_at, value = excluded.value, owner = excluded.owner,
+               changed_at = excluded.changed_at,
+               expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END;
+        PERFORM @extschema@._le_durable();
+        -- Lapsed tenures taken over: their end is announced first, as the
+        -- compiled worker would have.
+        IF head.holder IS NOT NULL THEN
+            PERFORM @extschema@._le_announce('expired'::text, p_key, head.holder, head.term, t, NULL::text,
+                                             head.lasts, NULL::jsonb, NULL::boolean, head.slots);
+        END IF;
+        IF free.holder IS NOT NULL THEN
+            PERFORM @extschema@._le_announce('expired'::text, p_key, free.holder, free.term, t, NULL::text,
+                                             free.lasts, NULL::jsonb, NULL::boolean, head.slots);
+        END IF;
+        PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t,
+                                         coalesce(free.holder, head.holder), v_expires, p_value,
+                                         NULL::boolean, p_slots);
+        o_outcome := 'acquired';
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN;
+    END;
+END
+$fn$;
+
 -- ---------------------------------------------------------------------------
 -- Entry points of the writers: SECURITY DEFINER, executable by all. Each
 -- checks every argument (contract 6) and the role it is to act for
@@ -855,10 +1327,12 @@ $fn$;
 -- not. o_outcome: 'acquired', 'held' (live, another's, until o_until) or
 -- 'busy' (locked by another transaction). p_insert_wait_ms bounds the wait
 -- behind a concurrent first insert of a brand-new key (le_acquire); NULL:
--- wait for its outcome (le_try_acquire). o_step: always false (kept for
--- the shape of the result).
+-- wait for its outcome (le_try_acquire). p_slots: how many holders the
+-- key is to admit (contract 17; keys of more, or asked for more, are
+-- _le_attempt_slots'). o_step: always false (kept for the shape of the
+-- result).
 CREATE FUNCTION @extschema@._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb,
-                                        p_caller oid, p_insert_wait_ms bigint,
+                                        p_caller oid, p_insert_wait_ms bigint, p_slots integer DEFAULT 1,
                                         OUT o_outcome text, OUT o_until timestamptz,
                                         OUT o_step boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -869,6 +1343,8 @@ AS $fn$
 DECLARE
     seen record;
     locked record;
+    many record;
+    found_row boolean;
     t timestamptz;
     v_term bigint;
     v_expires timestamptz;
@@ -879,6 +1355,7 @@ BEGIN
     PERFORM @extschema@._le_name('id'::text, p_id);
     p_ttl := @extschema@._le_ttl(p_ttl, true);
     PERFORM @extschema@._le_value(p_value);
+    p_slots := @extschema@._le_slots(p_slots);
     IF p_insert_wait_ms < 0 OR p_insert_wait_ms > 86400000 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: insert wait %s ms is out of range (0 to 86400000)', p_insert_wait_ms);
@@ -893,12 +1370,27 @@ BEGIN
     -- Read without locking first: a rival that cannot win never locks the
     -- holder's row (the holder's renewals would fail meanwhile).
     SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
-           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned, l.slots
       INTO seen
       FROM @extschema@.leaderlock l WHERE l.key = p_key;
+    found_row := FOUND;
     t := clock_timestamp();
 
-    IF NOT FOUND THEN
+    -- A key of many slots, or asked for (contract 17): its tenures are
+    -- _le_attempt_slots'; a key that now admits one holder comes back with
+    -- its row locked by us and goes on below.
+    IF p_slots > 1 OR seen.slots > 1 THEN
+        SELECT a.o_outcome, a.o_until INTO many
+          FROM @extschema@._le_attempt_slots(p_key, p_id, p_ttl, p_value, p_caller, p_insert_wait_ms, p_slots,
+                   seen.slots, coalesce(seen.holder IS NOT NULL AND seen.lasts > t, false), v_pro) a;
+        IF many.o_outcome <> 'one' THEN
+            o_outcome := many.o_outcome;
+            o_until := many.o_until;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF NOT found_row THEN
         -- A brand-new key: the first term is the timeline's floor.
         t := clock_timestamp();
         v_expires := t + p_ttl;
@@ -932,7 +1424,7 @@ BEGIN
         END IF;
         PERFORM @extschema@._le_durable();
         PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
-                                         v_expires, p_value, NULL::boolean);
+                                         v_expires, p_value, NULL::boolean, NULL::integer);
         o_outcome := 'acquired';
         RETURN;
     END IF;
@@ -950,7 +1442,7 @@ BEGIN
             IF p_value IS NOT NULL THEN
                 UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
                 PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
-                                                 NULL::timestamptz, p_value, NULL::boolean);
+                                                 NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
             END IF;
             o_outcome := 'acquired';
             RETURN;
@@ -987,7 +1479,7 @@ BEGIN
         IF p_value IS NOT NULL THEN
             UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
             PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
-                                             NULL::timestamptz, p_value, NULL::boolean);
+                                             NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
         END IF;
         o_outcome := 'acquired';
         RETURN;
@@ -1009,10 +1501,10 @@ BEGIN
         -- A lapsed lease taken over: its end is announced first, as the
         -- worker would have.
         PERFORM @extschema@._le_announce('expired'::text, p_key, locked.holder, locked.term, t, NULL::text,
-                                         locked.lasts, NULL::jsonb, NULL::boolean);
+                                         locked.lasts, NULL::jsonb, NULL::boolean, NULL::integer);
     END IF;
     PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
-                                     v_expires, p_value, NULL::boolean);
+                                     v_expires, p_value, NULL::boolean, NULL::integer);
     o_outcome := 'acquired';
 END
 $fn$;
@@ -1025,12 +1517,17 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $fn$
+DECLARE
+    t timestamptz;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_name('id'::text, p_id);
     p_ttl := @extschema@._le_ttl(p_ttl, false);
     PERFORM @extschema@._le_act_as(p_caller);
-    RETURN @extschema@._le_extend(p_key, p_id, clock_timestamp(), p_ttl, p_caller) IS NOT NULL;
+    t := clock_timestamp();
+    -- a lease, else the caller's own tenure of a key of many slots (17)
+    RETURN @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller) IS NOT NULL
+        OR @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller) IS NOT NULL;
 END
 $fn$;
 
@@ -1076,13 +1573,28 @@ AS $fn$
 DECLARE
     v_term bigint;
     t timestamptz;
+    own record;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_act_as(p_caller);
     v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
     IF v_term IS NULL THEN
-        RETURN false;
+        -- the caller's own tenure of a key of many slots (contract 17)
+        SELECT o.o_slot, o.o_term INTO own FROM @extschema@._le_lock_own_slot(p_key, p_id, p_caller) o;
+        IF own.o_slot IS NULL THEN
+            RETURN false;
+        END IF;
+        t := clock_timestamp();
+        UPDATE @extschema@.leaderlock_slots s
+           SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
+               changed_at = t
+         WHERE s.key = p_key AND s.slot = own.o_slot;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce('released'::text, p_key, p_id, own.o_term, t, NULL::text,
+                                         NULL::timestamptz, NULL::jsonb, false,
+                                         (SELECT l.slots FROM @extschema@.leaderlock l WHERE l.key = p_key));
+        RETURN true;
     END IF;
     t := clock_timestamp();
     UPDATE @extschema@.leaderlock l
@@ -1091,7 +1603,7 @@ BEGIN
      WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
     PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
-                                     NULL::timestamptz, NULL::jsonb, false);
+                                     NULL::timestamptz, NULL::jsonb, false, NULL::integer);
     RETURN true;
 END
 $fn$;
@@ -1109,6 +1621,7 @@ SET jit = off
 AS $fn$
 DECLARE
     n integer;
+    m integer;
     t timestamptz;
     v_pro timestamptz;
 BEGIN
@@ -1132,6 +1645,24 @@ BEGIN
          WHERE l.key = own.key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > t
         RETURNING l.key)
     SELECT count(*)::integer INTO n FROM renewed;
+    -- and its tenures of keys of many slots (contract 17), the same way
+    WITH renewed AS (
+        UPDATE @extschema@.leaderlock_slots l
+           SET renewed_at = t,
+               expires_at = t + l.ttl,
+               recheck_at = CASE
+                   WHEN l.recheck_at <= t + l.ttl
+                    AND l.recheck_at >= t + l.ttl / 2.0::float8 THEN l.recheck_at
+                   ELSE t + l.ttl END
+          FROM (SELECT s.key, s.slot FROM @extschema@.leaderlock_slots s
+                 WHERE s.holder = p_id AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+                   AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                   FOR NO KEY UPDATE SKIP LOCKED) own
+         WHERE l.key = own.key AND l.slot = own.slot AND l.holder = p_id
+           AND GREATEST(l.expires_at, v_pro + l.ttl) > t
+        RETURNING l.key)
+    SELECT count(*)::integer INTO m FROM renewed;
+    n := n + m;
     IF n > 0 THEN
         PERFORM @extschema@._le_durable();
     END IF;
@@ -1152,6 +1683,8 @@ SET jit = off
 AS $fn$
 DECLARE
     v_keys text[];
+    v_slot_keys text[];
+    v_slots integer[];
     r record;
     t timestamptz;
     v_pro timestamptz;
@@ -1171,10 +1704,40 @@ BEGIN
             RAISE SQLSTATE 'LE0NL';
         END IF;
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
-        RETURN 0;
+        v_keys := NULL;
     END;
+    -- and its tenures of keys of many slots (contract 17), the same way
+    BEGIN
+        SELECT array_agg(o.key), array_agg(o.slot) INTO v_slot_keys, v_slots
+          FROM (SELECT s.key, s.slot FROM @extschema@.leaderlock_slots s
+                 WHERE s.holder = p_id
+                   AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+                   AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                   FOR NO KEY UPDATE SKIP LOCKED) o;
+        IF v_slot_keys IS NULL THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        v_slot_keys := NULL;
+    END;
+    IF v_keys IS NULL AND v_slot_keys IS NULL THEN
+        RETURN 0;
+    END IF;
     -- read after the locks, as _le_release does
     t := clock_timestamp();
+    FOR r IN
+        UPDATE @extschema@.leaderlock_slots s
+           SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
+               changed_at = t
+          FROM ROWS FROM (unnest(v_slot_keys), unnest(v_slots)) AS v(key, slot)
+         WHERE s.key = v.key AND s.slot = v.slot AND s.holder = p_id
+           AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+        RETURNING s.key, s.term, (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) AS slots
+    LOOP
+        PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
+                                         NULL::timestamptz, NULL::jsonb, false, r.slots);
+        n := n + 1;
+    END LOOP;
     FOR r IN
         UPDATE @extschema@.leaderlock l
            SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
@@ -1184,7 +1747,7 @@ BEGIN
         RETURNING l.key, l.term
     LOOP
         PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
-                                         NULL::timestamptz, NULL::jsonb, false);
+                                         NULL::timestamptz, NULL::jsonb, false, NULL::integer);
         n := n + 1;
     END LOOP;
     IF n > 0 THEN
@@ -1204,6 +1767,7 @@ SET jit = off
 AS $fn$
 DECLARE
     v_term bigint;
+    own record;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_name('id'::text, p_id);
@@ -1211,12 +1775,22 @@ BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
     v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
     IF v_term IS NULL THEN
-        RETURN false;
+        -- the caller's own tenure of a key of many slots (contract 17)
+        SELECT o.o_slot, o.o_term INTO own FROM @extschema@._le_lock_own_slot(p_key, p_id, p_caller) o;
+        IF own.o_slot IS NULL THEN
+            RETURN false;
+        END IF;
+        UPDATE @extschema@.leaderlock_slots s SET value = p_value WHERE s.key = p_key AND s.slot = own.o_slot;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, own.o_term, clock_timestamp(),
+                                         NULL::text, NULL::timestamptz, p_value, NULL::boolean,
+                                         (SELECT l.slots FROM @extschema@.leaderlock l WHERE l.key = p_key));
+        RETURN true;
     END IF;
     UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
     PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, clock_timestamp(), NULL::text,
-                                     NULL::timestamptz, p_value, NULL::boolean);
+                                     NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
     RETURN true;
 END
 $fn$;
@@ -1234,6 +1808,11 @@ DECLARE
     r record;
     t timestamptz;
     v_pro timestamptz;
+    v_slots integer;
+    v_slot_list integer[];
+    v_holders text[];
+    v_terms bigint[];
+    n integer := 0;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_act_as(p_caller);
@@ -1253,7 +1832,37 @@ BEGIN
        AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        RETURN false;
+        -- A key of many slots (contract 17): every live tenure, each
+        -- locked (waiting as above), vacated and announced, by slot.
+        SELECT pg_catalog.array_agg(x.slot ORDER BY x.slot), pg_catalog.array_agg(x.holder ORDER BY x.slot),
+               pg_catalog.array_agg(x.term ORDER BY x.slot)
+          INTO v_slot_list, v_holders, v_terms
+          FROM (SELECT s.slot, s.holder, s.term FROM @extschema@.leaderlock_slots s
+                 WHERE s.key = p_key AND s.holder IS NOT NULL
+                   AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+                 ORDER BY s.slot
+                   FOR NO KEY UPDATE) x;
+        IF v_slot_list IS NULL THEN
+            RETURN false;
+        END IF;
+        t := clock_timestamp();
+        SELECT l.slots INTO v_slots FROM @extschema@.leaderlock l WHERE l.key = p_key;
+        FOR i IN 1 .. pg_catalog.array_length(v_slot_list, 1) LOOP
+            UPDATE @extschema@.leaderlock_slots s
+               SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
+                   changed_at = t
+             WHERE s.key = p_key AND s.slot = v_slot_list[i] AND s.holder IS NOT NULL
+               AND GREATEST(s.expires_at, v_pro + s.ttl) > t;   -- (not lapsed while we waited)
+            IF FOUND THEN
+                PERFORM @extschema@._le_announce('released'::text, p_key, v_holders[i], v_terms[i],
+                                                 t, NULL::text, NULL::timestamptz, NULL::jsonb, true, v_slots);
+                n := n + 1;
+            END IF;
+        END LOOP;
+        IF n > 0 THEN
+            PERFORM @extschema@._le_durable();
+        END IF;
+        RETURN n > 0;
     END IF;
     t := clock_timestamp();
     IF NOT coalesce(r.lasts > t, false) THEN
@@ -1265,7 +1874,7 @@ BEGIN
      WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
     PERFORM @extschema@._le_announce('released'::text, p_key, r.holder, r.term, t, NULL::text,
-                                     NULL::timestamptz, NULL::jsonb, true);
+                                     NULL::timestamptz, NULL::jsonb, true, NULL::integer);
     RETURN true;
 END
 $fn$;
@@ -1281,6 +1890,7 @@ SET jit = off
 AS $fn$
 DECLARE
     r record;
+    own record;
     found_row boolean;
     t timestamptz;
     live boolean;
@@ -1298,11 +1908,34 @@ BEGIN
     v_pro := @extschema@._le_promoted_at();
     -- Without a lock first: only the holder itself ever locks its row.
     SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
-           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned, l.slots
       INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key;
     found_row := FOUND;
     t := clock_timestamp();
-    IF found_row AND r.holder IS NOT NULL AND r.lasts > t AND r.holder = p_id AND r.owned
+    IF found_row AND r.slots > 1 THEN
+        -- A key of many slots (contract 17): the caller's own tenure (its
+        -- latest), share-locked when it is live, owned and of p_term; the
+        -- key's row is never locked. Without one: the key's last term.
+        SELECT s.slot, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts,
+               (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
+          INTO own
+          FROM @extschema@.leaderlock_slots s
+         WHERE s.key = p_key AND s.holder = p_id
+         ORDER BY 3 DESC LIMIT 1;
+        IF NOT FOUND THEN
+            SELECT NULL::text AS holder, r.term AS term, NULL::timestamptz AS lasts, true AS owned INTO r;
+        ELSIF own.lasts > clock_timestamp() AND own.owned AND (p_term IS NULL OR p_term = own.term) THEN
+            SELECT s.holder, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts,
+                   (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
+              INTO own
+              FROM @extschema@.leaderlock_slots s WHERE s.key = p_key AND s.slot = own.slot FOR SHARE;
+            -- (another's tenure in that slot now is not the caller's)
+            SELECT p_id AS holder, own.term AS term,
+                   CASE WHEN own.holder = p_id THEN own.lasts END AS lasts, own.owned AS owned INTO r;
+        ELSE
+            SELECT p_id AS holder, own.term AS term, own.lasts AS lasts, own.owned AS owned INTO r;
+        END IF;
+    ELSIF found_row AND r.holder IS NOT NULL AND r.lasts > t AND r.holder = p_id AND r.owned
        AND (p_term IS NULL OR p_term = r.term) THEN
         SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
                (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
@@ -1379,7 +2012,28 @@ BEGIN
         RETURNING x.key, x.holder, x.term, x.lasts
     LOOP
         PERFORM @extschema@._le_announce('expired'::text, r.key, r.holder, r.term, t, NULL::text,
-                                         r.lasts, NULL::jsonb, NULL::boolean);
+                                         r.lasts, NULL::jsonb, NULL::boolean, NULL::integer);
+        n := n + 1;
+    END LOOP;
+    -- The tenures of keys of many slots (contract 17), each on its own,
+    -- announced with their key's slots.
+    FOR r IN
+        WITH lapsed AS (
+            SELECT l.key, l.slot, l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts
+              FROM @extschema@.leaderlock_slots l
+             WHERE l.holder IS NOT NULL AND l.recheck_at <= t
+               AND NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > t, false)
+             ORDER BY l.recheck_at
+               FOR NO KEY UPDATE SKIP LOCKED)
+        UPDATE @extschema@.leaderlock_slots l
+           SET holder = NULL, value = NULL, owner = NULL, expiries = l.expiries + 1, changed_at = t
+          FROM lapsed x
+         WHERE l.key = x.key AND l.slot = x.slot
+        RETURNING x.key, x.holder, x.term, x.lasts,
+                  (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = x.key) AS slots
+    LOOP
+        PERFORM @extschema@._le_announce('expired'::text, r.key, r.holder, r.term, t, NULL::text,
+                                         r.lasts, NULL::jsonb, NULL::boolean, r.slots);
         n := n + 1;
     END LOOP;
     RETURN n;
@@ -1394,7 +2048,7 @@ $fn$;
 
 CREATE FUNCTION @extschema@.le_try_acquire(key text, id text, ttl interval,
                                            session_bound boolean DEFAULT false,
-                                           value jsonb DEFAULT NULL)
+                                           value jsonb DEFAULT NULL, slots integer DEFAULT 1)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -1408,15 +2062,16 @@ BEGIN
     v_ttl := @extschema@._le_ttl($3, true);
     PERFORM @extschema@._le_session_bound($4);
     PERFORM @extschema@._le_value($5);
+    PERFORM @extschema@._le_slots($6);
     v_caller := @extschema@._le_caller();
     RETURN (SELECT a.o_outcome = 'acquired'
-              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint) a);
+              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint, $6) a);
 END
 $fn$;
 
 CREATE FUNCTION @extschema@.le_acquire(key text, id text, ttl interval, wait interval,
                                        session_bound boolean DEFAULT false,
-                                       value jsonb DEFAULT NULL)
+                                       value jsonb DEFAULT NULL, slots integer DEFAULT 1)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -1437,6 +2092,7 @@ BEGIN
     v_wait := @extschema@._le_wait($4);
     PERFORM @extschema@._le_session_bound($5);
     PERFORM @extschema@._le_value($6);
+    PERFORM @extschema@._le_slots($7);
     IF pg_is_in_recovery() THEN
         v_wait := interval '0';   -- a hot standby cannot write: try once
     END IF;
@@ -1450,7 +2106,7 @@ BEGIN
             v_caller := @extschema@._le_caller();
             SELECT a.o_outcome, a.o_until, a.o_step INTO res
               FROM @extschema@._le_attempt($1, $2, v_ttl, $6, v_caller,
-                       GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint) a;
+                       GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint, $7) a;
             IF res.o_outcome <> 'acquired' AND NOT res.o_step THEN
                 RAISE SQLSTATE 'LE0RB';
             END IF;
@@ -1466,7 +2122,8 @@ BEGIN
         END IF;
         wake := t + make_interval(secs => poll_ms / 1000.0);
         IF res.o_outcome = 'held' AND res.o_until < wake THEN
-            -- wake just after the holder's expiry (before it, it is live)
+            -- wake just after the holder's expiry (before it, it is live;
+            -- of a key of many slots: the earliest tenure's)
             wake := res.o_until + interval '1 millisecond';
         END IF;
         wake := LEAST(wake, deadline);
@@ -1612,6 +2269,38 @@ BEGIN
 END
 $fn$;
 
+-- Contract 17: the live holders of the key, one leaderlock_lease each, by
+-- slot (of a key of one slot: its holder while live, as le_lease shows it).
+CREATE FUNCTION @extschema@.le_holders(key text)
+RETURNS SETOF @extschema@.leaderlock_lease
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_slots integer;
+    v_pro timestamptz;
+    t timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    SELECT l.slots INTO v_slots FROM @extschema@.leaderlock l WHERE l.key = $1;
+    IF NOT coalesce(v_slots > 1, false) THEN
+        RETURN QUERY SELECT x.* FROM @extschema@.le_lease($1) x WHERE x.holder IS NOT NULL;
+        RETURN;
+    END IF;
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    RETURN QUERY
+        SELECT $1, s.holder, s.term, s.lasts, @extschema@._le_hours(s.lasts - t), s.value
+          FROM (SELECT x.slot, x.holder, x.term, x.value, GREATEST(x.expires_at, v_pro + x.ttl) AS lasts
+                  FROM @extschema@.leaderlock_slots x
+                 WHERE x.key = $1 AND x.holder IS NOT NULL) s
+         WHERE s.lasts > t
+         ORDER BY s.slot;
+END
+$fn$;
+
 CREATE FUNCTION @extschema@.le_worker_running()
 RETURNS boolean
 LANGUAGE sql VOLATILE PARALLEL SAFE
@@ -1649,7 +2338,9 @@ RETURN jsonb_build_object(
     'max_ttl_s', (@extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint,
                                               2147483647::bigint) / 1000000::numeric)::float8,
     'max_wait_s', (@extschema@._le_setting_us('leaderlock.max_wait'::text, 300::bigint, 0::bigint,
-                                               86400::bigint) / 1000000::numeric)::float8);
+                                               86400::bigint) / 1000000::numeric)::float8,
+    'max_slots', 1000,
+    'priority', false);   -- contract 18 (candidates and priority) is the compiled edition's only
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does; returns how many. Meant
@@ -1671,6 +2362,8 @@ $fn$;
 GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;   -- every role may call the API (CREATE stays the admin's)
 REVOKE ALL ON @extschema@.leaderlock FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_slots FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_slots TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_status TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_stats FROM PUBLIC;
@@ -1688,6 +2381,10 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own_slot(text, text, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer,
+                                                         integer, boolean, timestamptz) FROM PUBLIC;
 
     $ddl$;
 
@@ -1711,6 +2408,8 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC
                   AND d.deptype = 'e') THEN
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_slots'), '');
     END IF;
     PERFORM pg_catalog.set_config('search_path', old_path, true);
 END

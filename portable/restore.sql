@@ -5,12 +5,19 @@
 -- the new edition.
 INSERT INTO leaderlock
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-        session_pid, session_start, owner, tenures, releases, expiries, changed_at)
+        session_pid, session_start, owner, tenures, releases, expiries, changed_at, slots)
 SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-       session_pid, session_start, owner, tenures, releases, expiries, changed_at
+       session_pid, session_start, owner, tenures, releases, expiries, changed_at, slots
   FROM pg_temp.leaderlock_carry;
+INSERT INTO leaderlock_slots
+       (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
+        owner, releases, expiries, changed_at)
+SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
+       owner, releases, expiries, changed_at
+  FROM pg_temp.leaderlock_carry_slots;
 UPDATE leaderlock_failover f
    SET timeline = c.timeline, changed_at = c.changed_at
   FROM pg_temp.leaderlock_carry_failover c
  WHERE f.one_row;
-SELECT count(*) AS leases_carried_over, max(term) AS highest_term FROM leaderlock;
+SELECT count(*) AS leases_carried_over, max(term) AS highest_term,
+       (SELECT count(*) FROM leaderlock_slots) AS slots_carried_over FROM leaderlock;

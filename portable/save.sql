@@ -1,6 +1,7 @@
 -- leaderlock migration, step 1 of 3 (see portable/README.md, "Moving
--- between editions"): keeps every lease, term and counter in temporary
--- tables until the end of the transaction. Run inside BEGIN ... COMMIT,
+-- between editions"): keeps every lease, term and counter (the tenures of
+-- keys of many slots included) in temporary tables until the end of the
+-- transaction. Run inside BEGIN ... COMMIT,
 -- with search_path naming leaderlock's schema, as the table's owner (or a
 -- superuser). Works on either edition.
 -- No lease changes until COMMIT. Review round 2, N8: the tables in the
@@ -21,7 +22,32 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at,
             ELSE GREATEST(l.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + l.ttl) END
          AS expires_at,
        l.ttl, l.recheck_at, l.value, l.session_pid, l.session_start, l.owner, l.tenures, l.releases,
-       l.expiries, l.changed_at
+       l.expiries, l.changed_at, 1 AS slots
   FROM leaderlock l;
 CREATE TEMP TABLE leaderlock_carry_failover ON COMMIT DROP AS
 SELECT timeline, changed_at FROM leaderlock_failover;
+-- Contract 17 (0.5.0): each key's slots and the tenures of keys of many
+-- slots, every row of leaderlock_slots (vacant and lapsed ones too: their
+-- terms and counters). Before 0.5.0 neither exists: every key admits one
+-- holder and there is nothing more to carry.
+CREATE TEMP TABLE leaderlock_carry_slots (
+    key text, slot integer, holder text, term bigint, acquired_at timestamptz, renewed_at timestamptz,
+    expires_at timestamptz, ttl interval, recheck_at timestamptz, value jsonb, owner oid,
+    releases bigint, expiries bigint, changed_at timestamptz
+) ON COMMIT DROP;
+DO $save$
+BEGIN
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_slots')
+       IS NOT NULL THEN
+        -- after leaderlock, as the functions take them
+        LOCK TABLE leaderlock_slots IN ACCESS EXCLUSIVE MODE;
+        UPDATE pg_temp.leaderlock_carry c SET slots = l.slots FROM leaderlock l WHERE l.key = c.key;
+        INSERT INTO pg_temp.leaderlock_carry_slots
+        SELECT s.key, s.slot, s.holder, s.term, s.acquired_at, s.renewed_at,
+               CASE WHEN s.holder IS NULL THEN s.expires_at
+                    ELSE GREATEST(s.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + s.ttl) END,
+               s.ttl, s.recheck_at, s.value, s.owner, s.releases, s.expiries, s.changed_at
+          FROM leaderlock_slots s;
+    END IF;
+END
+$save$;

@@ -9,7 +9,8 @@ BEGIN;
 \ir save.sql
 DROP EXTENSION leaderlock;
 \if :{?owner}
-GRANT SELECT ON pg_temp.leaderlock_carry, pg_temp.leaderlock_carry_failover TO :"owner";
+GRANT SELECT ON pg_temp.leaderlock_carry, pg_temp.leaderlock_carry_failover, pg_temp.leaderlock_carry_slots
+    TO :"owner";
 SET LOCAL ROLE :"owner";
 \endif
 \ir leaderlock.sql

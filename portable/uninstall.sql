@@ -4,8 +4,9 @@
 -- portable versions'), named by their signatures, without CASCADE: an
 -- object of anyone else's, in that schema or depending on leaderlock's,
 -- is never dropped; if one depends on leaderlock, nothing is dropped and
--- the error names it. Refuses to touch the compiled edition. The table
--- goes too: run save.sql first to keep the leases.
+-- the error names it. Refuses to touch the compiled edition. The tables
+-- go too (leaderlock, leaderlock_slots): run save.sql first to keep the
+-- leases.
 SET LOCAL client_min_messages = warning;
 DO $uninstall$
 DECLARE
@@ -33,28 +34,35 @@ BEGIN
     SELECT pg_catalog.string_agg(pg_catalog.format('%I.%s', s, f), ', ') INTO fns
       FROM pg_catalog.unnest(ARRAY[
         -- the API
-        'le_try_acquire(text, text, interval, boolean, jsonb)',
-        'le_acquire(text, text, interval, interval, boolean, jsonb)',
+        'le_try_acquire(text, text, interval, boolean, jsonb, integer)',
+        'le_acquire(text, text, interval, interval, boolean, jsonb, integer)',
         'le_renew(text, text, interval)', 'le_release(text, text)', 'le_renew_all(text)',
         'le_release_all(text)', 'le_proclaim(text, text, jsonb)',
         'le_force_release(text)', 'le_assert_leader(text, text, bigint)', 'le_leader(text)',
-        'le_lease(text)', 'le_worker_running()', 'le_database_stats()', 'le_capabilities()',
-        'le_expire_lapsed()',
+        'le_lease(text)', 'le_holders(text)', 'le_worker_running()', 'le_database_stats()',
+        'le_capabilities()', 'le_expire_lapsed()',
         -- the internals
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
-        '_le_session_bound(boolean)', '_le_value(jsonb)', '_le_session_role()', '_le_caller()',
+        '_le_session_bound(boolean)', '_le_value(jsonb)', '_le_slots(integer)', '_le_escape_debug(text)',
+        '_le_slots_differ(text, integer, integer)', '_le_session_role()', '_le_caller()',
         '_le_act_as(oid)', '_le_key(text, oid)', '_le_rfc3339(timestamptz)',
-        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean)',
+        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean, integer)',
         '_le_durable()', '_le_timeline()', '_le_term_floor()', '_le_promoted_at()',
         '_le_failover_record()', '_le_unrestricted()',
         '_le_extend(text, text, timestamptz, interval, oid)', '_le_lock_own(text, text, oid)',
-        '_le_attempt(text, text, interval, jsonb, oid, bigint)', '_le_renew(text, text, interval, oid)',
+        '_le_extend_slot(text, text, timestamptz, interval, oid)', '_le_lock_own_slot(text, text, oid)',
+        '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz)',
+        '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)', '_le_renew(text, text, interval, oid)',
         '_le_release(text, text, oid)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',
         '_le_proclaim(text, text, jsonb, oid)',
         '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',
         '_le_expire_lapsed()',
-        -- earlier portable versions' internals
+        -- earlier portable versions' API and internals
+        'le_try_acquire(text, text, interval, boolean, jsonb)',
+        'le_acquire(text, text, interval, interval, boolean, jsonb)',
+        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean)',
+        '_le_attempt(text, text, interval, jsonb, oid, bigint)',
         '_le_setting_us(text, bigint)', '_le_failover_step()', '_le_failover_ready()',
         '_le_expire(text)', '_le_touch(text)']) AS f;
     BEGIN
@@ -63,6 +71,7 @@ BEGIN
         EXECUTE 'DROP FUNCTION IF EXISTS ' || fns;
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_slots', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);
     EXCEPTION WHEN dependent_objects_still_exist THEN

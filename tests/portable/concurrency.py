@@ -1,19 +1,23 @@
 #!/usr/bin/python3
 """Real concurrent sessions against the portable edition.
 
-8 candidate threads race for 3 keys with short ttls for DURATION seconds:
-le_try_acquire or le_acquire (polling), renewals, releases, and leases
-left to lapse (taken over, or vacated by le_expire_lapsed, which a ninth
-thread calls as pg_cron would). A listener collects every notification.
+8 candidate threads race for 3 keys and a key of 3 slots (contract 17)
+with short ttls for DURATION seconds: le_try_acquire or le_acquire
+(polling), renewals, releases, and leases left to lapse (taken over, or
+vacated by le_expire_lapsed, which a ninth thread calls as pg_cron would).
+A listener collects every notification.
 
 Checks, per key, from the server's own timestamps:
   - tenures never overlap: each starts (acquired_at) at or after the end of
     the previous one (its release time, or the expires_at of its last
-    successful acquire or renew);
-  - terms only grow, by exactly 1 per tenure (timeline 1);
+    successful acquire or renew); of the key of 3 slots, never more than 3
+    are live at once;
+  - terms only grow, by exactly 1 per tenure (timeline 1), and start in
+    the order of their terms;
   - every payload is the compiled edition's JSON (key order, no spaces,
-    RFC 3339 UTC times with microseconds), and each tenure is announced
-    "acquired" once with its term;
+    RFC 3339 UTC times with microseconds; "slots":3 last for the key of 3
+    slots only), and each tenure is announced "acquired" once with its
+    term;
   - every lapsed tenure is announced "expired" with "reason":"ttl" (after
     a final le_expire_lapsed).
 
@@ -31,7 +35,9 @@ import psycopg2
 
 DSN = sys.argv[1]
 DURATION = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
-KEYS = ["race-0", "race-1", "race-2"]
+SEM_KEY = "race-sem"
+SLOTS = 3
+KEYS = ["race-0", "race-1", "race-2", SEM_KEY]
 THREADS = 8
 
 tenures = []          # dicts: key, holder, term, start, end
@@ -61,18 +67,29 @@ def candidate(n):
             key = rnd.choice(KEYS)
             ttl_ms = rnd.choice([30, 50, 80])
             via = "try" if rnd.random() < 0.5 else "acquire"
+            slots = SLOTS if key == SEM_KEY else 1
             if via == "try":
-                won = one(cur, "SELECT le_try_acquire(%s, %s, %s::interval)",
-                          (key, me, f"{ttl_ms} milliseconds"))[0]
+                won = one(cur, "SELECT le_try_acquire(%s, %s, %s::interval, slots => %s)",
+                          (key, me, f"{ttl_ms} milliseconds", slots))[0]
             else:
-                won = one(cur, "SELECT le_acquire(%s, %s, %s::interval, %s::interval)",
-                          (key, me, f"{ttl_ms} milliseconds", f"{rnd.choice([0, 20, 100])} milliseconds"))[0]
+                won = one(cur, "SELECT le_acquire(%s, %s, %s::interval, %s::interval, slots => %s)",
+                          (key, me, f"{ttl_ms} milliseconds", f"{rnd.choice([0, 20, 100])} milliseconds",
+                           slots))[0]
             if not won:
                 conn.commit()
                 time.sleep(rnd.random() * 0.01)
                 continue
-            term, start, end, holder = one(
-                cur, "SELECT term, acquired_at, expires_at, holder FROM leaderlock WHERE key = %s", (key,))
+            if key == SEM_KEY:
+                # its tenure: the latest of this id (read in the transaction
+                # that took it: its row is locked until the commit)
+                term, start, end, holder = one(
+                    cur, "SELECT term, acquired_at, expires_at, holder FROM leaderlock_slots "
+                         "WHERE key = %s AND holder = %s ORDER BY term DESC LIMIT 1", (key, me))
+                end_sql = "SELECT expires_at FROM leaderlock_slots WHERE key = %s AND term = %s"
+            else:
+                term, start, end, holder = one(
+                    cur, "SELECT term, acquired_at, expires_at, holder FROM leaderlock WHERE key = %s", (key,))
+                end_sql = "SELECT expires_at FROM leaderlock WHERE key = %s AND term = %s"
             conn.commit()
             if holder != me:
                 errors.append(f"{me} won {key} but the row says holder {holder}")
@@ -84,14 +101,14 @@ def candidate(n):
                 time.sleep(ttl_ms / 1000 * rnd.uniform(0.2, 0.7))
                 ok = one(cur, "SELECT le_renew(%s, %s)", (key, me))[0]
                 if ok:
-                    tenure["end"] = one(cur, "SELECT expires_at FROM leaderlock WHERE key = %s", (key,))[0]
+                    tenure["end"] = one(cur, end_sql, (key, term))[0]
                 conn.commit()
                 if not ok:
                     break
             if rnd.random() < 0.6:
                 ok = one(cur, "SELECT le_release(%s, %s)", (key, me))[0]
                 if ok:
-                    tenure["end"] = one(cur, "SELECT expires_at FROM leaderlock WHERE key = %s", (key,))[0]
+                    tenure["end"] = one(cur, end_sql, (key, term))[0]
                     tenure["how"] = "released"
                 conn.commit()
             with tenures_lock:
@@ -140,12 +157,12 @@ TS = r'"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"'
 STR = r'"(?:[^"\\]|\\.)*"'
 SHAPES = {
     "acquired": re.compile(r'^\{"event":"acquired","key":%s,"holder":%s,"term":\d+,"at":%s,'
-                           r'"previous_holder":(?:null|%s),"expires_at":%s,"value":null\}$'
+                           r'"previous_holder":(?:null|%s),"expires_at":%s,"value":null(,"slots":3)?\}$'
                            % (STR, STR, TS, STR, TS)),
     "released": re.compile(r'^\{"event":"released","key":%s,"holder":%s,"term":\d+,"at":%s,'
-                           r'"forced":false\}$' % (STR, STR, TS)),
+                           r'"forced":false(,"slots":3)?\}$' % (STR, STR, TS)),
     "expired": re.compile(r'^\{"event":"expired","key":%s,"holder":%s,"term":\d+,"at":%s,'
-                          r'"expires_at":%s,"reason":"ttl"\}$' % (STR, STR, TS, TS)),
+                          r'"expires_at":%s,"reason":"ttl"(,"slots":3)?\}$' % (STR, STR, TS, TS)),
 }
 
 
@@ -185,6 +202,7 @@ def main():
         m["end"], m["how"] = t["end"], t["how"]
     tenures[:] = merged.values()
     by_key = {}
+    sem_peak = None
     for t in tenures:
         by_key.setdefault(t["key"], []).append(t)
     for key, ts in sorted(by_key.items()):
@@ -192,11 +210,21 @@ def main():
         for prev, cur_t in zip(ts, ts[1:]):
             if cur_t["term"] != prev["term"] + 1:
                 failures.append(f"{key}: term {prev['term']} followed by {cur_t['term']}")
-            if cur_t["start"] < prev["end"]:
+            if key != SEM_KEY and cur_t["start"] < prev["end"]:
                 failures.append(f"{key}: term {cur_t['term']} ({cur_t['holder']}) started {cur_t['start']} "
                                 f"before term {prev['term']} ({prev['holder']}) ended {prev['end']}")
             if cur_t["start"] <= prev["start"]:
                 failures.append(f"{key}: term {cur_t['term']} started before term {prev['term']}")
+        if key == SEM_KEY:
+            # never more than SLOTS live at once: ends (-1) before starts
+            # (+1) at the same instant
+            live = peak = 0
+            for _, step in sorted([(t["start"], 1) for t in ts] + [(t["end"], -1) for t in ts]):
+                live += step
+                peak = max(peak, live)
+            if peak > SLOTS:
+                failures.append(f"{key}: {peak} tenures live at once (slots {SLOTS})")
+            sem_peak = peak
     cur.execute("SELECT key, term FROM leaderlock ORDER BY key")
     final = dict(cur.fetchall())
     for key, ts in by_key.items():
@@ -209,7 +237,7 @@ def main():
     for p in payloads:
         ev = json.loads(p)
         shape = SHAPES.get(ev["event"])
-        if shape is None or not shape.match(p):
+        if shape is None or not shape.match(p) or ("slots" in ev) != (ev["key"] == SEM_KEY):
             failures.append(f"payload not of the compiled edition's shape: {p}")
             continue
         events[ev["event"]] += 1
@@ -224,12 +252,16 @@ def main():
     lapsed = {(t["key"], t["term"]) for t in tenures if t["how"] == "lapsed"}
     if not lapsed <= expired_terms:
         failures.append(f"lapsed tenures never announced expired: {sorted(lapsed - expired_terms)[:5]}")
-    cur.execute("SELECT count(*) FROM leaderlock WHERE holder IS NOT NULL")
+    cur.execute("SELECT (SELECT count(*) FROM leaderlock WHERE holder IS NOT NULL)"
+                " + (SELECT count(*) FROM leaderlock_slots WHERE holder IS NOT NULL)")
     still_held = cur.fetchone()[0]
+    if SEM_KEY not in by_key or len(by_key[SEM_KEY]) <= SLOTS:
+        failures.append(f"{SEM_KEY}: too few tenures to tell ({len(by_key.get(SEM_KEY, []))})")
 
     print(f"  {len(tenures)} tenures on {len(by_key)} keys in {DURATION:.0f} s; "
           f"terms up to {max(final.values()) if final else 0}; "
-          f"notifications: {events}; held at the end: {still_held}")
+          f"notifications: {events}; held at the end: {still_held}; "
+          f"{SEM_KEY}: {len(by_key.get(SEM_KEY, []))} tenures, at most {sem_peak} live at once")
     if failures:
         for f in failures[:20]:
             print("  FAIL:", f)
@@ -243,7 +275,8 @@ def main():
                 if ev["key"] == bad[0] and abs(ev["term"] - bad[1]) <= 1:
                     print("  payload", p)
         sys.exit(1)
-    print("  ok: no overlap, terms +1 each tenure, payloads of the compiled shape, every lapse announced")
+    print(f"  ok: no overlap (at most {SLOTS} on {SEM_KEY}), terms +1 each tenure, payloads of the compiled "
+          "shape, every lapse announced")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Portable -> compiled -> portable on a live database, keeping every lease,
-# term, owner, value and counter (portable/to-compiled.sql and
-# to-portable.sql), on a cluster with the compiled edition installed and
+# term, owner, value and counter, the tenures of a key of many slots
+# included (portable/to-compiled.sql and to-portable.sql), on a cluster with the compiled edition installed and
 # preloaded (scripts/test.sh runs it on PostgreSQL 15 and 18 after the
 # package suite installed it). After the move to the compiled edition the
 # worker serves the database and the leases go on from their terms; after
@@ -32,10 +32,20 @@ RESET ROLE;
 SELECT le_try_acquire('e-vacant', 'a', '1 hour'), le_release('e-vacant', 'a');
 SELECT le_try_acquire('e-vacant', 'b', '1 hour'), le_release('e-vacant', 'b');
 SELECT le_try_acquire('e-held', 'c', '1 hour'), le_renew('e-held', 'c');
+-- contract 17: a key of 3 slots, two live tenures (one another role's,
+-- with a value) and a vacated one
+SET ROLE ll_app;
+SELECT le_try_acquire('e-sem', 's1', '1 hour', value => '{"shard": 1}', slots => 3);
+RESET ROLE;
+SELECT le_try_acquire('e-sem', 's2', '1 hour', slots => 3);
+SELECT le_try_acquire('e-sem', 's3', '1 hour', slots => 3);
+SELECT le_release('e-sem', 's3');
 SQL
 snapshot() {
   q -c "SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, tenures, releases,
-               expiries, changed_at FROM leaderlock ORDER BY key"
+               expiries, changed_at, slots FROM leaderlock ORDER BY key" \
+    -c "SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, releases,
+               expiries, changed_at FROM leaderlock_slots ORDER BY key, slot"
 }
 before=$(snapshot)
 
@@ -54,10 +64,16 @@ RESET ROLE;
 SELECT le_try_acquire('e-vacant', 'd', '1 hour');
 SELECT term FROM leaderlock WHERE key = 'e-vacant';
 SELECT le_try_acquire('e-held', 'x', '1 hour');
+SET ROLE ll_app;
+SELECT le_renew('e-sem', 's1');
+RESET ROLE;
+SELECT le_try_acquire('e-sem', 's4', '1 hour', slots => 3);   -- the vacated slot 3, term 4
+SELECT le_try_acquire('e-sem', 's5', '1 hour', slots => 3);   -- every slot live
+SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'e-sem';
 SQL
 )
-[ "$got" = $'t\nt\n3\nf' ] || fail "after to-compiled: $got"
-log "portable -> compiled: $(echo "$before" | wc -l) leases identical, the worker serves the database, terms go on"
+[ "$got" = $'t\nt\n3\nf\nt\nt\nf\ns1:1 s2:2 s4:4' ] || fail "after to-compiled: $got"
+log "portable -> compiled: $(echo "$before" | wc -l) rows identical, the worker serves the database, terms go on"
 
 # and back
 before=$(snapshot)
@@ -72,7 +88,12 @@ SELECT le_try_acquire('e-vacant', 'e', '1 hour');
 SELECT term FROM leaderlock WHERE key = 'e-vacant';
 SET ROLE ll_app;
 SELECT le_renew('e-live', 'a');
+SELECT le_renew('e-sem', 's1');
+RESET ROLE;
+SELECT le_release('e-sem', 's4');
+SELECT le_try_acquire('e-sem', 's6', '1 hour', slots => 3);   -- term 5
+SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'e-sem';
 SQL
 )
-[ "$got" = $'t\nt\n4\nt' ] || fail "after to-portable: $got"
-log "compiled -> portable: $(echo "$before" | wc -l) leases identical, terms go on"
+[ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5' ] || fail "after to-portable: $got"
+log "compiled -> portable: $(echo "$before" | wc -l) rows identical, terms go on"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Portable -> portable: portable/reinstall.sql keeps every lease, term and
-# counter (live, vacant, lapsed leases, values, owners), and the functions
-# go on from there. Usage: migrate.sh PSQL CONNINFO REPO
+# counter (live, vacant, lapsed leases, values, owners; the tenures of a key
+# of many slots, live, lapsed and vacant, in leaderlock_slots), and the
+# functions go on from there. Usage: migrate.sh PSQL CONNINFO REPO
 set -euo pipefail
 PSQL=$1 CONN=$2 REPO=$3
 q() { "$PSQL" -X -q -v ON_ERROR_STOP=1 "$CONN" "$@"; }
@@ -16,8 +17,20 @@ SELECT le_try_acquire('m-vacant', 'b', '1 hour'), le_release('m-vacant', 'b');
 SELECT le_try_acquire('m-lapsed', 'c', '10 milliseconds');
 SELECT pg_sleep(0.05);
 SELECT le_try_acquire('m-floor', 'd', '1 hour');
+-- contract 17: a key of 3 slots with a live tenure of another role (with a
+-- value), a vacated one and a lapsed one
+SET ROLE ll_mig_app;
+SELECT le_try_acquire('m-sem', 's1', '1 hour', value => '{"shard": 1}', slots => 3);
+RESET ROLE;
+SELECT le_try_acquire('m-sem', 's2', '1 hour', slots => 3);
+SELECT le_try_acquire('m-sem', 's3', '10 milliseconds', slots => 3);
+SELECT le_release('m-sem', 's2');
+SELECT pg_sleep(0.05);
 SQL
-snapshot() { q -At -c "SELECT row(l.*)::text FROM leaderlock l ORDER BY key" -c "SELECT row(f.*)::text FROM leaderlock_failover f"; }
+snapshot() {
+  q -At -c "SELECT row(l.*)::text FROM leaderlock l ORDER BY key" -c "SELECT row(f.*)::text FROM leaderlock_failover f" \
+        -c "SELECT row(s.*)::text FROM leaderlock_slots s ORDER BY key, slot"
+}
 before=$(snapshot)
 (cd "$REPO/portable" && q -f reinstall.sql) | sed 's/^/  /'
 after=$(snapshot)
@@ -54,10 +67,21 @@ SELECT le_try_acquire('m-vacant', 'e', '1 hour');
 SELECT term FROM leaderlock WHERE key = 'm-vacant';        -- 3: goes on from 2
 SELECT le_try_acquire('m-lapsed', 'f', '1 hour');
 SELECT term, expiries FROM leaderlock WHERE key = 'm-lapsed';
+SET ROLE ll_mig_other;
+SELECT le_renew('m-sem', 's1');                            -- another role may not renew s1's tenure
+RESET ROLE;
+SET ROLE ll_mig_app;
+SELECT le_renew('m-sem', 's1'), le_assert_leader('m-sem', 's1');   -- its owner may: term 1
+RESET ROLE;
+SELECT le_try_acquire('m-sem', 's4', '1 hour', slots => 3); -- the vacant slot 2, term 4
+SELECT le_try_acquire('m-sem', 's5', '1 hour', slots => 3); -- the lapsed slot 3, term 5
+SELECT le_try_acquire('m-sem', 's6', '1 hour', slots => 3); -- every slot live
+SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'm-sem';
+SELECT tenures, releases, expiries FROM leaderlock_stats WHERE key = 'm-sem';
 DROP ROLE ll_mig_other;
 SQL
 )
-expected=$'t\nf\nt\n3\nt\n2|1'
+expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1'
 if [ "$out" != "$expected" ]; then
   echo "  FAIL: after the reinstall got:"; echo "$out"; exit 1
 fi

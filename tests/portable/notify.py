@@ -7,8 +7,12 @@ does (json.dumps with separators=(',', ':') and ensure_ascii=False escapes
 the same characters the same way), values embedded as jsonb's text.
 le_release_all's payloads too; le_renew_all and le_release_all skip a row
 another session holds locked, without waiting, and leave a lapsed lease
-unlocked. Then: a waiter in le_acquire takes a released lease within one
-polling period (<= 100 ms + a look), and takes a lapsed one at its expiry.
+unlocked. The payloads of a key of many slots (contract 17): the same, with
+"slots":N last, for every event (a takeover of a lapsed tenure, le_expire_lapsed,
+le_release_all, le_force_release of every tenure); none once the key admits
+one holder again. Then: a waiter in le_acquire takes a released lease
+within one polling period (<= 100 ms + a look), and takes a lapsed one at
+its expiry; a waiter for a key of many slots takes a freed slot as soon.
 
 Usage: notify.py CONNINFO
 """
@@ -164,6 +168,87 @@ if found != (0, 0) or not taken:
                     f"then a rival took it: {taken} (want True)")
 drain(2, 0.5)
 
+# Contract 17: the payloads of a key of many slots carry "slots" last, and
+# nothing else changes; once the key admits one holder again, none do.
+sem = 'sem "q" \\ é\x03'
+sem_value = '{"n": 12345678901234567890.25}'
+cur.execute("SELECT %s::jsonb::text", (sem_value,))
+sem_value_text = cur.fetchone()[0]
+drain(10, 0.2)
+cur.execute("SELECT le_try_acquire(%s, 'h1', '1 hour', value => %s::jsonb, slots => 3)", (sem, sem_value))
+cur.execute("SELECT le_try_acquire(%s, 'h2', '10 milliseconds', slots => 3)", (sem,))
+cur.execute("SELECT le_proclaim(%s, 'h1', '[1, 2]')", (sem,))
+time.sleep(0.05)
+cur.execute("SELECT le_try_acquire(%s, 'h3', '1 hour', slots => 3)", (sem,))      # h2's lapsed slot
+cur.execute("SELECT le_try_acquire(%s, 'h4', '10 milliseconds', slots => 3)", (sem,))
+time.sleep(0.05)
+cur.execute("SELECT le_expire_lapsed()")
+cur.execute("SELECT le_release(%s, 'h1')", (sem,))
+cur.execute("SELECT le_try_acquire(%s, 'h5', '1 hour', slots => 3)", (sem,))
+cur.execute("SELECT le_try_acquire(%s, 'h5', '1 hour', value => '7', slots => 3)", (sem,))  # extends, proclaims
+cur.execute("SELECT le_force_release(%s)", (sem,))                                   # h5 (slot 1), h3 (slot 2)
+cur.execute("SELECT le_try_acquire(%s, 'solo', '1 hour')", (sem,))                  # one slot again
+cur.execute("SELECT le_release(%s, 'solo')", (sem,))
+got = [p for p in drain(15) if json.loads(p)["key"] == sem]
+want_shape = [("acquired", "h1", 1), ("acquired", "h2", 2), ("proclaimed", "h1", 1), ("expired", "h2", 2),
+              ("acquired", "h3", 3), ("acquired", "h4", 4), ("expired", "h4", 4), ("released", "h1", 1),
+              ("acquired", "h5", 5), ("proclaimed", "h5", 5), ("released", "h5", 5), ("released", "h3", 3),
+              ("acquired", "solo", 6), ("released", "solo", 6)]
+ev = [json.loads(p) for p in got]
+if [(e["event"], e["holder"], e["term"]) for e in ev] != want_shape:
+    failures.append(f"key of many slots announced {[(e['event'], e['holder'], e['term']) for e in ev]}, "
+                    f"want {want_shape}")
+else:
+    def sem_payload(i, event, holder, term, **rest):
+        slots = rest.pop("slots", 3)
+        d = dict(rest)
+        if slots:
+            d["slots"] = slots
+        return compiled(event, sem, holder, term, ev[i]["at"], **d)
+    want = [
+        sem_payload(0, "acquired", "h1", 1, previous_holder=None, expires_at=ev[0]["expires_at"], value="@V@")
+        .replace('"@V@"', sem_value_text),
+        sem_payload(1, "acquired", "h2", 2, previous_holder=None, expires_at=ev[1]["expires_at"], value=None),
+        sem_payload(2, "proclaimed", "h1", 1, value="@V@").replace('"@V@"', "[1, 2]"),
+        sem_payload(3, "expired", "h2", 2, expires_at=ev[3]["expires_at"], reason="ttl"),
+        sem_payload(4, "acquired", "h3", 3, previous_holder="h2", expires_at=ev[4]["expires_at"], value=None),
+        sem_payload(5, "acquired", "h4", 4, previous_holder=None, expires_at=ev[5]["expires_at"], value=None),
+        sem_payload(6, "expired", "h4", 4, expires_at=ev[6]["expires_at"], reason="ttl"),
+        sem_payload(7, "released", "h1", 1, forced=False),
+        sem_payload(8, "acquired", "h5", 5, previous_holder=None, expires_at=ev[8]["expires_at"], value=None),
+        sem_payload(9, "proclaimed", "h5", 5, value=7),
+        sem_payload(10, "released", "h5", 5, forced=True),
+        sem_payload(11, "released", "h3", 3, forced=True),
+        sem_payload(12, "acquired", "solo", 6, previous_holder=None, expires_at=ev[12]["expires_at"], value=None,
+                    slots=None),
+        sem_payload(13, "released", "solo", 6, forced=False, slots=None),
+    ]
+    for g, w in zip(got, want):
+        if g != w:
+            failures.append(f"key of many slots: payload\n   got  {g!r}\n   want {w!r}")
+    # a takeover announces the old tenure's end and the new start at once
+    if ev[3]["at"] != ev[4]["at"] or ev[10]["at"] != ev[11]["at"]:
+        failures.append("key of many slots: a takeover's or a forced release's payloads at different times")
+# le_release_all over keys of many slots and of one: each released
+# tenure announced, "slots" only where the key admits more than one.
+drain(10, 0.2)
+cur.execute("SELECT le_try_acquire('all-sem-3', 'rall', '1 hour', slots => 3), "
+            "le_try_acquire('all-sem-2', 'rall', '1 hour', slots => 2), le_try_acquire('all-one', 'rall', '1 hour')")
+drain(3)
+cur.execute("SELECT le_release_all('rall')")
+n_all = cur.fetchone()[0]
+got = drain(3)
+ev = {json.loads(p)["key"]: (p, json.loads(p)) for p in got}
+terms = {k: 1 for k in ("all-sem-3", "all-sem-2", "all-one")}
+if n_all != 3 or sorted(ev) != sorted(terms) or drain(1, 0.3):
+    failures.append(f"le_release_all over keys of many slots: {n_all}, {got}")
+else:
+    for k, slots in (("all-sem-3", 3), ("all-sem-2", 2), ("all-one", None)):
+        extra = {"slots": slots} if slots else {}
+        want = compiled("released", k, "rall", 1, ev[k][1]["at"], forced=False, **extra)
+        if ev[k][0] != want:
+            failures.append(f"le_release_all payload\n   got  {ev[k][0]!r}\n   want {want!r}")
+
 # le_acquire: a waiter takes a released lease within a polling period.
 cur.execute("SELECT le_try_acquire('wake', 'holder', '1 hour')")
 result = {}
@@ -203,9 +288,37 @@ events = [json.loads(p)["event"] for p in drain(2)]
 if events != ["expired", "acquired"]:
     failures.append(f"takeover of a lapsed lease announced {events}, want expired then acquired")
 
+# ... and, for a key of many slots, the first slot that frees (contract 17).
+cur.execute("SELECT le_try_acquire('wake-sem', 'h1', '1 hour', slots => 2), "
+            "le_try_acquire('wake-sem', 'h2', '1 hour', slots => 2)")
+result.clear()
+
+
+def slot_waiter():
+    c = psycopg2.connect(DSN)
+    c.autocommit = True
+    k = c.cursor()
+    k.execute("SELECT le_acquire('wake-sem', 'waiter', '1 hour', '5 seconds', slots => 2), clock_timestamp()")
+    result["won"], result["at"] = k.fetchone()
+    c.close()
+
+
+t = threading.Thread(target=slot_waiter)
+t.start()
+time.sleep(0.5)
+released_at = rfc(cur, "SELECT clock_timestamp() FROM (SELECT le_release('wake-sem', 'h2')) r")[0]
+t.join()
+lag = (result["at"] - released_at).total_seconds()
+cur.execute("SELECT array_agg(holder ORDER BY term) FROM le_holders('wake-sem')")
+holders = cur.fetchone()[0]
+print(f"  le_acquire, slots => 2: a tenure released -> waiter returned in {lag * 1000:.0f} ms")
+if not result["won"] or lag > 0.15 or holders != ["h1", "waiter"]:
+    failures.append(f"slot waiter won={result['won']} after {lag:.3f} s (want <= 0.15 s), holders {holders}")
+
 if failures:
     for f in failures:
         print("  FAIL:", f)
     sys.exit(1)
-print("  ok: 7 payloads and le_release_all's byte-identical to the compiled edition's; le_renew_all and "
-      "le_release_all skip a locked row at once; le_acquire wakes by polling in time")
+print("  ok: 7 payloads, le_release_all's and 14 of a key of many slots byte-identical to the compiled "
+      "edition's; le_renew_all and le_release_all skip a locked row at once; le_acquire wakes by polling "
+      "in time, for a lease and for a slot")

@@ -4,14 +4,16 @@
 #
 #   1. a primary (no preload) with the portable edition installed by a
 #      non-superuser; leases: 'held' (live, 1 hour), 'vacant' (term 3,
-#      released), 'lapsing' (live 2 s);
+#      released), 'lapsing' (live 2 s), and 'sem', a key of 2 slots
+#      (contract 17) with one live tenure (term 1) and a vacated one (2);
 #   2. a standby from pg_basebackup -R; reads work there, writes do not;
 #   3. the primary is stopped (its last leases acknowledged), the standby
 #      promoted with pg_ctl promote, and at once, before anything else
 #      (in particular before the checkpoint that promotion requests has
 #      necessarily finished), a new key and the vacant key are acquired:
-#      their terms must be >= 2^32 + 1 (the floor of timeline 2), and
-#      'held' and 'lapsing' must last at least until the promotion + ttl
+#      their terms must be >= 2^32 + 1 (the floor of timeline 2), and so
+#      must the term of a new tenure of 'sem'; 'held', 'lapsing' and the
+#      live tenure of 'sem' must last at least until the promotion + ttl
 #      (leaderlock_status: the raw expires_at of a lease held across the
 #      promotion is extended when read, never by locking its row).
 #
@@ -58,12 +60,14 @@ SELECT le_try_acquire('vacant', 'a', '1 hour'), le_release('vacant', 'a');
 SELECT le_try_acquire('vacant', 'b', '1 hour'), le_release('vacant', 'b');
 SELECT le_try_acquire('vacant', 'c', '1 hour'), le_release('vacant', 'c');
 SELECT le_try_acquire('lapsing', 'old-primary', '2 seconds');
+SELECT le_try_acquire('sem', 'old-primary', '1 hour', slots => 2);
+SELECT le_try_acquire('sem', 'old-2', '1 hour', slots => 2), le_release('sem', 'old-2');
 SQL
 
 "${as_server[@]}" "$BINDIR/pg_basebackup" -h 127.0.0.1 -p "$P1" -U postgres -D "$WORK/standby" -R -X stream -c fast
 "${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/standby" -l "$WORK/standby.log" -w -o "$(opts "$P2")" start >/dev/null
 for _ in $(seq 100); do
-  [ "$(q "$P2" -U ll_admin -d ll -c "SELECT count(*) FROM leaderlock" 2>/dev/null)" = 3 ] && break
+  [ "$(q "$P2" -U ll_admin -d ll -c "SELECT count(*) FROM leaderlock" 2>/dev/null)" = 4 ] && break
   sleep 0.1
 done
 echo "standby: in recovery $(q "$P2" -U ll_admin -d ll -c "SELECT pg_is_in_recovery()"), le_leader('held') = $(q "$P2" -U ll_admin -d ll -c "SELECT le_leader('held')"), le_try_acquire by a rival: $(q "$P2" -U ll_admin -d ll -c "SELECT le_try_acquire('held', 'x', '1 minute')")"
@@ -80,23 +84,31 @@ SELECT clock_timestamp() AS promoted_by \gset
 SELECT (SELECT timeline_id FROM pg_control_checkpoint()) AS checkpoint_tl,
        substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS walfile_tl,
        le_try_acquire('after-promotion', 'new-primary', '1 minute') AS new_key,
-       le_try_acquire('vacant', 'new-primary', '1 minute') AS vacant_key;
+       le_try_acquire('vacant', 'new-primary', '1 minute') AS vacant_key,
+       le_try_acquire('sem', 'new-primary', '1 minute', slots => 2) AS sem_key;
 SELECT key, term, holder, expires_at >= :'promoted_by'::timestamptz + ttl AND state = 'held' AS outlasts
   FROM leaderlock_status ORDER BY key;
 SELECT 'failover', timeline, changed_at IS NOT NULL FROM leaderlock_failover;
 SQL
 )
 echo "$out" | sed 's/^/  /'
-read -r checkpoint_tl walfile_tl new_key vacant_key <<<"$(echo "$out" | head -1)"
+read -r checkpoint_tl walfile_tl new_key vacant_key sem_key <<<"$(echo "$out" | head -1)"
 floor=$(( (1 << 32) + 1 ))
 fail=0
 term_of() { echo "$out" | awk -v k="$1" '$1 == k { print $2 }'; }
-[ "$new_key" = t ] && [ "$vacant_key" = t ] || { echo "FAIL: acquisitions after promotion refused"; fail=1; }
+[ "$new_key" = t ] && [ "$vacant_key" = t ] && [ "$sem_key" = t ] \
+  || { echo "FAIL: acquisitions after promotion refused"; fail=1; }
 for k in after-promotion vacant; do
   t=$(term_of "$k")
   if [ "${t:-0}" -lt "$floor" ]; then echo "FAIL: $k got term $t < 2^32 + 1"; fail=1; fi
 done
 [ "$(term_of vacant)" = "$floor" ] || { echo "FAIL: vacant: term $(term_of vacant), expected $floor"; fail=1; }
+# the key of 2 slots: the new tenure's term is the floor (its key's
+# sequence was at 2); the old one outlasts the promotion
+sem_term=$(echo "$out" | awk '$1 == "sem" && $3 == "new-primary" { print $2 }')
+[ "$sem_term" = "$floor" ] || { echo "FAIL: sem: new tenure's term $sem_term, expected $floor"; fail=1; }
+echo "$out" | awk '$1 == "sem" && $3 == "old-primary" && $2 == 1 && $4 == "t" { ok = 1 } END { exit !ok }' \
+  || { echo "FAIL: sem: the tenure of old-primary does not outlast the promotion"; fail=1; }
 for k in held lapsing; do
   echo "$out" | awk -v k="$k" '$1 == k && $4 == "t" { ok = 1 } END { exit !ok }' \
     || { echo "FAIL: $k does not outlast the promotion"; fail=1; }
@@ -104,4 +116,4 @@ done
 echo "$out" | grep -q '^failover 2 t$' || { echo "FAIL: leaderlock_failover not at timeline 2"; fail=1; }
 echo "at the first acquisition: pg_control_checkpoint() timeline $checkpoint_tl, WAL file timeline $walfile_tl"
 [ "$fail" = 0 ] || exit 1
-echo "=== ok (PostgreSQL $MAJOR): terms after promotion >= 2^32 + 1, held leases outlast it"
+echo "=== ok (PostgreSQL $MAJOR): terms after promotion >= 2^32 + 1, held leases outlast it (tenures of a key of many slots too)"

@@ -2,7 +2,8 @@
 -- repository's pg_regress files: capabilities, le_expire_lapsed, lapsed
 -- leases vacated by the next call (and left alone by le_renew_all and
 -- le_release_all), ttls stored as hours, durability, and the role checks
--- of the SECURITY DEFINER writers.
+-- of the SECURITY DEFINER writers; the same for keys of many slots
+-- (contract 17) at the end.
 SELECT le_capabilities();
 SELECT le_worker_running(), count(*) AS database_stats_rows FROM leaderlock_database_stats;
 
@@ -423,3 +424,148 @@ PREPARE TRANSACTION 'p_n6';
 COMMIT PREPARED 'p_n6';
 UNLISTEN leaderlock;
 SELECT le_release('p-n6', 'a');
+
+-- Contract 17: keys of many slots. The compiled edition's table and
+-- indexes, with CHECK constraints as on leaderlock (whoever writes).
+SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'leaderlock_slots'
+ ORDER BY indexname;
+SELECT conname FROM pg_constraint WHERE conrelid = 'leaderlock_slots'::regclass AND contype = 'c' ORDER BY 1;
+INSERT INTO leaderlock_slots (key, slot, holder, term) VALUES ('p-bad', 0, NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_slots (key, slot, holder, term) VALUES ('p-bad', 1, 'x', 1);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock (key, holder, term, slots) VALUES ('p-bad', NULL, 1, 1001);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock (key, holder, term, expires_at, ttl, slots)
+VALUES ('p-bad', 'x', 1, '2000-01-01 00:00:00+00', '1 hour', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS bad_rows FROM leaderlock WHERE key = 'p-bad';
+
+-- Holders never lock the key's row, and a refused candidate (every slot
+-- live) locks nothing: the key's row is written or locked only by a
+-- candidate that takes a slot.
+SELECT le_try_acquire('p-sem', 'a', '1 hour', slots => 2) AS a, le_try_acquire('p-sem', 'b', '1 hour', slots => 2) AS b;
+BEGIN;
+SELECT le_try_acquire('p-sem', 'c', '1 hour', slots => 2) AS c_refused,
+       le_acquire('p-sem', 'c', '1 hour', '30 milliseconds', slots => 2) AS c_waits_in_vain;
+SELECT (SELECT count(*) FROM leaderlock
+         WHERE key = 'p-sem' AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                                  OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296))
+     + (SELECT count(*) FROM leaderlock_slots
+         WHERE key = 'p-sem' AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                                  OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296))
+       AS rows_written_or_locked_by_refusals;
+SELECT le_renew('p-sem', 'a') AS a_renews, le_proclaim('p-sem', 'a', '1') AS a_proclaims,
+       le_assert_leader('p-sem', 'b') AS b_term, le_try_acquire('p-sem', 'b', '1 hour', slots => 2) AS b_extends;
+SELECT le_release('p-sem', 'a') AS a_releases;
+SELECT 'leaderlock' AS "table", count(*) AS written_or_locked FROM leaderlock
+ WHERE key = 'p-sem' AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                          OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296)
+UNION ALL
+SELECT 'leaderlock_slots', count(*) FROM leaderlock_slots
+ WHERE key = 'p-sem' AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                          OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296);
+COMMIT;
+SELECT key, holder, term, value, slot, slots FROM leaderlock_status WHERE key = 'p-sem' ORDER BY slot;
+-- A key with an escaped name in the 22023 message, as Rust's escape_debug
+-- writes it.
+SELECT le_try_acquire(E'p-sem "q"\\\n''', 'a', '1 hour', slots => 2) AS quoted_key;
+SELECT le_try_acquire(E'p-sem "q"\\\n''', 'b', '1 hour', slots => 3);
+\echo :LAST_ERROR_SQLSTATE
+
+-- M3 for tenures: a refused call neither vacates nor locks a lapsed
+-- tenure (le_renew, le_release, le_proclaim, le_renew_all, le_release_all);
+-- le_expire_lapsed vacates it (term kept, counted as an expiry), and the
+-- next candidate takes the slot.
+SELECT le_try_acquire('p-sem-lapse', 'p-sem-a', '10 milliseconds', slots => 2) AS a,
+       le_try_acquire('p-sem-lapse', 'b', '1 hour', slots => 2) AS b;
+SELECT pg_sleep(0.05);
+BEGIN;
+SELECT le_renew('p-sem-lapse', 'p-sem-a') AS renewed, le_release('p-sem-lapse', 'p-sem-a') AS released,
+       le_proclaim('p-sem-lapse', 'p-sem-a', '1') AS proclaimed, le_renew_all('p-sem-a') AS renewed_all,
+       le_release_all('p-sem-a') AS released_all;
+SELECT count(*) AS rows_written_or_locked FROM leaderlock_slots
+ WHERE key = 'p-sem-lapse' AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                                OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296);
+COMMIT;
+SELECT holder, term, state, slot FROM leaderlock_status WHERE key = 'p-sem-lapse' ORDER BY slot;
+SELECT le_assert_leader('p-sem-lapse', 'p-sem-a');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_expire_lapsed() >= 1 AS expired_some;
+SELECT holder, term, state, slot FROM leaderlock_status WHERE key = 'p-sem-lapse' ORDER BY slot;
+SELECT le_try_acquire('p-sem-lapse', 'c', '1 hour', slots => 2) AS c_takes_the_slot;
+SELECT holder, term, state, slot FROM leaderlock_status WHERE key = 'p-sem-lapse' ORDER BY slot;
+SELECT key, tenures, releases, expiries, held FROM leaderlock_stats WHERE key = 'p-sem-lapse';
+
+-- Contract 13 for tenures: another role acts on them as a non-holder
+-- would; the owner's calls go on.
+CREATE ROLE ll_p_sem_a;
+CREATE ROLE ll_p_sem_b;
+SET ROLE ll_p_sem_a;
+SELECT le_try_acquire('p-sem-own', 'w', '1 hour', slots => 2) AS a_takes;
+SET ROLE ll_p_sem_b;
+SELECT le_renew('p-sem-own', 'w') AS renewed, le_release('p-sem-own', 'w') AS released,
+       le_proclaim('p-sem-own', 'w', '1') AS proclaimed, le_renew_all('w') AS renewed_all,
+       le_release_all('w') AS released_all;
+SELECT le_assert_leader('p-sem-own', 'w');
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE ll_p_sem_a;
+SELECT le_renew('p-sem-own', 'w') AS owner_renews, le_assert_leader('p-sem-own', 'w') AS owner_term;
+-- (as compiled: the same id of another role is another candidate, which
+-- takes a free slot of its own; each acts on its own tenure)
+SET ROLE ll_p_sem_b;
+SELECT le_try_acquire('p-sem-own', 'w', '1 hour', slots => 2) AS b_takes_another_slot,
+       le_release('p-sem-own', 'w') AS b_releases_its_own;
+RESET ROLE;
+SELECT holder, term, owner, state, slot FROM leaderlock_status WHERE key = 'p-sem-own' ORDER BY slot;
+-- H1: the entry point checks slots itself; the slot internals are closed
+-- to direct calls.
+SET ROLE ll_p_sem_b;
+SELECT * FROM _le_attempt('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, 1001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt_slots('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, 2, NULL, false,
+                                NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_extend_slot('p-sem-own', 'w', clock_timestamp(), '1 hour', 'll_p_sem_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_lock_own_slot('p-sem-own', 'w', 'll_p_sem_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS direct_rows FROM leaderlock WHERE key = 'p-sem-direct';
+SELECT le_force_release('p-sem-own') AS forced;
+DROP ROLE ll_p_sem_a;
+DROP ROLE ll_p_sem_b;
+
+-- M2 for tenures: after a promotion (simulated), a tenure held across it
+-- lasts at least until the promotion + its ttl (le_holders,
+-- leaderlock_status), without its row being rewritten or locked by a
+-- rival that takes another slot in an open transaction; once its raw
+-- expires_at has passed (not the promotion + its ttl), no candidate takes
+-- its slot and le_expire_lapsed leaves it alone.
+SELECT le_try_acquire('p-sem-prom', 'h', '1 second', slots => 2);
+SELECT pg_sleep(0.9);
+UPDATE leaderlock_failover SET timeline = 0, changed_at = NULL;
+BEGIN;
+SELECT le_try_acquire('p-sem-prom', 'r', '1 minute', slots => 2) AS rival_takes_the_other_slot;
+SELECT count(*) AS holders_row_written_or_locked FROM leaderlock_slots
+ WHERE key = 'p-sem-prom' AND holder = 'h'
+   AND (xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text
+        OR xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text);
+SELECT h.expires_at >= f.changed_at + interval '1 second' AS outlasts_promotion,
+       h.expires_at > r.expires_at AS extended_beyond_raw
+  FROM le_holders('p-sem-prom') h, leaderlock_failover f, leaderlock_slots r
+ WHERE h.holder = 'h' AND r.key = 'p-sem-prom' AND r.holder = 'h';
+SELECT holder, state FROM leaderlock_status WHERE key = 'p-sem-prom' ORDER BY slot;
+COMMIT;
+SELECT pg_sleep(0.2);
+SELECT (SELECT expires_at < clock_timestamp() FROM leaderlock_slots WHERE key = 'p-sem-prom' AND holder = 'h')
+         AS raw_expiry_passed,
+       le_try_acquire('p-sem-prom', 'x', '1 minute', slots => 2) AS x_refused;
+SELECT le_expire_lapsed() >= 0 AS swept;
+SELECT holder, state FROM leaderlock_status WHERE key = 'p-sem-prom' ORDER BY slot;
+SELECT le_renew('p-sem-prom', 'h') AS holder_renews, le_release('p-sem-prom', 'h') AS holder_releases,
+       le_release('p-sem-prom', 'r') AS rival_releases;
