@@ -407,7 +407,7 @@ SELECT l.key, l.tenures,
               pg_catalog.bool_or(t.holder IS NOT NULL AND GREATEST(t.expires_at, c.promoted_at + t.ttl) > c.now)
                 AS held
          FROM @extschema@.leaderlock_slots t
-        WHERE t.key = l.key) s ON l.slots > 1;
+        WHERE t.key = l.key) s ON true;
 
 CREATE TYPE @extschema@.leaderlock_lease AS (
     key        text,

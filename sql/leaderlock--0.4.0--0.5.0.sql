@@ -127,7 +127,7 @@ SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl
  WHERE h.slots OPERATOR(pg_catalog.>) 1;
 
 -- Contract 14: how often each key changed hands. Counted since 0.4.0 (an
--- upgraded row starts at zero); a key of many slots counts every slot's.
+-- upgraded row starts at zero), the slots' of a key of many (now or before) too.
 CREATE OR REPLACE VIEW leaderlock_stats AS
 SELECT l.key, l.tenures,
        l.releases + COALESCE(s.releases, 0) AS releases,
@@ -143,11 +143,25 @@ SELECT l.key, l.tenures,
               pg_catalog.max(t.changed_at) AS changed_at,
               pg_catalog.bool_or(t.holder IS NOT NULL AND t.expires_at > c.now) AS held
          FROM leaderlock_slots t
-        WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON l.slots OPERATOR(pg_catalog.>) 1;
+        WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON true;
 
 
--- le_try_acquire and le_acquire take slots (the library serves the old
--- signatures, by their own C symbols, until this update).
+-- le_try_acquire and le_acquire take slots, and le_acquire priority (the
+-- library serves the old signatures, by their own C symbols, until this
+-- update). New signatures: the functions are dropped and created, keeping
+-- who may execute them (an administrator's REVOKE from PUBLIC stays).
+DO $$
+BEGIN
+    PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_try', coalesce((
+        SELECT proacl::text FROM pg_catalog.pg_proc
+         WHERE oid = '@extschema@.le_try_acquire(text, text, interval, boolean, jsonb)'::pg_catalog.regprocedure
+    ), ''), true);
+    PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_acquire', coalesce((
+        SELECT proacl::text FROM pg_catalog.pg_proc
+         WHERE oid = '@extschema@.le_acquire(text, text, interval, interval, boolean, jsonb)'::pg_catalog.regprocedure
+    ), ''), true);
+END
+$$;
 DROP FUNCTION le_try_acquire(text, text, interval, boolean, jsonb);
 CREATE FUNCTION le_try_acquire(
     key text, id text, ttl interval,
@@ -169,6 +183,36 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_acquire_slots_wrapper';
 ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)
     SET enable_seqscan = off;
+
+DO $$
+DECLARE
+    f record;
+    g record;
+    acl text;
+BEGIN
+    FOR f IN SELECT * FROM (VALUES
+        ('leaderlock_upgrade.acl_try',
+         '@extschema@.le_try_acquire(text, text, interval, boolean, jsonb, integer)'),
+        ('leaderlock_upgrade.acl_acquire',
+         '@extschema@.le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)')
+    ) AS v(setting, signature) LOOP
+        acl := pg_catalog.current_setting(f.setting);
+        CONTINUE WHEN acl OPERATOR(pg_catalog.=) '';  -- default privileges, as the new one has
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.signature);
+        FOR g IN SELECT DISTINCT e.grantee
+                   FROM pg_catalog.aclexplode(acl::pg_catalog.aclitem[]) AS e
+                  WHERE e.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE' LOOP
+            IF g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f.signature);
+            ELSE
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', f.signature,
+                    (SELECT r.rolname FROM pg_catalog.pg_roles r
+                      WHERE r.oid OPERATOR(pg_catalog.=) g.grantee));
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;
 
 -- Contract 18: the candidates waiting in le_acquire, in serving order.
 CREATE FUNCTION le_candidates(key text)

@@ -103,6 +103,12 @@ fn expire_lapsed_tenures(now: i64, batch: i64) -> usize {
                 .collect::<Vec<_>>()
         },
     );
+    vacate_tenures(&expired, &slots, now)
+}
+
+/// Vacates the tenures just locked (`slots`: each one's slot and its key's
+/// slots) and queues one `expired` notification each. Returns how many.
+fn vacate_tenures(expired: &[Expired], slots: &[(i32, i32)], now: i64) -> usize {
     if expired.is_empty() {
         return 0;
     }
@@ -114,7 +120,7 @@ fn expire_lapsed_tenures(now: i64, batch: i64) -> usize {
         |_| (),
     );
     failover::commit_durably();
-    for (e, (_, key_slots)) in expired.iter().zip(&slots) {
+    for (e, (_, key_slots)) in expired.iter().zip(slots) {
         databases::count(Counter::Expired);
         waiters::wake_at_commit(&e.key);
         Event::Expired {
@@ -128,6 +134,38 @@ fn expire_lapsed_tenures(now: i64, batch: i64) -> usize {
         .send_for(*key_slots);
     }
     expired.len()
+}
+
+/// Contract 17: key `key` (its row locked) admits `slots` from now on, and
+/// has no live tenure: its lapsed tenures in slots above `slots` (all of
+/// them when it becomes a key of one) end now, as expiries. None, and
+/// nothing changed, when one of them is locked by another transaction (a
+/// fenced transaction of its holder, the worker): the change must wait.
+pub fn end_stale_tenures(key: &str, slots: i32, now: i64) -> Option<usize> {
+    let above = if slots > 1 { slots } else { 0 };
+    let mut numbers: Vec<(i32, i32)> = Vec::new();
+    let locked = plans::run(
+        queries::LOCK_STALE_TENURES,
+        &[key.into(), above.into()],
+        |t| {
+            t.into_iter()
+                .map(|row| {
+                    numbers.push((
+                        row.get::<i32>(5).expect("slot").expect("slot is NOT NULL"),
+                        slots,
+                    ));
+                    expired_of(&row)
+                })
+                .collect::<Vec<_>>()
+        },
+    );
+    let all = plans::run(queries::STALE_TENURES, &[key.into(), above.into()], |t| {
+        t.first().get_one::<i64>().expect("count").unwrap_or(0)
+    });
+    if (locked.len() as i64) < all {
+        return None;
+    }
+    Some(vacate_tenures(&locked, &numbers, now))
 }
 
 /// Most leases one statement (and, in the worker, one transaction) vacates;

@@ -188,10 +188,12 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
         // a waiter keeps no lock while it sleeps, not even on the table
         // (DDL on the extension would queue behind it, and every renewal
         // behind the DDL).
+        waiters::look_begins();
         let outcome = plans::in_subtransaction(
             || attempt(key, id, ttl, claim, Some(deadline)),
             |a| *a == Attempt::Acquired,
         );
+        waiters::look_ends();
         let now = now();
         let until = match outcome {
             Attempt::Acquired => return counted(true, Counter::Acquired),

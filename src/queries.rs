@@ -70,6 +70,18 @@ statements! {
     /// else, or locked by another transaction.
     LOCK_ACQUIRABLE = concat!(
         "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 AND slots = 1 \
+           AND (holder IS NULL OR (holder = $2 AND ",
+        owned_by!("$3"),
+        ") OR expires_at <= pg_catalog.clock_timestamp()) \
+         FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// `LOCK_ACQUIRABLE` on the 0.4.0 schema (every key of one slot). Above,
+    /// `slots = 1`: a key that became one of many slots since it was read
+    /// is not taken as a key of one holder (contract 17).
+    LOCK_ACQUIRABLE_0_4 = concat!(
+        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 \
            AND (holder IS NULL OR (holder = $2 AND ",
         owned_by!("$3"),
@@ -252,8 +264,27 @@ statements! {
         "SELECT slot, term, expires_at, ",
         owned_by!("$3"),
         " FROM @extschema@.leaderlock_slots WHERE key = $1 AND holder = $2 \
-         ORDER BY expires_at DESC LIMIT 1"
+         ORDER BY 4 DESC, expires_at DESC LIMIT 1"
     );
+
+    /// Under the key's row lock: the earliest end of a live tenure of key
+    /// `$1` held by id `$2` (whoever owns it), or NULL. An id holds one
+    /// tenure of a key at most, as it holds a key of one slot.
+    LIVE_TENURE_OF = "SELECT min(expires_at) FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp()";
+
+    /// Changing key `$1`'s slots, its row locked: lock its tenures with a
+    /// holder (lapsed ones: live ones make it 22023) in slots above `$2`,
+    /// skipping rows other transactions hold (a fenced transaction's share
+    /// lock, the worker). Returns key, holder, term, expires_at, slot.
+    LOCK_STALE_TENURES = "SELECT key, holder, term, expires_at, slot \
+           FROM @extschema@.leaderlock_slots \
+          WHERE key = $1 AND slot > $2 AND holder IS NOT NULL \
+          FOR NO KEY UPDATE SKIP LOCKED";
+
+    /// How many tenures with a holder key `$1` has in slots above `$2`.
+    STALE_TENURES = "SELECT count(*) FROM @extschema@.leaderlock_slots \
+          WHERE key = $1 AND slot > $2 AND holder IS NOT NULL";
 
     /// Lock the first free slot of key `$1` among 1 to `$2`: vacant, or
     /// lapsed (its holder returned), skipping rows other transactions hold.
@@ -298,7 +329,7 @@ statements! {
             AND slot = (SELECT slot FROM @extschema@.leaderlock_slots \
                          WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
         owned_by!("$5"),
-        " FOR NO KEY UPDATE SKIP LOCKED) \
+        " LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) \
       RETURNING expires_at, term, slot"
     );
 
@@ -307,7 +338,7 @@ statements! {
         "SELECT slot, term, expires_at FROM @extschema@.leaderlock_slots \
          WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
         owned_by!("$3"),
-        " FOR NO KEY UPDATE SKIP LOCKED"
+        " LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
     );
 
     /// `SHARE_LOCK_LEASE` for slot `$2` of key `$1`: holder, term,
@@ -403,10 +434,12 @@ statements! {
 
     /// Every held tenure of a many-slot key lasts at least until `$1` + its
     /// ttl, as `OUTLAST_FAILOVER` does for the others.
-    OUTLAST_FAILOVER_SLOTS = "UPDATE @extschema@.leaderlock_slots \
-            SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
-          WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
-      RETURNING key";
+    OUTLAST_FAILOVER_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
+            SET expires_at = $1 + s.ttl, recheck_at = $1 + s.ttl \
+           FROM @extschema@.leaderlock h \
+          WHERE s.holder IS NOT NULL AND s.expires_at < $1 + s.ttl \
+            AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
+      RETURNING s.key";
 
     /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
     /// `$2` now.
@@ -644,6 +677,10 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("INSERT_KEY_HEAD", "", INSERT_KEY_HEAD),
     ("ISSUE_TERM", "", ISSUE_TERM),
     ("LIVE_SLOTS", "", LIVE_SLOTS),
+    ("LOCK_ACQUIRABLE_0_4", "", LOCK_ACQUIRABLE_0_4),
+    ("LIVE_TENURE_OF", "", LIVE_TENURE_OF),
+    ("LOCK_STALE_TENURES", "", LOCK_STALE_TENURES),
+    ("STALE_TENURES", "", STALE_TENURES),
     ("SET_ONE_SLOT", "", SET_ONE_SLOT),
     ("READ_OWN_SLOT", "", READ_OWN_SLOT),
     ("LOCK_FREE_SLOT", "", LOCK_FREE_SLOT),

@@ -72,8 +72,11 @@ pub fn read_lease() -> &'static str {
 }
 
 pub fn lock_acquirable() -> &'static str {
+    if has_slots() {
+        return queries::LOCK_ACQUIRABLE;
+    }
     let old = queries::LOCK_ACQUIRABLE_0_3;
-    pick(queries::LOCK_ACQUIRABLE, old, old)
+    pick(queries::LOCK_ACQUIRABLE_0_4, old, old)
 }
 
 pub fn lock_own() -> &'static str {

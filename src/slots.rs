@@ -14,6 +14,7 @@
 use crate::call;
 use crate::candidates;
 use crate::clock::{micros, now, ts};
+use crate::expiry;
 use crate::failover;
 use crate::input::{self, Ttl};
 use crate::notify::Event;
@@ -158,8 +159,15 @@ pub fn attempt(
     };
     let now = now();
     if has > 1 {
+        let own = read_own(key, id).filter(|o| o.is_live(now));
+        // The id's live tenure, owned by a role the caller is not a member
+        // of: as for a key of one slot, not the caller's to extend, nor to
+        // hold twice (contract 13).
+        if let Some(other) = own.filter(|o| !o.owned) {
+            return Outcome::HeldUntil(other.expires_at.unwrap_or(i64::MAX));
+        }
         // The caller's own live tenure: extend it, same term.
-        if let Some(own) = read_own(key, id).filter(|o| o.owned && o.is_live(now)) {
+        if let Some(own) = own {
             if has != slots {
                 input::slots_differ(key, has, slots);
             }
@@ -179,6 +187,12 @@ pub fn attempt(
         input::slots_differ(key, has, slots);
     }
     if slots == 1 {
+        if outranked() {
+            return Outcome::HeldUntil(candidates::outranked_until());
+        }
+        if !failover::ready_for_new_tenures() {
+            return Outcome::Busy;
+        }
         // No live holder: the key becomes one of one slot.
         return plans::in_subtransaction(
             || {
@@ -187,8 +201,12 @@ pub fn attempt(
                     return Outcome::Busy;
                 }
                 // Counted before the lock: a tenure may have started since.
-                if has != 1 && live(key, crate::clock::now()).0 > 0 {
+                let now = crate::clock::now();
+                if has != 1 && live(key, now).0 > 0 {
                     input::slots_differ(key, has, slots);
+                }
+                if expiry::end_stale_tenures(key, 1, now).is_none() {
+                    return Outcome::Busy;
                 }
                 plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
                 Outcome::OneSlot
@@ -228,9 +246,23 @@ fn take_slot(key: &str, id: &str, ttl: Ttl, slots: i32, value: Option<&str>) -> 
         return Outcome::Busy;
     };
     // Changing the key's slots: its live tenures were counted before the
-    // lock, and one may have started since (tenures start only under it).
-    if has != slots && has > 1 && live(key, now()).0 > 0 {
-        input::slots_differ(key, has, slots);
+    // lock, and one may have started since (tenures start only under it);
+    // its lapsed tenures beyond the new number end first.
+    if has != slots && has > 1 {
+        let now = now();
+        if live(key, now).0 > 0 {
+            input::slots_differ(key, has, slots);
+        }
+        if expiry::end_stale_tenures(key, slots, now).is_none() {
+            return Outcome::Busy;
+        }
+    }
+    // One live tenure per id, whoever started another since the look.
+    let taken = plans::run(queries::LIVE_TENURE_OF, &[key.into(), id.into()], |t| {
+        micros(t.first().get_one::<TimestampWithTimeZone>().expect("min"))
+    });
+    if let Some(until) = taken {
+        return Outcome::HeldUntil(until);
     }
     if !failover::ready_for_new_tenures() {
         return Outcome::Busy;

@@ -61,6 +61,9 @@ thread_local! {
     /// The first keys vacated by this transaction: at commit, each one's
     /// best candidate is woken first.
     static KEYS_AT_COMMIT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// While le_acquire looks (`look_begins`): its transaction nesting
+    /// level and the buckets of tenures started before the look.
+    static LOOK: Cell<Option<(i32, u64)>> = const { Cell::new(None) };
 }
 
 /// Most keys of one transaction whose best candidate is looked up at
@@ -127,6 +130,7 @@ pub fn wake_at_abort(key: &str) {
 
 /// From the transaction callback (`worker_worker_wakeup.rs`): the transaction ended.
 pub fn transaction_ended(committed: bool) {
+    LOOK.set(None);
     let commit = AT_COMMIT.replace(0);
     let abort = AT_ABORT.replace(0);
     let keys = KEYS_AT_COMMIT.with(|k| std::mem::take(&mut *k.borrow_mut()));
@@ -178,7 +182,30 @@ fn broadcast(mask: u64) {
 /// every tenure this transaction started so far (spare wake-ups only cost
 /// the woken a look). The mask stays for the transaction's own end.
 pub fn subtransaction_aborted() {
-    broadcast(AT_ABORT.get());
+    let mask = AT_ABORT.get();
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    match LOOK.get() {
+        // A look of le_acquire rolled back (it took nothing): it undid no
+        // tenure started before it, so only what it started itself, if
+        // anything, is vacant again. (Broadcasting those older ones would
+        // wake this very waiter, and theirs, at every look.)
+        Some((look_level, before)) if level > look_level => broadcast(mask & !before),
+        _ => {
+            LOOK.set(None);
+            broadcast(mask);
+        }
+    }
+}
+
+/// le_acquire starts a look at the lease (in subtransactions of its own).
+pub fn look_begins() {
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    LOOK.set(Some((level, AT_ABORT.get())));
+}
+
+/// The look is over.
+pub fn look_ends() {
+    LOOK.set(None);
 }
 
 /// From the transaction callback: a prepared transaction commits or rolls
@@ -186,6 +213,8 @@ pub fn subtransaction_aborted() {
 pub fn transaction_prepared() {
     AT_COMMIT.set(0);
     AT_ABORT.set(0);
+    KEYS_AT_COMMIT.with(|k| k.borrow_mut().clear());
+    LOOK.set(None);
 }
 
 /// How many times `key`'s bucket was broadcast so far: a waiter reads it

@@ -16,7 +16,7 @@ from collections import defaultdict
 import psycopg2
 
 from harness import DB, PORT, PORTABLE, Listener, connect, one, wait_for
-from test_acquire import GENEROUS, Waiter, sleeping
+from test_acquire import GENEROUS, Waiter, cpu_ticks, sleeping
 
 
 class SlotsTest(unittest.TestCase):
@@ -72,12 +72,81 @@ class SlotsTest(unittest.TestCase):
         self.assertEqual([e["event"] for e in events], ["acquired", "released"])
         self.assertTrue(all("slots" not in e for e in events), events)
 
+    def test_a_waiter_whose_transaction_holds_a_slot_uses_no_cpu(self):
+        """A transaction that took one slot waits in le_acquire for another
+        of the same key: its looks, rolled back, must not wake it (nor the
+        key's other waiters) again and again."""
+        self.assertTrue(self.take("x"))
+        conn = connect(autocommit=False)
+        self.closers.append(conn)
+        pid = one(conn, "SELECT pg_backend_pid()")
+        self.assertTrue(one(conn, "SELECT le_try_acquire(%s, 'y1', '1 minute', slots => 2)", (self.key,)))
+        before = cpu_ticks(pid)
+        self.assertFalse(one(conn, "SELECT le_acquire(%s, 'y2', '1 minute', '2 seconds', slots => 2)",
+                             (self.key,)))
+        used = cpu_ticks(pid) - before
+        conn.rollback()
+        # clock ticks (10 ms): a busy loop would use about 200 in 2 s
+        self.assertLess(used, 30, f"{used} ticks of CPU in a 2 s wait")
+
     @unittest.skipIf(PORTABLE, "session-bound leases need the worker")
     def test_session_bound_is_refused_for_many_slots(self):
         with self.assertRaises(psycopg2.errors.FeatureNotSupported):
             one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute', session_bound => true, slots => 2)",
                 (self.key,))
         self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock WHERE key = %s", (self.key,)), 0)
+
+
+class SlotsChangeRaceTest(unittest.TestCase):
+    """Candidates of one holder and candidates of two slots race for one
+    key, each releasing at once: the key changes its number of slots all
+    the time. Never is there a live holder of the key's row (one slot) and
+    a live tenure of a slot at the same time (found by an attack on the
+    first version, which counted live tenures before locking the key)."""
+
+    SECONDS = float(os.environ.get("LEADERLOCK_STRESS_SECONDS", "12")) / 3
+
+    def test_one_slot_and_many_never_live_at_once(self):
+        key = f"slots-race-{time.time_ns()}"
+        stop_at = time.monotonic() + self.SECONDS
+        both, counts, errors = [], defaultdict(int), []
+
+        def candidate(me, slots):
+            c = connect()
+            try:
+                while time.monotonic() < stop_at:
+                    try:
+                        ok = one(c, "SELECT le_try_acquire(%s, %s, '2 seconds', slots => %s)", (key, me, slots))
+                    except psycopg2.errors.InvalidParameterValue:
+                        counts["22023"] += 1  # another number of slots while held: as documented
+                        continue
+                    if not ok:
+                        continue
+                    counts[slots] += 1
+                    if slots == 1:
+                        # one statement, one snapshot: the key's row and its slots
+                        rows = one(c, "SELECT count(*) FROM leaderlock h JOIN leaderlock_slots s USING (key) "
+                                      "WHERE h.key = %s AND h.holder = %s AND h.expires_at > clock_timestamp() "
+                                      "AND s.holder IS NOT NULL AND s.expires_at > clock_timestamp()", (key, me))
+                        if rows:
+                            both.append(me)
+                    one(c, "SELECT le_release(%s, %s)", (key, me))
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                errors.append(e)
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=candidate, args=(f"one-{i}", 1)) for i in range(2)] + \
+                  [threading.Thread(target=candidate, args=(f"two-{i}", 2)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        print(f"\n  slots change race: {dict(counts)}")
+        self.assertGreater(counts[1], 20)
+        self.assertGreater(counts[2], 20)
+        self.assertEqual(both, [])
 
 
 SLOTS = 3

@@ -84,5 +84,37 @@ SELECT le_release('crawl', 'z') AS z_releases;
 SELECT le_try_acquire('crawl', 'p', '1 hour', slots => 2) AS p, le_try_acquire('crawl', 'q', '1 hour', slots => 2) AS q;
 SELECT holder, term FROM le_holders('crawl') ORDER BY term;
 
+-- An id holds one tenure of a key: another role with the same id gets no
+-- second one, and the holder's tenure is untouched (contract 13).
+CREATE ROLE ll_slots_a;
+CREATE ROLE ll_slots_b;
+SET ROLE ll_slots_a;
+SELECT le_try_acquire('shared-id', 'w', '1 hour', slots => 3) AS a_takes;
+RESET ROLE;
+SET ROLE ll_slots_b;
+SELECT le_try_acquire('shared-id', 'w', '1 hour', slots => 3) AS b_same_id_refused;
+SELECT le_renew('shared-id', 'w') AS b_cannot_renew;
+RESET ROLE;
+SET ROLE ll_slots_a;
+SELECT le_assert_leader('shared-id', 'w') AS a_term, le_renew('shared-id', 'w') AS a_renews,
+       le_try_acquire('shared-id', 'w', '1 hour', slots => 3) AS a_extends;
+RESET ROLE;
+SELECT holder, term, owner::regrole FROM leaderlock_status WHERE key = 'shared-id' ORDER BY slot;
+
+-- Changing the number of slots ends the key's lapsed tenures beyond it
+-- first (as expiries): none is left to come back.
+SELECT le_try_acquire('shrink', 'p', '1 hour', slots => 3) AS p, le_try_acquire('shrink', 'q', '1 hour', slots => 3) AS q,
+       le_try_acquire('shrink', 'r', '1 hour', slots => 3) AS r;
+UPDATE leaderlock_slots SET expires_at = clock_timestamp() - interval '1 second' WHERE key = 'shrink';
+SELECT le_try_acquire('shrink', 's', '1 hour', slots => 2) AS s_two_slots;
+SELECT slot, holder, term, state FROM leaderlock_status WHERE key = 'shrink' ORDER BY slot;
+SELECT le_try_acquire('shrink', 't', '1 hour') AS t_but_s_holds;
+UPDATE leaderlock_slots SET expires_at = clock_timestamp() - interval '1 second' WHERE key = 'shrink';
+SELECT le_try_acquire('shrink', 't', '1 hour') AS t_one_slot;
+SELECT count(*) AS tenures_with_a_holder FROM leaderlock_slots WHERE key = 'shrink' AND holder IS NOT NULL;
+SELECT key, tenures, releases, expiries, held FROM leaderlock_stats WHERE key = 'shrink';
+
 DELETE FROM leaderlock_slots;
-DELETE FROM leaderlock WHERE key IN ('crawl', 'crawl-2', 'one');
+DELETE FROM leaderlock WHERE key IN ('crawl', 'crawl-2', 'one', 'shared-id', 'shrink');
+DROP ROLE ll_slots_a;
+DROP ROLE ll_slots_b;

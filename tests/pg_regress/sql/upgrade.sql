@@ -144,6 +144,11 @@ DROP TABLE before;
 CREATE TEMP TABLE before AS SELECT * FROM leaderlock;
 SELECT proname, prosecdef, proconfig FROM pg_proc
  WHERE pronamespace = 'public'::regnamespace AND proname = 'le_renew';
+-- An administrator's privileges on the functions the update drops and
+-- creates stay as they were.
+REVOKE EXECUTE ON FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb)
+   TO leaderlock_upgrade_owner;
 -- How every key looks to a user before the update (status view, le_lease).
 CREATE TEMP TABLE looks_before AS
 SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl, s.state,
@@ -169,6 +174,10 @@ SELECT b.key FROM looks_before b LEFT JOIN leaderlock_status s USING (key)
                          b.value, b.owner, b.lease_holder, b.lease_term, b.lease_value)
     OR s.slot IS NOT NULL OR s.slots <> 1;
 SELECT count(*) AS tenures_of_many_slots FROM leaderlock_slots;
+SELECT p.proname, (SELECT bool_or(e.grantee = 0) FROM aclexplode(p.proacl) e) AS public_may,
+       has_function_privilege('leaderlock_upgrade_owner', p.oid, 'EXECUTE') AS owner_role_may
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+   AND p.proname IN ('le_acquire', 'le_try_acquire') ORDER BY p.proname;
 -- No function of the extension is SECURITY DEFINER any more, and every one
 -- that runs statements pins the search path.
 SELECT proname, prosecdef, proconfig FROM pg_proc
