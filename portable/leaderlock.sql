@@ -1059,6 +1059,59 @@ BEGIN
 END
 $fn$;
 
+-- Contract 17: key p_key (its row locked by this transaction, no live
+-- tenure) admits p_slots from now on: its lapsed tenures in slots above
+-- p_slots (all of them when it becomes a key of one) end now, as expiries
+-- (announced with p_slots), as expiry.rs end_stale_tenures. False, and
+-- nothing changed, when one of them is locked by another transaction (a
+-- fenced transaction of its holder, le_expire_lapsed): the change must
+-- wait. Called by _le_attempt_slots only.
+CREATE FUNCTION @extschema@._le_end_stale_tenures(p_key text, p_slots integer) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    t timestamptz;
+    v_above integer := CASE WHEN p_slots > 1 THEN p_slots ELSE 0 END;
+    v_pro timestamptz := @extschema@._le_promoted_at();
+    v_keys text[];
+    v_nums integer[];
+    v_holders text[];
+    v_terms bigint[];
+    v_lasts timestamptz[];
+    v_all bigint;
+BEGIN
+    SELECT array_agg(x.slot), array_agg(x.holder), array_agg(x.term), array_agg(x.lasts)
+      INTO v_nums, v_holders, v_terms, v_lasts
+      FROM (SELECT s.slot, s.holder, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts
+              FROM @extschema@.leaderlock_slots s
+             WHERE s.key = p_key AND s.slot > v_above AND s.holder IS NOT NULL
+             ORDER BY s.slot
+               FOR NO KEY UPDATE SKIP LOCKED) x;
+    SELECT count(*) INTO v_all FROM @extschema@.leaderlock_slots s
+     WHERE s.key = p_key AND s.slot > v_above AND s.holder IS NOT NULL;
+    IF coalesce(cardinality(v_nums), 0) < v_all THEN
+        RETURN false;
+    END IF;
+    IF v_all = 0 THEN
+        RETURN true;
+    END IF;
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock_slots s
+       SET holder = NULL, value = NULL, owner = NULL, expiries = s.expiries + 1, changed_at = t
+     WHERE s.key = p_key AND s.slot = ANY (v_nums);
+    PERFORM @extschema@._le_durable();
+    FOR i IN 1 .. cardinality(v_nums) LOOP
+        PERFORM @extschema@._le_announce('expired'::text, p_key, v_holders[i], v_terms[i], t, NULL::text,
+                                         v_lasts[i], NULL::jsonb, NULL::boolean, p_slots);
+    END LOOP;
+    RETURN true;
+END
+$fn$;
+
 -- Contract 17: one look at a key acquired with p_slots > 1, or at a key
 -- that admits more than one holder (p_has: its slots, NULL for a key not
 -- seen yet; p_head_live: its row has a live holder, i.e. it is a key of
@@ -1148,13 +1201,23 @@ BEGIN
 
     t := clock_timestamp();
     IF p_has > 1 THEN
-        -- The caller's own live tenure (its latest): extend it, same term.
+        -- The id's live tenure (an owned one first, its latest).
         SELECT s.slot, s.term, GREATEST(s.expires_at, p_pro + s.ttl) AS lasts,
                (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
           INTO own
           FROM @extschema@.leaderlock_slots s
          WHERE s.key = p_key AND s.holder = p_id
-         ORDER BY 3 DESC LIMIT 1;
+           AND GREATEST(s.expires_at, p_pro + s.ttl) > t
+         ORDER BY 4 DESC, 3 DESC LIMIT 1;
+        IF FOUND AND NOT own.owned THEN
+            -- owned by a role the caller is not a member of: as for a key
+            -- of one slot, not the caller's to extend, nor to hold twice
+            -- (contract 13)
+            o_outcome := 'held';
+            o_until := own.lasts;
+            RETURN;
+        END IF;
+        -- The caller's own live tenure: extend it, same term.
         IF FOUND AND own.owned AND own.lasts > t THEN
             IF p_has <> p_slots THEN
                 PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
@@ -1204,6 +1267,10 @@ BEGIN
                        AND GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp()) THEN
                 PERFORM @extschema@._le_slots_differ(p_key, head.slots, p_slots);
             END IF;
+            -- Its lapsed tenures end first (waiting for a fenced one).
+            IF NOT @extschema@._le_end_stale_tenures(p_key, 1) THEN
+                RAISE SQLSTATE 'LE0NL';
+            END IF;
             UPDATE @extschema@.leaderlock l SET slots = 1 WHERE l.key = p_key;
         EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
             o_outcome := 'busy';
@@ -1242,6 +1309,22 @@ BEGIN
                  WHERE s.key = p_key AND s.holder IS NOT NULL
                    AND GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp()) THEN
             PERFORM @extschema@._le_slots_differ(p_key, head.slots, p_slots);
+        END IF;
+        -- Changing the key's slots: its lapsed tenures beyond the new
+        -- number end first (a fenced one: look again).
+        IF head.slots <> p_slots AND head.slots > 1
+           AND NOT @extschema@._le_end_stale_tenures(p_key, p_slots) THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+        -- One live tenure per id, whoever started another since the look.
+        SELECT min(x.lasts) INTO o_until
+          FROM (SELECT GREATEST(s.expires_at, p_pro + s.ttl) AS lasts
+                  FROM @extschema@.leaderlock_slots s
+                 WHERE s.key = p_key AND s.holder = p_id) x
+         WHERE x.lasts > clock_timestamp();
+        IF o_until IS NOT NULL THEN
+            o_outcome := 'held';
+            RAISE SQLSTATE 'LE0NL';
         END IF;
         -- The first free slot: vacant, or lapsed (its holder out).
         SELECT s.slot, s.holder, s.term, GREATEST(s.expires_at, p_pro + s.ttl) AS lasts INTO free
@@ -1455,7 +1538,7 @@ BEGIN
     BEGIN
         SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO locked
           FROM @extschema@.leaderlock l
-         WHERE l.key = p_key
+         WHERE l.key = p_key AND l.slots = 1
            AND (l.holder IS NULL
                 OR (l.holder = p_id AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)))
                 OR NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp(), false))
@@ -1921,7 +2004,7 @@ BEGIN
           INTO own
           FROM @extschema@.leaderlock_slots s
          WHERE s.key = p_key AND s.holder = p_id
-         ORDER BY 3 DESC LIMIT 1;
+         ORDER BY 4 DESC, 3 DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT NULL::text AS holder, r.term AS term, NULL::timestamptz AS lasts, true AS owned INTO r;
         ELSIF own.lasts > clock_timestamp() AND own.owned AND (p_term IS NULL OR p_term = own.term) THEN
@@ -2016,13 +2099,21 @@ BEGIN
         n := n + 1;
     END LOOP;
     -- The tenures of keys of many slots (contract 17), each on its own,
-    -- announced with their key's slots.
+    -- announced with their key's slots. A promotion extends only tenures
+    -- within their key's slots of keys of many slots (as the compiled
+    -- OUTLAST_FAILOVER_SLOTS): any other lasts until its own expires_at.
     FOR r IN
         WITH lapsed AS (
-            SELECT l.key, l.slot, l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts
+            SELECT l.key, l.slot, l.holder, l.term,
+                   CASE WHEN coalesce((SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = l.key)
+                                      >= GREATEST(l.slot, 2), false)
+                        THEN GREATEST(l.expires_at, v_pro + l.ttl) ELSE l.expires_at END AS lasts
               FROM @extschema@.leaderlock_slots l
              WHERE l.holder IS NOT NULL AND l.recheck_at <= t
-               AND NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > t, false)
+               AND NOT coalesce(l.expires_at > t, false)
+               AND NOT coalesce(CASE WHEN coalesce((SELECT h.slots FROM @extschema@.leaderlock h
+                                                     WHERE h.key = l.key) >= GREATEST(l.slot, 2), false)
+                                     THEN v_pro + l.ttl > t ELSE false END, false)
              ORDER BY l.recheck_at
                FOR NO KEY UPDATE SKIP LOCKED)
         UPDATE @extschema@.leaderlock_slots l
@@ -2383,6 +2474,7 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, inter
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own_slot(text, text, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_end_stale_tenures(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer,
                                                          integer, boolean, timestamptz) FROM PUBLIC;
 

@@ -52,6 +52,7 @@ BEGIN
         '_le_failover_record()', '_le_unrestricted()',
         '_le_extend(text, text, timestamptz, interval, oid)', '_le_lock_own(text, text, oid)',
         '_le_extend_slot(text, text, timestamptz, interval, oid)', '_le_lock_own_slot(text, text, oid)',
+        '_le_end_stale_tenures(text, integer)',
         '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)', '_le_renew(text, text, interval, oid)',
         '_le_release(text, text, oid)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',

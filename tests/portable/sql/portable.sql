@@ -511,11 +511,11 @@ SELECT le_assert_leader('p-sem-own', 'w');
 \echo :LAST_ERROR_SQLSTATE
 SET ROLE ll_p_sem_a;
 SELECT le_renew('p-sem-own', 'w') AS owner_renews, le_assert_leader('p-sem-own', 'w') AS owner_term;
--- (as compiled: the same id of another role is another candidate, which
--- takes a free slot of its own; each acts on its own tenure)
+-- (as compiled, contract 17: an id holds one tenure of a key; the same id
+-- of another role gets no second one, and releases nothing)
 SET ROLE ll_p_sem_b;
-SELECT le_try_acquire('p-sem-own', 'w', '1 hour', slots => 2) AS b_takes_another_slot,
-       le_release('p-sem-own', 'w') AS b_releases_its_own;
+SELECT le_try_acquire('p-sem-own', 'w', '1 hour', slots => 2) AS b_same_id_refused,
+       le_release('p-sem-own', 'w') AS b_releases_nothing;
 RESET ROLE;
 SELECT holder, term, owner, state, slot FROM leaderlock_status WHERE key = 'p-sem-own' ORDER BY slot;
 -- H1: the entry point checks slots itself; the slot internals are closed
