@@ -19,7 +19,6 @@ use crate::plans;
 use crate::queries;
 use crate::schema_version;
 use crate::sessions;
-use crate::settings;
 use crate::slots::{self, Outcome};
 use crate::tenure;
 use crate::value::JsonbText;
@@ -376,15 +375,7 @@ fn tenure_args<'a>(
     ]
 }
 
-/// Shortest wait behind a concurrent first insert of the same key, in
-/// microseconds: enough for one that is committing, not for one left open.
-const FIRST_INSERT_WAIT_US: i64 = 10_000;
-
-/// A brand-new key. The insert waits for a concurrent inserter of the same
-/// key (contract 3.1: le_try_acquire waits for its outcome), but in
-/// le_acquire only until its `deadline` (at least `FIRST_INSERT_WAIT_US`,
-/// its `wait => 0` too): a rival's uncommitted insert never holds a
-/// waiting caller beyond its own `wait`.
+/// A brand-new key (`tenure::insert_first` says how long it may wait).
 fn insert_first_term(
     key: &str,
     id: &str,
@@ -397,27 +388,8 @@ fn insert_first_term(
     }
     let now = now();
     let expires_at = now + ttl.0;
-    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
-    let inserted = plans::in_subtransaction(
-        || {
-            PgTryBuilder::new(|| {
-                let _lock_timeout =
-                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
-                plans::run(
-                    schema_version::insert_first_term(),
-                    &tenure_args(key, id, now, expires_at, ttl, claim),
-                    |t| {
-                        t.into_iter()
-                            .next()
-                            .and_then(|row| row.get::<i64>(1).expect("term"))
-                    },
-                )
-            })
-            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
-            .execute()
-        },
-        Option::is_some,
-    );
+    let args = tenure_args(key, id, now, expires_at, ttl, claim);
+    let inserted = tenure::insert_first(schema_version::insert_first_term(), &args, now, deadline);
     let Some(term) = inserted else {
         // A concurrent first acquisition of the same key won, or is still
         // open past our deadline.

@@ -21,7 +21,6 @@ use crate::notify::Event;
 use crate::plans;
 use crate::queries;
 use crate::schema_version;
-use crate::settings;
 use crate::tenure;
 use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
@@ -327,10 +326,6 @@ fn take_slot(key: &str, id: &str, ttl: Ttl, slots: i32, value: Option<&str>) -> 
     Outcome::Acquired
 }
 
-/// Shortest wait behind a concurrent first insert of the same key, as
-/// `lease::insert_first_term`.
-const FIRST_INSERT_WAIT_US: i64 = 10_000;
-
 /// A brand-new key of `slots` slots: its row, and its first tenure in slot 1.
 fn first_tenure(
     key: &str,
@@ -344,30 +339,13 @@ fn first_tenure(
         return Outcome::Busy;
     }
     let now = now();
-    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
-    let inserted = plans::in_subtransaction(
-        || {
-            PgTryBuilder::new(|| {
-                let _lock_timeout =
-                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
-                let args = [
-                    key.into(),
-                    failover::term_floor().into(),
-                    ts(now).into(),
-                    slots.into(),
-                ];
-                plans::run(queries::INSERT_KEY_HEAD, &args, |t| {
-                    t.into_iter()
-                        .next()
-                        .and_then(|row| row.get::<i64>(1).expect("term"))
-                })
-            })
-            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
-            .execute()
-        },
-        Option::is_some,
-    );
-    let Some(term) = inserted else {
+    let args = [
+        key.into(),
+        failover::term_floor().into(),
+        ts(now).into(),
+        slots.into(),
+    ];
+    let Some(term) = tenure::insert_first(queries::INSERT_KEY_HEAD, &args, now, deadline) else {
         return Outcome::Busy;
     };
     start(key, 1, id, term, now, ttl, value, slots, None);

@@ -5,8 +5,48 @@
 use crate::databases::{self, Counter};
 use crate::failover;
 use crate::notify::Event;
+use crate::plans;
+use crate::settings;
 use crate::waiters;
 use crate::worker_wakeup;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+
+/// Shortest wait behind a concurrent first insert of the same key, in
+/// microseconds: enough for one that is committing, not for one left open.
+const FIRST_INSERT_WAIT_US: i64 = 10_000;
+
+/// The first insert of a brand-new key's row (`sql`: an INSERT ... ON
+/// CONFLICT DO NOTHING RETURNING term). It waits for a concurrent inserter
+/// of the same key (contract 3.1: le_try_acquire waits for its outcome),
+/// but in le_acquire only until its `deadline` (at least
+/// `FIRST_INSERT_WAIT_US`, its `wait => 0` too): a rival's uncommitted
+/// insert never holds a waiting caller beyond its own `wait`. The term, or
+/// None when the other won or is still open past the deadline.
+pub fn insert_first(
+    sql: &'static str,
+    args: &[DatumWithOid<'_>],
+    now: i64,
+    deadline: Option<i64>,
+) -> Option<i64> {
+    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
+    plans::in_subtransaction(
+        || {
+            PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+                let _lock_timeout =
+                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
+                plans::run(sql, args, |t| {
+                    t.into_iter()
+                        .next()
+                        .and_then(|row| row.get::<i64>(1).expect("term"))
+                })
+            }))
+            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
+            .execute()
+        },
+        Option::is_some,
+    )
+}
 
 /// A new tenure was written: `previous_holder`, the holder of a lapsed
 /// lease taken over before the worker vacated it (counted as an expiry).
