@@ -57,9 +57,9 @@ impl Entry {
             && &self.key[..self.key_len as usize] == key.as_bytes()
     }
 
-    /// Served before `other`: higher priority, then waiting longer.
-    fn before(&self, other: &Entry) -> bool {
-        (self.priority, -self.since) > (other.priority, -other.since)
+    /// The serving order, greatest first: higher priority, then waiting longer.
+    fn rank(&self) -> (i32, std::cmp::Reverse<i64>) {
+        (self.priority, std::cmp::Reverse(self.since))
     }
 }
 
@@ -179,10 +179,7 @@ pub fn best(key: &str) -> Option<i32> {
         .entries
         .iter()
         .filter(|e| e.waits_for(database, key))
-        .fold(None::<&Entry>, |best, e| match best {
-            Some(b) if !e.before(b) => Some(b),
-            _ => Some(e),
-        })
+        .max_by_key(|e| e.rank())
         .map(|e| e.procno)
 }
 
@@ -202,7 +199,7 @@ pub fn list(key: &str) -> Vec<(String, i32, i64)> {
             .copied()
             .collect()
     };
-    found.sort_by(|a, b| (b.priority, a.since).cmp(&(a.priority, b.since)));
+    found.sort_by_key(|e| std::cmp::Reverse(e.rank()));
     found
         .iter()
         .map(|e| {

@@ -2,14 +2,13 @@
 //! leases of ended sessions, each with one `expired` notification, in the
 //! worker's transaction; and when to check next. `worker.rs` runs them.
 use crate::clock::{micros, now, ts};
-use crate::databases::{self, Counter};
 use crate::failover;
-use crate::notify::{Event, ExpiryReason};
+use crate::notify::ExpiryReason;
 use crate::plans;
 use crate::queries;
 use crate::schema_version;
 use crate::sessions::Session;
-use crate::waiters;
+use crate::tenure;
 use pgrx::prelude::*;
 use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
 
@@ -54,17 +53,7 @@ fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
     );
     failover::commit_durably();
     for e in expired {
-        databases::count(Counter::Expired);
-        waiters::wake_at_commit(&e.key);
-        Event::Expired {
-            key: &e.key,
-            holder: &e.holder,
-            term: e.term,
-            at: now,
-            expires_at: e.expires_at,
-            reason,
-        }
-        .send();
+        tenure::expired(&e.key, &e.holder, e.term, now, e.expires_at, reason, 1);
     }
     expired.len()
 }
@@ -121,17 +110,16 @@ fn vacate_tenures(expired: &[Expired], slots: &[(i32, i32)], now: i64) -> usize 
     );
     failover::commit_durably();
     for (e, (_, key_slots)) in expired.iter().zip(slots) {
-        databases::count(Counter::Expired);
-        waiters::wake_at_commit(&e.key);
-        Event::Expired {
-            key: &e.key,
-            holder: &e.holder,
-            term: e.term,
-            at: now,
-            expires_at: e.expires_at,
-            reason: ExpiryReason::Ttl,
-        }
-        .send_for(*key_slots);
+        let reason = ExpiryReason::Ttl;
+        tenure::expired(
+            &e.key,
+            &e.holder,
+            e.term,
+            now,
+            e.expires_at,
+            reason,
+            *key_slots,
+        );
     }
     expired.len()
 }

@@ -26,6 +26,38 @@ macro_rules! owned_by {
     };
 }
 
+/// The SET list of a renewal at `$now` by `$ttl` (SQL text). recheck_at,
+/// the worker's indexed cue, is kept when it is still between half a ttl
+/// from now and the new expiry, so the update changes no indexed column
+/// and is HOT; otherwise it becomes the new expiry.
+macro_rules! renewal {
+    ($now:literal, $ttl:literal) => {
+        concat!(
+            "renewed_at = ",
+            $now,
+            ", expires_at = ",
+            $now,
+            " + ",
+            $ttl,
+            ", ",
+            "recheck_at = CASE WHEN recheck_at <= ",
+            $now,
+            " + ",
+            $ttl,
+            " AND recheck_at >= ",
+            $now,
+            " + ",
+            $ttl,
+            " / 2.0::float8 THEN recheck_at ",
+            "ELSE ",
+            $now,
+            " + ",
+            $ttl,
+            " END"
+        )
+    };
+}
+
 /// Defines each statement as a `pub const` of this module and lists them
 /// all, by name, in `ALL`: the plan test iterates it, and it is what
 /// `bench/statements.json` holds for the benchmarks (a unit test keeps that
@@ -103,23 +135,15 @@ statements! {
     /// statement: the sub-select locks the row only if it is `$2`'s live lease,
     /// owned by a role the caller `$5` is a member of (a rival never locks the
     /// holder's row), and yields NULL, without waiting, if another transaction
-    /// holds it locked. ttl is `$4`, or the stored one when NULL. recheck_at,
-    /// the worker's indexed cue, is kept when it is still between half a ttl
-    /// from now and the new expiry, so the update changes no indexed column
-    /// and is HOT; otherwise it becomes the new expiry. A tenure from before
+    /// holds it locked. ttl is `$4`, or the stored one when NULL; recheck_at
+    /// as `renewal!` says. A tenure from before
     /// 0.4.0 (no owner) becomes owned by the role that renews it: its holder.
     /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
     /// new expiry and the term.
     RENEW = concat!(
-        "UPDATE @extschema@.leaderlock \
-            SET renewed_at = $3, \
-                expires_at = $3 + coalesce($4, ttl), \
-                ttl = coalesce($4, ttl), \
-                recheck_at = CASE \
-                    WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                     AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
-                    ELSE $3 + coalesce($4, ttl) END, \
-                owner = coalesce(owner, $5::oid) \
+        "UPDATE @extschema@.leaderlock SET ",
+        renewal!("$3", "coalesce($4, ttl)"),
+        ", ttl = coalesce($4, ttl), owner = coalesce(owner, $5::oid) \
           WHERE key = $1 AND holder = $2 AND expires_at > $3 \
             AND key = (SELECT key FROM @extschema@.leaderlock \
                         WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
@@ -180,14 +204,9 @@ statements! {
     /// so most renewals stay HOT). Returns how many and the earliest new expiry.
     RENEW_ALL = concat!(
         "WITH renewed AS ( \
-           UPDATE @extschema@.leaderlock l \
-              SET renewed_at = $2, \
-                  expires_at = $2 + l.ttl, \
-                  recheck_at = CASE \
-                      WHEN l.recheck_at <= $2 + l.ttl \
-                       AND l.recheck_at >= $2 + l.ttl / 2.0::float8 THEN l.recheck_at \
-                      ELSE $2 + l.ttl END, \
-                  owner = coalesce(l.owner, $3::oid) \
+           UPDATE @extschema@.leaderlock l SET ",
+        renewal!("$2", "l.ttl"),
+        ", owner = coalesce(l.owner, $3::oid) \
              FROM (SELECT key FROM @extschema@.leaderlock \
                     WHERE holder = $1 AND expires_at > $2 AND ",
         owned_by!("$3"),
@@ -317,14 +336,9 @@ statements! {
     /// on key `$1` at `$3`, owned by a role the caller `$5` is a member of,
     /// by `$4` or its own ttl. Returns the new expiry, the term, the slot.
     RENEW_SLOT = concat!(
-        "UPDATE @extschema@.leaderlock_slots \
-            SET renewed_at = $3, \
-                expires_at = $3 + coalesce($4, ttl), \
-                ttl = coalesce($4, ttl), \
-                recheck_at = CASE \
-                    WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                     AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
-                    ELSE $3 + coalesce($4, ttl) END \
+        "UPDATE @extschema@.leaderlock_slots SET ",
+        renewal!("$3", "coalesce($4, ttl)"),
+        ", ttl = coalesce($4, ttl) \
           WHERE key = $1 AND holder = $2 AND expires_at > $3 \
             AND slot = (SELECT slot FROM @extschema@.leaderlock_slots \
                          WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
@@ -398,13 +412,9 @@ statements! {
     /// `RENEW_ALL` over the tenures of many-slot keys `$1` holds.
     RENEW_ALL_SLOTS = concat!(
         "WITH renewed AS ( \
-           UPDATE @extschema@.leaderlock_slots l \
-              SET renewed_at = $2, \
-                  expires_at = $2 + l.ttl, \
-                  recheck_at = CASE \
-                      WHEN l.recheck_at <= $2 + l.ttl \
-                       AND l.recheck_at >= $2 + l.ttl / 2.0::float8 THEN l.recheck_at \
-                      ELSE $2 + l.ttl END \
+           UPDATE @extschema@.leaderlock_slots l SET ",
+        renewal!("$2", "l.ttl"),
+        " \
              FROM (SELECT key, slot FROM @extschema@.leaderlock_slots \
                     WHERE holder = $1 AND expires_at > $2 AND ",
         owned_by!("$3"),
@@ -527,19 +537,16 @@ statements! {
          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// `RENEW` on the 0.3.0 schema.
-    RENEW_0_3 = "UPDATE @extschema@.leaderlock \
-            SET renewed_at = $3, \
-                expires_at = $3 + coalesce($4, ttl), \
-                ttl = coalesce($4, ttl), \
-                recheck_at = CASE \
-                    WHEN recheck_at <= $3 + coalesce($4, ttl) \
-                     AND recheck_at >= $3 + coalesce($4, ttl) / 2.0::float8 THEN recheck_at \
-                    ELSE $3 + coalesce($4, ttl) END \
+    RENEW_0_3 = concat!(
+        "UPDATE @extschema@.leaderlock SET ",
+        renewal!("$3", "coalesce($4, ttl)"),
+        ", ttl = coalesce($4, ttl) \
           WHERE key = $1 AND holder = $2 AND expires_at > $3 \
             AND key = (SELECT key FROM @extschema@.leaderlock \
                         WHERE key = $1 AND holder = $2 AND expires_at > $3 \
                           FOR NO KEY UPDATE SKIP LOCKED) \
-      RETURNING expires_at, term";
+      RETURNING expires_at, term"
+    );
 
     /// `SHARE_LOCK_LEASE` on the 0.3.0 schema.
     SHARE_LOCK_LEASE_0_3 =

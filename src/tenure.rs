@@ -4,7 +4,7 @@
 
 use crate::databases::{self, Counter};
 use crate::failover;
-use crate::notify::Event;
+use crate::notify::{Event, ExpiryReason};
 use crate::plans;
 use crate::settings;
 use crate::waiters;
@@ -76,6 +76,32 @@ pub fn started(
         previous_holder,
         expires_at,
         value,
+    }
+    .send_for(slots);
+}
+
+/// A lapsed lease (or tenure), or one whose session ended, was vacated
+/// (the worker, le_expire_lapsed, a change of a key's slots): its waiters
+/// wake when this commits.
+#[allow(clippy::too_many_arguments)]
+pub fn expired(
+    key: &str,
+    holder: &str,
+    term: i64,
+    now: i64,
+    expires_at: i64,
+    reason: ExpiryReason,
+    slots: i32,
+) {
+    databases::count(Counter::Expired);
+    waiters::wake_at_commit(key);
+    Event::Expired {
+        key,
+        holder,
+        term,
+        at: now,
+        expires_at,
+        reason,
     }
     .send_for(slots);
 }
