@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fails when a relative link in the documentation points at a file or a
-heading that does not exist, or out of the repository. Run by
-scripts/test.sh; `check_links.py DIR` checks another checkout."""
+"""Fails when a link in the documentation points at a file or a heading
+that does not exist, or out of the repository (a web address included:
+the documentation is self-contained). Run by scripts/test.sh;
+`check_links.py DIR` checks another checkout."""
 import glob
 import os
 import re
@@ -9,7 +10,8 @@ import sys
 
 DOCS = ["README.md", "SECURITY.md", "UPDATING.md", "CHANGELOG.md", "CONTRIBUTING.md",
         "bench/README.md", "sql/README.md", "docs/*.md",
-        "portable/README.md", "tests/portable/README.md"]
+        "portable/README.md", "tests/portable/README.md", "clients/*/README.md",
+        "crates/*/README.md", "examples/*.md", "packaging/*.md", "tests/*/README.md"]
 
 
 def without_code(text):
@@ -37,11 +39,12 @@ def problems(root):
                 text = without_code(fh.read())
             for m in re.finditer(r"\]\(([^)\s]+)\)", text):
                 link = m.group(1)
-                if link.startswith(("http://", "https://", "mailto:")):
+                where = os.path.relpath(f, root)
+                if re.match(r"[a-z][a-z0-9+.-]*:", link):
+                    yield f"{where}: {link} leaves the repository"
                     continue
                 path, _, anchor = link.partition("#")
                 target = os.path.realpath(os.path.join(os.path.dirname(f), path)) if path else f
-                where = os.path.relpath(f, root)
                 if not target.startswith(root + os.sep):
                     yield f"{where}: {link} leaves the repository"
                 elif not os.path.exists(target):

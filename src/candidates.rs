@@ -2,10 +2,14 @@
 //! waits for which key, with what priority, since when. While one waits,
 //! no candidate of lower priority takes the key (`outranked`);
 //! `le_candidates` lists them in the order they would be served; and a
-//! release wakes the one that will win first (`best`, used by `waiters.rs`).
+//! release wakes the one that will win, and only that one (`knock_best`,
+//! used by `waiters.rs`).
 //!
 //! One entry per waiting backend, under one LWLock: registering and leaving
 //! take it exclusively (once per le_acquire that waits), lookups share it.
+//! Beside each entry, a count of knocks: bumped (and the backend's latch
+//! set) to wake that candidate alone. A waiter beyond the registry's
+//! capacity is counted as unranked, so that releases wake everyone then.
 //! Only when preloaded; elsewhere nobody is registered and priorities are
 //! refused (`input::priority`).
 
@@ -13,10 +17,11 @@ use crate::clock;
 use crate::databases;
 use crate::preload;
 use pgrx::lwlock::PgLwLock;
-use pgrx::pg_shmem_init;
 use pgrx::prelude::*;
-use pgrx::shmem::PGRXSharedMemory;
+use pgrx::shmem::{AssertPGRXSharedMemory, PGRXSharedMemory};
+use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Most candidates waiting at once on the server. Beyond, a waiting
 /// le_acquire still waits, unlisted and unranked (docs/sql-reference.md).
@@ -82,9 +87,23 @@ unsafe impl PGRXSharedMemory for Registry {}
 
 static REGISTRY: PgLwLock<Registry> = unsafe { PgLwLock::new(c"leaderlock candidates") };
 
+struct Knocks {
+    /// Per entry: knocks so far. Its waiter reads it before a look and
+    /// compares after, as with a bucket's broadcasts, so a knock that comes
+    /// in between is never missed.
+    count: [AtomicU64; CAPACITY],
+    /// Waiters that found the registry full: nobody can knock for them.
+    unranked: AtomicU32,
+}
+
+static KNOCKS: PgAtomic<AssertPGRXSharedMemory<Knocks>> =
+    unsafe { PgAtomic::new(c"leaderlock knocks") };
+
 thread_local! {
     /// This backend's entry while it waits.
     static MINE: Cell<Option<usize>> = const { Cell::new(None) };
+    /// Whether this backend waits unranked (counted in `unranked`).
+    static UNRANKED: Cell<bool> = const { Cell::new(false) };
     /// Whether the exit callback that frees it is registered.
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
 }
@@ -92,6 +111,14 @@ thread_local! {
 /// Called from `_PG_init` while preloading.
 pub fn init() {
     pg_shmem_init!(REGISTRY);
+    pg_shmem_init!(
+        KNOCKS = unsafe {
+            AssertPGRXSharedMemory::new(Knocks {
+                count: std::array::from_fn(|_| AtomicU64::new(0)),
+                unranked: AtomicU32::new(0),
+            })
+        }
+    );
 }
 
 fn database() -> u32 {
@@ -99,7 +126,8 @@ fn database() -> u32 {
 }
 
 /// Enters this backend as a candidate for `key`; false when not preloaded
-/// or the registry is full (the caller then waits unranked).
+/// or the registry is full (the caller then waits unranked, and releases
+/// wake every waiter until it leaves).
 pub fn register(key: &str, id: &str, priority: i32, since: i64) -> bool {
     if !preload::preloaded() {
         return false;
@@ -123,6 +151,9 @@ pub fn register(key: &str, id: &str, priority: i32, since: i64) -> bool {
     entry.id[..id.len()].copy_from_slice(id.as_bytes());
     let mut registry = REGISTRY.exclusive();
     let Some(free) = registry.entries.iter().position(|e| !e.used) else {
+        drop(registry);
+        UNRANKED.set(true);
+        KNOCKS.get().unranked.fetch_add(1, Ordering::SeqCst);
         return false;
     };
     registry.entries[free] = entry;
@@ -130,22 +161,97 @@ pub fn register(key: &str, id: &str, priority: i32, since: i64) -> bool {
     true
 }
 
-/// Leaves the registry, if this backend is in it.
-pub fn leave() {
-    if let Some(i) = MINE.take() {
-        REGISTRY.exclusive().entries[i] = Entry::EMPTY;
+/// Leaves the registry (or the unranked), if this backend is in it.
+/// Returns the key it waited for, ranked.
+pub fn leave() -> Option<String> {
+    if UNRANKED.replace(false) {
+        KNOCKS.get().unranked.fetch_sub(1, Ordering::SeqCst);
     }
+    let i = MINE.take()?;
+    let mut registry = REGISTRY.exclusive();
+    let e = registry.entries[i];
+    registry.entries[i] = Entry::EMPTY;
+    Some(String::from_utf8_lossy(&e.key[..e.key_len as usize]).into_owned())
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
-    leave();
+    // Terminated while waiting: it may have been knocked for a release it
+    // will never take, so the others of its key look instead.
+    if let Some(key) = leave() {
+        knock_all(&key);
+    }
+}
+
+/// Whether some waiter waits unranked (the registry was full): nobody
+/// can knock for it, so vacating a lease must wake its whole bucket.
+pub fn unranked_waiting() -> bool {
+    preload::preloaded() && KNOCKS.get().unranked.load(Ordering::SeqCst) > 0
+}
+
+/// Knocks on this backend's entry so far (0 when it has none).
+pub fn knocks() -> u64 {
+    match MINE.get() {
+        Some(i) if preload::preloaded() => KNOCKS.get().count[i].load(Ordering::SeqCst),
+        _ => 0,
+    }
+}
+
+/// Wakes the candidate of entry `i`, whose backend is `procno`. (Should
+/// the entry change hands meanwhile, its new waiter looks once for
+/// nothing.)
+fn knock(i: usize, procno: i32) {
+    KNOCKS.get().count[i].fetch_add(1, Ordering::SeqCst);
+    databases::set_latch(procno);
+}
+
+/// Wakes the `n` candidates for `key` that would be served first (a
+/// commit vacated `n` of its leases or tenures); returns how many there
+/// were.
+pub fn knock_best(key: &str, n: usize) -> usize {
+    let best: Vec<(usize, i32)> = ranked(key).into_iter().take(n).collect();
+    for &(i, procno) in &best {
+        knock(i, procno);
+    }
+    best.len()
+}
+
+/// Wakes every candidate for `key`: one stopped waiting without the
+/// lease, so those it outranked, or any of them, may take it now.
+pub fn knock_all(key: &str) {
+    for (i, procno) in ranked(key) {
+        knock(i, procno);
+    }
+}
+
+/// The entries (index, PGPROC number) of the candidates for `key`, in
+/// serving order.
+fn ranked(key: &str) -> Vec<(usize, i32)> {
+    let mut found = entries_for(key);
+    found.sort_by_key(|(_, e)| std::cmp::Reverse(e.rank()));
+    found.into_iter().map(|(i, e)| (i, e.procno)).collect()
+}
+
+/// The candidates for `key` (with their entries' indexes), unordered.
+fn entries_for(key: &str) -> Vec<(usize, Entry)> {
+    if !preload::preloaded() {
+        return Vec::new();
+    }
+    let database = database();
+    let registry = REGISTRY.share();
+    registry
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.waits_for(database, key))
+        .map(|(i, e)| (i, *e))
+        .collect()
 }
 
 /// How long an outranked candidate sleeps at most before it looks again:
 /// the candidate above it wakes it when it stops waiting without the
-/// lease; this bounds the wait should it die instead (a terminated backend
-/// leaves the registry on its way out, but wakes nobody).
+/// lease, or dies (`on_exit`); this bounds the wait should that wake-up be
+/// missed (a waiter beyond the registry, whom nobody knocks for).
 const OUTRANKED_RECHECK_US: i64 = 1_000_000;
 
 /// Until when an outranked candidate may sleep (server clock).
@@ -168,41 +274,14 @@ pub fn outranked(key: &str, priority: i32) -> bool {
         .any(|(i, e)| Some(i) != mine && e.waits_for(database, key) && e.priority > priority)
 }
 
-/// The PGPROC number of the candidate for `key` that would be served first.
-pub fn best(key: &str) -> Option<i32> {
-    if !preload::preloaded() {
-        return None;
-    }
-    let database = database();
-    let registry = REGISTRY.share();
-    registry
-        .entries
-        .iter()
-        .filter(|e| e.waits_for(database, key))
-        .max_by_key(|e| e.rank())
-        .map(|e| e.procno)
-}
-
 /// le_candidates: (id, priority, waiting since) of each candidate waiting
 /// for `key` now, in the order they would be served.
 pub fn list(key: &str) -> Vec<(String, i32, i64)> {
-    if !preload::preloaded() {
-        return Vec::new();
-    }
-    let database = database();
-    let mut found: Vec<Entry> = {
-        let registry = REGISTRY.share();
-        registry
-            .entries
-            .iter()
-            .filter(|e| e.waits_for(database, key))
-            .copied()
-            .collect()
-    };
-    found.sort_by_key(|e| std::cmp::Reverse(e.rank()));
+    let mut found = entries_for(key);
+    found.sort_by_key(|(_, e)| std::cmp::Reverse(e.rank()));
     found
         .iter()
-        .map(|e| {
+        .map(|(_, e)| {
             (
                 String::from_utf8_lossy(&e.id[..e.id_len as usize]).into_owned(),
                 e.priority,

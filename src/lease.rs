@@ -102,20 +102,6 @@ enum Attempt {
     Busy,
 }
 
-/// Runs `lock` (a `SELECT ... FOR NO KEY UPDATE SKIP LOCKED`) in a
-/// subtransaction, kept when it locked a row and rolled back otherwise.
-///
-/// A row that was updated after the statement's snapshot is locked in its
-/// latest version and only then re-checked against the WHERE clause; when
-/// the re-check fails the row is not returned but stays locked until the
-/// transaction ends. A rival that lost a race would so keep the winner's
-/// row locked, and the winner's renewals (which never wait) would fail: for
-/// the rest of the rival's transaction, or of a waiting le_acquire. Rolling
-/// the subtransaction back releases that lock.
-fn kept_if_locked<T>(lock: impl FnOnce() -> Option<T>) -> Option<T> {
-    plans::in_subtransaction(lock, Option::is_some)
-}
-
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
     counted(
@@ -139,8 +125,8 @@ const BUSY_RETRY_MAX_MS: i64 = 200;
 
 /// Contract 9: like `try_acquire`, waiting up to `wait` microseconds for a
 /// live lease of another to be released, expire or end with its session.
-/// Sleeps on the key's condition variable (`waiters.rs`), woken by the
-/// commit that vacates the lease, and at the holder's expiry at the latest.
+/// Sleeps on its latch (`waiters.rs`), woken by the commit that vacates
+/// the lease, and at the holder's expiry at the latest.
 pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bool {
     // A hot standby cannot write: try once (a refusal works there, a
     // takeover fails as any write does) instead of waiting for nothing.
@@ -152,25 +138,26 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     // Contract 18: a candidate that waits is known, with its priority, for
     // as long as it waits (however the call ends).
     let started = now();
-    if wait == 0 || !candidates::register(key, id, claim.priority, started) {
-        return wait_for_lease(key, id, ttl, started.saturating_add(wait), claim);
+    let deadline = started.saturating_add(wait);
+    if wait == 0 {
+        return wait_for_lease(key, id, ttl, deadline, claim);
     }
+    let ranked = candidates::register(key, id, claim.priority, started);
     let acquired = std::cell::Cell::new(false);
     PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
-        acquired.set(wait_for_lease(
-            key,
-            id,
-            ttl,
-            started.saturating_add(wait),
-            claim,
-        ));
+        acquired.set(wait_for_lease(key, id, ttl, deadline, claim));
     }))
     .finally(|| {
         candidates::leave();
-        // Gave up or failed: those it outranked may take the key now. (A
-        // winner holds it: they learn so at their next look.)
-        if !acquired.get() {
+        if ranked && !acquired.get() {
+            // Gave up or failed: those it outranked may take the key now.
             waiters::candidate_left(key);
+        } else if ranked && claim.slots > 1 {
+            // Took a slot: another may be free (its knock came to this
+            // candidate too, or found the next one outranked by it), so
+            // the next candidate looks. (A winner of a key of one slot
+            // holds it: the others learn so at their next look.)
+            waiters::slot_taken(key);
         }
     })
     .execute();
@@ -182,7 +169,7 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
 fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>) -> bool {
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
-        let seen = waiters::broadcasts(key);
+        let seen = waiters::wakes(key);
         // Each look in a subtransaction, rolled back unless it acquired:
         // a waiter keeps no lock while it sleeps, not even on the table
         // (DDL on the extension would queue behind it, and every renewal
@@ -212,15 +199,16 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
             return counted(false, Counter::Acquired);
         }
         // Registered only now (a rolled-back subtransaction cancels it); a
-        // release that committed since the look is seen by its broadcast.
+        // release that committed since the look is seen by its knock or
+        // broadcast.
         waiters::prepare(key);
-        if waiters::broadcasts(key) != seen {
+        if waiters::wakes(key) != seen {
             waiters::done();
             continue;
         }
         // Rounded up: waking before the expiry would find it still live.
         let sleep_us = until.min(deadline) - now;
-        waiters::sleep(key, (sleep_us + 999) / 1000);
+        waiters::sleep(key, seen, (sleep_us + 999) / 1000);
         waiters::done();
     }
 }
@@ -290,32 +278,36 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     if !own_live && candidates::outranked(key, claim.priority) {
         return Attempt::HeldUntil(candidates::outranked_until());
     }
-    // Lock it only if we may take or extend it; SKIP LOCKED: never wait.
-    let locked = kept_if_locked(|| {
-        plans::run(
-            schema_version::lock_acquirable(),
-            &[key.into(), id.into(), caller().into()],
-            first_lease,
-        )
-    });
-    let Some(lease) = locked else {
-        return Attempt::Busy;
-    };
+    // Lock it only if we may take or extend it (SKIP LOCKED: never wait),
+    // and write under that lock.
+    plans::under_lock(
+        || {
+            plans::run(
+                schema_version::lock_acquirable(),
+                &[key.into(), id.into(), caller().into()],
+                first_lease,
+            )
+        },
+        |lease| take_locked(key, id, ttl, claim, lease),
+    )
+    .unwrap_or(Attempt::Busy)
+}
 
+/// With the lease's row locked (`under_lock`): extend it, or start a new
+/// tenure. None when neither can be done now.
+fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) -> Option<Attempt> {
     let now = now();
     if lease.is_live(now) {
         // Live and, by the lock's condition, ours: extend, same term; the
         // session binding stays with the session that acquired it.
-        let Some(term) = extend(key, id, now, Some(ttl)) else {
-            return Attempt::Busy;
-        };
+        let term = extend(key, id, now, Some(ttl))?;
         proclaim_extended(key, id, term, now, claim.value);
-        return Attempt::Acquired;
+        return Some(Attempt::Acquired);
     }
 
     // Vacant or lapsed: a new tenure, once held leases outlast a failover.
     if !failover::ready_for_new_tenures() {
-        return Attempt::Busy;
+        return None;
     }
     let expires_at = now + ttl.0;
     let term = plans::run(
@@ -338,7 +330,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         claim.value,
         1,
     );
-    Attempt::Acquired
+    Some(Attempt::Acquired)
 }
 
 /// The parameters of `queries::INSERT_FIRST_TERM` and `START_TERM`.
@@ -506,30 +498,32 @@ pub fn release_all(id: &str) -> i64 {
     released.len() as i64 + tenures
 }
 
-/// Locks the lease `id` holds live. Its term and the time it was found
-/// live, or None (not held live by `id`, or locked by another transaction).
-fn lock_own_live(key: &str, id: &str) -> Option<(i64, i64)> {
-    let (term, expires_at) = kept_if_locked(|| {
-        let args = [key.into(), id.into(), caller().into()];
-        plans::run(schema_version::lock_own(), &args, |t| {
-            let row = t.into_iter().next()?;
-            Some((
-                row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
-                micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
-            ))
-        })
-    })?;
-    let now = now();
-    (expires_at > now).then_some((term, now))
+/// Locks the lease `id` holds live and runs `write` with its term and the
+/// time it was found live (`under_lock`). None when not held live by `id`,
+/// or locked by another transaction.
+fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i64, i64) -> T) -> Option<T> {
+    plans::under_lock(
+        || {
+            let args = [key.into(), id.into(), caller().into()];
+            plans::run(schema_version::lock_own(), &args, |t| {
+                let row = t.into_iter().next()?;
+                Some((
+                    row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
+                    micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
+                ))
+            })
+        },
+        |(term, expires_at)| {
+            let now = now();
+            (expires_at > now).then(|| write(term, now))
+        },
+    )
 }
 
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
-    let Some((term, now)) = lock_own_live(key, id) else {
-        return slots::release(key, id);
-    };
-    vacate(key, id, term, now, false);
-    true
+    with_own_live(key, id, |term, now| vacate(key, id, term, now, false)).is_some()
+        || slots::release(key, id)
 }
 
 /// Vacates a locked, live lease and announces it.
@@ -677,21 +671,20 @@ fn assert_tenure(
 
 /// Contract 11: sets the value of the lease `id` holds live.
 pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
-    let Some((term, _)) = lock_own_live(key, id) else {
-        return slots::proclaim(key, id, value);
+    let set = |term| {
+        let value_arg = value.map_or_else(DatumWithOid::null::<&str>, Into::into);
+        plans::run(queries::SET_VALUE, &[key.into(), value_arg], |_| ());
+        failover::commit_durably();
+        Event::Proclaimed {
+            key,
+            holder: id,
+            term,
+            at: now(),
+            value,
+        }
+        .send();
     };
-    let value_arg = value.map_or_else(DatumWithOid::null::<&str>, Into::into);
-    plans::run(queries::SET_VALUE, &[key.into(), value_arg], |_| ());
-    failover::commit_durably();
-    Event::Proclaimed {
-        key,
-        holder: id,
-        term,
-        at: now(),
-        value,
-    }
-    .send();
-    true
+    with_own_live(key, id, |term, _| set(term)).is_some() || slots::proclaim(key, id, value)
 }
 
 /// Contract 11, le_lease: the lease as it stands now. Holder, remaining and

@@ -108,3 +108,27 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool
     })
     .execute()
 }
+
+/// Runs `lock` (a `SELECT ... FOR NO KEY UPDATE SKIP LOCKED`) and, when it
+/// locked a row, `write` under that lock, in one subtransaction: kept when
+/// `write` changed something, rolled back otherwise.
+///
+/// Rolled back: a row that was updated after the statement's snapshot is
+/// locked in its latest version and only then re-checked against the WHERE
+/// clause; when the re-check fails the row is not returned but stays locked
+/// until the transaction ends. A rival that lost a race would so keep the
+/// winner's row locked, and the winner's renewals (which never wait) would
+/// fail: for the rest of the rival's transaction, or of a waiting
+/// le_acquire. Rolling the subtransaction back releases that lock.
+///
+/// One subtransaction for both: a lock taken in a subtransaction and a
+/// write in its parent are two transaction ids on the row, which
+/// PostgreSQL records as a MultiXact at every write, and every later
+/// reader of the row's older versions looks up (bench/acquire_wake.sh
+/// found this on top of the profile of busy handovers).
+pub fn under_lock<L, T>(
+    lock: impl FnOnce() -> Option<L>,
+    write: impl FnOnce(L) -> Option<T>,
+) -> Option<T> {
+    in_subtransaction(|| lock().and_then(write), Option::is_some)
+}

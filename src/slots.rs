@@ -413,13 +413,14 @@ pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
     Some(term)
 }
 
-/// Locks the tenure `id` holds live on `key`: slot, term, and the time it
-/// was found live; None when there is none or it is locked.
-fn lock_own_live(key: &str, id: &str) -> Option<(i32, i64, i64)> {
+/// Locks the tenure `id` holds live on `key` and runs `write` with its
+/// slot, term and the time it was found live (`plans::under_lock`); None
+/// when there is none or it is locked.
+fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i32, i64, i64) -> T) -> Option<T> {
     if !schema_version::has_slots() {
         return None;
     }
-    let (slot, term, expires_at) = plans::in_subtransaction(
+    plans::under_lock(
         || {
             let args = [key.into(), id.into(), caller().into()];
             plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
@@ -431,19 +432,19 @@ fn lock_own_live(key: &str, id: &str) -> Option<(i32, i64, i64)> {
                 ))
             })
         },
-        Option::is_some,
-    )?;
-    let now = now();
-    (expires_at > now).then_some((slot, term, now))
+        |(slot, term, expires_at)| {
+            let now = now();
+            (expires_at > now).then(|| write(slot, term, now))
+        },
+    )
 }
 
 /// Contract 3.3 for a tenure of a key of many slots.
 pub fn release(key: &str, id: &str) -> bool {
-    let Some((slot, term, now)) = lock_own_live(key, id) else {
-        return false;
-    };
-    vacate(key, slot, id, term, now, false, slots_of(key));
-    true
+    with_own_live(key, id, |slot, term, now| {
+        vacate(key, slot, id, term, now, false, slots_of(key))
+    })
+    .is_some()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -482,24 +483,23 @@ pub fn force_release(key: &str) -> usize {
 
 /// Contract 11 for a tenure of a key of many slots.
 pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
-    let Some((slot, term, now)) = lock_own_live(key, id) else {
-        return false;
-    };
-    plans::run(
-        queries::SET_SLOT_VALUE,
-        &[key.into(), slot.into(), value_arg(value)],
-        |_| (),
-    );
-    failover::commit_durably();
-    Event::Proclaimed {
-        key,
-        holder: id,
-        term,
-        at: now,
-        value,
-    }
-    .send_for(slots_of(key));
-    true
+    with_own_live(key, id, |slot, term, now| {
+        plans::run(
+            queries::SET_SLOT_VALUE,
+            &[key.into(), slot.into(), value_arg(value)],
+            |_| (),
+        );
+        failover::commit_durably();
+        Event::Proclaimed {
+            key,
+            holder: id,
+            term,
+            at: now,
+            value,
+        }
+        .send_for(slots_of(key));
+    })
+    .is_some()
 }
 
 /// The holder extended its tenure with a value: set it and announce it.

@@ -1,29 +1,36 @@
 //! Blocking acquire (contract 9): where le_acquire waits, and what wakes it.
 //!
-//! Shared memory holds one PostgreSQL condition variable per bucket of keys
-//! (a hash of the key picks the bucket). A transaction that vacates a lease
-//! (release, expiry, end of a session-bound lease) broadcasts the key's
-//! bucket when it commits, so waiters wake exactly when the vacant row is
-//! visible to a new snapshot; a transaction that started a tenure
-//! broadcasts when it rolls back, since the lease is vacant again. Waiters
-//! sleep on latches: no CPU, and PostgreSQL's interrupt handling (cancel,
-//! termination, statement_timeout) works while they do.
+//! A waiting le_acquire is a candidate (`candidates.rs`) and sleeps on its
+//! latch. A transaction that vacates a lease (release, expiry, end of a
+//! session-bound lease) knocks, when it commits, on the one candidate its
+//! key serves first (one per lease or tenure vacated), so waiters wake
+//! exactly when the vacant row is visible to a new snapshot, and only the
+//! one that will win wakes: on a small machine, a herd of losers looking
+//! delays the winner. A candidate that stops waiting without the lease
+//! knocks on the others of its key.
+//!
+//! Shared memory also holds one PostgreSQL condition variable per bucket of
+//! keys (a hash of the key picks the bucket), for what knocks cannot
+//! reach: a transaction that started a tenure broadcasts its bucket when
+//! it rolls back, since the lease is vacant again; and while some waiter
+//! waits unranked (the registry was full), commits broadcast too. Sleeping
+//! on latches costs no CPU, and PostgreSQL's interrupt handling (cancel,
+//! termination, statement_timeout) works meanwhile.
 //!
 //! Only active when the library is preloaded; otherwise le_acquire looks
 //! again every `UNPRELOADED_RECHECK_MS`.
 
 use crate::candidates;
-use crate::databases;
 use crate::preload;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::AtomicI32;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Buckets of keys. Waiters of keys that share a bucket wake together and
-/// go back to sleep after one look at their own key.
+/// Buckets of keys. Waiters of keys that share a bucket wake together on
+/// a broadcast and go back to sleep after one look at their own key.
 const BUCKETS: usize = 64;
 
 /// How often le_acquire looks again when there is no shared memory.
@@ -33,42 +40,38 @@ pub const UNPRELOADED_RECHECK_MS: i64 = 100;
 /// look this much later (see `sleep`).
 const SECOND_LOOK_MS: i64 = 5;
 
-/// When the broadcast was for another candidate (the one the key serves
-/// first), the others look this much later: by then it has taken the
-/// lease, or, had it stopped waiting without, its leaving woke them
-/// (`candidate_left`); this look only covers what neither can.
-const CHOSEN_OTHER_MS: i64 = 50;
-
 struct Buckets {
     cvs: [UnsafeCell<pg_sys::ConditionVariable>; BUCKETS],
     /// Broadcasts so far, per bucket.
     woken: [AtomicU64; BUCKETS],
     /// The last broadcast a waiter claimed, per bucket (see `sleep`).
     claimed: [AtomicU64; BUCKETS],
-    /// The PGPROC number of the candidate the last broadcast is for (the
-    /// one a release's key will serve first, contract 18), or -1.
-    chosen: [AtomicI32; BUCKETS],
 }
 
 static BUCKETS_SHMEM: PgAtomic<AssertPGRXSharedMemory<Buckets>> =
     unsafe { PgAtomic::new(c"leaderlock waiters") };
 
 thread_local! {
-    /// Buckets to broadcast when the current transaction commits.
+    /// Buckets to broadcast when the current transaction commits, should
+    /// a waiter wait unranked.
     static AT_COMMIT: Cell<u64> = const { Cell::new(0) };
     /// Buckets to broadcast when it rolls back.
     static AT_ABORT: Cell<u64> = const { Cell::new(0) };
-    /// The first keys vacated by this transaction: at commit, each one's
-    /// best candidate is woken first.
-    static KEYS_AT_COMMIT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The keys vacated by this transaction, each as often as it vacated
+    /// one of its leases or tenures: at commit, that many of its
+    /// candidates are knocked on.
+    static KEYS_AT_COMMIT: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
+    /// Buckets of vacated keys beyond `KNOCKED_KEYS`: broadcast at commit.
+    static UNKNOCKED: Cell<u64> = const { Cell::new(0) };
     /// While le_acquire looks (`look_begins`): its transaction nesting
     /// level and the buckets of tenures started before the look.
     static LOOK: Cell<Option<(i32, u64)>> = const { Cell::new(None) };
 }
 
-/// Most keys of one transaction whose best candidate is looked up at
-/// commit (le_release_all may vacate thousands; the rest wake as before).
-const CHOSEN_KEYS: usize = 64;
+/// Most keys of one transaction whose candidates are knocked on at commit
+/// (le_release_all may vacate thousands; the buckets of the rest are
+/// broadcast).
+const KNOCKED_KEYS: usize = 64;
 
 /// Called from `_PG_init` while preloading.
 pub fn init() {
@@ -82,7 +85,6 @@ pub fn init() {
                 }),
                 woken: std::array::from_fn(|_| AtomicU64::new(0)),
                 claimed: std::array::from_fn(|_| AtomicU64::new(0)),
-                chosen: std::array::from_fn(|_| AtomicI32::new(-1)),
             })
         }
     );
@@ -108,14 +110,19 @@ fn cv(bucket: usize) -> *mut pg_sys::ConditionVariable {
     BUCKETS_SHMEM.get().cvs[bucket].get()
 }
 
-/// The lease of `key` becomes vacant if this transaction commits.
+/// A lease (or tenure) of `key` becomes vacant if this transaction commits.
 pub fn wake_at_commit(key: &str) {
     if preload::preloaded() {
-        AT_COMMIT.set(AT_COMMIT.get() | 1 << bucket(key));
+        let b = 1 << bucket(key);
+        AT_COMMIT.set(AT_COMMIT.get() | b);
         KEYS_AT_COMMIT.with(|keys| {
             let mut keys = keys.borrow_mut();
-            if keys.len() < CHOSEN_KEYS {
-                keys.push(key.to_string());
+            if let Some(n) = keys.get_mut(key) {
+                *n += 1;
+            } else if keys.len() < KNOCKED_KEYS {
+                keys.insert(key.to_string(), 1);
+            } else {
+                UNKNOCKED.set(UNKNOCKED.get() | b);
             }
         });
     }
@@ -128,42 +135,45 @@ pub fn wake_at_abort(key: &str) {
     }
 }
 
-/// From the transaction callback (`worker_worker_wakeup.rs`): the transaction ended.
+/// From the transaction callback (`worker_wakeup.rs`): the transaction
+/// ended. (Its commit is visible to every new snapshot by then.)
 pub fn transaction_ended(committed: bool) {
     LOOK.set(None);
     let commit = AT_COMMIT.replace(0);
     let abort = AT_ABORT.replace(0);
+    let unknocked = UNKNOCKED.replace(0);
     let keys = KEYS_AT_COMMIT.with(|k| std::mem::take(&mut *k.borrow_mut()));
-    if committed {
-        choose(commit, &keys);
+    if !committed {
+        broadcast(abort);
+        return;
     }
-    broadcast(if committed { commit } else { abort });
+    for (key, vacated) in &keys {
+        candidates::knock_best(key, *vacated);
+    }
+    // Read after the commit: a waiter counted later looks after it too.
+    broadcast(if candidates::unranked_waiting() {
+        commit
+    } else {
+        unknocked
+    });
 }
 
-/// Before a broadcast of the buckets in `mask`: for each bucket, the best
-/// candidate of a key vacated there (-1: none known; the first awake
-/// claims the wake-up then).
-fn choose(mask: u64, keys: &[String]) {
-    let shared = BUCKETS_SHMEM.get();
-    for b in 0..BUCKETS {
-        if mask & (1 << b) != 0 {
-            shared.chosen[b].store(-1, Ordering::SeqCst);
-        }
-    }
-    for key in keys {
-        if let Some(procno) = candidates::best(key) {
-            shared.chosen[bucket(key)].store(procno, Ordering::SeqCst);
-        }
-    }
-}
-
-/// A candidate stopped waiting for `key` (it won, gave up or failed):
-/// wake the others of its bucket now, so those it outranked look again.
+/// A candidate stopped waiting for `key` without the lease (it gave up or
+/// failed): the others of its key look again, those it outranked too.
 pub fn candidate_left(key: &str) {
     if preload::preloaded() {
-        let b = bucket(key);
-        BUCKETS_SHMEM.get().chosen[b].store(-1, Ordering::SeqCst);
-        broadcast(1 << b);
+        candidates::knock_all(key);
+        if candidates::unranked_waiting() {
+            broadcast(1 << bucket(key));
+        }
+    }
+}
+
+/// A candidate took a slot of `key`, a key of many slots: the next one
+/// looks, in case another slot is free.
+pub fn slot_taken(key: &str) {
+    if preload::preloaded() {
+        candidates::knock_best(key, 1);
     }
 }
 
@@ -213,91 +223,93 @@ pub fn look_ends() {
 pub fn transaction_prepared() {
     AT_COMMIT.set(0);
     AT_ABORT.set(0);
+    UNKNOCKED.set(0);
     KEYS_AT_COMMIT.with(|k| k.borrow_mut().clear());
     LOOK.set(None);
 }
 
-/// How many times `key`'s bucket was broadcast so far: a waiter reads it
-/// before it looks at the lease and compares after registering, so a
+/// What wakes a waiter for a key, counted so far: its bucket's broadcasts
+/// and the knocks on its own candidate entry. A waiter reads it before it
+/// looks at the lease and compares after registering to sleep, so a
 /// release that commits in between is never missed.
-pub fn broadcasts(key: &str) -> u64 {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Wakes {
+    broadcasts: u64,
+    knocks: u64,
+}
+
+pub fn wakes(key: &str) -> Wakes {
     if preload::preloaded() {
-        BUCKETS_SHMEM.get().woken[bucket(key)].load(Ordering::SeqCst)
+        Wakes {
+            broadcasts: BUCKETS_SHMEM.get().woken[bucket(key)].load(Ordering::SeqCst),
+            knocks: candidates::knocks(),
+        }
     } else {
-        0
+        Wakes {
+            broadcasts: 0,
+            knocks: 0,
+        }
     }
 }
 
-/// Registers this backend as a waiter for `key`, before it sleeps.
+/// Registers this backend as a waiter for `key`'s bucket, before it sleeps.
 pub fn prepare(key: &str) {
     if preload::preloaded() {
         unsafe { pg_sys::ConditionVariablePrepareToSleep(cv(bucket(key))) };
     }
 }
 
-/// Sleeps until woken for `key`'s bucket or until `until_ms` milliseconds
-/// have passed, whichever is first. Raises on cancel, termination or
-/// statement_timeout (PostgreSQL checks for interrupts in the sleep).
-///
-/// A release wakes every waiter of its key (and of keys sharing the
-/// bucket), but only one can win. So that they do not all race for the row
-/// at once (on a small machine that herd delays the winner), the candidate
-/// the key serves first (`candidates.rs`: highest priority, then waiting
-/// longest) looks at once, or, when none is known, the first one awake
-/// claims the wake-up and does; the others look `SECOND_LOOK_MS` later
-/// (sooner if woken again), by which time the lease is usually taken and
-/// one read sends them back to sleep. Should that one not take it (it
-/// failed, or the claimer waits for another key of the bucket), the lease
-/// is taken a few milliseconds later, never missed.
-pub fn sleep(key: &str, until_ms: i64) {
-    let ms = until_ms.max(0);
-    unsafe {
-        if preload::preloaded() {
-            let b = bucket(key);
-            let started = std::time::Instant::now();
-            let timed_out =
-                pg_sys::ConditionVariableTimedSleep(cv(b), ms, pg_sys::PG_WAIT_EXTENSION);
-            if timed_out {
-                return;
-            }
-            let Some(later) = look_later(b) else {
-                return;
-            };
-            let left = ms - started.elapsed().as_millis() as i64;
-            if left > 0 {
-                pg_sys::ConditionVariableTimedSleep(
-                    cv(b),
-                    left.min(later),
-                    pg_sys::PG_WAIT_EXTENSION,
-                );
-            }
-        } else {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                ms.min(UNPRELOADED_RECHECK_MS),
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-            pg_sys::check_for_interrupts!();
+/// Sleeps until `until_ms` milliseconds have passed or something wakes the
+/// waiter for `key` since `seen`: a knock at once; a broadcast at once for
+/// the first waiter awake, who claims it, and `SECOND_LOOK_MS` later for
+/// the others (sooner if woken again), by which time the lease is usually
+/// taken and one read sends them back to sleep. Raises on cancel,
+/// termination or statement_timeout (PostgreSQL checks for interrupts
+/// here).
+pub fn sleep(key: &str, mut seen: Wakes, until_ms: i64) {
+    let started = std::time::Instant::now();
+    let mut until_ms = until_ms.max(0);
+    if !preload::preloaded() {
+        latch_wait(until_ms.min(UNPRELOADED_RECHECK_MS));
+        return;
+    }
+    let b = bucket(key);
+    loop {
+        let now = wakes(key);
+        if now.knocks != seen.knocks {
+            return;
         }
+        if now.broadcasts != seen.broadcasts {
+            if claim(b) {
+                return;
+            }
+            // Popped off the bucket's list by the broadcast: back on it,
+            // so that the next one still wakes us.
+            prepare(key);
+            seen.broadcasts = now.broadcasts;
+            until_ms = until_ms.min(started.elapsed().as_millis() as i64 + SECOND_LOOK_MS);
+            continue;
+        }
+        let left = until_ms - started.elapsed().as_millis() as i64;
+        if left <= 0 {
+            return;
+        }
+        latch_wait(left);
     }
 }
 
-/// After a broadcast of bucket `b`: None to look at once (this backend
-/// is the candidate chosen for it, or none is and it claims it first),
-/// else how long to wait before its own look.
-fn look_later(b: usize) -> Option<i64> {
-    let chosen = &BUCKETS_SHMEM.get().chosen[b];
-    let me = databases::my_procno();
-    match chosen.load(Ordering::SeqCst) {
-        -1 if claim(b) => None,
-        -1 => Some(SECOND_LOOK_MS),
-        procno if procno == me => {
-            let _ = chosen.compare_exchange(me, -1, Ordering::SeqCst, Ordering::SeqCst);
-            None
-        }
-        _ => Some(CHOSEN_OTHER_MS),
+/// Waits on this backend's latch for up to `ms`, then checks for
+/// interrupts.
+fn latch_wait(ms: i64) {
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+        pg_sys::check_for_interrupts!();
     }
 }
 

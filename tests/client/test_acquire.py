@@ -62,6 +62,12 @@ def sleeping(conn, pid):
                      "FROM pg_stat_activity WHERE pid = %s", (*event, pid)) is True
 
 
+def context_switches(pid):
+    """Times process `pid` went to sleep so far (/proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("voluntary_ctxt_switches:")).split()[1])
+
+
 def cpu_ticks(pid):
     """utime + stime of a process, in clock ticks (/proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -137,6 +143,48 @@ class AcquireTest(unittest.TestCase):
         self.assertLessEqual(spent, 1, f"the waiting backend used {spent} clock ticks in 2 s")
         one(self.conn, "SELECT le_release(%s, 'a')", (self.key,))
         self.assertIs(w.join(), True)
+
+    @unittest.skipIf(PORTABLE, "the portable edition's le_acquire polls (portable/README.md, difference 2)")
+    def test_a_release_wakes_only_the_candidate_that_will_win(self):
+        """Each release wakes the one candidate its key serves first (here
+        the longest waiting); the last in line sleeps through three
+        handovers without waking once, then wins the fourth."""
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'h', '1 minute')", (self.key,)))
+        line = [self.waiter(self.key, f"w{i}") for i in range(4)]
+        last = line[-1]
+        before = context_switches(last.pid)
+        for i, holder in enumerate(["h", "w0", "w1"]):
+            self.assertTrue(one(self.conn, "SELECT le_release(%s, %s)", (self.key, holder)))
+            self.assertIs(line[i].join(), True)
+            self.assertEqual(self.lease()[0], f"w{i}")
+        time.sleep(0.2)
+        woken = context_switches(last.pid) - before
+        self.assertTrue(sleeping(self.conn, last.pid))
+        # Woken by each release, it would have gone back to sleep each time.
+        self.assertLessEqual(woken, 1, f"the last waiter woke {woken} times in three handovers")
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'w2')", (self.key,)))
+        self.assertIs(last.join(), True)
+        self.assertEqual(self.lease()[0], "w3")
+
+    @unittest.skipIf(PORTABLE, "the portable edition's le_acquire polls (portable/README.md, difference 2)")
+    def test_a_candidate_terminated_at_its_turn_wakes_the_next(self):
+        """The release woke w0 alone; w0 is terminated before it could look
+        (frozen meanwhile): on its way out it wakes w1, who takes the lease
+        long before the holder's minute would have run out."""
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'h', '1 minute')", (self.key,)))
+        first, second = self.waiter(self.key, "w0"), self.waiter(self.key, "w1")
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(one(self.conn, "SELECT le_release(%s, 'h')", (self.key,)))
+            self.assertTrue(one(self.conn, "SELECT pg_terminate_backend(%s)", (first.pid,)))
+            time.sleep(0.2)
+            self.assertIsNone(second.returned_at)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        self.assertIs(second.join(), True)
+        self.assertEqual(self.lease()[0], "w1")
+        first.join()
+        self.assertIsInstance(first.error, psycopg2.OperationalError)
 
     def test_cancel_and_terminate_end_the_wait(self):
         self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))

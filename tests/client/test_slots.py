@@ -8,6 +8,7 @@ Bounds are liveness bounds; timing goals belong to the benchmarks.
 """
 import os
 import random
+import signal
 import threading
 import time
 import unittest
@@ -50,6 +51,49 @@ class SlotsTest(unittest.TestCase):
         # True can only come from the release: the tenures had a minute left.
         self.assertIs(w.join(), True)
         self.assertEqual(self.holders(), [("b", 2), ("c", 3)])
+
+    def test_two_slots_freed_by_one_commit_wake_two_waiters(self):
+        """A commit that vacates two tenures of a key wakes two of its
+        candidates, not one: both slots are taken long before the tenures'
+        minute would have run out."""
+        self.assertTrue(self.take("a"))
+        self.assertTrue(self.take("b"))
+        waiters = []
+        for who in ("c", "d"):
+            w = Waiter(self.key, who, slots=2)
+            self.closers.append(w)
+            self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid) or w.returned_at, GENEROUS),
+                            "the waiter never slept")
+            waiters.append(w)
+        releaser = connect(autocommit=False)
+        self.closers.append(releaser)
+        self.assertTrue(one(releaser, "SELECT le_release(%s, 'a')", (self.key,)))
+        self.assertTrue(one(releaser, "SELECT le_release(%s, 'b')", (self.key,)))
+        releaser.commit()
+        self.assertEqual([w.join() for w in waiters], [True, True])
+        self.assertEqual(sorted(h for h, _ in self.holders()), ["c", "d"])
+
+    @unittest.skipIf(PORTABLE, "the portable edition's le_acquire polls (portable/README.md, difference 2)")
+    def test_a_winner_passes_on_a_wake_up_it_did_not_need(self):
+        """Two releases, one after the other, each wake the candidate served
+        first, c, frozen meanwhile: both wake-ups go to c. Once it runs and
+        takes a slot, the next candidate, d, looks and takes the other,
+        long before the tenures' minute would have run out."""
+        self.assertTrue(self.take("a"))
+        self.assertTrue(self.take("b"))
+        first, second = Waiter(self.key, "c", slots=2), Waiter(self.key, "d", slots=2)
+        self.closers += [first, second]
+        for w in (first, second):
+            self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid) or w.returned_at, GENEROUS),
+                            "the waiter never slept")
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(one(self.conn, "SELECT le_release(%s, 'a')", (self.key,)))
+            self.assertTrue(one(self.conn, "SELECT le_release(%s, 'b')", (self.key,)))
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        self.assertEqual([first.join(), second.join()], [True, True])
+        self.assertEqual(sorted(h for h, _ in self.holders()), ["c", "d"])
 
     @unittest.skipIf(PORTABLE, "no worker in the portable edition: tests/portable/README.md")
     def test_the_worker_expires_each_tenure_on_its_own_and_payloads_carry_slots(self):

@@ -1,5 +1,7 @@
 """Renewals are HOT updates (no index change), so the table and its indexes
-stay small under constant renewal (contract 2; benchmark W3 measures more)."""
+stay small under constant renewal (contract 2; benchmark W3 measures more);
+and no change of a lease records a MultiXact, which every later reader of
+the row's older versions would have to look up."""
 import time
 import unittest
 
@@ -45,6 +47,31 @@ class StorageTest(unittest.TestCase):
         self.assertGreaterEqual(upd1 - upd0, 100)
         # Other updates (the worker's) may interleave; ours are all HOT.
         self.assertGreaterEqual(hot1 - hot0, 100, f"{hot1 - hot0} HOT of {upd1 - upd0} updates")
+
+    def test_lease_changes_record_no_multixact(self):
+        """Acquisitions (le_try_acquire, and le_acquire's looks), releases and
+        values, for keys of one slot and of two: each row is locked and
+        written by one transaction id, so the server's next MultiXact id
+        does not move."""
+        c = connect()
+        try:
+            def next_multixact():
+                one(c, "CHECKPOINT")
+                return int(one(c, "SELECT next_multixact_id::text::bigint FROM pg_control_checkpoint()"))
+
+            before = next_multixact()
+            for i in range(3):
+                for slots in (1, 2):
+                    key = f"storage-multi-{slots}-{i}-{time.time_ns()}"
+                    self.assertTrue(one(c, "SELECT le_try_acquire(%s, 'a', '1 hour', slots => %s)", (key, slots)))
+                    self.assertTrue(one(c, "SELECT le_proclaim(%s, 'a', '1')", (key,)))
+                    self.assertTrue(one(c, "SELECT le_release(%s, 'a')", (key,)))
+                    self.assertTrue(one(c, "SELECT le_acquire(%s, 'b', '1 hour', '1 second', slots => %s)",
+                                        (key, slots)))
+                    self.assertTrue(one(c, "SELECT le_release(%s, 'b')", (key,)))
+            self.assertEqual(next_multixact() - before, 0, "MultiXacts were recorded")
+        finally:
+            c.close()
 
 
 if __name__ == "__main__":
