@@ -206,46 +206,40 @@ fn knock(i: usize, procno: i32) {
 }
 
 /// Wakes the `n` candidates for `key` that would be served first (a
-/// commit vacated `n` of its leases or tenures); returns how many there
-/// were.
-pub fn knock_best(key: &str, n: usize) -> usize {
-    let best: Vec<(usize, i32)> = ranked(key).into_iter().take(n).collect();
-    for &(i, procno) in &best {
-        knock(i, procno);
+/// commit vacated `n` of its leases or tenures).
+pub fn knock_best(key: &str, n: usize) {
+    for (i, e) in in_serving_order(key).into_iter().take(n) {
+        knock(i, e.procno);
     }
-    best.len()
 }
 
 /// Wakes every candidate for `key`: one stopped waiting without the
 /// lease, so those it outranked, or any of them, may take it now.
 pub fn knock_all(key: &str) {
-    for (i, procno) in ranked(key) {
-        knock(i, procno);
+    for (i, e) in in_serving_order(key) {
+        knock(i, e.procno);
     }
 }
 
-/// The entries (index, PGPROC number) of the candidates for `key`, in
-/// serving order.
-fn ranked(key: &str) -> Vec<(usize, i32)> {
-    let mut found = entries_for(key);
-    found.sort_by_key(|(_, e)| std::cmp::Reverse(e.rank()));
-    found.into_iter().map(|(i, e)| (i, e.procno)).collect()
-}
-
-/// The candidates for `key` (with their entries' indexes), unordered.
-fn entries_for(key: &str) -> Vec<(usize, Entry)> {
+/// The candidates for `key`, with their entries' indexes, in the order
+/// they would be served.
+fn in_serving_order(key: &str) -> Vec<(usize, Entry)> {
     if !preload::preloaded() {
         return Vec::new();
     }
     let database = database();
-    let registry = REGISTRY.share();
-    registry
-        .entries
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.waits_for(database, key))
-        .map(|(i, e)| (i, *e))
-        .collect()
+    let mut found: Vec<(usize, Entry)> = {
+        let registry = REGISTRY.share();
+        registry
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.waits_for(database, key))
+            .map(|(i, e)| (i, *e))
+            .collect()
+    };
+    found.sort_by_key(|(_, e)| std::cmp::Reverse(e.rank()));
+    found
 }
 
 /// How long an outranked candidate sleeps at most before it looks again:
@@ -277,9 +271,7 @@ pub fn outranked(key: &str, priority: i32) -> bool {
 /// le_candidates: (id, priority, waiting since) of each candidate waiting
 /// for `key` now, in the order they would be served.
 pub fn list(key: &str) -> Vec<(String, i32, i64)> {
-    let mut found = entries_for(key);
-    found.sort_by_key(|(_, e)| std::cmp::Reverse(e.rank()));
-    found
+    in_serving_order(key)
         .iter()
         .map(|(_, e)| {
             (
