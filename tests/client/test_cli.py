@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from harness import DB, HOST, LAZY_DB, PORT, PORTABLE, WORK, Listener, parse_time, Cluster, connect, free_port, one, pgbouncer, wait_for
+from harness import client_side, DB, HOST, LAZY_DB, PORT, PORTABLE, WORK, Listener, parse_time, Cluster, connect, free_port, one, pgbouncer, wait_for
 
 CLI = os.environ.get("LEADERLOCK_CLI", "")
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli_child.py")
@@ -108,6 +108,7 @@ class Run:
         self.log_file.close()
 
 
+@client_side
 class CliCase(unittest.TestCase):
     """Fixtures and helpers of the CLI tests (no tests of its own: the
     other CLI test files build on it)."""

