@@ -3,7 +3,11 @@
 //! no candidate of lower priority takes the key (`outranked`);
 //! `le_candidates` lists them in the order they would be served; and a
 //! release wakes the one that will win, and only that one (`knock_best`,
-//! used by `waiters.rs`).
+//! used by `waiters.rs`). The candidate knocked on has the key to itself
+//! until its next look, for `RESERVED_US` at most: a caller of the same
+//! priority that comes in meanwhile (the releaser campaigning again, a
+//! le_try_acquire) would otherwise often take the lease first, and the
+//! one knocked on, finding the row locked, would wait for nothing.
 //!
 //! One entry per waiting backend, under one LWLock: registering and leaving
 //! take it exclusively (once per le_acquire that waits), lookups share it.
@@ -21,7 +25,7 @@ use pgrx::prelude::*;
 use pgrx::shmem::{AssertPGRXSharedMemory, PGRXSharedMemory};
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// Most candidates waiting at once on the server. Beyond, a waiting
 /// le_acquire still waits, unlisted and unranked (docs/sql-reference.md).
@@ -92,9 +96,16 @@ struct Knocks {
     /// compares after, as with a bucket's broadcasts, so a knock that comes
     /// in between is never missed.
     count: [AtomicU64; CAPACITY],
+    /// Per entry: until when (server clock) the key is reserved for it, a
+    /// knock's; 0 once it looked.
+    reserved_until: [AtomicI64; CAPACITY],
     /// Waiters that found the registry full: nobody can knock for them.
     unranked: AtomicU32,
 }
+
+/// How long a knocked candidate has its key to itself at most (it usually
+/// looks within a millisecond; a frozen one delays the others this long).
+const RESERVED_US: i64 = 100_000;
 
 static KNOCKS: PgAtomic<AssertPGRXSharedMemory<Knocks>> =
     unsafe { PgAtomic::new(c"leaderlock knocks") };
@@ -115,6 +126,7 @@ pub fn init() {
         KNOCKS = unsafe {
             AssertPGRXSharedMemory::new(Knocks {
                 count: std::array::from_fn(|_| AtomicU64::new(0)),
+                reserved_until: std::array::from_fn(|_| AtomicI64::new(0)),
                 unranked: AtomicU32::new(0),
             })
         }
@@ -168,6 +180,7 @@ pub fn leave() -> Option<String> {
         KNOCKS.get().unranked.fetch_sub(1, Ordering::SeqCst);
     }
     let i = MINE.take()?;
+    KNOCKS.get().reserved_until[i].store(0, Ordering::SeqCst);
     let mut registry = REGISTRY.exclusive();
     let e = registry.entries[i];
     registry.entries[i] = Entry::EMPTY;
@@ -201,7 +214,9 @@ pub fn knocks() -> u64 {
 /// the entry change hands meanwhile, its new waiter looks once for
 /// nothing.)
 fn knock(i: usize, procno: i32) {
-    KNOCKS.get().count[i].fetch_add(1, Ordering::SeqCst);
+    let knocks = KNOCKS.get();
+    knocks.reserved_until[i].store(clock::now().saturating_add(RESERVED_US), Ordering::SeqCst);
+    knocks.count[i].fetch_add(1, Ordering::SeqCst);
     databases::set_latch(procno);
 }
 
@@ -248,24 +263,55 @@ fn in_serving_order(key: &str) -> Vec<(usize, Entry)> {
 /// missed (a waiter beyond the registry, whom nobody knocks for).
 const OUTRANKED_RECHECK_US: i64 = 1_000_000;
 
-/// Until when an outranked candidate may sleep (server clock).
-pub fn outranked_until() -> i64 {
-    clock::now().saturating_add(OUTRANKED_RECHECK_US)
+/// Whether another candidate goes before a caller of `priority` for
+/// `key` (this backend's own entry aside): one of higher priority waits,
+/// or one of the same or higher priority was knocked on and has not
+/// looked yet (unless this backend was knocked on too). If so, until when
+/// the caller may sleep (server clock).
+pub fn outranked(key: &str, priority: i32) -> Option<i64> {
+    if !preload::preloaded() {
+        return None;
+    }
+    let (database, mine, now) = (database(), MINE.get(), clock::now());
+    let reserved = |i: usize| KNOCKS.get().reserved_until[i].load(Ordering::SeqCst);
+    let knocked_too = mine.is_some_and(|i| reserved(i) > now);
+    let registry = REGISTRY.share();
+    let mut until = None;
+    for (i, e) in registry.entries.iter().enumerate() {
+        if Some(i) == mine || !e.waits_for(database, key) || e.priority < priority {
+            continue;
+        }
+        if e.priority > priority {
+            return Some(now.saturating_add(OUTRANKED_RECHECK_US));
+        }
+        let r = reserved(i);
+        if r > now && !knocked_too {
+            until = until.max(Some(r));
+        }
+    }
+    until
 }
 
-/// Whether a candidate of higher priority than `priority` waits for `key`
-/// (this backend's own entry aside).
-pub fn outranked(key: &str, priority: i32) -> bool {
-    if !preload::preloaded() {
-        return false;
+/// This backend, a candidate, looked at its key since a knock (read
+/// before the look as `reserved`): the key is no longer reserved for it.
+/// (A knock during the look reserves it again, for the next look.)
+pub fn looked(reserved: i64) {
+    if let Some(i) = MINE.get() {
+        let _ = KNOCKS.get().reserved_until[i].compare_exchange(
+            reserved,
+            0,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
     }
-    let (database, mine) = (database(), MINE.get());
-    let registry = REGISTRY.share();
-    registry
-        .entries
-        .iter()
-        .enumerate()
-        .any(|(i, e)| Some(i) != mine && e.waits_for(database, key) && e.priority > priority)
+}
+
+/// Until when the key is reserved for this backend (0: it is not).
+pub fn reserved() -> i64 {
+    match MINE.get() {
+        Some(i) if preload::preloaded() => KNOCKS.get().reserved_until[i].load(Ordering::SeqCst),
+        _ => 0,
+    }
 }
 
 /// le_candidates: (id, priority, waiting since) of each candidate waiting

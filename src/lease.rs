@@ -170,6 +170,7 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
         let seen = waiters::wakes(key);
+        let reserved = candidates::reserved();
         // Each look in a subtransaction, rolled back unless it acquired:
         // a waiter keeps no lock while it sleeps, not even on the table
         // (DDL on the extension would queue behind it, and every renewal
@@ -180,6 +181,7 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
             |a| *a == Attempt::Acquired,
         );
         waiters::look_ends();
+        candidates::looked(reserved);
         let now = now();
         let until = match outcome {
             Attempt::Acquired => return counted(true, Counter::Acquired),
@@ -246,10 +248,12 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     };
     match seen {
         None if claim.slots > 1 => return many(None, false).unwrap_or(Attempt::Busy),
-        None if candidates::outranked(key, claim.priority) => {
-            return Attempt::HeldUntil(candidates::outranked_until())
+        None => {
+            if let Some(until) = candidates::outranked(key, claim.priority) {
+                return Attempt::HeldUntil(until);
+            }
+            return insert_first_term(key, id, ttl, claim, deadline);
         }
-        None => return insert_first_term(key, id, ttl, claim, deadline),
         Some(lease) if lease.slots > 1 || claim.slots > 1 => {
             if let Some(outcome) = many(Some(lease.slots), lease.is_live(read_at)) {
                 return outcome;
@@ -275,8 +279,10 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
 
     // Contract 18: a new tenure waits for every candidate of higher
     // priority (a live holder extends whatever waits).
-    if !own_live && candidates::outranked(key, claim.priority) {
-        return Attempt::HeldUntil(candidates::outranked_until());
+    if !own_live {
+        if let Some(until) = candidates::outranked(key, claim.priority) {
+            return Attempt::HeldUntil(until);
+        }
     }
     // Lock it only if we may take or extend it (SKIP LOCKED: never wait),
     // and write under that lock.

@@ -133,8 +133,8 @@ pub fn attempt(
     // Contract 18: no new tenure while a candidate of higher priority waits.
     let outranked = || candidates::outranked(key, priority);
     let Some(has) = has else {
-        if outranked() {
-            return Outcome::HeldUntil(candidates::outranked_until());
+        if let Some(until) = outranked() {
+            return Outcome::HeldUntil(until);
         }
         return match first_tenure(key, id, ttl, slots, value, deadline) {
             // A concurrent first acquisition of the key won: a free slot
@@ -186,8 +186,8 @@ pub fn attempt(
         input::slots_differ(key, has, slots);
     }
     if slots == 1 {
-        if outranked() {
-            return Outcome::HeldUntil(candidates::outranked_until());
+        if let Some(until) = outranked() {
+            return Outcome::HeldUntil(until);
         }
         if !failover::ready_for_new_tenures() {
             return Outcome::Busy;
@@ -216,8 +216,10 @@ pub fn attempt(
     if has == slots && count >= i64::from(slots) {
         return Outcome::HeldUntil(earliest.unwrap_or(i64::MAX));
     }
-    if slots > 1 && outranked() {
-        return Outcome::HeldUntil(candidates::outranked_until());
+    if slots > 1 {
+        if let Some(until) = outranked() {
+            return Outcome::HeldUntil(until);
+        }
     }
     // Lock the key's row, find a free slot, issue a term: in a
     // subtransaction kept only if it acquired, so a candidate that finds

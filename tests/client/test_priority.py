@@ -6,6 +6,9 @@ timeout, cancel or termination, stops counting at once.
 
 Bounds are liveness bounds; timing goals belong to bench/acquire_wake.sh.
 """
+import os
+import signal
+import sys
 import threading
 import time
 import unittest
@@ -154,6 +157,43 @@ class PriorityTest(unittest.TestCase):
         self.assertIsNone(low.returned_at)
         self.release("b")
         self.assertIs(low.join(), True)
+
+    def test_a_release_goes_to_the_waiting_candidate_not_back_to_the_releaser(self):
+        """The holder releases and at once campaigns again (le_try_acquire,
+        the same priority); the candidate that waited gets the key every
+        time: the release knocked on it, and the key is its until it looked.
+        (Without that, the releaser, a round trip away, usually came first.)"""
+        for round_ in range(10):
+            self.key = f"{self.key.rsplit('#', 1)[0]}#{round_}"
+            self.hold()
+            w = self.waiter(f"waiter-{round_}", 0)
+            self.release("holder")
+            again = one(self.conn, "SELECT le_try_acquire(%s, 'holder', '1 minute')", (self.key,))
+            self.assertFalse(again, f"round {round_}: the releaser took the key back")
+            self.assertIs(w.join(), True)
+            self.assertEqual(one(self.conn, "SELECT le_leader(%s)", (self.key,)), f"waiter-{round_}")
+
+    def test_a_frozen_candidate_keeps_the_key_reserved_briefly(self):
+        """The candidate knocked on is frozen (SIGSTOP of its backend): the
+        key is reserved to it for a moment only; then another takes it. Its
+        le_acquire, thawed, waits on."""
+        self.hold()
+        w = self.waiter("frozen", 0, wait="30 seconds")
+        os.kill(w.pid, signal.SIGSTOP)
+        try:
+            self.release("holder")
+            released = time.monotonic()
+            self.assertFalse(one(self.conn, "SELECT le_try_acquire(%s, 'other', '1 minute')", (self.key,)))
+            self.assertTrue(wait_for(lambda: one(self.conn, "SELECT le_try_acquire(%s, 'other', '1 minute')",
+                                                 (self.key,)), timeout=GENEROUS, interval=0.01))
+            print(f"\n  reserved to the frozen candidate for {(time.monotonic() - released) * 1000:.0f} ms",
+                  file=sys.stderr)
+        finally:
+            os.kill(w.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        self.assertIsNone(w.returned_at, w.error)
+        self.release("other")
+        self.assertIs(w.join(), True)
 
     def test_bad_priority(self):
         with self.assertRaises(psycopg2.errors.NullValueNotAllowed):
