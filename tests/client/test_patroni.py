@@ -254,6 +254,6 @@ class PatroniTest(unittest.TestCase):
         took.sort()
         p99 = took[min(len(took) - 1, round(0.99 * (len(took) - 1)))]
         print(f"\n  Patroni (ttl {TTL} s, loop_wait {LOOP_WAIT} s), leaderlock ttl 10 s: {SWITCHOVERS} "
-              f"switchovers, 0 command stops; {FAILOVERS} primary kills, next command started after "
+              f"switchovers, 0 command stops; {FAILOVERS} kill(s) of the primary, next command started after "
               f"p50 {took[(len(took) - 1) // 2]:.2f} s, p99 {p99:.2f} s "
               f"({', '.join(f'{t:.2f}' for t in took)})", file=sys.stderr)
