@@ -181,6 +181,13 @@ lints_on() {
   [ "$1" = 15 ] || grep -rqE "feature = \"pg$1\"" "$REPO_ROOT/src"
 }
 
+# on_two_versions: whether the current version is one of the two (15, 18)
+# where the suites that do not depend on the server's version run in full:
+# packages, the portable edition, the tests of clients, the whole chaos.
+on_two_versions() {
+  [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]
+}
+
 # test_version N: every suite on PostgreSQL N.
 test_version() {
   use_pg "$1"
@@ -208,7 +215,7 @@ test_version() {
   # keeps under its hour); elsewhere, or when only some suites run and
   # package is not one, against a debug build.
   local packaged=false
-  if wants package && { [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]; }; then
+  if wants package && on_two_versions; then
     packaged=true
   fi
   if $packaged; then
@@ -226,7 +233,7 @@ test_version() {
   # The portable edition, on 15 and 18 (tests/portable/README.md); the move
   # to the compiled edition and back needs the compiled one installed: before
   # the package suite's apt-get remove.
-  if wants portable && { [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]; }; then
+  if wants portable && on_two_versions; then
     stage "portable edition (tests/portable)"
     # (the client tests, which do not depend on the server's version, on 15)
     local steps=regress,isolation,notify,concurrency,migrate,security
@@ -300,7 +307,7 @@ test_on_a_cluster() {
     # 15 and 18, and the crash-and-failover chaos runs its full minute there
     # (20 s elsewhere): the test command keeps under its hour.
     local client_side=0 chaos=20
-    if [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]; then client_side=1 chaos=60; fi
+    if on_two_versions; then client_side=1 chaos=60; fi
     (cd "$REPO_ROOT/tests/client" && \
       LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
