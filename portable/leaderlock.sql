@@ -1025,7 +1025,8 @@ $fn$;
 
 -- Contract 17: _le_lock_own for a key of many slots: locks the tenure p_id
 -- holds live on p_key (owned by a role p_caller is a member of), never
--- waiting; its slot and term, or NULLs.
+-- waiting; its slot and term, else raises LE0NL. Called, as _le_lock_own,
+-- inside the caller's block that also writes the row.
 CREATE FUNCTION @extschema@._le_lock_own_slot(p_key text, p_id text, p_caller oid,
                                               OUT o_slot integer, OUT o_term bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1037,22 +1038,15 @@ DECLARE
     r record;
     v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
-    BEGIN
-        SELECT s.slot, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts INTO r
-          FROM @extschema@.leaderlock_slots s
-         WHERE s.key = p_key AND s.holder = p_id
-           AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
-           AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
-         LIMIT 1
-           FOR NO KEY UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RAISE SQLSTATE 'LE0NL';
-        END IF;
-    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
-        RETURN;
-    END;
-    IF r.lasts <= clock_timestamp() THEN
-        RETURN;
+    SELECT s.slot, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts INTO r
+      FROM @extschema@.leaderlock_slots s
+     WHERE s.key = p_key AND s.holder = p_id
+       AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+     LIMIT 1
+       FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND OR r.lasts <= clock_timestamp() THEN
+        RAISE SQLSTATE 'LE0NL';
     END IF;
     o_slot := r.slot;
     o_term := r.term;
@@ -1532,9 +1526,11 @@ BEGIN
         END IF;
     END IF;
 
-    -- Lock it only if we may take or extend it, never waiting. In a
-    -- subtransaction rolled back when no row comes back: a row re-checked
-    -- after an update stays locked otherwise (see lease.rs kept_if_locked).
+    -- Lock it only if we may take or extend it, never waiting, and write
+    -- it in the same block: one subtransaction, so the row carries one
+    -- transaction id (no MultiXact), rolled back when no row comes back or
+    -- nothing is written (a row re-checked after an update stays locked
+    -- otherwise: see lease.rs kept_if_locked).
     BEGIN
         SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO locked
           FROM @extschema@.leaderlock l
@@ -1546,49 +1542,47 @@ BEGIN
         IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';
         END IF;
-    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
-        o_outcome := 'busy';
-        RETURN;
-    END;
 
-    t := clock_timestamp();
-    IF locked.holder IS NOT NULL AND locked.lasts > t THEN
-        -- Live and, by the lock's condition, ours: extend, same term.
-        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
-        IF v_term IS NULL THEN
-            o_outcome := 'busy';
+        t := clock_timestamp();
+        IF locked.holder IS NOT NULL AND locked.lasts > t THEN
+            -- Live and, by the lock's condition, ours: extend, same term.
+            v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+            IF v_term IS NULL THEN
+                RAISE SQLSTATE 'LE0NL';
+            END IF;
+            IF p_value IS NOT NULL THEN
+                UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+                PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
+                                                 NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
+            END IF;
+            o_outcome := 'acquired';
             RETURN;
         END IF;
-        IF p_value IS NOT NULL THEN
-            UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
-            PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
-                                             NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
-        END IF;
-        o_outcome := 'acquired';
-        RETURN;
-    END IF;
 
-    -- Vacant or lapsed: a new tenure.
-    t := clock_timestamp();
-    v_expires := t + p_ttl;
-    UPDATE @extschema@.leaderlock l
-       SET holder = p_id, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
-           acquired_at = t, renewed_at = t, expires_at = v_expires, ttl = p_ttl,
-           recheck_at = v_expires, value = p_value, session_pid = NULL, session_start = NULL,
-           owner = p_caller, tenures = l.tenures + 1, changed_at = t,
-           expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
-     WHERE l.key = p_key
-    RETURNING l.term INTO v_term;
-    PERFORM @extschema@._le_durable();
-    IF locked.holder IS NOT NULL THEN
-        -- A lapsed lease taken over: its end is announced first, as the
-        -- worker would have.
-        PERFORM @extschema@._le_announce('expired'::text, p_key, locked.holder, locked.term, t, NULL::text,
-                                         locked.lasts, NULL::jsonb, NULL::boolean, NULL::integer);
-    END IF;
-    PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
-                                     v_expires, p_value, NULL::boolean, NULL::integer);
-    o_outcome := 'acquired';
+        -- Vacant or lapsed: a new tenure.
+        t := clock_timestamp();
+        v_expires := t + p_ttl;
+        UPDATE @extschema@.leaderlock l
+           SET holder = p_id, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
+               acquired_at = t, renewed_at = t, expires_at = v_expires, ttl = p_ttl,
+               recheck_at = v_expires, value = p_value, session_pid = NULL, session_start = NULL,
+               owner = p_caller, tenures = l.tenures + 1, changed_at = t,
+               expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
+         WHERE l.key = p_key
+        RETURNING l.term INTO v_term;
+        PERFORM @extschema@._le_durable();
+        IF locked.holder IS NOT NULL THEN
+            -- A lapsed lease taken over: its end is announced first, as the
+            -- worker would have.
+            PERFORM @extschema@._le_announce('expired'::text, p_key, locked.holder, locked.term, t, NULL::text,
+                                             locked.lasts, NULL::jsonb, NULL::boolean, NULL::integer);
+        END IF;
+        PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
+                                         v_expires, p_value, NULL::boolean, NULL::integer);
+        o_outcome := 'acquired';
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        o_outcome := 'busy';
+    END;
 END
 $fn$;
 
@@ -1615,7 +1609,12 @@ END
 $fn$;
 
 -- Locks the lease p_id holds live (owned by a role p_caller is a member
--- of), never waiting; its term, or NULL.
+-- of), never waiting; its term, else raises LE0NL. Called inside the
+-- caller's block that handles LE0NL and also writes the row: the lock and
+-- the write then share one subtransaction, so the row carries one
+-- transaction id (a lock by a subtransaction and a write by its parent
+-- would be recorded as a MultiXact), and a row locked but rejected on
+-- re-check is not left locked (see lease.rs kept_if_locked).
 CREATE FUNCTION @extschema@._le_lock_own(p_key text, p_id text, p_caller oid) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1626,21 +1625,14 @@ DECLARE
     r record;
     v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
-    BEGIN
-        SELECT l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
-          FROM @extschema@.leaderlock l
-         WHERE l.key = p_key AND l.holder = p_id
-           AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
-           AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
-           FOR NO KEY UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RAISE SQLSTATE 'LE0NL';
-        END IF;
-    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
-        RETURN NULL;
-    END;
-    IF r.lasts <= clock_timestamp() THEN
-        RETURN NULL;
+    SELECT l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+      FROM @extschema@.leaderlock l
+     WHERE l.key = p_key AND l.holder = p_id
+       AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+       AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
+       FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND OR r.lasts <= clock_timestamp() THEN
+        RAISE SQLSTATE 'LE0NL';
     END IF;
     RETURN r.term;
 END
@@ -1661,13 +1653,24 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_act_as(p_caller);
-    v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
-    IF v_term IS NULL THEN
-        -- the caller's own tenure of a key of many slots (contract 17)
+    -- Each lock with its write, in one block (see _le_lock_own).
+    BEGIN
+        v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+        t := clock_timestamp();
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+               session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+         WHERE l.key = p_key;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
+                                         NULL::timestamptz, NULL::jsonb, false, NULL::integer);
+        RETURN true;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        NULL;
+    END;
+    -- the caller's own tenure of a key of many slots (contract 17)
+    BEGIN
         SELECT o.o_slot, o.o_term INTO own FROM @extschema@._le_lock_own_slot(p_key, p_id, p_caller) o;
-        IF own.o_slot IS NULL THEN
-            RETURN false;
-        END IF;
         t := clock_timestamp();
         UPDATE @extschema@.leaderlock_slots s
            SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
@@ -1678,16 +1681,9 @@ BEGIN
                                          NULL::timestamptz, NULL::jsonb, false,
                                          (SELECT l.slots FROM @extschema@.leaderlock l WHERE l.key = p_key));
         RETURN true;
-    END IF;
-    t := clock_timestamp();
-    UPDATE @extschema@.leaderlock l
-       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
-           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
-     WHERE l.key = p_key;
-    PERFORM @extschema@._le_durable();
-    PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
-                                     NULL::timestamptz, NULL::jsonb, false, NULL::integer);
-    RETURN true;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN false;
+    END;
 END
 $fn$;
 
@@ -1756,8 +1752,10 @@ $fn$;
 -- Contract 16, le_release_all: locks every lease p_id holds live (owned by
 -- a role p_caller is a member of), skipping rows another transaction holds
 -- locked, then releases each as _le_release does (term kept, counted) and
--- announces each. Returns how many. When none is found, the lock's
--- subtransaction is rolled back: nothing stays locked (as _le_lock_own).
+-- announces each. Returns how many. Its tenures of keys of many slots,
+-- then its leases, each kind locked and written in one block (see
+-- _le_lock_own); a block that finds none is rolled back: nothing stays
+-- locked.
 CREATE FUNCTION @extschema@._le_release_all(p_id text, p_caller oid) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1777,20 +1775,6 @@ BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
     v_pro := @extschema@._le_promoted_at();
     BEGIN
-        SELECT array_agg(o.key) INTO v_keys
-          FROM (SELECT l.key FROM @extschema@.leaderlock l
-                 WHERE l.holder = p_id
-                   AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
-                   AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
-                   FOR NO KEY UPDATE SKIP LOCKED) o;
-        IF v_keys IS NULL THEN
-            RAISE SQLSTATE 'LE0NL';
-        END IF;
-    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
-        v_keys := NULL;
-    END;
-    -- and its tenures of keys of many slots (contract 17), the same way
-    BEGIN
         SELECT array_agg(o.key), array_agg(o.slot) INTO v_slot_keys, v_slots
           FROM (SELECT s.key, s.slot FROM @extschema@.leaderlock_slots s
                  WHERE s.holder = p_id
@@ -1800,39 +1784,50 @@ BEGIN
         IF v_slot_keys IS NULL THEN
             RAISE SQLSTATE 'LE0NL';
         END IF;
+        -- read after the locks, as _le_release does
+        t := clock_timestamp();
+        FOR r IN
+            UPDATE @extschema@.leaderlock_slots s
+               SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
+                   changed_at = t
+              FROM ROWS FROM (unnest(v_slot_keys), unnest(v_slots)) AS v(key, slot)
+             WHERE s.key = v.key AND s.slot = v.slot AND s.holder = p_id
+               AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+            RETURNING s.key, s.term, (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) AS slots
+        LOOP
+            PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
+                                             NULL::timestamptz, NULL::jsonb, false, r.slots);
+            n := n + 1;
+        END LOOP;
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
-        v_slot_keys := NULL;
+        NULL;
     END;
-    IF v_keys IS NULL AND v_slot_keys IS NULL THEN
-        RETURN 0;
-    END IF;
-    -- read after the locks, as _le_release does
-    t := clock_timestamp();
-    FOR r IN
-        UPDATE @extschema@.leaderlock_slots s
-           SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
-               changed_at = t
-          FROM ROWS FROM (unnest(v_slot_keys), unnest(v_slots)) AS v(key, slot)
-         WHERE s.key = v.key AND s.slot = v.slot AND s.holder = p_id
-           AND GREATEST(s.expires_at, v_pro + s.ttl) > t
-        RETURNING s.key, s.term, (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) AS slots
-    LOOP
-        PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
-                                         NULL::timestamptz, NULL::jsonb, false, r.slots);
-        n := n + 1;
-    END LOOP;
-    FOR r IN
-        UPDATE @extschema@.leaderlock l
-           SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
-               session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
-         WHERE l.key = ANY (v_keys) AND l.holder = p_id
-           AND GREATEST(l.expires_at, v_pro + l.ttl) > t
-        RETURNING l.key, l.term
-    LOOP
-        PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
-                                         NULL::timestamptz, NULL::jsonb, false, NULL::integer);
-        n := n + 1;
-    END LOOP;
+    BEGIN
+        SELECT array_agg(o.key) INTO v_keys
+          FROM (SELECT l.key FROM @extschema@.leaderlock l
+                 WHERE l.holder = p_id
+                   AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+                   AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
+                   FOR NO KEY UPDATE SKIP LOCKED) o;
+        IF v_keys IS NULL THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+        t := clock_timestamp();
+        FOR r IN
+            UPDATE @extschema@.leaderlock l
+               SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+                   session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+             WHERE l.key = ANY (v_keys) AND l.holder = p_id
+               AND GREATEST(l.expires_at, v_pro + l.ttl) > t
+            RETURNING l.key, l.term
+        LOOP
+            PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
+                                             NULL::timestamptz, NULL::jsonb, false, NULL::integer);
+            n := n + 1;
+        END LOOP;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        NULL;
+    END;
     IF n > 0 THEN
         PERFORM @extschema@._le_durable();
     END IF;
@@ -1856,25 +1851,29 @@ BEGIN
     PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_value(p_value);
     PERFORM @extschema@._le_act_as(p_caller);
-    v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
-    IF v_term IS NULL THEN
-        -- the caller's own tenure of a key of many slots (contract 17)
+    -- Each lock with its write, in one block (see _le_lock_own).
+    BEGIN
+        v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+        UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, clock_timestamp(), NULL::text,
+                                         NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
+        RETURN true;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        NULL;
+    END;
+    -- the caller's own tenure of a key of many slots (contract 17)
+    BEGIN
         SELECT o.o_slot, o.o_term INTO own FROM @extschema@._le_lock_own_slot(p_key, p_id, p_caller) o;
-        IF own.o_slot IS NULL THEN
-            RETURN false;
-        END IF;
         UPDATE @extschema@.leaderlock_slots s SET value = p_value WHERE s.key = p_key AND s.slot = own.o_slot;
         PERFORM @extschema@._le_durable();
         PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, own.o_term, clock_timestamp(),
                                          NULL::text, NULL::timestamptz, p_value, NULL::boolean,
                                          (SELECT l.slots FROM @extschema@.leaderlock l WHERE l.key = p_key));
         RETURN true;
-    END IF;
-    UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
-    PERFORM @extschema@._le_durable();
-    PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, clock_timestamp(), NULL::text,
-                                     NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
-    RETURN true;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN false;
+    END;
 END
 $fn$;
 

@@ -5,7 +5,7 @@ the row's older versions would have to look up."""
 import time
 import unittest
 
-from harness import PORTABLE, connect, one
+from harness import connect, one
 
 
 class StorageTest(unittest.TestCase):
@@ -48,8 +48,6 @@ class StorageTest(unittest.TestCase):
         # Other updates (the worker's) may interleave; ours are all HOT.
         self.assertGreaterEqual(hot1 - hot0, 100, f"{hot1 - hot0} HOT of {upd1 - upd0} updates")
 
-    @unittest.skipIf(PORTABLE, "the portable edition's PL/pgSQL still locks and writes in two "
-                               "subtransactions (tests/portable/README.md)")
     def test_lease_changes_record_no_multixact(self):
         """Acquisitions (le_try_acquire, and le_acquire's looks), releases and
         values, for keys of one slot and of two: each row is locked and
