@@ -1530,7 +1530,7 @@ BEGIN
     -- it in the same block: one subtransaction, so the row carries one
     -- transaction id (no MultiXact), rolled back when no row comes back or
     -- nothing is written (a row re-checked after an update stays locked
-    -- otherwise: see lease.rs kept_if_locked).
+    -- otherwise: see src/plans.rs under_lock).
     BEGIN
         SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO locked
           FROM @extschema@.leaderlock l
@@ -1614,7 +1614,7 @@ $fn$;
 -- the write then share one subtransaction, so the row carries one
 -- transaction id (a lock by a subtransaction and a write by its parent
 -- would be recorded as a MultiXact), and a row locked but rejected on
--- re-check is not left locked (see lease.rs kept_if_locked).
+-- re-check is not left locked (see src/plans.rs under_lock).
 CREATE FUNCTION @extschema@._le_lock_own(p_key text, p_id text, p_caller oid) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1770,6 +1770,7 @@ DECLARE
     t timestamptz;
     v_pro timestamptz;
     n integer := 0;
+    k integer;
 BEGIN
     PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_act_as(p_caller);
@@ -1786,6 +1787,7 @@ BEGIN
         END IF;
         -- read after the locks, as _le_release does
         t := clock_timestamp();
+        k := n;
         FOR r IN
             UPDATE @extschema@.leaderlock_slots s
                SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
@@ -1799,6 +1801,9 @@ BEGIN
                                              NULL::timestamptz, NULL::jsonb, false, r.slots);
             n := n + 1;
         END LOOP;
+        IF n = k THEN
+            RAISE SQLSTATE 'LE0NL';   -- all lapsed since the lock: keep none locked
+        END IF;
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         NULL;
     END;
@@ -1813,6 +1818,7 @@ BEGIN
             RAISE SQLSTATE 'LE0NL';
         END IF;
         t := clock_timestamp();
+        k := n;
         FOR r IN
             UPDATE @extschema@.leaderlock l
                SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
@@ -1825,6 +1831,9 @@ BEGIN
                                              NULL::timestamptz, NULL::jsonb, false, NULL::integer);
             n := n + 1;
         END LOOP;
+        IF n = k THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         NULL;
     END;

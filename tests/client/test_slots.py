@@ -188,8 +188,11 @@ class SlotsChangeRaceTest(unittest.TestCase):
             t.join()
         self.assertEqual(errors, [])
         print(f"\n  slots change race: {dict(counts)}")
-        self.assertGreater(counts[1], 20)
-        self.assertGreater(counts[2], 20)
+        # Both kinds took the key, turn about, often enough to race: the
+        # portable edition's calls are slower (16 to 58 of one slot in
+        # 4 s, 2026-11-26; the compiled edition's, hundreds).
+        self.assertGreater(counts[1], 10)
+        self.assertGreater(counts[2], 10)
         self.assertEqual(both, [])
 
 

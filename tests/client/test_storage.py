@@ -49,10 +49,10 @@ class StorageTest(unittest.TestCase):
         self.assertGreaterEqual(hot1 - hot0, 100, f"{hot1 - hot0} HOT of {upd1 - upd0} updates")
 
     def test_lease_changes_record_no_multixact(self):
-        """Acquisitions (le_try_acquire, and le_acquire's looks), releases and
-        values, for keys of one slot and of two: each row is locked and
-        written by one transaction id, so the server's next MultiXact id
-        does not move."""
+        """Acquisitions (le_try_acquire, and le_acquire's looks), extensions
+        with a value, releases (le_release_all too) and values, for keys of
+        one slot and of two: each row is locked and written by one
+        transaction id, so the server's next MultiXact id does not move."""
         c = connect()
         try:
             def next_multixact():
@@ -64,11 +64,17 @@ class StorageTest(unittest.TestCase):
                 for slots in (1, 2):
                     key = f"storage-multi-{slots}-{i}-{time.time_ns()}"
                     self.assertTrue(one(c, "SELECT le_try_acquire(%s, 'a', '1 hour', slots => %s)", (key, slots)))
+                    self.assertTrue(one(c, "SELECT le_try_acquire(%s, 'a', '1 hour', value => '2', slots => %s)",
+                                        (key, slots)))
                     self.assertTrue(one(c, "SELECT le_proclaim(%s, 'a', '1')", (key,)))
                     self.assertTrue(one(c, "SELECT le_release(%s, 'a')", (key,)))
                     self.assertTrue(one(c, "SELECT le_acquire(%s, 'b', '1 hour', '1 second', slots => %s)",
                                         (key, slots)))
                     self.assertTrue(one(c, "SELECT le_release(%s, 'b')", (key,)))
+                    holder = f"all-{key}"
+                    self.assertTrue(one(c, "SELECT le_try_acquire(%s, %s, '1 hour', slots => %s)",
+                                        (key, holder, slots)))
+                    self.assertEqual(one(c, "SELECT le_release_all(%s)", (holder,)), 1)
             self.assertEqual(next_multixact() - before, 0, "MultiXacts were recorded")
         finally:
             c.close()

@@ -47,7 +47,7 @@ SELECT pg_sleep(0.05);
 BEGIN;
 SELECT le_renew_all('p-all') AS renewed_all, le_release_all('p-all') AS released_all,
        le_release_all('p-all') AS released_again;
--- (written and locked: by this transaction or one of its subtransactions,
+-- (written, locked: by this transaction or one of its subtransactions,
 -- whose xids come after it; no other transaction writes meanwhile)
 SELECT key, xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296 AS written,
        xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296 AS locked
