@@ -66,6 +66,44 @@ class RaceTest(unittest.TestCase):
         c.close()
 
 
+class RefusedCallsLockNothingTest(unittest.TestCase):
+    """A rival's refused calls, in a transaction it keeps open, leave the
+    holder's rows unlocked (contract 3: a refused call changes nothing and
+    locks nothing): another session locks them at once with NOWAIT, and
+    the holder renews."""
+
+    def test_refused_calls_in_an_open_transaction_lock_no_row(self):
+        key, sem = f"refused-{time.time_ns()}", f"refused-sem-{time.time_ns()}"
+        holder = connect()
+        self.addCleanup(holder.close)
+        self.assertTrue(one(holder, "SELECT le_try_acquire(%s, 'h', '1 hour')", (key,)))
+        self.assertTrue(one(holder, "SELECT le_try_acquire(%s, 'h', '1 hour', slots => 2)", (sem,)))
+        rival = connect(autocommit=False)
+        self.addCleanup(rival.close)
+        r = f"r-{time.time_ns()}"
+        for sql, args in (("SELECT le_release(%s, %s)", (key, r)), ("SELECT le_proclaim(%s, %s, '1')", (key, r)),
+                          ("SELECT le_renew(%s, %s)", (key, r)), ("SELECT le_release(%s, %s)", (sem, r)),
+                          ("SELECT le_proclaim(%s, %s, '1')", (sem, r)), ("SELECT le_renew(%s, %s)", (sem, r)),
+                          ("SELECT le_try_acquire(%s, %s, '1 hour')", (key, r)),
+                          ("SELECT le_release_all(%s)", (r,)), ("SELECT le_renew_all(%s)", (r,))):
+            self.assertIn(one(rival, sql, args), (False, 0), sql)
+        # the rival's transaction is still open
+        other = connect(autocommit=False)
+        self.addCleanup(other.close)
+        try:
+            rows = one(other, "SELECT count(*) FROM (SELECT 1 FROM leaderlock WHERE key IN (%s, %s) "
+                              "FOR NO KEY UPDATE NOWAIT) x", (key, sem))
+            tenures = one(other, "SELECT count(*) FROM (SELECT 1 FROM leaderlock_slots WHERE key = %s "
+                                 "FOR NO KEY UPDATE NOWAIT) x", (sem,))
+        except psycopg2.errors.LockNotAvailable:
+            self.fail("a refused call kept a row locked")
+        self.assertEqual((rows, tenures), (2, 1))
+        other.rollback()
+        self.assertTrue(one(holder, "SELECT le_renew(%s, 'h')", (key,)))
+        self.assertTrue(one(holder, "SELECT le_renew(%s, 'h')", (sem,)))
+        rival.rollback()
+
+
 class TenureChecks:
     """Checks a record of successful calls, by server clock: every term was
     one tenure of one id, tenures never overlapped, terms only grew."""
