@@ -1770,7 +1770,6 @@ DECLARE
     t timestamptz;
     v_pro timestamptz;
     n integer := 0;
-    k integer;
 BEGIN
     PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_act_as(p_caller);
@@ -1782,12 +1781,8 @@ BEGIN
                    AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
                    AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                    FOR NO KEY UPDATE SKIP LOCKED) o;
-        IF v_slot_keys IS NULL THEN
-            RAISE SQLSTATE 'LE0NL';
-        END IF;
         -- read after the locks, as _le_release does
         t := clock_timestamp();
-        k := n;
         FOR r IN
             UPDATE @extschema@.leaderlock_slots s
                SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
@@ -1801,8 +1796,9 @@ BEGIN
                                              NULL::timestamptz, NULL::jsonb, false, r.slots);
             n := n + 1;
         END LOOP;
-        IF n = k THEN
-            RAISE SQLSTATE 'LE0NL';   -- all lapsed since the lock: keep none locked
+        IF NOT FOUND THEN
+            -- none found, or all lapsed since the lock: keep none locked
+            RAISE SQLSTATE 'LE0NL';
         END IF;
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         NULL;
@@ -1814,11 +1810,7 @@ BEGIN
                    AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
                    AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
                    FOR NO KEY UPDATE SKIP LOCKED) o;
-        IF v_keys IS NULL THEN
-            RAISE SQLSTATE 'LE0NL';
-        END IF;
         t := clock_timestamp();
-        k := n;
         FOR r IN
             UPDATE @extschema@.leaderlock l
                SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
@@ -1831,7 +1823,7 @@ BEGIN
                                              NULL::timestamptz, NULL::jsonb, false, NULL::integer);
             n := n + 1;
         END LOOP;
-        IF n = k THEN
+        IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';
         END IF;
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
