@@ -42,10 +42,15 @@ import sys
 import threading
 import time
 
+import psycopg2.errors
+
 import bench
 
-# Each candidate reports (key, term, monotonic time) of its wins and of its
-# releases.
+# Each candidate reports, in order, (kind, key, monotonic time) of its wins
+# and of its releases. It asks no term: one more statement per win would land
+# in the very handovers measured. The parent gives each win its term from the
+# key's `acquired` notifications to that candidate (the n-th win, the n-th
+# term), and each release the term of the win before it.
 WON, RELEASED = "won", "released"
 
 
@@ -58,29 +63,26 @@ def candidate(i, port, keys, prefix, hold, target, ready, done, count, out):
         conn = bench.connect(port)
         warm = f"{prefix}warm-{i}"
         bench.one(conn, "SELECT le_acquire(%s, %s, '1 minute', '0')", (warm, me))
-        bench.one(conn, "SELECT term FROM le_lease(%s)", (warm,))
         bench.one(conn, "SELECT le_release(%s, %s)", (warm, me))
         bench.one(conn, "SELECT le_acquire(%s, %s, '1 minute', '0') AND le_release(%s, %s)", (warm, me, warm, me))
         ready.wait()
         while not done.is_set():
             if not bench.one(conn, "SELECT le_acquire(%s, %s, '10 seconds', '1 minute')", (key, me)):
                 continue
-            won = time.monotonic()
-            term = bench.one(conn, "SELECT term FROM le_lease(%s)", (key,))
-            seen.append((WON, key, term, won))
+            seen.append((WON, key, time.monotonic()))
             time.sleep(random.uniform(*hold))
             bench.one(conn, "SELECT le_release(%s, %s)", (key, me))
             released = time.monotonic()
             with count.get_lock():
                 count.value += 1
                 if count.value <= target:
-                    seen.append((RELEASED, key, term, released))
+                    seen.append((RELEASED, key, released))
                 if count.value >= target:
                     done.set()
         conn.close()
-        out.put((None, seen))
+        out.put((None, me, seen))
     except Exception as e:  # noqa: BLE001 - reported by the parent
-        out.put((repr(e), seen))
+        out.put((repr(e), me, seen))
         done.set()
 
 
@@ -128,17 +130,38 @@ def main():
     started = time.monotonic()
     done.wait(600)
     elapsed = time.monotonic() - started
-    wins, releases, errors = {}, {}, []
+    reports, errors = [], []
     for _ in procs:
-        error, seen = out.get(timeout=120)
+        error, me, seen = out.get(timeout=120)
         if error:
             errors.append(error)
-        for kind, key, term, at in seen:
-            (wins if kind == WON else releases)[(key, term)] = at
+        reports.append((me, seen))
     for p in procs:
         p.join(30)
     if errors:
         raise RuntimeError(f"a candidate failed: {errors[0]}")
+    events = []
+    while True:
+        listener.poll()
+        if not listener.notifies:
+            break
+        while listener.notifies:
+            events.append(json.loads(listener.notifies.pop(0).payload))
+    # Terms: each candidate's wins of a key, in order, are the key's
+    # acquisitions by that candidate, in order of term.
+    terms = {}
+    for e in sorted((e for e in events if e["event"] == "acquired"), key=lambda e: e["term"]):
+        terms.setdefault((e["key"], e["holder"]), []).append(e["term"])
+    wins, releases = {}, {}
+    for me, seen in reports:
+        taken, term = {}, None
+        for kind, key, at in seen:
+            if kind == WON:
+                n = taken[key] = taken.get(key, -1) + 1
+                term = terms[(key, me)][n]
+                wins[(key, term)] = at
+            else:
+                releases[(key, term)] = at
 
     # The handovers: each counted release with the win of the next term,
     # won before the last counted release (key and term of the win).
@@ -148,13 +171,6 @@ def main():
     client_ms = [ms for _, ms in sorted((wins[(key, term)], (wins[(key, term)] - releases[(key, term - 1)]) * 1000)
                                         for key, term in handovers)]
     # Server-side: the same handovers, from the notifications.
-    events = []
-    while True:
-        listener.poll()
-        if not listener.notifies:
-            break
-        while listener.notifies:
-            events.append(json.loads(listener.notifies.pop(0).payload))
     released = {(e["key"], e["term"]): bench.parse_time(e["at"]) for e in events
                 if e["event"] == "released" and (e["key"], e["term"]) in releases}
     server_ms = [ms for _, ms in sorted(
@@ -206,9 +222,13 @@ def idle_cpu(port, n, prefix):
     bench.one(holder, "SELECT le_try_acquire(%s, 'holder', '1 minute')", (key,))
     conns = [bench.connect(port) for _ in range(n)]
     pids = [bench.one(c, "SELECT pg_backend_pid()") for c in conns]
-    threads = [threading.Thread(target=bench.one, args=(c, "SELECT le_acquire(%s, %s, '1 minute', '30 seconds')",
-                                                        (key, f"idle{i}")), daemon=True)
-               for i, c in enumerate(conns)]
+    def wait(conn, me):
+        try:
+            bench.one(conn, "SELECT le_acquire(%s, %s, '1 minute', '30 seconds')", (key, me))
+        except psycopg2.errors.QueryCanceled:
+            pass  # stopped below, once measured
+
+    threads = [threading.Thread(target=wait, args=(c, f"idle{i}"), daemon=True) for i, c in enumerate(conns)]
     for t in threads:
         t.start()
     time.sleep(1)
@@ -216,6 +236,9 @@ def idle_cpu(port, n, prefix):
     before = sum(bench.cpu_seconds(p) for p in pids)
     time.sleep(seconds)
     used = sum(bench.cpu_seconds(p) for p in pids) - before
+    # Stop them: a release would serve one, and the others would wait out
+    # their 30 s.
+    bench.one(holder, "SELECT count(pg_cancel_backend(pid)) FROM unnest(%s::int[]) AS pid", (pids,))
     bench.one(holder, "SELECT le_release(%s, 'holder')", (key,))
     for t in threads:
         t.join(40)

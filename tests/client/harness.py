@@ -28,11 +28,11 @@ PORTABLE = os.environ.get("LEADERLOCK_EDITION", "compiled") == "portable"
 PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
 PG_MAJOR = os.environ.get("PG_MAJOR", "15")
 # The command-line tool, the demo and the examples are clients: they do not
-# depend on the server's version, so scripts/test.sh runs their tests on two
-# versions only (LEADERLOCK_CLIENT_SIDE=0 on the others), which keeps the test
-# command under its hour.
+# depend on the server's version, so scripts/test.sh runs their tests on 15
+# only, with the client libraries' (LEADERLOCK_CLIENT_SIDE=0 on the others),
+# which keeps the test command under its hour.
 CLIENT_SIDE = os.environ.get("LEADERLOCK_CLIENT_SIDE", "1") != "0"
-client_side = unittest.skipUnless(CLIENT_SIDE, "client-side tests run on two versions (scripts/test.sh)")
+client_side = unittest.skipUnless(CLIENT_SIDE, "client-side tests run on PostgreSQL 15 (scripts/test.sh)")
 LIB_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lib.sh")
 CHANNEL = "leaderlock"
 

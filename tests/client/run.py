@@ -1,0 +1,42 @@
+"""Runs the client tests (unittest discovery, verbose) and prints the slowest
+ones at the end: the test command keeps under its hour, and this shows where
+the time goes.
+
+    python3 run.py [-k PATTERN]
+"""
+
+import sys
+import time
+import unittest
+
+
+class TimedResult(unittest.TextTestResult):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.durations = []
+
+    def startTest(self, test):
+        self._started = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        self.durations.append((time.monotonic() - self._started, test.id()))
+        super().stopTest(test)
+
+
+def main():
+    pattern = sys.argv[2] if sys.argv[1:2] == ["-k"] else None
+    loader = unittest.TestLoader()
+    if pattern:
+        loader.testNamePatterns = [f"*{pattern}*"]
+    suite = loader.discover(".", pattern="test_*.py")
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=TimedResult)
+    result = runner.run(suite)
+    print("\nslowest client tests:")
+    for seconds, name in sorted(result.durations, reverse=True)[:12]:
+        print(f"  {seconds:6.1f} s  {name}")
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
