@@ -52,7 +52,7 @@
 #                   the same pg_regress and isolation files, its payloads,
 #                   concurrency, attacks, a promotion, and the move to the
 #                   compiled edition and back; on 15 also the client tests
-#                   and every client's scenarios (tests/portable)
+#                   and the Python and Rust clients' scenarios (tests/portable)
 #   bench smoke     on 15: ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
 #                   session_end.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh,

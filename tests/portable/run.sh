@@ -197,10 +197,13 @@ if wants client; then
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" npm test --silent) \
       || FAILED+=("Node.js client")
     if [ "$MAJOR" = 15 ]; then
-      echo "=== client: every client's scenarios (tests/clients/scenarios.py) against the portable edition"
-      "$REPO/clients/go/test.sh" --candidate "$WORK/go-candidate" \
-        && GO_CANDIDATE="$WORK/go-candidate" PY_CLIENT_PYTHON=/opt/leaderlock/python-client/bin/python \
-          /usr/bin/python3 "$REPO/tests/clients/scenarios.py" \
+      # Python's and the CLI's (Rust): what the edition changes is the
+      # server's side, the same SQL for every client; Node.js's and Go's
+      # scenarios run against the compiled edition, their own tests above
+      # against this one (the test command keeps under its hour).
+      echo "=== client: the Python and Rust clients' scenarios (tests/clients/scenarios.py) against the portable edition"
+      PY_CLIENT_PYTHON=/opt/leaderlock/python-client/bin/python \
+          /usr/bin/python3 "$REPO/tests/clients/scenarios.py" --clients python,rust \
           --dsn "postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" --pgdata "$WORK/data" --pgbouncer \
         || FAILED+=("client scenarios")
     fi
