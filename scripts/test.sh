@@ -183,8 +183,8 @@ lints_on() {
 }
 
 # on_two_versions: whether the current version is one of the two (15, 18)
-# where the suites that do not depend on the server's version run in full:
-# packages, the portable edition, the tests of clients, the whole chaos.
+# where the packages and the portable edition are tested (the tests of
+# clients and the whole chaos run on 15 alone).
 on_two_versions() {
   [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]
 }
