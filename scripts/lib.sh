@@ -65,7 +65,8 @@ cargo_version() {
 EXT_VERSION=$(cargo_version "$REPO_ROOT/Cargo.toml")
 
 # stage_build DIR: builds the extension for $PG_CONFIG (PROFILE=release,
-# the default, or dev) with `cargo pgrx package` and lays out in DIR what
+# the default, or dev; FEATURES=pg_test adds the #[pg_test] functions, for
+# tests/unit/run.py) with `cargo pgrx package` and lays out in DIR what
 # the binary tarball holds: lib/leaderlock.so, extension/ (the control file
 # and SQL scripts) and install.sh (packaging/install.sh, which installs
 # them by rename). cargo pgrx package writes files under the build
@@ -73,6 +74,7 @@ EXT_VERSION=$(cargo_version "$REPO_ROOT/Cargo.toml")
 stage_build() {
   local dir=$1 flag=() staged
   [ "${PROFILE:-release}" = release ] || flag=(--debug)
+  [ -z "${FEATURES:-}" ] || flag+=(--features "$FEATURES")
   staged=$(mktemp -d)
   (cd "$REPO_ROOT" && cargo pgrx package "${flag[@]}" --pg-config "$PG_CONFIG" --out-dir "$staged" >/dev/null) \
     || { rm -rf "$staged"; return 1; }
@@ -86,11 +88,11 @@ stage_build() {
 }
 
 # Build and install the extension into PostgreSQL $PG_MAJOR's tree
-# (PROFILE as for stage_build), by rename, as the tarball's install.sh does:
-# safe under a running server that has the library loaded.
+# (PROFILE and FEATURES as for stage_build), by rename, as the tarball's
+# install.sh does: safe under a running server that has the library loaded.
 install_extension() {
   local stage
-  log "building and installing leaderlock (${PROFILE:-release}) into PostgreSQL $PG_MAJOR"
+  log "building and installing leaderlock (${PROFILE:-release}${FEATURES:+, $FEATURES}) into PostgreSQL $PG_MAJOR"
   stage=$(mktemp -d)
   stage_build "$stage/leaderlock" && "$stage/leaderlock/install.sh" "$PG_CONFIG" >/dev/null
   local rc=$?

@@ -31,7 +31,9 @@
 #   lint            cargo clippy -D warnings, built for that version: on 15
 #                   and on the versions some code is compiled for alone
 #                   (#[cfg(feature = "pgN")]: today 14 and 18)
-#   unit            #[pg_test] tests in one backend (cargo pgrx test pgN)
+#   unit            #[pg_test] tests in one backend: cargo pgrx test pg15 (and
+#                   the plain #[test]s) on 15; elsewhere the same functions of
+#                   a pg_test build, called as it calls them (tests/unit/run.py)
 #   pg_regress      the SQL API as a user sees it (tests/pg_regress)
 #   isolation       concurrent sessions (tests/isolation, isolationtester)
 #   client          real clients: notifications, races, stress, errors,
@@ -189,6 +191,23 @@ on_two_versions() {
   [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]
 }
 
+# pg_tests: the #[pg_test] functions, as cargo pgrx test runs them (in a
+# cluster that does not preload the library, each in a transaction rolled
+# back), without building its test binary: almost a minute less per version.
+# cargo pgrx test itself runs on 15, with the plain #[test] functions.
+pg_tests() {
+  local dir="$VWORK/pgtest" port rc=0
+  FEATURES=pg_test PROFILE=dev install_extension || return 1
+  port=$(free_port)
+  start_cluster "$dir" "$port" "shared_preload_libraries = ''" || return 1
+  psql_at "$port" -d postgres -c "CREATE DATABASE pgrx_tests" \
+    && psql_at "$port" -d pgrx_tests -c "CREATE EXTENSION leaderlock CASCADE" \
+    && /usr/bin/python3 "$REPO_ROOT/tests/unit/run.py" --port "$port" --log "$dir/server.log" \
+      ${TEST_PATTERN:+--test "$TEST_PATTERN"} || rc=1
+  stop_cluster "$dir" fast
+  return $rc
+}
+
 # test_version N: every suite on PostgreSQL N.
 test_version() {
   use_pg "$1"
@@ -203,12 +222,15 @@ test_version() {
       || fail "cargo clippy"
   fi
 
-  if wants unit; then
-    stage "unit tests (#[pg_test])"
+  if wants unit && [ "$PG_MAJOR" = 15 ]; then
+    stage "unit tests (#[pg_test] and #[test]: cargo pgrx test)"
     runas=()
     [ "$(id -u)" -ne 0 ] || runas=(--runas postgres)
     (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" ${TEST_PATTERN:+"$TEST_PATTERN"} "${runas[@]}" --pgdata "$VWORK/pgtest") \
       || fail "unit tests"
+  elif wants unit; then
+    stage "unit tests (#[pg_test]: tests/unit/run.py)"
+    pg_tests || fail "unit tests"
   fi
 
   # The tests below run against what the Debian package installs, on 15
