@@ -9,6 +9,16 @@
 //! le_try_acquire) would otherwise often take the lease first, and the
 //! one knocked on, finding the row locked, would wait for nothing.
 //!
+//! A candidate that waits in an implicit transaction for a key of one slot,
+//! with no value and no session binding, is grantable: a release that
+//! finds it first in line hands it the lease in the releasing transaction
+//! (`claim_grant`, used by `lease::hand_over`), so that the handover costs
+//! one commit instead of two (docs/sql-reference.md, le_acquire). A tenure
+//! handed over and never taken up goes to the worker (`handover.rs`): the
+//! candidate that leaves without it says so, or the release does at its
+//! commit if the candidate left first (its entry stays out of use until
+//! then, so that the release's word reaches the right one).
+//!
 //! One entry per waiting backend, under one LWLock: registering and leaving
 //! take it exclusively (once per le_acquire that waits), lookups share it.
 //! Beside each entry, a count of knocks: bumped (and the backend's latch
@@ -19,6 +29,7 @@
 
 use crate::clock;
 use crate::databases;
+use crate::handover;
 use crate::preload;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
@@ -45,6 +56,12 @@ struct Entry {
     id_len: u16,
     key: [u8; NAME],
     id: [u8; NAME],
+    /// A release may hand it the lease (`Grantable`); cleared by
+    /// `stop_grants`.
+    grantable: bool,
+    /// Its role and ttl, for that tenure.
+    role: u32,
+    ttl_us: i64,
 }
 
 impl Entry {
@@ -58,6 +75,9 @@ impl Entry {
         id_len: 0,
         key: [0; NAME],
         id: [0; NAME],
+        grantable: false,
+        role: 0,
+        ttl_us: 0,
     };
 
     fn waits_for(&self, database: u32, key: &str) -> bool {
@@ -99,6 +119,13 @@ struct Knocks {
     /// Per entry: until when (server clock) the key is reserved for it, a
     /// knock's; 0 once it looked.
     reserved_until: [AtomicI64; CAPACITY],
+    /// Per entry: the transaction (top-level id) of a release that handed
+    /// this candidate the lease, committed or not; 0: none. Set under the
+    /// shared lock, cleared under the exclusive one.
+    granted_by: [AtomicU32; CAPACITY],
+    /// Per entry: the term handed over, once that release committed; 0
+    /// before.
+    granted_term: [AtomicI64; CAPACITY],
     /// Waiters that found the registry full: nobody can knock for them.
     unranked: AtomicU32,
 }
@@ -117,6 +144,11 @@ thread_local! {
     static UNRANKED: Cell<bool> = const { Cell::new(false) };
     /// Whether the exit callback that frees it is registered.
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
+    /// A tenure handed over that this backend's le_acquire returned true
+    /// for, in the current transaction: (key, id, term). Abandoned if the
+    /// transaction rolls back.
+    static TOOK: std::cell::RefCell<Option<(String, String, i64)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Called from `_PG_init` while preloading.
@@ -127,6 +159,8 @@ pub fn init() {
             AssertPGRXSharedMemory::new(Knocks {
                 count: std::array::from_fn(|_| AtomicU64::new(0)),
                 reserved_until: std::array::from_fn(|_| AtomicI64::new(0)),
+                granted_by: std::array::from_fn(|_| AtomicU32::new(0)),
+                granted_term: std::array::from_fn(|_| AtomicI64::new(0)),
                 unranked: AtomicU32::new(0),
             })
         }
@@ -137,14 +171,28 @@ fn database() -> u32 {
     unsafe { pg_sys::MyDatabaseId }.to_u32()
 }
 
+/// What a release needs to hand a candidate the lease: the tenure it asked
+/// for is `role`'s, for `ttl_us`, with no value and no session binding.
+#[derive(Clone, Copy, Debug)]
+pub struct Grantable {
+    pub role: pg_sys::Oid,
+    pub ttl_us: i64,
+}
+
 /// Enters this backend as a candidate for `key`; false when not preloaded
 /// or the registry is full (the caller then waits unranked, and releases
 /// wake every waiter until it leaves).
-pub fn register(key: &str, id: &str, priority: i32, since: i64) -> bool {
+pub fn register(
+    key: &str,
+    id: &str,
+    priority: i32,
+    since: i64,
+    grantable: Option<Grantable>,
+) -> bool {
     if !preload::preloaded() {
         return false;
     }
-    leave();
+    leave(false);
     if !EXIT_HOOKED.replace(true) {
         // A backend that dies mid-wait (terminated) leaves no entry behind.
         unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(0)) };
@@ -157,43 +205,171 @@ pub fn register(key: &str, id: &str, priority: i32, since: i64) -> bool {
         since,
         key_len: key.len() as u16,
         id_len: id.len() as u16,
+        grantable: grantable.is_some(),
+        role: grantable.map_or(0, |g| g.role.to_u32()),
+        ttl_us: grantable.map_or(0, |g| g.ttl_us),
         ..Entry::EMPTY
     };
     entry.key[..key.len()].copy_from_slice(key.as_bytes());
     entry.id[..id.len()].copy_from_slice(id.as_bytes());
     let mut registry = REGISTRY.exclusive();
-    let Some(free) = registry.entries.iter().position(|e| !e.used) else {
+    // Not one a release still hands a lease to (see `leave`).
+    let knocks = KNOCKS.get();
+    let Some(free) = (0..CAPACITY)
+        .find(|&i| !registry.entries[i].used && knocks.granted_by[i].load(Ordering::SeqCst) == 0)
+    else {
         drop(registry);
         UNRANKED.set(true);
         KNOCKS.get().unranked.fetch_add(1, Ordering::SeqCst);
         return false;
     };
     registry.entries[free] = entry;
+    knocks.granted_term[free].store(0, Ordering::SeqCst);
     MINE.set(Some(free));
     true
 }
 
-/// Leaves the registry (or the unranked), if this backend is in it.
-/// Returns the key it waited for, ranked.
-pub fn leave() -> Option<String> {
+/// Leaves the registry (or the unranked), if this backend is in it;
+/// `took`: with the lease. Returns the key it waited for, ranked.
+pub fn leave(took: bool) -> Option<String> {
     if UNRANKED.replace(false) {
         KNOCKS.get().unranked.fetch_sub(1, Ordering::SeqCst);
     }
     let i = MINE.take()?;
-    KNOCKS.get().reserved_until[i].store(0, Ordering::SeqCst);
+    let knocks = KNOCKS.get();
+    knocks.reserved_until[i].store(0, Ordering::SeqCst);
     let mut registry = REGISTRY.exclusive();
     let e = registry.entries[i];
     registry.entries[i] = Entry::EMPTY;
-    Some(String::from_utf8_lossy(&e.key[..e.key_len as usize]).into_owned())
+    let handed = knocks.granted_by[i].load(Ordering::SeqCst) != 0;
+    let term = knocks.granted_term[i].load(Ordering::SeqCst);
+    // Handed over and not taken, the release not committed yet: the entry
+    // stays out of use, and the release tells the worker at its commit
+    // (`grant_ended`).
+    let release_tells = handed && !took && term == 0;
+    if !release_tells {
+        knocks.granted_by[i].store(0, Ordering::SeqCst);
+    }
+    drop(registry);
+    let (key, id) = (&e.key[..e.key_len as usize], &e.id[..e.id_len as usize]);
+    if handed && !took && !release_tells {
+        handover::abandoned(key, id, term);
+    }
+    Some(String::from_utf8_lossy(key).into_owned())
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     // Terminated while waiting: it may have been knocked for a release it
     // will never take, so the others of its key look instead.
-    if let Some(key) = leave() {
+    if let Some(key) = leave(false) {
         knock_all(&key);
     }
+}
+
+/// A lease handed over by a release (`lease::hand_over`): to whom.
+#[derive(Clone)]
+pub struct Grant {
+    /// The candidate's entry and backend, to knock on at commit.
+    pub index: usize,
+    pub procno: i32,
+    pub key: String,
+    pub id: String,
+    pub role: pg_sys::Oid,
+    pub ttl_us: i64,
+}
+
+/// The candidate for `key` first in line, when it is grantable, marked as
+/// handed the lease by transaction `xid` (the caller's). None when the
+/// first in line is not grantable, or already handed it.
+pub fn claim_grant(key: &str, xid: u32) -> Option<Grant> {
+    if !preload::preloaded() {
+        return None;
+    }
+    let database = database();
+    // Under the shared lock: an entry neither leaves nor stops its grants
+    // (`stop_grants`, exclusive) while it is chosen and marked.
+    let registry = REGISTRY.share();
+    let (index, e) = registry
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.waits_for(database, key))
+        .min_by_key(|(_, e)| std::cmp::Reverse(e.rank()))?;
+    if !e.grantable {
+        return None;
+    }
+    KNOCKS.get().granted_by[index]
+        .compare_exchange(0, xid, Ordering::SeqCst, Ordering::SeqCst)
+        .ok()?;
+    Some(Grant {
+        index,
+        procno: e.procno,
+        key: key.to_string(),
+        id: String::from_utf8_lossy(&e.id[..e.id_len as usize]).into_owned(),
+        role: pg_sys::Oid::from(e.role),
+        ttl_us: e.ttl_us,
+    })
+}
+
+/// The release (transaction `xid`) that handed `grant` the tenure `term`
+/// ended. Committed: the candidate learns its term and is knocked on, or,
+/// if it left meanwhile, the worker is told. Rolled back: the candidate
+/// may be handed the lease again.
+pub fn grant_ended(grant: &Grant, xid: u32, term: i64, committed: bool) {
+    let knocks = KNOCKS.get();
+    let i = grant.index;
+    let registry = REGISTRY.exclusive();
+    if knocks.granted_by[i].load(Ordering::SeqCst) != xid {
+        return;
+    }
+    let waiting = registry.entries[i].used;
+    if committed && waiting {
+        knocks.granted_term[i].store(term, Ordering::SeqCst);
+        drop(registry);
+        knock(i, grant.procno);
+        return;
+    }
+    knocks.granted_by[i].store(0, Ordering::SeqCst);
+    drop(registry);
+    if committed {
+        handover::abandoned(grant.key.as_bytes(), grant.id.as_bytes(), term);
+    }
+}
+
+/// This backend's le_acquire returns true for the tenure `term` of `key`
+/// handed to `id`: should its transaction roll back, that tenure is
+/// abandoned.
+pub fn took(key: &str, id: &str, term: i64) {
+    TOOK.with(|t| *t.borrow_mut() = Some((key.to_string(), id.to_string(), term)));
+}
+
+/// This backend's transaction ended (`waiters::transaction_ended`).
+pub fn transaction_ended(committed: bool) {
+    if let Some((key, id, term)) = TOOK.with(|t| t.borrow_mut().take()) {
+        if !committed {
+            handover::abandoned(key.as_bytes(), id.as_bytes(), term);
+        }
+    }
+}
+
+/// Whether a release handed this waiting backend the lease (its
+/// transaction may still be open: see `stop_grants`).
+pub fn granted() -> bool {
+    match MINE.get() {
+        Some(i) if preload::preloaded() => KNOCKS.get().granted_by[i].load(Ordering::SeqCst) != 0,
+        _ => false,
+    }
+}
+
+/// This waiting backend's wait is over: no release hands it the lease from
+/// now on. Returns the transaction of one that did, committed or not.
+pub fn stop_grants() -> Option<u32> {
+    let i = MINE.get()?;
+    let mut registry = REGISTRY.exclusive();
+    registry.entries[i].grantable = false;
+    let xid = KNOCKS.get().granted_by[i].load(Ordering::SeqCst);
+    (xid != 0).then_some(xid)
 }
 
 /// Whether some waiter waits unranked (the registry was full): nobody

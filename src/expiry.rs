@@ -3,6 +3,7 @@
 //! worker's transaction; and when to check next. `worker.rs` runs them.
 use crate::clock::{micros, now, ts};
 use crate::failover;
+use crate::handover;
 use crate::notify::ExpiryReason;
 use crate::plans;
 use crate::queries;
@@ -56,6 +57,25 @@ fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
         tenure::expired(&e.key, &e.holder, e.term, now, e.expires_at, reason, 1);
     }
     expired.len()
+}
+
+/// Worker (contract 9): vacates the tenures of this database handed over by
+/// releases and never taken up (`handover.rs`), each if it is still as
+/// handed, and queues one `expired` notification each. A locked one is
+/// left to lapse at its ttl.
+pub fn end_abandoned(now: i64) {
+    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    for a in handover::take(database) {
+        let (key, id) = (a.key(), a.id());
+        let args = [
+            key.as_str().into(),
+            id.as_str().into(),
+            a.term.into(),
+            ts(now).into(),
+        ];
+        let locked = plans::run(queries::LOCK_ABANDONED, &args, locked_expired);
+        vacate_locked(&locked, now, ExpiryReason::Abandoned);
+    }
 }
 
 /// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked

@@ -16,6 +16,7 @@
 use crate::bgworker;
 use crate::clock;
 use crate::databases::{self, Slot};
+use crate::handover;
 use crate::sessions;
 use crate::settings;
 use crate::worker;
@@ -126,6 +127,7 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
         if !present.contains(&database) && slot.worker_procno.load(Ordering::SeqCst) < 0 {
             slot.free();
             sessions::forget(database);
+            handover::forget(database);
         }
     }
     known.retain(|oid, db| {

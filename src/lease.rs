@@ -142,13 +142,13 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     if wait == 0 {
         return wait_for_lease(key, id, ttl, deadline, claim);
     }
-    let ranked = candidates::register(key, id, claim.priority, started);
+    let ranked = candidates::register(key, id, claim.priority, started, grantable(ttl, claim));
     let acquired = std::cell::Cell::new(false);
     PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
         acquired.set(wait_for_lease(key, id, ttl, deadline, claim));
     }))
     .finally(|| {
-        candidates::leave();
+        candidates::leave(acquired.get());
         if ranked && !acquired.get() {
             // Gave up or failed: those it outranked may take the key now.
             waiters::candidate_left(key);
@@ -164,10 +164,24 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     acquired.get()
 }
 
+/// Whether a release may hand this waiting call the lease in its own
+/// transaction (`hand_over`), and what tenure it asks for. Only a plain
+/// tenure of a key of one slot (no value to carry, no session to bind),
+/// and only in an implicit transaction: one that ends as the statement
+/// does, so that le_acquire returning true is all there is to undo.
+fn grantable(ttl: Ttl, claim: Claim<'_>) -> Option<candidates::Grantable> {
+    let plain = claim.slots == 1 && !claim.session_bound && claim.value.is_none();
+    (plain && !unsafe { pg_sys::IsTransactionBlock() }).then(|| candidates::Grantable {
+        role: caller(),
+        ttl_us: ttl.0,
+    })
+}
+
 /// le_acquire's loop: look, sleep until woken or the lease could have
 /// lapsed, look again, until `deadline`.
 fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>) -> bool {
     let mut busy_ms = BUSY_RETRY_MS;
+    let mut last_look = false;
     loop {
         let seen = waiters::wakes(key);
         let reserved = candidates::reserved();
@@ -198,6 +212,16 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
             }
         };
         if now >= deadline {
+            // A release may have handed us the lease, its transaction still
+            // open: wait for its end and look once more, so that a lease
+            // handed over is never left to a caller told false.
+            if !last_look {
+                last_look = true;
+                if let Some(xid) = candidates::stop_grants() {
+                    wait_for_transaction(xid);
+                    continue;
+                }
+            }
             return counted(false, Counter::Acquired);
         }
         // Registered only now (a rolled-back subtransaction cancels it); a
@@ -212,6 +236,18 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
         let sleep_us = until.min(deadline) - now;
         waiters::sleep(key, seen, (sleep_us + 999) / 1000);
         waiters::done();
+    }
+}
+
+/// Waits until transaction `xid` (another backend's) has ended.
+fn wait_for_transaction(xid: u32) {
+    unsafe {
+        pg_sys::XactLockTableWait(
+            pg_sys::TransactionId::from_inner(xid),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            pg_sys::XLTW_Oper::XLTW_None,
+        );
     }
 }
 
@@ -263,6 +299,12 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         Some(lease) if lease.is_live(read_at) => {
             if !lease.is_own(id) {
                 return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
+            }
+            // Handed to this waiting call by a release (`hand_over`), as
+            // it asked for it: nothing left to write.
+            if deadline.is_some() && candidates::granted() {
+                candidates::took(key, id, lease.term);
+                return Attempt::Acquired;
             }
             // Ours: extend it as le_renew does, in one statement that never
             // waits, without the subtransaction and lock below (this is how
@@ -316,16 +358,7 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
         return None;
     }
     let expires_at = now + ttl.0;
-    let term = plans::run(
-        schema_version::start_term(),
-        &tenure_args(key, id, now, expires_at, ttl, claim),
-        |t| {
-            t.first()
-                .get_one::<i64>()
-                .expect("term")
-                .expect("term is NOT NULL")
-        },
-    );
+    let term = start_term(&tenure_args(key, id, now, expires_at, ttl, claim, caller()));
     tenure::started(
         key,
         id,
@@ -339,7 +372,18 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     Some(Attempt::Acquired)
 }
 
-/// The parameters of `queries::INSERT_FIRST_TERM` and `START_TERM`.
+/// Starts a tenure on the locked row (`queries::START_TERM`); its term.
+fn start_term(args: &[DatumWithOid<'_>; 10]) -> i64 {
+    plans::run(schema_version::start_term(), args, |t| {
+        t.first()
+            .get_one::<i64>()
+            .expect("term")
+            .expect("term is NOT NULL")
+    })
+}
+
+/// The parameters of `queries::INSERT_FIRST_TERM` and `START_TERM`, for a
+/// tenure owned by `owner` (contract 13).
 fn tenure_args<'a>(
     key: &'a str,
     id: &'a str,
@@ -347,6 +391,7 @@ fn tenure_args<'a>(
     expires_at: i64,
     ttl: Ttl,
     claim: Claim<'a>,
+    owner: pg_sys::Oid,
 ) -> [DatumWithOid<'a>; 10] {
     let (pid, started) = if claim.session_bound {
         let s = sessions::this_session();
@@ -369,7 +414,7 @@ fn tenure_args<'a>(
             .map_or_else(DatumWithOid::null::<&str>, Into::into),
         pid,
         started,
-        caller().into(),
+        owner.into(),
     ]
 }
 
@@ -386,7 +431,7 @@ fn insert_first_term(
     }
     let now = now();
     let expires_at = now + ttl.0;
-    let args = tenure_args(key, id, now, expires_at, ttl, claim);
+    let args = tenure_args(key, id, now, expires_at, ttl, claim, caller());
     let inserted = tenure::insert_first(schema_version::insert_first_term(), &args, now, deadline);
     let Some(term) = inserted else {
         // A concurrent first acquisition of the same key won, or is still
@@ -528,8 +573,52 @@ fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i64, i64) -> T) -> O
 
 /// Contract 3.3.
 pub fn release(key: &str, id: &str) -> bool {
-    with_own_live(key, id, |term, now| vacate(key, id, term, now, false)).is_some()
+    // Asked before `with_own_live`'s subtransaction, inside which every
+    // transaction looks like a block.
+    let implicit = !unsafe { pg_sys::IsTransactionBlock() };
+    with_own_live(key, id, |term, now| {
+        vacate(key, id, term, now, false);
+        if implicit {
+            hand_over(key, now);
+        }
+    })
+    .is_some()
         || slots::release(key, id)
+}
+
+/// Contract 9: a release hands the lease it just vacated to the candidate
+/// its key serves first, when that one is grantable (`grantable`), in the
+/// releasing transaction: one commit for the handover, not the release's
+/// and then the winner's. Only when that transaction is implicit too
+/// (it ends with its statement: a waiter whose wait ends meanwhile waits
+/// for it, see `wait_for_lease`), and once new tenures may start.
+fn hand_over(key: &str, now: i64) {
+    // (The worker's statement for a tenure never taken up is written for
+    // the current schema.)
+    if !schema_version::has_slots() || !failover::ready_for_new_tenures() {
+        return;
+    }
+    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
+    if xid == 0 {
+        return;
+    }
+    let Some(grant) = candidates::claim_grant(key, xid) else {
+        return;
+    };
+    let expires_at = now + grant.ttl_us;
+    let ttl = Ttl(grant.ttl_us);
+    let args = tenure_args(
+        key,
+        &grant.id,
+        now,
+        expires_at,
+        ttl,
+        Claim::default(),
+        grant.role,
+    );
+    let term = start_term(&args);
+    tenure::started(key, &grant.id, term, now, expires_at, None, None, 1);
+    waiters::granted_at_commit(key, grant, xid, term);
 }
 
 /// Vacates a locked, live lease and announces it.

@@ -33,6 +33,7 @@ mod databases;
 mod expiry;
 mod failover;
 mod guard;
+mod handover;
 mod hooks;
 mod input;
 mod launcher;
@@ -77,6 +78,7 @@ pub extern "C-unwind" fn _PG_init() {
         waiters::init();
         candidates::init();
         sessions::init();
+        handover::init();
         hooks::init();
         launcher::register();
     }

@@ -60,6 +60,9 @@ pub enum ExpiryReason {
     Ttl,
     /// Session-bound, and its session ended.
     SessionEnded,
+    /// Handed over by a release to a waiting candidate that never took it
+    /// up (contract 9, `handover.rs`).
+    Abandoned,
 }
 
 #[derive(Serialize)]
@@ -158,6 +161,7 @@ impl Event<'_> {
                 reason: Some(match reason {
                     ExpiryReason::Ttl => "ttl",
                     ExpiryReason::SessionEnded => "session_ended",
+                    ExpiryReason::Abandoned => "abandoned",
                 }),
                 value: None,
                 forced: None,

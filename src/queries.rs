@@ -476,6 +476,15 @@ statements! {
          LIMIT $2 \
          FOR NO KEY UPDATE SKIP LOCKED";
 
+    /// Worker (contract 9): lock tenure `$3` of key `$1`, handed to `$2` by a
+    /// release and never taken up, if it is still as handed: held by `$2`,
+    /// live at `$4`, never renewed since (renewed_at = acquired_at); skipping
+    /// it when another transaction holds it locked.
+    LOCK_ABANDONED = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
+         WHERE key = $1 AND holder = $2 AND term = $3 AND renewed_at = acquired_at \
+           AND expires_at > $4 \
+         FOR NO KEY UPDATE SKIP LOCKED";
+
     /// Worker (contract 10): lock the held leases bound to the session that
     /// had pid `$1` and started at `$2`, skipping rows other transactions hold.
     LOCK_SESSION_LEASES =
@@ -679,6 +688,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("RENEW_ALL", "", RENEW_ALL),
     ("LOCK_ALL_OWN", "", LOCK_ALL_OWN),
     ("VACATE_LIVE_KEYS", "", VACATE_LIVE_KEYS),
+    ("LOCK_ABANDONED", "", LOCK_ABANDONED),
     ("KEY_SLOTS", "", KEY_SLOTS),
     ("LOCK_KEY_HEAD", "", LOCK_KEY_HEAD),
     ("INSERT_KEY_HEAD", "", INSERT_KEY_HEAD),

@@ -152,6 +152,7 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         }
         let now = clock::now();
         end_sessions(state, now);
+        expiry::end_abandoned(now);
         let mut next = expiry::next_check(now);
         let mut expired_all = 0usize;
         if next.is_some_and(|n| n <= now) {

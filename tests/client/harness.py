@@ -74,7 +74,8 @@ class Listener:
     def events(self, timeout=2.0, until=None):
         """Payloads (parsed) received within `timeout` seconds, stopping
         early once one satisfies `until`. Each JSON payload gets the
-        client's receipt time as `_received` (epoch seconds)."""
+        client's receipt time as `_received` (epoch seconds) and the
+        sending backend's pid as `_pid`."""
         got = []
         deadline = time.monotonic() + timeout
         while True:
@@ -86,6 +87,7 @@ class Listener:
                 payload = n.payload if n.payload == "marker" else json.loads(n.payload)
                 if payload != "marker":
                     payload["_received"] = received
+                    payload["_pid"] = n.pid  # the sending backend
                 got.append(payload)
                 if until is not None and until(payload):
                     return got

@@ -266,6 +266,217 @@ class AcquireTest(unittest.TestCase):
         self.assertEqual(self.lease()[:2], ("b", 2))
 
 
+@unittest.skipIf(PORTABLE, "the portable edition's le_acquire polls (portable/README.md, difference 2)")
+class HandOverTest(unittest.TestCase):
+    """A release in an implicit transaction hands the lease to the candidate
+    first in line, in its own transaction, when that candidate waits in an
+    implicit transaction for a plain tenure (no value, not session-bound, one
+    slot): the `acquired` notification then comes from the releasing backend,
+    at the release's instant. A tenure handed over and never taken up goes
+    to the worker, which vacates it (`expired`, reason `abandoned`)."""
+
+    def setUp(self):
+        self.conn = connect()
+        self.key = f"hand-{self.id().rsplit('.', 1)[-1]}-{time.time_ns()}"
+        self.waiters, self.others = [], []
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (self.key,)))
+        self.listener = Listener()  # after: hears only what the test does
+
+    def tearDown(self):
+        self.listener.close()
+        for c in self.waiters + self.others:
+            c.close()
+        self.conn.close()
+
+    def waiter(self, *args, **kw):
+        return AcquireTest.waiter(self, *args, **kw)
+
+    def waiter_in_a_block(self, id_, **kw):
+        """le_acquire in a transaction block (not committed): (connection,
+        backend pid, thread)."""
+        c = self.connection(autocommit=False)
+        pid = one(c, "SELECT pg_backend_pid()")
+        args = "".join(f", {k} => %({k})s" for k in kw)
+        t = self.in_background(c, f"SELECT le_acquire(%(key)s, %(id)s, '1 minute', '1 minute'{args})",
+                               dict(key=self.key, id=id_, **kw))
+        self.assertTrue(wait_for(lambda: sleeping(self.conn, pid), timeout=GENEROUS), "it never slept")
+        return c, pid, t
+
+    def connection(self, **kw):
+        c = connect(**kw)
+        self.others.append(c)
+        return c
+
+    def lease(self):
+        return row(self.conn, "SELECT holder, term FROM le_lease(%s)", (self.key,))
+
+    def events(self):
+        return [e for e in self.listener.until_marker(self.conn) if e["key"] == self.key]
+
+    def in_background(self, conn, sql, args):
+        """Runs `sql` on `conn` in a thread; returns the thread (its error,
+        if any, in `.error`)."""
+        def run():
+            try:
+                one(conn, sql, args)
+            except psycopg2.Error as e:
+                t.error = e
+        t = threading.Thread(target=run, daemon=True)
+        t.error = None
+        t.start()
+        return t
+
+    def test_a_release_hands_the_lease_to_the_first_in_line(self):
+        w = self.waiter(self.key, "b")
+        releaser = self.connection()
+        pid = one(releaser, "SELECT pg_backend_pid()")
+        self.assertTrue(one(releaser, "SELECT le_release(%s, 'a')", (self.key,)))
+        self.assertIs(w.join(), True)
+        self.assertEqual(self.lease(), ("b", 2))
+        released, acquired = self.events()
+        self.assertEqual((released["event"], released["holder"], released["term"]), ("released", "a", 1))
+        self.assertEqual((acquired["event"], acquired["holder"], acquired["term"]), ("acquired", "b", 2))
+        self.assertIsNone(acquired["previous_holder"])
+        # One transaction, the release's: same sender, same instant.
+        self.assertEqual((released["_pid"], acquired["_pid"]), (pid, pid))
+        self.assertEqual(acquired["at"], released["at"])
+        # The tenure is the waiter's own: its role owns it, it renews it.
+        self.assertTrue(one(w.conn, "SELECT le_renew(%s, 'b')", (self.key,)))
+        self.assertEqual(one(self.conn, "SELECT owner::regrole::text FROM leaderlock_status WHERE key = %s",
+                             (self.key,)), "postgres")
+
+    def test_no_hand_over_in_a_transaction_block_or_for_a_value_or_a_session(self):
+        """The waiter then takes the lease itself: `acquired` comes from it."""
+        cases = [
+            ("the waiter's transaction is a block", {}, True, False),
+            ("the release's transaction is a block", {}, False, True),
+            ("the waiter asks for a value", {"value": '{"v": 1}'}, False, False),
+            ("the waiter binds it to its session", {"session_bound": True}, False, False),
+        ]
+        holder = "a"
+        for i, (case, kw, waiter_block, release_block) in enumerate(cases):
+            with self.subTest(case):
+                if waiter_block:
+                    c, pid, t = self.waiter_in_a_block(f"w{i}")
+                else:
+                    w = self.waiter(self.key, f"w{i}", **kw)
+                    pid = w.pid
+                releaser = self.connection(autocommit=not release_block)
+                self.assertTrue(one(releaser, "SELECT le_release(%s, %s)", (self.key, holder)))
+                if release_block:
+                    releaser.commit()
+                if waiter_block:
+                    t.join(GENEROUS)
+                    self.assertIsNone(t.error)
+                    c.commit()
+                else:
+                    self.assertIs(w.join(), True)
+                self.assertEqual(self.lease()[0], f"w{i}")
+                acquired = [e for e in self.events() if e["event"] == "acquired"]
+                self.assertEqual([e["_pid"] for e in acquired], [pid], case)
+                holder = f"w{i}"
+
+    def test_a_first_in_line_that_cannot_be_handed_it_is_not_passed_over(self):
+        """Contract 18: the candidate of higher priority waits in a block (not
+        grantable); the grantable one of lower priority is not handed the
+        lease, and the first takes it itself."""
+        c, first_pid, t = self.waiter_in_a_block("p", priority=5)
+        low = self.waiter(self.key, "q")
+        self.assertTrue(one(self.connection(), "SELECT le_release(%s, 'a')", (self.key,)))
+        t.join(GENEROUS)
+        self.assertFalse(t.is_alive())
+        self.assertIsNone(t.error)
+        c.commit()
+        self.assertEqual(self.lease(), ("p", 2))
+        self.assertEqual([e["_pid"] for e in self.events() if e["event"] == "acquired"], [first_pid])
+        self.assertIsNone(low.returned_at)
+        self.assertTrue(one(self.conn, "SELECT pg_cancel_backend(%s)", (low.pid,)))
+        low.join()
+
+    def test_a_frozen_first_in_line_is_handed_it(self):
+        """The first in line is frozen (SIGSTOP of its backend): the release
+        hands it the lease all the same, as it would be a leader that froze
+        after it took the lease; thawed, it returns true."""
+        w = self.waiter(self.key, "b")
+        os.kill(w.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(one(self.connection(), "SELECT le_release(%s, 'a')", (self.key,)))
+            self.assertEqual(self.lease(), ("b", 2))
+            self.assertFalse(one(self.conn, "SELECT le_try_acquire(%s, 'other', '1 minute')", (self.key,)))
+        finally:
+            os.kill(w.pid, signal.SIGCONT)
+        self.assertIs(w.join(), True)
+        self.assertEqual(self.lease(), ("b", 2))
+
+    def test_a_release_rolled_back_hands_nothing(self):
+        w = self.waiter(self.key, "b")
+        releaser = self.connection()
+        pid = one(releaser, "SELECT pg_backend_pid()")
+        with self.assertRaises(psycopg2.errors.DivisionByZero):
+            one(releaser, "SELECT le_release(%s, 'a'), 1 / (SELECT 0)", (self.key,))
+        time.sleep(0.3)
+        self.assertIsNone(w.returned_at)
+        self.assertEqual(self.lease(), ("a", 1))
+        # The waiter may be handed the lease again, by the next release.
+        self.assertTrue(one(releaser, "SELECT le_release(%s, 'a')", (self.key,)))
+        self.assertIs(w.join(), True)
+        self.assertEqual(self.lease(), ("b", 2))
+        self.assertEqual([e["_pid"] for e in self.events() if e["event"] == "acquired"], [pid])
+
+    def test_a_wait_that_ends_during_a_hand_over_waits_for_its_end(self):
+        """The release's statement goes on for 2 s after handing the lease
+        over; the waiter's wait ends meanwhile: it waits for that statement's
+        commit and returns true (false would leave it a lease it does not
+        know it has)."""
+        w = self.waiter(self.key, "b", wait="1 second")
+        started = time.monotonic()
+        t = self.in_background(self.connection(), "SELECT le_release(%s, 'a'), pg_sleep(2)", (self.key,))
+        self.assertIs(w.join(), True)
+        self.assertGreater(w.returned_at - started, 1.5)
+        t.join(GENEROUS)
+        self.assertIsNone(t.error)
+        self.assertEqual(self.lease(), ("b", 2))
+
+    def assert_abandoned(self, holder, term):
+        """The worker vacated the tenure `term` handed to `holder`."""
+        def vacated(e):
+            return (e["event"], e["holder"], e["term"], e.get("reason")) == ("expired", holder, term, "abandoned")
+        got = self.listener.events(GENEROUS, until=lambda e: e != "marker" and e["key"] == self.key and vacated(e))
+        self.assertTrue(any(e != "marker" and vacated(e) for e in got), f"not vacated as abandoned: {got}")
+
+    def test_a_candidate_cancelled_during_a_hand_over_leaves_it_to_the_worker(self):
+        """Cancelled while the release that hands it the lease is still open:
+        the release, at its commit, tells the worker, which vacates that
+        tenure; the next candidate takes it long before its minute of ttl."""
+        first, second = self.waiter(self.key, "b"), self.waiter(self.key, "c")
+        t = self.in_background(self.connection(), "SELECT le_release(%s, 'a'), pg_sleep(1)", (self.key,))
+        time.sleep(0.3)
+        self.assertTrue(one(self.conn, "SELECT pg_cancel_backend(%s)", (first.pid,)))
+        first.join()
+        self.assertIsInstance(first.error, psycopg2.errors.QueryCanceled)
+        self.assert_abandoned("b", 2)
+        self.assertIs(second.join(), True)
+        t.join(GENEROUS)
+        self.assertIsNone(t.error)
+        self.assertEqual(self.lease(), ("c", 3))
+
+    def test_a_candidate_whose_statement_fails_after_true_leaves_it_to_the_worker(self):
+        """le_acquire returned true for the tenure handed over, then the rest
+        of its statement failed: rolled back, that tenure is the worker's to
+        vacate, as a rolled-back le_acquire would have taken nothing."""
+        c = self.connection()
+        pid = one(c, "SELECT pg_backend_pid()")
+        t = self.in_background(
+            c, "SELECT x, 1 / (SELECT 0) FROM (SELECT le_acquire(%s, 'd', '1 minute', '1 minute') AS x "
+               "OFFSET 0) s", (self.key,))
+        self.assertTrue(wait_for(lambda: sleeping(self.conn, pid), timeout=GENEROUS))
+        self.assertTrue(one(self.connection(), "SELECT le_release(%s, 'a')", (self.key,)))
+        t.join(GENEROUS)
+        self.assertIsInstance(t.error, psycopg2.errors.DivisionByZero)
+        self.assert_abandoned("d", 2)
+        self.assertEqual(self.lease(), (None, 2))
+
+
 @unittest.skipIf(PORTABLE, "the portable edition has no session-bound leases (0A000; portable/README.md)")
 class SessionBoundTest(unittest.TestCase):
     def setUp(self):

@@ -34,8 +34,8 @@ class PriorityTest(unittest.TestCase):
     def hold(self, who="holder", ttl="1 minute"):
         self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, %s, %s)", (self.key, who, ttl)))
 
-    def waiter(self, who, priority, wait="1 minute"):
-        w = Waiter(self.key, who, wait=wait, priority=priority)
+    def waiter(self, who, priority, wait="1 minute", **kw):
+        w = Waiter(self.key, who, wait=wait, priority=priority, **kw)
         self.closers.append(w)
         self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid) or w.returned_at, GENEROUS),
                         "the waiter never slept")
@@ -176,9 +176,11 @@ class PriorityTest(unittest.TestCase):
     def test_a_frozen_candidate_keeps_the_key_reserved_briefly(self):
         """The candidate knocked on is frozen (SIGSTOP of its backend): the
         key is reserved to it for a moment only; then another takes it. Its
-        le_acquire, thawed, waits on."""
+        le_acquire, thawed, waits on. (It asks for a value: a candidate the
+        release can hand the lease to is handed it instead, frozen or not,
+        test_acquire.HandOverTest.test_a_frozen_first_in_line_is_handed_it.)"""
         self.hold()
-        w = self.waiter("frozen", 0, wait="30 seconds")
+        w = self.waiter("frozen", 0, wait="30 seconds", value='{"frozen": true}')
         os.kill(w.pid, signal.SIGSTOP)
         try:
             self.release("holder")

@@ -56,7 +56,7 @@ class WorkerTest(unittest.TestCase):
         finally:
             listener.close()
         self.assertIsNotNone(event, "no expired notification")
-        self.assertEqual(set(event) - {"_received"},
+        self.assertEqual(set(event) - {"_received", "_pid"},
                          {"event", "key", "holder", "term", "at", "expires_at", "reason"})
         self.assertEqual(event["holder"], "dying")
         self.assertEqual(event["reason"], "ttl")

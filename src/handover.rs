@@ -1,0 +1,149 @@
+//! Leases handed over and never taken up (contract 9): the queue that
+//! tells the worker.
+//!
+//! A release hands its lease to the candidate first in line, in the
+//! releasing transaction (`lease::hand_over`). Should that candidate stop
+//! waiting without returning true (cancelled, timed out, terminated), or its
+//! own transaction roll back after it returned true, the tenure it was
+//! handed is nobody's: the backend that finds so (the candidate, or the
+//! release at its commit) puts (database, key, id, term) here and sets the
+//! worker's latch; the worker vacates that tenure if it is still as handed
+//! (held by that id, that term, never renewed) and announces `expired`
+//! with `"reason":"abandoned"`, instead of leaving the key to lapse at the
+//! candidate's ttl.
+//!
+//! Should the queue be full, the tenure lapses at its ttl, as one whose
+//! holder died does.
+
+use crate::databases;
+use crate::preload;
+use pgrx::prelude::*;
+use pgrx::shmem::AssertPGRXSharedMemory;
+use pgrx::spinlock::PgSpinLock;
+use pgrx::{pg_shmem_init, PgAtomic};
+
+/// Tenures abandoned between two looks of the workers.
+const QUEUE: usize = 64;
+/// Longest key or id (as `input::MAX_NAME_BYTES`).
+const NAME: usize = 255;
+
+/// A tenure handed to a candidate that never took it up.
+#[derive(Clone, Copy)]
+pub struct Abandoned {
+    database: u32,
+    pub term: i64,
+    key_len: u16,
+    id_len: u16,
+    key: [u8; NAME],
+    id: [u8; NAME],
+}
+
+impl Abandoned {
+    const EMPTY: Abandoned = Abandoned {
+        database: 0,
+        term: 0,
+        key_len: 0,
+        id_len: 0,
+        key: [0; NAME],
+        id: [0; NAME],
+    };
+
+    pub fn key(&self) -> String {
+        String::from_utf8_lossy(&self.key[..self.key_len as usize]).into_owned()
+    }
+
+    pub fn id(&self) -> String {
+        String::from_utf8_lossy(&self.id[..self.id_len as usize]).into_owned()
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Queue {
+    abandoned: [Abandoned; QUEUE],
+    len: usize,
+}
+
+static QUEUED: PgAtomic<PgSpinLock<AssertPGRXSharedMemory<Queue>>> =
+    unsafe { PgAtomic::new(c"leaderlock abandoned tenures") };
+
+/// Called from `_PG_init` while preloading.
+pub fn init() {
+    pg_shmem_init!(
+        QUEUED = PgSpinLock::new(unsafe {
+            AssertPGRXSharedMemory::new(Queue {
+                abandoned: [Abandoned::EMPTY; QUEUE],
+                len: 0,
+            })
+        })
+    );
+}
+
+/// The tenure `term` of `key`, handed to `id` in this database by a
+/// committed release, was never taken up: the worker vacates it.
+pub fn abandoned(key: &[u8], id: &[u8], term: i64) {
+    if !preload::preloaded() || key.len() > NAME || id.len() > NAME {
+        return;
+    }
+    let mut a = Abandoned {
+        database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        term,
+        key_len: key.len() as u16,
+        id_len: id.len() as u16,
+        ..Abandoned::EMPTY
+    };
+    a.key[..key.len()].copy_from_slice(key);
+    a.id[..id.len()].copy_from_slice(id);
+    let queued = {
+        let mut queue = QUEUED.get().lock();
+        let at = queue.len;
+        (at < QUEUE)
+            .then(|| {
+                queue.abandoned[at] = a;
+                queue.len += 1;
+            })
+            .is_some()
+    };
+    if let Some(slot) = databases::mine().filter(|_| queued) {
+        slot.wake_worker();
+    }
+}
+
+/// Worker: the abandoned tenures of `database` queued since the last call
+/// (the queue is shared by the workers of every database).
+pub fn take(database: u32) -> Vec<Abandoned> {
+    if !preload::preloaded() {
+        return Vec::new();
+    }
+    // Copied out under the spinlock (no allocation may happen there).
+    let mut mine = [Abandoned::EMPTY; QUEUE];
+    let taken = QUEUED.get().lock().remove(database, &mut mine);
+    mine[..taken].to_vec()
+}
+
+/// Launcher: database `database` is gone; drop its queued tenures.
+pub fn forget(database: u32) {
+    if preload::preloaded() {
+        let mut dropped = [Abandoned::EMPTY; QUEUE];
+        QUEUED.get().lock().remove(database, &mut dropped);
+    }
+}
+
+impl Queue {
+    /// Moves the entries of `database` out into `out`, keeping the others
+    /// in order; returns how many moved.
+    fn remove(&mut self, database: u32, out: &mut [Abandoned; QUEUE]) -> usize {
+        let (mut moved, mut kept) = (0, 0);
+        for i in 0..self.len {
+            let a = self.abandoned[i];
+            if a.database == database {
+                out[moved] = a;
+                moved += 1;
+            } else {
+                self.abandoned[kept] = a;
+                kept += 1;
+            }
+        }
+        self.len = kept;
+        moved
+    }
+}
