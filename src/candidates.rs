@@ -56,8 +56,7 @@ struct Entry {
     id_len: u16,
     key: [u8; NAME],
     id: [u8; NAME],
-    /// A release may hand it the lease (`Grantable`); cleared by
-    /// `stop_grants`.
+    /// A release may hand it the lease (`Grantable`).
     grantable: bool,
     /// Its role and ttl, for that tenure.
     role: u32,
@@ -287,8 +286,8 @@ pub fn claim_grant(key: &str, xid: u32) -> Option<Grant> {
         return None;
     }
     let database = database();
-    // Under the shared lock: an entry neither leaves nor stops its grants
-    // (`stop_grants`, exclusive) while it is chosen and marked.
+    // Under the shared lock: no entry leaves (exclusive) while it is chosen
+    // and marked.
     let registry = REGISTRY.share();
     let (index, e) = registry
         .entries
@@ -354,22 +353,12 @@ pub fn transaction_ended(committed: bool) {
 }
 
 /// Whether a release handed this waiting backend the lease (its
-/// transaction may still be open: see `stop_grants`).
+/// transaction may still be open).
 pub fn granted() -> bool {
     match MINE.get() {
         Some(i) if preload::preloaded() => KNOCKS.get().granted_by[i].load(Ordering::SeqCst) != 0,
         _ => false,
     }
-}
-
-/// This waiting backend's wait is over: no release hands it the lease from
-/// now on. Returns the transaction of one that did, committed or not.
-pub fn stop_grants() -> Option<u32> {
-    let i = MINE.get()?;
-    let mut registry = REGISTRY.exclusive();
-    registry.entries[i].grantable = false;
-    let xid = KNOCKS.get().granted_by[i].load(Ordering::SeqCst);
-    (xid != 0).then_some(xid)
 }
 
 /// Whether some waiter waits unranked (the registry was full): nobody

@@ -181,7 +181,6 @@ fn grantable(ttl: Ttl, claim: Claim<'_>) -> Option<candidates::Grantable> {
 /// lapsed, look again, until `deadline`.
 fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>) -> bool {
     let mut busy_ms = BUSY_RETRY_MS;
-    let mut last_look = false;
     loop {
         let seen = waiters::wakes(key);
         let reserved = candidates::reserved();
@@ -212,16 +211,8 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
             }
         };
         if now >= deadline {
-            // A release may have handed us the lease, its transaction still
-            // open: wait for its end and look once more, so that a lease
-            // handed over is never left to a caller told false.
-            if !last_look {
-                last_look = true;
-                if let Some(xid) = candidates::stop_grants() {
-                    wait_for_transaction(xid);
-                    continue;
-                }
-            }
+            // (A lease a release is handing us meanwhile goes to the worker
+            // when we leave: `candidates::leave`.)
             return counted(false, Counter::Acquired);
         }
         // Registered only now (a rolled-back subtransaction cancels it); a
@@ -236,18 +227,6 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
         let sleep_us = until.min(deadline) - now;
         waiters::sleep(key, seen, (sleep_us + 999) / 1000);
         waiters::done();
-    }
-}
-
-/// Waits until transaction `xid` (another backend's) has ended.
-fn wait_for_transaction(xid: u32) {
-    unsafe {
-        pg_sys::XactLockTableWait(
-            pg_sys::TransactionId::from_inner(xid),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            pg_sys::XLTW_Oper::XLTW_None,
-        );
     }
 }
 
@@ -589,9 +568,10 @@ pub fn release(key: &str, id: &str) -> bool {
 /// Contract 9: a release hands the lease it just vacated to the candidate
 /// its key serves first, when that one is grantable (`grantable`), in the
 /// releasing transaction: one commit for the handover, not the release's
-/// and then the winner's. Only when that transaction is implicit too
-/// (it ends with its statement: a waiter whose wait ends meanwhile waits
-/// for it, see `wait_for_lease`), and once new tenures may start.
+/// and then the winner's. Only when that transaction is implicit too (it
+/// ends with its statement), and once new tenures may start. Should the
+/// candidate stop waiting first, the tenure goes to the worker
+/// (`handover.rs`).
 fn hand_over(key: &str, now: i64) {
     // (The worker's statement for a tenure never taken up is written for
     // the current schema.)

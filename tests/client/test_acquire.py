@@ -423,19 +423,22 @@ class HandOverTest(unittest.TestCase):
         self.assertEqual(self.lease(), ("b", 2))
         self.assertEqual([e["_pid"] for e in self.events() if e["event"] == "acquired"], [pid])
 
-    def test_a_wait_that_ends_during_a_hand_over_waits_for_its_end(self):
+    def test_a_wait_that_ends_during_a_hand_over_leaves_it_to_the_worker(self):
         """The release's statement goes on for 2 s after handing the lease
-        over; the waiter's wait ends meanwhile: it waits for that statement's
-        commit and returns true (false would leave it a lease it does not
-        know it has)."""
-        w = self.waiter(self.key, "b", wait="1 second")
+        over; the waiter's wait ends meanwhile and it returns false, as
+        `wait` says; at the release's commit the tenure handed to it goes to
+        the worker, which vacates it, and the next candidate takes it."""
+        first = self.waiter(self.key, "b", wait="1 second")
+        second = self.waiter(self.key, "c")
         started = time.monotonic()
         t = self.in_background(self.connection(), "SELECT le_release(%s, 'a'), pg_sleep(2)", (self.key,))
-        self.assertIs(w.join(), True)
-        self.assertGreater(w.returned_at - started, 1.5)
+        self.assertIs(first.join(), False)
+        self.assertLess(first.returned_at - started, 1.9)
+        self.assert_abandoned("b", 2)
+        self.assertIs(second.join(), True)
         t.join(GENEROUS)
         self.assertIsNone(t.error)
-        self.assertEqual(self.lease(), ("b", 2))
+        self.assertEqual(self.lease(), ("c", 3))
 
     def assert_abandoned(self, holder, term):
         """The worker vacated the tenure `term` handed to `holder`."""
