@@ -30,6 +30,7 @@
 use crate::clock;
 use crate::databases;
 use crate::handover;
+use crate::names::Name;
 use crate::preload;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
@@ -41,8 +42,6 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 /// Most candidates waiting at once on the server. Beyond, a waiting
 /// le_acquire still waits, unlisted and unranked (docs/sql-reference.md).
 pub const CAPACITY: usize = 512;
-/// Longest key or id (as `input::MAX_NAME_BYTES`).
-const NAME: usize = 255;
 
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -52,10 +51,8 @@ struct Entry {
     database: u32,
     priority: i32,
     since: i64,
-    key_len: u16,
-    id_len: u16,
-    key: [u8; NAME],
-    id: [u8; NAME],
+    key: Name,
+    id: Name,
     /// A release may hand it the lease (`Grantable`).
     grantable: bool,
     /// Its role and ttl, for that tenure.
@@ -70,19 +67,15 @@ impl Entry {
         database: 0,
         priority: 0,
         since: 0,
-        key_len: 0,
-        id_len: 0,
-        key: [0; NAME],
-        id: [0; NAME],
+        key: Name::EMPTY,
+        id: Name::EMPTY,
         grantable: false,
         role: 0,
         ttl_us: 0,
     };
 
     fn waits_for(&self, database: u32, key: &str) -> bool {
-        self.used
-            && self.database == database
-            && &self.key[..self.key_len as usize] == key.as_bytes()
+        self.used && self.database == database && self.key.as_bytes() == key.as_bytes()
     }
 
     /// The serving order, greatest first: higher priority, then waiting longer.
@@ -146,8 +139,7 @@ thread_local! {
     /// A tenure handed over that this backend's le_acquire returned true
     /// for, in the current transaction: (key, id, term). Abandoned if the
     /// transaction rolls back.
-    static TOOK: std::cell::RefCell<Option<(String, String, i64)>> =
-        const { std::cell::RefCell::new(None) };
+    static TOOK: Cell<Option<(Name, Name, i64)>> = const { Cell::new(None) };
 }
 
 /// Called from `_PG_init` while preloading.
@@ -196,21 +188,21 @@ pub fn register(
         // A backend that dies mid-wait (terminated) leaves no entry behind.
         unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(0)) };
     }
-    let mut entry = Entry {
+    let (Some(key), Some(id)) = (Name::new(key.as_bytes()), Name::new(id.as_bytes())) else {
+        return false;
+    };
+    let entry = Entry {
         used: true,
         procno: databases::my_procno(),
         database: database(),
         priority,
         since,
-        key_len: key.len() as u16,
-        id_len: id.len() as u16,
+        key,
+        id,
         grantable: grantable.is_some(),
         role: grantable.map_or(0, |g| g.role.to_u32()),
         ttl_us: grantable.map_or(0, |g| g.ttl_us),
-        ..Entry::EMPTY
     };
-    entry.key[..key.len()].copy_from_slice(key.as_bytes());
-    entry.id[..id.len()].copy_from_slice(id.as_bytes());
     let mut registry = REGISTRY.exclusive();
     // Not one a release still hands a lease to (see `leave`).
     let knocks = KNOCKS.get();
@@ -250,11 +242,10 @@ pub fn leave(took: bool) -> Option<String> {
         knocks.granted_by[i].store(0, Ordering::SeqCst);
     }
     drop(registry);
-    let (key, id) = (&e.key[..e.key_len as usize], &e.id[..e.id_len as usize]);
     if handed && !took && !release_tells {
-        handover::abandoned(key, id, term);
+        handover::abandoned(e.key, e.id, term);
     }
-    Some(String::from_utf8_lossy(key).into_owned())
+    Some(e.key.text())
 }
 
 #[pg_guard]
@@ -272,8 +263,8 @@ pub struct Grant {
     /// The candidate's entry and backend, to knock on at commit.
     pub index: usize,
     pub procno: i32,
-    pub key: String,
-    pub id: String,
+    pub key: Name,
+    pub id: Name,
     pub role: pg_sys::Oid,
     pub ttl_us: i64,
 }
@@ -304,8 +295,8 @@ pub fn claim_grant(key: &str, xid: u32) -> Option<Grant> {
     Some(Grant {
         index,
         procno: e.procno,
-        key: key.to_string(),
-        id: String::from_utf8_lossy(&e.id[..e.id_len as usize]).into_owned(),
+        key: e.key,
+        id: e.id,
         role: pg_sys::Oid::from(e.role),
         ttl_us: e.ttl_us,
     })
@@ -332,7 +323,7 @@ pub fn grant_ended(grant: &Grant, xid: u32, term: i64, committed: bool) {
     knocks.granted_by[i].store(0, Ordering::SeqCst);
     drop(registry);
     if committed {
-        handover::abandoned(grant.key.as_bytes(), grant.id.as_bytes(), term);
+        handover::abandoned(grant.key, grant.id, term);
     }
 }
 
@@ -340,14 +331,16 @@ pub fn grant_ended(grant: &Grant, xid: u32, term: i64, committed: bool) {
 /// handed to `id`: should its transaction roll back, that tenure is
 /// abandoned.
 pub fn took(key: &str, id: &str, term: i64) {
-    TOOK.with(|t| *t.borrow_mut() = Some((key.to_string(), id.to_string(), term)));
+    if let (Some(key), Some(id)) = (Name::new(key.as_bytes()), Name::new(id.as_bytes())) {
+        TOOK.set(Some((key, id, term)));
+    }
 }
 
 /// This backend's transaction ended (`waiters::transaction_ended`).
 pub fn transaction_ended(committed: bool) {
-    if let Some((key, id, term)) = TOOK.with(|t| t.borrow_mut().take()) {
+    if let Some((key, id, term)) = TOOK.take() {
         if !committed {
-            handover::abandoned(key.as_bytes(), id.as_bytes(), term);
+            handover::abandoned(key, id, term);
         }
     }
 }
@@ -484,12 +477,6 @@ pub fn reserved() -> i64 {
 pub fn list(key: &str) -> Vec<(String, i32, i64)> {
     in_serving_order(key)
         .iter()
-        .map(|(_, e)| {
-            (
-                String::from_utf8_lossy(&e.id[..e.id_len as usize]).into_owned(),
-                e.priority,
-                e.since,
-            )
-        })
+        .map(|(_, e)| (e.id.text(), e.priority, e.since))
         .collect()
 }

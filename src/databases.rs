@@ -353,3 +353,28 @@ pub fn wake_launcher() {
         set_latch(table().launcher_procno.load(Ordering::SeqCst));
     }
 }
+
+/// Moves the entries of `database` among the first `*len` of `queue` (a
+/// queue in shared memory that the workers of every database share) into
+/// `out`, keeping the others in order; returns how many moved.
+pub fn move_out<T: Copy>(
+    queue: &mut [T],
+    len: &mut usize,
+    database: u32,
+    database_of: impl Fn(&T) -> u32,
+    out: &mut [T],
+) -> usize {
+    let (mut moved, mut kept) = (0, 0);
+    for i in 0..*len {
+        let entry = queue[i];
+        if database_of(&entry) == database {
+            out[moved] = entry;
+            moved += 1;
+        } else {
+            queue[kept] = entry;
+            kept += 1;
+        }
+    }
+    *len = kept;
+    moved
+}

@@ -66,7 +66,7 @@ fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
 pub fn end_abandoned(now: i64) {
     let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
     for a in handover::take(database) {
-        let (key, id) = (a.key(), a.id());
+        let (key, id) = (a.key.text(), a.id.text());
         let args = [
             key.as_str().into(),
             id.as_str().into(),

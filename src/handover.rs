@@ -16,6 +16,7 @@
 //! holder died does.
 
 use crate::databases;
+use crate::names::Name;
 use crate::preload;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
@@ -24,37 +25,23 @@ use pgrx::{pg_shmem_init, PgAtomic};
 
 /// Tenures abandoned between two looks of the workers.
 const QUEUE: usize = 64;
-/// Longest key or id (as `input::MAX_NAME_BYTES`).
-const NAME: usize = 255;
 
 /// A tenure handed to a candidate that never took it up.
 #[derive(Clone, Copy)]
 pub struct Abandoned {
     database: u32,
+    pub key: Name,
+    pub id: Name,
     pub term: i64,
-    key_len: u16,
-    id_len: u16,
-    key: [u8; NAME],
-    id: [u8; NAME],
 }
 
 impl Abandoned {
     const EMPTY: Abandoned = Abandoned {
         database: 0,
+        key: Name::EMPTY,
+        id: Name::EMPTY,
         term: 0,
-        key_len: 0,
-        id_len: 0,
-        key: [0; NAME],
-        id: [0; NAME],
     };
-
-    pub fn key(&self) -> String {
-        String::from_utf8_lossy(&self.key[..self.key_len as usize]).into_owned()
-    }
-
-    pub fn id(&self) -> String {
-        String::from_utf8_lossy(&self.id[..self.id_len as usize]).into_owned()
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -80,19 +67,16 @@ pub fn init() {
 
 /// The tenure `term` of `key`, handed to `id` in this database by a
 /// committed release, was never taken up: the worker vacates it.
-pub fn abandoned(key: &[u8], id: &[u8], term: i64) {
-    if !preload::preloaded() || key.len() > NAME || id.len() > NAME {
+pub fn abandoned(key: Name, id: Name, term: i64) {
+    if !preload::preloaded() {
         return;
     }
-    let mut a = Abandoned {
+    let a = Abandoned {
         database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        key,
+        id,
         term,
-        key_len: key.len() as u16,
-        id_len: id.len() as u16,
-        ..Abandoned::EMPTY
     };
-    a.key[..key.len()].copy_from_slice(key);
-    a.id[..id.len()].copy_from_slice(id);
     let queued = {
         let mut queue = QUEUED.get().lock();
         let at = queue.len;
@@ -129,21 +113,14 @@ pub fn forget(database: u32) {
 }
 
 impl Queue {
-    /// Moves the entries of `database` out into `out`, keeping the others
-    /// in order; returns how many moved.
+    /// Moves the entries of `database` out into `out` (`databases::move_out`).
     fn remove(&mut self, database: u32, out: &mut [Abandoned; QUEUE]) -> usize {
-        let (mut moved, mut kept) = (0, 0);
-        for i in 0..self.len {
-            let a = self.abandoned[i];
-            if a.database == database {
-                out[moved] = a;
-                moved += 1;
-            } else {
-                self.abandoned[kept] = a;
-                kept += 1;
-            }
-        }
-        self.len = kept;
-        moved
+        databases::move_out(
+            &mut self.abandoned,
+            &mut self.len,
+            database,
+            |e| e.database,
+            out,
+        )
     }
 }

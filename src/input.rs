@@ -2,15 +2,13 @@
 //! runs these before touching anything, so a rejected call changes nothing.
 
 use crate::databases;
+pub use crate::names::MAX_NAME_BYTES;
 use crate::preload;
 use crate::sessions;
 use crate::settings;
 use crate::value::{JsonbText, MAX_VALUE_BYTES};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-
-/// Longest key or id, in bytes.
-pub const MAX_NAME_BYTES: usize = 255;
 
 const MICROS_PER_DAY: i128 = 86_400_000_000;
 

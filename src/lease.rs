@@ -585,19 +585,10 @@ fn hand_over(key: &str, now: i64) {
     let Some(grant) = candidates::claim_grant(key, xid) else {
         return;
     };
-    let expires_at = now + grant.ttl_us;
-    let ttl = Ttl(grant.ttl_us);
-    let args = tenure_args(
-        key,
-        &grant.id,
-        now,
-        expires_at,
-        ttl,
-        Claim::default(),
-        grant.role,
-    );
+    let (id, expires_at, ttl) = (grant.id.text(), now + grant.ttl_us, Ttl(grant.ttl_us));
+    let args = tenure_args(key, &id, now, expires_at, ttl, Claim::default(), grant.role);
     let term = start_term(&args);
-    tenure::started(key, &grant.id, term, now, expires_at, None, None, 1);
+    tenure::started(key, &id, term, now, expires_at, None, None, 1);
     waiters::granted_at_commit(key, grant, xid, term);
 }
 

@@ -38,6 +38,7 @@ mod hooks;
 mod input;
 mod launcher;
 mod lease;
+mod names;
 mod notify;
 mod plans;
 mod preload;

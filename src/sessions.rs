@@ -146,21 +146,14 @@ pub fn forget(database: u32) {
 }
 
 impl Queue {
-    /// Moves the sessions of `database` out into `out`, keeping the others
-    /// in order; returns how many moved.
+    /// Moves the entries of `database` out into `out` (`databases::move_out`).
     fn remove(&mut self, database: u32, out: &mut [Session; QUEUE]) -> usize {
-        let (mut moved, mut kept) = (0, 0);
-        for i in 0..self.len {
-            let s = self.ended[i];
-            if s.database == database {
-                out[moved] = s;
-                moved += 1;
-            } else {
-                self.ended[kept] = s;
-                kept += 1;
-            }
-        }
-        self.len = kept;
-        moved
+        databases::move_out(
+            &mut self.ended,
+            &mut self.len,
+            database,
+            |e| e.database,
+            out,
+        )
     }
 }
