@@ -36,7 +36,7 @@ use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::{AssertPGRXSharedMemory, PGRXSharedMemory};
 use pgrx::{pg_shmem_init, PgAtomic};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// Most candidates waiting at once on the server. Beyond, a waiting
@@ -115,9 +115,10 @@ struct Knocks {
     /// this candidate the lease, committed or not; 0: none. Set under the
     /// shared lock, cleared under the exclusive one.
     granted_by: [AtomicU32; CAPACITY],
-    /// Per entry: the term handed over, once that release committed; 0
-    /// before.
+    /// Per entry: the term handed over and its start (`acquired_at`, the
+    /// release's clock), once that release committed; 0 before.
     granted_term: [AtomicI64; CAPACITY],
+    granted_at: [AtomicI64; CAPACITY],
     /// Waiters that found the registry full: nobody can knock for them.
     unranked: AtomicU32,
 }
@@ -136,10 +137,10 @@ thread_local! {
     static UNRANKED: Cell<bool> = const { Cell::new(false) };
     /// Whether the exit callback that frees it is registered.
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
-    /// A tenure handed over that this backend's le_acquire returned true
-    /// for, in the current transaction: (key, id, term). Abandoned if the
-    /// transaction rolls back.
-    static TOOK: Cell<Option<(Name, Name, i64)>> = const { Cell::new(None) };
+    /// The tenures handed over that this backend's le_acquire returned
+    /// true for, in the current transaction (one statement may call it
+    /// for several keys). Abandoned if the transaction rolls back.
+    static TOOK: RefCell<Vec<handover::Abandoned>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Called from `_PG_init` while preloading.
@@ -152,6 +153,7 @@ pub fn init() {
                 reserved_until: std::array::from_fn(|_| AtomicI64::new(0)),
                 granted_by: std::array::from_fn(|_| AtomicU32::new(0)),
                 granted_term: std::array::from_fn(|_| AtomicI64::new(0)),
+                granted_at: std::array::from_fn(|_| AtomicI64::new(0)),
                 unranked: AtomicU32::new(0),
             })
         }
@@ -234,6 +236,7 @@ pub fn leave(took: bool) -> Option<String> {
     registry.entries[i] = Entry::EMPTY;
     let handed = knocks.granted_by[i].load(Ordering::SeqCst) != 0;
     let term = knocks.granted_term[i].load(Ordering::SeqCst);
+    let at = knocks.granted_at[i].load(Ordering::SeqCst);
     // Handed over and not taken, the release not committed yet: the entry
     // stays out of use, and the release tells the worker at its commit
     // (`grant_ended`).
@@ -243,7 +246,7 @@ pub fn leave(took: bool) -> Option<String> {
     }
     drop(registry);
     if handed && !took && !release_tells {
-        handover::abandoned(e.key, e.id, term);
+        handover::abandoned(handover::Abandoned::new(e.key, e.id, term, at));
     }
     Some(e.key.text())
 }
@@ -267,12 +270,19 @@ pub struct Grant {
     pub id: Name,
     pub role: pg_sys::Oid,
     pub ttl_us: i64,
+    /// The release's transaction.
+    pub xid: u32,
+    /// The tenure: its start (the release's clock), and its term once
+    /// started (0 before).
+    pub at: i64,
+    pub term: i64,
 }
 
 /// The candidate for `key` first in line, when it is grantable, marked as
-/// handed the lease by transaction `xid` (the caller's). None when the
-/// first in line is not grantable, or already handed it.
-pub fn claim_grant(key: &str, xid: u32) -> Option<Grant> {
+/// handed the lease by transaction `xid` (the caller's), its tenure to
+/// start `at`. None when the first in line is not grantable, or already
+/// handed it.
+pub fn claim_grant(key: &str, xid: u32, at: i64) -> Option<Grant> {
     if !preload::preloaded() {
         return None;
     }
@@ -299,23 +309,28 @@ pub fn claim_grant(key: &str, xid: u32) -> Option<Grant> {
         id: e.id,
         role: pg_sys::Oid::from(e.role),
         ttl_us: e.ttl_us,
+        xid,
+        at,
+        term: 0,
     })
 }
 
-/// The release (transaction `xid`) that handed `grant` the tenure `term`
-/// ended. Committed: the candidate learns its term and is knocked on, or,
-/// if it left meanwhile, the worker is told. Rolled back: the candidate
-/// may be handed the lease again.
-pub fn grant_ended(grant: &Grant, xid: u32, term: i64, committed: bool) {
+/// The release that made `grant` ended. Committed (its tenure started):
+/// the candidate learns its tenure and is knocked on, or, if it left
+/// meanwhile, the worker is told. Rolled back (or it failed before the
+/// tenure started): the candidate may be handed the lease again.
+pub fn grant_ended(grant: &Grant, committed: bool) {
+    let committed = committed && grant.term != 0;
     let knocks = KNOCKS.get();
     let i = grant.index;
     let registry = REGISTRY.exclusive();
-    if knocks.granted_by[i].load(Ordering::SeqCst) != xid {
+    if knocks.granted_by[i].load(Ordering::SeqCst) != grant.xid {
         return;
     }
     let waiting = registry.entries[i].used;
     if committed && waiting {
-        knocks.granted_term[i].store(term, Ordering::SeqCst);
+        knocks.granted_at[i].store(grant.at, Ordering::SeqCst);
+        knocks.granted_term[i].store(grant.term, Ordering::SeqCst);
         drop(registry);
         knock(i, grant.procno);
         return;
@@ -323,34 +338,41 @@ pub fn grant_ended(grant: &Grant, xid: u32, term: i64, committed: bool) {
     knocks.granted_by[i].store(0, Ordering::SeqCst);
     drop(registry);
     if committed {
-        handover::abandoned(grant.key, grant.id, term);
+        handover::abandoned(handover::Abandoned::new(
+            grant.key, grant.id, grant.term, grant.at,
+        ));
     }
 }
 
-/// This backend's le_acquire returns true for the tenure `term` of `key`
-/// handed to `id`: should its transaction roll back, that tenure is
+/// The tenure a committed release handed this waiting backend: (term,
+/// start). None when none was, or that release has not committed.
+pub fn granted() -> Option<(i64, i64)> {
+    let i = MINE.get().filter(|_| preload::preloaded())?;
+    let knocks = KNOCKS.get();
+    let term = knocks.granted_term[i].load(Ordering::SeqCst);
+    let handed = knocks.granted_by[i].load(Ordering::SeqCst) != 0;
+    (handed && term != 0).then(|| (term, knocks.granted_at[i].load(Ordering::SeqCst)))
+}
+
+/// This backend's le_acquire returns true for the tenure handed to `id`
+/// (`granted`): should its transaction roll back, that tenure is
 /// abandoned.
-pub fn took(key: &str, id: &str, term: i64) {
+pub fn took(key: &str, id: &str, (term, at): (i64, i64)) {
     if let (Some(key), Some(id)) = (Name::new(key.as_bytes()), Name::new(id.as_bytes())) {
-        TOOK.set(Some((key, id, term)));
+        TOOK.with(|t| {
+            t.borrow_mut()
+                .push(handover::Abandoned::new(key, id, term, at))
+        });
     }
 }
 
-/// This backend's transaction ended (`waiters::transaction_ended`).
+/// This backend's transaction ended (`waiters::transaction_ended`; a
+/// prepared one counts as committed: it can hold no hand-over).
 pub fn transaction_ended(committed: bool) {
-    if let Some((key, id, term)) = TOOK.take() {
+    for a in TOOK.with(|t| std::mem::take(&mut *t.borrow_mut())) {
         if !committed {
-            handover::abandoned(key, id, term);
+            handover::abandoned(a);
         }
-    }
-}
-
-/// Whether a release handed this waiting backend the lease (its
-/// transaction may still be open).
-pub fn granted() -> bool {
-    match MINE.get() {
-        Some(i) if preload::preloaded() => KNOCKS.get().granted_by[i].load(Ordering::SeqCst) != 0,
-        _ => false,
     }
 }
 

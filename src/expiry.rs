@@ -71,6 +71,7 @@ pub fn end_abandoned(now: i64) {
             key.as_str().into(),
             id.as_str().into(),
             a.term.into(),
+            ts(a.acquired_at).into(),
             ts(now).into(),
         ];
         let locked = plans::run(queries::LOCK_ABANDONED, &args, locked_expired);

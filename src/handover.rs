@@ -22,17 +22,21 @@ use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::spinlock::PgSpinLock;
 use pgrx::{pg_shmem_init, PgAtomic};
+use std::sync::atomic::Ordering;
 
 /// Tenures abandoned between two looks of the workers.
 const QUEUE: usize = 64;
 
-/// A tenure handed to a candidate that never took it up.
+/// A tenure handed to a candidate that never took it up: its key, holder,
+/// term and start (`acquired_at`), which name it alone even should the
+/// extension be dropped and created again meanwhile.
 #[derive(Clone, Copy)]
 pub struct Abandoned {
     database: u32,
     pub key: Name,
     pub id: Name,
     pub term: i64,
+    pub acquired_at: i64,
 }
 
 impl Abandoned {
@@ -41,7 +45,20 @@ impl Abandoned {
         key: Name::EMPTY,
         id: Name::EMPTY,
         term: 0,
+        acquired_at: 0,
     };
+
+    /// The tenure `term` of `key`, started `acquired_at` for `id`, in this
+    /// database.
+    pub fn new(key: Name, id: Name, term: i64, acquired_at: i64) -> Abandoned {
+        Abandoned {
+            database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+            key,
+            id,
+            term,
+            acquired_at,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -65,18 +82,17 @@ pub fn init() {
     );
 }
 
-/// The tenure `term` of `key`, handed to `id` in this database by a
-/// committed release, was never taken up: the worker vacates it.
-pub fn abandoned(key: Name, id: Name, term: i64) {
+/// A tenure handed over by a committed release was never taken up: the
+/// worker of its database vacates it. (Without a worker there, it lapses
+/// at its ttl: queued, it would fill the queue that every database shares.)
+pub fn abandoned(a: Abandoned) {
     if !preload::preloaded() {
         return;
     }
-    let a = Abandoned {
-        database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        key,
-        id,
-        term,
-    };
+    let worker = databases::mine().filter(|s| s.worker_procno.load(Ordering::SeqCst) >= 0);
+    if worker.is_none() {
+        return;
+    }
     let queued = {
         let mut queue = QUEUED.get().lock();
         let at = queue.len;
@@ -87,7 +103,7 @@ pub fn abandoned(key: Name, id: Name, term: i64) {
             })
             .is_some()
     };
-    if let Some(slot) = databases::mine().filter(|_| queued) {
+    if let Some(slot) = worker.filter(|_| queued) {
         slot.wake_worker();
     }
 }

@@ -281,9 +281,13 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
             }
             // Handed to this waiting call by a release (`hand_over`), as
             // it asked for it: nothing left to write.
-            if deadline.is_some() && candidates::granted() {
-                candidates::took(key, id, lease.term);
-                return Attempt::Acquired;
+            // (True as of this read, as any answer is as of its call: a
+            // le_force_release may follow, and the term tells.)
+            if let Some(tenure) = candidates::granted().filter(|(term, _)| *term == lease.term) {
+                if deadline.is_some() {
+                    candidates::took(key, id, tenure);
+                    return Attempt::Acquired;
+                }
             }
             // Ours: extend it as le_renew does, in one statement that never
             // waits, without the subtransaction and lock below (this is how
@@ -582,14 +586,17 @@ fn hand_over(key: &str, now: i64) {
     if xid == 0 {
         return;
     }
-    let Some(grant) = candidates::claim_grant(key, xid) else {
+    let Some(grant) = candidates::claim_grant(key, xid, now) else {
         return;
     };
+    // Known to the commit and abort callbacks from here on: should the
+    // tenure fail to start, the abort frees the candidate's entry.
+    waiters::granted_at_commit(key, grant.clone());
     let (id, expires_at, ttl) = (grant.id.text(), now + grant.ttl_us, Ttl(grant.ttl_us));
     let args = tenure_args(key, &id, now, expires_at, ttl, Claim::default(), grant.role);
     let term = start_term(&args);
+    waiters::grant_started(term);
     tenure::started(key, &id, term, now, expires_at, None, None, 1);
-    waiters::granted_at_commit(key, grant, xid, term);
 }
 
 /// Vacates a locked, live lease and announces it.

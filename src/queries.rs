@@ -477,12 +477,12 @@ statements! {
          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// Worker (contract 9): lock tenure `$3` of key `$1`, handed to `$2` by a
-    /// release and never taken up, if it is still as handed: held by `$2`,
-    /// live at `$4`, never renewed since (renewed_at = acquired_at); skipping
-    /// it when another transaction holds it locked.
+    /// release at `$4` and never taken up, if it is still as handed: held by
+    /// `$2`, live at `$5`, never renewed since (renewed_at = acquired_at);
+    /// skipping it when another transaction holds it locked.
     LOCK_ABANDONED = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder = $2 AND term = $3 AND renewed_at = acquired_at \
-           AND expires_at > $4 \
+         WHERE key = $1 AND holder = $2 AND term = $3 AND acquired_at = $4 \
+           AND renewed_at = acquired_at AND expires_at > $5 \
          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// Worker (contract 10): lock the held leases bound to the session that

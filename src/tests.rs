@@ -1003,7 +1003,7 @@ mod tests {
             ("SHARE_LOCK_LEASE", "'k2', 10"),
             ("LIVE_HOLDER", "'k2', now()"),
             ("LOCK_LAPSED", "now() + interval '1 hour', 1000"),
-            ("LOCK_ABANDONED", "'k2', 'h2', 1, now()"),
+            ("LOCK_ABANDONED", "'k2', 'h2', 1, now(), now()"),
             ("VACATE_KEYS", "ARRAY['k2', 'k4'], now()"),
             ("RENEW_ALL", "'h2', now(), 10"),
             ("READ_LEASE_0_4", "'k2', 10"),

@@ -63,9 +63,9 @@ thread_local! {
     static KEYS_AT_COMMIT: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
     /// Buckets of vacated keys beyond `KNOCKED_KEYS`: broadcast at commit.
     static UNKNOCKED: Cell<u64> = const { Cell::new(0) };
-    /// Candidates this transaction handed a lease (`lease::hand_over`), with
-    /// this transaction's id and the term. Knocked on at commit.
-    static GRANTS: RefCell<Vec<(candidates::Grant, u32, i64)>> = const { RefCell::new(Vec::new()) };
+    /// Candidates this transaction handed a lease (`lease::hand_over`).
+    /// Knocked on at commit.
+    static GRANTS: RefCell<Vec<candidates::Grant>> = const { RefCell::new(Vec::new()) };
     /// While le_acquire looks (`look_begins`): its transaction nesting
     /// level and the buckets of tenures started before the look.
     static LOOK: Cell<Option<(i32, u64)>> = const { Cell::new(None) };
@@ -131,10 +131,10 @@ pub fn wake_at_commit(key: &str) {
     }
 }
 
-/// This transaction (`xid`) vacated `key` and handed its lease to `grant`
-/// as tenure `term`: at commit, that candidate is knocked on, not the one
-/// the vacated lease would have woken.
-pub fn granted_at_commit(key: &str, grant: candidates::Grant, xid: u32, term: i64) {
+/// This transaction vacated `key` and hands its lease to `grant`: at
+/// commit, that candidate is knocked on, not the one the vacated lease
+/// would have woken.
+pub fn granted_at_commit(key: &str, grant: candidates::Grant) {
     KEYS_AT_COMMIT.with(|keys| {
         let mut keys = keys.borrow_mut();
         if let Some(n) = keys.get_mut(key) {
@@ -144,7 +144,16 @@ pub fn granted_at_commit(key: &str, grant: candidates::Grant, xid: u32, term: i6
             }
         }
     });
-    GRANTS.with(|g| g.borrow_mut().push((grant, xid, term)));
+    GRANTS.with(|g| g.borrow_mut().push(grant));
+}
+
+/// The tenure of the last `granted_at_commit` started, as `term`.
+pub fn grant_started(term: i64) {
+    GRANTS.with(|g| {
+        if let Some(grant) = g.borrow_mut().last_mut() {
+            grant.term = term;
+        }
+    });
 }
 
 /// The lease of `key` becomes vacant again if this transaction rolls back.
@@ -163,8 +172,8 @@ pub fn transaction_ended(committed: bool) {
     let unknocked = UNKNOCKED.replace(0);
     let keys = KEYS_AT_COMMIT.with(|k| std::mem::take(&mut *k.borrow_mut()));
     let grants = GRANTS.with(|g| std::mem::take(&mut *g.borrow_mut()));
-    for (grant, xid, term) in &grants {
-        candidates::grant_ended(grant, *xid, *term, committed);
+    for grant in &grants {
+        candidates::grant_ended(grant, committed);
     }
     candidates::transaction_ended(committed);
     if !committed {
@@ -249,7 +258,11 @@ pub fn transaction_prepared() {
     AT_ABORT.set(0);
     UNKNOCKED.set(0);
     KEYS_AT_COMMIT.with(|k| k.borrow_mut().clear());
-    GRANTS.with(|g| g.borrow_mut().clear());
+    // (A prepared transaction is a block: it hands nothing over.)
+    for grant in GRANTS.with(|g| std::mem::take(&mut *g.borrow_mut())) {
+        candidates::grant_ended(&grant, false);
+    }
+    candidates::transaction_ended(true);
     LOOK.set(None);
 }
 

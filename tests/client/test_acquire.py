@@ -423,6 +423,67 @@ class HandOverTest(unittest.TestCase):
         self.assertEqual(self.lease(), ("b", 2))
         self.assertEqual([e["_pid"] for e in self.events() if e["event"] == "acquired"], [pid])
 
+    def test_a_release_in_an_exception_block_hands_nothing(self):
+        """PL/pgSQL runs an exception block in a subtransaction: a release
+        there may be rolled back while its transaction commits, so it hands
+        nothing over, and here it is rolled back: nothing changed."""
+        w = self.waiter(self.key, "b")
+        releaser = self.connection()
+        one(releaser, "SELECT set_config('leaderlock_test.key', %s, false)", (self.key,))
+        with releaser.cursor() as cur:
+            cur.execute("DO $$ BEGIN PERFORM le_release(current_setting('leaderlock_test.key'), 'a'); "
+                        "RAISE EXCEPTION 'undo'; EXCEPTION WHEN raise_exception THEN NULL; END $$")
+        time.sleep(0.3)
+        self.assertIsNone(w.returned_at)
+        self.assertEqual(self.lease(), ("a", 1))
+        pid = one(releaser, "SELECT pg_backend_pid()")
+        self.assertTrue(one(releaser, "SELECT le_release(%s, 'a')", (self.key,)))
+        self.assertIs(w.join(), True)
+        self.assertEqual([e["_pid"] for e in self.events() if e["event"] == "acquired"], [pid])
+
+    def test_a_candidate_cancelled_after_the_hand_over_committed_leaves_it_to_the_worker(self):
+        """The release commits while the candidate is frozen; cancelled,
+        then thawed, the candidate stops without looking: it tells the
+        worker itself, which vacates the tenure."""
+        w = self.waiter(self.key, "b")
+        os.kill(w.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(one(self.connection(), "SELECT le_release(%s, 'a')", (self.key,)))
+            self.assertEqual(self.lease(), ("b", 2))
+            self.assertTrue(one(self.conn, "SELECT pg_cancel_backend(%s)", (w.pid,)))
+        finally:
+            os.kill(w.pid, signal.SIGCONT)
+        w.join()
+        self.assertIsInstance(w.error, psycopg2.errors.QueryCanceled)
+        self.assert_abandoned("b", 2)
+        self.assertEqual(self.lease(), (None, 2))
+
+    def test_two_hand_overs_in_one_statement_that_fails_are_both_vacated(self):
+        other = self.key + "-2"
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1 minute')", (other,)))
+        c = self.connection()
+        pid = one(c, "SELECT pg_backend_pid()")
+        t = self.in_background(
+            c, "SELECT x, y, 1 / (SELECT 0) FROM (SELECT le_acquire(%s, 'd', '1 minute', '1 minute') AS x, "
+               "le_acquire(%s, 'd', '1 minute', '1 minute') AS y OFFSET 0) s", (self.key, other))
+        releaser = self.connection()
+        for key in (self.key, other):
+            self.assertTrue(wait_for(lambda: sleeping(self.conn, pid), timeout=GENEROUS))
+            self.assertTrue(one(releaser, "SELECT le_release(%s, 'a')", (key,)))
+        t.join(GENEROUS)
+        self.assertIsInstance(t.error, psycopg2.errors.DivisionByZero)
+        vacated = set()
+
+        def note(e):
+            if e != "marker" and (e["event"], e["holder"], e["term"], e.get("reason")) == \
+                    ("expired", "d", 2, "abandoned"):
+                vacated.add(e["key"])
+            return vacated == {self.key, other}
+        self.listener.events(GENEROUS, until=note)
+        self.assertEqual(vacated, {self.key, other})
+        self.assertEqual(self.lease(), (None, 2))
+        self.assertEqual(row(self.conn, "SELECT holder, term FROM le_lease(%s)", (other,)), (None, 2))
+
     def test_a_wait_that_ends_during_a_hand_over_leaves_it_to_the_worker(self):
         """The release's statement goes on for 2 s after handing the lease
         over; the waiter's wait ends meanwhile and it returns false, as
