@@ -53,11 +53,8 @@ struct Entry {
     since: i64,
     key: Name,
     id: Name,
-    /// A release may hand it the lease (`Grantable`).
-    grantable: bool,
-    /// Its role and ttl, for that tenure.
-    role: u32,
-    ttl_us: i64,
+    /// What a release needs to hand it the lease; None: it may not.
+    grantable: Option<Grantable>,
 }
 
 impl Entry {
@@ -69,9 +66,7 @@ impl Entry {
         since: 0,
         key: Name::EMPTY,
         id: Name::EMPTY,
-        grantable: false,
-        role: 0,
-        ttl_us: 0,
+        grantable: None,
     };
 
     fn waits_for(&self, database: u32, key: &str) -> bool {
@@ -201,9 +196,7 @@ pub fn register(
         since,
         key,
         id,
-        grantable: grantable.is_some(),
-        role: grantable.map_or(0, |g| g.role.to_u32()),
-        ttl_us: grantable.map_or(0, |g| g.ttl_us),
+        grantable,
     };
     let mut registry = REGISTRY.exclusive();
     // Not one a release still hands a lease to (see `leave`).
@@ -268,8 +261,8 @@ pub struct Grant {
     pub procno: i32,
     pub key: Name,
     pub id: Name,
-    pub role: pg_sys::Oid,
-    pub ttl_us: i64,
+    /// The tenure the candidate asked for.
+    pub asked: Grantable,
     /// The release's transaction.
     pub xid: u32,
     /// The tenure: its start (the release's clock), and its term once
@@ -296,9 +289,7 @@ pub fn claim_grant(key: &str, xid: u32, at: i64) -> Option<Grant> {
         .enumerate()
         .filter(|(_, e)| e.waits_for(database, key))
         .min_by_key(|(_, e)| std::cmp::Reverse(e.rank()))?;
-    if !e.grantable {
-        return None;
-    }
+    let asked = e.grantable?;
     KNOCKS.get().granted_by[index]
         .compare_exchange(0, xid, Ordering::SeqCst, Ordering::SeqCst)
         .ok()?;
@@ -307,8 +298,7 @@ pub fn claim_grant(key: &str, xid: u32, at: i64) -> Option<Grant> {
         procno: e.procno,
         key: e.key,
         id: e.id,
-        role: pg_sys::Oid::from(e.role),
-        ttl_us: e.ttl_us,
+        asked,
         xid,
         at,
         term: 0,

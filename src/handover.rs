@@ -6,11 +6,11 @@
 //! waiting without returning true (cancelled, timed out, terminated), or its
 //! own transaction roll back after it returned true, the tenure it was
 //! handed is nobody's: the backend that finds so (the candidate, or the
-//! release at its commit) puts (database, key, id, term) here and sets the
-//! worker's latch; the worker vacates that tenure if it is still as handed
-//! (held by that id, that term, never renewed) and announces `expired`
-//! with `"reason":"abandoned"`, instead of leaving the key to lapse at the
-//! candidate's ttl.
+//! release at its commit) puts (database, key, id, term, start) here and
+//! sets the worker's latch; the worker vacates that tenure if it is still
+//! as handed (that holder, term and start, never renewed) and announces
+//! `expired` with `"reason":"abandoned"`, instead of leaving the key to
+//! lapse at the candidate's ttl.
 //!
 //! Should the queue be full, the tenure lapses at its ttl, as one whose
 //! holder died does.
@@ -22,7 +22,6 @@ use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::spinlock::PgSpinLock;
 use pgrx::{pg_shmem_init, PgAtomic};
-use std::sync::atomic::Ordering;
 
 /// Tenures abandoned between two looks of the workers.
 const QUEUE: usize = 64;
@@ -86,11 +85,7 @@ pub fn init() {
 /// worker of its database vacates it. (Without a worker there, it lapses
 /// at its ttl: queued, it would fill the queue that every database shares.)
 pub fn abandoned(a: Abandoned) {
-    if !preload::preloaded() {
-        return;
-    }
-    let worker = databases::mine().filter(|s| s.worker_procno.load(Ordering::SeqCst) >= 0);
-    if worker.is_none() {
+    if !preload::preloaded() || !databases::worker_serves_this_database() {
         return;
     }
     let queued = {
@@ -103,7 +98,7 @@ pub fn abandoned(a: Abandoned) {
             })
             .is_some()
     };
-    if let Some(slot) = worker.filter(|_| queued) {
+    if let Some(slot) = databases::mine().filter(|_| queued) {
         slot.wake_worker();
     }
 }

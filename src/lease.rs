@@ -283,11 +283,10 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
             // it asked for it: nothing left to write.
             // (True as of this read, as any answer is as of its call: a
             // le_force_release may follow, and the term tells.)
-            if let Some(tenure) = candidates::granted().filter(|(term, _)| *term == lease.term) {
-                if deadline.is_some() {
-                    candidates::took(key, id, tenure);
-                    return Attempt::Acquired;
-                }
+            let handed = deadline.and(candidates::granted());
+            if let Some(tenure) = handed.filter(|(term, _)| *term == lease.term) {
+                candidates::took(key, id, tenure);
+                return Attempt::Acquired;
             }
             // Ours: extend it as le_renew does, in one statement that never
             // waits, without the subtransaction and lock below (this is how
@@ -592,8 +591,17 @@ fn hand_over(key: &str, now: i64) {
     // Known to the commit and abort callbacks from here on: should the
     // tenure fail to start, the abort frees the candidate's entry.
     waiters::granted_at_commit(key, grant.clone());
-    let (id, expires_at, ttl) = (grant.id.text(), now + grant.ttl_us, Ttl(grant.ttl_us));
-    let args = tenure_args(key, &id, now, expires_at, ttl, Claim::default(), grant.role);
+    let ttl = Ttl(grant.asked.ttl_us);
+    let (id, expires_at) = (grant.id.text(), now + ttl.0);
+    let args = tenure_args(
+        key,
+        &id,
+        now,
+        expires_at,
+        ttl,
+        Claim::default(),
+        grant.asked.role,
+    );
     let term = start_term(&args);
     waiters::grant_started(term);
     tenure::started(key, &id, term, now, expires_at, None, None, 1);
