@@ -5,6 +5,7 @@ bound leases, the leader value in notifications.
 Bounds here are generous liveness bounds (did it happen at all), never
 timing goals: bench/acquire_wake.sh and bench/session_end.sh measure those.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,6 +55,16 @@ class Waiter:
             pass
 
 
+@contextlib.contextmanager
+def frozen(pid):
+    """Process `pid` stopped (SIGSTOP) for the `with` block, then resumed."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def sleeping(conn, pid):
     """Whether backend `pid` sleeps in le_acquire's wait event (the portable
     edition's le_acquire sleeps in pg_sleep between looks)."""
@@ -75,7 +86,19 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-class AcquireTest(unittest.TestCase):
+class Waiting:
+    """`waiter`: a Waiter on a key, once it sleeps, closed at tearDown
+    (`self.waiters`)."""
+
+    def waiter(self, *args, **kw):
+        w = Waiter(*args, **kw)
+        self.waiters.append(w)
+        self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid) or w.returned_at, timeout=GENEROUS),
+                        "the waiter never slept")
+        return w
+
+
+class AcquireTest(Waiting, unittest.TestCase):
     def setUp(self):
         self.conn = connect()
         self.key = f"acq-{self.id().rsplit('.', 1)[-1]}-{time.time_ns()}"
@@ -85,13 +108,6 @@ class AcquireTest(unittest.TestCase):
         for w in self.waiters:
             w.close()
         self.conn.close()
-
-    def waiter(self, *args, **kw):
-        w = Waiter(*args, **kw)
-        self.waiters.append(w)
-        self.assertTrue(wait_for(lambda: sleeping(self.conn, w.pid) or w.returned_at, timeout=GENEROUS),
-                        "the waiter never slept")
-        return w
 
     def lease(self, key=None):
         return row(self.conn, "SELECT holder, term, value::text FROM le_lease(%s)", (key or self.key,))
@@ -173,14 +189,11 @@ class AcquireTest(unittest.TestCase):
         long before the holder's minute would have run out."""
         self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'h', '1 minute')", (self.key,)))
         first, second = self.waiter(self.key, "w0"), self.waiter(self.key, "w1")
-        os.kill(first.pid, signal.SIGSTOP)
-        try:
+        with frozen(first.pid):
             self.assertTrue(one(self.conn, "SELECT le_release(%s, 'h')", (self.key,)))
             self.assertTrue(one(self.conn, "SELECT pg_terminate_backend(%s)", (first.pid,)))
             time.sleep(0.2)
             self.assertIsNone(second.returned_at)
-        finally:
-            os.kill(first.pid, signal.SIGCONT)
         self.assertIs(second.join(), True)
         self.assertEqual(self.lease()[0], "w1")
         first.join()
@@ -267,7 +280,7 @@ class AcquireTest(unittest.TestCase):
 
 
 @unittest.skipIf(PORTABLE, "the portable edition's le_acquire polls (portable/README.md, difference 2)")
-class HandOverTest(unittest.TestCase):
+class HandOverTest(Waiting, unittest.TestCase):
     """A release in an implicit transaction hands the lease to the candidate
     first in line, in its own transaction, when that candidate waits in an
     implicit transaction for a plain tenure (no value, not session-bound, one
@@ -287,9 +300,6 @@ class HandOverTest(unittest.TestCase):
         for c in self.waiters + self.others:
             c.close()
         self.conn.close()
-
-    def waiter(self, *args, **kw):
-        return AcquireTest.waiter(self, *args, **kw)
 
     def waiter_in_a_block(self, id_, **kw):
         """le_acquire in a transaction block (not committed): (connection,
@@ -398,13 +408,10 @@ class HandOverTest(unittest.TestCase):
         hands it the lease all the same, as it would be a leader that froze
         after it took the lease; thawed, it returns true."""
         w = self.waiter(self.key, "b")
-        os.kill(w.pid, signal.SIGSTOP)
-        try:
+        with frozen(w.pid):
             self.assertTrue(one(self.connection(), "SELECT le_release(%s, 'a')", (self.key,)))
             self.assertEqual(self.lease(), ("b", 2))
             self.assertFalse(one(self.conn, "SELECT le_try_acquire(%s, 'other', '1 minute')", (self.key,)))
-        finally:
-            os.kill(w.pid, signal.SIGCONT)
         self.assertIs(w.join(), True)
         self.assertEqual(self.lease(), ("b", 2))
 
@@ -446,13 +453,10 @@ class HandOverTest(unittest.TestCase):
         then thawed, the candidate stops without looking: it tells the
         worker itself, which vacates the tenure."""
         w = self.waiter(self.key, "b")
-        os.kill(w.pid, signal.SIGSTOP)
-        try:
+        with frozen(w.pid):
             self.assertTrue(one(self.connection(), "SELECT le_release(%s, 'a')", (self.key,)))
             self.assertEqual(self.lease(), ("b", 2))
             self.assertTrue(one(self.conn, "SELECT pg_cancel_backend(%s)", (w.pid,)))
-        finally:
-            os.kill(w.pid, signal.SIGCONT)
         w.join()
         self.assertIsInstance(w.error, psycopg2.errors.QueryCanceled)
         self.assert_abandoned("b", 2)

@@ -6,8 +6,6 @@ timeout, cancel or termination, stops counting at once.
 
 Bounds are liveness bounds; timing goals belong to bench/acquire_wake.sh.
 """
-import os
-import signal
 import sys
 import threading
 import time
@@ -16,7 +14,7 @@ import unittest
 import psycopg2
 
 from harness import PORTABLE, connect, one, wait_for
-from test_acquire import GENEROUS, Waiter, sleeping
+from test_acquire import GENEROUS, Waiter, frozen, sleeping
 
 
 @unittest.skipIf(PORTABLE, "priorities need the preloaded library: tests/portable/README.md")
@@ -181,8 +179,7 @@ class PriorityTest(unittest.TestCase):
         test_acquire.HandOverTest.test_a_frozen_first_in_line_is_handed_it.)"""
         self.hold()
         w = self.waiter("frozen", 0, wait="30 seconds", value='{"frozen": true}')
-        os.kill(w.pid, signal.SIGSTOP)
-        try:
+        with frozen(w.pid):
             self.release("holder")
             released = time.monotonic()
             self.assertFalse(one(self.conn, "SELECT le_try_acquire(%s, 'other', '1 minute')", (self.key,)))
@@ -190,8 +187,6 @@ class PriorityTest(unittest.TestCase):
                                                  (self.key,)), timeout=GENEROUS, interval=0.01))
             print(f"\n  reserved to the frozen candidate for {(time.monotonic() - released) * 1000:.0f} ms",
                   file=sys.stderr)
-        finally:
-            os.kill(w.pid, signal.SIGCONT)
         time.sleep(0.2)
         self.assertIsNone(w.returned_at, w.error)
         self.release("other")
