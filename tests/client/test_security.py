@@ -12,6 +12,7 @@ import time
 import unittest
 
 import psycopg2
+import psycopg2.errors
 
 from harness import PG_BIN, Cluster, as_postgres, connect, one, row, wait_for
 
@@ -134,8 +135,10 @@ class SecurityTest(unittest.TestCase):
     def test_planted_operators_and_look_alikes_never_run(self):
         """Traps for every operator and type pair a statement could pick up
         from a schema others can write, and pg_temp look-alikes of the
-        extension's relations: the whole API runs (worker expiry and a
-        session end included) and no trap records anything."""
+        extension's relations: the whole API runs (worker expiry, a session
+        end, a release handing the lease over and the worker vacating a
+        tenure handed over and abandoned included) and no trap records
+        anything."""
         t = self.plant_traps(connect(user=TRAPPER))
         self.addCleanup(t.close)
         k = self.key
@@ -166,6 +169,39 @@ class SecurityTest(unittest.TestCase):
         one(a, "SELECT le_try_acquire(%s, 'admin', '1 hour')", (k + "-admin",))
         one(a, "SELECT le_renew(%s, 'admin', '2 hours')", (k + "-admin",))
         one(a, "SELECT le_force_release(%s)", (k + "-admin",))
+        # A release that hands the lease to a waiting candidate (§9), and a
+        # tenure handed over whose candidate's statement then fails: the
+        # worker vacates it.
+        results = {}
+
+        def wait_in(name, sql, key):
+            c = connect()
+            self.addCleanup(c.close)
+            one(c, "SET search_path = public, pg_temp")
+            pid = one(c, "SELECT pg_backend_pid()")
+
+            def run():
+                try:
+                    results[name] = one(c, sql, (key,))
+                except psycopg2.Error as e:
+                    results[name] = e
+            threading.Thread(target=run, daemon=True).start()
+            self.assertTrue(wait_for(lambda: one(self.admin, "SELECT wait_event = 'Extension' "
+                                                 "FROM pg_stat_activity WHERE pid = %s", (pid,)), timeout=10))
+        for suffix, sql in (
+            ("-hand", "SELECT le_acquire(%s, 'waiter', '1 hour', '1 minute')"),
+            ("-abandon", "SELECT x, 1 / (SELECT 0) FROM (SELECT le_acquire(%s, 'waiter', '1 hour', "
+                         "'1 minute') AS x OFFSET 0) s"),
+        ):
+            one(t, "SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k + suffix,))
+            wait_in(suffix, sql, k + suffix)
+            self.assertTrue(one(t, "SELECT le_release(%s, 'trapper')", (k + suffix,)))
+            self.assertTrue(wait_for(lambda: suffix in results, timeout=10))
+        self.assertIs(results["-hand"], True)
+        self.assertEqual(self.lease(k + "-hand")[:2], ("waiter", 2))
+        self.assertIsInstance(results["-abandon"], psycopg2.errors.DivisionByZero)
+        self.assertTrue(wait_for(lambda: self.lease(k + "-abandon")[0] is None, timeout=10))
+        self.assertEqual(self.lease(k + "-abandon")[1], 2)
         # The worker's expiry, and the end of a session holding a bound lease.
         t.close()
         self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
