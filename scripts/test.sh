@@ -26,7 +26,10 @@
 #                   links resolve; pyflakes; the client library and CLI (crates/):
 #                   clippy, cargo test, build; as root, the test command as
 #                   a contributor runs it (tests/contributor/run.sh: not
-#                   root, --pg-config of a PostgreSQL 16 of its own)
+#                   root, --pg-config of a PostgreSQL 16 of its own); with
+#                   package: the tarball's install.sh against links planted
+#                   by the owner of the directories it writes
+#                   (tests/package/install_links.sh)
 # Per version:
 #   lint            cargo clippy -D warnings, built for that version: on 15
 #                   and on the versions some code is compiled for alone
@@ -136,6 +139,10 @@ fi
 if wants unit; then
   printf '\n=== client library and CLI: unit tests\n'
   (cd "$REPO_ROOT" && cargo test --locked -q "${CLIENT_CRATES[@]}") || FAILED+=("cargo test (client, cli)")
+fi
+if wants package; then
+  printf '\n=== %s\n' "the tarball's install.sh writes through no planted link (tests/package/install_links.sh)"
+  "$REPO_ROOT/tests/package/install_links.sh" || FAILED+=("install.sh and planted links")
 fi
 if wants client || wants bench || wants portable; then
   build_cli || FAILED+=("build the CLI")
