@@ -4,13 +4,15 @@
 //! can see what the elector is doing and whether it is stuck.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaderlock_client::Watchdog;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::time::Instant;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::time::{timeout_at, Instant};
 
 use crate::text;
 
@@ -48,66 +50,188 @@ pub async fn serve(
     wedged_after: Duration,
     renewals_failing: Duration,
 ) {
-    // At most this many requests at once, each given at most a second: a
-    // client that connects and says nothing cannot use up file descriptors.
-    let slots = Arc::new(tokio::sync::Semaphore::new(16));
-    loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
+    let respond = move |path: &str| {
+        route(
+            path,
+            &key,
+            &metrics,
+            watchdog.overdue(),
+            wedged_after,
+            renewals_failing,
+        )
+    };
+    accept(listener, Arc::new(respond)).await;
+}
+
+/// The status and body for `path`; `overdue`: how late the elector is.
+fn route(
+    path: &str,
+    key: &str,
+    metrics: &Shared,
+    overdue: Duration,
+    wedged_after: Duration,
+    renewals_failing: Duration,
+) -> (&'static str, String) {
+    match path {
+        "/metrics" => ("200 OK", render(key, metrics, overdue)),
+        "/healthz" => match unhealthy(metrics, overdue, wedged_after, renewals_failing) {
+            Some(why) => ("503 Service Unavailable", why),
+            None => ("200 OK", "ok\n".into()),
+        },
+        _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
+    }
+}
+
+type Respond = Arc<dyn Fn(&str) -> (&'static str, String) + Send + Sync>;
+
+/// Connections open at once, at most: beyond it, the oldest is dropped.
+const MAX_CONNECTIONS: usize = 128;
+/// Connections open at once from one address (an IPv6 /64), at most:
+/// beyond it, that address's oldest is dropped, not someone else's.
+const MAX_PER_PEER: usize = 16;
+/// The request line must have arrived this long after the connect.
+const REQUEST_WITHIN: Duration = Duration::from_secs(1);
+/// Every connection is closed this long after the connect, at the latest.
+const CONNECTION_WITHIN: Duration = Duration::from_secs(2);
+/// The request line is read up to this many bytes.
+const MAX_REQUEST_LINE: usize = 4096;
+/// What the client sends after its request line is read and thrown away
+/// up to this many bytes, so that closing does not reset the connection
+/// (and lose the answer) while it is still unread.
+const MAX_DRAINED: usize = 16 * 1024;
+
+/// The connections open, oldest first; dropping a connection's sender
+/// closes it.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    connections: BTreeMap<u64, (IpAddr, oneshot::Sender<()>)>,
+}
+
+impl Open {
+    /// Makes room for one more connection from `peer` (dropping that
+    /// peer's oldest when it has `MAX_PER_PEER` open, else the oldest of
+    /// all when `MAX_CONNECTIONS` are) and registers it: its number, and
+    /// what tells it it has been dropped.
+    fn admit(&mut self, peer: IpAddr) -> (u64, oneshot::Receiver<()>) {
+        let mut from_peer = self.connections.iter().filter(|(_, (p, _))| *p == peer);
+        let oldest = match from_peer.next() {
+            Some((&oldest, _)) if from_peer.count() + 1 >= MAX_PER_PEER => Some(oldest),
+            _ if self.connections.len() >= MAX_CONNECTIONS => {
+                self.connections.keys().next().copied()
+            }
+            _ => None,
         };
-        let mut socket = match listener.accept().await {
-            Ok((socket, _)) => socket,
-            Err(_) => {
-                // (out of file descriptors, say): not a busy loop
-                tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Some(oldest) = oldest {
+            self.connections.remove(&oldest);
+        }
+        let (id, (tx, rx)) = (self.next, oneshot::channel());
+        self.next += 1;
+        self.connections.insert(id, (peer, tx));
+        (id, rx)
+    }
+}
+
+/// Whom a connection counts against: its address, or an IPv6 address's
+/// /64 (what one host is usually given).
+fn peer(addr: SocketAddr) -> IpAddr {
+    match addr.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (!0u128 << 64))),
+        },
+        v4 => v4,
+    }
+}
+
+/// Answers each connection accepted on `listener` with `respond`.
+///
+/// It serves probes, so nothing a client does may keep it from answering
+/// the next one for long: the accept loop never waits for a connection to
+/// end; each is given `REQUEST_WITHIN` to send its request line and is
+/// closed `CONNECTION_WITHIN` after it connected whatever it does; and a
+/// new connection beyond `MAX_PER_PEER` or `MAX_CONNECTIONS` makes room by
+/// dropping the oldest (idle or slow ones, the answered are gone within a
+/// round trip), never by waiting, so a flood of connections that say
+/// nothing delays a probe by no more than it takes to accept it.
+async fn accept(listener: TcpListener, respond: Respond) {
+    let open = Arc::new(Mutex::new(Open::default()));
+    loop {
+        let (socket, addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors: free one (the oldest
+                // connection's) for the next. Not a busy loop either way.
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(&oldest) = open.connections.keys().next() {
+                        open.connections.remove(&oldest);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
-        let (key, metrics, watchdog) = (key.clone(), metrics.clone(), watchdog.clone());
+        let (id, dropped) = open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .admit(peer(addr));
+        let (open, respond) = (open.clone(), respond.clone());
         tokio::spawn(async move {
-            let _permit = permit;
-            let mut request = Vec::new();
-            let mut chunk = [0u8; 1024];
-            let read_line = async {
-                while !request.contains(&b'\n') && request.len() < 4096 {
-                    match socket.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => request.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            };
-            if tokio::time::timeout(Duration::from_secs(1), read_line)
-                .await
-                .is_err()
-            {
-                return;
+            tokio::select! {
+                _ = dropped => {}
+                () = connection(socket, &respond) => {}
             }
-            let line = String::from_utf8_lossy(&request);
-            let target = line.split_whitespace().nth(1).unwrap_or("");
-            let path = target.split('?').next().unwrap_or("");
-            let (status, body) = match path {
-                "/metrics" => ("200 OK", render(&key, &metrics, &watchdog)),
-                "/healthz" => {
-                    let overdue = watchdog.overdue();
-                    match unhealthy(&metrics, overdue, wedged_after, renewals_failing) {
-                        Some(why) => ("503 Service Unavailable", why),
-                        None => ("200 OK", "ok\n".into()),
-                    }
-                }
-                _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
-            };
-            let response = format!(
-                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let write = async {
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+            let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+            open.connections.remove(&id);
         });
     }
+}
+
+/// Reads one request line from `socket` and answers it.
+async fn connection(mut socket: TcpStream, respond: &Respond) {
+    let connected = Instant::now();
+    let mut request = Vec::new();
+    let mut chunk = [0u8; 1024];
+    let read_line = async {
+        while !request.contains(&b'\n') && request.len() < MAX_REQUEST_LINE {
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    if timeout_at(connected + REQUEST_WITHIN, read_line)
+        .await
+        .is_err()
+        || request.is_empty()
+    {
+        return;
+    }
+    let line = String::from_utf8_lossy(&request);
+    let target = line.split_whitespace().nth(1).unwrap_or("");
+    let path = target.split('?').next().unwrap_or("");
+    let (status, body) = respond(path);
+    let response = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = async {
+        socket.write_all(response.as_bytes()).await?;
+        socket.shutdown().await?;
+        // Until the client closes (having read the answer), a bounded
+        // amount of what it sent after the request line.
+        let mut drained = 0;
+        while drained < MAX_DRAINED {
+            match socket.read(&mut chunk).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    let _ = timeout_at(connected + CONNECTION_WITHIN, answer).await;
 }
 
 /// Why the elector is not healthy, if it is not.
@@ -134,8 +258,9 @@ fn unhealthy(
     })
 }
 
-/// The Prometheus text exposition of `metrics`.
-fn render(key: &str, metrics: &Shared, watchdog: &Watchdog) -> String {
+/// The Prometheus text exposition of `metrics`; `overdue`: how late the
+/// elector is (its [`Watchdog`]).
+fn render(key: &str, metrics: &Shared, overdue: Duration) -> String {
     let m = metrics.lock().unwrap_or_else(|e| e.into_inner());
     let key = label(key);
     let left = m.deadline.filter(|_| m.leading).map_or(0.0, |d| {
@@ -204,7 +329,7 @@ fn render(key: &str, metrics: &Shared, watchdog: &Watchdog) -> String {
         "elector_overdue_seconds",
         "gauge",
         "How late the elector is for what it meant to do (near 0 when healthy).",
-        &one(format!("{:.3}", watchdog.overdue().as_secs_f64())),
+        &one(format!("{:.3}", overdue.as_secs_f64())),
     );
     out
 }
@@ -247,6 +372,227 @@ mod tests {
         metrics.lock().unwrap().last_renewal = Some(Instant::now());
         assert_eq!(check(Duration::ZERO), None);
         assert!(check(Duration::from_secs(6)).unwrap().starts_with("wedged"));
+    }
+
+    /// Starts the server on a loopback port, in a thread of its own and on
+    /// a runtime like `main`'s (one thread), with the routes of a healthy
+    /// follower.
+    fn start_server() -> std::net::SocketAddr {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(listener.local_addr().unwrap()).unwrap();
+                let metrics: Shared = Arc::default();
+                let (wedged, failing) = (Duration::from_secs(5), Duration::from_secs(4));
+                let respond =
+                    move |path: &str| route(path, "k", &metrics, Duration::ZERO, wedged, failing);
+                accept(listener, Arc::new(respond)).await
+            })
+        });
+        rx.recv().unwrap()
+    }
+
+    /// `GET path` as a probe with `timeout` does it: the whole answer
+    /// within `timeout` of the connect, or an error. The status line and
+    /// the body, and how long it took.
+    fn get(
+        addr: std::net::SocketAddr,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(String, String, Duration), String> {
+        use std::io::{Read, Write};
+        let start = std::time::Instant::now();
+        let left = || {
+            timeout
+                .checked_sub(start.elapsed())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| format!("no answer within {timeout:?}"))
+        };
+        let mut socket = std::net::TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("connect: {e}"))?;
+        socket.set_write_timeout(Some(left()?)).unwrap();
+        socket
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: probe\r\n\r\n").as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            socket.set_read_timeout(Some(left()?)).unwrap();
+            match socket.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => response.extend_from_slice(&chunk[..n]),
+                Err(e) => {
+                    return Err(format!(
+                        "read after {:?}: {e} ({} bytes read)",
+                        start.elapsed(),
+                        response.len()
+                    ))
+                }
+            }
+        }
+        let response = String::from_utf8_lossy(&response);
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let status = head.lines().next().unwrap_or("").to_string();
+        Ok((status, body.to_string(), start.elapsed()))
+    }
+
+    /// Issue 35: idle connections (connect, say nothing), slowloris ones (a
+    /// byte every 500 ms, never a whole line) and a client that keeps
+    /// opening new ones, all from the probe's own address, do not keep
+    /// `/healthz` from answering each of 10 probes within their one-second
+    /// timeout. (With 16 slots taken in turn, each for a second, by the
+    /// idle connections queued first, none was answered.)
+    #[test]
+    fn probes_are_answered_under_a_flood_of_idle_and_slow_connections() {
+        use std::io::Write;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let addr = start_server();
+        let connect = move || std::net::TcpStream::connect(addr);
+        assert_eq!(
+            get(addr, "/healthz", Duration::from_secs(1)).map(|(status, body, _)| (status, body)),
+            Ok(("HTTP/1.0 200 OK".into(), "ok\n".into()))
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut attackers = Vec::new();
+        // 64 connections that say nothing, held open throughout.
+        let idle: Vec<_> = (0..64).map(|_| connect().unwrap()).collect();
+        // 16 slowloris connections, each opened again once the server
+        // drops it.
+        for _ in 0..16 {
+            let stop = stop.clone();
+            attackers.push(std::thread::spawn(move || {
+                let mut socket = connect().ok();
+                while !stop.load(Ordering::Relaxed) {
+                    let sent = socket.as_mut().map(|s| s.write_all(b"G"));
+                    if !matches!(sent, Some(Ok(()))) {
+                        socket = connect().ok();
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }));
+        }
+        // One that keeps 64 more open, a new one every 5 ms.
+        let churn = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut open = std::collections::VecDeque::new();
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(socket) = connect() {
+                        open.push_back(socket);
+                    }
+                    if open.len() > 64 {
+                        open.pop_front();
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        attackers.push(churn);
+        std::thread::sleep(Duration::from_millis(300));
+        let mut answers = Vec::new();
+        for _ in 0..10 {
+            answers.push(get(addr, "/healthz", Duration::from_secs(1)));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for attacker in attackers {
+            attacker.join().unwrap();
+        }
+        drop(idle);
+        let latencies: Vec<_> = answers
+            .iter()
+            .map(|a| match a {
+                Ok((_, _, took)) => format!("{:.1} ms", took.as_secs_f64() * 1000.0),
+                Err(e) => e.clone(),
+            })
+            .collect();
+        eprintln!("probes under the flood: {latencies:?}");
+        let answered = answers
+            .iter()
+            .filter(|a| matches!(a, Ok((status, body, _)) if status == "HTTP/1.0 200 OK" && body == "ok\n"))
+            .count();
+        assert_eq!(answered, 10, "{latencies:?}");
+    }
+
+    /// A new connection drops its peer's oldest once that peer has
+    /// `MAX_PER_PEER` open (others' are kept), else the oldest of all once
+    /// `MAX_CONNECTIONS` are open; IPv6 peers count by /64.
+    #[test]
+    fn admission_drops_the_peers_oldest_then_the_oldest_of_all() {
+        let ip = |s: &str| peer(SocketAddr::new(s.parse().unwrap(), 1));
+        assert_eq!(ip("2001:db8:1:2:3:4:5:6"), ip("2001:db8:1:2::9"));
+        assert_ne!(ip("2001:db8:1:2::9"), ip("2001:db8:1:3::9"));
+        assert_eq!(ip("::ffff:192.0.2.1"), ip("192.0.2.1"));
+        use oneshot::error::TryRecvError::{Closed, Empty};
+        let mut open = Open::default();
+        let (probe, mut probe_dropped) = open.admit(ip("10.0.0.1"));
+        let mut flood: Vec<_> = (0..=MAX_PER_PEER)
+            .map(|_| open.admit(ip("10.0.0.2")))
+            .collect();
+        // The flooder's one too many dropped its own first, not the probe.
+        assert_eq!(flood[0].1.try_recv(), Err(Closed));
+        assert_eq!(flood[1].1.try_recv(), Err(Empty));
+        assert_eq!(probe_dropped.try_recv(), Err(Empty));
+        assert_eq!(open.connections.len(), 1 + MAX_PER_PEER);
+        // Many peers: once MAX_CONNECTIONS are open, the oldest of all
+        // goes (the probe).
+        let mut others = Vec::new();
+        for host in 0.. {
+            if open.connections.len() == MAX_CONNECTIONS {
+                break;
+            }
+            others.push(open.admit(ip(&format!("10.1.{}.{}", host / 256, host % 256))));
+        }
+        assert_eq!(probe_dropped.try_recv(), Err(Empty));
+        open.admit(ip("10.2.0.1"));
+        assert_eq!(open.connections.len(), MAX_CONNECTIONS);
+        assert!(!open.connections.contains_key(&probe));
+        assert_eq!(probe_dropped.try_recv(), Err(Closed));
+        assert_eq!(flood[1].1.try_recv(), Err(Empty));
+    }
+
+    /// A connection that says nothing, or too slowly to finish its
+    /// request line, is closed a second after it connected.
+    #[test]
+    fn idle_and_slow_connections_are_closed_after_a_second() {
+        use std::io::{Read, Write};
+        let addr = start_server();
+        let idle = std::thread::spawn(move || {
+            let mut socket = std::net::TcpStream::connect(addr).unwrap();
+            let start = std::time::Instant::now();
+            socket
+                .set_read_timeout(Some(Duration::from_secs(3)))
+                .unwrap();
+            let closed = matches!(socket.read(&mut [0; 16]), Ok(0));
+            (closed, start.elapsed())
+        });
+        let mut slow = std::net::TcpStream::connect(addr).unwrap();
+        let start = std::time::Instant::now();
+        slow.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let closed = loop {
+            if slow.write_all(b"G").is_err() || start.elapsed() > Duration::from_secs(3) {
+                break start.elapsed();
+            }
+            match slow.read(&mut [0; 16]) {
+                Ok(_) => break start.elapsed(),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => break start.elapsed(),
+            }
+        };
+        let (idle_closed, idle_after) = idle.join().unwrap();
+        assert!(idle_closed, "the idle connection was not closed");
+        for after in [idle_after, closed] {
+            assert!(
+                (REQUEST_WITHIN - Duration::from_millis(50)..CONNECTION_WITHIN).contains(&after),
+                "closed after {after:?}"
+            );
+        }
     }
 
     #[test]
