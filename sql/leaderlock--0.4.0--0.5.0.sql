@@ -1,4 +1,5 @@
--- leaderlock 0.4.0 -> 0.5.0: security fixes (SECURITY.md), le_capabilities
+-- leaderlock 0.4.0 -> 0.5.0: security fixes (SECURITY.md; among them a guard
+-- against functions and types named like the API), le_capabilities
 -- and le_expire_lapsed (contract 19), le_renew_all and le_release_all
 -- (contract 16), keys of many slots (contract 17), priorities and
 -- le_candidates (contract 18). The table gains an
@@ -226,3 +227,63 @@ VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_holders_wrapper';
 ALTER FUNCTION le_holders(text) SET enable_seqscan = off;
+
+-- Last: no function or type outside the extension may have the name of one
+-- of its functions (src/ddl/names_guard.sql, whose header says why). The
+-- COMMENT at its end refuses the update where one exists already.
+CREATE FUNCTION leaderlock_names_guard() RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $guard$
+DECLARE
+    extension oid;
+    lookalike record;
+BEGIN
+    SELECT e.oid INTO extension FROM pg_catalog.pg_extension e WHERE e.extname = 'leaderlock';
+    IF extension IS NULL THEN
+        RETURN; -- being dropped
+    END IF;
+    WITH ours AS (
+        SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+         WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid = extension AND d.deptype = 'e'
+    ), api AS (
+        SELECT p.proname AS name FROM pg_catalog.pg_proc p JOIN ours o
+            ON o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND o.objid = p.oid
+    )
+    SELECT x.oid, x.name, x.kind INTO lookalike FROM (
+        SELECT p.oid, p.proname AS name, 'function'::text AS kind,
+               'pg_catalog.pg_proc'::pg_catalog.regclass AS classid
+          FROM pg_catalog.pg_proc p WHERE p.proname IN (SELECT name FROM api)
+        UNION ALL
+        SELECT t.oid, t.typname, 'type', 'pg_catalog.pg_type'::pg_catalog.regclass
+          FROM pg_catalog.pg_type t WHERE t.typname IN (SELECT name FROM api)
+    ) x
+     WHERE NOT EXISTS (SELECT 1 FROM ours o WHERE o.classid = x.classid AND o.objid = x.oid)
+     LIMIT 1;
+    IF lookalike.oid IS NOT NULL THEN
+        -- The name is one of ours (equal to it), so it is safe to print.
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format(
+                'leaderlock: "%s" is the name of a leaderlock function; no other %s may '
+                'have it in this database', lookalike.name, lookalike.kind),
+            DETAIL = pg_catalog.format(
+                'The %s with OID %s would be chosen by some calls of leaderlock''s "%s" and '
+                'run as the caller.', lookalike.kind, lookalike.oid, lookalike.name),
+            HINT = 'Give it another name (or drop it, or install leaderlock in another database).';
+    END IF;
+END
+$guard$;
+
+REVOKE ALL ON FUNCTION @extschema@.leaderlock_names_guard() FROM PUBLIC;
+
+CREATE EVENT TRIGGER leaderlock_names_guard ON ddl_command_end
+    EXECUTE FUNCTION @extschema@.leaderlock_names_guard();
+-- Also under session_replication_role = replica (a superuser's setting).
+ALTER EVENT TRIGGER leaderlock_names_guard ENABLE ALWAYS;
+
+-- A DDL command: the guard's first run, which refuses the install (or the
+-- update) where a look-alike exists already.
+COMMENT ON FUNCTION @extschema@.leaderlock_names_guard() IS
+    'leaderlock: refuses functions and types named like leaderlock''s functions';

@@ -411,7 +411,8 @@ fn le_capabilities() -> pgrx::JsonB {
 
 /// Contract 19: vacate and announce every lapsed lease; returns how many.
 /// Where a worker serves this database it does so at each expiry already,
-/// in transactions of its own: wake it and return 0. Elsewhere (library not
+/// in transactions of its own: wake it (at most ten times a second for the
+/// database, whoever calls) and return 0. Elsewhere (library not
 /// preloaded, database not served) do it in this call, skipping locked
 /// rows; what it vacates stays locked until the caller's transaction ends,
 /// as a tenure taken by le_try_acquire does (docs/sql-reference.md).
@@ -420,7 +421,7 @@ fn le_capabilities() -> pgrx::JsonB {
 fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
     if databases::worker_serves_this_database() {
-        worker_wakeup::wake_worker();
+        worker_wakeup::wake_worker_asked();
         return 0;
     }
     if unsafe { pg_sys::RecoveryInProgress() } {
@@ -436,6 +437,10 @@ extension_sql_file!(
     name = "le_assert_leader",
     requires = ["schema"]
 );
+
+// No function or type outside the extension named like one of its
+// functions (the file says why): after every function exists.
+extension_sql_file!("ddl/names_guard.sql", name = "names_guard", finalize);
 
 // Index plans inside every function whatever the statistics (the file says why).
 extension_sql_file!(

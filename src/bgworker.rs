@@ -2,8 +2,10 @@
 //! workers, the one-shot failover worker, and a backend waiting for one):
 //! PostgreSQL's signal handlers, the latch wait, settings reload, and how a
 //! worker finds the extension's schema and pins its session settings.
+use crate::call;
 use crate::plans;
 use crate::queries;
+use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use std::ffi::c_int;
 
@@ -87,9 +89,23 @@ pub fn extension_schema() -> Option<pg_sys::Oid> {
     })
 }
 
-/// The worker's session settings, as the functions pin them: statements
-/// resolve in pg_catalog only, and use index plans.
+/// The worker's session settings (`queries::PIN_SESSION`), in the current
+/// transaction and every later one of this session.
 pub fn pin_settings() {
-    plans::run(queries::PIN_SEARCH_PATH, &[], |_| ());
-    plans::run(queries::NO_SEQSCAN, &[], |_| ());
+    plans::run(queries::PIN_SESSION, &[], |_| ());
+}
+
+/// Connects this background process to database `oid` and, where the
+/// extension is installed, pins its session settings in a transaction of
+/// its own, before any that writes: the database's defaults (applied at
+/// connection) could otherwise make every transaction read-only, or time
+/// each one out.
+pub fn connect(oid: pg_sys::Oid) {
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+    BackgroundWorker::transaction(|| {
+        if let Some(schema) = extension_schema() {
+            let _call = call::enter_worker(schema);
+            pin_settings();
+        }
+    });
 }

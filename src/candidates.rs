@@ -32,6 +32,7 @@ use crate::databases;
 use crate::handover;
 use crate::names::Name;
 use crate::preload;
+use crate::settings;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::{AssertPGRXSharedMemory, PGRXSharedMemory};
@@ -51,6 +52,8 @@ struct Entry {
     database: u32,
     priority: i32,
     since: i64,
+    /// The role that waits (`register`).
+    role: u32,
     key: Name,
     id: Name,
     /// What a release needs to hand it the lease; None: it may not.
@@ -64,6 +67,7 @@ impl Entry {
         database: 0,
         priority: 0,
         since: 0,
+        role: 0,
         key: Name::EMPTY,
         id: Name::EMPTY,
         grantable: None,
@@ -110,6 +114,11 @@ struct Knocks {
     /// this candidate the lease, committed or not; 0: none. Set under the
     /// shared lock, cleared under the exclusive one.
     granted_by: [AtomicU32; CAPACITY],
+    /// Per entry: the role whose release handed it the lease. An entry the
+    /// candidate left before that release ended stays out of use until
+    /// then, counted against this role (`register`): a role's long
+    /// statement of releases uses up its own share, not its candidates'.
+    granted_by_role: [AtomicU32; CAPACITY],
     /// Per entry: the term handed over and its start (`acquired_at`, the
     /// release's clock), once that release committed; 0 before.
     granted_term: [AtomicI64; CAPACITY],
@@ -147,6 +156,7 @@ pub fn init() {
                 count: std::array::from_fn(|_| AtomicU64::new(0)),
                 reserved_until: std::array::from_fn(|_| AtomicI64::new(0)),
                 granted_by: std::array::from_fn(|_| AtomicU32::new(0)),
+                granted_by_role: std::array::from_fn(|_| AtomicU32::new(0)),
                 granted_term: std::array::from_fn(|_| AtomicI64::new(0)),
                 granted_at: std::array::from_fn(|_| AtomicI64::new(0)),
                 unranked: AtomicU32::new(0),
@@ -167,12 +177,14 @@ pub struct Grantable {
     pub ttl_us: i64,
 }
 
-/// Enters this backend as a candidate for `key`; false when not preloaded
-/// or the registry is full (the caller then waits unranked, and releases
-/// wake every waiter until it leaves).
+/// Enters this backend as a candidate for `key`, waiting as `role`; false
+/// when not preloaded, the registry is full, or `role` (not a superuser)
+/// holds `leaderlock.max_candidates_per_role` entries already (the caller
+/// then waits unranked, and releases wake every waiter until it leaves).
 pub fn register(
     key: &str,
     id: &str,
+    role: pg_sys::Oid,
     priority: i32,
     since: i64,
     grantable: Option<Grantable>,
@@ -188,12 +200,19 @@ pub fn register(
     let (Some(key), Some(id)) = (Name::new(key.as_bytes()), Name::new(id.as_bytes())) else {
         return false;
     };
+    let quota = if unsafe { pg_sys::superuser_arg(role) } {
+        CAPACITY
+    } else {
+        usize::try_from(settings::MAX_CANDIDATES_PER_ROLE.get()).unwrap_or(CAPACITY)
+    };
+    let role = role.to_u32();
     let entry = Entry {
         used: true,
         procno: databases::my_procno(),
         database: database(),
         priority,
         since,
+        role,
         key,
         id,
         grantable,
@@ -201,9 +220,19 @@ pub fn register(
     let mut registry = REGISTRY.exclusive();
     // Not one a release still hands a lease to (see `leave`).
     let knocks = KNOCKS.get();
-    let Some(free) = (0..CAPACITY)
-        .find(|&i| !registry.entries[i].used && knocks.granted_by[i].load(Ordering::SeqCst) == 0)
-    else {
+    let pinned = |i: usize| knocks.granted_by[i].load(Ordering::SeqCst) != 0;
+    let held = (0..CAPACITY)
+        .filter(|&i| {
+            let e = &registry.entries[i];
+            if e.used {
+                e.role == role
+            } else {
+                pinned(i) && knocks.granted_by_role[i].load(Ordering::SeqCst) == role
+            }
+        })
+        .count();
+    let free = (0..CAPACITY).find(|&i| !registry.entries[i].used && !pinned(i));
+    let Some(free) = free.filter(|_| held < quota) else {
         drop(registry);
         UNRANKED.set(true);
         KNOCKS.get().unranked.fetch_add(1, Ordering::SeqCst);
@@ -272,10 +301,10 @@ pub struct Grant {
 }
 
 /// The candidate for `key` first in line, when it is grantable, marked as
-/// handed the lease by transaction `xid` (the caller's), its tenure to
-/// start `at`. None when the first in line is not grantable, or already
-/// handed it.
-pub fn claim_grant(key: &str, xid: u32, at: i64) -> Option<Grant> {
+/// handed the lease by transaction `xid` (the caller's, acting as `by`),
+/// its tenure to start `at`. None when the first in line is not grantable,
+/// or already handed it.
+pub fn claim_grant(key: &str, xid: u32, by: pg_sys::Oid, at: i64) -> Option<Grant> {
     if !preload::preloaded() {
         return None;
     }
@@ -290,9 +319,11 @@ pub fn claim_grant(key: &str, xid: u32, at: i64) -> Option<Grant> {
         .filter(|(_, e)| e.waits_for(database, key))
         .min_by_key(|(_, e)| std::cmp::Reverse(e.rank()))?;
     let asked = e.grantable?;
-    KNOCKS.get().granted_by[index]
+    let knocks = KNOCKS.get();
+    knocks.granted_by[index]
         .compare_exchange(0, xid, Ordering::SeqCst, Ordering::SeqCst)
         .ok()?;
+    knocks.granted_by_role[index].store(by.to_u32(), Ordering::SeqCst);
     Some(Grant {
         index,
         procno: e.procno,

@@ -54,6 +54,8 @@ pub struct Slot {
     pub worker_procno: AtomicI32,
     /// When the worker plans to wake (`CHECKING` while it checks).
     pub planned_wake: AtomicI64,
+    /// When a caller last woke the worker on request (`wake_worker_asked`).
+    asked_wake_at: AtomicI64,
     /// Set at the commit of CREATE EXTENSION leaderlock: start a worker.
     pub wanted: AtomicBool,
     /// Set by a worker that found the extension absent and exited.
@@ -100,6 +102,7 @@ pub fn init() {
                     database: AtomicU32::new(0),
                     worker_procno: AtomicI32::new(-1),
                     planned_wake: AtomicI64::new(CHECKING),
+                    asked_wake_at: AtomicI64::new(0),
                     wanted: AtomicBool::new(false),
                     absent: AtomicBool::new(false),
                     paused_until: AtomicI64::new(0),
@@ -244,6 +247,26 @@ impl Slot {
     /// Sets the latch of the worker serving this database, if any.
     pub fn wake_worker(&self) {
         set_latch(self.worker_procno.load(Ordering::SeqCst));
+    }
+
+    /// Sets the worker's latch for a caller that asked for a check, unless
+    /// one was asked within `floor_us` (either way of a clock step): the
+    /// worker checks at every expiry on its own, so an ask only brings a
+    /// check forward, and no role can make it check in a loop. True when
+    /// this call woke it.
+    pub fn wake_worker_asked(&self, floor_us: i64) -> bool {
+        let now = clock::now();
+        let last = self.asked_wake_at.load(Ordering::SeqCst);
+        if (now - last).unsigned_abs() < floor_us.unsigned_abs()
+            || self
+                .asked_wake_at
+                .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+        {
+            return false;
+        }
+        self.wake_worker();
+        true
     }
 
     /// Keeps workers out of this database for `ms` from now.

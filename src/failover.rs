@@ -201,14 +201,13 @@ fn ask_for_step() -> bool {
 pub extern "C-unwind" fn leaderlock_failover_main(arg: pg_sys::Datum) {
     crate::bgworker::standard_signal_handlers();
     let oid = pg_sys::Oid::from(arg.value() as u32);
-    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+    crate::bgworker::connect(oid);
     for _ in 0..500 {
         let done = BackgroundWorker::transaction(|| {
             let Some(schema) = crate::bgworker::extension_schema() else {
                 return true; // not installed (any more): nothing to do
             };
             let _call = call::enter_worker(schema);
-            crate::bgworker::pin_settings();
             make_leases_outlast_failover()
         });
         if done {

@@ -263,8 +263,9 @@ pub fn slots_differ(key: &str, has: i32, asked: i32) -> ! {
     )
 }
 
-/// `session_bound`: not NULL; true only where the worker runs and can end
-/// the lease when the session does.
+/// `session_bound`: not NULL; true only where a worker runs now and can end
+/// the lease when the session does (one that is only expected might never
+/// come: no background worker process free, or the launcher's limits).
 pub fn session_bound(value: Option<bool>) -> bool {
     let Some(bound) = value else {
         reject(
@@ -293,6 +294,21 @@ pub fn session_bound(value: Option<bool>) -> bool {
                  serve, and leaderlock.databases does not include \"{here}\""
             ),
             Some("Add this database to leaderlock.databases, or use a plain lease."),
+        );
+    }
+    if !databases::worker_serves_this_database() {
+        reject(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "leaderlock: no worker serves database \"{here}\" now, and nothing else would \
+                 end a session-bound lease with its session"
+            ),
+            Some(
+                "A worker starts within a second of the server or of CREATE EXTENSION unless \
+                 no background worker process is free or leaderlock's limits leave this \
+                 database none (the server log says which); le_capabilities()->>'worker' tells. \
+                 Or use a plain lease.",
+            ),
         );
     }
     true
@@ -347,5 +363,7 @@ pub fn seconds(micros: i64) -> String {
 /// Whether `session_bound => true` is taken in this database (for
 /// le_capabilities): the checks of `session_bound` above.
 pub fn session_bound_offered() -> bool {
-    sessions::available() && settings::served().includes(&databases::current_name())
+    sessions::available()
+        && settings::served().includes(&databases::current_name())
+        && databases::worker_serves_this_database()
 }

@@ -65,6 +65,8 @@ struct Database {
     told_no_slot: bool,
     /// When a worker was last started here.
     last_start: i64,
+    /// Whether the log said its owner's share of workers is taken.
+    told_owner_full: bool,
 }
 
 /// A registered dynamic worker.
@@ -135,6 +137,18 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
         present.contains(oid) || db.handle.as_ref().is_some_and(|h| running(h.raw))
     });
 
+    // leaderlock.max_workers_per_owner: workers running per owner (not a
+    // superuser), the oldest databases served first.
+    let cap = usize::try_from(settings::MAX_WORKERS_PER_OWNER.get()).unwrap_or(0);
+    let mut serving: HashMap<u32, usize> = HashMap::new();
+    for l in listed.iter().filter(|l| !l.by_superuser) {
+        if serves(l.oid, known.get(&l.oid)) {
+            *serving.entry(l.owner).or_default() += 1;
+        }
+    }
+    let mut listed = listed;
+    listed.sort_by_key(|l| l.oid);
+
     let now = clock::now();
     let mut sleep_ms = RESCAN_MS;
     for listed in listed {
@@ -154,16 +168,29 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
         }
         let db = known.entry(listed.oid).or_default();
         db.name = listed.name;
-        if let Some(wait) = consider(listed.oid, db, now) {
+        let owner_full = !listed.by_superuser
+            && !serves(listed.oid, Some(db))
+            && serving.get(&listed.owner).copied().unwrap_or(0) >= cap;
+        if let Some(wait) = consider(listed.oid, db, now, owner_full) {
             sleep_ms = sleep_ms.min(wait);
+        }
+        if !listed.by_superuser && !owner_full && db.handle.is_some() && db.last_start == now {
+            *serving.entry(listed.owner).or_default() += 1;
         }
     }
     sleep_ms.max(1)
 }
 
-/// Starts a worker for `db` if it needs one. Returns how soon to look
-/// again, when sooner than the next read of pg_database.
-fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
+/// Whether a worker serves database `oid` or is starting there.
+fn serves(oid: u32, db: Option<&Database>) -> bool {
+    db.and_then(|d| d.handle.as_ref()).is_some_and(|h| running(h.raw))
+        || databases::find(oid).is_some_and(|s| s.worker_procno.load(Ordering::SeqCst) >= 0)
+}
+
+/// Starts a worker for `db` if it needs one, unless its owner's share is
+/// taken (`owner_full`). Returns how soon to look again, when sooner than
+/// the next read of pg_database.
+fn consider(oid: u32, db: &mut Database, now: i64, owner_full: bool) -> Option<i64> {
     // Claimed only where the extension is installed (see databases.rs):
     // none yet for a database whose worker has not found it.
     let slot = databases::find(oid);
@@ -216,6 +243,20 @@ fn consider(oid: u32, db: &mut Database, now: i64) -> Option<i64> {
     if now < db.next_start {
         return Some((db.next_start - now) / 1000 + 1);
     }
+    if owner_full {
+        if !db.told_owner_full {
+            log!(
+                "leaderlock launcher: not serving database \"{}\": its owner, not a superuser, \
+                 has leaderlock.max_workers_per_owner ({}) databases served already; leases \
+                 there expire lazily until one of those is dropped or the setting is raised",
+                db.name,
+                settings::MAX_WORKERS_PER_OWNER.get()
+            );
+            db.told_owner_full = true;
+        }
+        return None;
+    }
+    db.told_owner_full = false;
     if let Some(slot) = slot {
         slot.absent.store(false, Ordering::SeqCst);
     }
@@ -291,6 +332,9 @@ struct Listed {
     /// Allows connections, is not a template (a connection to a template
     /// would make every CREATE DATABASE from it fail) and is valid.
     eligible: bool,
+    /// Its owner, and whether that role is a superuser.
+    owner: u32,
+    by_superuser: bool,
 }
 
 /// Every database. A heap scan of the shared catalog, as the autovacuum
@@ -315,6 +359,8 @@ fn list_databases() -> Vec<Listed> {
                     // datconnlimit -2: left invalid by an interrupted DROP
                     // DATABASE (PostgreSQL 15.6, 16.2 and later).
                     eligible: row.datallowconn && !row.datistemplate && row.datconnlimit != -2,
+                    owner: row.datdba.to_u32(),
+                    by_superuser: pg_sys::superuser_arg(row.datdba),
                 });
             }
             pg_sys::table_endscan(scan);

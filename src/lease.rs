@@ -142,7 +142,14 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
     if wait == 0 {
         return wait_for_lease(key, id, ttl, deadline, claim);
     }
-    let ranked = candidates::register(key, id, claim.priority, started, grantable(ttl, claim));
+    let ranked = candidates::register(
+        key,
+        id,
+        call::caller(),
+        claim.priority,
+        started,
+        grantable(ttl, claim),
+    );
     let acquired = std::cell::Cell::new(false);
     PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
         acquired.set(wait_for_lease(key, id, ttl, deadline, claim));
@@ -585,7 +592,7 @@ fn hand_over(key: &str, now: i64) {
     if xid == 0 {
         return;
     }
-    let Some(grant) = candidates::claim_grant(key, xid, now) else {
+    let Some(grant) = candidates::claim_grant(key, xid, call::caller(), now) else {
         return;
     };
     // Known to the commit and abort callbacks from here on: should the

@@ -627,12 +627,28 @@ statements! {
     EXTENSION_NAMESPACE =
         "SELECT extnamespace FROM pg_catalog.pg_extension WHERE oid = $1";
 
-    /// Worker: the search path the functions pin (see above).
-    PIN_SEARCH_PATH =
-        "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
-
-    /// Worker: index plans whatever the statistics say (see `api.rs`).
-    NO_SEQSCAN = "SELECT pg_catalog.set_config('enable_seqscan', 'off', false)";
+    /// Workers: their session settings, whatever a database's or role's
+    /// defaults say (ALTER DATABASE ... SET is open to the database's owner,
+    /// who is trusted with nothing of other roles' leases): the search path
+    /// and index plans the functions pin (see above and `api.rs`);
+    /// transactions that may write, at READ COMMITTED, never cut short; the
+    /// worker's own role; no JIT, no parallel workers (the server's other
+    /// users need those processes). Settings this server lacks (of another
+    /// version) are skipped. synchronous_commit is left as configured.
+    PIN_SESSION = "SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, false)) \
+         FROM (VALUES ('role', 'none'), ('search_path', 'pg_catalog, pg_temp'), \
+                      ('enable_seqscan', 'off'), ('enable_indexscan', 'on'), \
+                      ('enable_indexonlyscan', 'on'), ('enable_bitmapscan', 'on'), \
+                      ('default_transaction_read_only', 'off'), \
+                      ('default_transaction_isolation', 'read committed'), \
+                      ('default_transaction_deferrable', 'off'), \
+                      ('statement_timeout', '0'), ('lock_timeout', '0'), \
+                      ('idle_in_transaction_session_timeout', '0'), \
+                      ('transaction_timeout', '0'), ('jit', 'off'), \
+                      ('max_parallel_workers_per_gather', '0'), \
+                      ('debug_parallel_query', 'off'), ('force_parallel_mode', 'off')) \
+              AS s(name, value) \
+        WHERE pg_catalog.current_setting(s.name, true) IS NOT NULL";
 
     /// Failover (contract 8.2): the timeline on which held leases were last made
     /// to outlast a failover. A plain read: no lock, no transaction ID.

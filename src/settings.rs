@@ -30,6 +30,15 @@ pub static MAX_DATABASES: GucSetting<i32> = GucSetting::<i32>::new(512);
 /// Longest `wait` of le_acquire, in seconds. Default 5 minutes.
 pub static MAX_WAIT: GucSetting<i32> = GucSetting::<i32>::new(300);
 
+/// Databases owned by one role that is not a superuser that the launcher
+/// serves at once (a role that may create databases could otherwise clone
+/// one with the extension until no background worker process is left).
+pub static MAX_WORKERS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(2);
+
+/// Entries of the candidates' registry one role may hold at once (it has
+/// `candidates::CAPACITY` for the whole server).
+pub static MAX_CANDIDATES_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(64);
+
 pub fn init() {
     // A setting read only at server start can be defined only then:
     // PostgreSQL refuses it from a library loaded later (XX000).
@@ -86,6 +95,30 @@ pub fn init() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"leaderlock.max_workers_per_owner",
+        c"Databases owned by one role that is not a superuser that get a worker at once.",
+        c"The launcher serves the oldest of them; the others keep lazy expiry (and refuse \
+          session-bound leases) until one of those is dropped. Databases a superuser owns \
+          are not counted. A change takes effect on reload.",
+        &MAX_WORKERS_PER_OWNER,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"leaderlock.max_candidates_per_role",
+        c"Candidates waiting in le_acquire that one role may have listed at once.",
+        c"Beyond it, that role's candidates still wait, unlisted and unranked: their \
+          priority is not honoured and no release hands them the lease. Superusers are not \
+          counted. A change takes effect on reload.",
+        &MAX_CANDIDATES_PER_ROLE,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"leaderlock.naptime",

@@ -56,7 +56,7 @@ struct State {
 pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
     bgworker::standard_signal_handlers();
     let oid = pg_sys::Oid::from(arg.value() as u32);
-    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+    bgworker::connect(oid);
     // A catalog lookup: inside a transaction.
     let database = BackgroundWorker::transaction(databases::current_name);
     let mut state = State::default();

@@ -91,6 +91,18 @@ pub fn wake_worker() {
     }
 }
 
+/// Least time between two checks that callers ask for (le_expire_lapsed),
+/// per database, whoever asks: at most ten extra checks a second.
+const ASKED_WAKE_FLOOR_US: i64 = 100_000;
+
+/// le_expire_lapsed where a worker serves: bring its next check forward,
+/// at most once per `ASKED_WAKE_FLOOR_US` for the whole database.
+pub fn wake_worker_asked() {
+    if let Some(slot) = databases::mine() {
+        slot.wake_worker_asked(ASKED_WAKE_FLOOR_US);
+    }
+}
+
 /// Worker side: announce where to wake us; cleared again when we exit.
 /// False when another worker already serves this database.
 pub fn register_worker(slot: &'static Slot) -> bool {

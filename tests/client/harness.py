@@ -51,6 +51,15 @@ def one(conn, sql, args=()):
         return first[0] if first else None
 
 
+def sqlstate(conn, sql, args=()):
+    """The SQLSTATE `sql` fails with (None when it succeeds)."""
+    try:
+        one(conn, sql, args)
+        return None
+    except psycopg2.Error as e:
+        return e.pgcode
+
+
 def row(conn, sql, args=()):
     with conn.cursor() as cur:
         cur.execute(sql, args)

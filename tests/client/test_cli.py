@@ -79,10 +79,10 @@ def alive(pid):
 class Run:
     """One `leaderlock run` process, logging JSON lines to a file."""
 
-    def __init__(self, test, *args, port=PORT, dbname=None, env=None, command=None):
+    def __init__(self, test, *args, port=PORT, dbname=None, env=None, command=None, dsn_extra=""):
         self.log_path = tempfile.mktemp(prefix="cli-", suffix=".log", dir=test.dir)
         self.log_file = open(self.log_path, "w")
-        cmd = [CLI, "--dsn", dsn(port, dbname), "run", "--log-format", "json", *args, "--",
+        cmd = [CLI, "--dsn", f"{dsn(port, dbname)} {dsn_extra}".strip(), "run", "--log-format", "json", *args, "--",
                *(command or [sys.executable, CHILD, test.children])]
         self.proc = subprocess.Popen(cmd, stderr=self.log_file, stdin=subprocess.DEVNULL,
                                      env={**os.environ, **(env or {})})

@@ -32,6 +32,27 @@ def raw_controls(text):
     return [c for c in text if unicodedata.category(c) in ("Cc", "Cf") and c != "\n"]
 
 
+def tries(conn):
+    """le_try_acquire calls the server counted, from the sessions that
+    track them (track_functions = all: only the candidate under test)."""
+    return int(one(conn, "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'le_try_acquire'"))
+
+
+def settled_tries(conn, application, since):
+    """tries() once the sessions of `application` started since `since` are
+    gone (a backend's counts reach the shared statistics when it exits at
+    the latest) and the count has settled."""
+    assert wait_for(lambda: not one(conn, "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                                          "AND backend_start >= %s", (application, since)), timeout=15)
+    last, steady = tries(conn), time.monotonic()
+    while time.monotonic() - steady < 0.5:
+        time.sleep(0.1)
+        now = tries(conn)
+        if now != last:
+            last, steady = now, time.monotonic()
+    return last
+
+
 def cli(*args, env=None, **kw):
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=30,
                           env={**os.environ, **(env or {})}, **kw)
@@ -89,6 +110,68 @@ class CliSecurityTest(CliCase):
         self.assertEqual(records(self.children), [])
         self.assertEqual(self.holder(), "someone-else")
         self.assertIsNone(r.proc.poll())
+
+    def test_a_flood_of_forged_releases_makes_tries_at_a_bounded_rate(self):
+        """Forged `released` announcements of the key, as fast as one
+        session of a role with no rights sends them, for 2 s: the waiting
+        candidate's tries (le_try_acquire, counted by the server for its
+        session alone: track_functions = all) stay at one per HINT_FLOOR
+        (10 ms) at most, and the real release after the flood is still
+        taken over at once (it polls every 10 s)."""
+        self.hold(ttl="60 seconds")
+        since = one(self.conn, "SELECT clock_timestamp()")
+        before = tries(self.conn)
+        r = Run(self, "--key", self.key, "--ttl", "20s", dsn_extra="options='-c track_functions=all'")
+        self.assertTrue(wait_for(lambda: r.events("refused"), timeout=10))
+        time.sleep(0.5)
+        t0, sent = time.monotonic(), 0
+        while time.monotonic() - t0 < 2.0:
+            sent += 1
+            self.forge(json.dumps({"event": "released", "key": self.key, "holder": "mallory", "term": sent,
+                                   "at": "2026-01-01T00:00:00.000000Z"}))
+        flooded = time.monotonic() - t0
+        released = time.monotonic()
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'someone-else')", (self.key,)))
+        self.assertTrue(wait_for(lambda: r.events("leading"), timeout=5), "not leading 5 s after the release")
+        took = time.monotonic() - released
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+        n = settled_tries(self.conn, "leaderlock elector", since) - before
+        seconds = flooded + took
+        print(f"\n  {self._testMethodName}: {sent} forged releases in {flooded:.1f} s; {n} tries, "
+              f"{n / seconds:.0f}/s; led {took * 1000:.0f} ms after the release", file=sys.stderr)
+        self.assertGreater(n, 10, "the hints brought no try forward")
+        self.assertLessEqual(n / seconds, 120, f"{n} tries in {seconds:.1f} s")
+
+    # --- other roles' tenures ---
+
+    def test_a_rival_holding_the_key_with_other_slots_is_waited_out(self):
+        """A one-second squat with slots => 1 (an hostile role could do it
+        at will) must not end candidates of 3 slots: each waits (one
+        warning), and leads once the squat ends."""
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'squatter', '30 seconds', slots => 1)", (self.key,)))
+        self.addCleanup(one, self.conn, "SELECT le_release(%s, 'squatter')", (self.key,))
+        ends = time.time() + 1.0
+        r = Run(self, "--key", self.key, "--slots", "3", "--restart", "--ttl", "3s")
+        self.assertTrue(wait_for(lambda: r.events("slots_differ"), timeout=10), r.events())
+        # --timeout 0: the key is not ours (120), not a rejection (123); the
+        # server's message, with the key, escaped
+        key = self.key + HOSTILE
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'squatter', '30 seconds', slots => 1)", (key,)))
+        self.addCleanup(one, self.conn, "SELECT le_release(%s, 'squatter')", (key,))
+        once = cli("--dsn", dsn(), "run", "--key", key, "--slots", "3", "--timeout", "0", "--", "true")
+        self.assertEqual(once.returncode, NOT_ACQUIRED, once.stderr)
+        self.assertIn("another number of slots", once.stderr)
+        self.assertEqual(raw_controls(once.stderr), [], once.stderr)
+        time.sleep(max(0.0, ends - time.time()))
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'squatter')", (self.key,)))
+        self.assertTrue(wait_for(lambda: records(self.children), timeout=10), r.events())
+        self.assertGreater(records(self.children)[0][3], ends)
+        self.assertIsNone(r.proc.poll(), r.events())
+        self.assertEqual(len(r.events("slots_differ")), 1, r.events("slots_differ"))
+        self.assertEqual(r.events("rejected"), [])
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
 
     # --- what other roles wrote, on a terminal or in a log ---
 

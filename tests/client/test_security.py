@@ -14,19 +14,10 @@ import unittest
 import psycopg2
 import psycopg2.errors
 
-from harness import PG_BIN, Cluster, as_postgres, connect, one, row, wait_for
+from harness import PG_BIN, Cluster, as_postgres, connect, one, row, sqlstate, wait_for
 
 TRAPPER = "ll_sec_trapper"
 RIVAL = "ll_sec_rival"
-
-
-def sqlstate(conn, sql, args=()):
-    """The SQLSTATE `sql` fails with (None when it succeeds)."""
-    try:
-        one(conn, sql, args)
-        return None
-    except psycopg2.Error as e:
-        return e.pgcode
 
 
 def plant_traps(t, temp_views=True):
@@ -110,6 +101,16 @@ class SecurityTest(unittest.TestCase):
         # As on PostgreSQL 14, or wherever a schema grants CREATE to others
         # (DROP OWNED in a cleanup revokes it again).
         one(self.admin, f"GRANT CREATE ON SCHEMA public TO {TRAPPER}")
+
+    def fresh_database(self, db, owner="postgres"):
+        """Database `db` made anew (dropped at the end); a superuser's
+        connection to it."""
+        one(self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        one(self.admin, f"CREATE DATABASE {db} OWNER {owner}")
+        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        su = connect(db)
+        self.addCleanup(su.close)
+        return su
 
     def superuser(self, role):
         return one(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,))
@@ -220,11 +221,7 @@ class SecurityTest(unittest.TestCase):
         UPDATE), and every upgrade script from 0.1.0 on, with the traps in
         place: nothing planted runs."""
         db = "ll_sec_upgrade"
-        one(self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        one(self.admin, f"CREATE DATABASE {db}")
-        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        su = connect(db)
-        self.addCleanup(su.close)
+        su = self.fresh_database(db)
         one(su, "CREATE EXTENSION leaderlock VERSION '0.1.0'")
         one(su, f"GRANT CREATE ON SCHEMA public TO {TRAPPER}")
         t = self.plant_traps(connect(db, user=TRAPPER))
@@ -250,11 +247,7 @@ class SecurityTest(unittest.TestCase):
         role planted the traps in the schema the extension goes into: the
         install script runs none of them, and neither do the calls after."""
         db = "ll_sec_fresh"
-        one(self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        one(self.admin, f"CREATE DATABASE {db}")
-        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        su = connect(db)
-        self.addCleanup(su.close)
+        su = self.fresh_database(db)
         one(su, f"GRANT CREATE ON SCHEMA public TO {TRAPPER}")
         t = self.plant_traps(connect(db, user=TRAPPER))
         self.addCleanup(t.close)
@@ -267,6 +260,85 @@ class SecurityTest(unittest.TestCase):
         self.assertEqual(one(su, "SELECT holder FROM leaderlock_status WHERE key = %s", (k,)), "trapper")
         self.assertTrue(one(su, "SELECT le_force_release(%s)", (k,)))
         self.assert_no_trap_ran(su)
+
+    def test_planted_overloads_and_types_are_refused(self):
+        """The owner of a database (on PostgreSQL 15 and later she owns
+        public; on 14 every role may create there) plants functions, an
+        aggregate, a procedure and types named like the API, in public and
+        in a schema of her own, by every command that makes one: each is
+        refused with 42501. A superuser's call written as the README writes
+        it then takes a real lease, with a real term, as itself."""
+        db = "ll_sec_overloads"
+        su = self.fresh_database(db, TRAPPER)
+        one(su, "CREATE EXTENSION leaderlock")
+        if one(su, "SELECT current_setting('server_version_num')::int") < 150000:
+            self.assertTrue(one(su, "SELECT has_schema_privilege('public', 'CREATE')"))
+        t = self.plant_traps(connect(db, user=TRAPPER))
+        self.addCleanup(t.close)
+        one(t, "CREATE SCHEMA ll_own")
+        one(t, "CREATE FUNCTION public.ll_fine(text, text, text) RETURNS boolean LANGUAGE sql "
+               "AS 'SELECT public.ll_trap(''renamed'')'")
+        attempts = [
+            "CREATE FUNCTION public.le_try_acquire(key text, id text, ttl text) RETURNS boolean "
+            "LANGUAGE sql AS 'SELECT public.ll_trap(''overload'')'",
+            "CREATE FUNCTION ll_own.le_renew(text, text) RETURNS boolean LANGUAGE sql "
+            "AS 'SELECT public.ll_trap(''same signature'')'",
+            "CREATE FUNCTION public.le_try_acquire(key text, id text, ttl interval, session_bound boolean "
+            "DEFAULT false, value jsonb DEFAULT NULL, slots integer DEFAULT 1, x integer DEFAULT 0) "
+            "RETURNS boolean LANGUAGE sql AS 'SELECT public.ll_trap(''defaulted'')'",
+            "CREATE FUNCTION public.le_assert_leader(text, text, integer) RETURNS bigint "
+            "LANGUAGE sql AS 'SELECT 42'",
+            "CREATE DOMAIN public.le_leader AS text CHECK (public.ll_trap(VALUE))",
+            "CREATE TABLE public.le_lease (key text)",
+            "CREATE VIEW ll_own.le_holders AS SELECT 1 AS key",
+            "CREATE TYPE public.le_candidates AS RANGE (subtype = text)",
+            "CREATE TYPE public.ll_range AS RANGE (subtype = text, multirange_type_name = le_release)",
+            "CREATE TYPE public.le_renew_all AS ENUM ('a')",
+            "CREATE AGGREGATE ll_own.le_release_all(text) (SFUNC = textcat, STYPE = text)",
+            "CREATE PROCEDURE ll_own.le_release(text, text) LANGUAGE sql AS 'SELECT 1'",
+            "ALTER FUNCTION public.ll_fine(text, text, text) RENAME TO le_try_acquire",
+            "CREATE FUNCTION pg_temp.le_proclaim(text, text, text) RETURNS boolean LANGUAGE sql "
+            "AS 'SELECT true'",
+        ]
+        for sql in attempts:
+            with self.subTest(sql=sql):
+                self.assertEqual(sqlstate(t, sql), "42501")
+        self.assertEqual(one(su, "SELECT count(*) FROM pg_proc WHERE starts_with(proname, 'le_') AND "
+                                 "pronamespace <> (SELECT extnamespace FROM pg_extension "
+                                 "WHERE extname = 'leaderlock')"), 0)
+        # The README's calls, literally, by the superuser and by the owner.
+        for conn, who in ((su, "dba"), (t, "owner")):
+            k = f"{self.key}-{who}"
+            self.assertIs(one(conn, f"SELECT le_try_acquire('{k}', '{who}', '1 minute')"), True)
+            self.assertIs(one(conn, f"SELECT le_renew('{k}', '{who}')"), True)
+            self.assertEqual(one(conn, f"SELECT le_leader('{k}')"), who)
+            self.assertEqual(one(conn, f"SELECT le_assert_leader('{k}', '{who}', 1)"), 1)
+            self.assertIs(one(conn, f"SELECT le_try_acquire(key => '{k}', id => '{who}', "
+                                    "ttl => '1 minute', slots => 1)"), True)
+            self.assertIs(one(conn, f"SELECT le_release('{k}', '{who}')"), True)
+        self.assert_no_trap_ran(su)
+
+    def test_look_alikes_made_before_install_or_update_are_refused(self):
+        """A function named like the API made before CREATE EXTENSION, or
+        before the update from 0.4.0, stops it with 42501 (nothing
+        installed, nothing updated); once it is gone, both go through."""
+        db = "ll_sec_before"
+        su = self.fresh_database(db, TRAPPER)
+        t = connect(db, user=TRAPPER)
+        self.addCleanup(t.close)
+        plant = ("CREATE FUNCTION public.le_try_acquire(text, text, text) RETURNS boolean "
+                 "LANGUAGE sql AS 'SELECT true'")
+        one(t, plant)
+        self.assertEqual(sqlstate(su, "CREATE EXTENSION leaderlock"), "42501")
+        self.assertIsNone(one(su, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"))
+        one(t, "DROP FUNCTION public.le_try_acquire(text, text, text)")
+        one(su, "CREATE EXTENSION leaderlock VERSION '0.4.0'")
+        one(t, plant)  # 0.4.0 has no guard
+        self.assertEqual(sqlstate(su, "ALTER EXTENSION leaderlock UPDATE"), "42501")
+        self.assertEqual(one(su, "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'"), "0.4.0")
+        one(t, "DROP FUNCTION public.le_try_acquire(text, text, text)")
+        one(su, "ALTER EXTENSION leaderlock UPDATE")
+        self.assertEqual(sqlstate(t, plant), "42501")
 
     def test_renamed_schema_and_a_look_alike_never_run(self):
         """The owner of a database renames the schema the extension is in
