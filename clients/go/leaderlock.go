@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +39,19 @@ const (
 	sqlWorkerRuns   = "SELECT le_worker_running()"
 	sqlExpire       = "SELECT le_expire_lapsed()"
 	undefinedFunc   = "42883"
+	// SQLSTATE 22023 with this DETAIL (both editions): the key's live
+	// holders hold it with another number of slots than asked (contract
+	// 17). The key is not ours now, not a request to give up.
+	slotsDifferDetail = "While a key has live holders, every acquisition must give the same slots."
 )
+
+// hintFloor: notifications are hints, and any role may send them
+// (docs/clients.md). A hint brings the next try forward, but never to less
+// than hintFloor after the start of the previous one; hints that arrive
+// meanwhile make that one try, and the first hint after a quiet period is
+// acted on at once. The same rule in every leaderlock client (HINT_FLOOR
+// in the others).
+const hintFloor = 10 * time.Millisecond
 
 // LeaderCallbacks mirrors client-go's leaderelection.LeaderCallbacks.
 type LeaderCallbacks struct {
@@ -249,6 +262,14 @@ func isUndefined(err error) bool {
 	return errors.As(err, &pe) && pe.Code == undefinedFunc
 }
 
+// slotsDiffer reports whether the server refused a try because the key is
+// held with another number of slots: the key is not ours now; keep trying,
+// its holders' tenures will end.
+func slotsDiffer(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22023" && strings.HasPrefix(pe.Detail, slotsDifferDetail)
+}
+
 func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, error) {
 	conn, err := e.connect(ctx)
 	if err != nil {
@@ -272,6 +293,7 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 	notifications := e.probe(ctx, conn)
 	secs := e.ttl.Seconds()
 	for {
+		lastTry := time.Now()
 		if expire {
 			var n int64
 			row, cancel := e.call(ctx, conn, time.Now().Add(e.callTimeout()), sqlExpire)
@@ -287,6 +309,9 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 		}
 		start := time.Now()
 		won, err := scanBool(ctx, e, conn, start.Add(e.callTimeout()), sqlTryAcquire, e.cfg.Key, e.cfg.Identity, secs)
+		if slotsDiffer(err) {
+			won, err = false, nil // held with another number of slots: not ours now, a refusal
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -333,33 +358,40 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 		} else {
 			e.observe(*holder)
 		}
-		if err := e.waitForHint(ctx, conn, e.pollEvery(worker, notifications)); err != nil {
+		if err := e.waitForHint(ctx, conn, e.pollEvery(worker, notifications), lastTry); err != nil {
 			return fail(err)
 		}
 	}
 }
 
 // waitForHint returns when a notification says the key is free (a hint
-// only: any role may notify), after d, or with ctx's error.
-func (e *Elector) waitForHint(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
+// only: any role may notify; never sooner than hintFloor after lastTry, the
+// start of the last try, so that hints heard meanwhile make one try), after
+// d, or with ctx's error.
+func (e *Elector) waitForHint(ctx context.Context, conn *pgx.Conn, d time.Duration, lastTry time.Time) error {
+	until := time.Now().Add(d)
+	for time.Now().Before(until) {
+		wctx, cancel := context.WithDeadline(ctx, until)
 		n, err := conn.WaitForNotification(wctx)
+		timedOut := wctx.Err() != nil
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if wctx.Err() != nil {
+			if timedOut {
 				return nil
 			}
 			return err
 		}
 		var a struct{ Key, Event string }
 		if json.Unmarshal([]byte(n.Payload), &a) == nil && a.Key == e.cfg.Key && (a.Event == "released" || a.Event == "expired") {
-			return nil
+			if due := lastTry.Add(hintFloor); due.Before(until) {
+				until = due
+			}
 		}
 	}
+	return nil
 }
 
 // lead holds the lease: renewals in this goroutine, OnStartedLeading in

@@ -23,6 +23,25 @@ const WORKER_SERVES = "SELECT coalesce((le_capabilities()->>'worker')::boolean, 
 const WORKER_RUNNING = "SELECT le_worker_running() AS ok";
 const EXPIRE_LAPSED = "SELECT le_expire_lapsed() AS n";
 const UNDEFINED_FUNCTION = "42883";
+/**
+ * Notifications are hints, and any role may send them (docs/clients.md): a
+ * hint brings the next try forward, but never to less than HINT_FLOOR ms
+ * after the start of the previous one; hints that arrive meanwhile make
+ * that one try, and the first hint after a quiet period is acted on at
+ * once. The same rule, and the same name, in every leaderlock client.
+ */
+const HINT_FLOOR = 10;
+/**
+ * The DETAIL both editions give (SQLSTATE 22023) when a key with live
+ * holders is asked for with another number of slots than it admits
+ * (contract 17): the key is not ours now, not a request to give up.
+ */
+const SLOTS_DIFFER_DETAIL = "While a key has live holders, every acquisition must give the same slots.";
+
+/** Whether the server refused a try because the key is held with another number of slots. */
+function slotsDiffer(e: any): boolean {
+  return e?.code === "22023" && typeof e.detail === "string" && e.detail.startsWith(SLOTS_DIFFER_DETAIL);
+}
 
 export class NotAcquired extends Error {
   constructor(readonly key: string, readonly holder: string | null) {
@@ -168,8 +187,12 @@ function frees(payload: string | undefined, key: string): boolean {
   }
 }
 
-/** Until a notification says `key` is free (a hint only), `ms` pass, or `stop` aborts. */
-function hint(c: pg.Client, key: string, ms: number, stop?: AbortSignal): Promise<void> {
+/**
+ * Until a notification says `key` is free (a hint only; never sooner than
+ * HINT_FLOOR after `lastTry`, the start of the last try: hints heard
+ * meanwhile make one try), `ms` pass, or `stop` aborts.
+ */
+function hint(c: pg.Client, key: string, ms: number, lastTry: number, stop?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
@@ -177,8 +200,16 @@ function hint(c: pg.Client, key: string, ms: number, stop?: AbortSignal): Promis
       stop?.removeEventListener("abort", done);
       resolve();
     };
-    const heard = (n: pg.Notification) => { if (frees(n.payload, key)) done(); };
-    const timer = setTimeout(done, Math.max(ms, 0));
+    let until = now() + Math.max(ms, 0);
+    const heard = (n: pg.Notification) => {
+      if (!frees(n.payload, key)) return;
+      const due = Math.max(now(), lastTry + HINT_FLOOR);
+      if (due >= until) return; // a try is due by then anyway
+      until = due;
+      clearTimeout(timer);
+      timer = setTimeout(done, due - now());
+    };
+    let timer = setTimeout(done, Math.max(ms, 0));
     c.on("notification", heard);
     stop?.addEventListener("abort", done);
   });
@@ -193,8 +224,10 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
   await bounded(c, by, "LISTEN leaderlock");
   const notifications = await probe(c, by);
   const giveUp = timeout == null ? Infinity : now() + timeout * 1000;
+  let slotsDiffered = false; // the last try met the key held with other slots
   for (;;) {
     if (stop?.aborted) throw new NotAcquired(key, null);
+    const lastTry = now();
     if (expire) {
       try {
         await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
@@ -205,7 +238,20 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
       }
     }
     const start = now();
-    if ((await bounded(c, start + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok) {
+    let won = false;
+    try {
+      won = (await bounded(c, start + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
+      slotsDiffered = false;
+    } catch (e: any) {
+      if (!slotsDiffer(e)) throw e;
+      // held with another number of slots: not ours now, a refusal
+      if (!slotsDiffered) {
+        process.emitWarning(`leaderlock: key ${JSON.stringify(key)} is held with another number of slots: ` +
+                            `not ours now; trying again until those tenures end (server: ${JSON.stringify(String(e.message))})`);
+      }
+      slotsDiffered = true;
+    }
+    if (won) {
       const rows = await bounded(c, start + t.callTimeout, TERM_OF, [key, id]);
       if (rows.length) {
         if (value !== undefined) {
@@ -221,7 +267,7 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
       refused?.(holder);
       if (n >= giveUp) throw new NotAcquired(key, holder);
     }
-    await hint(c, key, Math.min(pollEvery(t, worker, notifications), giveUp - n), stop);
+    await hint(c, key, Math.min(pollEvery(t, worker, notifications), giveUp - n), lastTry, stop);
   }
 }
 

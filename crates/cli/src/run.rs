@@ -43,7 +43,8 @@ pub struct RunArgs {
     grace: Option<Duration>,
     /// How many candidates may run the command at once (a semaphore of the
     /// key, extension 0.5.0): every candidate of the key must give the
-    /// same number. Default 1: one leader.
+    /// same number (while the key is held with another, this one waits).
+    /// Default 1: one leader.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     slots: u32,
     /// While this candidate waits, no candidate of lower priority becomes
@@ -294,6 +295,15 @@ impl Run<'_> {
                                 self.log.event("refused", &format!("held by {by}"), json!({"holder": holder}));
                                 last_holder = Some(holder);
                             }
+                            if try_once && !ever_led {
+                                finish.get_or_insert(Finish(exit::NOT_ACQUIRED));
+                            }
+                        }
+                        Event::SlotsDiffer { message } => {
+                            // Not ours now, and not for ever: the rival
+                            // tenures end, then the key takes our number.
+                            last_holder = None;
+                            self.log.event("slots_differ", &format!("the key is held with another number of slots than --slots {}: waiting for those tenures to end ({message})", self.args.slots), json!({"slots": self.args.slots, "error": message}));
                             if try_once && !ever_led {
                                 finish.get_or_insert(Finish(exit::NOT_ACQUIRED));
                             }

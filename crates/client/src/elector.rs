@@ -16,7 +16,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Notification};
 
 use crate::config::{random_hex, ConnectConfig, ElectorConfig};
-use crate::error::Error;
+use crate::error::{self, Error};
 use crate::payload::Announcement;
 use crate::sql;
 
@@ -84,6 +84,14 @@ pub enum Event {
     Served { worker: bool, poll_every: Duration },
     /// An attempt to acquire found the key held (by `holder`, if known).
     Refused { holder: Option<String> },
+    /// An attempt to acquire found the key held with another number of
+    /// slots than [`ElectorConfig::slots`] (the server's 22023 of contract
+    /// 17, `message` its text): not ours now. The elector keeps
+    /// campaigning, as after a refusal (at its polling interval, or on a
+    /// notification that a tenure ended): the key takes our number again
+    /// once the rival tenures end. Reported once per run of such attempts
+    /// (again only after an attempt that did not meet it).
+    SlotsDiffer { message: String },
     /// This process leads from now until `deadline` unless renewed.
     Started(Leadership),
     /// A renewal succeeded: the deadline moved.
@@ -159,6 +167,7 @@ impl Elector {
             no_expire_lapsed: false,
             disconnected: false,
             last_call: Instant::now(),
+            slots_differ: false,
         };
         Elector {
             commands: command_tx,
@@ -259,6 +268,8 @@ struct Task {
     disconnected: bool,
     /// When the last acquire or renewal started.
     last_call: Instant,
+    /// The last attempt met the key held with another number of slots.
+    slots_differ: bool,
 }
 
 enum Wake {
@@ -371,8 +382,11 @@ impl Task {
                         self.leadership.send_replace(Some(lease));
                         self.emit(Event::Started(lease));
                     }
-                    // A ranked candidate waited in the call: at once again.
-                    Ok(None) if self.config.priority != 0 => next_attempt = Instant::now(),
+                    // A ranked candidate waited in the call: at once again
+                    // (unless the server refused it at once: slots differ).
+                    Ok(None) if self.config.priority != 0 && !self.slots_differ => {
+                        next_attempt = Instant::now()
+                    }
                     Ok(None) => next_attempt = Instant::now() + self.poll_every(),
                     Err(e @ Error::Unreachable(_)) => {
                         self.lost_connection(e);
@@ -619,8 +633,23 @@ impl Task {
             Ok(term.first().map(|r| r.get::<_, i64>(0)).ok_or(None))
         })
         .await
-        .map_err(|_| Error::Unreachable("acquire timed out".into()))?
-        .map_err(classify)?;
+        .map_err(|_| Error::Unreachable("acquire timed out".into()))?;
+        let won = match won {
+            Ok(won) => won,
+            // The key is held with another number of slots: not ours now,
+            // and not for ever (the rival tenures end): a refusal.
+            Err(e) if error::slots_differ(&e) => {
+                if !self.slots_differ {
+                    self.slots_differ = true;
+                    self.emit(Event::SlotsDiffer {
+                        message: error::describe_error(&e),
+                    });
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(classify(e)),
+        };
+        self.slots_differ = false;
         match won {
             Ok(term) => Ok(Some(Leadership {
                 term,
@@ -721,12 +750,14 @@ enum Heard {
     },
 }
 
-/// The shortest time from one call to the next that a notification can
-/// bring forward.
+/// The rule every leaderlock client shares (docs/clients.md, "Notifications
+/// are hints"): a notification brings the next call forward, but never to
+/// less than HINT_FLOOR after the start of the previous one; hints that
+/// arrive meanwhile make that one call, and the first hint after a quiet
+/// period is acted on at once. A flood of forged notifications cannot make
+/// an elector call more than once per HINT_FLOOR.
 const HINT_FLOOR: Duration = Duration::from_millis(10);
 
-/// Errors the server raises for bad input, a missing extension or missing
-/// privileges cannot heal by retrying; everything else might.
 /// How often a candidate tries where no worker announces expiries: a
 /// quarter of the ttl, between 100 ms and 1 s. A dead leader's lease is
 /// taken over within that of its expiry.

@@ -71,6 +71,26 @@ pub fn is_permanent(e: &tokio_postgres::Error) -> bool {
     e.code().is_some_and(|code| PERMANENT.contains(code))
 }
 
+/// The DETAIL both editions give when a key with live holders is asked
+/// for with another number of slots than it admits (22023, contract 17).
+pub const SLOTS_DIFFER_DETAIL: &str =
+    "While a key has live holders, every acquisition must give the same slots.";
+
+/// True when the server refused an acquisition because the key's live
+/// holders hold it with another number of slots (22023 with
+/// [`SLOTS_DIFFER_DETAIL`]). Not a permanent error: the key is not ours
+/// now, and it takes our number again once those tenures end, so an
+/// elector keeps campaigning. (22023 alone also means a key or id the
+/// server refuses, which retrying cannot heal: the DETAIL tells them apart.)
+pub fn slots_differ(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        db.code() == &SqlState::INVALID_PARAMETER_VALUE
+            && db
+                .detail()
+                .is_some_and(|d| d.starts_with(SLOTS_DIFFER_DETAIL))
+    })
+}
+
 /// An error with its cause: the server's message and SQLSTATE, or the chain
 /// of causes of a connection error ("db error" alone says nothing).
 pub fn describe_error(e: &tokio_postgres::Error) -> String {

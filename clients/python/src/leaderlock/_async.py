@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from contextlib import aclosing
 from typing import Any, Optional
 
 import psycopg
@@ -99,7 +100,9 @@ class AsyncLeadership:
         await bounded(conn, time.monotonic() + t.call_timeout, _core.LISTEN)
         notifications = await self.probe()
         give_up = None if s.timeout is None else time.monotonic() + s.timeout
+        slots_differ = False  # the last try met the key held with other slots
         while True:
+            last_try = time.monotonic()
             if expire_lapsed:
                 try:
                     await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
@@ -108,7 +111,18 @@ class AsyncLeadership:
                         raise
                     expire_lapsed = False  # refused: the try takes a lapsed lease anyway
             start = time.monotonic()
-            if await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl)):
+            try:
+                won = await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl))
+            except psycopg.DatabaseError as e:
+                if not _core.slots_differ(e):
+                    raise
+                # held with another number of slots: not ours now, a refusal
+                if not slots_differ:
+                    _core.warn_slots_differ(s.key, e)
+                slots_differ, won = True, False
+            else:
+                slots_differ = False
+            if won:
                 term = await bounded(conn, start + t.call_timeout, _core.TERM_OF, (s.key, s.id))
                 if term is not None:
                     if s.value is not None:
@@ -123,7 +137,7 @@ class AsyncLeadership:
             wait = t.poll_every(worker, notifications)
             if give_up is not None:
                 wait = min(wait, give_up - now)
-            await self.wait_for_hint(wait)
+            await self.wait_for_hint(wait, last_try)
 
     async def probe(self) -> bool:
         """Whether a notification this session sends itself comes back."""
@@ -132,25 +146,27 @@ class AsyncLeadership:
         await bounded(self.conn, by, _core.PROBE_LISTEN)
         await bounded(self.conn, by, _core.PROBE, (token,))
 
-        async def back() -> bool:
-            async for n in self.conn.notifies():
-                if n.payload == token:
-                    return True
-            return False
-        try:
-            return await asyncio.wait_for(back(), 0.2)
-        except asyncio.TimeoutError:
-            return False
+        until = time.monotonic() + 0.2
+        while (left := until - time.monotonic()) > 0:
+            async with aclosing(self.conn.notifies(timeout=left, stop_after=1)) as notes:
+                async for n in notes:
+                    if n.payload == token:
+                        return True
+        return False
 
-    async def wait_for_hint(self, seconds: float) -> None:
-        async def hint() -> None:
-            async for n in self.conn.notifies():
-                if _core.frees(n.payload, self.spec.key):
-                    return
-        try:
-            await asyncio.wait_for(hint(), max(seconds, 0.0))
-        except asyncio.TimeoutError:
-            pass
+    async def wait_for_hint(self, seconds: float, last_try: float) -> None:
+        """Until a notification says the key is free (but never sooner than
+        HINT_FLOOR after the last try started: hints heard meanwhile make
+        one try), or `seconds` pass. psycopg's own timeout ends each wait:
+        asyncio.wait_for's cancellation of a wait on notifications can be
+        lost when one arrives at that instant (Python 3.11), which would
+        leave the wait running for ever."""
+        until = time.monotonic() + max(seconds, 0.0)
+        while (left := until - time.monotonic()) > 0:
+            async with aclosing(self.conn.notifies(timeout=left, stop_after=1)) as notes:
+                async for n in notes:
+                    if _core.frees(n.payload, self.spec.key):
+                        until = min(until, _core.hint_due(last_try, time.monotonic()))
 
     async def renew(self) -> None:
         t, lease = self.spec.timing, self.lease

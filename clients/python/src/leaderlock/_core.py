@@ -9,6 +9,7 @@ polling as the fallback.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import socket
@@ -16,6 +17,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+log = logging.getLogger("leaderlock")
 
 # Every statement takes bind parameters and is one round trip, so they work
 # through pgbouncer's transaction pooling. Arguments go by name.
@@ -35,6 +38,18 @@ CHANNEL = "leaderlock"
 # pooling): it listens on a channel of its own and notifies itself.
 PROBE_LISTEN = "LISTEN leaderlock_probe"
 PROBE = "SELECT pg_notify('leaderlock_probe', %s)"
+
+# Notifications are hints, and any role may send them (docs/clients.md): a
+# hint brings the next try forward, but never to less than HINT_FLOOR
+# seconds after the start of the previous one; hints that arrive meanwhile
+# make that one try, and the first hint after a quiet period is acted on at
+# once. The same rule, and the same name, in every leaderlock client.
+HINT_FLOOR = 0.010
+
+# The DETAIL both editions give (SQLSTATE 22023) when a key with live
+# holders is asked for with another number of slots than it admits
+# (contract 17): the key is not ours now, not a request to give up.
+SLOTS_DIFFER_DETAIL = "While a key has live holders, every acquisition must give the same slots."
 
 
 class LeaderlockError(Exception):
@@ -134,6 +149,29 @@ def frees(payload: str, key: str) -> bool:
     except ValueError:
         return False
     return isinstance(a, dict) and a.get("key") == key and a.get("event") in ("released", "expired")
+
+
+def hint_due(last_try: float, now: float) -> float:
+    """When a hint heard at `now` may make the next try: at once, unless
+    the last try started less than HINT_FLOOR ago."""
+    return max(now, last_try + HINT_FLOOR)
+
+
+def slots_differ(e: BaseException) -> bool:
+    """Whether the server refused a try because the key is held with
+    another number of slots (22023 with SLOTS_DIFFER_DETAIL): the key is
+    not ours now; keep trying, its holders' tenures will end. (22023 alone
+    also means a key or id the server refuses for good.)"""
+    diag = getattr(e, "diag", None)
+    return (getattr(e, "sqlstate", None) == "22023" and diag is not None
+            and (diag.message_detail or "").startswith(SLOTS_DIFFER_DETAIL))
+
+
+def warn_slots_differ(key: str, e: BaseException) -> None:
+    """Logged once per run of tries that meet the key held with another
+    number of slots (what the server said is escaped: %r)."""
+    log.warning("leaderlock: key %r is held with another number of slots: not ours now; "
+                "trying again until those tenures end (server: %r)", key, str(e))
 
 
 def check_name(what: str, value: str) -> str:

@@ -111,6 +111,8 @@ class Campaign:
 
     def __init__(self, s: Session, key: str, me: str, timing: Timing, value: Any):
         self.s, self.key, self.me, self.timing, self.value = s, key, me, timing, value
+        self.last_try = float("-inf")  # when the last try started (HINT_FLOOR)
+        self.slots_differ = False  # the last try met the key held with other slots
         by = time.monotonic() + timing.call_timeout
         self.worker = worker_serves(s, by)
         self.expire_lapsed = not self.worker
@@ -119,6 +121,7 @@ class Campaign:
 
     def once(self) -> Optional[Lease]:
         t = self.timing
+        self.last_try = time.monotonic()
         if self.expire_lapsed:
             try:
                 self.s.one(time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
@@ -130,7 +133,18 @@ class Campaign:
                 self.expire_lapsed = False
         start = time.monotonic()
         by = start + t.call_timeout
-        if not self.s.one(by, _core.TRY_ACQUIRE, (self.key, self.me, t.ttl)):
+        try:
+            won = self.s.one(by, _core.TRY_ACQUIRE, (self.key, self.me, t.ttl))
+        except psycopg.DatabaseError as e:
+            if not _core.slots_differ(e):
+                raise
+            # held with another number of slots: not ours now, a refusal
+            if not self.slots_differ:
+                self.slots_differ = True
+                _core.warn_slots_differ(self.key, e)
+            return None
+        self.slots_differ = False
+        if not won:
             return None
         term = self.s.one(by, _core.TERM_OF, (self.key, self.me))
         if term is None:
@@ -164,12 +178,13 @@ class Campaign:
             self.wait_for_hint(wait, stop)
 
     def wait_for_hint(self, seconds: float, stop: Optional[threading.Event] = None) -> None:
-        """Until a notification says the key is free, `seconds` pass, or
-        `stop` is set (looked at every 100 ms)."""
+        """Until a notification says the key is free (but never sooner than
+        HINT_FLOOR after the last try started: hints heard meanwhile make
+        one try), `seconds` pass, or `stop` is set (looked at every 100 ms)."""
         until = time.monotonic() + max(seconds, 0.0)
         while (left := until - time.monotonic()) > 0 and not (stop is not None and stop.is_set()):
             if any(_core.frees(n.payload, self.key) for n in self.s.notifies(min(left, 0.1))):
-                return
+                until = min(until, _core.hint_due(self.last_try, time.monotonic()))
 
 
 class Renewer(threading.Thread):
