@@ -183,7 +183,8 @@ fn launch(known: &mut HashMap<u32, Database>) -> i64 {
 
 /// Whether a worker serves database `oid` or is starting there.
 fn serves(oid: u32, db: Option<&Database>) -> bool {
-    db.and_then(|d| d.handle.as_ref()).is_some_and(|h| running(h.raw))
+    db.and_then(|d| d.handle.as_ref())
+        .is_some_and(|h| running(h.raw))
         || databases::find(oid).is_some_and(|s| s.worker_procno.load(Ordering::SeqCst) >= 0)
 }
 
