@@ -96,3 +96,24 @@ fn main() {
     runtime.shutdown_background();
     std::process::exit(code);
 }
+
+#[cfg(test)]
+mod tests {
+    /// `leaderlock --version` is the release's: the CLI, the client library
+    /// and the extension carry one version.
+    #[test]
+    fn version_is_the_release_s() {
+        let release = |toml: &str| {
+            toml.lines()
+                .find_map(|l| l.strip_prefix("version = \""))
+                .and_then(|v| v.strip_suffix('"'))
+                .map(str::to_owned)
+        };
+        let extension = release(include_str!("../../../Cargo.toml"));
+        assert_eq!(extension.as_deref(), Some(env!("CARGO_PKG_VERSION")));
+        assert_eq!(
+            release(include_str!("../../client/Cargo.toml")).as_deref(),
+            Some(env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
