@@ -111,6 +111,38 @@ class SharedLimitsTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: "rival6" in w.results, timeout=10))
         self.assertIs(w.results["rival6"], True)
 
+    def test_entries_a_release_keeps_out_of_use_count_against_the_releasing_role(self):
+        """A release hands the lease to another role's waiting candidate, whose
+        wait then ends before the release's statement does: that entry stays
+        out of use until the statement ends, and it is the releasing role's
+        share it takes, not the candidate's."""
+        db = self.db("ll_limits_pinned")
+        port = self.cluster.port
+        w = Waiters(self, port)
+        r = connect(db, user=ROLE, port=port)
+        self.addCleanup(r.close)
+        self.assertTrue(one(r, "SELECT le_try_acquire('handed', 'holder', '1 hour')"))
+        for i in range(5):
+            one(r, "SELECT le_try_acquire(%s, 'holder', '1 hour')", (f"p{i}",))
+        w.start("candidate", db, OTHER, "SELECT le_acquire('handed', 'c', '1 hour', '1 second')", ())
+        release = threading.Thread(target=one, args=(r, "SELECT le_release('handed', 'holder'), pg_sleep(4)"))
+        release.start()
+        self.assertTrue(wait_for(lambda: "candidate" in w.results, timeout=5))
+        self.assertIs(w.results["candidate"], False)  # its wait ended before the release's statement
+        # Meanwhile: the other role still has its whole share (4), the
+        # releasing role one less (3).
+        for i in range(4):
+            w.start(f"other{i}", db, OTHER, "SELECT le_acquire(%s, 'o', '1 hour', '5 seconds')", (f"p{i}",))
+        for i in range(4):
+            w.start(f"rival{i}", db, ROLE, "SELECT le_acquire(%s, 'r', '1 hour', '5 seconds')", (f"p{i}",))
+        a = self.admin_of(db)
+        with a.cursor() as cur:
+            cur.execute("SELECT c.id, count(*) FROM generate_series(0, 4) i, le_candidates('p' || i) c "
+                        "GROUP BY c.id")
+            listed = dict(cur.fetchall())
+        self.assertEqual(listed, {"o": 4, "r": 3})
+        release.join()
+
     # --- items 3 and 7: background worker processes ---
 
     def test_clones_of_a_database_get_at_most_the_owner_s_share_of_workers(self):
