@@ -210,6 +210,21 @@ class CliTest(CliCase):
         self.assertIn("22023", r.events("rejected")[0]["error"])
         self.assertEqual(records(self.children), [])
 
+    def test_a_database_without_the_extension_is_named(self):
+        """`run` and `status` in a database without the extension say so, by
+        name, instead of a missing function's or relation's error; rejected."""
+        one(self.conn, "DROP DATABASE IF EXISTS ll_cli_noext")
+        one(self.conn, "CREATE DATABASE ll_cli_noext")
+        self.addCleanup(one, self.conn, "DROP DATABASE IF EXISTS ll_cli_noext WITH (FORCE)")
+        want = 'extension leaderlock is not installed in database "ll_cli_noext"'
+        r, code = self.run_once("--key", self.key, "--timeout", "0", dbname="ll_cli_noext")
+        self.assertEqual(code, REJECTED)
+        self.assertIn(want, r.events("rejected")[0]["error"])
+        out = subprocess.run([CLI, "--dsn", dsn(dbname="ll_cli_noext"), "status"], capture_output=True,
+                             text=True, timeout=30)
+        self.assertEqual(out.returncode, REJECTED)
+        self.assertIn(want, out.stderr)
+
     def test_bad_flags(self):
         # a grace that leaves no room for the renewal due at ttl/3 is refused
         for args in (["--ttl", "2s", "--grace", "2s"], ["--ttl", "3s", "--grace", "2s"], ["--ttl", "ten"],

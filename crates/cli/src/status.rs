@@ -55,8 +55,10 @@ fn exit_code(e: &tokio_postgres::Error) -> i32 {
     }
 }
 
-fn db_error(e: tokio_postgres::Error) -> i32 {
-    say(&describe_error(&e));
+/// Says what went wrong with a call on `client` (a missing extension by
+/// name, `leaderlock_client::explain`); the exit code for it.
+async fn db_error(client: &tokio_postgres::Client, e: tokio_postgres::Error) -> i32 {
+    say(&leaderlock_client::explain(client, &e).await.to_string());
     exit_code(&e)
 }
 
@@ -80,7 +82,7 @@ pub async fn status(dsn: Option<&str>, key: Option<String>, held: bool, json: bo
         .await
     {
         Ok(rows) => rows,
-        Err(e) => return db_error(e),
+        Err(e) => return db_error(&client, e).await,
     };
     let mut out = std::io::stdout().lock();
     let printed = if json {
@@ -200,7 +202,7 @@ pub async fn watch(dsn: Option<&str>, key: Option<String>) -> i32 {
         .batch_execute(leaderlock_client::sql::LISTEN_ANNOUNCEMENTS)
         .await
     {
-        return db_error(e);
+        return db_error(&client, e).await;
     }
     let mut out = std::io::stdout().lock();
     while let Some(payload) = payloads.recv().await {

@@ -535,11 +535,12 @@ impl Task {
             .map_err(classify)?;
         let worker = match client.query_typed(sql::WORKER_SERVES, &[]).await {
             Ok(rows) => rows[0].get::<_, bool>(0),
-            Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => client
-                .query_typed(sql::WORKER_RUNNING, &[])
-                .await
-                .map_err(classify)?[0]
-                .get::<_, bool>(0),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {
+                match client.query_typed(sql::WORKER_RUNNING, &[]).await {
+                    Ok(rows) => rows[0].get::<_, bool>(0),
+                    Err(e) => return Err(error::explain(&client, &e).await),
+                }
+            }
             Err(e) => return Err(classify(e)),
         };
         Ok(Conn {

@@ -91,6 +91,33 @@ pub fn slots_differ(e: &tokio_postgres::Error) -> bool {
     })
 }
 
+/// What `e`, an error of a call on `client`, means for a program: as
+/// [`Error::from_pg`], except that a function or relation of leaderlock the
+/// server does not know (42883, 42P01) is told as what it almost always
+/// is, the extension missing from the database, with its name.
+pub async fn explain(client: &tokio_postgres::Client, e: &tokio_postgres::Error) -> Error {
+    let missing = e.as_db_error().is_some_and(|db| {
+        (db.code() == &SqlState::UNDEFINED_FUNCTION || db.code() == &SqlState::UNDEFINED_TABLE)
+            && (db.message().contains("le_") || db.message().contains("leaderlock"))
+    });
+    if missing {
+        if let Ok(row) = client.query_one(crate::sql::EXTENSION_HERE, &[]).await {
+            let (database, installed): (String, bool) = (row.get(0), row.get(1));
+            if !installed {
+                return Error::Rejected {
+                    sqlstate: e.code().map_or("42883", |c| c.code()).to_owned(),
+                    message: format!(
+                        "extension leaderlock is not installed in database {database:?}: a \
+                         superuser runs CREATE EXTENSION leaderlock there (docs: README, \
+                         Installing)"
+                    ),
+                };
+            }
+        }
+    }
+    Error::from_pg(e)
+}
+
 /// An error with its cause: the server's message and SQLSTATE, or the chain
 /// of causes of a connection error ("db error" alone says nothing).
 pub fn describe_error(e: &tokio_postgres::Error) -> String {

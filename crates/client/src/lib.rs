@@ -31,6 +31,6 @@ pub use config::{
     default_id, pg_config_from_env, ConnectConfig, ElectorConfig, Messages, SessionAttrs,
 };
 pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
-pub use error::{describe_error, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
+pub use error::{describe_error, explain, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
 pub use payload::Announcement;
 pub use tls::{RootCert, SslMode, TlsSettings};

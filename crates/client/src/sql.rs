@@ -62,3 +62,8 @@ pub const STATUS: &str = "SELECT key, state, holder, term, \
      ORDER BY CASE state WHEN 'held' THEN 0 WHEN 'lapsed' THEN 1 ELSE 2 END, key";
 /// For `leaderlock watch`.
 pub const LISTEN_ANNOUNCEMENTS: &str = "LISTEN leaderlock";
+
+/// The database connected to, and whether the extension is installed there
+/// (to tell a missing extension from other errors, `error::explain`).
+pub const EXTENSION_HERE: &str = "SELECT pg_catalog.current_database()::text, \
+     EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'leaderlock')";
