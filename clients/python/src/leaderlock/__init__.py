@@ -1,23 +1,31 @@
 """Leader election on PostgreSQL with leaderlock (either edition).
 
+    leaderlock.release_on_sigterm()     # SIGTERM: stop, release, exit 143
     with leaderlock.lead(dsn, "nightly-report", ttl=10.0) as lease:
         while work_left():
-            lease.check()               # LeaseLost once the lease is gone
-            do_one_step(fencing_term=lease.term)
+            lease.check()               # LeaseLost past the local deadline
+            do_one_step(lease)          # writes fenced by lease.guard(conn)
 
     async with leaderlock.lead(dsn, "nightly-report") as lease:
-        await run()                     # cancelled at the local deadline
+        while work_left():
+            lease.check()
+            await do_one_step(lease)    # writes fenced by await lease.aguard(conn)
 
-`timeout=None` waits for leadership, `timeout=0` tries once; NotAcquired
-when it passes.
+`timeout=None` waits for leadership (through lost connections and server
+restarts), `timeout=0` tries once; NotAcquired when it passes with the key
+held, Unavailable when it passes with the server out of reach. Refusals
+retrying cannot change: NotInstalled, PrivilegeError, BadArgument (all
+Rejected). Logs go to the logger "leaderlock".
 """
 from typing import Any, Optional
 
-from ._core import Lease, LeaderlockError, LeaseLost, NotAcquired, default_id
+from ._core import (BadArgument, Lease, LeaderlockError, LeaseLost, NotAcquired, NotInstalled, PrivilegeError,
+                    Rejected, Unavailable, default_id)
 from ._elector import Elector
+from ._shutdown import release_on_sigterm
 from ._sync import Leadership
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"
 
 
 def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None, *,
@@ -33,4 +41,6 @@ def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None,
     return Leadership(dsn, key, ttl, timeout, id=id, value=value, poll=poll)
 
 
-__all__ = ["lead", "Elector", "Lease", "Leadership", "LeaderlockError", "LeaseLost", "NotAcquired", "default_id"]
+__all__ = ["lead", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
+           "LeaderlockError", "LeaseLost", "NotAcquired", "Unavailable",
+           "Rejected", "NotInstalled", "PrivilegeError", "BadArgument", "__version__"]

@@ -1,7 +1,10 @@
-"""asyncio: `async with lead(...) as lease:`. A task renews; at the local
-deadline a timer of the event loop cancels the body's task, whatever a
-renewal call is doing (on a frozen server it can hang until the server
-resumes), and the `async with` raises LeaseLost."""
+"""asyncio: `async with lead(...) as lease:`. A task renews, on a new
+connection when the old one is gone; the body calls `lease.check()` before
+each step (it compares the monotonic clock with the local deadline at that
+moment: after a pause of the process, every timer is due at once, and the
+body's own may run before the deadline's). At the local deadline a timer of
+the event loop also cancels the body's task, whatever a renewal call is
+doing, and the `async with` raises LeaseLost."""
 from __future__ import annotations
 
 import asyncio
@@ -13,51 +16,67 @@ from typing import Any, Optional
 import psycopg
 from psycopg.types.json import Jsonb
 
-from . import _core
-from ._core import Lease, LeaseLost, NotAcquired
+from . import _core, _shutdown
+from ._core import Lease, LeaseLost, LeaderlockError, NotAcquired, Rejected, Unavailable
+
+CALL_ERRORS = (psycopg.Error, TimeoutError)  # asyncio.TimeoutError is TimeoutError (3.11)
 
 
 async def connect(dsn: str, until: float) -> psycopg.AsyncConnection:
     left = until - time.monotonic()
-    return await asyncio.wait_for(psycopg.AsyncConnection.connect(
-        dsn, autocommit=True, application_name="leaderlock python", connect_timeout=max(2, int(left + 1))), left)
+    if left <= 0:
+        raise TimeoutError("no time left to connect")
+    args = _core.connect_args(dsn, left)
+    return await asyncio.wait_for(psycopg.AsyncConnection.connect(dsn, **args), left)
 
 
-async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: tuple = ()) -> Any:
-    """The first column of `sql`'s first row (None: no row). At `until`,
-    TimeoutError, and the connection is abandoned: a cancelled call waits
-    for the server to answer the cancel request, which a frozen server
-    never does, so the caller does not wait for it; the connection is
-    closed once the call ends."""
+async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: tuple = (), *,
+                  row: bool = False) -> Any:
+    """The first column of `sql`'s first row (None: no row; `row`: the
+    whole row). At `until`, Abandoned, and the connection is abandoned: a
+    cancelled call waits for the server to answer the cancel request, which
+    a frozen server never does, so the caller does not wait for it; the
+    connection is closed once the call ends."""
     left = until - time.monotonic()
     if left <= 0:
         raise TimeoutError("no time left for the call")
 
     async def call() -> Any:
         cur = await conn.execute(sql, args, prepare=False)
-        row = await cur.fetchone() if cur.description else None
-        return row[0] if row else None
+        r = await cur.fetchone() if cur.description else None
+        return r if row else (r[0] if r else None)
     task = asyncio.ensure_future(call())
-    done, _ = await asyncio.wait({task}, timeout=left)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=left)
+    except BaseException:  # cancelled meanwhile: the call is abandoned too
+        abandon(task, conn)
+        raise
     if not done:
-        def later(t: asyncio.Future) -> None:
-            if not t.cancelled():
-                t.exception()  # retrieved: no "never retrieved" warning
-            asyncio.ensure_future(conn.close())
-        task.add_done_callback(later)
+        abandon(task, conn)
         raise Abandoned("the server did not answer in time")
     return task.result()
+
+
+def abandon(task: asyncio.Future, conn: psycopg.AsyncConnection) -> None:
+    def later(t: asyncio.Future) -> None:
+        if not t.cancelled():
+            t.exception()  # retrieved: no "never retrieved" warning
+        asyncio.ensure_future(conn.close())
+    if task.done():
+        later(task)
+    else:
+        task.add_done_callback(later)
 
 
 class Abandoned(TimeoutError):
     """A call ran past its bound; its connection must not be used again."""
 
 
-async def worker_serves(conn: psycopg.AsyncConnection) -> bool:
+async def worker_serves(conn: psycopg.AsyncConnection, until: float) -> bool:
     try:
-        return bool(await bounded(conn, time.monotonic() + 10, _core.WORKER_SERVES))
+        return bool(await bounded(conn, until, _core.WORKER_SERVES))
     except psycopg.errors.UndefinedFunction:  # before 0.5.0
-        return bool(await bounded(conn, time.monotonic() + 10, _core.WORKER_RUNNING))
+        return bool(await bounded(conn, until, _core.WORKER_RUNNING))
 
 
 class AsyncLeadership:
@@ -69,20 +88,26 @@ class AsyncLeadership:
         self.renewer: Optional[asyncio.Task] = None
         self.watchdog: Optional[asyncio.TimerHandle] = None
         self.cancelled_body = False
+        self.exiting = False
+        self.worker, self.notifications, self.expire_lapsed = True, False, False
 
     async def enter(self) -> Lease:
         s = self.spec
-        self.conn = await connect(s.dsn, time.monotonic() + max(s.timing.call_timeout, 2.0))
         try:
             self.lease = await self.campaign()
-            await bounded(self.conn, time.monotonic() + s.timing.call_timeout, "UNLISTEN *")
         except BaseException as e:
-            if not isinstance(e, Abandoned):
-                await self.conn.close()
+            await self.drop()
+            if not isinstance(e, LeaderlockError):
+                await self.abort()
             raise
+        try:
+            await bounded(self.conn, time.monotonic() + s.timing.call_timeout, "UNLISTEN *")
+        except CALL_ERRORS as e:
+            await self.drop(e)  # the renewals make a new one
         self.body = asyncio.current_task()
         self.arm()
         self.renewer = asyncio.create_task(self.renew())
+        _shutdown.register(self.lease)
         return self.lease
 
     def arm(self) -> None:
@@ -90,59 +115,115 @@ class AsyncLeadership:
         if self.watchdog is not None:
             self.watchdog.cancel()
         loop = asyncio.get_running_loop()
-        self.watchdog = loop.call_later(max(0.0, self.lease.deadline - time.monotonic()), self.lose,
-                                        "no renewal succeeded before the local deadline")
+        self.watchdog = loop.call_later(max(0.0, self.lease.deadline - time.monotonic()), self.expire)
+
+    def expire(self) -> None:
+        if self.lease.alive:  # early, or moved meanwhile
+            self.arm()
+        else:
+            self.lose()
+
+    async def setup(self, give_up: Optional[float]) -> psycopg.AsyncConnection:
+        """This campaign's connection, ready: LISTENing, and knowing whether
+        notifications arrive and whether a worker announces expiries."""
+        t = self.spec.timing
+        now = time.monotonic()
+        bound = t.connect_bound
+        if give_up is not None:
+            bound = min(bound, max(give_up - now, t.call_timeout, 2.0))
+        self.conn = conn = await connect(self.spec.dsn, now + bound)
+        by = time.monotonic() + max(t.call_timeout, 2.0)
+        self.worker = await worker_serves(conn, by)
+        self.expire_lapsed = not self.worker
+        await bounded(conn, by, _core.LISTEN)
+        self.notifications = await self.probe(by)
+        return conn
 
     async def campaign(self) -> Lease:
-        s, t, conn = self.spec, self.spec.timing, self.conn
-        worker = await worker_serves(conn)
-        expire_lapsed = not worker
-        await bounded(conn, time.monotonic() + t.call_timeout, _core.LISTEN)
-        notifications = await self.probe()
+        """Tries until won or the timeout, reconnecting (with backoff) when
+        the connection is lost; only a refusal retrying cannot change ends
+        it early (Rejected); a timeout while the server cannot be reached:
+        Unavailable."""
+        s, t = self.spec, self.spec.timing
         give_up = None if s.timeout is None else time.monotonic() + s.timeout
+        outage = _core.Outage(s.key, "campaign")
         slots_differ = False  # the last try met the key held with other slots
         while True:
-            last_try = time.monotonic()
-            if expire_lapsed:
-                try:
-                    await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
-                except psycopg.DatabaseError as e:
-                    if isinstance(e, psycopg.OperationalError):
-                        raise
-                    expire_lapsed = False  # refused: the try takes a lapsed lease anyway
-            start = time.monotonic()
+            if _shutdown.down:
+                raise NotAcquired(s.key, None)
             try:
-                won = await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl))
-            except psycopg.DatabaseError as e:
-                if not _core.slots_differ(e):
-                    raise
-                # held with another number of slots: not ours now, a refusal
-                if not slots_differ:
-                    _core.warn_slots_differ(s.key, e)
-                slots_differ, won = True, False
-            else:
-                slots_differ = False
-            if won:
-                term = await bounded(conn, start + t.call_timeout, _core.TERM_OF, (s.key, s.id))
-                if term is not None:
-                    if s.value is not None:
-                        await bounded(conn, start + t.call_timeout,
-                                      "SELECT le_proclaim(key => %s, id => %s, value => %s)",
-                                      (s.key, s.id, Jsonb(s.value)))
-                    return Lease(s.key, s.id, term, s.value, start + t.ttl - t.margin)
-            now = time.monotonic()
-            if give_up is not None and now >= give_up:
-                holder = await bounded(conn, now + t.call_timeout, _core.LEADER, (s.key,))
-                raise NotAcquired(s.key, holder)
-            wait = t.poll_every(worker, notifications)
-            if give_up is not None:
-                wait = min(wait, give_up - now)
-            await self.wait_for_hint(wait, last_try)
+                conn = self.conn or await self.setup(give_up)
+                last_try = time.monotonic()
+                if self.expire_lapsed:
+                    try:
+                        await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
+                    except psycopg.DatabaseError as e:
+                        if isinstance(e, psycopg.OperationalError):
+                            raise
+                        self.expire_lapsed = False  # refused: the try takes a lapsed lease anyway
+                # the deadline counts from the moment the try is sent
+                start = time.monotonic()
+                try:
+                    won = await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl))
+                except psycopg.DatabaseError as e:
+                    if not _core.slots_differ(e):
+                        raise
+                    # held with another number of slots: not ours now, a refusal
+                    if not slots_differ:
+                        _core.warn_slots_differ(s.key, e)
+                    slots_differ, won = True, False
+                else:
+                    slots_differ = False
+                if won:
+                    term = await bounded(conn, start + t.call_timeout, _core.TERM_OF, (s.key, s.id))
+                    if term is not None:
+                        if s.value is not None:
+                            await bounded(conn, start + t.call_timeout, _core.PROCLAIM,
+                                          (s.key, s.id, Jsonb(s.value)))
+                        outage.ended()
+                        _core.log.info("leaderlock: %r: leading as %r in term %s", s.key, s.id, term)
+                        return Lease(s.key, s.id, term, s.value, start + t.ttl - t.margin)
+                outage.ended()
+                now = time.monotonic()
+                if give_up is not None and now >= give_up:
+                    holder = await bounded(conn, now + t.call_timeout, _core.LEADER, (s.key,))
+                    raise NotAcquired(s.key, holder)
+                wait = t.poll_every(self.worker, self.notifications)
+                if give_up is not None:
+                    wait = min(wait, give_up - now)
+                await self.wait_for_hint(wait, last_try)
+            except CALL_ERRORS as e:
+                refusal = await self.rejection(e)
+                await self.drop(e)
+                if refusal is not None:
+                    _core.log.error("leaderlock: %r: %s", s.key, refusal)
+                    if refusal is e:
+                        raise
+                    raise refusal from e
+                delay = outage.failed(e)
+                now = time.monotonic()
+                if give_up is not None:
+                    if now >= give_up:
+                        raise Unavailable(f"leaderlock: {s.key!r}: the server could not be reached before "
+                                          f"the timeout ({_core.describe(e)})") from e
+                    delay = min(delay, give_up - now)
+                await asyncio.sleep(delay)
 
-    async def probe(self) -> bool:
+    async def rejection(self, e: BaseException) -> Optional[Rejected]:
+        conn = self.conn
+        database = _core.database_of(conn) if conn is not None else None
+        schema = None
+        if _core.needs_schema(e) and conn is not None:
+            try:
+                schema = await bounded(conn, time.monotonic() + 2.0, _core.FIND_API)
+            except CALL_ERRORS as e2:
+                if isinstance(e2, Abandoned):
+                    self.conn = None
+        return _core.rejection(e, database, schema)
+
+    async def probe(self, by: float) -> bool:
         """Whether a notification this session sends itself comes back."""
         token = secrets.token_hex(8)
-        by = time.monotonic() + self.spec.timing.call_timeout
         await bounded(self.conn, by, _core.PROBE_LISTEN)
         await bounded(self.conn, by, _core.PROBE, (token,))
 
@@ -170,12 +251,14 @@ class AsyncLeadership:
 
     async def renew(self) -> None:
         t, lease = self.spec.timing, self.lease
+        outage = _core.Outage(lease.key, "renewals")
         next_renewal = lease.deadline + t.margin - t.ttl + t.renew_every
         while True:
             now = time.monotonic()
             await asyncio.sleep(max(0.0, min(next_renewal, lease.deadline) - now))
-            if time.monotonic() >= lease.deadline:
-                return self.lose("no renewal succeeded before the local deadline")
+            if not lease.alive:
+                return self.lose()
+            # the new deadline counts from the moment the renewal is sent
             start = time.monotonic()
             # one call may take ttl/3 at most (then reconnect and retry), never past the deadline
             by = min(start + t.call_timeout, lease.deadline)
@@ -183,67 +266,96 @@ class AsyncLeadership:
                 if self.conn is None:
                     self.conn = await connect(self.spec.dsn, by)
                 if await bounded(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl)):
-                    if not lease.alive:
-                        return
-                    lease.deadline = start + t.ttl - t.margin
+                    if not lease._extend(start + t.ttl - t.margin):
+                        return self.lose()  # the deadline passed meanwhile: a loss is final
+                    outage.ended()
                     self.arm()
                     next_renewal = start + t.renew_every
-                elif await bounded(self.conn, by, _core.STILL_OURS, (lease.id, lease.term, lease.key)):
+                    continue
+                holder, term, live = await bounded(self.conn, by, _core.HOLDER_OF, (lease.key,), row=True) \
+                    or (None, None, False)
+                if holder == lease.id and term == lease.term and live:
                     next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
+                elif holder is not None and holder != lease.id and live:
+                    lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it "
+                                                f"in term {term}")
+                    return self.lose()
                 else:
-                    return self.lose("the server refused the renewal (lease lapsed or taken)")
-            except Abandoned:
-                self.conn = None  # closed once its call ends
+                    lease._end(LeaseLost.VACATED, "the server refused the renewal: the lease lapsed there, "
+                                                  "or someone vacated it")
+                    return self.lose()
+            except CALL_ERRORS as e:
+                refusal = await self.rejection(e)
+                if refusal is not None:
+                    lease._end(LeaseLost.REJECTED, f"the server rejected the renewal: {refusal}")
+                    return self.lose()
+                lease._failing(LeaseLost.CONNECTION_LOST, "no renewal reached the server before the local "
+                                                          f"deadline (last: {_core.describe(e)})")
+                outage.failed(e)
+                await self.drop(e)
                 next_renewal = start + t.retry_every
-            except (psycopg.OperationalError, asyncio.TimeoutError, TimeoutError):
-                await self.drop()
-                next_renewal = start + t.retry_every
-            except psycopg.Error as e:  # rejected: retrying cannot help
-                return self.lose(f"the server rejected the renewal: {e}")
 
-    def lose(self, reason: str) -> None:
-        if self.lease.lost.is_set():
-            return
-        self.lease._lose(reason)
-        if self.body is not None and not self.body.done():
+    def lose(self) -> None:
+        """The lease ended (its reason is set): the body's task is cancelled."""
+        lease = self.lease
+        lease._end(LeaseLost.EXPIRED)  # keeps the reason it ended with; sets `lost`
+        if self.body is not None and not self.body.done() and not self.cancelled_body and not self.exiting:
             self.cancelled_body = True
             self.body.cancel()
 
-    async def drop(self) -> None:
+    async def drop(self, e: Optional[BaseException] = None) -> None:
         conn, self.conn = self.conn, None
-        if conn is not None:
+        if conn is not None and not isinstance(e, Abandoned):  # else closed once its call ends
             try:
                 await asyncio.wait_for(conn.close(), 1.0)
             except Exception:
                 pass
 
-    async def exit(self, exc_type: Any, exc: Any, tb: Any) -> Optional[bool]:
-        if self.watchdog is not None:
-            self.watchdog.cancel()
-        quiet = True
-        if self.renewer is not None:
-            # its calls end at their bound (ttl/3 at most)
-            self.renewer.cancel()
-            done, _ = await asyncio.wait({self.renewer}, timeout=self.spec.timing.call_timeout + 1.0)
-            quiet = bool(done)
-        lease = self.lease
-        if lease is not None and lease.alive and quiet:
-            lease._lose("released")
-            by = time.monotonic() + self.spec.timing.call_timeout
+    async def abort(self) -> None:
+        """Interrupted by something else than its own outcome (cancelled,
+        SIGTERM's SystemExit): a try in flight may have won, so release, at
+        most ttl/3 later."""
+        s = self.spec
+        by = time.monotonic() + s.timing.call_timeout
+        try:
+            conn = await connect(s.dsn, by)
             try:
-                if self.conn is None:
-                    self.conn = await connect(self.spec.dsn, by)
-                await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id))
-            except Abandoned:
-                self.conn = None
-            except (psycopg.Error, asyncio.TimeoutError, TimeoutError):
-                pass
-        if lease is not None:
-            lease._lose("released")
-        await self.drop()
+                await bounded(conn, by, _core.RELEASE, (s.key, s.id))
+            finally:
+                await conn.close()
+        except BaseException:
+            pass
+
+    async def exit(self, exc_type: Any, exc: Any, tb: Any) -> Optional[bool]:
+        lease = self.lease
+        self.exiting = True
+        with _shutdown.holding_off():  # a SIGTERM meanwhile exits after the release
+            if self.watchdog is not None:
+                self.watchdog.cancel()
+            lease._end(LeaseLost.RELEASED)  # whatever the body does next, check() raises
+            _shutdown.unregister(lease)
+            quiet = True
+            if self.renewer is not None:
+                # its calls end at their bound (ttl/3 at most)
+                self.renewer.cancel()
+                done, _ = await asyncio.wait({self.renewer}, timeout=self.spec.timing.call_timeout + 1.0)
+                quiet = bool(done)
+            if quiet and lease._server_has_it_maybe():
+                by = time.monotonic() + self.spec.timing.call_timeout
+                try:
+                    if self.conn is None:
+                        self.conn = await connect(self.spec.dsn, by)
+                    if await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id)):
+                        _core.log.info("leaderlock: %r: released term %s", lease.key, lease.term)
+                except CALL_ERRORS as e:
+                    if isinstance(e, Abandoned):
+                        self.conn = None
+                    _core.log.warning("leaderlock: %r: could not release term %s (%s); it lapses at its ttl",
+                                      lease.key, lease.term, _core.describe(e))
+            await self.drop()
         if self.cancelled_body and exc_type is asyncio.CancelledError:
             # our cancellation, not the caller's: report it as the loss it is
             if self.body is not None and hasattr(self.body, "uncancel"):
                 self.body.uncancel()
-            raise LeaseLost(lease.key, lease.term, lease.reason or "lost") from exc
+            raise LeaseLost(lease.key, lease.term, lease.reason or LeaseLost.EXPIRED, lease.detail) from exc
         return None

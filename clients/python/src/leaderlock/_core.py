@@ -2,23 +2,33 @@
 errors, the lease a body sees, and what a notification means.
 
 Everything here mirrors the Rust client (crates/client): renew every ttl/3,
-a local deadline of (start of the last successful call, monotonic clock) +
-ttl - ttl/200, every call bounded by that deadline, LISTEN as a hint with
-polling as the fallback.
+a local deadline of (the instant the last successful acquire or renewal was
+sent, monotonic clock) + ttl - ttl/200, every call bounded by that deadline,
+LISTEN as a hint with polling as the fallback.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import random
+import re
 import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
+import psycopg
+from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
+
 log = logging.getLogger("leaderlock")
+
+# The sessions' name when the connection string (or PGAPPNAME) gives none:
+# libpq's fallback_application_name, so the user's own name is kept.
+APPLICATION_NAME = "leaderlock python"
 
 # Every statement takes bind parameters and is one round trip, so they work
 # through pgbouncer's transaction pooling. Arguments go by name.
@@ -26,12 +36,17 @@ TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(s
 RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s))"
 RELEASE = "SELECT le_release(key => %s, id => %s)"
 TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
-STILL_OURS = ("SELECT coalesce(holder = %s AND term = %s AND expires_at > clock_timestamp(), false) "
-              "FROM le_lease(key => %s)")
+# After a refused renewal: who holds the key now, in which term, and whether live.
+HOLDER_OF = "SELECT holder, term, coalesce(expires_at > clock_timestamp(), false) FROM le_lease(key => %s)"
+ASSERT_LEADER = "SELECT le_assert_leader(key => %s, id => %s, term => %s)"
 LEADER = "SELECT le_leader(key => %s)"
+PROCLAIM = "SELECT le_proclaim(key => %s, id => %s, value => %s)"
 WORKER_SERVES = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)"
 WORKER_RUNNING = "SELECT le_worker_running()"
 EXPIRE_LAPSED = "SELECT le_expire_lapsed()"
+# Where leaderlock's functions are, when a call did not find them.
+FIND_API = ("SELECT n.nspname FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = p.pronamespace WHERE p.proname = 'le_try_acquire' ORDER BY 1 LIMIT 1")
 LISTEN = "LISTEN leaderlock"
 CHANNEL = "leaderlock"
 # Whether notifications reach this session at all (not behind transaction
@@ -65,12 +80,75 @@ class NotAcquired(LeaderlockError):
 
 
 class LeaseLost(LeaderlockError):
-    """The lease is gone: the server refused a renewal, or no renewal
-    succeeded before the local deadline. Stop acting as leader."""
+    """The lease is gone: stop acting as leader. `reason` is one of the
+    constants below; `detail` says more, in words."""
 
-    def __init__(self, key: str, term: int, reason: str):
-        self.key, self.term, self.reason = key, term, reason
-        super().__init__(f"lost the lease of {key!r} (term {term}): {reason}")
+    #: the local deadline passed before a renewal succeeded (the process
+    #: was paused, renewals were late or refused while the row was locked)
+    EXPIRED = "expired"
+    #: the local deadline passed while the server could not be reached
+    #: (or did not answer) to renew
+    CONNECTION_LOST = "connection_lost"
+    #: the server refused the renewal: another holder has the key now
+    TAKEN = "taken"
+    #: the server refused the renewal: the lease lapsed there, or someone
+    #: else vacated it (le_force_release)
+    VACATED = "vacated"
+    #: the server rejected the renewal for good (no privilege, no extension)
+    REJECTED = "rejected"
+    #: le_assert_leader (Lease.guard) said this process does not lead in
+    #: this term (SQLSTATE LE001)
+    NOT_LEADER = "not_leader"
+    #: this process released it (the end of the `with` block, Elector.stop)
+    RELEASED = "released"
+    #: the Elector's work function returned or raised: the lease was released
+    RESIGNED = "resigned"
+    #: this process is shutting down (SIGTERM, with release_on_sigterm)
+    SHUTDOWN = "shutdown"
+
+    def __init__(self, key: str, term: int, reason: str, detail: Optional[str] = None):
+        self.key, self.term, self.reason, self.detail = key, term, reason, detail
+        super().__init__(f"lost the lease of {key!r} (term {term}): {reason}" + (f": {detail}" if detail else ""))
+
+
+class Unavailable(LeaderlockError, ConnectionError):
+    """The server could not be reached, or did not answer, before `timeout`
+    (with timeout=None, lead() keeps trying instead). `__cause__` is the
+    last connection error."""
+
+
+class Rejected(LeaderlockError):
+    """The server refused the request, and retrying cannot change that.
+    `sqlstate` is the server's code when it gave one."""
+
+    def __init__(self, message: str, sqlstate: Optional[str] = None):
+        self.sqlstate = sqlstate
+        super().__init__(message)
+
+
+class NotInstalled(Rejected):
+    """leaderlock is not installed in the database connected to (or its
+    functions are in a schema that is not on the search_path)."""
+
+    def __init__(self, database: Optional[str], schema: Optional[str] = None, sqlstate: Optional[str] = "42883"):
+        self.database, self.schema = database, schema
+        where = f'database "{database}"' if database else "the database"
+        if schema:
+            msg = (f'extension leaderlock is not on the search_path in {where}: its functions are in schema '
+                   f'"{schema}" (add it to the search_path of the role or database)')
+        else:
+            msg = (f"extension leaderlock is not installed in {where} "
+                   "(CREATE EXTENSION leaderlock, or install the portable edition)")
+        super().__init__(msg, sqlstate)
+
+
+class PrivilegeError(Rejected):
+    """The role may not connect, or may not call leaderlock's functions
+    (EXECUTE revoked), or the password is wrong."""
+
+
+class BadArgument(Rejected, ValueError):
+    """A ttl, key, id, timeout or poll this client or the server refuses."""
 
 
 def default_id() -> str:
@@ -89,12 +167,18 @@ class Timing:
 
     @classmethod
     def of(cls, ttl: float, poll: Optional[float]) -> "Timing":
-        if not (isinstance(ttl, (int, float)) and ttl > 0):
-            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
-        if poll is not None and not poll > 0:
-            raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
+        if isinstance(ttl, bool) or not (isinstance(ttl, (int, float)) and ttl > 0):
+            raise BadArgument(f"ttl must be a positive number of seconds, not {ttl!r}")
+        if poll is not None and not (isinstance(poll, (int, float)) and poll > 0):
+            raise BadArgument(f"poll must be a positive number of seconds, not {poll!r}")
         return cls(ttl=float(ttl), renew_every=ttl / 3, margin=ttl / 200,
                    call_timeout=max(ttl / 3, 0.1), retry_every=min(max(ttl / 10, 0.05), 1.0), poll=poll)
+
+    @property
+    def connect_bound(self) -> float:
+        """How long a campaign's connection attempt may take (libpq's
+        connect_timeout is at least 2 s)."""
+        return max(self.call_timeout, 5.0)
 
     def poll_every(self, worker: bool, notifications: bool) -> float:
         """How long a candidate waits between tries without a hint."""
@@ -106,39 +190,251 @@ class Timing:
         return max(self.ttl / 2, 1.0) if notifications else 1.0  # as the Rust client
 
 
-@dataclass
-class Lease:
-    """The leadership a body holds. `term` is the fencing token: pass it
-    with every write the leader makes (le_assert_leader(key, id, term) in
-    the same transaction). `deadline` (time.monotonic()) moves at each
-    renewal; past it, or once `lost` is set, the body must stop."""
+class Backoff:
+    """Delays between reconnection attempts: from `first`, doubling up to
+    `cap`, each drawn at random between half and all of it (so candidates
+    cut off together do not come back together)."""
 
-    key: str
-    id: str
-    term: int
-    value: Any
-    deadline: float
-    lost: threading.Event = field(default_factory=threading.Event)
-    reason: Optional[str] = None
+    def __init__(self, first: float = 0.1, cap: float = 2.0):
+        self.first, self.cap, self.n = first, cap, 0
+
+    def next(self) -> float:
+        d = min(self.cap, self.first * (2 ** min(self.n, 16)))
+        self.n += 1
+        return random.uniform(d / 2, d)
+
+    def reset(self) -> None:
+        self.n = 0
+
+
+def connect_args(dsn: str, bound: float) -> dict:
+    """psycopg.connect's keyword arguments besides the DSN: autocommit; the
+    user's application_name (DSN or PGAPPNAME) kept, else ours; the user's
+    connect_timeout kept, else one that fits `bound`. A DSN libpq cannot
+    parse is a BadArgument."""
+    try:
+        given = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as e:
+        raise BadArgument(f"the connection string cannot be used: {e}") from e
+    args: dict = {"autocommit": True, "fallback_application_name": APPLICATION_NAME}
+    if "connect_timeout" not in given and not os.environ.get("PGCONNECT_TIMEOUT"):
+        args["connect_timeout"] = max(2, int(bound + 1))
+    return args
+
+
+def database_of(conn: Any) -> Optional[str]:
+    try:
+        return conn.info.dbname
+    except Exception:
+        return None
+
+
+# What a server says, at connection time, when retrying cannot help (English
+# messages: libpq gives no SQLSTATE for a failed connection). Anything else
+# (refused, timed out, starting up, shutting down, not the primary) is
+# retried.
+_CONNECT_REFUSALS = (
+    (re.compile(r'database ".*" does not exist'), Rejected, "3D000"),
+    (re.compile(r"password authentication failed|authentication failed for user"), PrivilegeError, "28P01"),
+    (re.compile(r"no pg_hba\.conf entry|pg_hba\.conf rejects connection"), PrivilegeError, "28000"),
+    (re.compile(r'role ".*" does not exist|role ".*" is not permitted to log in'), PrivilegeError, "28000"),
+    (re.compile(r"permission denied for database"), PrivilegeError, "42501"),
+)
+
+
+def _connect_refusal(message: str) -> Optional[Rejected]:
+    if "All failures were:" in message:
+        attempts = [line for line in message.split("\n") if line.startswith("- host:")]
+    else:
+        attempts = [message]
+    found: list = []
+    for attempt in attempts:
+        match = next(((cls, code) for pattern, cls, code in _CONNECT_REFUSALS if pattern.search(attempt)), None)
+        if match is None:
+            return None  # one host may still come round: retry
+        found.append(match)
+    if not found:
+        return None
+    cls, code = found[0]
+    return cls(f"the server refused the connection: {message.splitlines()[0]}", code)
+
+
+def rejection(e: BaseException, database: Optional[str] = None, schema: Optional[str] = None) -> Optional[Rejected]:
+    """The typed error for a refusal that retrying cannot change (extension
+    missing, privilege, a bad argument), or None: retry (a connection lost,
+    a server starting up or shutting down, a standby, a call cancelled)."""
+    if isinstance(e, Rejected):
+        return e
+    if not isinstance(e, psycopg.Error):
+        return None
+    code = getattr(e, "sqlstate", None)
+    if code is None:
+        if isinstance(e, psycopg.ProgrammingError):  # a DSN libpq cannot parse
+            return BadArgument(f"the connection string cannot be used: {e}")
+        if isinstance(e, psycopg.OperationalError):
+            return _connect_refusal(str(e))
+        return None
+    first = str(e).splitlines()[0] if str(e) else code
+    if code == "42883":
+        return NotInstalled(database, schema, code)
+    if code == "42501":
+        where = f' in database "{database}"' if database else ""
+        return PrivilegeError(f"the role may not use leaderlock{where}: {first}", code)
+    if code in ("22023", "22004") and not slots_differ(e):
+        return BadArgument(f"the server refused an argument: {first}", code)
+    return None
+
+
+def needs_schema(e: BaseException) -> bool:
+    """Whether `rejection` would call it NotInstalled: then a look at where
+    the functions are (FIND_API) makes the message precise."""
+    return isinstance(e, psycopg.Error) and getattr(e, "sqlstate", None) == "42883"
+
+
+class Lease:
+    """The leadership a body holds.
+
+    Before each step a leader takes, call `check()` (or read `alive`): both
+    compare time.monotonic() with `deadline` at the moment they are called,
+    so a process resumed after a pause, or whose renewals failed, stops at
+    the local deadline whatever any timer or thread has done yet.
+    `deadline` is the instant the last successful acquire or renewal was
+    sent + ttl - ttl/200, on the monotonic clock: the server's expires_at
+    is later.
+
+    `term` is the fencing token; `guard(conn)` (`aguard` for asyncio) runs
+    le_assert_leader(key, id, term) in the caller's transaction, so the
+    writes made in that transaction commit only while this process leads.
+
+    `lost` (a threading.Event) is set once the lease ends: something to
+    wait on (lease.lost.wait(5) instead of time.sleep(5)), not a guard."""
+
+    def __init__(self, key: str, id: str, term: int, value: Any, deadline: float):
+        self.key, self.id, self.term, self.value = key, id, term, value
+        self._deadline = deadline
+        self.lost = threading.Event()
+        self.reason: Optional[str] = None
+        self.detail: Optional[str] = None
+        self._late: Optional[tuple] = None  # why the deadline would pass (renewals failing)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "alive" if self.reason is None else f"lost: {self.reason}"
+        return f"<leaderlock.Lease {self.key!r} id={self.id!r} term={self.term} {state}>"
+
+    @property
+    def deadline(self) -> float:
+        return self._deadline
 
     @property
     def alive(self) -> bool:
-        return not self.lost.is_set() and time.monotonic() < self.deadline
-
-    def remaining(self) -> float:
-        """Seconds until the local deadline (0 once lost)."""
-        return 0.0 if self.lost.is_set() else max(0.0, self.deadline - time.monotonic())
+        """Whether this process may still act as leader, now."""
+        with self._lock:
+            if self.reason is None and time.monotonic() >= self._deadline:
+                self._end_locked(*(self._late or (LeaseLost.EXPIRED,
+                                                  "no renewal succeeded before the local deadline")))
+            return self.reason is None
 
     def check(self) -> None:
         """Raises LeaseLost unless the lease is still ours by the local
         clock: call it before each step a leader takes."""
         if not self.alive:
-            raise LeaseLost(self.key, self.term, self.reason or "the local deadline passed")
+            raise LeaseLost(self.key, self.term, self.reason or LeaseLost.EXPIRED, self.detail)
 
-    def _lose(self, reason: str) -> None:
-        if not self.lost.is_set():
+    def remaining(self) -> float:
+        """Seconds until the local deadline (0 once lost)."""
+        return max(0.0, self._deadline - time.monotonic()) if self.alive else 0.0
+
+    def guard(self, conn: "psycopg.Connection") -> int:
+        """Fences a write: runs le_assert_leader(key, id, term) on `conn`,
+        inside the transaction of the write it guards (`with
+        conn.transaction(): lease.guard(conn); conn.execute(...)`). The row
+        of the lease stays share-locked until that transaction ends, so no
+        other holder can take over before it commits: the write commits
+        only while this process leads. LeaseLost (reason NOT_LEADER) when
+        the server says otherwise, after which the transaction can only be
+        rolled back. Returns the term."""
+        self.check()
+        try:
+            conn.execute(ASSERT_LEADER, (self.key, self.id, self.term), prepare=False)
+        except psycopg.Error as e:
+            raise self._guard_error(e, conn) from e
+        self._in_transaction(conn)
+        return self.term
+
+    async def aguard(self, conn: "psycopg.AsyncConnection") -> int:
+        """`guard` for an asyncio connection: `async with
+        conn.transaction(): await lease.aguard(conn); await conn.execute(...)`."""
+        self.check()
+        try:
+            await conn.execute(ASSERT_LEADER, (self.key, self.id, self.term), prepare=False)
+        except psycopg.Error as e:
+            raise self._guard_error(e, conn) from e
+        self._in_transaction(conn)
+        return self.term
+
+    def _guard_error(self, e: psycopg.Error, conn: Any) -> BaseException:
+        if getattr(e, "sqlstate", None) == "LE001":
+            self._end(LeaseLost.NOT_LEADER, (str(e).splitlines() or [""])[0])
+            return LeaseLost(self.key, self.term, LeaseLost.NOT_LEADER, self.detail)
+        return rejection(e, database_of(conn)) or e
+
+    def _in_transaction(self, conn: Any) -> None:
+        if conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            raise LeaderlockError("Lease.guard must run inside the transaction of the write it fences "
+                                  "(with conn.transaction(): ...); in autocommit it fenced nothing")
+
+    # What the renewing side does to the lease.
+
+    def _extend(self, deadline: float) -> bool:
+        """A renewal sent at deadline - ttl + margin succeeded. False (and
+        nothing moves) once the lease ended or its deadline passed: a loss
+        is final."""
+        with self._lock:
+            if self.reason is None and time.monotonic() >= self._deadline:
+                self._end_locked(*(self._late or (LeaseLost.EXPIRED,
+                                                  "no renewal succeeded before the local deadline")))
+            if self.reason is not None:
+                return False
+            self._deadline = max(self._deadline, deadline)
+            self._late = None
+            return True
+
+    def _failing(self, reason: str, detail: str) -> None:
+        """Renewals fail (`reason`): what the deadline will be put down to."""
+        with self._lock:
+            self._late = (reason, detail)
+
+    def _end(self, reason: str, detail: Optional[str] = None) -> bool:
+        """Ends the lease (the first reason stays). True if it was alive."""
+        with self._lock:
+            if self.reason is not None:
+                if not self.lost.is_set():  # ended by _end_now
+                    self._end_locked(self.reason, self.detail)
+                return False
+            self._end_locked(reason, detail)
+            return True
+
+    def _end_now(self, reason: str, detail: str) -> None:
+        """Ends the lease from a signal handler: no lock (the interrupted
+        thread may hold it), no Event; `check()` reads `reason` at once and
+        the next `_end` (or `alive` in the Elector's loop) sets `lost`."""
+        if self.reason is None:
+            self.detail = detail
             self.reason = reason
-            self.lost.set()
+
+    def _end_locked(self, reason: str, detail: Optional[str]) -> None:
+        self.reason, self.detail = reason, detail
+        self.lost.set()
+        level = logging.INFO if reason in (LeaseLost.RELEASED, LeaseLost.RESIGNED, LeaseLost.SHUTDOWN) \
+            else logging.WARNING
+        log.log(level, "leaderlock: %r: term %s ended: %s%s", self.key, self.term, reason,
+                f" ({detail})" if detail else "")
+
+    def _server_has_it_maybe(self) -> bool:
+        """Whether a release could still hand anything over: not when the
+        server said the lease is not ours."""
+        return self.reason not in (LeaseLost.TAKEN, LeaseLost.VACATED, LeaseLost.NOT_LEADER, LeaseLost.REJECTED)
 
 
 def frees(payload: str, key: str) -> bool:
@@ -174,7 +470,42 @@ def warn_slots_differ(key: str, e: BaseException) -> None:
                 "trying again until those tenures end (server: %r)", key, str(e))
 
 
+class Outage:
+    """One warning when the server cannot be reached, one line when it can
+    again, and the delays between attempts."""
+
+    def __init__(self, key: str, what: str):
+        self.key, self.what = key, what
+        self.error: Optional[BaseException] = None
+        self.since = 0.0
+        self.backoff = Backoff()
+
+    def failed(self, e: BaseException) -> float:
+        """Logs the failure (a warning for the first of a run); the delay
+        before the next attempt."""
+        if self.error is None:
+            self.since = time.monotonic()
+            log.warning("leaderlock: %r: %s: the server cannot be reached (%s); reconnecting",
+                        self.key, self.what, describe(e))
+        else:
+            log.debug("leaderlock: %r: %s: still unreachable (%s)", self.key, self.what, describe(e))
+        self.error = e
+        return self.backoff.next()
+
+    def ended(self) -> None:
+        if self.error is not None:
+            log.info("leaderlock: %r: %s: connected again after %.1f s", self.key, self.what,
+                     time.monotonic() - self.since)
+            self.error = None
+            self.backoff.reset()
+
+
+def describe(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
 def check_name(what: str, value: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string")
+        raise BadArgument(f"{what} must be a non-empty string")
     return value

@@ -1,7 +1,9 @@
-"""Blocking code: `with lead(...) as lease:`. A thread renews; a timer sets
-`lease.lost` at the local deadline whatever the renewing thread is doing
-(a call can hang on a frozen server); the body learns of a loss from
-`lease.check()`, `lease.alive` or `lease.lost` (a threading.Event)."""
+"""Blocking code: `with lead(...) as lease:`. A thread renews, on a new
+connection when the old one is gone; the body calls `lease.check()` before
+each step, which compares the monotonic clock with the local deadline at
+that moment. A timer also sets `lease.lost` at the deadline, whatever the
+renewing thread is doing (a call can hang on a frozen server), for code that
+waits on it."""
 from __future__ import annotations
 
 import secrets
@@ -12,8 +14,12 @@ from typing import Any, Callable, Optional
 import psycopg
 from psycopg.types.json import Jsonb
 
-from . import _core
-from ._core import Lease, NotAcquired, Timing
+from . import _core, _shutdown
+from ._core import Lease, LeaseLost, LeaderlockError, NotAcquired, Rejected, Timing, Unavailable
+
+# What a call may end with when the server, or the way to it, misbehaves:
+# sorted by _core.rejection into "retry" and "give up".
+CALL_ERRORS = (psycopg.Error, TimeoutError)
 
 
 class Session:
@@ -28,9 +34,9 @@ class Session:
         self.conn: Optional[psycopg.Connection] = None
         self.abandoned = False
         self._lock = threading.Lock()
-        self.conn = self._bounded(until, lambda: psycopg.connect(
-            dsn, autocommit=True, application_name="leaderlock python",
-            connect_timeout=max(1, int(until - time.monotonic() + 1))))
+        args = _core.connect_args(dsn, until - time.monotonic())
+        self.conn = self._bounded(until, lambda: psycopg.connect(dsn, **args))
+        self.database = _core.database_of(self.conn)
 
     def _bounded(self, until: float, work: Callable[[], Any]) -> Any:
         left = until - time.monotonic()
@@ -55,23 +61,31 @@ class Session:
                         pass
         t = threading.Thread(target=run, name="leaderlock call", daemon=True)
         t.start()
-        t.join(left)
-        with self._lock:
-            if t.is_alive():
-                self.abandoned = True
-                raise TimeoutError("the server did not answer in time")
+        try:
+            t.join(left)
+        finally:
+            # also when the join was interrupted (SIGTERM's SystemExit)
+            with self._lock:
+                if t.is_alive():
+                    self.abandoned = True
+        if self.abandoned and t.is_alive():
+            raise TimeoutError("the server did not answer in time")
         if "error" in box:
             raise box["error"]
         return box["value"]
 
     def one(self, until: float, sql: str, args: tuple = ()) -> Any:
         """The first column of `sql`'s first row (None: no row)."""
+        row = self.row(until, sql, args)
+        return row[0] if row else None
+
+    def row(self, until: float, sql: str, args: tuple = ()) -> Any:
+        """`sql`'s first row (None: no row)."""
         conn = self.conn
 
         def work() -> Any:
             cur = conn.execute(sql, args, prepare=False)
-            row = cur.fetchone() if cur.description else None  # LISTEN and the like have no rows
-            return row[0] if row else None
+            return cur.fetchone() if cur.description else None  # LISTEN and the like have no rows
         return self._bounded(until, work)
 
     def notifies(self, seconds: float) -> list:
@@ -79,6 +93,17 @@ class Session:
         conn = self.conn
         return self._bounded(time.monotonic() + seconds + 5.0,
                              lambda: list(conn.notifies(timeout=max(seconds, 0.0), stop_after=1)))
+
+    def rejection(self, e: BaseException) -> Optional[Rejected]:
+        """_core.rejection, with where the functions are when they were not
+        found (one more call on this connection)."""
+        schema = None
+        if _core.needs_schema(e) and not self.abandoned and self.conn is not None:
+            try:
+                schema = self.one(time.monotonic() + 2.0, _core.FIND_API)
+            except CALL_ERRORS:
+                pass
+        return _core.rejection(e, self.database, schema)
 
     def close(self) -> None:
         with self._lock:
@@ -106,35 +131,72 @@ def probe(s: Session, until: float) -> bool:
     return any(n.payload == token for n in s.notifies(0.2))
 
 
-class Campaign:
-    """Tries until won or `timeout` (None: forever; 0: one try)."""
+def wait(seconds: float, stop: Optional[threading.Event]) -> None:
+    if stop is not None:
+        stop.wait(max(seconds, 0.0))
+    elif seconds > 0:
+        time.sleep(seconds)
 
-    def __init__(self, s: Session, key: str, me: str, timing: Timing, value: Any):
-        self.s, self.key, self.me, self.timing, self.value = s, key, me, timing, value
+
+class Campaign:
+    """Tries until won or `timeout` (None: forever; 0: one try), on a
+    connection of its own that it makes again, with backoff, whenever it is
+    lost: across server restarts and failovers (libpq's multi-host
+    connection strings and target_session_attrs choose the server). Only a
+    refusal retrying cannot change ends it early (Rejected: NotInstalled,
+    PrivilegeError, BadArgument); when `timeout` passes without the server
+    being reachable, Unavailable.
+
+    `stop` set: NotAcquired at the next look. `refused(holder)`: after each
+    refused try, with the live holder."""
+
+    def __init__(self, dsn: str, key: str, me: str, timing: Timing, value: Any,
+                 stop: Optional[threading.Event] = None,
+                 refused: Optional[Callable[[Optional[str]], None]] = None):
+        self.dsn, self.key, self.me, self.timing, self.value = dsn, key, me, timing, value
+        self.stop, self.refused = stop, refused
+        self.s: Optional[Session] = None
         self.last_try = float("-inf")  # when the last try started (HINT_FLOOR)
         self.slots_differ = False  # the last try met the key held with other slots
-        by = time.monotonic() + timing.call_timeout
-        self.worker = worker_serves(s, by)
-        self.expire_lapsed = not self.worker
-        s.one(by, _core.LISTEN)
-        self.notifications = probe(s, by)
+        self.worker, self.notifications, self.expire_lapsed = True, False, False
+        self.outage = _core.Outage(key, "campaign")
+        self.give_up: Optional[float] = None
+
+    def session(self) -> Session:
+        """This campaign's connection, ready: LISTENing, and knowing whether
+        notifications arrive and whether a worker announces expiries."""
+        if self.s is None:
+            t = self.timing
+            now = time.monotonic()
+            bound = t.connect_bound
+            if self.give_up is not None:  # not much past the timeout
+                bound = min(bound, max(self.give_up - now, t.call_timeout, 2.0))
+            s = Session(self.dsn, now + bound)
+            self.s = s
+            by = time.monotonic() + max(t.call_timeout, 2.0)
+            self.worker = worker_serves(s, by)
+            self.expire_lapsed = not self.worker
+            s.one(by, _core.LISTEN)
+            self.notifications = probe(s, by)
+        return self.s
 
     def once(self) -> Optional[Lease]:
-        t = self.timing
+        t, s = self.timing, self.session()
         self.last_try = time.monotonic()
         if self.expire_lapsed:
             try:
-                self.s.one(time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
+                s.one(time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
             except psycopg.DatabaseError as e:
                 if isinstance(e, psycopg.OperationalError):
                     raise
                 # refused (or missing before 0.5.0): the try below takes a
                 # lapsed lease anyway; it only goes unannounced
                 self.expire_lapsed = False
+        # the deadline counts from the moment the try is sent
         start = time.monotonic()
         by = start + t.call_timeout
         try:
-            won = self.s.one(by, _core.TRY_ACQUIRE, (self.key, self.me, t.ttl))
+            won = s.one(by, _core.TRY_ACQUIRE, (self.key, self.me, t.ttl))
         except psycopg.DatabaseError as e:
             if not _core.slots_differ(e):
                 raise
@@ -146,65 +208,128 @@ class Campaign:
         self.slots_differ = False
         if not won:
             return None
-        term = self.s.one(by, _core.TERM_OF, (self.key, self.me))
+        term = s.one(by, _core.TERM_OF, (self.key, self.me))
         if term is None:
             return None
         if self.value is not None:
-            self.s.one(by, "SELECT le_proclaim(key => %s, id => %s, value => %s)",
-                       (self.key, self.me, Jsonb(self.value)))
+            s.one(by, _core.PROCLAIM, (self.key, self.me, Jsonb(self.value)))
         return Lease(self.key, self.me, term, self.value, start + t.ttl - t.margin)
 
-    def run(self, timeout: Optional[float], stop: Optional[threading.Event] = None,
-            refused: Optional[Callable[[Optional[str]], None]] = None) -> Lease:
-        """`stop` set: NotAcquired at the next look. `refused(holder)`: after
-        each refused try, with the live holder."""
+    def run(self, timeout: Optional[float]) -> Lease:
         give_up = None if timeout is None else time.monotonic() + timeout
+        self.give_up = give_up
+        t = self.timing
         while True:
-            if stop is not None and stop.is_set():
+            if (self.stop is not None and self.stop.is_set()) or _shutdown.down:
                 raise NotAcquired(self.key, None)
-            lease = self.once()
-            if lease is not None:
-                return lease
-            now = time.monotonic()
-            if refused is not None or (give_up is not None and now >= give_up):
-                holder = self.s.one(now + self.timing.call_timeout, _core.LEADER, (self.key,))
-                if refused is not None:
-                    refused(holder)
-                if give_up is not None and now >= give_up:
-                    raise NotAcquired(self.key, holder)
-            wait = self.timing.poll_every(self.worker, self.notifications)
-            if give_up is not None:
-                wait = min(wait, give_up - now)
-            self.wait_for_hint(wait, stop)
+            try:
+                lease = self.once()
+                self.outage.ended()
+                if lease is not None:
+                    _core.log.info("leaderlock: %r: leading as %r in term %s", self.key, self.me, lease.term)
+                    return lease
+                now = time.monotonic()
+                out = give_up is not None and now >= give_up
+                if self.refused is not None or out:
+                    holder = self.s.one(now + t.call_timeout, _core.LEADER, (self.key,))
+                    if self.refused is not None:
+                        self.refused(holder)
+                    if out:
+                        raise NotAcquired(self.key, holder)
+                left = t.poll_every(self.worker, self.notifications)
+                if give_up is not None:
+                    left = min(left, give_up - now)
+                self.wait_for_hint(left)
+            except CALL_ERRORS as e:
+                self.failed(e, give_up)
 
-    def wait_for_hint(self, seconds: float, stop: Optional[threading.Event] = None) -> None:
+    def failed(self, e: BaseException, give_up: Optional[float]) -> None:
+        """After a failed call: a typed error when retrying cannot help, or
+        when `give_up` passed; else the connection is dropped and, after a
+        (jittered, growing, bounded) delay, the campaign goes on."""
+        s = self.s
+        refusal = s.rejection(e) if s is not None else _core.rejection(e)
+        self.drop()
+        if refusal is not None:
+            _core.log.error("leaderlock: %r: %s", self.key, refusal)
+            if refusal is e:
+                raise refusal
+            raise refusal from e
+        delay = self.outage.failed(e)
+        now = time.monotonic()
+        if give_up is not None:
+            if now >= give_up:
+                raise Unavailable(f"leaderlock: {self.key!r}: the server could not be reached before the "
+                                  f"timeout ({_core.describe(e)})") from e
+            delay = min(delay, give_up - now)
+        wait(delay, self.stop)
+
+    def wait_for_hint(self, seconds: float) -> None:
         """Until a notification says the key is free (but never sooner than
         HINT_FLOOR after the last try started: hints heard meanwhile make
         one try), `seconds` pass, or `stop` is set (looked at every 100 ms)."""
         until = time.monotonic() + max(seconds, 0.0)
+        stop = self.stop
         while (left := until - time.monotonic()) > 0 and not (stop is not None and stop.is_set()):
             if any(_core.frees(n.payload, self.key) for n in self.s.notifies(min(left, 0.1))):
                 until = min(until, _core.hint_due(self.last_try, time.monotonic()))
 
+    def take(self) -> Optional[Session]:
+        """The connection, for the renewals (without the LISTEN), once won;
+        None when it failed meanwhile (the renewer makes a new one)."""
+        s, self.s = self.s, None
+        if s is not None:
+            try:
+                s.one(time.monotonic() + self.timing.call_timeout, "UNLISTEN *")
+            except CALL_ERRORS:
+                s.close()
+                return None
+        return s
+
+    def drop(self) -> None:
+        if self.s is not None:
+            self.s.close()
+            self.s = None
+
+    def abort(self) -> None:
+        """Interrupted by something else than its own outcome (SIGTERM's
+        SystemExit, KeyboardInterrupt): a try in flight may have won, so
+        release, at most ttl/3 later."""
+        self.drop()
+        try:
+            s = Session(self.dsn, time.monotonic() + self.timing.call_timeout)
+            try:
+                s.one(time.monotonic() + self.timing.call_timeout, _core.RELEASE, (self.key, self.me))
+            finally:
+                s.close()
+        except Exception:
+            pass
+
 
 class Renewer(threading.Thread):
-    """Renews every ttl/3 until stopped; at the local deadline a timer
-    marks the lease lost even if a call hangs."""
+    """Renews every ttl/3 until stopped, on a new connection when the old
+    one is lost or hangs; each call is bounded by ttl/3 and by the local
+    deadline. At the deadline a timer marks the lease lost even if a call
+    hangs (`lease.alive` would say so by itself; the timer wakes waiters)."""
 
-    def __init__(self, dsn: str, s: Session, lease: Lease, timing: Timing):
+    def __init__(self, dsn: str, s: Optional[Session], lease: Lease, timing: Timing):
         super().__init__(name=f"leaderlock renewer {lease.key}", daemon=True)
         self.dsn, self.s, self.lease, self.timing = dsn, s, lease, timing
         self.stopping = threading.Event()
         self.watchdog: Optional[threading.Timer] = None
+        self.outage = _core.Outage(lease.key, "renewals")
         self.arm()
 
     def arm(self) -> None:
         if self.watchdog:
             self.watchdog.cancel()
-        self.watchdog = threading.Timer(max(0.0, self.lease.deadline - time.monotonic()),
-                                        self.lease._lose, ("no renewal succeeded before the local deadline",))
+        self.watchdog = threading.Timer(max(0.0, self.lease.deadline - time.monotonic()), self.expire)
         self.watchdog.daemon = True
         self.watchdog.start()
+
+    def expire(self) -> None:
+        if self.lease.alive and not self.stopping.is_set():  # early, or moved meanwhile
+            self.arm()
 
     def run(self) -> None:
         t, lease = self.timing, self.lease
@@ -212,30 +337,41 @@ class Renewer(threading.Thread):
         while not self.stopping.wait(max(0.0, next_renewal - time.monotonic())):
             if not lease.alive:
                 return
+            # the new deadline counts from the moment the renewal is sent
             start = time.monotonic()
             # one call may take ttl/3 at most (then reconnect and retry), never past the deadline
             by = min(start + t.call_timeout, lease.deadline)
             try:
                 if self.s is None:
                     self.s = Session(self.dsn, by)
-                ok = self.s.one(by, _core.RENEW, (lease.key, lease.id, t.ttl))
-                if ok:
-                    if not lease.alive:  # the deadline passed meanwhile: lost is final
-                        return
-                    lease.deadline = start + t.ttl - t.margin
+                if self.s.one(by, _core.RENEW, (lease.key, lease.id, t.ttl)):
+                    if not lease._extend(start + t.ttl - t.margin):
+                        return  # the deadline passed meanwhile: a loss is final
+                    self.outage.ended()
                     self.arm()
                     next_renewal = start + t.renew_every
-                elif self.s.one(by, _core.STILL_OURS, (lease.id, lease.term, lease.key)):
+                    continue
+                holder, term, live = self.s.row(by, _core.HOLDER_OF, (lease.key,)) or (None, None, False)
+                if holder == lease.id and term == lease.term and live:
                     next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
-                else:
-                    lease._lose("the server refused the renewal (lease lapsed or taken)")
+                elif holder is not None and holder != lease.id and live:
+                    lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it "
+                                                f"in term {term}")
                     return
-            except (psycopg.OperationalError, TimeoutError, psycopg.errors.QueryCanceled):
+                else:
+                    lease._end(LeaseLost.VACATED, "the server refused the renewal: the lease lapsed there, "
+                                                  "or someone vacated it")
+                    return
+            except CALL_ERRORS as e:
+                refusal = self.s.rejection(e) if self.s is not None else _core.rejection(e)
+                if refusal is not None:
+                    lease._end(LeaseLost.REJECTED, f"the server rejected the renewal: {refusal}")
+                    return
+                lease._failing(LeaseLost.CONNECTION_LOST, "no renewal reached the server before the local "
+                                                          f"deadline (last: {_core.describe(e)})")
+                self.outage.failed(e)
                 self.drop()
                 next_renewal = start + t.retry_every
-            except psycopg.Error as e:  # rejected: retrying cannot help
-                lease._lose(f"the server rejected the renewal: {e}")
-                return
 
     def drop(self) -> None:
         if self.s is not None:
@@ -250,18 +386,24 @@ class Renewer(threading.Thread):
             self.watchdog.cancel()
 
     def release(self) -> bool:
-        """Hands over at once when the lease is still ours (by the local
-        clock); otherwise leaves it to lapse. Takes ttl/3 at most."""
-        if not self.lease.alive:
+        """Hands over at once (once the body stopped acting), unless the
+        server said the lease is not ours anyway; on a new connection if
+        need be. Takes ttl/3 at most."""
+        self.lease._end(LeaseLost.RELEASED)
+        if not self.lease._server_has_it_maybe():
             return False
-        self.lease._lose("released")
         by = time.monotonic() + self.timing.call_timeout
         try:
             if self.s is None:
                 self.s = Session(self.dsn, by)
-            return bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id)))
-        except (psycopg.Error, TimeoutError):
+            released = bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id)))
+        except CALL_ERRORS as e:
+            _core.log.warning("leaderlock: %r: could not release term %s (%s); it lapses at its ttl",
+                              self.lease.key, self.lease.term, _core.describe(e))
             return False
+        if released:
+            _core.log.info("leaderlock: %r: released term %s", self.lease.key, self.lease.term)
+        return released
 
 
 class Leadership:
@@ -270,38 +412,47 @@ class Leadership:
 
     def __init__(self, dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None, *,
                  id: Optional[str] = None, value: Any = None, poll: Optional[float] = None):
+        if not isinstance(dsn, str):
+            raise _core.BadArgument("dsn must be a connection string")
+        _core.connect_args(dsn, 0)  # BadArgument now rather than at the first try
         self.dsn = dsn
         self.key = _core.check_name("key", key)
         self.id = _core.check_name("id", id) if id is not None else _core.default_id()
         self.timing = Timing.of(ttl, poll)
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be None or at least 0, not {timeout!r}")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout >= 0):
+            raise _core.BadArgument(f"timeout must be None or at least 0, not {timeout!r}")
         self.timeout, self.value = timeout, value
         self._renewer: Optional[Renewer] = None
         self._async: Any = None
 
     def __enter__(self) -> Lease:
         t = self.timing
-        s = Session(self.dsn, time.monotonic() + max(t.call_timeout, 2.0))
+        campaign = Campaign(self.dsn, self.key, self.id, t, self.value)
         try:
-            lease = Campaign(s, self.key, self.id, t, self.value).run(self.timeout)
-            # the renewals' connection: the campaign's, without its LISTEN
-            s.one(time.monotonic() + t.call_timeout, "UNLISTEN *")
-        except BaseException:
-            s.close()
+            lease = campaign.run(self.timeout)
+        except BaseException as e:
+            if isinstance(e, LeaderlockError):
+                campaign.drop()
+            else:
+                campaign.abort()
             raise
-        self._renewer = Renewer(self.dsn, s, lease, t)
+        self._renewer = Renewer(self.dsn, campaign.take(), lease, t)
         self._renewer.start()
+        _shutdown.register(lease)
         return lease
 
     def __exit__(self, *exc: Any) -> None:
         r = self._renewer
         if r is None:
             return
-        r.stop()
-        if not r.is_alive():  # else its call still holds the connection
-            r.release()
-        r.drop()
+        self._renewer = None
+        with _shutdown.holding_off():  # a SIGTERM meanwhile exits after the release
+            r.lease._end(LeaseLost.RELEASED)  # whatever the body does next, check() raises
+            _shutdown.unregister(r.lease)
+            r.stop()
+            if not r.is_alive():  # else its call still holds the connection
+                r.release()
+            r.drop()
 
     async def __aenter__(self) -> Lease:
         from ._async import AsyncLeadership
@@ -310,4 +461,3 @@ class Leadership:
 
     async def __aexit__(self, *exc: Any) -> Optional[bool]:
         return await self._async.exit(*exc)
-
