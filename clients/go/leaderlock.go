@@ -3,21 +3,26 @@
 // leaderelection: an Elector whose callbacks mirror LeaderCallbacks, so
 // that code written for a Kubernetes Lease moves over with few changes.
 //
-// The guarantees are the Rust client's: renew every ttl/3, a local
-// deadline on the monotonic clock (start of the last successful call +
-// ttl - ttl/200) that cancels OnStartedLeading's context whatever a
-// renewal call is doing, every call bounded by that deadline, LISTEN as a
-// hint with polling as the fallback, release on the way out, identity
-// host:pid:random.
+// The guarantees are the Rust client's: renew every ttl/3; a local
+// deadline on the monotonic clock (send time of the last successful
+// acquire or renewal + ttl - ttl/200) that OnStartedLeading's context and
+// Lease.Check compare with the clock on every call, and that a timer
+// enforces too (closing the context's Done) whatever a renewal call is
+// doing; every call bounded by that deadline; LISTEN as a hint with
+// polling as the fallback; reconnection with jittered backoff while
+// waiting; identity host:pid:random. Refusals for good (no extension, no
+// privilege, a bad argument) end Run with an *Error instead of retrying.
 package leaderlock
 
 import (
 	"context"
-	"crypto/rand"
+	cryptorand "crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	mathrand "math/rand"
 	"os"
 	"strings"
 	"sync"
@@ -38,7 +43,6 @@ const (
 	sqlWorkerServes = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)"
 	sqlWorkerRuns   = "SELECT le_worker_running()"
 	sqlExpire       = "SELECT le_expire_lapsed()"
-	undefinedFunc   = "42883"
 	// SQLSTATE 22023 with this DETAIL (both editions): the key's live
 	// holders hold it with another number of slots than asked (contract
 	// 17). The key is not ours now, not a request to give up.
@@ -56,12 +60,17 @@ const hintFloor = 10 * time.Millisecond
 // LeaderCallbacks mirrors client-go's leaderelection.LeaderCallbacks.
 type LeaderCallbacks struct {
 	// OnStartedLeading runs in its own goroutine when this process leads.
-	// Its context is cancelled at a loss, at the local deadline, and when
-	// Run's context is done: stop acting as leader then.
+	// Its context ends at a loss, at the local deadline, and when Run's
+	// context is done; its Err() reads the clock on every call. Check
+	// ctx.Err() (or lease.Check()) before each unit of work: a select on
+	// ctx.Done() alone is not enough, since after a pause of the process
+	// (SIGSTOP, a VM frozen) every case of a select can be ready at once
+	// and Go picks one at random. Run waits for it to return.
 	OnStartedLeading func(ctx context.Context, lease Lease)
-	// OnStoppedLeading is called when a tenure ends (after
-	// OnStartedLeading's context was cancelled).
-	OnStoppedLeading func()
+	// OnStoppedLeading is called when a tenure ends, with the reason,
+	// after OnStartedLeading has returned (and after the release, with
+	// ReleaseOnCancel).
+	OnStoppedLeading func(reason StopReason)
 	// OnNewLeader is called when the observed leader changes ("" : vacant).
 	OnNewLeader func(identity string)
 }
@@ -73,34 +82,33 @@ type Config struct {
 	Identity   string        // default host:pid:random
 	TTL        time.Duration // default 10 s
 	Poll       time.Duration // between tries without a notification; default 1 s, ttl/2 with a worker, ttl/4 without
+	// ReleaseOnCancel: when Run's context ends while leading, release the
+	// lease once OnStartedLeading has returned (and before the local
+	// deadline), so the next candidate leads at once, within a round trip.
+	// Without it the lease lapses at its ttl (as client-go's default).
+	ReleaseOnCancel bool
 	// Value, when not nil, is announced with the leadership (le_proclaim,
 	// as JSON), e.g. this leader's address.
-	Value     interface{}
-	Callbacks LeaderCallbacks
-}
-
-// Lease is the leadership OnStartedLeading holds.
-type Lease struct {
-	Key, Identity string
-	// Term is the fencing token: pass it to le_assert_leader(key, id, term)
-	// in the transaction of each write the leader makes.
-	Term int64
-	// Value is Config.Value, announced with this leadership.
 	Value interface{}
-	// Valid reports whether the lease is still ours by the local clock:
-	// check it before each step. (The context is cancelled at the deadline
-	// too, by a timer; after a pause of the whole process that timer may run
-	// after other code has woken, Valid never does.)
-	Valid func() bool
+	// Logf, when not nil, gets one line per event worth an operator's
+	// attention: reconnections and their delay, failed or deferred
+	// renewals, a key held with another number of slots, each tenure's
+	// start and end, a refusal for good. log.Printf fits, as does a
+	// *log.Logger's Printf. Keys and holders are quoted with %q.
+	Logf      func(format string, args ...interface{})
+	Callbacks LeaderCallbacks
 }
 
 // Elector campaigns for Config.Key.
 type Elector struct {
-	cfg    Config
-	ttl    time.Duration
-	margin time.Duration
-	mu     sync.Mutex
-	seen   *string
+	cfg     Config
+	connCfg *pgx.ConnConfig
+	ttl     time.Duration
+	margin  time.Duration
+	mu      sync.Mutex
+	seen    *string
+	rand    *mathrand.Rand
+	value   *string // Config.Value as JSON
 }
 
 // DefaultIdentity is host:pid:random.
@@ -109,33 +117,62 @@ func DefaultIdentity() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomHex(4))
 }
 
-// NewElector checks the configuration.
+// NewElector checks the configuration; its errors match ErrBadArgument.
 func NewElector(cfg Config) (*Elector, error) {
 	if cfg.Key == "" {
-		return nil, errors.New("leaderlock: Key must not be empty")
+		return nil, badArgument("Key must not be empty")
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = 10 * time.Second
 	}
 	if cfg.TTL < 0 || cfg.Poll < 0 {
-		return nil, errors.New("leaderlock: TTL and Poll must be positive")
+		return nil, badArgument("TTL and Poll must be positive")
 	}
 	if cfg.Identity == "" {
 		cfg.Identity = DefaultIdentity()
 	}
-	return &Elector{cfg: cfg, ttl: cfg.TTL, margin: cfg.TTL / 200}, nil
+	connCfg, err := pgx.ParseConfig(cfg.ConnString)
+	if err != nil {
+		return nil, &Error{Kind: ErrBadArgument, Message: "leaderlock: bad argument: ConnString: " + err.Error(), Err: err}
+	}
+	if connCfg.RuntimeParams["application_name"] == "" {
+		connCfg.RuntimeParams["application_name"] = "leaderlock go"
+	}
+	var value *string
+	if cfg.Value != nil {
+		b, err := json.Marshal(cfg.Value)
+		if err != nil {
+			return nil, &Error{Kind: ErrBadArgument, Message: "leaderlock: bad argument: Value: " + err.Error(), Err: err}
+		}
+		s := string(b)
+		value = &s
+	}
+	var seed [8]byte
+	_, _ = cryptorand.Read(seed[:])
+	return &Elector{cfg: cfg, connCfg: connCfg, ttl: cfg.TTL, margin: cfg.TTL / 200, value: value,
+		rand: mathrand.New(mathrand.NewSource(int64(binary.LittleEndian.Uint64(seed[:]))))}, nil
 }
 
-// connect names its connections "leaderlock go" unless the DSN names them.
+func (e *Elector) logf(format string, args ...interface{}) {
+	if e.cfg.Logf != nil {
+		e.cfg.Logf("leaderlock %q: "+format, append([]interface{}{e.cfg.Key}, args...)...)
+	}
+}
+
+// connect names its connections "leaderlock go" unless the DSN names them,
+// and gives up after the DSN's connect_timeout, else after
+// max(2 s, ttl/3).
 func (e *Elector) connect(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(e.cfg.ConnString)
-	if err != nil {
-		return nil, err
+	timeout := e.connCfg.ConnectTimeout
+	if timeout <= 0 {
+		timeout = e.callTimeout()
+		if timeout < 2*time.Second {
+			timeout = 2 * time.Second
+		}
 	}
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "leaderlock go"
-	}
-	return pgx.ConnectConfig(ctx, cfg)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return pgx.ConnectConfig(cctx, e.connCfg.Copy())
 }
 
 // clamp keeps d within [lo, hi].
@@ -152,7 +189,7 @@ func clamp(d, lo, hi time.Duration) time.Duration {
 // randomHex is n random bytes as hex.
 func randomHex(n int) string {
 	b := make([]byte, n)
-	_, _ = rand.Read(b)
+	_, _ = cryptorand.Read(b)
 	return hex.EncodeToString(b)
 }
 
@@ -163,18 +200,44 @@ func (e *Elector) callTimeout() time.Duration {
 	return 100 * time.Millisecond
 }
 
+// retryEvery: between renewals that failed (while leading), and the first
+// reconnection delay while waiting.
 func (e *Elector) retryEvery() time.Duration {
 	return clamp(e.ttl/10, 50*time.Millisecond, time.Second)
 }
+
+// backoff is the delay before the next reconnection while waiting: it
+// doubles from retryEvery up to clamp(ttl/2, 500 ms, 5 s), each delay drawn
+// at random in its upper half, so that candidates that lost the server
+// together do not come back in step.
+type backoff struct {
+	e   *Elector
+	cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	limit := clamp(b.e.ttl/2, 500*time.Millisecond, 5*time.Second)
+	if b.cur == 0 {
+		b.cur = b.e.retryEvery()
+	} else if b.cur *= 2; b.cur > limit {
+		b.cur = limit
+	}
+	half := b.cur / 2
+	return half + time.Duration(b.e.rand.Int63n(int64(b.cur-half)+1))
+}
+
+func (b *backoff) reset() { b.cur = 0 }
 
 // probe reports whether a notification this session sends itself comes
 // back (not behind transaction pooling).
 func (e *Elector) probe(ctx context.Context, conn *pgx.Conn) bool {
 	token := randomHex(8)
-	if _, err := conn.Exec(ctx, "LISTEN leaderlock_probe"); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+	defer cancel()
+	if _, err := conn.Exec(pctx, "LISTEN leaderlock_probe"); err != nil {
 		return false
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_notify('leaderlock_probe', $1)", token); err != nil {
+	if _, err := conn.Exec(pctx, "SELECT pg_notify('leaderlock_probe', $1)", token); err != nil {
 		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -213,35 +276,57 @@ func (e *Elector) observe(holder string) {
 	}
 }
 
-// Run campaigns until it has led once and lost the lease, or until ctx is
-// done (as client-go's LeaderElector.Run); on the way out it releases a
-// lease it still holds, so the next candidate leads at once.
+// Run campaigns until it has led once and that tenure has ended, or until
+// ctx is done (as client-go's LeaderElector.Run); it returns once
+// OnStartedLeading has returned. While waiting, a lost connection or an
+// unreachable server is retried with jittered backoff (see Logf); a
+// refusal for good (no extension, no privilege, a bad argument; while
+// leading too) ends Run with an *Error (errors.Is(err, ErrRejected),
+// ErrNotInstalled, ErrPrivilege, ErrBadArgument). Otherwise it returns
+// nil: OnStoppedLeading has the tenure's end.
 func (e *Elector) Run(ctx context.Context) error {
+	bo := &backoff{e: e}
 	for ctx.Err() == nil {
-		conn, term, deadline, err := e.campaign(ctx)
+		conn, term, deadline, err := e.campaign(ctx, bo)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			select { // unreachable: try again
-			case <-time.After(e.retryEvery()):
+			if permanent(err) {
+				e.logf("%v", err)
+				return err
+			}
+			d := bo.next()
+			e.logf("cannot campaign (%v); trying again in %v", err, d.Round(time.Millisecond))
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
 			case <-ctx.Done():
+				t.Stop()
 			}
 			continue
 		}
-		e.lead(ctx, conn, term, deadline)
-		return nil
+		return e.lead(ctx, conn, term, deadline)
 	}
 	return nil
 }
 
-// RunOrDie is Run with a configuration that must be valid.
-func RunOrDie(ctx context.Context, cfg Config) {
+// Run is NewElector(cfg) and its Run.
+func Run(ctx context.Context, cfg Config) error {
 	e, err := NewElector(cfg)
 	if err != nil {
+		return err
+	}
+	return e.Run(ctx)
+}
+
+// RunOrDie is Run that panics with its error: a Config NewElector refuses,
+// or a refusal for good from the server (no extension, no privilege, a bad
+// argument). It returns when a tenure has ended or ctx is done.
+func RunOrDie(ctx context.Context, cfg Config) {
+	if err := Run(ctx, cfg); err != nil {
 		panic(err)
 	}
-	_ = e.Run(ctx)
 }
 
 func (e *Elector) call(ctx context.Context, conn *pgx.Conn, until time.Time, sql string, args ...interface{}) (pgx.Row, context.CancelFunc) {
@@ -259,7 +344,7 @@ func scanBool(ctx context.Context, e *Elector, conn *pgx.Conn, until time.Time, 
 
 func isUndefined(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == undefinedFunc
+	return errors.As(err, &pe) && pe.Code == sqlstateUndefinedFunction
 }
 
 // slotsDiffer reports whether the server refused a try because the key is
@@ -270,13 +355,23 @@ func slotsDiffer(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "22023" && strings.HasPrefix(pe.Detail, slotsDifferDetail)
 }
 
-func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, error) {
+// campaign connects and tries until it leads (it returns the connection,
+// the term and the local deadline) or fails; a failure for good is an
+// *Error.
+func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, time.Time, error) {
 	conn, err := e.connect(ctx)
 	if err != nil {
-		return nil, 0, time.Time{}, err
+		return nil, 0, time.Time{}, classify(nil, err)
 	}
+	// mayHold: a try is under way or was won; if Run's context ends
+	// meanwhile the server may have granted it, with the answer lost.
+	mayHold := false
 	fail := func(err error) (*pgx.Conn, int64, time.Time, error) {
+		err = classify(conn, err)
 		conn.Close(context.Background())
+		if mayHold && ctx.Err() != nil && e.cfg.ReleaseOnCancel {
+			e.releaseAbandoned()
+		}
 		return nil, 0, time.Time{}, err
 	}
 	worker, err := scanBool(ctx, e, conn, time.Now().Add(e.callTimeout()), sqlWorkerServes)
@@ -287,11 +382,15 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 		return fail(err)
 	}
 	expire := !worker
-	if _, err := conn.Exec(ctx, "LISTEN leaderlock"); err != nil {
+	lctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+	_, err = conn.Exec(lctx, "LISTEN leaderlock")
+	cancel()
+	if err != nil {
 		return fail(err)
 	}
 	notifications := e.probe(ctx, conn)
 	secs := e.ttl.Seconds()
+	slotsWarned := false
 	for {
 		lastTry := time.Now()
 		if expire {
@@ -310,25 +409,31 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 		start := time.Now()
 		won, err := scanBool(ctx, e, conn, start.Add(e.callTimeout()), sqlTryAcquire, e.cfg.Key, e.cfg.Identity, secs)
 		if slotsDiffer(err) {
-			won, err = false, nil // held with another number of slots: not ours now, a refusal
+			if !slotsWarned {
+				var pe *pgconn.PgError
+				errors.As(err, &pe)
+				e.logf("held with another number of slots: waiting for its holders to leave (server: %q)", pe.Message)
+				slotsWarned = true
+			}
+			won, err = false, nil // not ours now, a refusal
+		} else if err == nil {
+			slotsWarned = false
 		}
+		mayHold = won || err != nil
 		if err != nil {
 			return fail(err)
 		}
+		bo.reset() // the connection works
 		if won {
 			var term int64
 			row, cancel := e.call(ctx, conn, start.Add(e.callTimeout()), sqlTermOf, e.cfg.Key, e.cfg.Identity)
 			err := row.Scan(&term)
 			cancel()
 			if err == nil {
-				if e.cfg.Value != nil {
-					value, err := json.Marshal(e.cfg.Value)
-					if err != nil {
-						return fail(err)
-					}
+				if e.value != nil {
 					pctx, cancel := context.WithDeadline(ctx, start.Add(e.callTimeout()))
 					_, err = conn.Exec(pctx, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb)",
-						e.cfg.Key, e.cfg.Identity, string(value))
+						e.cfg.Key, e.cfg.Identity, *e.value)
 					cancel()
 					if err != nil {
 						return fail(err)
@@ -364,6 +469,18 @@ func (e *Elector) campaign(ctx context.Context) (*pgx.Conn, int64, time.Time, er
 	}
 }
 
+// releaseAbandoned: Run's context ended during a try, or after one was
+// won and before the tenure started: release, in case the server granted
+// it (on a new connection: the one the cancelled call used is closed).
+func (e *Elector) releaseAbandoned() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
+	defer cancel()
+	if conn, err := e.connect(ctx); err == nil {
+		_, _ = conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity)
+		conn.Close(context.Background())
+	}
+}
+
 // waitForHint returns when a notification says the key is free (a hint
 // only: any role may notify; never sooner than hintFloor after lastTry, the
 // start of the last try, so that hints heard meanwhile make one try), after
@@ -395,53 +512,57 @@ func (e *Elector) waitForHint(ctx context.Context, conn *pgx.Conn, d time.Durati
 }
 
 // lead holds the lease: renewals in this goroutine, OnStartedLeading in
-// its own, the local deadline enforced by a timer that cancels its context.
-func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline time.Time) {
+// its own, the local deadline read by its context's Err and Lease.Check on
+// every call and enforced by a timer that closes its Done.
+func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline time.Time) error {
+	t := newTenure(ctx, deadline)
+	lctx := leaseContext{t}
 	e.observe(e.cfg.Identity)
-	leadCtx, stopLeading := context.WithCancel(ctx)
-	var mu sync.Mutex
-	lost := false
-	lose := func() {
-		mu.Lock()
-		lost = true
-		mu.Unlock()
-		stopLeading()
-	}
-	var dmu sync.Mutex
-	valid := func() bool {
-		dmu.Lock()
-		d := deadline
-		dmu.Unlock()
-		return leadCtx.Err() == nil && time.Now().Before(d)
-	}
-	watchdog := time.AfterFunc(time.Until(deadline), lose)
+	e.logf("leading in term %d", term)
+	watchdog := time.AfterFunc(time.Until(deadline), t.expireIfDue)
+	go func() {
+		select {
+		case <-ctx.Done():
+			t.end(StopShutdown, ctx.Err())
+		case <-t.done:
+		}
+	}()
 	done := make(chan struct{})
 	if cb := e.cfg.Callbacks.OnStartedLeading; cb != nil {
 		go func() {
 			defer close(done)
-			cb(leadCtx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, Valid: valid})
+			cb(lctx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, t: t})
 		}()
 	} else {
 		close(done)
 	}
 	secs := e.ttl.Seconds()
 	next := deadline.Add(e.margin - e.ttl + e.ttl/3)
+	var failure error
+	wait := time.NewTimer(time.Until(next))
 	for {
 		select {
-		case <-leadCtx.Done():
-		case <-time.After(time.Until(next)):
+		case <-t.done:
+		case <-wait.C:
 		}
-		if leadCtx.Err() != nil {
+		if t.check() != nil {
 			break
 		}
 		start := time.Now()
+		_, _, deadline = t.state()
 		if conn == nil {
-			c, err := e.connect(leadCtx)
-			if err != nil {
-				next = start.Add(e.retryEvery())
+			c, err := e.connect(lctx)
+			if err == nil {
+				conn = c
+			} else if err = classify(nil, err); permanent(err) {
+				failure = err
+				t.end(StopFailed, err)
+				continue
+			} else {
+				e.logf("cannot reconnect to renew (%v); %v to the local deadline", err, time.Until(deadline).Round(time.Millisecond))
+				wait.Reset(time.Until(start.Add(e.retryEvery())))
 				continue
 			}
-			conn = c
 		}
 		// one call may take ttl/3 at most (then reconnect and retry), never
 		// past the deadline; the watchdog does not wait for it either way
@@ -449,48 +570,72 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 		if by.After(deadline) {
 			by = deadline
 		}
-		ok, err := scanBool(leadCtx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs)
+		ok, err := scanBool(lctx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs)
 		switch {
 		case err != nil:
+			if err = classify(conn, err); permanent(err) {
+				failure = err
+				t.end(StopFailed, err)
+				break
+			}
+			if t.check() == nil {
+				e.logf("renewal failed (%v); retrying on a new connection, %v to the local deadline",
+					err, time.Until(deadline).Round(time.Millisecond))
+			}
 			conn.Close(context.Background())
 			conn = nil
-			next = start.Add(e.retryEvery())
-		case ok && !valid():
-			// the deadline passed meanwhile: the loss stands
+			wait.Reset(time.Until(start.Add(e.retryEvery())))
 		case ok:
-			dmu.Lock()
-			deadline = start.Add(e.ttl - e.margin)
-			dmu.Unlock()
-			watchdog.Reset(time.Until(deadline))
-			next = start.Add(e.ttl / 3)
+			if d, extended := t.extend(start, e.ttl-e.margin); extended {
+				watchdog.Reset(time.Until(d))
+				wait.Reset(time.Until(start.Add(e.ttl / 3)))
+			} // else the deadline passed meanwhile: the loss stands
 		default:
-			still, err := scanBool(leadCtx, e, conn, by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
+			still, err := scanBool(lctx, e, conn, by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
 			if err == nil && still {
-				next = start.Add(e.retryEvery()) // its row was locked: retry until the deadline
+				// its row was locked (a guarded transaction, a failover's
+				// step): retry until the deadline
+				e.logf("renewal deferred: the lease's row is locked; retrying, %v to the local deadline",
+					time.Until(deadline).Round(time.Millisecond))
+				wait.Reset(time.Until(start.Add(e.retryEvery())))
 			} else {
-				lose()
+				t.end(StopRefused, nil)
 			}
 		}
 	}
+	wait.Stop()
 	watchdog.Stop()
-	mu.Lock()
-	wasLost := lost
-	mu.Unlock()
 	<-done
-	if !wasLost && time.Now().Before(deadline) { // Run's context ended: hand over at once
+	reason, cause, deadline := t.state()
+	released := false
+	if reason == StopShutdown && e.cfg.ReleaseOnCancel && time.Now().Before(deadline) {
+		// hand over at once; only after OnStartedLeading has returned
 		rctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
 		if conn == nil {
 			conn, _ = e.connect(rctx)
 		}
 		if conn != nil {
-			_, _ = conn.Exec(rctx, sqlRelease, e.cfg.Key, e.cfg.Identity)
+			if _, err := conn.Exec(rctx, sqlRelease, e.cfg.Key, e.cfg.Identity); err == nil {
+				released = true
+			} else {
+				e.logf("release failed (%v): the lease lapses at its ttl", err)
+			}
 		}
 		cancel()
 	}
 	if conn != nil {
 		conn.Close(context.Background())
 	}
-	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {
-		cb()
+	switch {
+	case released:
+		e.logf("stopped leading term %d: %s; released", term, reason)
+	case cause != nil:
+		e.logf("stopped leading term %d: %s (%v)", term, reason, cause)
+	default:
+		e.logf("stopped leading term %d: %s", term, reason)
 	}
+	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {
+		cb(reason)
+	}
+	return failure
 }

@@ -6,6 +6,7 @@ package leaderlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -77,10 +78,10 @@ func TestTwoElectorsOneLeaderAndAHandoverOnCancel(t *testing.T) {
 	ev := map[string]*events{"a": {}, "b": {}}
 	run := func(id string) context.CancelFunc {
 		ctx, cancel := context.WithCancel(context.Background())
-		e, err := NewElector(Config{ConnString: dsn(t), Key: key, Identity: id, TTL: 2 * time.Second,
+		e, err := NewElector(Config{ConnString: dsn(t), Key: key, Identity: id, TTL: 2 * time.Second, ReleaseOnCancel: true,
 			Callbacks: LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context, l Lease) { ev[id].add("started"); <-ctx.Done() },
-				OnStoppedLeading: func() { ev[id].add("stopped") },
+				OnStoppedLeading: func(r StopReason) { ev[id].add("stopped " + r.String()) },
 				OnNewLeader:      func(h string) { ev[id].add("leader " + h) },
 			}})
 		if err != nil {
@@ -100,7 +101,7 @@ func TestTwoElectorsOneLeaderAndAHandoverOnCancel(t *testing.T) {
 	}
 	stopA()
 	eventually(t, 3*time.Second, func() bool { return ev["a"].has("returned") && ev["b"].has("started") })
-	if !ev["a"].has("stopped") || leader(t, key) != "b" {
+	if !ev["a"].has("stopped shutdown") || leader(t, key) != "b" {
 		t.Fatalf("no handover: a %v, leader %q", ev["a"].got, leader(t, key))
 	}
 	stopB()
@@ -141,7 +142,7 @@ func TestRefusedRenewalsCancelTheLeaderAtTheLocalDeadline(t *testing.T) {
 				t.Error("Valid() after the context was cancelled")
 			}
 		},
-		OnStoppedLeading: func() { close(stopped) },
+		OnStoppedLeading: func(StopReason) { close(stopped) },
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +236,10 @@ func TestBadConfig(t *testing.T) {
 	if _, err := NewElector(Config{}); err == nil {
 		t.Fatal("an empty key was accepted")
 	}
-	if _, err := NewElector(Config{Key: "k", TTL: -time.Second}); err == nil {
-		t.Fatal("a negative ttl was accepted")
+	if _, err := NewElector(Config{Key: "k", TTL: -time.Second}); !errors.Is(err, ErrBadArgument) || !errors.Is(err, ErrRejected) {
+		t.Fatalf("a negative ttl: %v", err)
+	}
+	if _, err := NewElector(Config{Key: "k", ConnString: "postgres://x:bad-port/"}); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("a malformed connection string: %v", err)
 	}
 }
