@@ -49,6 +49,18 @@ class Elector(threading.Thread):
         self.error: Optional[BaseException] = None
         self._seen: Any = object()
         self._work_thread: Optional[threading.Thread] = None
+        self.finished = threading.Event()  # run() returned
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Waits for the elector to end (after stop(), or a refusal). Unlike
+        Thread.join, a signal handler's exception (SIGTERM's SystemExit,
+        KeyboardInterrupt) interrupting it leaves the elector known to be
+        running (CPython 3.11 would mark the thread stopped)."""
+        if self.ident is not None and self.finished.wait(timeout):
+            super().join(1.0)
+
+    def is_alive(self) -> bool:
+        return self.ident is not None and not self.finished.is_set()
 
     def start(self) -> None:
         _shutdown.register_elector(self)  # released at interpreter exit too
@@ -62,8 +74,8 @@ class Elector(threading.Thread):
         lease = self.lease
         if lease is not None:
             lease._end(LeaseLost.RELEASED, "the elector stops")
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout)
+        if self.ident is not None and threading.current_thread() is not self:
+            self.finished.wait(timeout)
 
     def call(self, callback: Optional[Callable[..., None]], *args: Any) -> None:
         """A callback's exception is logged, never allowed to stop the
@@ -109,6 +121,7 @@ class Elector(threading.Thread):
                 self.lead(lease, campaign)
         finally:
             _shutdown.unregister_elector(self)
+            self.finished.set()
 
     def previous_work_done(self) -> bool:
         """A work function still running (past its tenure's deadline: it
@@ -154,7 +167,7 @@ class Elector(threading.Thread):
             if worker is not None:
                 worker.join(max(0.0, lease.deadline - time.monotonic()))
             renewer.stop()
-            if (worker is None or not worker.is_alive()) and not renewer.is_alive():
+            if (worker is None or not worker.is_alive()) and not renewer.busy:
                 renewer.release()
             renewer.drop()
             _shutdown.unregister(lease)

@@ -43,6 +43,7 @@ class Session:
         if left <= 0:
             raise TimeoutError("no time left for the call")
         box: dict = {}
+        done = threading.Event()
 
         def run() -> None:
             try:
@@ -50,7 +51,9 @@ class Session:
             except BaseException as e:  # handed to the caller
                 box["error"] = e
             with self._lock:
+                box["done"] = True
                 late = self.abandoned
+            done.set()
             if late:  # the caller gave up on this call: tidy up after it
                 value = box.get("value")
                 conn = value if isinstance(value, psycopg.Connection) else self.conn
@@ -59,16 +62,18 @@ class Session:
                         conn.close()
                     except Exception:
                         pass
-        t = threading.Thread(target=run, name="leaderlock call", daemon=True)
-        t.start()
+        threading.Thread(target=run, name="leaderlock call", daemon=True).start()
         try:
-            t.join(left)
+            # an Event, not Thread.join: a join interrupted by a signal
+            # handler's exception marks the thread stopped (CPython 3.11)
+            done.wait(left)
         finally:
-            # also when the join was interrupted (SIGTERM's SystemExit)
+            # also when the wait was interrupted (SIGTERM's SystemExit)
             with self._lock:
-                if t.is_alive():
+                if not box.get("done"):
                     self.abandoned = True
-        if self.abandoned and t.is_alive():
+                late = self.abandoned and not box.get("done")
+        if late:
             raise TimeoutError("the server did not answer in time")
         if "error" in box:
             raise box["error"]
@@ -316,6 +321,7 @@ class Renewer(threading.Thread):
         super().__init__(name=f"leaderlock renewer {lease.key}", daemon=True)
         self.dsn, self.s, self.lease, self.timing = dsn, s, lease, timing
         self.stopping = threading.Event()
+        self.finished = threading.Event()  # run() returned
         self.watchdog: Optional[threading.Timer] = None
         self.outage = _core.Outage(lease.key, "renewals")
         self.arm()
@@ -332,6 +338,17 @@ class Renewer(threading.Thread):
             self.arm()
 
     def run(self) -> None:
+        try:
+            self.renew()
+        finally:
+            self.finished.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a renewal still holds the connection (stop() gave up)."""
+        return self.is_alive() and not self.finished.is_set()
+
+    def renew(self) -> None:
         t, lease = self.timing, self.lease
         next_renewal = lease.deadline + t.margin - t.ttl + t.renew_every
         while not self.stopping.wait(max(0.0, next_renewal - time.monotonic())):
@@ -381,7 +398,8 @@ class Renewer(threading.Thread):
     def stop(self) -> None:
         self.stopping.set()
         # a call hung on a frozen server ends at its bound (ttl/3 at most)
-        self.join(self.timing.call_timeout + 1.0)
+        if self.is_alive():
+            self.finished.wait(self.timing.call_timeout + 1.0)
         if self.watchdog:
             self.watchdog.cancel()
 
@@ -450,7 +468,7 @@ class Leadership:
             r.lease._end(LeaseLost.RELEASED)  # whatever the body does next, check() raises
             _shutdown.unregister(r.lease)
             r.stop()
-            if not r.is_alive():  # else its call still holds the connection
+            if not r.busy:  # else its call still holds the connection
                 r.release()
             r.drop()
 
