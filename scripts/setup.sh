@@ -19,6 +19,8 @@ PACKAGES=(
   pgbouncer
   # certificates for the TLS tests (tests/client/test_tls.py)
   openssl
+  # steps of the servers' wall clock (libfaketime) for tests/client/test_clock.py
+  faketime
   # a real HA manager for the failover tests (tests/client/test_patroni.py),
   # and etcd for the side-by-side benchmark (bench/etcd.sh)
   patroni etcd-server etcd-client
