@@ -1,98 +1,148 @@
 """One scenario suite for every client (Python, Node.js, Go, and the Rust
-one through `leaderlock run`), against a real server.
+one through `leaderlock run`), each in every idiom it offers, against a
+real server, with the same assertions.
 
-Each client ships a candidate program that campaigns for KEY as ID and,
-while it leads, appends "tick ID TERM UNIX_SECONDS" to a records file every
-20 ms, checking its lease before each tick. The records are the proof:
-ticks of two ids never interleave, a new leader's term is higher, a
-candidate paused past its ttl writes nothing once resumed.
+Each client ships a candidate program, started as
 
-Scenarios, for each client:
-- two candidates: exactly one leads, for several ttls;
-- shutdown (SIGTERM) of the leader: the other leads within milliseconds;
-- kill -9 of the leader: the other leads within ttl + its polling period;
-- SIGSTOP of the leader past its ttl: the other takes over once the lease
-  ends, and the paused one, resumed, never ticks again in that term (of
+    PROGRAM DSN KEY ID TTL_SECONDS RECORDS [IDIOM]
+
+that campaigns for KEY as ID in the given idiom (Python: sync, async,
+elector; Node.js: lead, elector; none for Go, RunOrDie, and for the Rust
+client, `leaderlock run`, whose command is ticker.py) and, while it leads,
+appends "tick ID TERM UNIX_SECONDS" to RECORDS every 20 ms, checking its
+lease before each tick. A candidate that does not know idioms yet ignores
+the sixth argument: its one idiom is the default.
+
+The proof is the candidates' records, set against what the server itself
+announced on the `leaderlock` channel (a LISTEN session of this script's,
+which also samples `leaderlock_status` every 50 ms for the keys of this
+run), with these assertions in every scenario, for every variant:
+
+- ticks of two ids never interleave, and a new leader's term is higher;
+- no tick after the local deadline: none after the server's end of that
+  term, which is `released`'s `at`, `expired`'s `expires_at` less ttl/200
+  (the local deadline is the start of the last successful call + ttl -
+  ttl/200, so never later), or the next term's `acquired` `at`;
+- a follower leads (its `acquired`) within 100 ms of the lease's end:
+  `released`'s `at` after a SIGTERM, `expired`'s `expires_at` after a
+  kill -9 or a SIGSTOP (where no worker announces expiries, the portable
+  edition: within the candidates' polling period, ttl/4, + 100 ms; through
+  pgbouncer's transaction pooling, where LISTEN is not relied on: within
+  the polling period, 1 s, + 100 ms). Its first tick is printed too.
+
+Scenarios, for each variant on a key of its own:
+- two candidates: exactly one leads, for 3 ttls, without a pause;
+- shutdown (SIGTERM) of the leader: the other leads within 100 ms of the
+  release;
+- kill -9 of the leader: the other leads within 100 ms of the expiry;
+- SIGSTOP of the leader past its ttl: the other leads within 100 ms of the
+  expiry, and the paused one, resumed, never ticks again in that term (of
   `leaderlock run`, the CLI is paused and its supervisor stops the command
-  at the deadline);
+  at the deadline).
+Shared by every variant at once (a pair of candidates on each variant's
+key):
+- a flood of forged `released` and `expired` notifications of every key
+  (each naming the leader and its term) from a role of no rights, for 2 s:
+  no new leader, no term change, no announcement by the server, and each
+  leader ticks on without a pause of ttl/2; then the followers, flooded,
+  still take over a real release within 100 ms;
+- with --pgdata: a server restart (pg_ctl restart -m fast) while one
+  candidate of each pair leads and the other waits: someone leads again
+  after it (the leader's ticks never outlive the deadline), and the one
+  that waited through it takes over a release within 100 ms, with a higher
+  term;
 - with --pgdata: the whole server frozen (SIGSTOP of every process) past
-  the ttl: the leader stops at its local deadline, and after the server
+  the ttl: each leader stops at its local deadline, and after the server
   resumes somebody leads again;
-- with --pgbouncer: two candidates through pgbouncer in transaction
-  pooling mode, and kill -9 of the leader there.
+- with --pgbouncer: the pairs through pgbouncer in transaction pooling
+  mode, one leader each for 2 ttls, then kill -9 of every leader.
 
-Usage: scenarios.py --dsn postgresql://USER@HOST:PORT/DB [--clients python,node,go,rust]
-                    [--ttl S] [--pgdata DIR] [--pgbouncer]
-Needs: LEADERLOCK_CLI (rust), PY_CLIENT_PYTHON (python; default python3),
-GO_CANDIDATE (go: clients/go/test.sh --candidate FILE builds it), node
-with clients/node built. Prints each measured figure; exits 1 on a failure.
+Usage: scenarios.py --dsn postgresql://USER@HOST:PORT/DB [--ttl S] [--pgdata DIR] [--pgbouncer]
+                    [--clients python:sync,python:async,python:elector,node:lead,node:elector,go,rust]
+                    [--only one,sigterm,kill,sigstop,flood,restart,freeze,pgbouncer]
+A client without an idiom (`python`) means each of its idioms; default:
+every variant. The DSN's role must be a superuser (it makes a role of no
+rights for the flood; reads pg_config for --pgdata's restart).
+Needs: psycopg2 in this Python; LEADERLOCK_CLI (rust), PY_CLIENT_PYTHON
+(python; default this Python), GO_CANDIDATE (go: clients/go/test.sh
+--candidate FILE builds it), node with clients/node built. Prints each
+measured figure, each scenario's time and the total; exits 1 on a failure.
 """
 import argparse
+import json
 import os
+import pwd
+import select
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections import defaultdict
+from datetime import datetime
 from urllib.parse import urlparse
+
+import psycopg2
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TICKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ticker.py")
 
+# Every client and its idioms, in the order they run; None: no IDIOM argument.
+IDIOMS = {"python": ("sync", "async", "elector"), "node": ("lead", "elector"), "go": (None,), "rust": (None,)}
+DEFAULT_CLIENTS = "python:sync,python:async,python:elector,node:lead,node:elector,go,rust"
+FORGER = "leaderlock_scenario_forger"  # the role of no rights that forges notifications
+LEAD_WITHIN = 0.1  # a follower's `acquired` after the lease's end (release or expiry)
+FLOOD_SECONDS = 2.0
+SCENARIOS = ("one", "sigterm", "kill", "sigstop", "flood", "restart", "freeze", "pgbouncer")  # --only
 
-def command(client, dsn, key, me, ttl, records):
+
+def variant_name(v):
+    client, idiom = v
+    return f"{client}:{idiom}" if idiom else client
+
+
+def parse_clients(spec):
+    out = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        client, _, idiom = item.partition(":")
+        if client not in IDIOMS:
+            raise SystemExit(f"scenarios.py: unknown client {client!r} (known: {', '.join(IDIOMS)})")
+        if idiom and client == "rust":
+            raise SystemExit("scenarios.py: the Rust client (leaderlock run) has no idioms")
+        for v in ([(client, idiom)] if idiom else [(client, i) for i in IDIOMS[client]]):
+            if v not in out:
+                out.append(v)
+    return out
+
+
+def command(v, dsn, key, me, ttl, records):
+    client, idiom = v
+    extra = [idiom] if idiom else []
     if client == "python":
         return [os.environ.get("PY_CLIENT_PYTHON", sys.executable),
-                os.path.join(REPO, "clients/python/tests/candidate.py"), dsn, key, me, str(ttl), records]
+                os.path.join(REPO, "clients/python/tests/candidate.py"), dsn, key, me, str(ttl), records] + extra
     if client == "node":
-        return ["node", os.path.join(REPO, "clients/node/test/candidate.mjs"), dsn, key, me, str(ttl), records]
+        return ["node", os.path.join(REPO, "clients/node/test/candidate.mjs"), dsn, key, me, str(ttl), records] + extra
     if client == "go":
-        return [os.environ["GO_CANDIDATE"], dsn, key, me, str(ttl), records]
+        return [os.environ["GO_CANDIDATE"], dsn, key, me, str(ttl), records] + extra
     if client == "rust":  # the Rust client inside `leaderlock run`; the command ticks
         return [os.environ["LEADERLOCK_CLI"], "--dsn", dsn, "run", "--key", key, "--id", me, "--ttl", f"{ttl}s",
                 "--restart", "--", sys.executable, TICKER, records]
     raise ValueError(client)
 
 
-class Candidate:
-    def __init__(self, client, dsn, key, me, ttl, records, work):
-        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "clients/python/src"))
-        self.log = open(os.path.join(work, f"{me}.log"), "w")
-        self.proc = subprocess.Popen(command(client, dsn, key, me, ttl, records), env=env,
-                                     stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
-        self.id = me
-
-    def signal(self, signo):
-        os.kill(self.proc.pid, signo)
-
-    def end(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+def ts(text):
+    """Seconds since the epoch of a notification's RFC 3339 time."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def ticks(path):
-    out = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 4 and parts[0] == "tick":
-                    out.append((float(parts[3]), parts[1], int(parts[2])))
-    return sorted(out)
-
-
-def wait_for(predicate, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+def ms(seconds):
+    return f"{seconds * 1000:+.0f} ms"
 
 
 class Failure(Exception):
@@ -104,56 +154,638 @@ def check(cond, what):
         raise Failure(what)
 
 
-def never_two(records):
+def wait_for(predicate, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    return None
+
+
+def sql(dsn, query, args=(), **connect):
+    conn = psycopg2.connect(dsn, connect_timeout=5, **connect)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(query, args)
+            return cur.fetchall() if cur.description else None
+    finally:
+        conn.close()
+
+
+class Monitor(threading.Thread):
+    """LISTENs on `leaderlock` (reconnecting across restarts) and keeps the
+    server's announcements of this run's keys; samples every 50 ms the
+    expiry of each live tenure of them (the final expires_at of a lease
+    taken over before anyone announced its expiry) and the server's lease
+    clock against the wall clock. Notifications from the forger's sessions
+    are only counted.
+
+    The server's times (`at`, `expires_at`) are on its lease clock
+    (le_now(), where the extension has it: the wall clock at the server's
+    start, then the monotonic clock, with any stall of the whole server
+    taken out), the candidates' ticks on the wall clock: `wall()` turns
+    the former into the latter with the offset sampled next after the
+    announcement arrived (0 without le_now(): the portable edition's clock
+    is the wall clock)."""
+
+    def __init__(self, dsn, prefix):
+        super().__init__(daemon=True)
+        self.dsn, self.prefix = dsn, prefix
+        self.lock = threading.Lock()
+        self.events = defaultdict(list)
+        self.expiry = {}  # (key, holder, term) -> the latest expires_at seen, on the wall clock
+        self.offsets = []  # (wall clock before the sample, wall clock minus lease clock)
+        self.ignore = set()
+        self.forged = 0
+        self.stopping = threading.Event()
+        self.up = threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            conn = None
+            try:
+                conn = psycopg2.connect(self.dsn, connect_timeout=2)
+                conn.autocommit = True
+                cur = conn.cursor()
+                cur.execute("LISTEN leaderlock")
+                cur.execute("SELECT to_regprocedure('le_now()') IS NOT NULL")
+                lease_clock = "le_now()" if cur.fetchone()[0] else "clock_timestamp()"
+                self.up.set()
+                next_sample = 0.0
+                while not self.stopping.is_set():
+                    if select.select([conn], [], [], 0.02)[0]:
+                        conn.poll()
+                    self.drain(conn)
+                    if time.monotonic() >= next_sample:
+                        next_sample = time.monotonic() + 0.05
+                        before = time.time()
+                        cur.execute("SELECT key, holder, term, extract(epoch FROM expires_at)::float8, "
+                                    "extract(epoch FROM clock_timestamp())::float8 "
+                                    f"- extract(epoch FROM {lease_clock})::float8 "
+                                    "FROM (SELECT 1) AS one LEFT JOIN leaderlock_status "
+                                    "ON key LIKE %s AND holder IS NOT NULL", (self.prefix + "%",))
+                        rows = cur.fetchall()
+                        if time.time() - before < 0.05 and rows:  # not held up by a stall
+                            offset = rows[0][4]
+                            with self.lock:
+                                self.offsets.append((before, offset))
+                                for key, holder, term, expires, _ in rows:
+                                    if key is not None:
+                                        k = (key, holder, term)
+                                        self.expiry[k] = max(self.expiry.get(k, expires + offset),
+                                                             expires + offset)
+                        self.drain(conn)
+            except (psycopg2.Error, OSError, ValueError):
+                self.up.clear()
+                time.sleep(0.05)
+            finally:
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except psycopg2.Error:
+                        pass
+
+    def drain(self, conn):
+        now = time.time()
+        with self.lock:
+            for n in conn.notifies:
+                if n.pid in self.ignore:
+                    self.forged += 1
+                    continue
+                try:
+                    p = json.loads(n.payload)
+                except ValueError:
+                    continue
+                if isinstance(p, dict) and isinstance(p.get("key"), str) and p["key"].startswith(self.prefix):
+                    p["_recv"], p["_pid"] = now, n.pid
+                    self.events[p["key"]].append(p)
+        del conn.notifies[:]
+
+    def offset(self, when):
+        """Wall clock minus lease clock, as sampled next after `when`."""
+        wait_for(lambda: self.offsets and self.offsets[-1][0] >= when, 1)
+        with self.lock:
+            later = [o for t, o in self.offsets if t >= when]
+            return later[0] if later else (self.offsets[-1][1] if self.offsets else 0.0)
+
+    def wall(self, e, field):
+        """An announcement's time `field` on the wall clock."""
+        return ts(e[field]) + self.offset(e["_recv"])
+
+    def of(self, key):
+        with self.lock:
+            return list(self.events[key])
+
+    def end_of(self, key, holder, term):
+        """(when the server ended the tenure, on the wall clock, how), or
+        None while it has not: `released`'s at; `expired`'s expires_at; a
+        lapsed tenure taken over unannounced: its last sampled expires_at."""
+        for e in self.of(key):
+            if e.get("holder") == holder and e.get("term") == term:
+                if e.get("event") == "released":
+                    return self.wall(e, "at"), "released"
+                if e.get("event") == "expired":
+                    return self.wall(e, "expires_at"), "expired"
+        for e in self.of(key):
+            if e.get("event") == "acquired" and isinstance(e.get("term"), int) and e["term"] > term \
+                    and e.get("previous_holder") == holder:
+                with self.lock:
+                    sampled = self.expiry.get((key, holder, term))
+                if sampled is not None:
+                    return sampled, "lapsed (taken over unannounced; its last sampled expiry)"
+                return self.wall(e, "at"), "taken over (no expiry sampled: the next acquired's at)"
+        return None
+
+    def acquired_after(self, key, term):
+        later = [e for e in self.of(key) if e.get("event") == "acquired" and isinstance(e.get("term"), int)
+                 and e["term"] > term]
+        return min(later, key=lambda e: e["term"]) if later else None
+
+    def no_tick_after_the_end(self, t, key, ttl):
+        """No tick of a tenure after the server ended it: its release, its
+        expiry less ttl/200 (the latest the local deadline can be), the
+        next term's acquisition."""
+        events = self.of(key)
+        ends = {}
+        for e in events:
+            ev, k = e.get("event"), (e.get("holder"), e.get("term"))
+            if ev == "released":
+                bound, why = self.wall(e, "at"), "released at"
+            elif ev == "expired":
+                bound, why = self.wall(e, "expires_at") - ttl / 200, "expired: its local deadline at the latest"
+            else:
+                continue
+            if k not in ends or bound < ends[k][0]:
+                ends[k] = (bound, why)
+        acquired = sorted((e["term"], self.wall(e, "at")) for e in events
+                          if e.get("event") == "acquired" and isinstance(e.get("term"), int))
+        for at, me, term in t:
+            bounds = [ends[(me, term)]] if (me, term) in ends else []
+            nxt = [a for tm, a in acquired if tm > term]
+            if nxt:
+                bounds.append((min(nxt), "the next term acquired at"))
+            for bound, why in bounds:
+                check(at <= bound, f"{me} ticked in term {term} {at - bound:.3f} s after its lease ended "
+                                   f"({why} {bound:.3f})")
+
+
+def ticks(path):
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 4 and parts[0] == "tick":
+                    try:
+                        out.append((float(parts[3]), parts[1], int(parts[2])))
+                    except ValueError:
+                        pass
+    return sorted(out)
+
+
+def never_two(t):
     """Ticks of two ids never interleave, and each change of leader raises the term."""
-    t = ticks(records)
     for (t1, id1, term1), (t2, id2, term2) in zip(t, t[1:]):
         if id1 != id2:
             check(term2 > term1, f"{id2} ticked in term {term2} at {t2:.3f} after {id1} in term {term1} at {t1:.3f}")
-    return t
 
 
-def leader_of(records):
-    t = ticks(records)
-    return t[-1][1] if t else None
+class Candidate:
+    def __init__(self, v, dsn, key, me, ttl, records, work):
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "clients/python/src"))
+        self.log = open(os.path.join(work, f"{me}.log"), "w")
+        self.proc = subprocess.Popen(command(v, dsn, key, me, ttl, records), env=env,
+                                     stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        self.id = me
+
+    def signal(self, signo):
+        os.kill(self.proc.pid, signo)
+
+    def state(self):
+        """'running', or how it exited and the last line of its output."""
+        code = self.proc.poll()
+        if code is None:
+            return "running"
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+        return f"exited with {code}" + (f": {lines[-1][:200]}" if lines else "")
+
+    def end(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
-def scenario(client, dsn, ttl, name, body):
-    work = tempfile.mkdtemp(prefix=f"leaderlock-scenario-{client}-")
-    os.chmod(work, 0o777)
-    records = os.path.join(work, "records")
-    key = f"scenario-{client}-{uuid.uuid4().hex[:8]}"  # no spaces: other suites parse `status`
-    started = []
+class Scenario:
+    """One scenario's run for some variants, each on a key of its own with a
+    records file of its own."""
+    seq = 0
 
-    def start(me):
-        c = Candidate(client, dsn, key, me, ttl, records, work)
-        started.append(c)
+    def __init__(self, suite, name, variants, dsn):
+        Scenario.seq += 1
+        self.suite, self.name, self.variants, self.dsn, self.ttl = suite, name, variants, dsn, suite.ttl
+        self.monitor = suite.monitor
+        self.work = tempfile.mkdtemp(prefix=f"leaderlock-scenario-{Scenario.seq}-")
+        os.chmod(self.work, 0o777)
+        self.keys, self.records, self.cands = {}, {}, defaultdict(list)
+        for v in variants:
+            tag = variant_name(v).replace(":", "-")
+            # no spaces: other suites parse `status`
+            self.keys[v] = f"{suite.prefix}{Scenario.seq}-{tag}"
+            self.records[v] = os.path.join(self.work, f"records-{tag}")
+
+    def start(self, v, me, dsn=None):
+        tag = variant_name(v).replace(":", "-")
+        c = Candidate(v, dsn or self.dsn, self.keys[v], me, self.ttl, self.records[v],
+                      self.work if len(self.variants) == 1 else self._dir(tag))
+        self.cands[v].append(c)
         return c
+
+    def _dir(self, tag):
+        d = os.path.join(self.work, tag)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def pair(self, dsn=None):
+        for v in self.variants:
+            self.start(v, "a", dsn)
+            self.start(v, "b", dsn)
+
+    def ticks(self, v):
+        return ticks(self.records[v])
+
+    def leader(self, v):
+        """(id, term, last tick) of the latest tick."""
+        t = self.ticks(v)
+        return (t[-1][1], t[-1][2], t[-1][0]) if t else None
+
+    def wait_leaders(self, within=20.0):
+        """Waits until each variant's key has a ticking leader; the variants
+        that get none fail."""
+        wait_for(lambda: all(self.ticks(v) for v in self.variants), within)
+        return {v: Failure(f"nobody led within {within:.0f} s; " + self.states(v))
+                for v in self.variants if not self.ticks(v)}
+
+    def states(self, v):
+        return "; ".join(f"{c.id} {c.state()}" for c in self.cands[v])
+
+    def cand(self, v, me):
+        return next(c for c in self.cands[v] if c.id == me)
+
+    def end(self):
+        for cs in self.cands.values():
+            for c in cs:
+                c.end()
+
+    def lease_end(self, v, holder, term, within):
+        got = wait_for(lambda: self.monitor.end_of(self.keys[v], holder, term), within)
+        check(got, f"the server did not end {holder}'s term {term} within {within:.0f} s; "
+                   f"{holder} {self.cand(v, holder).state()}")
+        return got
+
+    def takeover(self, v, holder, term, end, how, bound, within=5.0):
+        """The next leader after (holder, term), whose lease ended at `end`:
+        its `acquired` within `bound` of it; prints its first tick too."""
+        key = self.keys[v]
+        acq = wait_for(lambda: self.monitor.acquired_after(key, term), within)
+        check(acq, f"nobody acquired within {within:.0f} s after {holder}'s term {term} ended ({how}); "
+                   + self.states(v))
+        first = wait_for(lambda: [x for x in self.ticks(v) if x[2] >= acq["term"]], 5)
+        check(first, f"{acq['holder']} acquired term {acq['term']} but never ticked")
+        lead, tick = self.monitor.wall(acq, "at") - end, first[0][0] - end
+        figure = (f"{how} ({holder}, term {term}) -> {acq['holder']} acquired term {acq['term']} {ms(lead)}, "
+                  f"first tick {ms(tick)}")
+        check(lead < bound, f"{figure}: not within {bound * 1000:.0f} ms")
+        return figure
+
+    def handover_on_sigterm(self, v):
+        """SIGTERM to the leader: the other takes over within 100 ms of the release."""
+        holder, term, _ = self.leader(v)
+        sent = time.time()
+        self.cand(v, holder).signal(signal.SIGTERM)
+        end, how = self.lease_end(v, holder, term, 10)
+        check(how == "released", f"SIGTERM to {holder}: no release; the lease ended {end - sent:.2f} s after "
+                                 f"the signal: {how}; {holder} {self.cand(v, holder).state()}")
+        return f"SIGTERM {ms(end - sent)}: " + self.takeover(v, holder, term, end, how, LEAD_WITHIN), term
+
+
+class Suite:
+    def __init__(self, args):
+        self.args, self.ttl, self.dsn = args, args.ttl, args.dsn
+        self.prefix = f"scenario-{uuid.uuid4().hex[:6]}-"
+        self.monitor = Monitor(self.dsn, self.prefix)
+        self.results = []  # (scenario, variant name, ok)
+        self.timings = []
+        try:
+            self.worker = sql(self.dsn, "SELECT (le_capabilities()->>'worker')::boolean")[0][0]
+        except psycopg2.Error:  # before 0.5.0
+            self.worker = sql(self.dsn, "SELECT le_worker_running()")[0][0]
+        # where no worker announces an expiry, the candidates' next poll (ttl/4) finds it
+        self.expiry_bound = LEAD_WITHIN if self.worker else min(max(self.ttl / 4, 0.1), 1.0) + LEAD_WITHIN
+
+    def run(self, name, variants, body, dsn=None):
+        """body(scenario) -> {variant: figure or Failure}; then every
+        variant's records are checked against the server's announcements."""
+        started = time.monotonic()
+        sc = Scenario(self, name, variants, dsn or self.dsn)
+        try:
+            try:
+                out = body(sc)
+            except Failure as e:
+                out = {v: e for v in variants}
+            except (psycopg2.Error, OSError, RuntimeError) as e:
+                out = {v: Failure(f"{type(e).__name__}: {str(e).strip()}") for v in variants}
+        finally:
+            sc.end()
+        time.sleep(0.1)  # the last announcements
+        took = time.monotonic() - started
+        for v in variants:
+            r = out.get(v, Failure("no result"))
+            if not isinstance(r, Failure):
+                try:
+                    t = sc.ticks(v)
+                    never_two(t)
+                    self.monitor.no_tick_after_the_end(t, sc.keys[v], self.ttl)
+                except Failure as e:
+                    r = e
+            ok = not isinstance(r, Failure)
+            where = "" if ok else f" (logs in {sc.work})"
+            print(f"  {'ok  ' if ok else 'FAIL'} {variant_name(v):<15} {name}: {r}{where}", flush=True)
+            self.results.append((name, variant_name(v), ok))
+        print(f"  -- {name}: {took:.1f} s", flush=True)
+        self.timings.append((name, took))
+
+
+def each(variants, fn):
+    """fn(v) for each variant, a Failure kept as its result."""
+    out = {}
+    for v in variants:
+        try:
+            out[v] = fn(v)
+        except Failure as e:
+            out[v] = e
+    return out
+
+
+def live(sc, out):
+    return [v for v in sc.variants if not isinstance(out.get(v), Failure)]
+
+
+# ---- the scenarios of one variant ------------------------------------------
+
+def one_leads(sc):
+    v, ttl = sc.variants[0], sc.ttl
+    sc.pair()
+    failed = sc.wait_leaders(15)
+    if failed:
+        return failed
+    time.sleep(3 * ttl)
+    t = sc.ticks(v)
+    ids = {i for _, i, _ in t}
+    check(len(ids) == 1, f"both ticked: {ids}")
+    gap = max((b[0] - a[0] for a, b in zip(t, t[1:])), default=0)
+    check(gap < ttl / 2, f"the leader paused {gap:.2f} s while leading")
+    return {v: f"one leader for {3 * ttl:.0f} s, its longest pause {gap * 1000:.0f} ms"}
+
+
+def follower_waiting(sc):
+    sc.pair()
+    failed = sc.wait_leaders(15)
+    if failed:
+        return failed
+    time.sleep(1.0)  # the other one is waiting by now
+    return None
+
+
+def shutdown(sc):
+    v = sc.variants[0]
+    failed = follower_waiting(sc)
+    if failed:
+        return failed
+    first = sc.leader(v)[0]
+    figure, _ = sc.handover_on_sigterm(v)
+    t = sc.ticks(v)
+    gap = min(x[0] for x in t if x[1] != first) - max(x[0] for x in t if x[1] == first)
+    return {v: f"{figure}; {gap * 1000:.0f} ms from the leader's last tick"}
+
+
+def kill_9(sc):
+    v, ttl = sc.variants[0], sc.ttl
+    failed = follower_waiting(sc)
+    if failed:
+        return failed
+    holder, term, _ = sc.leader(v)
+    sc.cand(v, holder).signal(signal.SIGKILL)
+    end, how = sc.lease_end(v, holder, term, ttl + 10)
+    figure = sc.takeover(v, holder, term, end, how, sc.suite.expiry_bound)
+    t = sc.ticks(v)
+    gap = min(x[0] for x in t if x[1] != holder) - max(x[0] for x in t if x[1] == holder)
+    return {v: f"{figure}; {gap:.2f} s after the dead leader's last tick (ttl {ttl} s)"}
+
+
+def paused(sc):
+    v, ttl = sc.variants[0], sc.ttl
+    failed = follower_waiting(sc)
+    if failed:
+        return failed
+    holder, term, _ = sc.leader(v)
+    old = sc.cand(v, holder)
+    old.signal(signal.SIGSTOP)
+    stopped_at = time.time()
     try:
-        figure = body(start, records)
-        never_two(records)
-        print(f"  ok   {client:<6} {name}: {figure}")
-        return True
-    except Failure as e:
-        print(f"  FAIL {client:<6} {name}: {e} (logs in {work})")
-        return False
+        end, how = sc.lease_end(v, holder, term, ttl + 10)
+        figure = sc.takeover(v, holder, term, end, how, sc.suite.expiry_bound)
+        time.sleep(0.3)
     finally:
-        for c in started:
-            c.end()
+        old.signal(signal.SIGCONT)
+    time.sleep(1.5)
+    t = sc.ticks(v)
+    # Its lease ran out within ttl of the pause (of `leaderlock run` only
+    # the CLI is paused: its command goes on until the supervisor stops it
+    # at the deadline); nothing after that, resumed or not.
+    late = [x for x in t if x[1] == holder and x[0] > stopped_at + ttl]
+    check(not late, f"the paused leader ticked past its lease: {late[:3]}")
+    last = max(x[0] for x in t if x[1] == holder and x[2] == term)
+    return {v: f"{figure}; its last tick {last - end:+.3f} s from its lease's end; nothing once resumed"}
 
 
-def by_id(cands, me):
-    return next(c for c in cands if c.id == me)
+# ---- the scenarios every variant shares --------------------------------------
+
+def sigterm_each(sc, out, higher_than=None):
+    """After a shared fault: SIGTERM each leader in turn (0.3 s apart, each
+    handover measured on its own); the other takes over within 100 ms."""
+    for v in live(sc, out):
+        try:
+            figure, term = sc.handover_on_sigterm(v)
+            if higher_than is not None:
+                new = sc.monitor.acquired_after(sc.keys[v], term)["term"]
+                check(new > higher_than[v], f"{figure}: term {new}, not above {higher_than[v]}")
+            out[v] = f"{out[v]}; then SIGTERM: {figure}"
+        except Failure as e:
+            out[v] = Failure(f"{out[v]}; then SIGTERM: {e}")
+        time.sleep(0.3)
 
 
-def server_processes(pgdata):
+def flood(sc):
+    """Forged `released` and `expired` of every key, naming its leader and
+    term, from a role of no rights, as fast as its session sends them."""
+    ttl, suite = sc.ttl, sc.suite
+    sc.pair()
+    out = sc.wait_leaders()
+    time.sleep(1.0)
+    before = {v: sc.leader(v) for v in live(sc, out)}
+    sql(suite.dsn, f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{FORGER}') "
+                   f"THEN CREATE ROLE {FORGER} LOGIN; END IF; END $$")
+    keys = [sc.keys[v] for v in before]
+    holders = [before[v][0] for v in before]
+    terms = [before[v][1] for v in before]
+    conn = psycopg2.connect(suite.dsn, user=FORGER, connect_timeout=5)
+    sent = 0
+    try:
+        conn.autocommit = True
+        cur = conn.cursor()
+        cur.execute("SELECT pg_backend_pid(), (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)")
+        pid, superuser = cur.fetchone()
+        check(not superuser, f"{FORGER} is a superuser")
+        with sc.monitor.lock:
+            sc.monitor.ignore.add(pid)
+        started = time.time()
+        end = time.monotonic() + FLOOD_SECONDS
+        while time.monotonic() < end:
+            cur.execute(
+                "SELECT count(pg_notify('leaderlock', json_build_object("
+                "'event', e, 'key', k, 'holder', h, 'term', t, 'at', n, 'forced', false, "
+                "'expires_at', n, 'reason', 'ttl')::text)) "
+                "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS x(k, h, t), "
+                "(VALUES ('released'), ('expired')) AS ev(e), "
+                "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS n",
+                (keys, holders, terms))
+            sent += cur.fetchone()[0]
+        ended = time.time()
+    finally:
+        conn.close()
+    time.sleep(0.5)
+    lease = dict(sql(suite.dsn, "SELECT key, holder || ' ' || term FROM leaderlock_status WHERE key = ANY(%s)",
+                     (keys,)))
+    rate = sent / (ended - started)
+    for v in before:
+        def verdict(v=v):
+            holder, term, _ = before[v]
+            news = [e for e in sc.monitor.of(sc.keys[v]) if e["_recv"] >= started]
+            check(not news, f"the server announced {[(e['event'], e.get('holder'), e.get('term')) for e in news][:3]}")
+            check(lease.get(sc.keys[v]) == f"{holder} {term}",
+                  f"the lease is {lease.get(sc.keys[v])!r}, was {holder} in term {term}")
+            t = [x for x in sc.ticks(v) if x[0] >= started - 0.1]
+            check({(i, tm) for _, i, tm in t} == {(holder, term)},
+                  f"ticks of {sorted({(i, tm) for _, i, tm in t})}, not only {holder}'s in term {term}")
+            stamps = [started] + [x[0] for x in t] + [time.time()]
+            gap = max(b - a for a, b in zip(stamps, stamps[1:]))
+            check(gap < ttl / 2, f"the leader paused {gap:.2f} s under the flood")
+            return (f"{holder} led on in term {term} through {sent} forged notifications ({rate:.0f}/s, "
+                    f"{len(keys)} keys), its longest pause {gap * 1000:.0f} ms; the server announced nothing")
+        out[v] = each([v], lambda _: verdict())[v]
+    sigterm_each(sc, out)
+    return out
+
+
+def postmaster(pgdata):
     with open(os.path.join(pgdata, "postmaster.pid")) as f:
-        postmaster = int(f.readline())
-    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True)
-    return [postmaster] + [int(p) for p in children.stdout.split()]
+        return int(f.readline())
 
 
-def start_pgbouncer(dsn, work):
+def pg_ctl(suite, *args):
+    """pg_ctl of the running server (beside its executable), as the owner of
+    its data directory."""
+    pgdata = suite.args.pgdata
+    try:
+        bindir = os.path.dirname(os.readlink(f"/proc/{postmaster(pgdata)}/exe"))
+    except OSError:
+        bindir = sql(suite.dsn, "SELECT setting FROM pg_config WHERE name = 'BINDIR'")[0][0]
+    owner = pwd.getpwuid(os.stat(pgdata).st_uid).pw_name
+    as_owner = ["sudo", "-u", owner] if os.geteuid() == 0 and owner != "root" else []
+    return subprocess.run(as_owner + [os.path.join(bindir, "pg_ctl"), "-D", pgdata, *args],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+
+
+def restart(sc):
+    """pg_ctl restart -m fast while one candidate of each pair leads and the
+    other waits."""
+    ttl, suite = sc.ttl, sc.suite
+    sc.pair()
+    out = sc.wait_leaders()
+    time.sleep(1.0)
+    before = {v: sc.leader(v) for v in live(sc, out)}
+    down = time.time()
+    r = pg_ctl(suite, "-m", "fast", "-w", "-t", "60", "-l", os.path.join(suite.args.pgdata, "server.log"), "restart")
+    up = time.time()
+    check(r.returncode == 0, f"pg_ctl restart: {r.stdout} {r.stderr}")
+    print(f"  .. the server restarted in {up - down:.2f} s", flush=True)
+    # someone leads past the old leader's deadline: it renewed on a new
+    # connection, or the other one leads
+    wait_for(lambda: all(any(x[0] > max(up, down + ttl) for x in sc.ticks(v)) for v in before), 20)
+    for v in before:
+        def verdict(v=v):
+            holder, term, _ = before[v]
+            t = sc.ticks(v)
+            after = [x for x in t if x[0] > up]
+            check([x for x in after if x[0] > down + ttl],
+                  f"nobody led within 20 s of the restart (before it: {holder} in term {term})")
+            late = [x for x in t if x[1] == holder and x[2] == term and down + ttl < x[0] <= up]
+            check(not late, f"{holder} ticked in term {term} past its deadline, the server down: {late[:3]}")
+            _, who, tm = after[0]
+            kept = "kept its lease" if (who, tm) == (holder, term) else f"{who} leads in term {tm}"
+            return (f"{holder} led in term {term}; after the restart {kept}, "
+                    f"ticking {after[0][0] - up:.2f} s after it")
+        out[v] = each([v], lambda _: verdict())[v]
+    # the one that waited through the restart takes over a release at once, in a higher term
+    sigterm_each(sc, out, higher_than={v: before[v][1] for v in before})
+    return out
+
+
+def frozen_server(sc):
+    ttl, suite = sc.ttl, sc.suite
+    sc.pair()
+    out = sc.wait_leaders()
+    time.sleep(1.0)
+    last = {v: sc.leader(v) for v in live(sc, out)}
+    pm = postmaster(suite.args.pgdata)
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pm)], capture_output=True, text=True)
+    pids = [pm] + [int(p) for p in children.stdout.split()]
+    for p in pids:
+        os.kill(p, signal.SIGSTOP)
+    frozen_at = time.time()
+    try:
+        time.sleep(1.5 * ttl)
+    finally:
+        for p in pids:
+            os.kill(p, signal.SIGCONT)
+    resumed = time.time()
+    wait_for(lambda: all(any(x[0] > resumed for x in sc.ticks(v)) for v in last), 15)
+    for v in last:
+        def verdict(v=v):
+            holder, term, _ = last[v]
+            t = sc.ticks(v)
+            # its deadline came within ttl of the freeze; no call of its
+            # could succeed before the server resumed
+            late = [x for x in t if (x[1], x[2]) == (holder, term) and frozen_at + ttl < x[0] < resumed]
+            check(not late, f"the leader ticked past its deadline while the server was frozen: {late[:3]}")
+            stopped = max(x[0] for x in t if (x[1], x[2]) == (holder, term) and x[0] < resumed) - frozen_at
+            after = [x for x in t if x[0] > resumed]
+            check(after, "nobody led within 15 s of the server's resuming")
+            who = "it led on" if (after[0][1], after[0][2]) == (holder, term) else f"{after[0][1]} led"
+            return (f"{holder} stopped {stopped:.2f} s into the freeze of {resumed - frozen_at:.1f} s "
+                    f"(ttl {ttl} s); {who} in term {after[0][2]} {after[0][0] - resumed:.2f} s after it")
+        out[v] = each([v], lambda _: verdict())[v]
+    return out
+
+
+def start_pgbouncer(dsn, work, pool):
     """pgbouncer in transaction pooling mode in front of `dsn`'s database;
     returns (the DSN through it, its process)."""
     u = urlparse(dsn)
@@ -168,7 +800,7 @@ def start_pgbouncer(dsn, work):
     with open(os.path.join(d, "pgbouncer.ini"), "w") as f:
         f.write(f"[databases]\n{db} = host={u.hostname} port={u.port} dbname={db}\n[pgbouncer]\n"
                 f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\n"
-                f"auth_file = {d}/users.txt\npool_mode = transaction\ndefault_pool_size = 4\n")
+                f"auth_file = {d}/users.txt\npool_mode = transaction\ndefault_pool_size = {pool}\n")
     as_user = ["sudo", "-u", "postgres"] if os.geteuid() == 0 else []
     if as_user:
         subprocess.run(["chown", "-R", "postgres", d], check=False)
@@ -179,115 +811,100 @@ def start_pgbouncer(dsn, work):
     return f"postgresql://{user}@127.0.0.1:{port}/{db}", proc
 
 
+def through_pgbouncer(sc):
+    """The pairs through pgbouncer (transaction pooling): one leader each
+    for 2 ttls, then kill -9 of every leader; LISTEN is not relied on
+    there, so the followers find the expiry by polling (every second)."""
+    ttl = sc.ttl
+    sc.pair()
+    out = sc.wait_leaders()
+    time.sleep(2 * ttl)
+    for v in live(sc, out):
+        def verdict(v=v):
+            t = sc.ticks(v)
+            ids = {i for _, i, _ in t}
+            check(len(ids) == 1, f"both ticked: {ids}")
+            gap = max((b[0] - a[0] for a, b in zip(t, t[1:])), default=0)
+            check(gap < ttl / 2, f"the leader paused {gap:.2f} s while leading")
+            return f"one leader for {2 * ttl:.0f} s, its longest pause {gap * 1000:.0f} ms"
+        out[v] = each([v], lambda _: verdict())[v]
+    killed = {}
+    for v in live(sc, out):
+        holder, term, _ = sc.leader(v)
+        sc.cand(v, holder).signal(signal.SIGKILL)
+        killed[v] = (holder, term)
+    poll = max(ttl / 2, 1.0)
+    for v in killed:
+        def verdict(v=v):
+            holder, term = killed[v]
+            end, how = sc.lease_end(v, holder, term, ttl + 10)
+            return f"{out[v]}; then kill -9: " + sc.takeover(v, holder, term, end, how, poll + LEAD_WITHIN)
+        out[v] = each([v], lambda _: verdict())[v]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsn", required=True)
-    ap.add_argument("--clients", default="python,node,go,rust")
+    ap.add_argument("--clients", default=DEFAULT_CLIENTS,
+                    help="CLIENT or CLIENT:IDIOM, comma-separated; a CLIENT alone: each of its idioms")
     ap.add_argument("--ttl", type=float, default=2.0)
-    ap.add_argument("--pgdata", help="the server's data directory: also freeze the whole server")
+    ap.add_argument("--pgdata", help="the server's data directory: also restart it, and freeze it")
     ap.add_argument("--pgbouncer", action="store_true", help="also run candidates through pgbouncer")
+    ap.add_argument("--only", help=f"some of the scenarios, comma-separated: {','.join(SCENARIOS)}")
     args = ap.parse_args()
-    ttl, dsn = args.ttl, args.dsn
-
-    def one_leads(start, records):
-        cands = [start("a"), start("b")]
-        check(wait_for(lambda: ticks(records), 15), "nobody led")
-        time.sleep(3 * ttl)
-        ids = {i for _, i, _ in ticks(records)}
-        check(len(ids) == 1, f"both ticked: {ids}")
-        gaps = [b[0] - a[0] for a, b in zip(ticks(records), ticks(records)[1:])]
-        check(max(gaps) < ttl / 2, f"the leader paused {max(gaps):.2f} s while leading")
-        del cands
-        return f"one leader for {3 * ttl:.0f} s"
-
-    def leader_and_follower(start, records):
-        """Candidates a and b, one leading for a second; returns them and the leader's id."""
-        cands = [start("a")]
-        check(wait_for(lambda: ticks(records), 15), "nobody led")
-        cands.append(start("b"))
-        time.sleep(1.0)
-        return cands, leader_of(records)
-
-    def handover(start, records, signo, within):
-        """Seconds from the leader's last tick (it gets `signo`) to the next leader's first."""
-        cands, first = leader_and_follower(start, records)
-        by_id(cands, first).signal(signo)
-        check(wait_for(lambda: leader_of(records) not in (None, first), within), "no handover")
-        t = ticks(records)
-        return min(x[0] for x in t if x[1] != first) - max(x[0] for x in t if x[1] == first)
-
-    def shutdown(start, records):
-        gap = handover(start, records, signal.SIGTERM, 10) * 1000
-        check(gap < 500, f"handover took {gap:.0f} ms")
-        return f"handover {gap:.0f} ms after the leader's last tick"
-
-    def kill_9(start, records):
-        gap = handover(start, records, signal.SIGKILL, ttl + 10)
-        check(gap < ttl + 1.5, f"takeover {gap:.2f} s after the dead leader's last tick")
-        return f"takeover {gap:.2f} s after the dead leader's last tick (ttl {ttl} s)"
-
-    def paused(start, records):
-        cands, first = leader_and_follower(start, records)
-        old = by_id(cands, first)
-        old.signal(signal.SIGSTOP)
-        stopped_at = time.time()
-        check(wait_for(lambda: leader_of(records) not in (None, first), ttl + 10), "no takeover")
-        time.sleep(0.5)
-        old.signal(signal.SIGCONT)
-        time.sleep(1.5)
-        t = ticks(records)
-        # Its lease ran out within ttl of the pause (of `leaderlock run`
-        # only the CLI is paused: its command goes on until the supervisor
-        # stops it at the deadline); nothing after that, resumed or not.
-        late = [x for x in t if x[1] == first and x[0] > stopped_at + ttl]
-        check(not late, f"the paused leader ticked past its lease: {late[:3]}")
-        took = min(x[0] for x in t if x[1] != first) - stopped_at
-        last = max(x[0] for x in t if x[1] == first) - stopped_at
-        return (f"its last tick {last:.2f} s after the pause, the next leader's first {took:.2f} s after; "
-                "nothing once resumed")
-
-    def frozen_server(start, records):
-        cands = [start("a"), start("b")]
-        check(wait_for(lambda: ticks(records), 15), "nobody led")
-        time.sleep(1.0)
-        last = ticks(records)[-1]
-        pids = server_processes(args.pgdata)
-        for p in pids:
-            os.kill(p, signal.SIGSTOP)
-        frozen_at = time.time()
-        try:
-            time.sleep(1.5 * ttl)
-        finally:
-            for p in pids:
-                os.kill(p, signal.SIGCONT)
-        t = ticks(records)
-        late = [x for x in t if x[1] == last[1] and x[2] == last[2] and x[0] > frozen_at + ttl]
-        check(not late, f"the leader ticked past its lease while the server was frozen: {late[:3]}")
-        stopped = max(x[0] for x in t if x[1] == last[1] and x[2] == last[2]) - frozen_at
-        check(wait_for(lambda: ticks(records)[-1][0] > time.time() - 0.5, 15), "nobody led after the server resumed")
-        del cands
-        return f"the leader stopped {stopped:.2f} s into the freeze (ttl {ttl} s); a leader again after it"
-
-    ok = True
-    for client in args.clients.split(","):
-        for name, body in (("two candidates, one leader", one_leads), ("shutdown hands over", shutdown),
-                           ("kill -9 of the leader", kill_9), ("SIGSTOP of the leader past its ttl", paused)):
-            ok &= scenario(client, dsn, ttl, name, body)
-        if args.pgdata:
-            ok &= scenario(client, dsn, ttl, "the server frozen past the ttl", frozen_server)
-    if args.pgbouncer:
+    variants = parse_clients(args.clients)
+    suite = Suite(args)
+    suite.monitor.start()
+    if not suite.monitor.up.wait(10):
+        raise SystemExit("scenarios.py: could not LISTEN")
+    t0 = time.monotonic()
+    print(f"client scenarios: {', '.join(variant_name(v) for v in variants)}; ttl {args.ttl} s; "
+          f"{'a worker announces expiries' if suite.worker else 'no worker: expiries found by polling'}",
+          flush=True)
+    only = set(args.only.split(",")) if args.only else set(SCENARIOS)
+    unknown = only - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"scenarios.py: --only: unknown {', '.join(sorted(unknown))} (known: {', '.join(SCENARIOS)})")
+    for v in variants:
+        for word, name, body in (("one", "two candidates, one leader", one_leads),
+                                 ("sigterm", "shutdown hands over", shutdown),
+                                 ("kill", "kill -9 of the leader", kill_9),
+                                 ("sigstop", "SIGSTOP of the leader past its ttl", paused)):
+            if word in only:
+                suite.run(name, [v], body)
+    if "flood" in only:
+        suite.run("a flood of forged notifications from a role of no rights", variants, flood)
+    if args.pgdata and "restart" in only:
+        suite.run("a server restart (pg_ctl restart -m fast) while leading and waiting", variants, restart)
+    if args.pgdata and "freeze" in only:
+        suite.run("the server frozen past the ttl", variants, frozen_server)
+    if args.pgbouncer and "pgbouncer" in only:
         work = tempfile.mkdtemp(prefix="leaderlock-scenario-pgbouncer-")
         os.chmod(work, 0o777)
-        bouncer_dsn, bouncer = start_pgbouncer(dsn, work)
+        bouncer_dsn, bouncer = start_pgbouncer(args.dsn, work, max(4, 2 * 2 * len(variants)))
         try:
-            for client in args.clients.split(","):
-                ok &= scenario(client, bouncer_dsn, ttl, "two candidates through pgbouncer (transaction pooling)",
-                               one_leads)
-                ok &= scenario(client, bouncer_dsn, ttl, "kill -9 of the leader through pgbouncer", kill_9)
+            suite.run("two candidates, then kill -9 of the leader, through pgbouncer (transaction pooling)",
+                      variants, through_pgbouncer, dsn=bouncer_dsn)
         finally:
             bouncer.terminate()
             bouncer.wait()
-    sys.exit(0 if ok else 1)
+    suite.monitor.stopping.set()
+    try:
+        sql(args.dsn, f"DROP ROLE IF EXISTS {FORGER}")
+    except psycopg2.Error:
+        pass
+    took = defaultdict(float)
+    for name, seconds in suite.timings:
+        took[name] += seconds
+    print("client scenarios' times: " + "; ".join(f"{name}: {seconds:.0f} s" for name, seconds in took.items()),
+          flush=True)
+    failed = [(n, v) for n, v, ok in suite.results if not ok]
+    print(f"client scenarios: {len(suite.results) - len(failed)} passed, {len(failed)} failed in "
+          f"{time.monotonic() - t0:.0f} s", flush=True)
+    for n, v in failed:
+        print(f"  failed: {v}: {n}", flush=True)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
