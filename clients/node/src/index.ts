@@ -1,14 +1,49 @@
 // Leader election on PostgreSQL with the leaderlock extension (compiled or
 // portable edition), with the Rust client's guarantees: renew every ttl/3,
-// a local deadline on the monotonic clock (start of the last successful
-// call + ttl - ttl/200) enforced by a timer that aborts `lease.signal`,
-// every call bounded by that deadline, LISTEN as a hint with polling as the
-// fallback, release on the way out, id host:pid:random.
+// a local deadline on the monotonic clock (the send time of the last
+// successful acquire or renew + ttl - ttl/200) that `lease.valid`,
+// `lease.check()` and `lease.signal.aborted` read from the clock whenever
+// they are asked (a timer aborts the signal too, but after a pause of the
+// process every due timer runs at once, in no useful order), every call
+// bounded by that deadline, LISTEN as a hint with polling as the fallback,
+// waiting that survives the connection (reconnects with jittered backoff,
+// several hosts as libpq's target_session_attrs), typed errors, fenced
+// writes (lease.guard / lease.guarded), release on the way out (and on
+// SIGTERM with releaseOnSignals), id host:pid:random.
 import { EventEmitter } from "node:events";
-import { hostname } from "node:os";
+import { hostname, constants as osConstants } from "node:os";
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import pg from "pg";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import type PG from "pg";
+
+/**
+ * `pg` (a peer dependency) as this file finds it, else as the application
+ * finds it: a folder installed with `npm install /path/to/clients/node` is
+ * a link, and Node resolves from its real path, outside the application's
+ * node_modules.
+ */
+function loadPg(): typeof PG {
+  try {
+    return require("pg");
+  } catch (e: any) {
+    if (e?.code !== "MODULE_NOT_FOUND") throw e;
+  }
+  for (const from of [process.argv[1], join(process.cwd(), "[leaderlock]")]) {
+    if (!from) continue;
+    try {
+      return createRequire(from)("pg");
+    } catch {
+      // not there either
+    }
+  }
+  throw new Error("leaderlock needs the package pg (8.x): npm install pg in your application. (A folder installed " +
+                  "as a link finds it from your application's entry script or working directory; " +
+                  "npm install --install-links copies the folder instead.)");
+}
+
+const pg = loadPg();
 
 // One round trip each, bind parameters, arguments by name.
 const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
@@ -19,10 +54,14 @@ const STILL_OURS =
   "SELECT coalesce(holder = $1 AND term = $2::bigint AND expires_at > clock_timestamp(), false) AS ok " +
   "FROM le_lease(key => $3)";
 const LEADER = "SELECT le_leader(key => $1) AS holder";
+const ASSERT_LEADER = "SELECT le_assert_leader(key => $1, id => $2, term => $3::bigint)::text AS term";
 const WORKER_SERVES = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true) AS ok";
 const WORKER_RUNNING = "SELECT le_worker_running() AS ok";
 const EXPIRE_LAPSED = "SELECT le_expire_lapsed() AS n";
+const SESSION_KIND = "SELECT current_setting('transaction_read_only') = 'on' AS read_only, pg_is_in_recovery() AS standby";
 const UNDEFINED_FUNCTION = "42883";
+/** le_assert_leader's refusal: the id is not the live holder in that term. */
+const NOT_LEADER = "LE001";
 /**
  * Notifications are hints, and any role may send them (docs/clients.md): a
  * hint brings the next try forward, but never to less than HINT_FLOOR ms
@@ -37,25 +76,116 @@ const HINT_FLOOR = 10;
  * (contract 17): the key is not ours now, not a request to give up.
  */
 const SLOTS_DIFFER_DETAIL = "While a key has live holders, every acquisition must give the same slots.";
+/** Reconnecting while waiting: the first pause, and the largest (each pause is jittered down to half). */
+const BACKOFF_FIRST = 50;
+const BACKOFF_MAX = 1000;
 
 /** Whether the server refused a try because the key is held with another number of slots. */
 function slotsDiffer(e: any): boolean {
   return e?.code === "22023" && typeof e.detail === "string" && e.detail.startsWith(SLOTS_DIFFER_DETAIL);
 }
 
-export class NotAcquired extends Error {
-  constructor(readonly key: string, readonly holder: string | null) {
-    super(`not the leader of ${JSON.stringify(key)}` + (holder ? ` (held by ${JSON.stringify(holder)})` : ""));
-    this.name = "NotAcquired";
+// ---------------------------------------------------------------- errors
+
+/** Base of this package's errors. */
+export class LeaderlockError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
   }
 }
 
-export class LeaseLost extends Error {
-  constructor(readonly key: string, readonly term: number, readonly reason: string) {
-    super(`lost the lease of ${JSON.stringify(key)} (term ${term}): ${reason}`);
-    this.name = "LeaseLost";
+/** `timeout` passed without becoming leader (0: the one try failed); `holder` holds the key. */
+export class NotAcquired extends LeaderlockError {
+  constructor(readonly key: string, readonly holder: string | null) {
+    super(`not the leader of ${JSON.stringify(key)}` + (holder ? ` (held by ${JSON.stringify(holder)})` : ""));
   }
 }
+
+/**
+ * Why a lease ended:
+ * - `deadline`: no renewal succeeded before the local deadline;
+ * - `refused`: the server refused a renewal (the lease lapsed or was taken);
+ * - `fenced`: le_assert_leader refused a guarded write (LE001);
+ * - `rejected`: a renewal failed for good (e.g. a privilege revoked);
+ * - `released`: this process gave it up (lead()'s body returned, release(),
+ *   Elector.stop(), options.signal, releaseOnSignals).
+ */
+export type LossReason = "deadline" | "refused" | "fenced" | "rejected" | "released";
+
+/** The lease is gone (see `reason`): stop acting as leader. */
+export class LeaseLost extends LeaderlockError {
+  constructor(readonly key: string, readonly term: number, readonly reason: LossReason, readonly detail: string,
+              options?: { cause?: unknown }) {
+    super(`lost the lease of ${JSON.stringify(key)} (term ${term}): ${detail}`, options);
+  }
+}
+
+/**
+ * A refusal that retrying cannot change: waiting ends with it, an Elector
+ * reports it once ("error") and stops. `sqlstate` is the server's, or
+ * undefined when this client refused the arguments itself.
+ */
+export class RejectedError extends LeaderlockError {
+  readonly sqlstate: string | undefined;
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.sqlstate = typeof (cause as any)?.code === "string" ? (cause as any).code : undefined;
+  }
+}
+
+/** The database has no leaderlock functions (no CREATE EXTENSION, or the portable schema is not on the search_path). */
+export class NotInstalledError extends RejectedError {
+  constructor(readonly database: string, cause?: unknown) {
+    super(`extension leaderlock is not installed in database ${database}` +
+          ((cause as any)?.message ? ` (${(cause as any).message})` : ""), cause);
+  }
+}
+
+/** The role may not do this: no EXECUTE on leaderlock's functions (42501), or the server refuses its login (28xxx). */
+export class PrivilegeError extends RejectedError {}
+
+/** An argument the server (class 22, e.g. a ttl above leaderlock.max_ttl) or this client refuses. */
+export class BadArgumentError extends RejectedError {}
+
+/**
+ * The server could not be reached or could not answer now: refused or
+ * dropped connections, a restart, a standby (read-only), a call past its
+ * time. Waiting calls retry these until their timeout; `sqlstate` when the
+ * server said why.
+ */
+export class ConnectionError extends LeaderlockError {
+  readonly sqlstate: string | undefined;
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.sqlstate = isDbError(cause) ? cause.code : undefined;
+  }
+}
+
+export { LeaseLost as LeaseLostError, NotAcquired as NotAcquiredError };
+
+function isDbError(e: any): e is { code: string; message: string; severity: string; detail?: string } {
+  return typeof e?.code === "string" && typeof e?.severity === "string";
+}
+
+const NOT_INSTALLED = new Set([UNDEFINED_FUNCTION, "42P01", "3F000"]);
+
+/** A failure sorted by what to do about it: retry (ConnectionError) or give up (RejectedError). */
+function classify(e: unknown, database: string | undefined): LeaderlockError {
+  if (e instanceof LeaderlockError) return e;
+  if (isDbError(e)) {
+    const code = e.code;
+    if (NOT_INSTALLED.has(code)) return new NotInstalledError(database ?? "(unknown)", e);
+    if (code === "42501" || code.startsWith("28")) return new PrivilegeError(`${e.message} (SQLSTATE ${code})`, e);
+    if (code.startsWith("22") && !slotsDiffer(e)) return new BadArgumentError(`${e.message} (SQLSTATE ${code})`, e);
+    if (code === "3D000") return new RejectedError(`${e.message} (SQLSTATE ${code})`, e);
+    const standby = code === "25006" ? "; the server is a standby or read-only (with several hosts, target_session_attrs=read-write picks the primary)" : "";
+    return new ConnectionError(`${e.message} (SQLSTATE ${code})${standby}`, e);
+  }
+  return new ConnectionError(e instanceof Error ? e.message : String(e), e);
+}
+
+// ---------------------------------------------------------------- options
 
 export interface LeadOptions {
   /** Seconds each acquire and renewal asks for (renewed every ttl/3). Default 10. */
@@ -68,22 +198,71 @@ export interface LeadOptions {
   poll?: number;
   /** A JSON value announced with the leadership (le_proclaim), e.g. this leader's address. */
   value?: unknown;
+  /** lead() only: aborting it stops the waiting (lead() rejects with its reason) or, while leading, releases the lease. */
+  signal?: AbortSignal;
+}
+
+/**
+ * What to connect to: a connection string (postgresql://user@host1:5432,host2:5432/db?target_session_attrs=read-write)
+ * or a `pg` client configuration (host may list several, comma-separated).
+ * Several hosts are tried in order, as libpq does; target_session_attrs
+ * (any, read-write, read-only, primary, standby, prefer-standby) picks the
+ * session, as libpq's.
+ */
+export type ConnectionConfig = string | (PG.ClientConfig & { target_session_attrs?: string });
+
+/** What a guarded write runs on: a PG.Client, a pool's client, anything with pg's query(). */
+export interface Queryable {
+  query(config: { text: string; values?: unknown[] }): Promise<{ rows: any[]; command?: string }>;
+}
+
+/** A PG.Pool (or anything with connect() giving a client with release()). */
+export interface PoolLike {
+  connect(): Promise<Queryable & { release(err?: Error | boolean): void }>;
+  totalCount: number;
 }
 
 export interface Lease {
   readonly key: string;
   readonly id: string;
-  /** The fencing token: pass it to le_assert_leader(key, id, term) with each write. */
+  /** The fencing token: le_assert_leader(key, id, term), which guard() and guarded() run for you. */
   readonly term: number;
   /** The value announced with this leadership (options.value), or undefined. */
   readonly value: unknown;
-  /** Aborted (reason: LeaseLost) at a loss or at the local deadline. */
+  /**
+   * Aborted (reason: LeaseLost) at a loss or at the local deadline. Its
+   * `aborted` reads the clock too: true from the deadline on, even before
+   * the timer that aborts it has run.
+   */
   readonly signal: AbortSignal;
   /** The local deadline, on performance.now()'s clock; moves at each renewal. */
   readonly deadline: number;
+  /** Whether the lease is still ours, computed now from the monotonic clock and the deadline. */
+  readonly valid: boolean;
+  /** The same as `valid`. */
   readonly alive: boolean;
-  /** Throws LeaseLost unless the lease is still ours by the local clock. */
+  /** Milliseconds left before the local deadline (0 once lost). */
+  readonly remaining: number;
+  /** Throws LeaseLost unless `valid`. Call it before each unit of work. */
   check(): void;
+  /**
+   * Fences the caller's open transaction on `client`: runs
+   * le_assert_leader(key, id, term), whose lock keeps any takeover from
+   * committing until that transaction ends. Resolves with the term; throws
+   * LeaseLost (reason "fenced", the lease then ends) when the server says
+   * another leads, or at once when `valid` is false. The error aborts the
+   * transaction: nothing in it commits.
+   */
+  guard(client: PG.ClientBase | Queryable): Promise<number>;
+  /**
+   * Runs `fn` in a transaction fenced by the lease: BEGIN, le_assert_leader,
+   * fn(tx), COMMIT; ROLLBACK on any error (LeaseLost when fenced). `db` is a
+   * pg.Client with no transaction open, or a pg.Pool (a client is checked
+   * out for it).
+   */
+  guarded<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T>;
+  /** Ends the lease now (the signal aborts, reason "released") and hands it over; true when the server released it. */
+  release(): Promise<boolean>;
 }
 
 export function defaultId(): string {
@@ -91,6 +270,14 @@ export function defaultId(): string {
 }
 
 const now = () => performance.now();
+
+/** Node's timers hold at most 2^31 - 1 ms (a longer delay fires after 1 ms): longer ones fire early, and their callers check. */
+const MAX_DELAY = 2 ** 31 - 1;
+function later(fn: () => void, ms: number): NodeJS.Timeout {
+  return setTimeout(fn, Math.min(Math.max(ms, 0), MAX_DELAY));
+}
+/** No single call waits longer than this (a longer ttl still renews every ttl/3). */
+const MAX_CALL = 60_000;
 
 interface Timing {
   ttl: number; // seconds
@@ -103,12 +290,12 @@ interface Timing {
 
 function timing(options: LeadOptions): Timing {
   const ttl = options.ttl ?? 10;
-  if (!(typeof ttl === "number" && ttl > 0 && Number.isFinite(ttl))) throw new RangeError(`ttl must be a positive number of seconds, not ${ttl}`);
-  if (options.poll !== undefined && !(options.poll > 0)) throw new RangeError(`poll must be a positive number of seconds, not ${options.poll}`);
-  if (options.timeout != null && !(options.timeout >= 0)) throw new RangeError(`timeout must be at least 0, not ${options.timeout}`);
+  if (!(typeof ttl === "number" && ttl > 0 && Number.isFinite(ttl))) throw new BadArgumentError(`ttl must be a positive number of seconds, not ${ttl}`);
+  if (options.poll !== undefined && !(options.poll > 0)) throw new BadArgumentError(`poll must be a positive number of seconds, not ${options.poll}`);
+  if (options.timeout != null && !(options.timeout >= 0)) throw new BadArgumentError(`timeout must be at least 0, not ${options.timeout}`);
   const ms = ttl * 1000;
   return {
-    ttl, renewEvery: ms / 3, margin: ms / 200, callTimeout: Math.max(ms / 3, 100),
+    ttl, renewEvery: ms / 3, margin: ms / 200, callTimeout: Math.min(Math.max(ms / 3, 100), MAX_CALL),
     retryEvery: Math.min(Math.max(ms / 10, 50), 1000), poll: options.poll === undefined ? undefined : options.poll * 1000,
   };
 }
@@ -119,12 +306,178 @@ function pollEvery(t: Timing, worker: boolean, notifications: boolean): number {
   return notifications ? Math.max(t.ttl * 500, 1000) : 1000;
 }
 
+/** The n-th pause between reconnections: doubling from BACKOFF_FIRST to BACKOFF_MAX, jittered down to half. */
+function backoff(n: number): number {
+  const ms = Math.min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** Math.min(n, 16));
+  return ms / 2 + Math.random() * (ms / 2);
+}
+
+function checkName(what: string, v: unknown): string {
+  if (typeof v !== "string" || v === "") throw new BadArgumentError(`${what} must be a non-empty string`);
+  return v;
+}
+
+// ---------------------------------------------------------------- connecting
+
+const SESSION_ATTRS = ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"] as const;
+type SessionAttrs = (typeof SESSION_ATTRS)[number];
+
+interface Targets {
+  hosts: PG.ClientConfig[];
+  attrs: SessionAttrs;
+  database?: string;
+}
+
+function sessionAttrs(v: unknown): SessionAttrs {
+  if (v == null || v === "") return "any";
+  if (!(SESSION_ATTRS as readonly unknown[]).includes(v)) {
+    throw new BadArgumentError(`target_session_attrs must be one of ${SESSION_ATTRS.join(", ")}, not ${JSON.stringify(v)}`);
+  }
+  return v as SessionAttrs;
+}
+
+/** One connection string per host of `url` (postgres[ql]://[userinfo@]h1[:p1],h2[:p2][/db][?...]), and its target_session_attrs. */
+function splitUrl(url: string): { urls: string[]; attrs: unknown; database?: string } {
+  const m = /^(postgres(?:ql)?:\/\/)([^/?#]*)(.*)$/s.exec(url);
+  if (!m) return { urls: [url], attrs: undefined };
+  const [, scheme, authority, rest] = m;
+  const at = authority.lastIndexOf("@");
+  const userinfo = at >= 0 ? authority.slice(0, at + 1) : "";
+  const hostlist = authority.slice(at + 1);
+  const q = rest.indexOf("?");
+  const path = q >= 0 ? rest.slice(0, q) : rest;
+  const params = new URLSearchParams(q >= 0 ? rest.slice(q + 1).split("#")[0] : "");
+  const attrs = params.get("target_session_attrs") ?? undefined;
+  const hosts = hostlist.split(",");
+  let database: string | undefined;
+  try {
+    database = decodeURIComponent(path.replace(/^\//, "").split("#")[0]) || undefined;
+  } catch {
+    database = undefined;
+  }
+  if (hosts.length === 1 && attrs === undefined) return { urls: [url], attrs, database };
+  params.delete("target_session_attrs");
+  const query = params.toString();
+  return { urls: hosts.map((h) => `${scheme}${userinfo}${h}${path}${query ? `?${query}` : ""}`), attrs, database };
+}
+
+function targets(config: ConnectionConfig): Targets {
+  if (typeof config === "string") {
+    const { urls, attrs, database } = splitUrl(config);
+    return { hosts: urls.map((u) => ({ connectionString: u })), attrs: sessionAttrs(attrs), database };
+  }
+  const { target_session_attrs, ...rest } = config;
+  if (typeof rest.connectionString === "string") {
+    const { urls, attrs, database } = splitUrl(rest.connectionString);
+    return { hosts: urls.map((u) => ({ ...rest, connectionString: u })), attrs: sessionAttrs(target_session_attrs ?? attrs),
+             database: database ?? rest.database };
+  }
+  const hosts = typeof rest.host === "string" && rest.host.includes(",") ? rest.host.split(",") : [rest.host];
+  const ports = typeof rest.port === "string" && (rest.port as string).includes(",")
+    ? (rest.port as string).split(",").map(Number) : hosts.map(() => rest.port);
+  if (ports.length !== hosts.length) throw new BadArgumentError(`${hosts.length} hosts but ${ports.length} ports`);
+  return { hosts: hosts.map((host, i) => ({ ...rest, host, port: ports[i] })), attrs: sessionAttrs(target_session_attrs),
+           database: rest.database };
+}
+
+/** The database a configuration names (for messages). */
+function databaseOf(config: ConnectionConfig): string | undefined {
+  try {
+    return targets(config).database;
+  } catch {
+    return undefined;
+  }
+}
+
+function where(h: PG.ClientConfig): string {
+  if (h.connectionString) {
+    const m = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(h.connectionString);
+    return m?.[1] || "the default host";
+  }
+  return `${h.host ?? "the default host"}${h.port ? `:${h.port}` : ""}`;
+}
+
+/** One host, given up after `timeoutMs` (a frozen server accepts and never answers). */
+async function connectOne(h: PG.ClientConfig, timeoutMs: number): Promise<PG.Client> {
+  const c = new pg.Client({ application_name: "leaderlock node", ...h,
+                            connectionTimeoutMillis: Math.min(Math.max(Math.ceil(timeoutMs), 1), MAX_DELAY) });
+  c.on("error", () => {}); // a dropped connection surfaces as the next call's error
+  try {
+    await c.connect();
+  } catch (e) {
+    drop(c);
+    throw e;
+  }
+  return c;
+}
+
+/**
+ * A connection to the first host (in order) that answers and, per
+ * target_session_attrs, is the kind of session asked for; prefer-standby
+ * goes round the hosts once for a standby, then takes any. Throws a
+ * RejectedError when a host refused for good and none would do, else a
+ * ConnectionError.
+ */
+async function connect(config: ConnectionConfig, timeoutMs: number): Promise<PG.Client> {
+  const { hosts, attrs, database } = targets(config);
+  const rounds: SessionAttrs[] = attrs === "prefer-standby" ? ["standby", "any"] : [attrs];
+  let rejected: LeaderlockError | undefined;
+  let last: LeaderlockError | undefined;
+  for (const want of rounds) {
+    for (const h of hosts) {
+      let c: PG.Client | null = null;
+      try {
+        c = await connectOne(h, timeoutMs);
+        if (want === "any") return c;
+        const kind = (await bounded(c, now() + timeoutMs, SESSION_KIND))[0];
+        const fits = want === "read-write" ? !kind.read_only : want === "read-only" ? kind.read_only
+          : want === "primary" ? !kind.standby : kind.standby;
+        if (fits) return c;
+        drop(c);
+        last = new ConnectionError(`${where(h)} is ${kind.standby ? "a standby" : kind.read_only ? "read-only" : "read-write"}, ` +
+                                   `not ${want} (target_session_attrs)`);
+      } catch (e) {
+        const err = classify(e, c?.database ?? database);
+        drop(c);
+        if (err instanceof ConnectionError) last = err;
+        else rejected ??= err;
+      }
+    }
+  }
+  throw rejected ?? last ?? new ConnectionError("no host to connect to");
+}
+
+/** The rows of `text`, the call abandoned (TimeoutError) at `until`. */
+async function bounded(c: PG.Client, until: number, text: string, values: unknown[] = []): Promise<any[]> {
+  const left = Math.floor(until - now());
+  if (left <= 0) throw new TimeoutError("the call's time ran out");
+  return (await c.query({ text, values, query_timeout: Math.min(left, MAX_DELAY) } as PG.QueryConfig)).rows;
+}
+
+class TimeoutError extends Error {}
+
+function drop(c: PG.Client | null): void {
+  if (!c) return;
+  // end() waits for the server; a frozen one may never answer
+  (c as any).connection?.stream?.destroy();
+  c.end().catch(() => {});
+}
+
+async function workerServes(c: PG.Client, until: number): Promise<boolean> {
+  try {
+    return (await bounded(c, until, WORKER_SERVES))[0].ok;
+  } catch (e: any) {
+    if (e?.code !== UNDEFINED_FUNCTION) throw e;
+    return (await bounded(c, until, WORKER_RUNNING))[0].ok; // before 0.5.0
+  }
+}
+
 /** Whether a notification this session sends itself comes back (not behind transaction pooling). */
-async function probe(c: pg.Client, until: number): Promise<boolean> {
+async function probe(c: PG.Client, until: number): Promise<boolean> {
   const token = randomBytes(8).toString("hex");
-  let heard: (n: pg.Notification) => void = () => {};
+  let heard: (n: PG.Notification) => void = () => {};
   const back = new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => resolve(false), 200);
+    const timer = later(() => resolve(false), 200);
     heard = (n) => { if (n.channel === "leaderlock_probe" && n.payload === token) { clearTimeout(timer); resolve(true); } };
     c.on("notification", heard);
   });
@@ -134,47 +487,6 @@ async function probe(c: pg.Client, until: number): Promise<boolean> {
     return await back;
   } finally {
     c.off("notification", heard);
-  }
-}
-
-function checkName(what: string, v: unknown): string {
-  if (typeof v !== "string" || v === "") throw new TypeError(`${what} must be a non-empty string`);
-  return v;
-}
-
-type Config = string | pg.ClientConfig;
-
-/** A connection, given up after `timeoutMs` (a frozen server accepts and never answers). */
-async function connect(config: Config, timeoutMs: number): Promise<pg.Client> {
-  const c = new pg.Client({ application_name: "leaderlock node", connectionTimeoutMillis: Math.max(Math.ceil(timeoutMs), 1),
-                            ...(typeof config === "string" ? { connectionString: config } : config) });
-  c.on("error", () => {}); // a dropped connection surfaces as the next call's error
-  await c.connect();
-  return c;
-}
-
-/** The rows of `text`, the call abandoned (TimeoutError) at `until`. */
-async function bounded(c: pg.Client, until: number, text: string, values: unknown[] = []): Promise<any[]> {
-  const left = Math.floor(until - now());
-  if (left <= 0) throw new TimeoutError();
-  return (await c.query({ text, values, query_timeout: left } as pg.QueryConfig)).rows;
-}
-
-class TimeoutError extends Error {}
-
-function drop(c: pg.Client | null): void {
-  if (!c) return;
-  // end() waits for the server; a frozen one may never answer
-  (c as any).connection?.stream?.destroy();
-  c.end().catch(() => {});
-}
-
-async function workerServes(c: pg.Client, until: number): Promise<boolean> {
-  try {
-    return (await bounded(c, until, WORKER_SERVES))[0].ok;
-  } catch (e: any) {
-    if (e?.code !== UNDEFINED_FUNCTION) throw e;
-    return (await bounded(c, until, WORKER_RUNNING))[0].ok; // before 0.5.0
   }
 }
 
@@ -190,57 +502,79 @@ function frees(payload: string | undefined, key: string): boolean {
 /**
  * Until a notification says `key` is free (a hint only; never sooner than
  * HINT_FLOOR after `lastTry`, the start of the last try: hints heard
- * meanwhile make one try), `ms` pass, or `stop` aborts.
+ * meanwhile make one try), `ms` pass, the connection ends, or `stop` aborts.
  */
-function hint(c: pg.Client, key: string, ms: number, lastTry: number, stop?: AbortSignal): Promise<void> {
+function hint(c: PG.Client, key: string, ms: number, lastTry: number, stop?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
       c.off("notification", heard);
+      c.off("end", done);
       stop?.removeEventListener("abort", done);
       resolve();
     };
     let until = now() + Math.max(ms, 0);
-    const heard = (n: pg.Notification) => {
+    const heard = (n: PG.Notification) => {
       if (!frees(n.payload, key)) return;
       const due = Math.max(now(), lastTry + HINT_FLOOR);
       if (due >= until) return; // a try is due by then anyway
       until = due;
       clearTimeout(timer);
-      timer = setTimeout(done, due - now());
+      timer = later(done, due - now());
     };
-    let timer = setTimeout(done, Math.max(ms, 0));
+    let timer = later(done, Math.max(ms, 0));
     c.on("notification", heard);
+    c.on("end", done); // dropped: the next call fails and the candidate reconnects
     stop?.addEventListener("abort", done);
   });
 }
 
-async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeout: number | null | undefined,
-                        stop?: AbortSignal, refused?: (holder: string | null) => void,
-                        value?: unknown): Promise<{ term: number; deadline: number }> {
+/** `ms`, or until `stop` aborts. */
+function pause(ms: number, stop?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      stop?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = later(done, Math.max(ms, 0));
+    stop?.addEventListener("abort", done);
+  });
+}
+
+class Stopped extends Error {}
+
+/**
+ * Tries on one connection until it leads (the send time of the winning try
+ * + ttl - margin is its deadline), `giveUp` passes (NotAcquired) or `stop`
+ * aborts; any other failure is thrown for elect() to sort.
+ */
+async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp: number, stop: AbortSignal | undefined,
+                        refused: ((holder: string | null) => void) | undefined, value: unknown,
+                        answered: () => void): Promise<{ term: number; deadline: number }> {
   const by = now() + t.callTimeout;
   const worker = await workerServes(c, by);
+  answered();
   let expire = !worker;
   await bounded(c, by, "LISTEN leaderlock");
   const notifications = await probe(c, by);
-  const giveUp = timeout == null ? Infinity : now() + timeout * 1000;
   let slotsDiffered = false; // the last try met the key held with other slots
   for (;;) {
-    if (stop?.aborted) throw new NotAcquired(key, null);
+    if (stop?.aborted) throw new Stopped();
     const lastTry = now();
     if (expire) {
       try {
         await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
       } catch (e: any) {
         // refused (or missing before 0.5.0): the try takes a lapsed lease anyway, unannounced
-        if (!e?.code) throw e; // the connection, not the server
+        if (!isDbError(e)) throw e; // the connection, not the server
         expire = false;
       }
     }
-    const start = now();
+    const sent = now();
     let won = false;
     try {
-      won = (await bounded(c, start + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
+      won = (await bounded(c, sent + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
       slotsDiffered = false;
     } catch (e: any) {
       if (!slotsDiffer(e)) throw e;
@@ -252,13 +586,13 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
       slotsDiffered = true;
     }
     if (won) {
-      const rows = await bounded(c, start + t.callTimeout, TERM_OF, [key, id]);
+      const rows = await bounded(c, sent + t.callTimeout, TERM_OF, [key, id]);
       if (rows.length) {
         if (value !== undefined) {
-          await bounded(c, start + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok",
+          await bounded(c, sent + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok",
                         [key, id, JSON.stringify(value)]);
         }
-        return { term: Number(rows[0].term), deadline: start + t.ttl * 1000 - t.margin };
+        return { term: Number(rows[0].term), deadline: sent + t.ttl * 1000 - t.margin };
       }
     }
     const n = now();
@@ -271,82 +605,223 @@ async function campaign(c: pg.Client, key: string, id: string, t: Timing, timeou
   }
 }
 
+/** The winning connection, done listening (null when that failed: the first renewal connects anew). */
+async function quiet(c: PG.Client, t: Timing): Promise<PG.Client | null> {
+  try {
+    await bounded(c, now() + t.callTimeout, "UNLISTEN *");
+    return c;
+  } catch {
+    drop(c);
+    return null;
+  }
+}
+
+interface Won {
+  term: number;
+  deadline: number;
+  conn: PG.Client;
+}
+
+interface ElectOptions {
+  timeout?: number | null;
+  stop?: AbortSignal;
+  refused?: (holder: string | null) => void;
+  value?: unknown;
+  retrying?: (error: ConnectionError, ms: number) => void;
+}
+
+/**
+ * Campaigns until it leads, across connections: whatever breaks the
+ * connection or the server for a while (a restart, a failover, a dropped
+ * connection, a standby) is retried on a new connection after a jittered
+ * pause, until the timeout (then the last ConnectionError, or NotAcquired
+ * when the last try was refused). A RejectedError ends it at once; `stop`
+ * with Stopped.
+ */
+async function elect(config: ConnectionConfig, key: string, id: string, t: Timing, o: ElectOptions): Promise<Won> {
+  // releaseOnSignals has released and the process is on its way out: no new campaign starts
+  if (exiting) await new Promise<never>(() => {});
+  const giveUp = o.timeout == null ? Infinity : now() + o.timeout * 1000;
+  let failures = 0;
+  for (;;) {
+    if (o.stop?.aborted) throw new Stopped();
+    let c: PG.Client | null = null;
+    try {
+      const connectFor = Math.min(Math.max(t.callTimeout, 2000), Math.max(giveUp - now(), 1000));
+      c = await connect(config, connectFor);
+      const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; });
+      return { ...won, conn: c };
+    } catch (e) {
+      const database = c?.database ?? databaseOf(config);
+      drop(c);
+      if (o.stop?.aborted || e instanceof Stopped) throw new Stopped();
+      const err = classify(e, database);
+      if (!(err instanceof ConnectionError)) throw err;
+      if (now() >= giveUp) throw err;
+      const ms = Math.min(backoff(failures++), giveUp - now());
+      o.retrying?.(err, ms);
+      await pause(ms, o.stop);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the lease
+
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted")!.get!;
+const reasonOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "reason")!.get!;
+
 class Tenure implements Lease {
-  readonly controller = new AbortController();
+  private readonly controller = new AbortController();
   private watchdog?: NodeJS.Timeout;
   private timer?: NodeJS.Timeout;
   private stopped = false;
   private running?: Promise<void>;
+  private finishing?: Promise<boolean>;
 
   constructor(readonly key: string, readonly id: string, readonly term: number, public deadline: number,
-              private conn: pg.Client | null, private readonly config: Config, private readonly t: Timing,
+              private conn: PG.Client | null, private readonly config: ConnectionConfig, private readonly t: Timing,
               readonly value: unknown = undefined) {
+    // The signal's own `aborted` and `reason` read the clock first: after a
+    // pause of the process, code that looks at the signal before the timer
+    // below has run still sees the deadline.
+    const signal = this.controller.signal;
+    Object.defineProperty(signal, "aborted", { configurable: true, get: () => { this.expireIfDue(); return abortedOf.call(signal); } });
+    Object.defineProperty(signal, "reason", { configurable: true, get: () => { this.expireIfDue(); return reasonOf.call(signal); } });
+    Object.defineProperty(signal, "throwIfAborted", {
+      configurable: true, value: () => { if (signal.aborted) throw signal.reason; },
+    });
     this.arm();
     this.schedule(deadline + t.margin - t.ttl * 1000 + t.renewEvery);
   }
 
   get signal(): AbortSignal { return this.controller.signal; }
-  get alive(): boolean { return !this.controller.signal.aborted && now() < this.deadline; }
+
+  private get lost(): boolean { return abortedOf.call(this.controller.signal); }
+
+  /** Ends the lease once the local deadline has passed: called by every reader, and by the timer. */
+  private expireIfDue(): void {
+    if (!this.lost && now() >= this.deadline) this.lose("deadline", "no renewal succeeded before the local deadline");
+  }
+
+  get valid(): boolean {
+    this.expireIfDue();
+    return !this.lost;
+  }
+
+  get alive(): boolean { return this.valid; }
+
+  get remaining(): number { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
 
   check(): void {
-    if (!this.alive) throw this.controller.signal.reason ?? new LeaseLost(this.key, this.term, "the local deadline passed");
+    if (!this.valid) throw reasonOf.call(this.controller.signal);
   }
 
-  lose(reason: string): void {
-    if (!this.controller.signal.aborted) this.controller.abort(new LeaseLost(this.key, this.term, reason));
+  lose(reason: LossReason, detail: string, cause?: unknown): LeaseLost {
+    if (!this.lost) {
+      this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
+    }
     clearTimeout(this.watchdog);
+    return reasonOf.call(this.controller.signal);
   }
 
-  /** The local deadline, enforced by a timer whatever a renewal is doing. */
+  async guard(client: PG.ClientBase | Queryable): Promise<number> {
+    this.check();
+    let rows;
+    try {
+      rows = (await (client as Queryable).query({ text: ASSERT_LEADER, values: [this.key, this.id, String(this.term)] })).rows;
+    } catch (e: any) {
+      if (e?.code === NOT_LEADER) throw this.lose("fenced", `the server refused a guarded write: ${e.message}`, e);
+      throw e;
+    }
+    return Number(rows[0].term);
+  }
+
+  async guarded<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T> {
+    this.check();
+    const pooled = typeof (db as any).connect === "function" && typeof (db as any).totalCount === "number";
+    const tx: Queryable & { release?(err?: Error | boolean): void } = pooled ? await (db as PoolLike).connect() : (db as Queryable);
+    let broken: Error | undefined;
+    try {
+      await tx.query({ text: "BEGIN" });
+      try {
+        await this.guard(tx);
+        const result = await fn(tx as unknown as PG.ClientBase);
+        // COMMIT of a transaction an error aborted rolls back, and says so
+        if ((await tx.query({ text: "COMMIT" })).command === "ROLLBACK") {
+          throw new LeaderlockError("the guarded transaction was rolled back: a statement in it had failed");
+        }
+        return result;
+      } catch (e) {
+        await tx.query({ text: "ROLLBACK" }).catch((re: Error) => { broken = re; });
+        throw e;
+      }
+    } finally {
+      if (pooled) tx.release?.(broken);
+    }
+  }
+
+  /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
   private arm(): void {
     clearTimeout(this.watchdog);
-    this.watchdog = setTimeout(() => this.lose("no renewal succeeded before the local deadline"),
-                               Math.max(0, this.deadline - now()));
+    this.watchdog = later(() => {
+      this.expireIfDue();
+      if (!this.lost) this.arm(); // a timer may fire a little early, or a renewal moved the deadline
+    }, Math.max(0, this.deadline - now()));
   }
 
   private schedule(at: number): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => { this.running = this.renew(); }, Math.max(0, at - now()));
+    this.timer = later(() => { this.running = this.renew(); }, Math.max(0, at - now()));
   }
 
   private async renew(): Promise<void> {
-    if (this.stopped || !this.alive) return;
+    if (this.stopped || !this.valid) return;
     const start = now();
     // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
     const by = Math.min(start + this.t.callTimeout, this.deadline);
     try {
       this.conn ??= await connect(this.config, by - now());
+      const sent = now();
       if ((await bounded(this.conn, by, RENEW, [this.key, this.id, this.t.ttl]))[0].ok) {
-        if (!this.alive) return;
-        this.deadline = start + this.t.ttl * 1000 - this.t.margin;
+        if (!this.valid) return;
+        this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
         this.arm();
-        return this.schedule(start + this.t.renewEvery);
+        return this.schedule(sent + this.t.renewEvery);
       }
       if ((await bounded(this.conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) {
         return this.schedule(start + this.t.retryEvery); // its row was locked: retry until the deadline
       }
-      this.lose("the server refused the renewal (lease lapsed or taken)");
-    } catch {
+      this.lose("refused", "the server refused the renewal (lease lapsed or taken)");
+    } catch (e) {
       drop(this.conn);
       this.conn = null;
-      this.schedule(start + this.t.retryEvery);
+      const err = classify(e, databaseOf(this.config));
+      if (err instanceof ConnectionError) return this.schedule(start + this.t.retryEvery);
+      this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
     }
   }
 
-  /** Stops renewing and hands over at once when the lease is still ours. */
-  async finish(): Promise<boolean> {
+  release(): Promise<boolean> { return this.finish(); }
+
+  /** Stops renewing and hands over at once when the lease is still ours (once; later calls get the same answer). */
+  finish(): Promise<boolean> {
+    this.finishing ??= this.handOver();
+    return this.finishing;
+  }
+
+  private async handOver(): Promise<boolean> {
     this.stopped = true;
     clearTimeout(this.timer);
     let hung = false;
     if (this.running) {
       let timer: NodeJS.Timeout | undefined;
       hung = await Promise.race([this.running.then(() => false),
-                                 new Promise<boolean>((r) => { timer = setTimeout(() => r(true), this.t.callTimeout + 1000); })]);
+                                 new Promise<boolean>((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
       clearTimeout(timer);
     }
     let released = false;
-    if (!hung && this.alive) {
-      this.lose("released");
+    if (!hung && this.valid) {
+      this.lose("released", "released");
       const by = now() + this.t.callTimeout;
       try {
         this.conn ??= await connect(this.config, this.t.callTimeout);
@@ -355,55 +830,66 @@ class Tenure implements Lease {
         released = false;
       }
     }
-    this.lose("released");
+    this.lose("released", "released");
+    clearTimeout(this.watchdog);
     drop(this.conn);
     this.conn = null;
     return released;
   }
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 /**
  * Runs `body` while this process leads `key`; resolves with its result.
- * `lease.signal` is aborted at a loss or at the local deadline: pass it to
- * everything the body awaits. Rejects with NotAcquired when `timeout` passes.
+ * Waiting survives the connection (restarts, failovers, drops: reconnects
+ * until `timeout`). The body checks `lease.valid` / `lease.check()` before
+ * each unit of work and fences its writes with `lease.guarded()`;
+ * `lease.signal` aborts at a loss or at the local deadline. Rejects with
+ * NotAcquired (or ConnectionError, the server unreachable) when `timeout`
+ * passes, a RejectedError (NotInstalledError, PrivilegeError,
+ * BadArgumentError) at once, `options.signal`'s reason when it aborts.
  */
-export async function lead<T>(config: Config, key: string, options: LeadOptions,
+export async function lead<T>(config: ConnectionConfig, key: string, options: LeadOptions,
                               body: (lease: Lease) => Promise<T>): Promise<T> {
   checkName("key", key);
   const id = options.id === undefined ? defaultId() : checkName("id", options.id);
   const t = timing(options);
-  const c = await connect(config, Math.max(t.callTimeout, 2000));
-  let won;
+  const stop = options.signal;
+  let won: Won;
   try {
-    won = await campaign(c, key, id, t, options.timeout, undefined, undefined, options.value);
-    await bounded(c, now() + t.callTimeout, "UNLISTEN *");
+    won = await elect(config, key, id, t, { timeout: options.timeout, stop, value: options.value });
   } catch (e) {
-    drop(c);
+    if (e instanceof Stopped) throw stop!.reason;
     throw e;
   }
-  const tenure = new Tenure(key, id, won.term, won.deadline, c, config, t, options.value);
+  const tenure = new Tenure(key, id, won.term, won.deadline, await quiet(won.conn, t), config, t, options.value);
+  const onAbort = () => { void tenure.release(); };
+  stop?.addEventListener("abort", onAbort);
+  if (stop?.aborted) onAbort();
   try {
     return await body(tenure);
   } finally {
+    stop?.removeEventListener("abort", onAbort);
     await tenure.finish();
   }
 }
 
-export interface ElectorOptions extends LeadOptions {}
+export interface ElectorOptions extends Omit<LeadOptions, "signal" | "timeout"> {}
 
 /**
  * Campaigns until stop(), again after each loss. Events: "elected"
  * (lease), "revoked" (reason, lease), "leader" (holder, or null when
- * vacant), "error" (err: a call failed; it tries again).
+ * vacant), "retrying" (ConnectionError, ms: the server is unreachable; it
+ * reconnects after ms), "error" (RejectedError: a refusal retrying cannot
+ * change; emitted once, the elector has stopped, `failed` holds it).
  */
 export class Elector extends EventEmitter {
   private readonly stopper = new AbortController();
   private loop?: Promise<void>;
   readonly id: string;
+  /** The error that stopped this elector, if one did. */
+  failed: LeaderlockError | undefined;
 
-  constructor(private readonly config: Config, readonly key: string, private readonly options: ElectorOptions = {}) {
+  constructor(private readonly config: ConnectionConfig, readonly key: string, private readonly options: ElectorOptions = {}) {
     super();
     checkName("key", key);
     this.id = options.id === undefined ? defaultId() : checkName("id", options.id);
@@ -411,17 +897,28 @@ export class Elector extends EventEmitter {
   }
 
   start(): this {
-    this.loop ??= this.run().catch((e) => { this.tell("error", e); });
+    this.loop ??= this.run().catch((e) => this.fail(classify(e, databaseOf(this.config))));
     return this;
   }
+
+  /** Whether it campaigns or leads: started, not stopped, not failed. */
+  get running(): boolean { return this.loop !== undefined && !this.stopper.signal.aborted && !this.failed; }
 
   /** A listener that throws must not stop the elector with a lease it would neither renew nor release. */
   private tell(event: string, ...args: unknown[]): void {
     try {
-      if (event !== "error" || this.listenerCount("error")) this.emit(event, ...args);
+      this.emit(event, ...args);
     } catch (e) {
       process.emitWarning(`leaderlock: a listener of "${event}" threw: ${e}`);
     }
+  }
+
+  /** Reports the error that stops it, once: to "error" listeners, else as a process warning. */
+  private fail(e: LeaderlockError): void {
+    if (this.failed) return;
+    this.failed = e;
+    if (this.listenerCount("error")) this.tell("error", e);
+    else process.emitWarning(`leaderlock: the elector of ${JSON.stringify(this.key)} stopped: ${e.message}`);
   }
 
   /** Stops campaigning; releases a lease it holds (hands over at once). */
@@ -438,20 +935,17 @@ export class Elector extends EventEmitter {
       if (holder !== seen) this.tell("leader", (seen = holder));
     };
     while (!stop.aborted) {
-      let c: pg.Client | null = null;
-      let won;
+      let won: Won;
       try {
-        c = await connect(this.config, Math.max(t.callTimeout, 2000));
-        won = await campaign(c, this.key, this.id, t, null, stop, refused, this.options.value);
-        await bounded(c, now() + t.callTimeout, "UNLISTEN *");
+        won = await elect(this.config, this.key, this.id, t, {
+          timeout: null, stop, refused, value: this.options.value,
+          retrying: (err, ms) => this.tell("retrying", err, ms),
+        });
       } catch (e) {
-        drop(c);
-        if (e instanceof NotAcquired) return;
-        this.tell("error", e);
-        await sleep(t.retryEvery);
-        continue;
+        if (e instanceof Stopped) return;
+        return this.fail(classify(e, databaseOf(this.config)));
       }
-      const tenure = new Tenure(this.key, this.id, won.term, won.deadline, c, this.config, t, this.options.value);
+      const tenure = new Tenure(this.key, this.id, won.term, won.deadline, await quiet(won.conn, t), this.config, t, this.options.value);
       let released = false;
       try {
         this.tell("leader", (seen = this.id));
@@ -469,8 +963,48 @@ export class Elector extends EventEmitter {
       } finally {
         released = await tenure.finish();
       }
-      const reason = released ? "released" : (tenure.signal.reason as LeaseLost).reason;
-      this.tell("revoked", reason, tenure);
+      const lost = tenure.signal.reason as LeaseLost;
+      this.tell("revoked", released ? "released" : lost.reason, tenure);
     }
   }
+}
+
+/** Set once releaseOnSignals has released for a signal and is ending the process. */
+let exiting = false;
+
+/**
+ * Opt-in: on SIGTERM or SIGINT (or `options.signals`), release `target` (a
+ * Lease: release(); an Elector: stop()), so the next candidate leads at
+ * once, then end the process as the signal would have (`options.exit`
+ * false: leave that to you). From the signal on, no lead() or Elector of
+ * this process starts a new campaign. For a Lease the handlers go when the
+ * lease ends; a second signal while releasing takes its usual course.
+ * Returns a function that removes the handlers.
+ */
+export function releaseOnSignals(target: Lease | Elector,
+                                 options: { signals?: NodeJS.Signals[]; exit?: boolean } = {}): () => void {
+  const signals = options.signals ?? ["SIGTERM", "SIGINT"];
+  const exit = options.exit ?? true;
+  const lease = target instanceof Elector ? null : target;
+  const handler = (sig: NodeJS.Signals) => {
+    undo();
+    if (exit) exiting = true;
+    const done = lease ? lease.release() : (target as Elector).stop();
+    void done.catch(() => false).then(() => {
+      if (!exit) return;
+      // as the signal would have: its default action where nobody else listens, else its status
+      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+      else process.exit(128 + ((osConstants.signals as Record<string, number>)[sig] ?? 15));
+    });
+  };
+  const undo = () => {
+    for (const s of signals) process.off(s, handler);
+    lease?.signal.removeEventListener("abort", undo);
+  };
+  for (const s of signals) process.on(s, handler);
+  if (lease) {
+    if (lease.signal.aborted) undo();
+    else lease.signal.addEventListener("abort", undo);
+  }
+  return undo;
 }

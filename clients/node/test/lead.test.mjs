@@ -7,7 +7,8 @@ import { createRequire } from "node:module";
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
-import { lead, Elector, NotAcquired, LeaseLost } from "../dist/esm/index.js";
+import * as esm from "../dist/esm/index.js";
+import { lead, Elector, NotAcquired, LeaseLost, BadArgumentError } from "../dist/esm/index.js";
 
 const DSN = process.env.LEADERLOCK_DSN ?? "postgresql://postgres@127.0.0.1/postgres";
 const fresh = (name) => `node-${name}-${randomBytes(4).toString("hex")}`;
@@ -82,6 +83,27 @@ test("a waiting candidate leads as soon as the holder leaves", async () => {
   const r = await second;
   assert.equal(r.term, r.first + 1);
   assert.ok(r.at - leftAt < 1500, `the release reached the candidate after ${r.at - leftAt} ms`);
+});
+
+test("options.signal stops the waiting (its reason), and while leading releases the lease", async () => {
+  const key = fresh("signal");
+  await lead(DSN, key, { ttl: 5, id: "first" }, async () => {
+    const stop = new AbortController();
+    const waiting = lead(DSN, key, { ttl: 5, signal: stop.signal }, async () => assert.fail("a second leader"));
+    await sleep(300);
+    stop.abort(new Error("enough"));
+    await assert.rejects(waiting, /enough/);
+  });
+  const stop = new AbortController();
+  const t0 = performance.now();
+  const reason = await lead(DSN, key, { ttl: 5, signal: stop.signal }, async (lease) => {
+    setTimeout(() => stop.abort(), 100);
+    while (lease.valid) await sleep(10);
+    return lease.signal.reason.reason;
+  });
+  assert.equal(reason, "released");
+  assert.ok(performance.now() - t0 < 1000);
+  assert.equal(await sql("SELECT le_leader($1)", [key]), null);
 });
 
 test("renewals keep the lease past its ttl", async () => {
@@ -167,16 +189,18 @@ test("two electors: one leader, a handover on stop", async () => {
   assert.equal(await sql("SELECT le_leader($1)", [key]), null);
 });
 
-test("CommonJS: require() gives the same API", () => {
+test("CommonJS: require() gives the same API, the same classes", () => {
   const cjs = createRequire(import.meta.url)("../dist/cjs/index.js");
-  assert.equal(typeof cjs.lead, "function");
-  assert.equal(typeof cjs.Elector, "function");
-  assert.ok(new cjs.NotAcquired("k", null) instanceof Error);
+  assert.deepEqual(Object.keys(cjs).filter((k) => k !== "__esModule").sort(), Object.keys(esm).sort());
+  assert.equal(cjs.lead, lead);
+  assert.equal(cjs.Elector, Elector);
+  assert.ok(new cjs.NotAcquired("k", null) instanceof NotAcquired);
 });
 
 test("bad arguments", async () => {
   for (const options of [{ ttl: 0 }, { ttl: -1 }, { timeout: -1 }, { poll: 0 }]) {
-    await assert.rejects(lead(DSN, "k", options, async () => {}), RangeError);
+    await assert.rejects(lead(DSN, "k", options, async () => {}), BadArgumentError);
+    assert.throws(() => new Elector(DSN, "k", options), BadArgumentError);
   }
-  await assert.rejects(lead(DSN, "", {}, async () => {}), TypeError);
+  await assert.rejects(lead(DSN, "", {}, async () => {}), BadArgumentError);
 });

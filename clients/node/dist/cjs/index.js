@@ -1,0 +1,944 @@
+"use strict";
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.Elector = exports.NotAcquiredError = exports.LeaseLostError = exports.ConnectionError = exports.BadArgumentError = exports.PrivilegeError = exports.NotInstalledError = exports.RejectedError = exports.LeaseLost = exports.NotAcquired = exports.LeaderlockError = void 0;
+exports.defaultId = defaultId;
+exports.lead = lead;
+exports.releaseOnSignals = releaseOnSignals;
+// Leader election on PostgreSQL with the leaderlock extension (compiled or
+// portable edition), with the Rust client's guarantees: renew every ttl/3,
+// a local deadline on the monotonic clock (the send time of the last
+// successful acquire or renew + ttl - ttl/200) that `lease.valid`,
+// `lease.check()` and `lease.signal.aborted` read from the clock whenever
+// they are asked (a timer aborts the signal too, but after a pause of the
+// process every due timer runs at once, in no useful order), every call
+// bounded by that deadline, LISTEN as a hint with polling as the fallback,
+// waiting that survives the connection (reconnects with jittered backoff,
+// several hosts as libpq's target_session_attrs), typed errors, fenced
+// writes (lease.guard / lease.guarded), release on the way out (and on
+// SIGTERM with releaseOnSignals), id host:pid:random.
+const node_events_1 = require("node:events");
+const node_os_1 = require("node:os");
+const node_crypto_1 = require("node:crypto");
+const node_perf_hooks_1 = require("node:perf_hooks");
+const node_module_1 = require("node:module");
+const node_path_1 = require("node:path");
+/**
+ * `pg` (a peer dependency) as this file finds it, else as the application
+ * finds it: a folder installed with `npm install /path/to/clients/node` is
+ * a link, and Node resolves from its real path, outside the application's
+ * node_modules.
+ */
+function loadPg() {
+    try {
+        return require("pg");
+    }
+    catch (e) {
+        if (e?.code !== "MODULE_NOT_FOUND")
+            throw e;
+    }
+    for (const from of [process.argv[1], (0, node_path_1.join)(process.cwd(), "[leaderlock]")]) {
+        if (!from)
+            continue;
+        try {
+            return (0, node_module_1.createRequire)(from)("pg");
+        }
+        catch {
+            // not there either
+        }
+    }
+    throw new Error("leaderlock needs the package pg (8.x): npm install pg in your application. (A folder installed " +
+        "as a link finds it from your application's entry script or working directory; " +
+        "npm install --install-links copies the folder instead.)");
+}
+const pg = loadPg();
+// One round trip each, bind parameters, arguments by name.
+const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
+const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
+const RELEASE = "SELECT le_release(key => $1, id => $2) AS ok";
+const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
+const STILL_OURS = "SELECT coalesce(holder = $1 AND term = $2::bigint AND expires_at > clock_timestamp(), false) AS ok " +
+    "FROM le_lease(key => $3)";
+const LEADER = "SELECT le_leader(key => $1) AS holder";
+const ASSERT_LEADER = "SELECT le_assert_leader(key => $1, id => $2, term => $3::bigint)::text AS term";
+const WORKER_SERVES = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true) AS ok";
+const WORKER_RUNNING = "SELECT le_worker_running() AS ok";
+const EXPIRE_LAPSED = "SELECT le_expire_lapsed() AS n";
+const SESSION_KIND = "SELECT current_setting('transaction_read_only') = 'on' AS read_only, pg_is_in_recovery() AS standby";
+const UNDEFINED_FUNCTION = "42883";
+/** le_assert_leader's refusal: the id is not the live holder in that term. */
+const NOT_LEADER = "LE001";
+/**
+ * Notifications are hints, and any role may send them (docs/clients.md): a
+ * hint brings the next try forward, but never to less than HINT_FLOOR ms
+ * after the start of the previous one; hints that arrive meanwhile make
+ * that one try, and the first hint after a quiet period is acted on at
+ * once. The same rule, and the same name, in every leaderlock client.
+ */
+const HINT_FLOOR = 10;
+/**
+ * The DETAIL both editions give (SQLSTATE 22023) when a key with live
+ * holders is asked for with another number of slots than it admits
+ * (contract 17): the key is not ours now, not a request to give up.
+ */
+const SLOTS_DIFFER_DETAIL = "While a key has live holders, every acquisition must give the same slots.";
+/** Reconnecting while waiting: the first pause, and the largest (each pause is jittered down to half). */
+const BACKOFF_FIRST = 50;
+const BACKOFF_MAX = 1000;
+/** Whether the server refused a try because the key is held with another number of slots. */
+function slotsDiffer(e) {
+    return e?.code === "22023" && typeof e.detail === "string" && e.detail.startsWith(SLOTS_DIFFER_DETAIL);
+}
+// ---------------------------------------------------------------- errors
+/** Base of this package's errors. */
+class LeaderlockError extends Error {
+    constructor(message, options) {
+        super(message, options);
+        this.name = new.target.name;
+    }
+}
+exports.LeaderlockError = LeaderlockError;
+/** `timeout` passed without becoming leader (0: the one try failed); `holder` holds the key. */
+class NotAcquired extends LeaderlockError {
+    key;
+    holder;
+    constructor(key, holder) {
+        super(`not the leader of ${JSON.stringify(key)}` + (holder ? ` (held by ${JSON.stringify(holder)})` : ""));
+        this.key = key;
+        this.holder = holder;
+    }
+}
+exports.NotAcquired = NotAcquired;
+exports.NotAcquiredError = NotAcquired;
+/** The lease is gone (see `reason`): stop acting as leader. */
+class LeaseLost extends LeaderlockError {
+    key;
+    term;
+    reason;
+    detail;
+    constructor(key, term, reason, detail, options) {
+        super(`lost the lease of ${JSON.stringify(key)} (term ${term}): ${detail}`, options);
+        this.key = key;
+        this.term = term;
+        this.reason = reason;
+        this.detail = detail;
+    }
+}
+exports.LeaseLost = LeaseLost;
+exports.LeaseLostError = LeaseLost;
+/**
+ * A refusal that retrying cannot change: waiting ends with it, an Elector
+ * reports it once ("error") and stops. `sqlstate` is the server's, or
+ * undefined when this client refused the arguments itself.
+ */
+class RejectedError extends LeaderlockError {
+    sqlstate;
+    constructor(message, cause) {
+        super(message, cause === undefined ? undefined : { cause });
+        this.sqlstate = typeof cause?.code === "string" ? cause.code : undefined;
+    }
+}
+exports.RejectedError = RejectedError;
+/** The database has no leaderlock functions (no CREATE EXTENSION, or the portable schema is not on the search_path). */
+class NotInstalledError extends RejectedError {
+    database;
+    constructor(database, cause) {
+        super(`extension leaderlock is not installed in database ${database}` +
+            (cause?.message ? ` (${cause.message})` : ""), cause);
+        this.database = database;
+    }
+}
+exports.NotInstalledError = NotInstalledError;
+/** The role may not do this: no EXECUTE on leaderlock's functions (42501), or the server refuses its login (28xxx). */
+class PrivilegeError extends RejectedError {
+}
+exports.PrivilegeError = PrivilegeError;
+/** An argument the server (class 22, e.g. a ttl above leaderlock.max_ttl) or this client refuses. */
+class BadArgumentError extends RejectedError {
+}
+exports.BadArgumentError = BadArgumentError;
+/**
+ * The server could not be reached or could not answer now: refused or
+ * dropped connections, a restart, a standby (read-only), a call past its
+ * time. Waiting calls retry these until their timeout; `sqlstate` when the
+ * server said why.
+ */
+class ConnectionError extends LeaderlockError {
+    sqlstate;
+    constructor(message, cause) {
+        super(message, cause === undefined ? undefined : { cause });
+        this.sqlstate = isDbError(cause) ? cause.code : undefined;
+    }
+}
+exports.ConnectionError = ConnectionError;
+function isDbError(e) {
+    return typeof e?.code === "string" && typeof e?.severity === "string";
+}
+const NOT_INSTALLED = new Set([UNDEFINED_FUNCTION, "42P01", "3F000"]);
+/** A failure sorted by what to do about it: retry (ConnectionError) or give up (RejectedError). */
+function classify(e, database) {
+    if (e instanceof LeaderlockError)
+        return e;
+    if (isDbError(e)) {
+        const code = e.code;
+        if (NOT_INSTALLED.has(code))
+            return new NotInstalledError(database ?? "(unknown)", e);
+        if (code === "42501" || code.startsWith("28"))
+            return new PrivilegeError(`${e.message} (SQLSTATE ${code})`, e);
+        if (code.startsWith("22") && !slotsDiffer(e))
+            return new BadArgumentError(`${e.message} (SQLSTATE ${code})`, e);
+        if (code === "3D000")
+            return new RejectedError(`${e.message} (SQLSTATE ${code})`, e);
+        const standby = code === "25006" ? "; the server is a standby or read-only (with several hosts, target_session_attrs=read-write picks the primary)" : "";
+        return new ConnectionError(`${e.message} (SQLSTATE ${code})${standby}`, e);
+    }
+    return new ConnectionError(e instanceof Error ? e.message : String(e), e);
+}
+function defaultId() {
+    return `${(0, node_os_1.hostname)()}:${process.pid}:${(0, node_crypto_1.randomBytes)(4).toString("hex")}`;
+}
+const now = () => node_perf_hooks_1.performance.now();
+/** Node's timers hold at most 2^31 - 1 ms (a longer delay fires after 1 ms): longer ones fire early, and their callers check. */
+const MAX_DELAY = 2 ** 31 - 1;
+function later(fn, ms) {
+    return setTimeout(fn, Math.min(Math.max(ms, 0), MAX_DELAY));
+}
+/** No single call waits longer than this (a longer ttl still renews every ttl/3). */
+const MAX_CALL = 60_000;
+function timing(options) {
+    const ttl = options.ttl ?? 10;
+    if (!(typeof ttl === "number" && ttl > 0 && Number.isFinite(ttl)))
+        throw new BadArgumentError(`ttl must be a positive number of seconds, not ${ttl}`);
+    if (options.poll !== undefined && !(options.poll > 0))
+        throw new BadArgumentError(`poll must be a positive number of seconds, not ${options.poll}`);
+    if (options.timeout != null && !(options.timeout >= 0))
+        throw new BadArgumentError(`timeout must be at least 0, not ${options.timeout}`);
+    const ms = ttl * 1000;
+    return {
+        ttl, renewEvery: ms / 3, margin: ms / 200, callTimeout: Math.min(Math.max(ms / 3, 100), MAX_CALL),
+        retryEvery: Math.min(Math.max(ms / 10, 50), 1000), poll: options.poll === undefined ? undefined : options.poll * 1000,
+    };
+}
+function pollEvery(t, worker, notifications) {
+    if (t.poll !== undefined)
+        return t.poll;
+    if (!worker)
+        return Math.min(Math.max(t.ttl * 250, 100), 1000); // ttl/4: nobody announces an expiry
+    return notifications ? Math.max(t.ttl * 500, 1000) : 1000;
+}
+/** The n-th pause between reconnections: doubling from BACKOFF_FIRST to BACKOFF_MAX, jittered down to half. */
+function backoff(n) {
+    const ms = Math.min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** Math.min(n, 16));
+    return ms / 2 + Math.random() * (ms / 2);
+}
+function checkName(what, v) {
+    if (typeof v !== "string" || v === "")
+        throw new BadArgumentError(`${what} must be a non-empty string`);
+    return v;
+}
+// ---------------------------------------------------------------- connecting
+const SESSION_ATTRS = ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"];
+function sessionAttrs(v) {
+    if (v == null || v === "")
+        return "any";
+    if (!SESSION_ATTRS.includes(v)) {
+        throw new BadArgumentError(`target_session_attrs must be one of ${SESSION_ATTRS.join(", ")}, not ${JSON.stringify(v)}`);
+    }
+    return v;
+}
+/** One connection string per host of `url` (postgres[ql]://[userinfo@]h1[:p1],h2[:p2][/db][?...]), and its target_session_attrs. */
+function splitUrl(url) {
+    const m = /^(postgres(?:ql)?:\/\/)([^/?#]*)(.*)$/s.exec(url);
+    if (!m)
+        return { urls: [url], attrs: undefined };
+    const [, scheme, authority, rest] = m;
+    const at = authority.lastIndexOf("@");
+    const userinfo = at >= 0 ? authority.slice(0, at + 1) : "";
+    const hostlist = authority.slice(at + 1);
+    const q = rest.indexOf("?");
+    const path = q >= 0 ? rest.slice(0, q) : rest;
+    const params = new URLSearchParams(q >= 0 ? rest.slice(q + 1).split("#")[0] : "");
+    const attrs = params.get("target_session_attrs") ?? undefined;
+    const hosts = hostlist.split(",");
+    let database;
+    try {
+        database = decodeURIComponent(path.replace(/^\//, "").split("#")[0]) || undefined;
+    }
+    catch {
+        database = undefined;
+    }
+    if (hosts.length === 1 && attrs === undefined)
+        return { urls: [url], attrs, database };
+    params.delete("target_session_attrs");
+    const query = params.toString();
+    return { urls: hosts.map((h) => `${scheme}${userinfo}${h}${path}${query ? `?${query}` : ""}`), attrs, database };
+}
+function targets(config) {
+    if (typeof config === "string") {
+        const { urls, attrs, database } = splitUrl(config);
+        return { hosts: urls.map((u) => ({ connectionString: u })), attrs: sessionAttrs(attrs), database };
+    }
+    const { target_session_attrs, ...rest } = config;
+    if (typeof rest.connectionString === "string") {
+        const { urls, attrs, database } = splitUrl(rest.connectionString);
+        return { hosts: urls.map((u) => ({ ...rest, connectionString: u })), attrs: sessionAttrs(target_session_attrs ?? attrs),
+            database: database ?? rest.database };
+    }
+    const hosts = typeof rest.host === "string" && rest.host.includes(",") ? rest.host.split(",") : [rest.host];
+    const ports = typeof rest.port === "string" && rest.port.includes(",")
+        ? rest.port.split(",").map(Number) : hosts.map(() => rest.port);
+    if (ports.length !== hosts.length)
+        throw new BadArgumentError(`${hosts.length} hosts but ${ports.length} ports`);
+    return { hosts: hosts.map((host, i) => ({ ...rest, host, port: ports[i] })), attrs: sessionAttrs(target_session_attrs),
+        database: rest.database };
+}
+/** The database a configuration names (for messages). */
+function databaseOf(config) {
+    try {
+        return targets(config).database;
+    }
+    catch {
+        return undefined;
+    }
+}
+function where(h) {
+    if (h.connectionString) {
+        const m = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(h.connectionString);
+        return m?.[1] || "the default host";
+    }
+    return `${h.host ?? "the default host"}${h.port ? `:${h.port}` : ""}`;
+}
+/** One host, given up after `timeoutMs` (a frozen server accepts and never answers). */
+async function connectOne(h, timeoutMs) {
+    const c = new pg.Client({ application_name: "leaderlock node", ...h,
+        connectionTimeoutMillis: Math.min(Math.max(Math.ceil(timeoutMs), 1), MAX_DELAY) });
+    c.on("error", () => { }); // a dropped connection surfaces as the next call's error
+    try {
+        await c.connect();
+    }
+    catch (e) {
+        drop(c);
+        throw e;
+    }
+    return c;
+}
+/**
+ * A connection to the first host (in order) that answers and, per
+ * target_session_attrs, is the kind of session asked for; prefer-standby
+ * goes round the hosts once for a standby, then takes any. Throws a
+ * RejectedError when a host refused for good and none would do, else a
+ * ConnectionError.
+ */
+async function connect(config, timeoutMs) {
+    const { hosts, attrs, database } = targets(config);
+    const rounds = attrs === "prefer-standby" ? ["standby", "any"] : [attrs];
+    let rejected;
+    let last;
+    for (const want of rounds) {
+        for (const h of hosts) {
+            let c = null;
+            try {
+                c = await connectOne(h, timeoutMs);
+                if (want === "any")
+                    return c;
+                const kind = (await bounded(c, now() + timeoutMs, SESSION_KIND))[0];
+                const fits = want === "read-write" ? !kind.read_only : want === "read-only" ? kind.read_only
+                    : want === "primary" ? !kind.standby : kind.standby;
+                if (fits)
+                    return c;
+                drop(c);
+                last = new ConnectionError(`${where(h)} is ${kind.standby ? "a standby" : kind.read_only ? "read-only" : "read-write"}, ` +
+                    `not ${want} (target_session_attrs)`);
+            }
+            catch (e) {
+                const err = classify(e, c?.database ?? database);
+                drop(c);
+                if (err instanceof ConnectionError)
+                    last = err;
+                else
+                    rejected ??= err;
+            }
+        }
+    }
+    throw rejected ?? last ?? new ConnectionError("no host to connect to");
+}
+/** The rows of `text`, the call abandoned (TimeoutError) at `until`. */
+async function bounded(c, until, text, values = []) {
+    const left = Math.floor(until - now());
+    if (left <= 0)
+        throw new TimeoutError("the call's time ran out");
+    return (await c.query({ text, values, query_timeout: Math.min(left, MAX_DELAY) })).rows;
+}
+class TimeoutError extends Error {
+}
+function drop(c) {
+    if (!c)
+        return;
+    // end() waits for the server; a frozen one may never answer
+    c.connection?.stream?.destroy();
+    c.end().catch(() => { });
+}
+async function workerServes(c, until) {
+    try {
+        return (await bounded(c, until, WORKER_SERVES))[0].ok;
+    }
+    catch (e) {
+        if (e?.code !== UNDEFINED_FUNCTION)
+            throw e;
+        return (await bounded(c, until, WORKER_RUNNING))[0].ok; // before 0.5.0
+    }
+}
+/** Whether a notification this session sends itself comes back (not behind transaction pooling). */
+async function probe(c, until) {
+    const token = (0, node_crypto_1.randomBytes)(8).toString("hex");
+    let heard = () => { };
+    const back = new Promise((resolve) => {
+        const timer = later(() => resolve(false), 200);
+        heard = (n) => { if (n.channel === "leaderlock_probe" && n.payload === token) {
+            clearTimeout(timer);
+            resolve(true);
+        } };
+        c.on("notification", heard);
+    });
+    try {
+        await bounded(c, until, "LISTEN leaderlock_probe");
+        await bounded(c, until, "SELECT pg_notify('leaderlock_probe', $1)", [token]);
+        return await back;
+    }
+    finally {
+        c.off("notification", heard);
+    }
+}
+function frees(payload, key) {
+    try {
+        const a = JSON.parse(payload ?? "");
+        return a?.key === key && (a.event === "released" || a.event === "expired");
+    }
+    catch {
+        return false;
+    }
+}
+/**
+ * Until a notification says `key` is free (a hint only; never sooner than
+ * HINT_FLOOR after `lastTry`, the start of the last try: hints heard
+ * meanwhile make one try), `ms` pass, the connection ends, or `stop` aborts.
+ */
+function hint(c, key, ms, lastTry, stop) {
+    return new Promise((resolve) => {
+        const done = () => {
+            clearTimeout(timer);
+            c.off("notification", heard);
+            c.off("end", done);
+            stop?.removeEventListener("abort", done);
+            resolve();
+        };
+        let until = now() + Math.max(ms, 0);
+        const heard = (n) => {
+            if (!frees(n.payload, key))
+                return;
+            const due = Math.max(now(), lastTry + HINT_FLOOR);
+            if (due >= until)
+                return; // a try is due by then anyway
+            until = due;
+            clearTimeout(timer);
+            timer = later(done, due - now());
+        };
+        let timer = later(done, Math.max(ms, 0));
+        c.on("notification", heard);
+        c.on("end", done); // dropped: the next call fails and the candidate reconnects
+        stop?.addEventListener("abort", done);
+    });
+}
+/** `ms`, or until `stop` aborts. */
+function pause(ms, stop) {
+    return new Promise((resolve) => {
+        const done = () => {
+            clearTimeout(timer);
+            stop?.removeEventListener("abort", done);
+            resolve();
+        };
+        const timer = later(done, Math.max(ms, 0));
+        stop?.addEventListener("abort", done);
+    });
+}
+class Stopped extends Error {
+}
+/**
+ * Tries on one connection until it leads (the send time of the winning try
+ * + ttl - margin is its deadline), `giveUp` passes (NotAcquired) or `stop`
+ * aborts; any other failure is thrown for elect() to sort.
+ */
+async function campaign(c, key, id, t, giveUp, stop, refused, value, answered) {
+    const by = now() + t.callTimeout;
+    const worker = await workerServes(c, by);
+    answered();
+    let expire = !worker;
+    await bounded(c, by, "LISTEN leaderlock");
+    const notifications = await probe(c, by);
+    let slotsDiffered = false; // the last try met the key held with other slots
+    for (;;) {
+        if (stop?.aborted)
+            throw new Stopped();
+        const lastTry = now();
+        if (expire) {
+            try {
+                await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
+            }
+            catch (e) {
+                // refused (or missing before 0.5.0): the try takes a lapsed lease anyway, unannounced
+                if (!isDbError(e))
+                    throw e; // the connection, not the server
+                expire = false;
+            }
+        }
+        const sent = now();
+        let won = false;
+        try {
+            won = (await bounded(c, sent + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
+            slotsDiffered = false;
+        }
+        catch (e) {
+            if (!slotsDiffer(e))
+                throw e;
+            // held with another number of slots: not ours now, a refusal
+            if (!slotsDiffered) {
+                process.emitWarning(`leaderlock: key ${JSON.stringify(key)} is held with another number of slots: ` +
+                    `not ours now; trying again until those tenures end (server: ${JSON.stringify(String(e.message))})`);
+            }
+            slotsDiffered = true;
+        }
+        if (won) {
+            const rows = await bounded(c, sent + t.callTimeout, TERM_OF, [key, id]);
+            if (rows.length) {
+                if (value !== undefined) {
+                    await bounded(c, sent + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok", [key, id, JSON.stringify(value)]);
+                }
+                return { term: Number(rows[0].term), deadline: sent + t.ttl * 1000 - t.margin };
+            }
+        }
+        const n = now();
+        if (refused || n >= giveUp) {
+            const holder = (await bounded(c, n + t.callTimeout, LEADER, [key]))[0].holder;
+            refused?.(holder);
+            if (n >= giveUp)
+                throw new NotAcquired(key, holder);
+        }
+        await hint(c, key, Math.min(pollEvery(t, worker, notifications), giveUp - n), lastTry, stop);
+    }
+}
+/** The winning connection, done listening (null when that failed: the first renewal connects anew). */
+async function quiet(c, t) {
+    try {
+        await bounded(c, now() + t.callTimeout, "UNLISTEN *");
+        return c;
+    }
+    catch {
+        drop(c);
+        return null;
+    }
+}
+/**
+ * Campaigns until it leads, across connections: whatever breaks the
+ * connection or the server for a while (a restart, a failover, a dropped
+ * connection, a standby) is retried on a new connection after a jittered
+ * pause, until the timeout (then the last ConnectionError, or NotAcquired
+ * when the last try was refused). A RejectedError ends it at once; `stop`
+ * with Stopped.
+ */
+async function elect(config, key, id, t, o) {
+    // releaseOnSignals has released and the process is on its way out: no new campaign starts
+    if (exiting)
+        await new Promise(() => { });
+    const giveUp = o.timeout == null ? Infinity : now() + o.timeout * 1000;
+    let failures = 0;
+    for (;;) {
+        if (o.stop?.aborted)
+            throw new Stopped();
+        let c = null;
+        try {
+            const connectFor = Math.min(Math.max(t.callTimeout, 2000), Math.max(giveUp - now(), 1000));
+            c = await connect(config, connectFor);
+            const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; });
+            return { ...won, conn: c };
+        }
+        catch (e) {
+            const database = c?.database ?? databaseOf(config);
+            drop(c);
+            if (o.stop?.aborted || e instanceof Stopped)
+                throw new Stopped();
+            const err = classify(e, database);
+            if (!(err instanceof ConnectionError))
+                throw err;
+            if (now() >= giveUp)
+                throw err;
+            const ms = Math.min(backoff(failures++), giveUp - now());
+            o.retrying?.(err, ms);
+            await pause(ms, o.stop);
+        }
+    }
+}
+// ---------------------------------------------------------------- the lease
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted").get;
+const reasonOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "reason").get;
+class Tenure {
+    key;
+    id;
+    term;
+    deadline;
+    conn;
+    config;
+    t;
+    value;
+    controller = new AbortController();
+    watchdog;
+    timer;
+    stopped = false;
+    running;
+    finishing;
+    constructor(key, id, term, deadline, conn, config, t, value = undefined) {
+        this.key = key;
+        this.id = id;
+        this.term = term;
+        this.deadline = deadline;
+        this.conn = conn;
+        this.config = config;
+        this.t = t;
+        this.value = value;
+        // The signal's own `aborted` and `reason` read the clock first: after a
+        // pause of the process, code that looks at the signal before the timer
+        // below has run still sees the deadline.
+        const signal = this.controller.signal;
+        Object.defineProperty(signal, "aborted", { configurable: true, get: () => { this.expireIfDue(); return abortedOf.call(signal); } });
+        Object.defineProperty(signal, "reason", { configurable: true, get: () => { this.expireIfDue(); return reasonOf.call(signal); } });
+        Object.defineProperty(signal, "throwIfAborted", {
+            configurable: true, value: () => { if (signal.aborted)
+                throw signal.reason; },
+        });
+        this.arm();
+        this.schedule(deadline + t.margin - t.ttl * 1000 + t.renewEvery);
+    }
+    get signal() { return this.controller.signal; }
+    get lost() { return abortedOf.call(this.controller.signal); }
+    /** Ends the lease once the local deadline has passed: called by every reader, and by the timer. */
+    expireIfDue() {
+        if (!this.lost && now() >= this.deadline)
+            this.lose("deadline", "no renewal succeeded before the local deadline");
+    }
+    get valid() {
+        this.expireIfDue();
+        return !this.lost;
+    }
+    get alive() { return this.valid; }
+    get remaining() { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
+    check() {
+        if (!this.valid)
+            throw reasonOf.call(this.controller.signal);
+    }
+    lose(reason, detail, cause) {
+        if (!this.lost) {
+            this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
+        }
+        clearTimeout(this.watchdog);
+        return reasonOf.call(this.controller.signal);
+    }
+    async guard(client) {
+        this.check();
+        let rows;
+        try {
+            rows = (await client.query({ text: ASSERT_LEADER, values: [this.key, this.id, String(this.term)] })).rows;
+        }
+        catch (e) {
+            if (e?.code === NOT_LEADER)
+                throw this.lose("fenced", `the server refused a guarded write: ${e.message}`, e);
+            throw e;
+        }
+        return Number(rows[0].term);
+    }
+    async guarded(db, fn) {
+        this.check();
+        const pooled = typeof db.connect === "function" && typeof db.totalCount === "number";
+        const tx = pooled ? await db.connect() : db;
+        let broken;
+        try {
+            await tx.query({ text: "BEGIN" });
+            try {
+                await this.guard(tx);
+                const result = await fn(tx);
+                // COMMIT of a transaction an error aborted rolls back, and says so
+                if ((await tx.query({ text: "COMMIT" })).command === "ROLLBACK") {
+                    throw new LeaderlockError("the guarded transaction was rolled back: a statement in it had failed");
+                }
+                return result;
+            }
+            catch (e) {
+                await tx.query({ text: "ROLLBACK" }).catch((re) => { broken = re; });
+                throw e;
+            }
+        }
+        finally {
+            if (pooled)
+                tx.release?.(broken);
+        }
+    }
+    /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
+    arm() {
+        clearTimeout(this.watchdog);
+        this.watchdog = later(() => {
+            this.expireIfDue();
+            if (!this.lost)
+                this.arm(); // a timer may fire a little early, or a renewal moved the deadline
+        }, Math.max(0, this.deadline - now()));
+    }
+    schedule(at) {
+        if (this.stopped)
+            return;
+        this.timer = later(() => { this.running = this.renew(); }, Math.max(0, at - now()));
+    }
+    async renew() {
+        if (this.stopped || !this.valid)
+            return;
+        const start = now();
+        // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
+        const by = Math.min(start + this.t.callTimeout, this.deadline);
+        try {
+            this.conn ??= await connect(this.config, by - now());
+            const sent = now();
+            if ((await bounded(this.conn, by, RENEW, [this.key, this.id, this.t.ttl]))[0].ok) {
+                if (!this.valid)
+                    return;
+                this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
+                this.arm();
+                return this.schedule(sent + this.t.renewEvery);
+            }
+            if ((await bounded(this.conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) {
+                return this.schedule(start + this.t.retryEvery); // its row was locked: retry until the deadline
+            }
+            this.lose("refused", "the server refused the renewal (lease lapsed or taken)");
+        }
+        catch (e) {
+            drop(this.conn);
+            this.conn = null;
+            const err = classify(e, databaseOf(this.config));
+            if (err instanceof ConnectionError)
+                return this.schedule(start + this.t.retryEvery);
+            this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
+        }
+    }
+    release() { return this.finish(); }
+    /** Stops renewing and hands over at once when the lease is still ours (once; later calls get the same answer). */
+    finish() {
+        this.finishing ??= this.handOver();
+        return this.finishing;
+    }
+    async handOver() {
+        this.stopped = true;
+        clearTimeout(this.timer);
+        let hung = false;
+        if (this.running) {
+            let timer;
+            hung = await Promise.race([this.running.then(() => false),
+                new Promise((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
+            clearTimeout(timer);
+        }
+        let released = false;
+        if (!hung && this.valid) {
+            this.lose("released", "released");
+            const by = now() + this.t.callTimeout;
+            try {
+                this.conn ??= await connect(this.config, this.t.callTimeout);
+                released = (await bounded(this.conn, by, RELEASE, [this.key, this.id]))[0].ok;
+            }
+            catch {
+                released = false;
+            }
+        }
+        this.lose("released", "released");
+        clearTimeout(this.watchdog);
+        drop(this.conn);
+        this.conn = null;
+        return released;
+    }
+}
+/**
+ * Runs `body` while this process leads `key`; resolves with its result.
+ * Waiting survives the connection (restarts, failovers, drops: reconnects
+ * until `timeout`). The body checks `lease.valid` / `lease.check()` before
+ * each unit of work and fences its writes with `lease.guarded()`;
+ * `lease.signal` aborts at a loss or at the local deadline. Rejects with
+ * NotAcquired (or ConnectionError, the server unreachable) when `timeout`
+ * passes, a RejectedError (NotInstalledError, PrivilegeError,
+ * BadArgumentError) at once, `options.signal`'s reason when it aborts.
+ */
+async function lead(config, key, options, body) {
+    checkName("key", key);
+    const id = options.id === undefined ? defaultId() : checkName("id", options.id);
+    const t = timing(options);
+    const stop = options.signal;
+    let won;
+    try {
+        won = await elect(config, key, id, t, { timeout: options.timeout, stop, value: options.value });
+    }
+    catch (e) {
+        if (e instanceof Stopped)
+            throw stop.reason;
+        throw e;
+    }
+    const tenure = new Tenure(key, id, won.term, won.deadline, await quiet(won.conn, t), config, t, options.value);
+    const onAbort = () => { void tenure.release(); };
+    stop?.addEventListener("abort", onAbort);
+    if (stop?.aborted)
+        onAbort();
+    try {
+        return await body(tenure);
+    }
+    finally {
+        stop?.removeEventListener("abort", onAbort);
+        await tenure.finish();
+    }
+}
+/**
+ * Campaigns until stop(), again after each loss. Events: "elected"
+ * (lease), "revoked" (reason, lease), "leader" (holder, or null when
+ * vacant), "retrying" (ConnectionError, ms: the server is unreachable; it
+ * reconnects after ms), "error" (RejectedError: a refusal retrying cannot
+ * change; emitted once, the elector has stopped, `failed` holds it).
+ */
+class Elector extends node_events_1.EventEmitter {
+    config;
+    key;
+    options;
+    stopper = new AbortController();
+    loop;
+    id;
+    /** The error that stopped this elector, if one did. */
+    failed;
+    constructor(config, key, options = {}) {
+        super();
+        this.config = config;
+        this.key = key;
+        this.options = options;
+        checkName("key", key);
+        this.id = options.id === undefined ? defaultId() : checkName("id", options.id);
+        timing(options);
+    }
+    start() {
+        this.loop ??= this.run().catch((e) => this.fail(classify(e, databaseOf(this.config))));
+        return this;
+    }
+    /** Whether it campaigns or leads: started, not stopped, not failed. */
+    get running() { return this.loop !== undefined && !this.stopper.signal.aborted && !this.failed; }
+    /** A listener that throws must not stop the elector with a lease it would neither renew nor release. */
+    tell(event, ...args) {
+        try {
+            this.emit(event, ...args);
+        }
+        catch (e) {
+            process.emitWarning(`leaderlock: a listener of "${event}" threw: ${e}`);
+        }
+    }
+    /** Reports the error that stops it, once: to "error" listeners, else as a process warning. */
+    fail(e) {
+        if (this.failed)
+            return;
+        this.failed = e;
+        if (this.listenerCount("error"))
+            this.tell("error", e);
+        else
+            process.emitWarning(`leaderlock: the elector of ${JSON.stringify(this.key)} stopped: ${e.message}`);
+    }
+    /** Stops campaigning; releases a lease it holds (hands over at once). */
+    async stop() {
+        this.stopper.abort();
+        await this.loop;
+    }
+    async run() {
+        const t = timing(this.options);
+        const stop = this.stopper.signal;
+        let seen = undefined;
+        const refused = (holder) => {
+            if (holder !== seen)
+                this.tell("leader", (seen = holder));
+        };
+        while (!stop.aborted) {
+            let won;
+            try {
+                won = await elect(this.config, this.key, this.id, t, {
+                    timeout: null, stop, refused, value: this.options.value,
+                    retrying: (err, ms) => this.tell("retrying", err, ms),
+                });
+            }
+            catch (e) {
+                if (e instanceof Stopped)
+                    return;
+                return this.fail(classify(e, databaseOf(this.config)));
+            }
+            const tenure = new Tenure(this.key, this.id, won.term, won.deadline, await quiet(won.conn, t), this.config, t, this.options.value);
+            let released = false;
+            try {
+                this.tell("leader", (seen = this.id));
+                this.tell("elected", tenure);
+                await new Promise((resolve) => {
+                    if (tenure.signal.aborted || stop.aborted)
+                        return resolve();
+                    const done = () => {
+                        tenure.signal.removeEventListener("abort", done);
+                        stop.removeEventListener("abort", done);
+                        resolve();
+                    };
+                    tenure.signal.addEventListener("abort", done);
+                    stop.addEventListener("abort", done);
+                });
+            }
+            finally {
+                released = await tenure.finish();
+            }
+            const lost = tenure.signal.reason;
+            this.tell("revoked", released ? "released" : lost.reason, tenure);
+        }
+    }
+}
+exports.Elector = Elector;
+/** Set once releaseOnSignals has released for a signal and is ending the process. */
+let exiting = false;
+/**
+ * Opt-in: on SIGTERM or SIGINT (or `options.signals`), release `target` (a
+ * Lease: release(); an Elector: stop()), so the next candidate leads at
+ * once, then end the process as the signal would have (`options.exit`
+ * false: leave that to you). From the signal on, no lead() or Elector of
+ * this process starts a new campaign. For a Lease the handlers go when the
+ * lease ends; a second signal while releasing takes its usual course.
+ * Returns a function that removes the handlers.
+ */
+function releaseOnSignals(target, options = {}) {
+    const signals = options.signals ?? ["SIGTERM", "SIGINT"];
+    const exit = options.exit ?? true;
+    const lease = target instanceof Elector ? null : target;
+    const handler = (sig) => {
+        undo();
+        if (exit)
+            exiting = true;
+        const done = lease ? lease.release() : target.stop();
+        void done.catch(() => false).then(() => {
+            if (!exit)
+                return;
+            // as the signal would have: its default action where nobody else listens, else its status
+            if (process.listenerCount(sig) === 0)
+                process.kill(process.pid, sig);
+            else
+                process.exit(128 + (node_os_1.constants.signals[sig] ?? 15));
+        });
+    };
+    const undo = () => {
+        for (const s of signals)
+            process.off(s, handler);
+        lease?.signal.removeEventListener("abort", undo);
+    };
+    for (const s of signals)
+        process.on(s, handler);
+    if (lease) {
+        if (lease.signal.aborted)
+            undo();
+        else
+            lease.signal.addEventListener("abort", undo);
+    }
+    return undo;
+}

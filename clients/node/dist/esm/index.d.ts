@@ -1,0 +1,203 @@
+import { EventEmitter } from "node:events";
+import type PG from "pg";
+/** Base of this package's errors. */
+export declare class LeaderlockError extends Error {
+    constructor(message: string, options?: {
+        cause?: unknown;
+    });
+}
+/** `timeout` passed without becoming leader (0: the one try failed); `holder` holds the key. */
+export declare class NotAcquired extends LeaderlockError {
+    readonly key: string;
+    readonly holder: string | null;
+    constructor(key: string, holder: string | null);
+}
+/**
+ * Why a lease ended:
+ * - `deadline`: no renewal succeeded before the local deadline;
+ * - `refused`: the server refused a renewal (the lease lapsed or was taken);
+ * - `fenced`: le_assert_leader refused a guarded write (LE001);
+ * - `rejected`: a renewal failed for good (e.g. a privilege revoked);
+ * - `released`: this process gave it up (lead()'s body returned, release(),
+ *   Elector.stop(), options.signal, releaseOnSignals).
+ */
+export type LossReason = "deadline" | "refused" | "fenced" | "rejected" | "released";
+/** The lease is gone (see `reason`): stop acting as leader. */
+export declare class LeaseLost extends LeaderlockError {
+    readonly key: string;
+    readonly term: number;
+    readonly reason: LossReason;
+    readonly detail: string;
+    constructor(key: string, term: number, reason: LossReason, detail: string, options?: {
+        cause?: unknown;
+    });
+}
+/**
+ * A refusal that retrying cannot change: waiting ends with it, an Elector
+ * reports it once ("error") and stops. `sqlstate` is the server's, or
+ * undefined when this client refused the arguments itself.
+ */
+export declare class RejectedError extends LeaderlockError {
+    readonly sqlstate: string | undefined;
+    constructor(message: string, cause?: unknown);
+}
+/** The database has no leaderlock functions (no CREATE EXTENSION, or the portable schema is not on the search_path). */
+export declare class NotInstalledError extends RejectedError {
+    readonly database: string;
+    constructor(database: string, cause?: unknown);
+}
+/** The role may not do this: no EXECUTE on leaderlock's functions (42501), or the server refuses its login (28xxx). */
+export declare class PrivilegeError extends RejectedError {
+}
+/** An argument the server (class 22, e.g. a ttl above leaderlock.max_ttl) or this client refuses. */
+export declare class BadArgumentError extends RejectedError {
+}
+/**
+ * The server could not be reached or could not answer now: refused or
+ * dropped connections, a restart, a standby (read-only), a call past its
+ * time. Waiting calls retry these until their timeout; `sqlstate` when the
+ * server said why.
+ */
+export declare class ConnectionError extends LeaderlockError {
+    readonly sqlstate: string | undefined;
+    constructor(message: string, cause?: unknown);
+}
+export { LeaseLost as LeaseLostError, NotAcquired as NotAcquiredError };
+export interface LeadOptions {
+    /** Seconds each acquire and renewal asks for (renewed every ttl/3). Default 10. */
+    ttl?: number;
+    /** Seconds to wait for leadership: undefined or null waits for ever, 0 tries once. */
+    timeout?: number | null;
+    /** This candidate's id. Default host:pid:random. */
+    id?: string;
+    /** Seconds between tries without a notification (default 1 s, ttl/2 where a worker announces expiries, ttl/4 where none does). */
+    poll?: number;
+    /** A JSON value announced with the leadership (le_proclaim), e.g. this leader's address. */
+    value?: unknown;
+    /** lead() only: aborting it stops the waiting (lead() rejects with its reason) or, while leading, releases the lease. */
+    signal?: AbortSignal;
+}
+/**
+ * What to connect to: a connection string (postgresql://user@host1:5432,host2:5432/db?target_session_attrs=read-write)
+ * or a `pg` client configuration (host may list several, comma-separated).
+ * Several hosts are tried in order, as libpq does; target_session_attrs
+ * (any, read-write, read-only, primary, standby, prefer-standby) picks the
+ * session, as libpq's.
+ */
+export type ConnectionConfig = string | (PG.ClientConfig & {
+    target_session_attrs?: string;
+});
+/** What a guarded write runs on: a PG.Client, a pool's client, anything with pg's query(). */
+export interface Queryable {
+    query(config: {
+        text: string;
+        values?: unknown[];
+    }): Promise<{
+        rows: any[];
+        command?: string;
+    }>;
+}
+/** A PG.Pool (or anything with connect() giving a client with release()). */
+export interface PoolLike {
+    connect(): Promise<Queryable & {
+        release(err?: Error | boolean): void;
+    }>;
+    totalCount: number;
+}
+export interface Lease {
+    readonly key: string;
+    readonly id: string;
+    /** The fencing token: le_assert_leader(key, id, term), which guard() and guarded() run for you. */
+    readonly term: number;
+    /** The value announced with this leadership (options.value), or undefined. */
+    readonly value: unknown;
+    /**
+     * Aborted (reason: LeaseLost) at a loss or at the local deadline. Its
+     * `aborted` reads the clock too: true from the deadline on, even before
+     * the timer that aborts it has run.
+     */
+    readonly signal: AbortSignal;
+    /** The local deadline, on performance.now()'s clock; moves at each renewal. */
+    readonly deadline: number;
+    /** Whether the lease is still ours, computed now from the monotonic clock and the deadline. */
+    readonly valid: boolean;
+    /** The same as `valid`. */
+    readonly alive: boolean;
+    /** Milliseconds left before the local deadline (0 once lost). */
+    readonly remaining: number;
+    /** Throws LeaseLost unless `valid`. Call it before each unit of work. */
+    check(): void;
+    /**
+     * Fences the caller's open transaction on `client`: runs
+     * le_assert_leader(key, id, term), whose lock keeps any takeover from
+     * committing until that transaction ends. Resolves with the term; throws
+     * LeaseLost (reason "fenced", the lease then ends) when the server says
+     * another leads, or at once when `valid` is false. The error aborts the
+     * transaction: nothing in it commits.
+     */
+    guard(client: PG.ClientBase | Queryable): Promise<number>;
+    /**
+     * Runs `fn` in a transaction fenced by the lease: BEGIN, le_assert_leader,
+     * fn(tx), COMMIT; ROLLBACK on any error (LeaseLost when fenced). `db` is a
+     * pg.Client with no transaction open, or a pg.Pool (a client is checked
+     * out for it).
+     */
+    guarded<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T>;
+    /** Ends the lease now (the signal aborts, reason "released") and hands it over; true when the server released it. */
+    release(): Promise<boolean>;
+}
+export declare function defaultId(): string;
+/**
+ * Runs `body` while this process leads `key`; resolves with its result.
+ * Waiting survives the connection (restarts, failovers, drops: reconnects
+ * until `timeout`). The body checks `lease.valid` / `lease.check()` before
+ * each unit of work and fences its writes with `lease.guarded()`;
+ * `lease.signal` aborts at a loss or at the local deadline. Rejects with
+ * NotAcquired (or ConnectionError, the server unreachable) when `timeout`
+ * passes, a RejectedError (NotInstalledError, PrivilegeError,
+ * BadArgumentError) at once, `options.signal`'s reason when it aborts.
+ */
+export declare function lead<T>(config: ConnectionConfig, key: string, options: LeadOptions, body: (lease: Lease) => Promise<T>): Promise<T>;
+export interface ElectorOptions extends Omit<LeadOptions, "signal" | "timeout"> {
+}
+/**
+ * Campaigns until stop(), again after each loss. Events: "elected"
+ * (lease), "revoked" (reason, lease), "leader" (holder, or null when
+ * vacant), "retrying" (ConnectionError, ms: the server is unreachable; it
+ * reconnects after ms), "error" (RejectedError: a refusal retrying cannot
+ * change; emitted once, the elector has stopped, `failed` holds it).
+ */
+export declare class Elector extends EventEmitter {
+    private readonly config;
+    readonly key: string;
+    private readonly options;
+    private readonly stopper;
+    private loop?;
+    readonly id: string;
+    /** The error that stopped this elector, if one did. */
+    failed: LeaderlockError | undefined;
+    constructor(config: ConnectionConfig, key: string, options?: ElectorOptions);
+    start(): this;
+    /** Whether it campaigns or leads: started, not stopped, not failed. */
+    get running(): boolean;
+    /** A listener that throws must not stop the elector with a lease it would neither renew nor release. */
+    private tell;
+    /** Reports the error that stops it, once: to "error" listeners, else as a process warning. */
+    private fail;
+    /** Stops campaigning; releases a lease it holds (hands over at once). */
+    stop(): Promise<void>;
+    private run;
+}
+/**
+ * Opt-in: on SIGTERM or SIGINT (or `options.signals`), release `target` (a
+ * Lease: release(); an Elector: stop()), so the next candidate leads at
+ * once, then end the process as the signal would have (`options.exit`
+ * false: leave that to you). From the signal on, no lead() or Elector of
+ * this process starts a new campaign. For a Lease the handlers go when the
+ * lease ends; a second signal while releasing takes its usual course.
+ * Returns a function that removes the handlers.
+ */
+export declare function releaseOnSignals(target: Lease | Elector, options?: {
+    signals?: NodeJS.Signals[];
+    exit?: boolean;
+}): () => void;
