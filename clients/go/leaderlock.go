@@ -376,7 +376,10 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 	}
 	worker, err := scanBool(ctx, e, conn, time.Now().Add(e.callTimeout()), sqlWorkerServes)
 	if isUndefined(err) { // before 0.5.0
-		worker, err = scanBool(ctx, e, conn, time.Now().Add(e.callTimeout()), sqlWorkerRuns)
+		var err2 error
+		if worker, err2 = scanBool(ctx, e, conn, time.Now().Add(e.callTimeout()), sqlWorkerRuns); !isUndefined(err2) {
+			err = err2
+		} // else neither: no extension, told of the first
 	}
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,143 @@
+package leaderlock
+
+// The README's idiom as a separate process: internal/candidate (the
+// scenario suite's candidate), built once with the go command that runs
+// these tests, in the same module mode. Processes can be paused (SIGSTOP)
+// and stopped (SIGTERM) as an operator or a kernel would.
+
+import (
+	"bufio"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	candidateOnce sync.Once
+	candidatePath string
+	candidateErr  error
+)
+
+// candidateBinary builds internal/candidate (once per test binary).
+func candidateBinary(t *testing.T) string {
+	t.Helper()
+	candidateOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "leaderlock-go-candidate-")
+		if err != nil {
+			candidateErr = err
+			return
+		}
+		candidatePath = filepath.Join(dir, "candidate")
+		out, err := exec.Command("go", "build", "-o", candidatePath, "./internal/candidate").CombinedOutput()
+		if err != nil {
+			candidateErr = err
+			candidatePath = string(out)
+		}
+	})
+	if candidateErr != nil {
+		t.Fatalf("building internal/candidate: %v\n%s", candidateErr, candidatePath)
+	}
+	return candidatePath
+}
+
+func TestMain(m *testing.M) {
+	rand.Seed(time.Now().UnixNano()) // newKey: keys of their own in each run
+	code := m.Run()
+	if candidatePath != "" && candidateErr == nil {
+		os.RemoveAll(filepath.Dir(candidatePath))
+	}
+	os.Exit(code)
+}
+
+type candidate struct {
+	id     string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed when the process has exited, with err
+	err    error
+}
+
+// startCandidate runs the candidate for key as id; its output goes to a
+// log file shown when the test fails.
+func startCandidate(t *testing.T, key, id string, ttl time.Duration, records string) *candidate {
+	t.Helper()
+	logPath := filepath.Join(filepath.Dir(records), id+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(candidateBinary(t), dsn(t), key, id, strconv.FormatFloat(ttl.Seconds(), 'f', -1, 64), records, "runordie")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &candidate{id: id, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() { c.err = cmd.Wait(); logFile.Close(); close(c.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-c.exited
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("%s's log:\n%s", id, out)
+		}
+	})
+	return c
+}
+
+func (c *candidate) signal(t *testing.T, s syscall.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type tick struct {
+	at   time.Time
+	id   string
+	term int64
+}
+
+// readTicks parses the records: "tick ID TERM UNIX_SECONDS" lines.
+func readTicks(t *testing.T, records string) []tick {
+	t.Helper()
+	f, err := os.Open(records)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []tick
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		p := strings.Fields(sc.Text())
+		if len(p) != 4 || p[0] != "tick" {
+			continue
+		}
+		term, err1 := strconv.ParseInt(p[2], 10, 64)
+		secs, err2 := strconv.ParseFloat(p[3], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, tick{at: time.Unix(0, int64(secs*1e9)), id: p[1], term: term})
+	}
+	return out
+}
+
+// lastTicker is the id of the last tick's candidate, or "".
+func lastTicker(t *testing.T, records string) string {
+	ts := readTicks(t, records)
+	if len(ts) == 0 {
+		return ""
+	}
+	return ts[len(ts)-1].id
+}
