@@ -7,16 +7,19 @@ Each client ships a candidate program, started as
     PROGRAM DSN KEY ID TTL_SECONDS RECORDS [IDIOM]
 
 that campaigns for KEY as ID in the given idiom (Python: sync, async,
-elector; Node.js: lead, elector; none for Go, RunOrDie, and for the Rust
-client, `leaderlock run`, whose command is ticker.py) and, while it leads,
-appends "tick ID TERM UNIX_SECONDS" to RECORDS every 20 ms, checking its
-lease before each tick. A candidate that does not know idioms yet ignores
-the sixth argument: its one idiom is the default.
+elector; Node.js: lead, elector; Go: its one, runordie, passed only when
+asked for as go:runordie; the Rust client is `leaderlock run`, whose
+command is ticker.py) and, while it leads, appends "tick ID TERM
+UNIX_SECONDS" to RECORDS every 20 ms, checking its lease before each
+tick. Without IDIOM a candidate runs its default idiom.
 
 The proof is the candidates' records, set against what the server itself
 announced on the `leaderlock` channel (a LISTEN session of this script's,
 which also samples `leaderlock_status` every 50 ms for the keys of this
-run), with these assertions in every scenario, for every variant:
+run, and the server's lease clock against the wall clock: announced
+times are on the lease clock, which a stall of the whole server puts
+behind the wall clock), with these assertions in every scenario, for
+every variant:
 
 - ticks of two ids never interleave, and a new leader's term is higher;
 - no tick after the local deadline: none after the server's end of that
@@ -32,8 +35,8 @@ run), with these assertions in every scenario, for every variant:
 
 Scenarios, for each variant on a key of its own:
 - two candidates: exactly one leads, for 3 ttls, without a pause;
-- shutdown (SIGTERM) of the leader: the other leads within 100 ms of the
-  release;
+- shutdown (SIGTERM) of the leader: it releases (a lease left to expire
+  fails), and the other leads within 100 ms of the release;
 - kill -9 of the leader: the other leads within 100 ms of the expiry;
 - SIGSTOP of the leader past its ttl: the other leads within 100 ms of the
   expiry, and the paused one, resumed, never ticks again in that term (of
@@ -51,9 +54,11 @@ key):
   after it (the leader's ticks never outlive the deadline), and the one
   that waited through it takes over a release within 100 ms, with a higher
   term;
-- with --pgdata: the whole server frozen (SIGSTOP of every process) past
-  the ttl: each leader stops at its local deadline, and after the server
-  resumes somebody leads again;
+- with --pgdata: the whole server frozen (SIGSTOP of every process) for
+  1.5 ttl: each leader stops at its local deadline (no tick between it
+  and the server's resuming, when a call may succeed again), and after
+  the server resumes somebody leads again (the same leader in the same
+  term, where the server's lease clock takes the stall out);
 - with --pgbouncer: the pairs through pgbouncer in transaction pooling
   mode, one leader each for 2 ttls, then kill -9 of every leader.
 
@@ -62,7 +67,8 @@ Usage: scenarios.py --dsn postgresql://USER@HOST:PORT/DB [--ttl S] [--pgdata DIR
                     [--only one,sigterm,kill,sigstop,flood,restart,freeze,pgbouncer]
 A client without an idiom (`python`) means each of its idioms; default:
 every variant. The DSN's role must be a superuser (it makes a role of no
-rights for the flood; reads pg_config for --pgdata's restart).
+rights for the flood). --pgdata's restart runs the server's pg_ctl as the
+directory's owner (sudo when root). --only runs some scenarios.
 Needs: psycopg2 in this Python; LEADERLOCK_CLI (rust), PY_CLIENT_PYTHON
 (python; default this Python), GO_CANDIDATE (go: clients/go/test.sh
 --candidate FILE builds it), node with clients/node built. Prints each
@@ -73,6 +79,7 @@ import json
 import os
 import pwd
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -80,6 +87,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from collections import defaultdict
 from datetime import datetime
@@ -238,7 +246,7 @@ class Monitor(threading.Thread):
                                         self.expiry[k] = max(self.expiry.get(k, expires + offset),
                                                              expires + offset)
                         self.drain(conn)
-            except (psycopg2.Error, OSError, ValueError):
+            except Exception:  # psycopg2.Error, OSError: the server restarting; reconnect
                 self.up.clear()
                 time.sleep(0.05)
             finally:
@@ -499,7 +507,8 @@ class Suite:
                 out = body(sc)
             except Failure as e:
                 out = {v: e for v in variants}
-            except (psycopg2.Error, OSError, RuntimeError) as e:
+            except Exception as e:  # the harness's own trouble (a server down, a bug): this scenario fails
+                traceback.print_exc()
                 out = {v: Failure(f"{type(e).__name__}: {str(e).strip()}") for v in variants}
         finally:
             sc.end()
@@ -519,6 +528,8 @@ class Suite:
             print(f"  {'ok  ' if ok else 'FAIL'} {variant_name(v):<15} {name}: {r}{where}", flush=True)
             self.results.append((name, variant_name(v), ok))
         print(f"  -- {name}: {took:.1f} s", flush=True)
+        if all(ok for n, _, ok in self.results[-len(variants):]):
+            shutil.rmtree(sc.work, ignore_errors=True)
         self.timings.append((name, took))
 
 
@@ -709,6 +720,9 @@ def pg_ctl(suite, *args):
         bindir = sql(suite.dsn, "SELECT setting FROM pg_config WHERE name = 'BINDIR'")[0][0]
     owner = pwd.getpwuid(os.stat(pgdata).st_uid).pw_name
     as_owner = ["sudo", "-u", owner] if os.geteuid() == 0 and owner != "root" else []
+    lib = os.path.normpath(os.path.join(bindir, "..", "lib"))
+    if os.path.exists(os.path.join(lib, "libpq.so.5")):  # a relocatable tree (scripts/lib.sh's as_postgres)
+        as_owner += ["env", f"LD_LIBRARY_PATH={lib}"]
     return subprocess.run(as_owner + [os.path.join(bindir, "pg_ctl"), "-D", pgdata, *args],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
 
