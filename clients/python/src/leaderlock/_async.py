@@ -275,7 +275,9 @@ class AsyncLeadership:
                 holder, term, live = await bounded(self.conn, by, _core.HOLDER_OF, (lease.key,), row=True) \
                     or (None, None, False)
                 if holder == lease.id and term == lease.term and live:
-                    next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
+                    # its row was locked: retry until the deadline
+                    lease._failing(LeaseLost.EXPIRED, "renewals were refused while the lease's row was locked")
+                    next_renewal = start + t.retry_every
                 elif holder is not None and holder != lease.id and live:
                     lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it "
                                                 f"in term {term}")

@@ -36,8 +36,10 @@ TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(s
 RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s))"
 RELEASE = "SELECT le_release(key => %s, id => %s)"
 TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
-# After a refused renewal: who holds the key now, in which term, and whether live.
-HOLDER_OF = "SELECT holder, term, coalesce(expires_at > clock_timestamp(), false) FROM le_lease(key => %s)"
+# After a refused renewal: who holds the key now, in which term, and whether
+# live by the server's own lease clock (`remaining` is NULL unless live; the
+# server's clock, le_now() where it has one, need not be clock_timestamp()).
+HOLDER_OF = "SELECT holder, term, remaining IS NOT NULL FROM le_lease(key => %s)"
 ASSERT_LEADER = "SELECT le_assert_leader(key => %s, id => %s, term => %s)"
 LEADER = "SELECT le_leader(key => %s)"
 PROCLAIM = "SELECT le_proclaim(key => %s, id => %s, value => %s)"
@@ -330,10 +332,11 @@ class Lease:
     def alive(self) -> bool:
         """Whether this process may still act as leader, now."""
         with self._lock:
-            if self.reason is None and time.monotonic() >= self._deadline:
-                self._end_locked(*(self._late or (LeaseLost.EXPIRED,
-                                                  "no renewal succeeded before the local deadline")))
-            return self.reason is None
+            ended = self._expire_locked()
+            alive = self.reason is None
+        if ended:
+            self._log_end()
+        return alive
 
     def check(self) -> None:
         """Raises LeaseLost unless the lease is still ours by the local
@@ -391,14 +394,14 @@ class Lease:
         nothing moves) once the lease ended or its deadline passed: a loss
         is final."""
         with self._lock:
-            if self.reason is None and time.monotonic() >= self._deadline:
-                self._end_locked(*(self._late or (LeaseLost.EXPIRED,
-                                                  "no renewal succeeded before the local deadline")))
-            if self.reason is not None:
-                return False
-            self._deadline = max(self._deadline, deadline)
-            self._late = None
-            return True
+            ended = self._expire_locked()
+            extended = self.reason is None
+            if extended:
+                self._deadline = max(self._deadline, deadline)
+                self._late = None
+        if ended:
+            self._log_end()
+        return extended
 
     def _failing(self, reason: str, detail: str) -> None:
         """Renewals fail (`reason`): what the deadline will be put down to."""
@@ -408,12 +411,14 @@ class Lease:
     def _end(self, reason: str, detail: Optional[str] = None) -> bool:
         """Ends the lease (the first reason stays). True if it was alive."""
         with self._lock:
-            if self.reason is not None:
-                if not self.lost.is_set():  # ended by _end_now
-                    self._end_locked(self.reason, self.detail)
-                return False
-            self._end_locked(reason, detail)
-            return True
+            was_alive = self.reason is None
+            if was_alive:
+                self.reason, self.detail = reason, detail
+            ended = not self.lost.is_set()  # (ended by _end_now: not yet set)
+            self.lost.set()
+        if ended:
+            self._log_end()
+        return was_alive
 
     def _end_now(self, reason: str, detail: str) -> None:
         """Ends the lease from a signal handler: no lock (the interrupted
@@ -423,13 +428,20 @@ class Lease:
             self.detail = detail
             self.reason = reason
 
-    def _end_locked(self, reason: str, detail: Optional[str]) -> None:
-        self.reason, self.detail = reason, detail
-        self.lost.set()
-        level = logging.INFO if reason in (LeaseLost.RELEASED, LeaseLost.RESIGNED, LeaseLost.SHUTDOWN) \
+    def _expire_locked(self) -> bool:
+        """Under the lock: ends the lease if its deadline passed. Whether it did."""
+        if self.reason is None and time.monotonic() >= self._deadline:
+            self.reason, self.detail = self._late or (LeaseLost.EXPIRED,
+                                                      "no renewal succeeded before the local deadline")
+            self.lost.set()
+            return True
+        return False
+
+    def _log_end(self) -> None:
+        level = logging.INFO if self.reason in (LeaseLost.RELEASED, LeaseLost.RESIGNED, LeaseLost.SHUTDOWN) \
             else logging.WARNING
-        log.log(level, "leaderlock: %r: term %s ended: %s%s", self.key, self.term, reason,
-                f" ({detail})" if detail else "")
+        log.log(level, "leaderlock: %r: term %s ended: %s%s", self.key, self.term, self.reason,
+                f" ({self.detail})" if self.detail else "")
 
     def _server_has_it_maybe(self) -> bool:
         """Whether a release could still hand anything over: not when the

@@ -370,7 +370,9 @@ class Renewer(threading.Thread):
                     continue
                 holder, term, live = self.s.row(by, _core.HOLDER_OF, (lease.key,)) or (None, None, False)
                 if holder == lease.id and term == lease.term and live:
-                    next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
+                    # its row was locked: retry until the deadline
+                    lease._failing(LeaseLost.EXPIRED, "renewals were refused while the lease's row was locked")
+                    next_renewal = start + t.retry_every
                 elif holder is not None and holder != lease.id and live:
                     lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it "
                                                 f"in term {term}")
