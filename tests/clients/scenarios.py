@@ -54,6 +54,10 @@ key):
   after it (the leader's ticks never outlive the deadline), and the one
   that waited through it takes over a release within 100 ms, with a higher
   term;
+- with --pgdata: the server down for 1.5 ttl (pg_ctl stop -m fast, then
+  start) while one candidate of each pair leads and the other waits: the
+  leader's ticks end by its deadline (its calls fail rather than hang),
+  and once the server is up someone leads in a higher term;
 - with --pgdata: the whole server frozen (SIGSTOP of every process) for
   1.5 ttl: each leader stops at its local deadline (no tick between it
   and the server's resuming, when a call may succeed again), and after
@@ -64,7 +68,7 @@ key):
 
 Usage: scenarios.py --dsn postgresql://USER@HOST:PORT/DB [--ttl S] [--pgdata DIR] [--pgbouncer]
                     [--clients python:sync,python:async,python:elector,node:lead,node:elector,go,rust]
-                    [--only one,sigterm,kill,sigstop,flood,restart,freeze,pgbouncer]
+                    [--only one,sigterm,kill,sigstop,flood,restart,down,freeze,pgbouncer]
 A client without an idiom (`python`) means each of its idioms; default:
 every variant. The DSN's role must be a superuser (it makes a role of no
 rights for the flood). --pgdata's restart runs the server's pg_ctl as the
@@ -79,6 +83,7 @@ import json
 import os
 import pwd
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -104,7 +109,7 @@ DEFAULT_CLIENTS = "python:sync,python:async,python:elector,node:lead,node:electo
 FORGER = "leaderlock_scenario_forger"  # the role of no rights that forges notifications
 LEAD_WITHIN = 0.1  # a follower's `acquired` after the lease's end (release or expiry)
 FLOOD_SECONDS = 2.0
-SCENARIOS = ("one", "sigterm", "kill", "sigstop", "flood", "restart", "freeze", "pgbouncer")  # --only
+SCENARIOS = ("one", "sigterm", "kill", "sigstop", "flood", "restart", "down", "freeze", "pgbouncer")  # --only
 
 
 def variant_name(v):
@@ -490,6 +495,7 @@ class Suite:
         self.monitor = Monitor(self.dsn, self.prefix)
         self.results = []  # (scenario, variant name, ok)
         self.timings = []
+        self.bindir = None  # the server's, for pg_ctl
         try:
             self.worker = sql(self.dsn, "SELECT (le_capabilities()->>'worker')::boolean")[0][0]
         except psycopg2.Error:  # before 0.5.0
@@ -714,17 +720,46 @@ def pg_ctl(suite, *args):
     """pg_ctl of the running server (beside its executable), as the owner of
     its data directory."""
     pgdata = suite.args.pgdata
-    try:
-        bindir = os.path.dirname(os.readlink(f"/proc/{postmaster(pgdata)}/exe"))
-    except OSError:
-        bindir = sql(suite.dsn, "SELECT setting FROM pg_config WHERE name = 'BINDIR'")[0][0]
+    if suite.bindir is None:  # asked while the server runs, before it is stopped
+        try:
+            suite.bindir = os.path.dirname(os.readlink(f"/proc/{postmaster(pgdata)}/exe"))
+        except OSError:
+            suite.bindir = sql(suite.dsn, "SELECT setting FROM pg_config WHERE name = 'BINDIR'")[0][0]
+    bindir = suite.bindir
     owner = pwd.getpwuid(os.stat(pgdata).st_uid).pw_name
     as_owner = ["sudo", "-u", owner] if os.geteuid() == 0 and owner != "root" else []
     lib = os.path.normpath(os.path.join(bindir, "..", "lib"))
     if os.path.exists(os.path.join(lib, "libpq.so.5")):  # a relocatable tree (scripts/lib.sh's as_postgres)
         as_owner += ["env", f"LD_LIBRARY_PATH={lib}"]
-    return subprocess.run(as_owner + [os.path.join(bindir, "pg_ctl"), "-D", pgdata, *args],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    r = subprocess.run(as_owner + [os.path.join(bindir, "pg_ctl"), "-D", pgdata, *args],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    check(r.returncode == 0, f"pg_ctl {' '.join(args)}: {r.stdout.strip()} {r.stderr.strip()}")
+
+
+def server_log(pgdata):
+    """The file the server writes its log to (pg_ctl -l), to go on with."""
+    try:
+        path = os.readlink(f"/proc/{postmaster(pgdata)}/fd/2")
+        if os.path.isfile(path):
+            return path
+    except OSError:
+        pass
+    return os.path.join(pgdata, "server.log")
+
+
+def server_options(pgdata):
+    """The server's command-line options but -D (pg_ctl start -o), from
+    postmaster.opts, as pg_ctl restart would reuse them."""
+    with open(os.path.join(pgdata, "postmaster.opts")) as f:
+        args = shlex.split(f.read())[1:]
+    out = []
+    while args:
+        a = args.pop(0)
+        if a == "-D" and args:
+            args.pop(0)
+        elif not a.startswith("-D"):
+            out.append(a)
+    return " ".join(shlex.quote(a) for a in out)
 
 
 def restart(sc):
@@ -735,10 +770,10 @@ def restart(sc):
     out = sc.wait_leaders()
     time.sleep(1.0)
     before = {v: sc.leader(v) for v in live(sc, out)}
+    log = server_log(suite.args.pgdata)
     down = time.time()
-    r = pg_ctl(suite, "-m", "fast", "-w", "-t", "60", "-l", os.path.join(suite.args.pgdata, "server.log"), "restart")
+    pg_ctl(suite, "-m", "fast", "-w", "-t", "60", "-l", log, "restart")
     up = time.time()
-    check(r.returncode == 0, f"pg_ctl restart: {r.stdout} {r.stderr}")
     print(f"  .. the server restarted in {up - down:.2f} s", flush=True)
     # someone leads past the old leader's deadline: it renewed on a new
     # connection, or the other one leads
@@ -759,6 +794,43 @@ def restart(sc):
         out[v] = each([v], lambda _: verdict())[v]
     # the one that waited through the restart takes over a release at once, in a higher term
     sigterm_each(sc, out, higher_than={v: before[v][1] for v in before})
+    return out
+
+
+def down_past_ttl(sc):
+    """The server stopped (pg_ctl stop -m fast) for 1.5 ttl while one
+    candidate of each pair leads and the other waits: the leader stops at
+    its deadline (its calls fail, they do not hang), the lease runs out
+    while the server is down, and after it starts someone leads in a
+    higher term."""
+    ttl, suite = sc.ttl, sc.suite
+    pgdata = suite.args.pgdata
+    sc.pair()
+    out = sc.wait_leaders()
+    time.sleep(1.0)
+    before = {v: sc.leader(v) for v in live(sc, out)}
+    log, options = server_log(pgdata), server_options(pgdata)
+    down = time.time()
+    pg_ctl(suite, "-m", "fast", "-w", "-t", "60", "stop")
+    time.sleep(max(0.0, down + 1.5 * ttl - time.time()))
+    pg_ctl(suite, "-w", "-t", "60", "-l", log, "-o", options, "start")
+    up = time.time()
+    print(f"  .. the server was down for {up - down:.2f} s", flush=True)
+    wait_for(lambda: all(any(x[2] > before[v][1] for x in sc.ticks(v)) for v in before), 20)
+    for v in before:
+        def verdict(v=v):
+            holder, term, _ = before[v]
+            t = sc.ticks(v)
+            late = [x for x in t if (x[1], x[2]) == (holder, term) and x[0] > down + ttl]
+            check(not late, f"{holder} ticked in term {term} past its deadline, the server down: {late[:3]}")
+            stopped = max(x[0] for x in t if (x[1], x[2]) == (holder, term)) - down
+            after = [x for x in t if x[2] > term]
+            check(after, f"nobody led in a term above {term} within 20 s of the server's start; " + sc.states(v))
+            acq = sc.monitor.acquired_after(sc.keys[v], term)
+            acquired = f"acquired {acq['_recv'] - up:.2f} s" if acq else "acquired (not heard)"
+            return (f"{holder} (term {term}) stopped {stopped:.2f} s into the outage; {after[0][1]} "
+                    f"{acquired} and ticked {after[0][0] - up:.2f} s after the server was up, in term {after[0][2]}")
+        out[v] = each([v], lambda _: verdict())[v]
     return out
 
 
@@ -891,6 +963,8 @@ def main():
         suite.run("a flood of forged notifications from a role of no rights", variants, flood)
     if args.pgdata and "restart" in only:
         suite.run("a server restart (pg_ctl restart -m fast) while leading and waiting", variants, restart)
+    if args.pgdata and "down" in only:
+        suite.run("the server down past the ttl (pg_ctl stop -m fast, start 1.5 ttl later)", variants, down_past_ttl)
     if args.pgdata and "freeze" in only:
         suite.run("the server frozen past the ttl", variants, frozen_server)
     if args.pgbouncer and "pgbouncer" in only:
