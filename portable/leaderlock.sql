@@ -2398,6 +2398,15 @@ LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN false;
 
+-- Contract 2.2: the lease clock. Here it is the wall clock: PL/pgSQL reads
+-- no monotonic clock, so a step of the server's wall clock moves every
+-- lease's end (README, difference 12; le_capabilities says "clock": "wall").
+CREATE FUNCTION @extschema@.le_now()
+RETURNS timestamptz
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.clock_timestamp();
+
 -- Contract 14: per-database counters live in the compiled edition's shared
 -- memory; here, as there without the preload, there are none.
 CREATE FUNCTION @extschema@.le_database_stats()
@@ -2431,7 +2440,8 @@ RETURN jsonb_build_object(
     'max_wait_s', (@extschema@._le_setting_us('leaderlock.max_wait'::text, 300::bigint, 0::bigint,
                                                86400::bigint) / 1000000::numeric)::float8,
     'max_slots', 1000,
-    'priority', false);   -- contract 18 (candidates and priority) is the compiled edition's only
+    'priority', false,    -- contract 18 (candidates and priority) is the compiled edition's only
+    'clock', 'wall');     -- contract 2.2: the wall clock, not the compiled edition's monotonic one
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does; returns how many. Meant

@@ -40,7 +40,7 @@ BEGIN
         'le_release_all(text)', 'le_proclaim(text, text, jsonb)',
         'le_force_release(text)', 'le_assert_leader(text, text, bigint)', 'le_leader(text)',
         'le_lease(text)', 'le_holders(text)', 'le_worker_running()', 'le_database_stats()',
-        'le_capabilities()', 'le_expire_lapsed()',
+        'le_capabilities()', 'le_expire_lapsed()', 'le_now()',
         -- the internals
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',

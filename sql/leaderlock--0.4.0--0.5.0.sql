@@ -98,6 +98,11 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_slots', '');
 REVOKE ALL ON leaderlock_slots FROM PUBLIC;
 GRANT SELECT ON leaderlock_slots TO PUBLIC;
 
+-- Contract 2.2: the lease clock (src/ddl/schema.sql); the views read it.
+CREATE FUNCTION le_now() RETURNS timestamptz
+VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_now_wrapper';
+
 -- One clock reading per row keeps state and remaining consistent. A key of
 -- one slot is its row of leaderlock, as before 0.5.0 (slot NULL); a key of
 -- more (contract 17) shows one row per slot, with that tenure's holder.
@@ -111,7 +116,7 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl
        l.value, l.session_pid, l.owner::regrole AS owner,
        NULL::integer AS slot, l.slots
   FROM leaderlock l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
  WHERE l.slots OPERATOR(pg_catalog.=) 1
 UNION ALL
 SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl,
@@ -124,7 +129,7 @@ SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl
   FROM leaderlock h
   JOIN leaderlock_slots s ON s.key OPERATOR(pg_catalog.=) h.key
                          AND s.slot OPERATOR(pg_catalog.<=) h.slots
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
  WHERE h.slots OPERATOR(pg_catalog.>) 1;
 
 -- Contract 14: how often each key changed hands. Counted since 0.4.0 (an
@@ -137,7 +142,7 @@ SELECT l.key, l.tenures,
        pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
        (l.holder IS NOT NULL AND l.expires_at > c.now) OR COALESCE(s.held, false) AS held
   FROM leaderlock l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) c
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
   LEFT JOIN LATERAL (
        SELECT pg_catalog.sum(t.releases)::bigint AS releases,
               pg_catalog.sum(t.expiries)::bigint AS expiries,

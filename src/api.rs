@@ -406,7 +406,17 @@ fn le_capabilities() -> pgrx::JsonB {
         "max_wait_s": seconds(settings::max_wait_micros()),
         "max_slots": input::MAX_SLOTS,
         "priority": preloaded,
+        "clock": if clock::monotonic_here() { "monotonic" } else { "wall" },
     }))
+}
+
+/// Contract 2.2: now by the lease clock, the one every decision reads (the
+/// wall clock where the library is not preloaded). Compare `expires_at`
+/// with it, not with `now()` or `clock_timestamp()`, which follow the wall
+/// clock's steps. Declared in `ddl/schema.sql` (its views read it).
+#[pg_extern(sql = false, volatile, parallel_safe)]
+fn le_now() -> TimestampWithTimeZone {
+    clock::ts(clock::now())
 }
 
 /// Contract 19: vacate and announce every lapsed lease; returns how many.

@@ -54,17 +54,24 @@ pub fn reload_config() {
     }
 }
 
-pub fn wait(sleep_ms: i64) {
-    unsafe {
+/// Waits up to `sleep_ms`, but wakes at least every `beat_ms`; true when
+/// the latch was set (someone asked for a round), false on a timeout.
+pub fn wait_woken(sleep_ms: i64, beat_ms: i64) -> bool {
+    let rc = unsafe {
         pg_sys::WaitLatch(
             pg_sys::MyLatch,
             (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as c_int,
-            sleep_ms.max(0) as std::ffi::c_long,
+            sleep_ms.clamp(0, beat_ms.max(1)) as std::ffi::c_long,
             pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
+        )
+    };
+    unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
     pg_sys::check_for_interrupts!();
+    rc & pg_sys::WL_LATCH_SET as c_int != 0
+}
+
+pub fn wait(sleep_ms: i64) {
+    wait_woken(sleep_ms, i64::MAX);
 }
 
 /// The schema of the extension in this database, or None when it is not

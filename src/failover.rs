@@ -29,7 +29,7 @@
 //! term is never lost and issued again.
 
 use crate::call;
-use crate::clock;
+use crate::clock::{self, micros};
 use crate::databases;
 use crate::plans;
 use crate::queries;
@@ -106,9 +106,10 @@ const LOG_EVERY_US: i64 = 10_000_000;
 /// How often one backend asks for the step while it waits for it.
 const ASK_EVERY_US: i64 = 100_000;
 
-/// The timeline held leases were last made to outlast, or None on the
-/// 0.1.0 schema (no `leaderlock_failover` until ALTER EXTENSION ... UPDATE).
-fn safe_timeline(lock: bool) -> Option<Option<i64>> {
+/// The timeline held leases were last made to outlast, and when, or None
+/// on the 0.1.0 schema (no `leaderlock_failover` until ALTER EXTENSION ...
+/// UPDATE).
+fn safe_timeline(lock: bool) -> Option<Option<(i64, i64)>> {
     let schema = call::current().schema;
     let present = unsafe { pg_sys::get_relname_relid(c"leaderlock_failover".as_ptr(), schema) };
     if present == pg_sys::InvalidOid {
@@ -120,10 +121,20 @@ fn safe_timeline(lock: bool) -> Option<Option<i64>> {
         queries::SAFE_TIMELINE
     };
     Some(plans::run(sql, &[], |t| {
-        t.into_iter()
-            .next()
-            .and_then(|row| row.get::<i64>(1).expect("timeline"))
+        t.into_iter().next().and_then(|row| {
+            let timeline = row.get::<i64>(1).expect("timeline")?;
+            let at = micros(row.get::<TimestampWithTimeZone>(2).expect("changed_at"));
+            Some((timeline, at.unwrap_or(i64::MIN)))
+        })
     }))
+}
+
+/// Whether a step made on timeline `stored` at `at` still covers this
+/// server: the same timeline or a later one, and, where the lease clock
+/// started afresh at this server's start (no record of the last run's, as
+/// after a reboot of the host: contract 2.2), taken since then.
+fn covers((stored, at): (i64, i64), timeline: u32) -> bool {
+    stored >= i64::from(timeline) && clock::fresh_since().is_none_or(|start| at >= start)
 }
 
 /// Whether held leases already outlast the current timeline's start: the
@@ -142,7 +153,7 @@ fn already_safe() -> bool {
         Some(None) => {
             error!("leaderlock: the table leaderlock_failover has no row; reinstall the extension")
         }
-        Some(Some(t)) if t >= i64::from(timeline) => {
+        Some(Some(step)) if covers(step, timeline) => {
             KNOWN_SAFE.set(Some(timeline));
             true
         }
@@ -232,16 +243,24 @@ pub fn make_leases_outlast_failover() -> bool {
     let Some(previous) = stored else {
         return false; // locked: another transaction is extending them
     };
-    if previous < i64::from(timeline) {
+    if !covers(previous, timeline) {
+        let previous = previous.0;
         let now = clock::now();
-        let mut extended = plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(now).into()], |t| {
+        // From now after a promotion; from the server's start where only
+        // the lease clock started afresh (it may have started ahead of the
+        // last run's: held leases are honoured for their ttl from then).
+        let from = match clock::fresh_since() {
+            Some(start) if previous >= i64::from(timeline) => start,
+            _ => now,
+        };
+        let mut extended = plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(from).into()], |t| {
             t.len()
         });
         if schema_version::has_slots() {
             // (the tenures of keys of many slots, contract 17)
             extended += plans::run(
                 queries::OUTLAST_FAILOVER_SLOTS,
-                &[clock::ts(now).into()],
+                &[clock::ts(from).into()],
                 |t| t.len(),
             );
         }
@@ -251,10 +270,18 @@ pub fn make_leases_outlast_failover() -> bool {
             |_| (),
         );
         commit_durably();
-        log!(
-            "leaderlock: WAL timeline {timeline} (was {previous}: a promotion or a recovery); \
-             {extended} held leases now last at least until now + their ttl"
-        );
+        if previous < i64::from(timeline) {
+            log!(
+                "leaderlock: WAL timeline {timeline} (was {previous}: a promotion or a recovery); \
+                 {extended} held leases now last at least until now + their ttl"
+            );
+        } else {
+            log!(
+                "leaderlock: the lease clock started from the wall clock (its file is from \
+                 another boot of the host); {extended} held leases now last at least until the \
+                 server's start + their ttl"
+            );
+        }
     }
     // Not remembered yet: this transaction may still roll back.
     true

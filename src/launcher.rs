@@ -99,7 +99,23 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
 
     let mut known: HashMap<u32, Database> = HashMap::new();
     let mut in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    // The lease clock's beat, and its copy in the data directory (see
+    // clock.rs); between two rounds the launcher wakes for them.
+    let mut next_round = 0;
+    let mut next_persist = 0;
     loop {
+        clock::beat();
+        let now = clock::now();
+        if now >= next_persist {
+            clock::persist();
+            next_persist = now + clock::PERSIST_US;
+        }
+        if now < next_round {
+            let woken = bgworker::wait_woken((next_round - now) / 1000 + 1, clock::BEAT_US / 1000);
+            if !woken {
+                continue;
+            }
+        }
         bgworker::reload_config();
         // Promoted: look at every database again at once. On a standby a
         // CREATE EXTENSION arrives by WAL, which no hook sees, so a
@@ -111,7 +127,7 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
             }
         }
         let sleep_ms = launch(&mut known);
-        bgworker::wait(sleep_ms);
+        next_round = clock::now() + sleep_ms * 1000;
     }
 }
 

@@ -628,7 +628,7 @@ fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
 /// holds it; false when it is vacant, lapsed or unknown. The caller's
 /// right to do so is checked by the API.
 pub fn force_release(key: &str) -> bool {
-    let Some(lease) = plans::run(queries::LOCK_LIVE, &[key.into()], first_lease) else {
+    let Some(lease) = plans::run(schema_version::lock_live(), &[key.into()], first_lease) else {
         return slots::force_release(key) > 0;
     };
     let now = now();

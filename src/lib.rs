@@ -2,7 +2,7 @@
 //!
 //! Modules, from the bottom up (each uses only modules above it in this
 //! list; scripts/check_imports.py keeps it so):
-//! - `clock` (the server clock), `settings` (GUCs), `preload` (the one
+//! - `clock` (the lease clock), `settings` (GUCs), `preload` (the one
 //!   switch: preloaded or not), `notify` (LISTEN/NOTIFY payloads), `value`
 //!   (the leader value's jsonb), `queries` (all SQL text the extension
 //!   runs), `guard` (what a statement may touch);
@@ -74,6 +74,7 @@ pub extern "C-unwind" fn _PG_init() {
     // preloaded; otherwise expiry is lazy (contract 1).
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         preload::mark();
+        clock::init();
         databases::init();
         worker_wakeup::init();
         waiters::init();

@@ -105,7 +105,7 @@ statements! {
          WHERE key = $1 AND slots = 1 \
            AND (holder IS NULL OR (holder = $2 AND ",
         owned_by!("$3"),
-        ") OR expires_at <= pg_catalog.clock_timestamp()) \
+        ") OR expires_at <= @extschema@.le_now()) \
          FOR NO KEY UPDATE SKIP LOCKED"
     );
 
@@ -125,6 +125,15 @@ statements! {
     /// member of. No row when it is not, or when another transaction holds the
     /// row locked. `$1` key.
     LOCK_OWN = concat!(
+        "SELECT term, expires_at FROM @extschema@.leaderlock \
+         WHERE key = $1 AND holder = $2 AND expires_at > @extschema@.le_now() AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// `LOCK_OWN` on a schema before 0.5.0, which has no `le_now`: the wall
+    /// clock, as then.
+    LOCK_OWN_0_4 = concat!(
         "SELECT term, expires_at FROM @extschema@.leaderlock \
          WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
         owned_by!("$3"),
@@ -221,7 +230,7 @@ statements! {
     /// transaction holds locked. Returns key and term of each.
     LOCK_ALL_OWN = concat!(
         "SELECT key, term FROM @extschema@.leaderlock \
-          WHERE holder = $1 AND expires_at > pg_catalog.clock_timestamp() AND ",
+          WHERE holder = $1 AND expires_at > @extschema@.le_now() AND ",
         owned_by!("$2"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -244,7 +253,7 @@ statements! {
     /// Holders of its slots never lock this row: a candidate that locks it
     /// delays no holder. Returns the lapsed holder, if any, and the slots.
     LOCK_KEY_HEAD = "SELECT holder, slots FROM @extschema@.leaderlock \
-         WHERE key = $1 AND (holder IS NULL OR expires_at <= pg_catalog.clock_timestamp()) \
+         WHERE key = $1 AND (holder IS NULL OR expires_at <= @extschema@.le_now()) \
          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// A brand-new key of `$4` slots: its row holds no holder and the first
@@ -290,7 +299,7 @@ statements! {
     /// `$1` held by id `$2` (whoever owns it), or NULL. An id holds one
     /// tenure of a key at most, as it holds a key of one slot.
     LIVE_TENURE_OF = "SELECT min(expires_at) FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp()";
+         WHERE key = $1 AND holder = $2 AND expires_at > @extschema@.le_now()";
 
     /// Changing key `$1`'s slots, its row locked: lock its tenures with a
     /// holder (lapsed ones: live ones make it 22023) in slots above `$2`,
@@ -309,7 +318,7 @@ statements! {
     /// lapsed (its holder returned), skipping rows other transactions hold.
     LOCK_FREE_SLOT = "SELECT slot, holder FROM @extschema@.leaderlock_slots \
          WHERE key = $1 AND slot <= $2 \
-           AND (holder IS NULL OR expires_at <= pg_catalog.clock_timestamp()) \
+           AND (holder IS NULL OR expires_at <= @extschema@.le_now()) \
          ORDER BY slot LIMIT 1 \
          FOR NO KEY UPDATE SKIP LOCKED";
 
@@ -350,7 +359,7 @@ statements! {
     /// `LOCK_OWN` for a tenure of a key of many slots: slot, term, expires_at.
     LOCK_OWN_SLOT = concat!(
         "SELECT slot, term, expires_at FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
+         WHERE key = $1 AND holder = $2 AND expires_at > @extschema@.le_now() AND ",
         owned_by!("$3"),
         " LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -376,7 +385,7 @@ statements! {
     /// le_force_release on a key of many slots: lock its live tenures,
     /// waiting for transactions that hold them (as `LOCK_LIVE`).
     LOCK_LIVE_SLOTS = "SELECT slot, holder, term FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
+         WHERE key = $1 AND holder IS NOT NULL AND expires_at > @extschema@.le_now() \
          ORDER BY slot \
          FOR NO KEY UPDATE";
 
@@ -427,7 +436,7 @@ statements! {
     /// `LOCK_ALL_OWN` over the tenures of many-slot keys: key, slot, term.
     LOCK_ALL_OWN_SLOTS = concat!(
         "SELECT key, slot, term FROM @extschema@.leaderlock_slots \
-          WHERE holder = $1 AND expires_at > pg_catalog.clock_timestamp() AND ",
+          WHERE holder = $1 AND expires_at > @extschema@.le_now() AND ",
         owned_by!("$2"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -463,6 +472,12 @@ statements! {
     /// fourth column as `READ_LEASE` has it). Waits for a transaction that
     /// holds the row locked (a guarded write in progress must end first).
     LOCK_LIVE = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 AND holder IS NOT NULL AND expires_at > @extschema@.le_now() \
+         FOR NO KEY UPDATE";
+
+    /// `LOCK_LIVE` on a schema before 0.5.0, which has no `le_now`: the wall
+    /// clock, as then.
+    LOCK_LIVE_0_4 = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
          FOR NO KEY UPDATE";
 
@@ -657,12 +672,12 @@ statements! {
     /// 10^10, and a plan that dear gets JIT-compiled: 100 ms or more on every
     /// session's first call.
     SAFE_TIMELINE =
-        "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row";
+        "SELECT timeline, changed_at FROM @extschema@.leaderlock_failover WHERE one_row";
 
     /// The same, locked for the one transaction that extends held leases after
     /// a new timeline began; no row, without waiting, while another does.
-    LOCK_SAFE_TIMELINE =
-        "SELECT timeline FROM @extschema@.leaderlock_failover WHERE one_row FOR UPDATE SKIP LOCKED";
+    LOCK_SAFE_TIMELINE = "SELECT timeline, changed_at FROM @extschema@.leaderlock_failover \
+         WHERE one_row FOR UPDATE SKIP LOCKED";
 
     /// Every held lease lasts at least until `$1` + its ttl (a renewal the old
     /// primary acknowledged may not have reached this server). recheck_at, the
@@ -695,6 +710,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("READ_LEASE_0_4", "", READ_LEASE_0_4),
     ("LOCK_ACQUIRABLE", "", LOCK_ACQUIRABLE),
     ("LOCK_OWN", "", LOCK_OWN),
+    ("LOCK_OWN_0_4", "", LOCK_OWN_0_4),
     ("RENEW", "", RENEW),
     ("INSERT_FIRST_TERM", "", INSERT_FIRST_TERM),
     ("START_TERM", "", START_TERM),
@@ -733,6 +749,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("LOCK_ALL_OWN_SLOTS", "", LOCK_ALL_OWN_SLOTS),
     ("VACATE_LIVE_SLOTS", "", VACATE_LIVE_SLOTS),
     ("LOCK_LIVE", "", LOCK_LIVE),
+    ("LOCK_LIVE_0_4", "", LOCK_LIVE_0_4),
     ("LOCK_LAPSED", "", LOCK_LAPSED),
     ("LOCK_SESSION_LEASES", "", LOCK_SESSION_LEASES),
     ("SESSION_LEASES_LEFT", "", SESSION_LEASES_LEFT),

@@ -80,8 +80,20 @@ pub fn lock_acquirable() -> &'static str {
 }
 
 pub fn lock_own() -> &'static str {
+    if has_slots() {
+        return queries::LOCK_OWN;
+    }
     let old = queries::LOCK_OWN_0_3;
-    pick(queries::LOCK_OWN, old, old)
+    pick(queries::LOCK_OWN_0_4, old, old)
+}
+
+/// le_force_release's lock (the function exists from 0.4.0 on).
+pub fn lock_live() -> &'static str {
+    if has_slots() {
+        queries::LOCK_LIVE
+    } else {
+        queries::LOCK_LIVE_0_4
+    }
 }
 
 pub fn renew() -> &'static str {

@@ -205,8 +205,8 @@ class SharedLimitsTest(unittest.TestCase):
                         "lock_timeout = 1", "default_transaction_isolation = 'serializable'",
                         "idle_in_transaction_session_timeout = 1", f"role = {ROLE}"):
             one(r, f"ALTER DATABASE {own} SET {setting}")
+        self.assertTrue(wait_for(lambda: self.cluster.worker_pid(own) is not None, timeout=10))
         before = self.cluster.worker_pid(own)
-        self.assertIsNotNone(before)
         one(self.admin, "SELECT pg_terminate_backend(%s)", (before,))
         self.assertTrue(wait_for(lambda: self.cluster.worker_pid(own) not in (None, before), timeout=20))
         # Her defaults apply to every session there: another role's own
