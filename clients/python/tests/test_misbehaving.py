@@ -392,6 +392,7 @@ class TypedErrorsTest(unittest.TestCase):
     def tearDownClass(cls):
         for db in (BARE_DB, NOEXEC_DB):
             sql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        sql(f"DROP ROLE IF EXISTS {NOEXEC_ROLE}")
 
     def setUp(self):
         self.key = f"pym-{self._testMethodName}-{uuid.uuid4().hex[:8]}"
