@@ -25,6 +25,7 @@ import datetime
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,7 +134,7 @@ class ShapesTest(unittest.TestCase):
     """Every idiom at once, each with a pair of candidate processes."""
 
     def pairs(self, ttl):
-        work = tempfile.mkdtemp(prefix="leaderlock-py-")
+        work = self.work = tempfile.mkdtemp(prefix="leaderlock-py-")  # removed when the test passes
         pairs = [Pair(self, idiom, ttl, work) for idiom in IDIOMS]
         for p in pairs:
             p.start("a")
@@ -176,6 +177,7 @@ class ShapesTest(unittest.TestCase):
             print(f"\n  {self.id().split('.')[-1]} [{p.idiom}]: a paused {pause:.0f} s (ttl {ttl:.0f} s), "
                   f"last tick {stopped - a[-1][0]:+.3f} s before the pause, none after; "
                   f"b's first tick {b[0][0] - stopped:.2f} s after it", file=sys.stderr)
+        self.addCleanup(shutil.rmtree, self.work, True)
 
     def test_sigterm_releases_and_the_follower_leads_within_100_ms(self):
         pairs = self.pairs(5.0)
@@ -205,6 +207,7 @@ class ShapesTest(unittest.TestCase):
             print(f"\n  {self.id().split('.')[-1]} [{p.idiom}]: b led {took * 1000:.1f} ms after a's release "
                   "(server times)", file=sys.stderr)
             self.assertLess(took, 0.1, f"{p.idiom}: b led {took:.3f} s after the release")
+        self.addCleanup(shutil.rmtree, self.work, True)
 
 
 class GuardTest(unittest.TestCase):

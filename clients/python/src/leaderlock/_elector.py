@@ -162,8 +162,8 @@ class Elector(threading.Thread):
                 lease._end(LeaseLost.RELEASED, "the elector stops")
             elif worker is not None and not worker.is_alive() and "lost" not in outcome:
                 lease._end(LeaseLost.RESIGNED, outcome.get("why", "the work function returned"))
-            else:
-                lease._end(LeaseLost.EXPIRED)  # keeps the reason it ended with
+            else:  # lost (the reason it ended with stays), or work raised LeaseLost
+                lease._end(LeaseLost.RESIGNED, "the work function ended with LeaseLost")
             if worker is not None:
                 worker.join(max(0.0, lease.deadline - time.monotonic()))
             renewer.stop()
