@@ -169,7 +169,8 @@ func TestWaitsForARivalWithOtherSlotsThenLeads(t *testing.T) {
 	var ledAt atomic.Value
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, err := NewElector(Config{ConnString: dsn(t), Key: key, TTL: 5 * time.Second, Callbacks: LeaderCallbacks{
+	logs := &logLines{}
+	e, err := NewElector(Config{ConnString: dsn(t), Key: key, TTL: 5 * time.Second, Logf: logs.logf, Callbacks: LeaderCallbacks{
 		OnStartedLeading: func(context.Context, Lease) { ledAt.Store(time.Now()); cancel() },
 	}})
 	if err != nil {
@@ -184,5 +185,8 @@ func TestWaitsForARivalWithOtherSlotsThenLeads(t *testing.T) {
 	}
 	if at.Before(ends) {
 		t.Fatal("led while the rival held the key")
+	}
+	if n := logs.count("another number of slots"); n != 1 {
+		t.Fatalf("%d warnings of the slots (once per run of such tries): %q", n, logs.lines)
 	}
 }

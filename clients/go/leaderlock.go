@@ -34,11 +34,13 @@ import (
 
 // One round trip each, bind parameters, arguments by name.
 const (
-	sqlTryAcquire   = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))"
-	sqlRenew        = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))"
-	sqlRelease      = "SELECT le_release(key => $1, id => $2)"
-	sqlTermOf       = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
-	sqlStillOurs    = "SELECT coalesce(holder = $1 AND term = $2 AND expires_at > clock_timestamp(), false) FROM le_lease(key => $3)"
+	sqlTryAcquire = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))"
+	sqlRenew      = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))"
+	sqlRelease    = "SELECT le_release(key => $1, id => $2)"
+	sqlTermOf     = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
+	// live by the server's lease clock: remaining is NULL unless live
+	// (expires_at need not compare with clock_timestamp(): le_now())
+	sqlStillOurs    = "SELECT coalesce(holder = $1 AND term = $2 AND remaining IS NOT NULL, false) FROM le_lease(key => $3)"
 	sqlLeader       = "SELECT le_leader(key => $1)"
 	sqlWorkerServes = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)"
 	sqlWorkerRuns   = "SELECT le_worker_running()"

@@ -115,6 +115,7 @@ func TestRefusedRenewalsCancelTheLeaderAtTheLocalDeadline(t *testing.T) {
 	key := newKey("refused")
 	ttl := 1500 * time.Millisecond
 	var lateBy time.Duration
+	var reason StopReason
 	stopped := make(chan struct{})
 	e, err := NewElector(Config{ConnString: dsn(t), Key: key, TTL: ttl, Callbacks: LeaderCallbacks{
 		OnStartedLeading: func(ctx context.Context, l Lease) {
@@ -142,7 +143,7 @@ func TestRefusedRenewalsCancelTheLeaderAtTheLocalDeadline(t *testing.T) {
 				t.Error("Valid() after the context was cancelled")
 			}
 		},
-		OnStoppedLeading: func(StopReason) { close(stopped) },
+		OnStoppedLeading: func(r StopReason) { reason = r; close(stopped) },
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +156,11 @@ func TestRefusedRenewalsCancelTheLeaderAtTheLocalDeadline(t *testing.T) {
 	}
 	if lateBy > ttl+250*time.Millisecond {
 		t.Fatalf("stopped %v after the renewals were refused, past the ttl %v", lateBy, ttl)
+	}
+	// a locked row defers the renewals (the lease is still ours on the
+	// server's clock): the tenure lasts to its deadline, not to the first
+	if reason != StopDeadline || lateBy < ttl/2 {
+		t.Fatalf("stopped %v after the row was locked, by %v", lateBy, reason)
 	}
 }
 
