@@ -18,10 +18,13 @@ pub const ACQUIRE_RANKED: &str = "SELECT le_acquire(key => $1, id => $2, \
 /// $1 key, $2 id, $3 ttl in seconds.
 pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))";
 /// After a refused renewal: whether the lease is still ours ($2 id, $3
-/// term) and live by the server's clock, so that the refusal only met a
-/// row locked by another transaction. $1 key.
+/// term) and live by the server's own lease clock (le_lease names only a
+/// live holder and gives `remaining` only then: never compare expires_at
+/// with clock_timestamp(), which a step of the wall clock or a credited
+/// stall sets apart from it), so that the refusal only met a row locked by
+/// another transaction. $1 key.
 pub const STILL_OURS: &str = "SELECT coalesce(holder = $2 AND term = $3 \
-     AND expires_at > clock_timestamp(), false) FROM le_lease(key => $1)";
+     AND remaining IS NOT NULL, false) FROM le_lease(key => $1)";
 /// `STILL_OURS` for a key of many slots: our tenure among its live ones.
 pub const STILL_OURS_SLOT: &str = "SELECT coalesce(bool_or(holder = $2 AND term = $3), false) \
      FROM le_holders(key => $1)";
