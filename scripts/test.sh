@@ -320,6 +320,7 @@ test_on_a_cluster() {
     stage "the Python client (clients/python/tests)"
     (cd "$REPO_ROOT/clients/python" && \
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" PYTHONPATH=src \
+      LEADERLOCK_PGDATA="$main" \
       "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || fail "Python client tests"
     stage "every client's scenarios (tests/clients/scenarios.py: Python, Node.js, Go, Rust)"
