@@ -8,6 +8,7 @@ package leaderlock
 // the clock.
 
 import (
+	"fmt"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -19,44 +20,48 @@ func TestAPausedLeaderDoesNothingPastItsDeadline(t *testing.T) {
 	const rounds = 2
 	ttl := 1500 * time.Millisecond
 	for round := 1; round <= rounds; round++ {
-		key := newKey("paused")
-		records := filepath.Join(t.TempDir(), "records")
-		a := startCandidate(t, key, "a", ttl, records)
-		eventually(t, 15*time.Second, func() bool { return lastTicker(t, records) == "a" })
-		startCandidate(t, key, "b", ttl, records)
-		eventually(t, 10*time.Second, func() bool { return leader(t, key) == "a" && len(readTicks(t, records)) > 10 })
-		time.Sleep(300 * time.Millisecond) // b is waiting, a renewing
+		t.Run(fmt.Sprintf("round %d", round), func(t *testing.T) { pausedPastItsDeadline(t, ttl) })
+	}
+}
 
-		a.signal(t, syscall.SIGSTOP)
-		pausedAt := time.Now()
-		eventually(t, ttl+5*time.Second, func() bool { return lastTicker(t, records) == "b" })
-		time.Sleep(ttl)
-		a.signal(t, syscall.SIGCONT)
-		resumedAt := time.Now()
-		time.Sleep(time.Second)
+func pausedPastItsDeadline(t *testing.T, ttl time.Duration) {
+	key := newKey("paused")
+	records := filepath.Join(t.TempDir(), "records")
+	a := startCandidate(t, key, "a", ttl, records)
+	eventually(t, 15*time.Second, func() bool { return lastTicker(t, records) == "a" })
+	startCandidate(t, key, "b", ttl, records)
+	eventually(t, 10*time.Second, func() bool { return leader(t, key) == "a" && len(readTicks(t, records)) > 10 })
+	time.Sleep(300 * time.Millisecond) // b is waiting, a renewing
 
-		var termA int64
-		var lastA time.Time
-		for _, tk := range readTicks(t, records) {
-			if tk.id == "a" && tk.at.After(lastA) {
-				lastA, termA = tk.at, tk.term
-			}
+	a.signal(t, syscall.SIGSTOP)
+	pausedAt := time.Now()
+	eventually(t, ttl+5*time.Second, func() bool { return lastTicker(t, records) == "b" })
+	time.Sleep(ttl)
+	a.signal(t, syscall.SIGCONT)
+	resumedAt := time.Now()
+	time.Sleep(time.Second)
+
+	var termA int64
+	var lastA time.Time
+	for _, tk := range readTicks(t, records) {
+		if tk.id == "a" && tk.at.After(lastA) {
+			lastA, termA = tk.at, tk.term
 		}
-		late := 0
-		for _, tk := range readTicks(t, records) {
-			// a's lease could not outlive the pause by more than the ttl
-			if tk.id == "a" && tk.term == termA && tk.at.After(pausedAt.Add(ttl)) {
-				late++
-			}
+	}
+	late := 0
+	for _, tk := range readTicks(t, records) {
+		// a's lease could not outlive the pause by more than the ttl
+		if tk.id == "a" && tk.term == termA && tk.at.After(pausedAt.Add(ttl)) {
+			late++
 		}
-		t.Logf("round %d: a paused %.1f s (ttl %v); its last tick %d ms after the pause; b led meanwhile",
-			round, resumedAt.Sub(pausedAt).Seconds(), ttl, lastA.Sub(pausedAt).Milliseconds())
-		if late > 0 {
-			t.Fatalf("round %d: the paused leader did %d units of work past its deadline (last %d ms after it resumed)",
-				round, late, lastA.Sub(resumedAt).Milliseconds())
-		}
-		if h := leader(t, key); h != "b" {
-			t.Fatalf("round %d: leader after a resumed: %q", round, h)
-		}
+	}
+	t.Logf("a paused %.1f s (ttl %v); its last tick %d ms after the pause; b led meanwhile",
+		resumedAt.Sub(pausedAt).Seconds(), ttl, lastA.Sub(pausedAt).Milliseconds())
+	if late > 0 {
+		t.Fatalf("the paused leader did %d units of work past its deadline (last %d ms after it resumed)",
+			late, lastA.Sub(resumedAt).Milliseconds())
+	}
+	if h := leader(t, key); h != "b" {
+		t.Fatalf("leader after a resumed: %q", h)
 	}
 }
