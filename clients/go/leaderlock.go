@@ -476,14 +476,31 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 
 // releaseAbandoned: Run's context ended during a try, or after one was
 // won and before the tenure started: release, in case the server granted
-// it (on a new connection: the one the cancelled call used is closed).
+// it.
 func (e *Elector) releaseAbandoned() {
+	if err := e.release(nil); err != nil {
+		e.logf("release after an interrupted try failed (%v): a lease it took lapses at its ttl", err)
+	}
+}
+
+// release releases the lease, within ttl/3: on conn if it is still open
+// (a call cancelled by Run's context closes it), else or if that fails on
+// a new connection.
+func (e *Elector) release(conn *pgx.Conn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
 	defer cancel()
-	if conn, err := e.connect(ctx); err == nil {
-		_, _ = conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity)
-		conn.Close(context.Background())
+	if conn != nil && !conn.IsClosed() {
+		if _, err := conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity); err == nil {
+			return nil
+		}
 	}
+	c, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity)
+	return err
 }
 
 // waitForHint returns when a notification says the key is free (a hint
@@ -597,13 +614,28 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 			} // else the deadline passed meanwhile: the loss stands
 		default:
 			still, err := scanBool(lctx, e, conn, by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
-			if err == nil && still {
+			if err != nil {
+				err = classify(conn, err)
+			}
+			switch {
+			case permanent(err):
+				failure = err
+				t.end(StopFailed, err)
+			case err != nil: // unanswered: renew again on a new connection
+				if t.check() == nil {
+					e.logf("renewal refused, and whose lease it is unknown (%v); retrying on a new connection, %v to the local deadline",
+						err, time.Until(deadline).Round(time.Millisecond))
+				}
+				conn.Close(context.Background())
+				conn = nil
+				wait.Reset(time.Until(start.Add(e.retryEvery())))
+			case still:
 				// its row was locked (a guarded transaction, a failover's
 				// step): retry until the deadline
 				e.logf("renewal deferred: the lease's row is locked; retrying, %v to the local deadline",
 					time.Until(deadline).Round(time.Millisecond))
 				wait.Reset(time.Until(start.Add(e.retryEvery())))
-			} else {
+			default:
 				t.end(StopRefused, nil)
 			}
 		}
@@ -615,18 +647,11 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	released := false
 	if reason == StopShutdown && e.cfg.ReleaseOnCancel && time.Now().Before(deadline) {
 		// hand over at once; only after OnStartedLeading has returned
-		rctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
-		if conn == nil {
-			conn, _ = e.connect(rctx)
+		if err := e.release(conn); err == nil {
+			released = true
+		} else {
+			e.logf("release failed (%v): the lease lapses at its ttl", err)
 		}
-		if conn != nil {
-			if _, err := conn.Exec(rctx, sqlRelease, e.cfg.Key, e.cfg.Identity); err == nil {
-				released = true
-			} else {
-				e.logf("release failed (%v): the lease lapses at its ttl", err)
-			}
-		}
-		cancel()
 	}
 	if conn != nil {
 		conn.Close(context.Background())
