@@ -314,8 +314,9 @@ test_on_a_cluster() {
     (cd "$REPO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" npm test --silent) \
       || fail "Node.js client tests"
-    stage "the Go client (clients/go/test.sh: offline, Debian's Go and pgx)"
-    LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/postgres" "$REPO_ROOT/clients/go/test.sh" \
+    stage "the Go client (clients/go/test.sh: module mode, offline over Debian's sources)"
+    LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/postgres" LEADERLOCK_PGDATA="$main" \
+      "$REPO_ROOT/clients/go/test.sh" \
       || fail "Go client tests"
     stage "the Python client (clients/python/tests)"
     (cd "$REPO_ROOT/clients/python" && \
