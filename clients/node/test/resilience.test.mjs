@@ -26,7 +26,6 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import {
   lead, Elector, LeaseLost, NotInstalledError, PrivilegeError, BadArgumentError, ConnectionError, RejectedError,
-  releaseOnSignals,
 } from "../dist/esm/index.js";
 
 const DSN = process.env.LEADERLOCK_DSN ?? "postgresql://postgres@127.0.0.1/postgres";
