@@ -56,7 +56,9 @@ const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_inte
 const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
 const RELEASE = "SELECT le_release(key => $1, id => $2) AS ok";
 const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
-const STILL_OURS = "SELECT coalesce(holder = $1 AND term = $2::bigint AND expires_at > clock_timestamp(), false) AS ok " +
+// live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
+// that clock, le_now() where the server has one, which need not agree with clock_timestamp())
+const STILL_OURS = "SELECT coalesce(holder = $1 AND term = $2::bigint AND remaining IS NOT NULL, false) AS ok " +
     "FROM le_lease(key => $3)";
 const LEADER = "SELECT le_leader(key => $1) AS holder";
 const ASSERT_LEADER = "SELECT le_assert_leader(key => $1, id => $2, term => $3::bigint)::text AS term";
