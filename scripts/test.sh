@@ -312,7 +312,8 @@ test_on_a_cluster() {
   if wants client && [ "$PG_MAJOR" = 15 ]; then
     stage "the Node.js client (clients/node: npm ci, build, node --test)"
     (cd "$REPO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && \
-      LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" npm test --silent) \
+      LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" LEADERLOCK_PGDATA="$main" \
+      npm test --silent) \
       || fail "Node.js client tests"
     stage "the Go client (clients/go/test.sh: module mode, offline over Debian's sources)"
     LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/postgres" LEADERLOCK_PGDATA="$main" \
