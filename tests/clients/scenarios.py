@@ -906,14 +906,14 @@ def through_pgbouncer(sc):
     out = sc.wait_leaders()
     time.sleep(2 * ttl)
     for v in live(sc, out):
-        def verdict(v=v):
+        def one_leader(v=v):
             t = sc.ticks(v)
             ids = {i for _, i, _ in t}
             check(len(ids) == 1, f"both ticked: {ids}")
             gap = max((b[0] - a[0] for a, b in zip(t, t[1:])), default=0)
             check(gap < ttl / 2, f"the leader paused {gap:.2f} s while leading")
             return f"one leader for {2 * ttl:.0f} s, its longest pause {gap * 1000:.0f} ms"
-        out[v] = each([v], lambda _: verdict())[v]
+        out[v] = each([v], lambda _: one_leader())[v]
     killed = {}
     for v in live(sc, out):
         holder, term, _ = sc.leader(v)
@@ -921,11 +921,11 @@ def through_pgbouncer(sc):
         killed[v] = (holder, term)
     poll = max(ttl / 2, 1.0)
     for v in killed:
-        def verdict(v=v):
+        def taken_over(v=v):
             holder, term = killed[v]
             end, how = sc.lease_end(v, holder, term, ttl + 10)
             return f"{out[v]}; then kill -9: " + sc.takeover(v, holder, term, end, how, poll + LEAD_WITHIN)
-        out[v] = each([v], lambda _: verdict())[v]
+        out[v] = each([v], lambda _: taken_over())[v]
     return out
 
 
