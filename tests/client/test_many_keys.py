@@ -117,7 +117,7 @@ class ManyKeysTest(unittest.TestCase):
         self.assertEqual((len(taken), counts), (0, [len(keys)] * len(counts)),
                          f"longest gap between renewals {gap:.2f} s; taken: {sorted(set(taken))[:5]}")
         self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock WHERE key LIKE %s "
-                                        "AND holder = 'sharder' AND expires_at > clock_timestamp()",
+                                        "AND holder = 'sharder' AND expires_at > le_now()",
                              (self.prefix + "%",)), len(keys))
         self.assertEqual(one(self.conn, terms, (self.prefix + "%",)), terms_before)
         self.assertEqual(one(self.conn, "SELECT le_release_all('sharder')"), len(keys))

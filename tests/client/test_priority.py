@@ -55,7 +55,7 @@ class PriorityTest(unittest.TestCase):
         mid_first = self.waiter("mid-first", 3)
         mid_second = self.waiter("mid-second", 3)
         self.assertEqual(self.candidates(), [("high", 5), ("mid-first", 3), ("mid-second", 3), ("low", 1)])
-        since = one(self.conn, "SELECT bool_and(waiting_since <= clock_timestamp()) FROM le_candidates(%s)",
+        since = one(self.conn, "SELECT bool_and(waiting_since <= le_now()) FROM le_candidates(%s)",
                     (self.key,))
         self.assertTrue(since)
         order = []

@@ -170,8 +170,8 @@ class SlotsChangeRaceTest(unittest.TestCase):
                     if slots == 1:
                         # one statement, one snapshot: the key's row and its slots
                         rows = one(c, "SELECT count(*) FROM leaderlock h JOIN leaderlock_slots s USING (key) "
-                                      "WHERE h.key = %s AND h.holder = %s AND h.expires_at > clock_timestamp() "
-                                      "AND s.holder IS NOT NULL AND s.expires_at > clock_timestamp()", (key, me))
+                                      "WHERE h.key = %s AND h.holder = %s AND h.expires_at > le_now() "
+                                      "AND s.holder IS NOT NULL AND s.expires_at > le_now()", (key, me))
                         if rows:
                             both.append(me)
                     one(c, "SELECT le_release(%s, %s)", (key, me))
@@ -236,7 +236,7 @@ def stress_client(i, stop_at, records, counts):
                         cur.execute(OWN_TENURE, (key, me))
                 else:
                     cur.execute("SELECT term FROM leaderlock_slots WHERE key = %s AND holder = %s "
-                                "AND expires_at > clock_timestamp()", (key, me))
+                                "AND expires_at > le_now()", (key, me))
                     live = cur.fetchone()
                     cur.execute("SELECT le_release(%s, %s)", (key, me))
                     ok = cur.fetchone()[0]

@@ -16,7 +16,7 @@ SET ROLE ll_many_b;
 SELECT le_try_acquire('many-b', 'shard-owner', '1 hour');
 RESET ROLE;
 -- (the test's superuser backdates one lease: lapsed, not yet expired)
-UPDATE leaderlock SET expires_at = clock_timestamp() - interval '1 second'
+UPDATE leaderlock SET expires_at = le_now() - interval '1 second'
  WHERE key = 'many-lapsed';
 CREATE TEMP TABLE many_before AS SELECT * FROM leaderlock WHERE key LIKE 'many-%';
 

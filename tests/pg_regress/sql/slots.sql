@@ -57,7 +57,7 @@ SELECT count(*) AS no_bad_key FROM leaderlock WHERE key = 'bad';
 
 -- A lapsed tenure (backdated by the test's superuser) is a free slot: its
 -- holder is out, the others stay.
-UPDATE leaderlock_slots SET expires_at = clock_timestamp() - interval '1 second'
+UPDATE leaderlock_slots SET expires_at = le_now() - interval '1 second'
  WHERE key = 'crawl' AND holder = 'c';
 SELECT le_renew('crawl', 'c') AS lapsed_cannot_renew;
 SELECT holder, term FROM le_holders('crawl') ORDER BY term;
@@ -105,11 +105,11 @@ SELECT holder, term, owner::regrole FROM leaderlock_status WHERE key = 'shared-i
 -- first (as expiries): none is left to come back.
 SELECT le_try_acquire('shrink', 'p', '1 hour', slots => 3) AS p, le_try_acquire('shrink', 'q', '1 hour', slots => 3) AS q,
        le_try_acquire('shrink', 'r', '1 hour', slots => 3) AS r;
-UPDATE leaderlock_slots SET expires_at = clock_timestamp() - interval '1 second' WHERE key = 'shrink';
+UPDATE leaderlock_slots SET expires_at = le_now() - interval '1 second' WHERE key = 'shrink';
 SELECT le_try_acquire('shrink', 's', '1 hour', slots => 2) AS s_two_slots;
 SELECT slot, holder, term, state FROM leaderlock_status WHERE key = 'shrink' ORDER BY slot;
 SELECT le_try_acquire('shrink', 't', '1 hour') AS t_but_s_holds;
-UPDATE leaderlock_slots SET expires_at = clock_timestamp() - interval '1 second' WHERE key = 'shrink';
+UPDATE leaderlock_slots SET expires_at = le_now() - interval '1 second' WHERE key = 'shrink';
 SELECT le_try_acquire('shrink', 't', '1 hour') AS t_one_slot;
 SELECT count(*) AS tenures_with_a_holder FROM leaderlock_slots WHERE key = 'shrink' AND holder IS NOT NULL;
 SELECT key, tenures, releases, expiries, held FROM leaderlock_stats WHERE key = 'shrink';
