@@ -11,7 +11,6 @@ and the followers count their calls with track_functions = all).
 import asyncio
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -23,7 +22,7 @@ from psycopg.conninfo import make_conninfo
 
 import leaderlock
 
-DSN = os.environ.get("LEADERLOCK_DSN", "host=127.0.0.1 dbname=postgres user=postgres")
+from support import DSN, sql, wait
 # The followers' sessions count their function calls (pg_stat_user_functions):
 # no other session does, so le_try_acquire's count is theirs.
 TRACKED = make_conninfo(DSN, options="-c track_functions=all")
@@ -33,20 +32,8 @@ MAX_RATE = 120  # tries per second; the rule allows one per 10 ms plus a round t
 TTL = 20  # polling every ttl/2 = 10 s: a take-over within seconds is a hint's doing
 
 
-def sql(query, args=()):
-    with psycopg.connect(DSN, autocommit=True) as c:
-        cur = c.execute(query, args)
-        row = cur.fetchone() if cur.description else None
-        return row[0] if row else None
 
 
-def wait(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def tries():

@@ -13,13 +13,9 @@ import psycopg
 
 import leaderlock
 
-DSN = os.environ.get("LEADERLOCK_DSN", "host=127.0.0.1 dbname=postgres user=postgres")
+from support import DSN, sql, wait
 
 
-def sql(query, args=()):
-    with psycopg.connect(DSN, autocommit=True) as c:
-        row = c.execute(query, args).fetchone()
-        return row[0] if row else None
 
 
 def renewer_pid(lease):
@@ -221,13 +217,6 @@ class ElectorTest(unittest.TestCase):
         self.assertIsNone(sql("SELECT le_leader(%s)", (self.key,)))
 
 
-def wait(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import leaderlock
 
-DSN = os.environ.get("LEADERLOCK_DSN", "host=127.0.0.1 dbname=postgres user=postgres")
+from support import DSN, sql, wait
 PGDATA = os.environ.get("LEADERLOCK_PGDATA")
 PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
 CANDIDATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate.py")
@@ -53,20 +53,8 @@ NOEXEC_DB = "ll_py_noexec"  # the extension, EXECUTE revoked from PUBLIC
 NOEXEC_ROLE = "ll_py_noexec"
 
 
-def sql(query, args=(), dsn=DSN):
-    with psycopg.connect(dsn, autocommit=True) as c:
-        cur = c.execute(query, args)
-        row = cur.fetchone() if cur.description else None
-        return row[0] if row else None
 
 
-def wait(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def ticks(path):
