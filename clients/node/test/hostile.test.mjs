@@ -9,12 +9,10 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import pg from "pg";
 import { lead, Elector, NotAcquired } from "../dist/esm/index.js";
+import { DSN, fresh, sleep, sql, until } from "./support.mjs";
 
-const DSN = process.env.LEADERLOCK_DSN ?? "postgresql://postgres@127.0.0.1/postgres";
 // The followers' sessions count their function calls (pg_stat_user_functions):
 // no other session does, so le_try_acquire's count is theirs.
 const TRACKED = { connectionString: DSN, options: "-c track_functions=all" };
@@ -22,28 +20,8 @@ const MALLORY = "ll_node_mallory";
 const FLOOD_SECONDS = 2;
 const MAX_RATE = 120; // tries per second; the rule allows one per 10 ms plus a round trip
 const TTL = 20; // polling every ttl/2 = 10 s: a take-over within seconds is a hint's doing
-const fresh = (name) => `node-${name}-${randomBytes(4).toString("hex")}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function sql(text, values = []) {
-  const c = new pg.Client({ connectionString: DSN });
-  await c.connect();
-  try {
-    const rows = (await c.query(text, values)).rows;
-    return rows.length ? Object.values(rows[0])[0] : null;
-  } finally {
-    await c.end();
-  }
-}
 
-async function until(predicate, ms = 10000) {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    if (await predicate()) return true;
-    await sleep(20);
-  }
-  return false;
-}
 
 const tries = async () =>
   Number(await sql("SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_user_functions WHERE funcname = 'le_try_acquire'"));

@@ -4,39 +4,18 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import * as esm from "../dist/esm/index.js";
 import { lead, Elector, NotAcquired, LeaseLost, BadArgumentError } from "../dist/esm/index.js";
+import { DSN, fresh, sleep, sql, until } from "./support.mjs";
 
-const DSN = process.env.LEADERLOCK_DSN ?? "postgresql://postgres@127.0.0.1/postgres";
-const fresh = (name) => `node-${name}-${randomBytes(4).toString("hex")}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function sql(text, values = []) {
-  const c = new pg.Client({ connectionString: DSN });
-  await c.connect();
-  try {
-    const rows = (await c.query(text, values)).rows;
-    return rows.length ? Object.values(rows[0])[0] : null;
-  } finally {
-    await c.end();
-  }
-}
 
 async function newestClientBackend() {
   return sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock node' ORDER BY backend_start DESC LIMIT 1");
 }
 
-async function until(predicate, ms = 10000) {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    if (await predicate()) return true;
-    await sleep(20);
-  }
-  return false;
-}
 
 test("leads, then releases on the way out", async () => {
   const key = fresh("lead");

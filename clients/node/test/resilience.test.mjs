@@ -27,36 +27,16 @@ import pg from "pg";
 import {
   lead, Elector, LeaseLost, NotInstalledError, PrivilegeError, BadArgumentError, ConnectionError, RejectedError,
 } from "../dist/esm/index.js";
+import { DSN, fresh, sleep, sql, until } from "./support.mjs";
 
-const DSN = process.env.LEADERLOCK_DSN ?? "postgresql://postgres@127.0.0.1/postgres";
 const PGDATA = process.env.LEADERLOCK_PGDATA;
 const PG_BIN = process.env.PG_BIN;
 const CANDIDATE = fileURLToPath(new URL("./candidate.mjs", import.meta.url));
 const NOEXT_DB = "ll_node_noext";
 const PRIV_DB = "ll_node_priv";
 const NOEXEC = "ll_node_noexec";
-const fresh = (name) => `node-${name}-${randomBytes(4).toString("hex")}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function sql(text, values = [], dsn = DSN) {
-  const c = new pg.Client({ connectionString: dsn });
-  await c.connect();
-  try {
-    const rows = (await c.query(text, values)).rows;
-    return rows.length ? Object.values(rows[0])[0] : null;
-  } finally {
-    await c.end();
-  }
-}
 
-async function until(predicate, ms = 10000) {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    if (await predicate()) return true;
-    await sleep(20);
-  }
-  return false;
-}
 
 /** DSN with another database and/or user. */
 function dsnWith({ database, user, hosts, params } = {}) {
