@@ -70,6 +70,17 @@ def one(conn, sql, args=()):
     return rows[0][0] if rows else None
 
 
+def wait_for_worker(conn, timeout=10.0):
+    """Waits until a worker serves the database (it starts within a second
+    of the server or of CREATE EXTENSION): session-bound leases are refused
+    (55000) until then."""
+    deadline = time.monotonic() + timeout
+    while not one(conn, "SELECT le_worker_running()"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("no worker serves the database")
+        time.sleep(0.05)
+
+
 def percentile(values, p):
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]

@@ -47,20 +47,26 @@ def cpu_seconds(pid):
     return total
 
 
+def leader_of(records):
+    """The id of the last tick recorded, if any."""
+    t = scenarios.ticks(records)
+    return t[-1][1] if t else None
+
+
 def handovers(client, dsn, rounds, work):
     gaps = []
     for r in range(rounds):
         records = os.path.join(work, f"{client}-handover-{r}")
         key = f"bench-clients-{client}-{uuid.uuid4().hex[:6]}"
-        a = scenarios.Candidate(client, dsn, key, "a", 10, records, work)
+        a = scenarios.Candidate((client, None), dsn, key, "a", 10, records, work)
         try:
             if not scenarios.wait_for(lambda: scenarios.ticks(records), 15):
                 raise RuntimeError(f"{client}: nobody led")
-            b = scenarios.Candidate(client, dsn, key, "b", 10, records, work)
+            b = scenarios.Candidate((client, None), dsn, key, "b", 10, records, work)
             try:
                 time.sleep(0.5)
                 a.signal(signal.SIGTERM)
-                if not scenarios.wait_for(lambda: scenarios.leader_of(records) == "b", 10):
+                if not scenarios.wait_for(lambda: leader_of(records) == "b", 10):
                     raise RuntimeError(f"{client}: no handover")
                 t = scenarios.ticks(records)
                 gaps.append((min(x[0] for x in t if x[1] == "b") - max(x[0] for x in t if x[1] == "a")) * 1000)
@@ -75,7 +81,7 @@ def cpu_per_renewal(client, dsn, seconds, work):
     spent = {}
     for ttl in (0.6, 30.0):
         records = os.path.join(work, f"{client}-cpu-{ttl}")
-        c = scenarios.Candidate(client, dsn, f"bench-cpu-{client}-{uuid.uuid4().hex[:6]}", "a", ttl, records, work)
+        c = scenarios.Candidate((client, None), dsn, f"bench-cpu-{client}-{uuid.uuid4().hex[:6]}", "a", ttl, records, work)
         try:
             if not scenarios.wait_for(lambda: scenarios.ticks(records), 15):
                 raise RuntimeError(f"{client}: nobody led")

@@ -56,6 +56,9 @@ def main():
               f"interval {args.interval} s, count {args.count}, tcp_user_timeout {expected} s "
               f"(idle + interval x count = {expected} s)")
     took = []
+    probe = bench.connect(args.port)
+    bench.wait_for_worker(probe)
+    probe.close()
     for i in range(args.rounds):
         key = f"bench-half-open-{os.getpid()}-{i}"
         child = subprocess.Popen(["ip", "netns", "exec", args.netns, sys.executable, "-c", bench.SESSION_HOLDER,

@@ -37,6 +37,7 @@ def main():
     args = ap.parse_args()
     prefix = f"bench-session-{os.getpid()}-"
     listener = bench.connect(args.port)
+    bench.wait_for_worker(listener)
     bench.q(listener, "LISTEN leaderlock")
     bench.say(f"session end: {args.rounds} rounds, kill -9 of a client holding a session-bound lease (ttl 30 s)")
     announced, received = [], []
