@@ -272,20 +272,10 @@ class AsyncLeadership:
                     self.arm()
                     next_renewal = start + t.renew_every
                     continue
-                holder, term, live = await bounded(self.conn, by, _core.HOLDER_OF, (lease.key,), row=True) \
-                    or (None, None, False)
-                if holder == lease.id and term == lease.term and live:
-                    # its row was locked: retry until the deadline
-                    lease._failing(LeaseLost.EXPIRED, "renewals were refused while the lease's row was locked")
-                    next_renewal = start + t.retry_every
-                elif holder is not None and holder != lease.id and live:
-                    lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it "
-                                                f"in term {term}")
+                row = await bounded(self.conn, by, _core.HOLDER_OF, (lease.key,), row=True)
+                if not _core.still_ours(lease, row):
                     return self.lose()
-                else:
-                    lease._end(LeaseLost.VACATED, "the server refused the renewal: the lease lapsed there, "
-                                                  "or someone vacated it")
-                    return self.lose()
+                next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
             except CALL_ERRORS as e:
                 refusal = await self.rejection(e)
                 if refusal is not None:

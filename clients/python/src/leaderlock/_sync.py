@@ -368,19 +368,9 @@ class Renewer(threading.Thread):
                     self.arm()
                     next_renewal = start + t.renew_every
                     continue
-                holder, term, live = self.s.row(by, _core.HOLDER_OF, (lease.key,)) or (None, None, False)
-                if holder == lease.id and term == lease.term and live:
-                    # its row was locked: retry until the deadline
-                    lease._failing(LeaseLost.EXPIRED, "renewals were refused while the lease's row was locked")
-                    next_renewal = start + t.retry_every
-                elif holder is not None and holder != lease.id and live:
-                    lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it "
-                                                f"in term {term}")
+                if not _core.still_ours(lease, self.s.row(by, _core.HOLDER_OF, (lease.key,))):
                     return
-                else:
-                    lease._end(LeaseLost.VACATED, "the server refused the renewal: the lease lapsed there, "
-                                                  "or someone vacated it")
-                    return
+                next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
             except CALL_ERRORS as e:
                 refusal = self.s.rejection(e) if self.s is not None else _core.rejection(e)
                 if refusal is not None:
