@@ -177,13 +177,6 @@ fn now_at(anchor: &Anchor, mono: i64) -> i64 {
     anchor.offset.load(Ordering::SeqCst) + mono
 }
 
-/// The launcher's beat (see the module's comment).
-pub fn beat() {
-    if preload::preloaded() {
-        beat_at(ANCHOR.get(), monotonic());
-    }
-}
-
 fn beat_at(anchor: &Anchor, mono: i64) {
     loop {
         let last = anchor.beat.load(Ordering::SeqCst);
