@@ -68,5 +68,6 @@ pub const LISTEN_ANNOUNCEMENTS: &str = "LISTEN leaderlock";
 
 /// The database connected to, and whether the extension is installed there
 /// (to tell a missing extension from other errors, `error::explain`).
-pub const EXTENSION_HERE: &str = "SELECT pg_catalog.current_database()::text, \
-     EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'leaderlock')";
+pub const EXTENSION_HERE: &str = "SELECT pg_catalog.current_database()::pg_catalog.text, \
+     EXISTS (SELECT 1 FROM pg_catalog.pg_extension \
+              WHERE extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)";
