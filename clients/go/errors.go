@@ -132,8 +132,9 @@ const (
 	sqlstateUndefinedFunction = "42883"
 	sqlstateUndefinedTable    = "42P01"
 	sqlstateNotLeader         = "LE001"
-	sqlExtensionHere          = "SELECT pg_catalog.current_database()::text, " +
-		"EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'leaderlock')"
+	sqlExtensionHere          = "SELECT pg_catalog.current_database()::pg_catalog.text, " +
+		"EXISTS (SELECT 1 FROM pg_catalog.pg_extension " +
+		"WHERE extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)"
 )
 
 // classify returns err as an *Error when retrying cannot help, else err
