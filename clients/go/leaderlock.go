@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgconn"
+	"github.com/jackc/pgconn/stmtcache"
 	"github.com/jackc/pgx/v4"
 )
 
@@ -136,6 +137,16 @@ func NewElector(cfg Config) (*Elector, error) {
 	connCfg, err := pgx.ParseConfig(cfg.ConnString)
 	if err != nil {
 		return nil, &Error{Kind: ErrBadArgument, Message: "leaderlock: bad argument: ConnString: " + err.Error(), Err: err}
+	}
+	// Named prepared statements (pgx's default) live in one server session:
+	// behind a transaction-pooling pgbouncer the next call may land on
+	// another, and fails ("prepared statement ... does not exist"). The
+	// describe cache sends each call whole (parse, bind, execute, sync), so
+	// it works behind any pooler; the client's statements are a handful.
+	if !connCfg.PreferSimpleProtocol {
+		connCfg.BuildStatementCache = func(conn *pgconn.PgConn) stmtcache.Cache {
+			return stmtcache.New(conn, stmtcache.ModeDescribe, 32)
+		}
 	}
 	if connCfg.RuntimeParams["application_name"] == "" {
 		connCfg.RuntimeParams["application_name"] = "leaderlock go"

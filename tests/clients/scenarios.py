@@ -897,6 +897,40 @@ def start_pgbouncer(dsn, work, pool):
     return f"postgresql://{user}@127.0.0.1:{port}/{db}", proc
 
 
+class PoolNeighbours:
+    """Other applications sharing the pooler: `n` sessions through it that
+    each run short transactions without pause, so that the server session a
+    client's next call gets is seldom the one its last call had (what a
+    shared pooler does under load; with an idle pool, pgbouncer tends to
+    hand a client the same server session, hiding session state that does
+    not survive transaction pooling, such as named prepared statements)."""
+
+    def __init__(self, dsn, n):
+        self.dsn, self.n, self.stop, self.threads, self.calls = dsn, n, threading.Event(), [], 0
+
+    def run(self):
+        conn = psycopg2.connect(self.dsn)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    cur.execute("SELECT pg_sleep(0.003)")
+                    self.calls += 1
+        finally:
+            conn.close()
+
+    def __enter__(self):
+        self.threads = [threading.Thread(target=self.run, daemon=True) for _ in range(self.n)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+
+
 def through_pgbouncer(sc):
     """The pairs through pgbouncer (transaction pooling): one leader each
     for 2 ttls, then kill -9 of every leader; LISTEN is not relied on
@@ -970,10 +1004,14 @@ def main():
     if args.pgbouncer and "pgbouncer" in only:
         work = tempfile.mkdtemp(prefix="leaderlock-scenario-pgbouncer-")
         os.chmod(work, 0o777)
-        bouncer_dsn, bouncer = start_pgbouncer(args.dsn, work, max(4, 2 * 2 * len(variants)))
+        # A small pool that other applications keep busy: calls hop between
+        # server sessions, as they do behind a shared pooler under load.
+        bouncer_dsn, bouncer = start_pgbouncer(args.dsn, work, 4)
         try:
-            suite.run("two candidates, then kill -9 of the leader, through pgbouncer (transaction pooling)",
-                      variants, through_pgbouncer, dsn=bouncer_dsn)
+            with PoolNeighbours(bouncer_dsn, 3) as neighbours:
+                suite.run("two candidates, then kill -9 of the leader, through a shared pgbouncer"
+                          " (transaction pooling)", variants, through_pgbouncer, dsn=bouncer_dsn)
+            print(f"  .. the pool's neighbours ran {neighbours.calls} transactions meanwhile", flush=True)
         finally:
             bouncer.terminate()
             bouncer.wait()
