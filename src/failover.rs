@@ -10,8 +10,10 @@
 //! floor is 1, so terms stay 1, 2, 3.
 //!
 //! Leases (8.2): on a new timeline, before any new tenure starts or any
-//! lease expires, every held lease is made to last at least until now + its
-//! ttl, and the timeline recorded in `leaderlock_failover`, in one short
+//! lease expires, every held lease is made to last until now + its ttl
+//! (exactly: the old primary's lease clock was another host's, and may have
+//! been ahead of this one's; at least, on a schema before 0.5.0), and the
+//! timeline recorded in `leaderlock_failover`, in one short
 //! transaction of its own: the worker's, or a one-shot background worker's
 //! where no worker serves the database. Callers never do it in their own
 //! transaction (one left open would hold every held lease locked): until it
@@ -253,10 +255,18 @@ pub fn make_leases_outlast_failover() -> bool {
             Some(start) if previous >= i64::from(timeline) => start,
             _ => now,
         };
-        let mut extended = plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(from).into()], |t| {
-            t.len()
-        });
-        if schema_version::has_slots() {
+        let promoted = previous < i64::from(timeline);
+        let mut extended = if promoted && schema_version::has_slots() {
+            // Exactly ttl from now, the other host's clock notwithstanding
+            // (from now: `from` is now after a promotion).
+            plans::run(queries::PROMOTED_LEASES, &[], |t| t.len())
+                + plans::run(queries::PROMOTED_SLOTS, &[], |t| t.len())
+        } else {
+            plans::run(queries::OUTLAST_FAILOVER, &[clock::ts(from).into()], |t| {
+                t.len()
+            })
+        };
+        if !promoted && schema_version::has_slots() {
             // (the tenures of keys of many slots, contract 17)
             extended += plans::run(
                 queries::OUTLAST_FAILOVER_SLOTS,
@@ -270,10 +280,10 @@ pub fn make_leases_outlast_failover() -> bool {
             |_| (),
         );
         commit_durably();
-        if previous < i64::from(timeline) {
+        if promoted {
             log!(
                 "leaderlock: WAL timeline {timeline} (was {previous}: a promotion or a recovery); \
-                 {extended} held leases now last at least until now + their ttl"
+                 {extended} held leases now last until now + their ttl"
             );
         } else {
             log!(

@@ -110,6 +110,23 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
             clock::persist();
             next_persist = now + clock::PERSIST_US;
         }
+        // Promoted (seen within a beat): every worker takes the failover
+        // step at once, since no caller asks for it while held leases look
+        // live (after a promotion they may look live far too long: the old
+        // primary's lease clock was another host's, failover.rs); and every
+        // database is looked at again at once: on a standby a CREATE
+        // EXTENSION arrives by WAL, which no hook sees, so a database found
+        // without it would wait for REPROBE_S.
+        if in_recovery && !unsafe { pg_sys::RecoveryInProgress() } {
+            in_recovery = false;
+            for db in known.values_mut() {
+                db.absent_since = None;
+            }
+            for (_, slot) in databases::claimed() {
+                slot.wake_worker();
+            }
+            next_round = 0;
+        }
         if now < next_round {
             let woken = bgworker::wait_woken((next_round - now) / 1000 + 1, clock::BEAT_US / 1000);
             if !woken {
@@ -117,15 +134,6 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
             }
         }
         bgworker::reload_config();
-        // Promoted: look at every database again at once. On a standby a
-        // CREATE EXTENSION arrives by WAL, which no hook sees, so a
-        // database found without it would wait for REPROBE_S.
-        if in_recovery && !unsafe { pg_sys::RecoveryInProgress() } {
-            in_recovery = false;
-            for db in known.values_mut() {
-                db.absent_since = None;
-            }
-        }
         let sleep_ms = launch(&mut known);
         next_round = clock::now() + sleep_ms * 1000;
     }

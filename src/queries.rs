@@ -687,6 +687,30 @@ statements! {
           WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
       RETURNING key";
 
+    /// After a promotion (schema 0.5.0 on): every held lease lasts exactly its
+    /// ttl from now on this server's lease clock, longer or shorter than its
+    /// stored expiry, which the old primary's lease clock set (another host's:
+    /// it may have run ahead of this one, by a wall-clock step it ignored or
+    /// a stall it did not credit). Every holder heard its answer before the
+    /// promotion, so its deadline (send time + ttl) is before now + ttl; a
+    /// lease the other clock set far ahead would otherwise keep rivals out
+    /// for as long as the clocks differ. Now is read per row, after the row
+    /// lock (`le_now()`, re-read when the row was renewed concurrently): a
+    /// renewal that commits meanwhile is never shortened.
+    /// (One reading per row, for both columns: recheck_at is never after
+    /// the expiry.)
+    PROMOTED_LEASES = "UPDATE @extschema@.leaderlock \
+            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT @extschema@.le_now() + ttl) n(e)) \
+          WHERE holder IS NOT NULL \
+      RETURNING key";
+
+    /// `PROMOTED_LEASES` for the tenures of keys of many slots.
+    PROMOTED_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
+            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT @extschema@.le_now() + s.ttl) n(e)) \
+           FROM @extschema@.leaderlock h \
+          WHERE s.holder IS NOT NULL AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
+      RETURNING s.key";
+
     /// Records that held leases outlast the move to timeline `$1`, at `$2`.
     MARK_SAFE_TIMELINE =
         "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
@@ -775,7 +799,12 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
 /// once per promotion, over every held lease (plans checked by
 /// `failover_statements_need_no_jit`).
 #[cfg(any(test, feature = "pg_test"))]
-pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &["OUTLAST_FAILOVER", "OUTLAST_FAILOVER_SLOTS"];
+pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &[
+    "OUTLAST_FAILOVER",
+    "OUTLAST_FAILOVER_SLOTS",
+    "PROMOTED_LEASES",
+    "PROMOTED_SLOTS",
+];
 
 #[cfg(test)]
 mod export {

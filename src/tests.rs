@@ -1123,6 +1123,8 @@ mod tests {
             q::MARK_SAFE_TIMELINE,
             q::OUTLAST_FAILOVER,
             q::OUTLAST_FAILOVER_SLOTS,
+            q::PROMOTED_LEASES,
+            q::PROMOTED_SLOTS,
         ] {
             let sql = in_schema(sql)
                 .replace("$1", "pg_catalog.now()")

@@ -235,13 +235,15 @@ class ClockTest(unittest.TestCase):
         os.replace(tmp, cls.timestamp_file)
 
     @classmethod
-    def start_faked(cls):
-        """Starts the cluster with libfaketime preloaded into the postmaster
-        (and so into every process it forks); only the wall clock is faked,
-        not file times (NO_FAKE_STAT). as_postgres runs the command through
-        sudo with an explicit environment: `env` puts these in it."""
-        c = cls.cluster
-        as_postgres("env", f"LD_PRELOAD={cls.shim}:{LIBFAKETIME}", f"FAKETIME_TIMESTAMP_FILE={cls.timestamp_file}",
+    def start_faked(cls, cluster=None, timestamp_file=None):
+        """Starts the cluster (or `cluster`) with libfaketime preloaded into
+        the postmaster (and so into every process it forks); only the wall
+        clock is faked, not file times (NO_FAKE_STAT). as_postgres runs the
+        command through sudo with an explicit environment: `env` puts these
+        in it."""
+        c = cluster or cls.cluster
+        as_postgres("env", f"LD_PRELOAD={cls.shim}:{LIBFAKETIME}",
+                    f"FAKETIME_TIMESTAMP_FILE={timestamp_file or cls.timestamp_file}",
                     "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", "NO_FAKE_STAT=1",
                     f"{PG_BIN}/pg_ctl", "-D", c.pgdata, "-l", c.log_path, "-w", "-t", "60", "start")
         wait_ready(c.port)
@@ -612,7 +614,76 @@ class ClockTest(unittest.TestCase):
                   if e["key"] in calls and e["event"] != "acquired"]
         self.assertEqual(events, [])
 
-    # --- 6. what the server says it uses ---
+    # --- 6. a promotion on a host whose clock is behind ---
+
+    @staticmethod
+    def lease_clock_offset(cluster):
+        """The cluster's lease clock (le_now()) minus this process's wall clock, in seconds."""
+        c = cluster.connect()
+        try:
+            before = time.time()
+            at = float(one(c, "SELECT extract(epoch FROM le_now())::float8"))
+            return at - (before + time.time()) / 2
+        finally:
+            c.close()
+
+    def test_a_promotion_where_the_lease_clock_is_behind_delays_no_takeover(self):
+        """A standby on "another host": its lease clock 30 s behind the
+        primary's (it started without the primary's clock file, on a wall
+        clock 30 s behind the primary's lease clock). The holder takes a key
+        (ttl 3 s) on the primary and says nothing more; the row reaches the
+        standby, which is promoted at once; a rival polls the new primary.
+        The stored expiry, from the primary's clock, is 33 s ahead of the
+        standby's: honoured as stored, nobody would lead for 30 s. Safety:
+        the rival's true comes back no earlier than the holder's window
+        closes. Liveness: within 0.5 s of the later of that close and the
+        promotion + ttl (the failover step gives every held lease exactly its
+        ttl from then, contract 8.2)."""
+        key, ttl, behind = "clock-promotion", 3.0, 30
+        standby = self.cluster.base_backup("clock-standby", "-R")
+        self.addCleanup(standby.remove)
+        os.remove(os.path.join(standby.pgdata, "leaderlock.clock"))  # another host's data directory
+        primary_offset = self.lease_clock_offset(self.cluster)
+        standby_file = os.path.join(self.faked, "standby-offset")
+        with open(standby_file, "w") as f:
+            f.write(f"{round(primary_offset) - behind:+d}\n")
+        os.chmod(standby_file, 0o644)
+        self.start_faked(standby, standby_file)
+        skew = self.lease_clock_offset(self.cluster) - self.lease_clock_offset(standby)
+        self.assertAlmostEqual(skew, behind, delta=1.5, msg="the standby's lease clock is not 30 s behind")
+        holder = self.connect()
+        sent = mono()
+        self.assertTrue(one(holder, "SELECT le_try_acquire(%s, 'holder', '3 seconds')", (key,)))
+        received = mono()
+        term = one(holder, "SELECT term FROM leaderlock WHERE key = %s", (key,))
+        s = standby.connect()
+        self.assertTrue(wait_for(lambda: one(s, "SELECT term FROM leaderlock WHERE key = %s", (key,)) == term,
+                                 timeout=30))
+        s.close()
+        standby.promote()
+        promoted = mono()
+        opens_earliest = sent + ttl
+        ends_latest = max(received + ttl, promoted + ttl)
+        rival = Rival(standby, key, until=ends_latest + 8.0)
+        rival.start()
+        rival.join(timeout=ends_latest + 10.0 - mono())
+        self.assertFalse(rival.is_alive())
+        self.assertIsNone(rival.error)
+        self.assertIsNotNone(rival.won, f"the rival never acquired, up to {ends_latest + 8.0 - promoted:.1f} s "
+                                        f"after the promotion ({rival.calls} calls)")
+        won = rival.won[1]
+        s = standby.connect()
+        step = mono() - float(one(s, "SELECT extract(epoch FROM le_now() - changed_at)::float8 FROM leaderlock_failover"))
+        s.close()
+        print(f"\n  promotion where the lease clock is {skew:.1f} s behind, {promoted - received:.2f} s after the "
+              f"lease was taken: the failover step {step - promoted:+.3f} s from it; the rival's true answered {won - opens_earliest:+.3f} s from the holder's window's "
+              f"close, {won - promoted - ttl:+.3f} s from the promotion + ttl ({rival.calls} calls)", flush=True)
+        self.assertGreaterEqual(won, opens_earliest, f"the rival acquired {opens_earliest - won:.3f} s before "
+                                                     f"the holder's window closed: two leaders")
+        self.assertLessEqual(won - ends_latest, LIVENESS,
+                             f"the rival acquired {won - ends_latest:.3f} s after the promotion + ttl")
+
+    # --- 7. what the server says it uses ---
 
     def test_the_lease_clock_is_monotonic(self):
         """le_capabilities() says the compiled, preloaded edition decides
