@@ -128,9 +128,10 @@ if wants lint; then
   (cd "$REPO_ROOT" && /usr/bin/python3 -m pyflakes tests bench scripts examples demo clients/python) || FAILED+=("pyflakes")
 fi
 
-# The client library and the CLI do not depend on the server version: lint,
-# unit-test and build them once; the client tests of every version run them.
-CLIENT_CRATES=(-p leaderlock-client -p leaderlock-cli)
+# The lease rules, the client library and the CLI do not depend on the
+# server version: lint, unit-test and build them once; the client tests of
+# every version run them.
+CLIENT_CRATES=(-p leaderlock-protocol -p leaderlock-client -p leaderlock-cli)
 if wants lint; then
   printf '\n=== client library and CLI: lint\n'
   (cd "$REPO_ROOT" && cargo clippy --locked -q --all-targets "${CLIENT_CRATES[@]}" -- -D warnings) \
@@ -138,7 +139,12 @@ if wants lint; then
 fi
 if wants unit; then
   printf '\n=== client library and CLI: unit tests\n'
-  (cd "$REPO_ROOT" && cargo test --locked -q "${CLIENT_CRATES[@]}") || FAILED+=("cargo test (client, cli)")
+  (cd "$REPO_ROOT" && cargo test --locked -q -p leaderlock-client -p leaderlock-cli) || FAILED+=("cargo test (client, cli)")
+  # The model explores millions of states: optimised (the CLI's profile,
+  # built anyway), it takes about 20 s; unoptimised, minutes.
+  printf '\n=== the lease rules, model-checked (crates/protocol/tests/model.rs)\n'
+  (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol -- --nocapture --test-threads=1) \
+    || FAILED+=("the model of the lease rules")
 fi
 if wants package; then
   printf '\n=== %s\n' "the tarball's install.sh writes through no planted link (tests/package/install_links.sh)"

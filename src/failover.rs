@@ -40,9 +40,6 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTi
 use pgrx::prelude::*;
 use std::cell::Cell;
 
-/// Terms one timeline can issue before reaching the next one's floor.
-const TERMS_PER_TIMELINE: i64 = 1 << 32;
-
 /// The WAL timeline this server writes on (meaningful on a primary only;
 /// on a standby every write fails anyway).
 #[cfg(feature = "pg14")]
@@ -70,15 +67,9 @@ fn timeline() -> u32 {
 /// The lowest term a new tenure may get on the current timeline (8.1).
 pub fn term_floor() -> i64 {
     let timeline = timeline();
-    floor_of(timeline).unwrap_or_else(|| {
+    leaderlock_protocol::term_floor(timeline).unwrap_or_else(|| {
         error!("leaderlock: WAL timeline {timeline} is too high for the term rule (at most 2^31)")
     })
-}
-
-fn floor_of(timeline: u32) -> Option<i64> {
-    i64::from(timeline.max(1) - 1)
-        .checked_mul(TERMS_PER_TIMELINE)
-        .map(|base| base + 1)
 }
 
 /// Makes the current transaction commit durably before the caller hears of
@@ -301,19 +292,4 @@ pub fn make_leases_outlast_failover() -> bool {
 #[cfg(any(test, feature = "pg_test"))]
 pub fn forget_known_timeline() {
     KNOWN_SAFE.set(None);
-}
-
-#[cfg(test)]
-mod unit {
-    #[test]
-    fn floors_start_each_timeline_above_the_last() {
-        assert_eq!(super::floor_of(1), Some(1));
-        assert_eq!(super::floor_of(2), Some((1 << 32) + 1));
-        assert_eq!(super::floor_of(3), Some((2 << 32) + 1));
-        assert_eq!(
-            super::floor_of(1 << 31),
-            Some(((1 << 31) - 1) * (1 << 32) + 1)
-        );
-        assert_eq!(super::floor_of((1 << 31) + 1), None);
-    }
 }

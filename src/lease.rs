@@ -41,7 +41,7 @@ struct Lease {
 
 impl Lease {
     fn is_live(&self, now: i64) -> bool {
-        self.holder.is_some() && self.expires_at.is_some_and(|e| e > now)
+        leaderlock_protocol::is_live(self.holder.is_some(), self.expires_at, now)
     }
 
     /// Held by `id`, and the caller may act as its owner.
@@ -555,7 +555,7 @@ fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i64, i64) -> T) -> O
         },
         |(term, expires_at)| {
             let now = now();
-            (expires_at > now).then(|| write(term, now))
+            leaderlock_protocol::is_live(true, Some(expires_at), now).then(|| write(term, now))
         },
     )
 }
@@ -797,7 +797,7 @@ pub fn lease_now(key: &str) -> LeaseNow {
         let expires_at = micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"));
         let now = now();
         let remaining = expires_at
-            .filter(|e| holder.is_some() && *e > now)
+            .filter(|_| leaderlock_protocol::is_live(holder.is_some(), expires_at, now))
             .map(|e| e - now);
         let live = remaining.is_some();
         LeaseNow {

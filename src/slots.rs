@@ -51,7 +51,7 @@ pub struct Own {
 
 impl Own {
     pub fn is_live(&self, now: i64) -> bool {
-        self.expires_at.is_some_and(|e| e > now)
+        leaderlock_protocol::is_live(true, self.expires_at, now)
     }
 }
 
@@ -436,7 +436,8 @@ fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i32, i64, i64) -> T)
         },
         |(slot, term, expires_at)| {
             let now = now();
-            (expires_at > now).then(|| write(slot, term, now))
+            leaderlock_protocol::is_live(true, Some(expires_at), now)
+                .then(|| write(slot, term, now))
         },
     )
 }

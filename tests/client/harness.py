@@ -119,6 +119,16 @@ class Listener:
         self.conn.close()
 
 
+def lease_clock_offset(conn):
+    """The server's lease clock (le_now()) minus this process's wall clock,
+    in seconds: a credited stall or a step of the wall clock sets the two
+    apart (contract 2.2), so a time the server stamped is compared with one
+    taken here only through this."""
+    before = time.time()
+    at = float(one(conn, "SELECT extract(epoch FROM le_now())::float8"))
+    return at - (before + time.time()) / 2
+
+
 def wait_ready(port=PORT, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:

@@ -45,7 +45,8 @@ import unittest
 
 import psycopg2
 
-from harness import PG_BIN, PG_MAJOR, WORK, Cluster, Listener, as_postgres, one, wait_for, wait_ready
+from harness import (PG_BIN, PG_MAJOR, WORK, Cluster, Listener, as_postgres, lease_clock_offset, one, wait_for,
+                     wait_ready)
 
 
 def find_libfaketime():
@@ -621,9 +622,7 @@ class ClockTest(unittest.TestCase):
         """The cluster's lease clock (le_now()) minus this process's wall clock, in seconds."""
         c = cluster.connect()
         try:
-            before = time.time()
-            at = float(one(c, "SELECT extract(epoch FROM le_now())::float8"))
-            return at - (before + time.time()) / 2
+            return lease_clock_offset(c)
         finally:
             c.close()
 

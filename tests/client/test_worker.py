@@ -8,7 +8,7 @@ import unittest
 
 import psycopg2
 
-from harness import Cluster, Listener, connect, one, parse_time, row, wait_for, wait_ready
+from harness import Cluster, Listener, connect, lease_clock_offset, one, parse_time, row, wait_for, wait_ready
 
 GENEROUS = 5.0  # seconds: a bound on behaviour, not a timing goal (see bench/)
 
@@ -63,7 +63,7 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(event["term"], term)
         self.assertEqual(parse_time(event["expires_at"]), expires_at)
         self.assertGreaterEqual(parse_time(event["at"]), expires_at)
-        lag = received - expires_at.timestamp()
+        lag = received + lease_clock_offset(self.conn) - expires_at.timestamp()
         self.assertLess(lag, GENEROUS)
         # Vacant now, term kept; the next acquire starts term + 1.
         holder, term_after, state = row(
@@ -104,7 +104,8 @@ class WorkerTest(unittest.TestCase):
             listener.close()
             one(self.conn, "SELECT le_release(%s, 'long')", (self.key + "-long",))
         self.assertIsNotNone(event)
-        print(f"\n  expired announced {1000 * (received - expires_at.timestamp()):.1f} ms after expires_at")
+        late = received + lease_clock_offset(self.conn) - expires_at.timestamp()
+        print(f"\n  expired announced {1000 * late:.1f} ms after expires_at")
 
     def test_locked_lapsed_rows_are_skipped_then_retried(self):
         # A guarded transaction holds the row while the lease lapses: the

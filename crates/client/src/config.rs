@@ -31,7 +31,8 @@ pub struct ElectorConfig {
     /// (at least 50 ms, at most 1 s).
     pub retry_every: Duration,
     /// Subtracted from every local deadline: it covers the client's and the
-    /// server's clocks running at slightly different rates. Default ttl/200.
+    /// server's clocks running at slightly different rates. Default ttl/200
+    /// (`leaderlock_protocol::margin` at its clock-rate bound, 5,000 ppm).
     pub margin: Duration,
     /// Campaign again after losing or resigning the lease. Default true.
     pub campaign_again: bool,
@@ -60,7 +61,10 @@ impl ElectorConfig {
             renew_every: ttl / 3,
             poll_every: None,
             retry_every: (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1)),
-            margin: ttl / 200,
+            margin: Duration::from_micros(leaderlock_protocol::margin(
+                micros(ttl),
+                leaderlock_protocol::CLOCK_RATE_BOUND_PPM,
+            ) as u64),
             campaign_again: true,
             slots: 1,
             priority: 0,
@@ -70,6 +74,11 @@ impl ElectorConfig {
 
 /// `host:pid:random`: unique even for two replicas with the same hostname
 /// and pid (containers), which would otherwise both believe they lead.
+/// A duration in microseconds, as the protocol's functions take them.
+pub(crate) fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
 pub fn default_id() -> String {
     format!("{}:{}:{}", hostname(), std::process::id(), random_hex(4))
 }

@@ -461,6 +461,16 @@ impl Task {
         }
     }
 
+    /// How long after a call's send time its answer lets this process lead
+    /// (`leaderlock_protocol::window`: from the send, never the reply).
+    fn window(&self) -> Duration {
+        let window = leaderlock_protocol::window(
+            crate::config::micros(self.config.ttl),
+            crate::config::micros(self.config.margin),
+        );
+        Duration::from_micros(window.max(0) as u64)
+    }
+
     fn call_timeout(&self) -> Duration {
         (self.config.ttl / 3).max(Duration::from_millis(100))
     }
@@ -654,7 +664,7 @@ impl Task {
         match won {
             Ok(term) => Ok(Some(Leadership {
                 term,
-                deadline: start + self.config.ttl - self.config.margin,
+                deadline: start + self.window(),
             })),
             Err(holder) => {
                 self.emit(Event::Refused { holder });
@@ -714,7 +724,7 @@ impl Task {
         }
         let lease = Leadership {
             term: h.lease.term,
-            deadline: start + self.config.ttl - self.config.margin,
+            deadline: start + self.window(),
         };
         self.leadership.send_replace(Some(lease));
         self.emit(Event::Renewed(lease));

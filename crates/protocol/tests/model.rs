@@ -1,0 +1,656 @@
+//! The lease protocol, model-checked with stateright: every interleaving,
+//! up to a horizon, of clients' calls and replies (delayed, lost, replies
+//! arriving after the client gave up), clients pausing (doing nothing for
+//! any length of time), clients' clocks running slow within the rate bound,
+//! the worker's expiry, a standby (synchronous or asynchronous) with a
+//! promotion, and a forward step of the server's wall clock. Every server
+//! decision and every client deadline is made by `leaderlock_protocol`, the
+//! functions the extension and the Rust client call.
+//!
+//! One key of one slot, discrete time (a tick; ttl 3 ticks). What is
+//! proved, under which assumptions, and what is not: docs/verification.md.
+//! Each deliberately broken variant of the rules must be caught with a
+//! counterexample, printed as a trace; a variant the model does not catch
+//! fails the test.
+//!
+//! `cargo test -p leaderlock-protocol --test model` runs the small
+//! configurations (seconds); `-- --ignored` the larger one.
+use leaderlock_protocol as p;
+use stateright::{Checker, HasDiscoveries, Model, Property};
+use std::time::Instant;
+
+/// The rules, or one of them broken on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Correct,
+    /// The client counts its deadline from the reply, not the send.
+    DeadlineFromReply,
+    /// The client's margin is 0, less than its clock may lose.
+    MarginTooSmall,
+    /// A promotion does not raise the term floor.
+    NoFloorBump,
+    /// The server decides by its wall clock, which steps.
+    SteppingClock,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replication {
+    /// Every commit is on the standby before the caller hears of it.
+    Sync,
+    /// The standby receives rows whenever it does (maybe never).
+    Async,
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    clients: usize,
+    ttl: i64,
+    horizon: i64,
+    /// How many ticks a client's clock may fall behind the real time over
+    /// the horizon (its rate bound).
+    max_lag: i64,
+    /// The rate bound the clients' margin is computed for.
+    rate_bound_ppm: i64,
+    /// The forward step of the server's wall clock, in ticks (0: none).
+    step: i64,
+    promotion: bool,
+    /// How many tenures the model starts at most.
+    max_tenures: u8,
+    replication: Replication,
+    variant: Variant,
+    /// Client 1 uses client 0's id (a process restarted under the same id
+    /// while the old one is paused): outside the assumptions.
+    reused_id: bool,
+}
+
+fn horizon() -> i64 {
+    std::env::var("MODEL_HORIZON")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(5)
+}
+
+impl Config {
+    /// Two clients, ttl 3 ticks. With an asynchronous standby what is at
+    /// stake (a term issued twice, a stale leader's write) takes no time, and
+    /// an independent standby multiplies the states: a horizon of 1 tick,
+    /// no clock drift, no clock step.
+    fn small(variant: Variant, replication: Replication) -> Config {
+        let sync = replication == Replication::Sync;
+        Config {
+            clients: 2,
+            ttl: 3,
+            horizon: if sync { horizon() } else { 1 },
+            max_lag: i64::from(sync),
+            rate_bound_ppm: 250_000,
+            step: if sync { 2 } else { 0 },
+            promotion: true,
+            max_tenures: 3,
+            replication,
+            variant,
+            reused_id: false,
+        }
+    }
+
+    fn margin(&self) -> i64 {
+        match self.variant {
+            Variant::MarginTooSmall => 0,
+            _ => p::margin(self.ttl, self.rate_bound_ppm),
+        }
+    }
+
+    fn id(&self, client: usize) -> u8 {
+        if self.reused_id && client == 1 {
+            0
+        } else {
+            client as u8
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Req {
+    Acquire,
+    Renew,
+    Release,
+}
+
+/// A client's one call in flight: sent (to the primary of `timeline`), or
+/// answered (`term`: the tenure granted or renewed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Call {
+    Sent {
+        req: Req,
+        local_sent: i64,
+        timeline: u32,
+    },
+    Answered {
+        req: Req,
+        local_sent: i64,
+        term: Option<i64>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Client {
+    /// Ticks its clock is behind the real time.
+    lag: i64,
+    call: Option<Call>,
+    /// The tenure it believes it holds: term, local deadline.
+    lead: Option<(i64, i64)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct State {
+    /// Real time.
+    t: i64,
+    /// The server's wall clock minus the real time.
+    wall_offset: i64,
+    timeline: u32,
+    primary: Option<p::Lease<u8>>,
+    standby: Option<p::Lease<u8>>,
+    promoted: bool,
+    clients: Vec<Client>,
+    /// The highest term issued so far, and whether a term was ever issued
+    /// at or below an earlier one.
+    highest_issued: i64,
+    term_reissued: bool,
+    /// Tenures started so far (the model stops at `MAX_TENURES`: release
+    /// and acquire could otherwise cycle for ever within one tick).
+    tenures: u8,
+    /// Clients that have led, as a bit set.
+    led: u8,
+    /// The fenced resource (asynchronous replication only): the highest
+    /// term it accepted; whether it ever refused a stale writer.
+    fence: Option<i64>,
+    stale_write_refused: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Action {
+    Tick,
+    Drift(usize),
+    Send(usize, Req),
+    Serve(usize),
+    Receive(usize),
+    Lose(usize),
+    Replicate,
+    Expire,
+    Promote,
+    StepClock,
+    Write(usize),
+}
+
+struct LeaseModel {
+    cfg: Config,
+}
+
+impl LeaseModel {
+    fn local_now(&self, s: &State, c: usize) -> i64 {
+        s.t - s.clients[c].lag
+    }
+
+    /// Whether client `c` is inside its window: the only time it may act.
+    fn inside(&self, s: &State, c: usize) -> bool {
+        s.clients[c]
+            .lead
+            .is_some_and(|(_, deadline)| self.local_now(s, c) < deadline)
+    }
+
+    /// The clock the server decides by: the lease clock (real time), or in
+    /// the broken variant its wall clock.
+    fn server_now(&self, s: &State) -> i64 {
+        match self.cfg.variant {
+            Variant::SteppingClock => s.t + s.wall_offset,
+            _ => s.t,
+        }
+    }
+
+    fn floor(&self, s: &State) -> i64 {
+        let timeline = match self.cfg.variant {
+            Variant::NoFloorBump => 1,
+            _ => s.timeline,
+        };
+        p::term_floor(timeline).expect("a small timeline")
+    }
+
+    fn commit(&self, s: &mut State) {
+        if self.cfg.replication == Replication::Sync {
+            s.standby = s.primary;
+        }
+    }
+
+    fn serve(&self, s: &mut State, c: usize, req: Req) -> Option<i64> {
+        let id = self.cfg.id(c);
+        let now = self.server_now(s);
+        let ttl = self.cfg.ttl;
+        let answer = match req {
+            Req::Acquire => match p::acquire(s.primary.as_ref(), &id, now, self.floor(s)) {
+                p::Acquire::Start { term } => {
+                    if term <= s.highest_issued {
+                        s.term_reissued = true;
+                    }
+                    s.highest_issued = s.highest_issued.max(term);
+                    s.tenures += 1;
+                    s.primary = Some(p::Lease {
+                        holder: Some(id),
+                        term,
+                        expires_at: p::expiry(now, ttl),
+                    });
+                    Some(term)
+                }
+                p::Acquire::Extend => {
+                    let l = s.primary.as_mut().expect("held");
+                    l.expires_at = p::expiry(now, ttl);
+                    Some(l.term)
+                }
+                p::Acquire::Refuse => None,
+            },
+            Req::Renew => match s.primary.as_mut() {
+                Some(l) if p::may_renew(l, &id, now) => {
+                    l.expires_at = p::expiry(now, ttl);
+                    Some(l.term)
+                }
+                _ => None,
+            },
+            Req::Release => match s.primary.as_mut() {
+                Some(l) if p::may_release(l, &id, now) => {
+                    l.holder = None;
+                    Some(l.term)
+                }
+                _ => None,
+            },
+        };
+        self.commit(s);
+        answer
+    }
+}
+
+impl Model for LeaseModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            t: 0,
+            wall_offset: 0,
+            timeline: 1,
+            primary: None,
+            standby: None,
+            promoted: false,
+            clients: vec![
+                Client {
+                    lag: 0,
+                    call: None,
+                    lead: None
+                };
+                self.cfg.clients
+            ],
+            highest_issued: 0,
+            term_reissued: false,
+            tenures: 0,
+            led: 0,
+            fence: None,
+            stale_write_refused: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.t < self.cfg.horizon {
+            actions.push(Action::Tick);
+        }
+        for (c, client) in s.clients.iter().enumerate() {
+            if client.lead.is_some() && client.lag < self.cfg.max_lag {
+                actions.push(Action::Drift(c));
+            }
+            match client.call {
+                None if self.inside(s, c) => {
+                    actions.push(Action::Send(c, Req::Renew));
+                    actions.push(Action::Send(c, Req::Release));
+                }
+                None => actions.push(Action::Send(c, Req::Acquire)),
+                Some(Call::Sent { .. }) => {
+                    actions.push(Action::Serve(c));
+                    actions.push(Action::Lose(c));
+                }
+                Some(Call::Answered { .. }) => {
+                    actions.push(Action::Receive(c));
+                    actions.push(Action::Lose(c));
+                }
+            }
+            if self.cfg.replication == Replication::Async && self.inside(s, c) {
+                actions.push(Action::Write(c));
+            }
+        }
+        if s.standby != s.primary {
+            actions.push(Action::Replicate);
+        }
+        if s.primary
+            .is_some_and(|l| p::may_vacate(&l, self.server_now(s)))
+        {
+            actions.push(Action::Expire);
+        }
+        if self.cfg.promotion && !s.promoted {
+            actions.push(Action::Promote);
+        }
+        if self.cfg.step != 0 && s.wall_offset == 0 {
+            actions.push(Action::StepClock);
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        let ttl = self.cfg.ttl;
+        match action {
+            Action::Tick => s.t += 1,
+            Action::Drift(c) => s.clients[c].lag += 1,
+            Action::Send(c, req) => {
+                let local_sent = self.local_now(&s, c);
+                let client = &mut s.clients[c];
+                if req == Req::Release {
+                    client.lead = None; // it stops acting before it releases
+                }
+                if req == Req::Acquire {
+                    client.lead = None; // its window closed: no longer leading
+                }
+                client.call = Some(Call::Sent {
+                    req,
+                    local_sent,
+                    timeline: s.timeline,
+                });
+            }
+            Action::Serve(c) => {
+                let Some(Call::Sent {
+                    req,
+                    local_sent,
+                    timeline,
+                }) = s.clients[c].call
+                else {
+                    return None;
+                };
+                if timeline != s.timeline {
+                    // Sent to the old primary, gone: never served.
+                    s.clients[c].call = None;
+                } else {
+                    let term = self.serve(&mut s, c, req);
+                    s.clients[c].call = Some(Call::Answered {
+                        req,
+                        local_sent,
+                        term,
+                    });
+                }
+            }
+            Action::Receive(c) => {
+                let Some(Call::Answered {
+                    req,
+                    local_sent,
+                    term,
+                }) = s.clients[c].call
+                else {
+                    return None;
+                };
+                let now = self.local_now(&s, c);
+                let from = match self.cfg.variant {
+                    Variant::DeadlineFromReply => now,
+                    _ => local_sent,
+                };
+                let deadline = p::local_deadline(from, ttl, self.cfg.margin());
+                let inside = self.inside(&s, c);
+                let client = &mut s.clients[c];
+                client.call = None;
+                client.lead = match (req, term) {
+                    (Req::Acquire, Some(term)) => Some((term, deadline)),
+                    // A renewal (true or false: le_renew names no term)
+                    // moves the deadline of the tenure the client leads
+                    // in; one answered after the deadline comes too late
+                    // (the client stopped).
+                    (Req::Renew, Some(_)) if inside => {
+                        client.lead.map(|(term, _)| (term, deadline))
+                    }
+                    (Req::Renew, _) => None,
+                    (_, _) => client.lead,
+                };
+                if client.lead.is_some() {
+                    s.led |= 1 << c;
+                }
+            }
+            Action::Lose(c) => s.clients[c].call = None,
+            Action::Replicate => s.standby = s.primary,
+            Action::Expire => {
+                let l = s.primary.as_mut().expect("held");
+                l.holder = None;
+                self.commit(&mut s);
+            }
+            Action::Promote => {
+                s.promoted = true;
+                s.timeline += 1;
+                s.primary = s.standby;
+                let now = self.server_now(&s);
+                if let Some(l) = s.primary.as_mut().filter(|l| l.holder.is_some()) {
+                    l.expires_at = p::expiry_after_promotion(now, ttl);
+                }
+                s.standby = s.primary;
+            }
+            Action::StepClock => s.wall_offset = self.cfg.step,
+            Action::Write(c) => {
+                let (term, _) = s.clients[c].lead.expect("leading");
+                if p::fence_accepts(s.fence, term) {
+                    s.fence = Some(term);
+                } else {
+                    s.stale_write_refused = true;
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut props = vec![
+            Property::always(
+                "a term is never issued twice, and terms grow in issue order",
+                |_, s: &State| !s.term_reissued,
+            ),
+            Property::sometimes(
+                "someone leads after a failover",
+                |m: &LeaseModel, s: &State| {
+                    s.promoted
+                        && (0..s.clients.len()).any(|c| {
+                            m.inside(s, c)
+                                && s.clients[c]
+                                    .lead
+                                    .is_some_and(|(t, _)| t >= p::term_floor(2).expect("floor"))
+                        })
+                },
+            ),
+            Property::sometimes(
+                "the lease passes from one client to another",
+                |_, s: &State| s.led.count_ones() >= 2,
+            ),
+        ];
+        match self.cfg.replication {
+            Replication::Sync => props.push(Property::always(
+                "no two clients inside their windows at once",
+                |m: &LeaseModel, s: &State| {
+                    (0..s.clients.len()).filter(|&c| m.inside(s, c)).count() <= 1
+                },
+            )),
+            Replication::Async => props.push(Property::sometimes(
+                "the fence refuses a stale leader's write",
+                |_, s: &State| s.stale_write_refused,
+            )),
+        }
+        props
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        s.t <= self.cfg.horizon && s.tenures <= self.cfg.max_tenures
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        match action {
+            Action::Tick => "time passes one tick".into(),
+            Action::Drift(c) => format!("client {c}'s clock falls a tick behind"),
+            Action::Send(c, req) => format!("client {c} sends {req:?}"),
+            Action::Serve(c) => format!("the primary serves client {c}'s call"),
+            Action::Receive(c) => format!("client {c} receives the answer"),
+            Action::Lose(c) => format!("client {c}'s call or answer is lost"),
+            Action::Replicate => "the standby receives the row".into(),
+            Action::Expire => "the worker vacates the lapsed lease".into(),
+            Action::Promote => "the primary dies; the standby is promoted".into(),
+            Action::StepClock => "the server's wall clock steps forward".into(),
+            Action::Write(c) => format!("client {c} writes to the fenced resource"),
+        }
+    }
+}
+
+/// Explores `cfg` exhaustively (breadth first: a counterexample found is a
+/// shortest one), or until `property` has one; prints the state count and
+/// time. Returns the checker.
+fn check(name: &str, cfg: Config, property: Option<&'static str>) -> impl Checker<LeaseModel> {
+    let started = Instant::now();
+    let mut builder = LeaseModel { cfg }.checker().threads(2);
+    if let Some(property) = property {
+        builder = builder.finish_when(HasDiscoveries::AnyOf([property].into_iter().collect()));
+    }
+    let checker = builder.spawn_bfs().join();
+    println!(
+        "model {name}: {} states ({} unique), depth {}, {:.1} s",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed().as_secs_f64()
+    );
+    checker
+}
+
+/// A readable trace of a counterexample: each state, then the step taken.
+fn trace(model: &LeaseModel, path: stateright::Path<State, Action>) -> String {
+    let mut out = String::new();
+    for (s, action) in path.into_vec() {
+        let leads: Vec<String> = (0..s.clients.len())
+            .map(|c| match s.clients[c].lead {
+                Some((term, deadline)) if model.inside(&s, c) => {
+                    format!(
+                        "client {c} leads in term {term} until {deadline} on its clock (now {})",
+                        model.local_now(&s, c)
+                    )
+                }
+                _ => format!("client {c} does not lead"),
+            })
+            .collect();
+        out += &format!(
+            "  t={} timeline {} primary {:?} standby {:?}; {}\n",
+            s.t,
+            s.timeline,
+            s.primary.map(|l| (l.holder, l.term, l.expires_at)),
+            s.standby.map(|l| (l.holder, l.term, l.expires_at)),
+            leads.join(", ")
+        );
+        if let Some(a) = action {
+            out += &format!("    -> {}\n", model.format_action(&a));
+        }
+    }
+    out + "  (leases as (holder, term, expires_at))\n"
+}
+
+#[test]
+fn the_rules_hold_with_a_synchronous_standby() {
+    let checker = check(
+        "sync",
+        Config::small(Variant::Correct, Replication::Sync),
+        None,
+    );
+    checker.assert_properties();
+}
+
+#[test]
+fn the_rules_hold_with_an_asynchronous_standby() {
+    // A grant the standby never received may overlap a new holder
+    // (documented); terms still never repeat, and the fence refuses the
+    // stale leader.
+    let checker = check(
+        "async",
+        Config::small(Variant::Correct, Replication::Async),
+        None,
+    );
+    checker.assert_properties();
+}
+
+/// The variant must break `property`: the model prints the counterexample.
+fn must_catch(variant: Variant, replication: Replication, property: &'static str) {
+    let cfg = Config::small(variant, replication);
+    let checker = check(&format!("{variant:?}"), cfg.clone(), Some(property));
+    let Some(path) = checker.discovery(property) else {
+        panic!("the model did not catch {variant:?}: no counterexample to {property:?}");
+    };
+    println!(
+        "{variant:?} breaks {property:?}:\n{}",
+        trace(&LeaseModel { cfg }, path)
+    );
+}
+
+#[test]
+fn a_deadline_counted_from_the_reply_is_caught() {
+    must_catch(
+        Variant::DeadlineFromReply,
+        Replication::Sync,
+        "no two clients inside their windows at once",
+    );
+}
+
+#[test]
+fn a_margin_below_the_clock_rate_bound_is_caught() {
+    must_catch(
+        Variant::MarginTooSmall,
+        Replication::Sync,
+        "no two clients inside their windows at once",
+    );
+}
+
+#[test]
+fn no_floor_bump_at_promotion_is_caught() {
+    must_catch(
+        Variant::NoFloorBump,
+        Replication::Async,
+        "a term is never issued twice, and terms grow in issue order",
+    );
+}
+
+#[test]
+fn decisions_on_a_clock_that_steps_are_caught() {
+    must_catch(
+        Variant::SteppingClock,
+        Replication::Sync,
+        "no two clients inside their windows at once",
+    );
+}
+
+/// Outside the assumptions: two live processes with one id. Renewals match
+/// the holder by id (contract 3.2), so the paused old process's renewal
+/// extends the new one's tenure and is taken as its own. The model finds
+/// the overlap; default ids are unique per process (docs/verification.md).
+#[test]
+fn a_reused_id_breaks_the_guarantee_as_documented() {
+    let mut cfg = Config::small(Variant::Correct, Replication::Sync);
+    cfg.reused_id = true;
+    cfg.promotion = false;
+    cfg.step = 0;
+    let property = "no two clients inside their windows at once";
+    let checker = check("reused id", cfg.clone(), Some(property));
+    let path = checker
+        .discovery(property)
+        .expect("with a reused id the model finds two leaders");
+    println!("a reused id:\n{}", trace(&LeaseModel { cfg }, path));
+}
+
+/// The larger configuration: three clients, four tenures. Run once per
+/// release (`cargo test --profile cli -p leaderlock-protocol --test model
+/// -- --ignored`; the figures are in docs/verification.md).
+#[test]
+#[ignore]
+fn the_rules_hold_in_the_larger_configuration() {
+    let mut cfg = Config::small(Variant::Correct, Replication::Sync);
+    cfg.clients = 3;
+    cfg.max_tenures = 4;
+    check("large sync", cfg, None).assert_properties();
+}
