@@ -33,7 +33,9 @@ every variant:
   pgbouncer's transaction pooling, where LISTEN is not relied on: within
   the polling period, 1 s, + 100 ms). Its first tick is printed too.
 
-Scenarios, for each variant on a key of its own:
+Scenarios, every variant side by side, each on a key of its own (a
+fault that takes a leader down is dealt to one variant after the other,
+0.3 s apart, so that each takeover is measured on its own):
 - two candidates: exactly one leads, for 2 ttls, without a pause;
 - shutdown (SIGTERM) of the leader: it releases (a lease left to expire
   fails), and the other leads within 100 ms of the release;
@@ -554,82 +556,111 @@ def live(sc, out):
     return [v for v in sc.variants if not isinstance(out.get(v), Failure)]
 
 
-# ---- the scenarios of one variant ------------------------------------------
+# ---- two candidates per variant, every variant side by side ----------------
+# Faults that each take a leader down are dealt STAGGER apart, one variant
+# after the other, so that each takeover is measured on its own (no two
+# followers racing for the two cores at the same instant).
+
+STAGGER = 0.3
+
 
 def one_leads(sc):
-    v, ttl = sc.variants[0], sc.ttl
+    ttl = sc.ttl
     sc.pair()
-    failed = sc.wait_leaders(15)
-    if failed:
-        return failed
+    out = sc.wait_leaders(15)
     time.sleep(2 * ttl)
-    t = sc.ticks(v)
-    ids = {i for _, i, _ in t}
-    check(len(ids) == 1, f"both ticked: {ids}")
-    gap = max((b[0] - a[0] for a, b in zip(t, t[1:])), default=0)
-    check(gap < ttl / 2, f"the leader paused {gap:.2f} s while leading")
-    return {v: f"one leader for {2 * ttl:.0f} s, its longest pause {gap * 1000:.0f} ms"}
+    for v in live(sc, out):
+        def verdict(v=v):
+            t = sc.ticks(v)
+            ids = {i for _, i, _ in t}
+            check(len(ids) == 1, f"both ticked: {ids}")
+            gap = max((b[0] - a[0] for a, b in zip(t, t[1:])), default=0)
+            check(gap < ttl / 2, f"the leader paused {gap:.2f} s while leading")
+            return f"one leader for {2 * ttl:.0f} s, its longest pause {gap * 1000:.0f} ms"
+        out[v] = each([v], lambda _: verdict())[v]
+    return out
 
 
-def follower_waiting(sc):
+def followers_waiting(sc):
     sc.pair()
-    failed = sc.wait_leaders(15)
-    if failed:
-        return failed
-    time.sleep(1.0)  # the other one is waiting by now
-    return None
+    out = sc.wait_leaders(15)
+    time.sleep(1.0)  # the others are waiting by now
+    return out
 
 
 def shutdown(sc):
-    v = sc.variants[0]
-    failed = follower_waiting(sc)
-    if failed:
-        return failed
-    first = sc.leader(v)[0]
-    figure, _ = sc.handover_on_sigterm(v)
-    t = sc.ticks(v)
-    gap = min(x[0] for x in t if x[1] != first) - max(x[0] for x in t if x[1] == first)
-    return {v: f"{figure}; {gap * 1000:.0f} ms from the leader's last tick"}
+    out = followers_waiting(sc)
+    for v in live(sc, out):
+        def verdict(v=v):
+            first = sc.leader(v)[0]
+            figure, _ = sc.handover_on_sigterm(v)
+            t = sc.ticks(v)
+            gap = min(x[0] for x in t if x[1] != first) - max(x[0] for x in t if x[1] == first)
+            return f"{figure}; {gap * 1000:.0f} ms from the leader's last tick"
+        out[v] = each([v], lambda _: verdict())[v]
+        time.sleep(STAGGER)
+    return out
 
 
 def kill_9(sc):
-    v, ttl = sc.variants[0], sc.ttl
-    failed = follower_waiting(sc)
-    if failed:
-        return failed
-    holder, term, _ = sc.leader(v)
-    sc.cand(v, holder).signal(signal.SIGKILL)
-    end, how = sc.lease_end(v, holder, term, ttl + 10)
-    figure = sc.takeover(v, holder, term, end, how, sc.suite.expiry_bound)
-    t = sc.ticks(v)
-    gap = min(x[0] for x in t if x[1] != holder) - max(x[0] for x in t if x[1] == holder)
-    return {v: f"{figure}; {gap:.2f} s after the dead leader's last tick (ttl {ttl} s)"}
+    ttl = sc.ttl
+    out = followers_waiting(sc)
+    killed = {}
+    for v in live(sc, out):
+        holder, term, _ = sc.leader(v)
+        sc.cand(v, holder).signal(signal.SIGKILL)
+        killed[v] = (holder, term)
+        time.sleep(STAGGER)
+    for v in killed:
+        def verdict(v=v):
+            holder, term = killed[v]
+            end, how = sc.lease_end(v, holder, term, ttl + 10)
+            figure = sc.takeover(v, holder, term, end, how, sc.suite.expiry_bound)
+            t = sc.ticks(v)
+            gap = min(x[0] for x in t if x[1] != holder) - max(x[0] for x in t if x[1] == holder)
+            return f"{figure}; {gap:.2f} s after the dead leader's last tick (ttl {ttl} s)"
+        out[v] = each([v], lambda _: verdict())[v]
+    return out
 
 
 def paused(sc):
-    v, ttl = sc.variants[0], sc.ttl
-    failed = follower_waiting(sc)
-    if failed:
-        return failed
-    holder, term, _ = sc.leader(v)
-    old = sc.cand(v, holder)
-    old.signal(signal.SIGSTOP)
-    stopped_at = time.time()
+    ttl = sc.ttl
+    out = followers_waiting(sc)
+    stopped = {}
     try:
-        end, how = sc.lease_end(v, holder, term, ttl + 10)
-        figure = sc.takeover(v, holder, term, end, how, sc.suite.expiry_bound)
+        for v in live(sc, out):
+            holder, term, _ = sc.leader(v)
+            sc.cand(v, holder).signal(signal.SIGSTOP)
+            stopped[v] = (holder, term, time.time())
+            time.sleep(STAGGER)
+        for v in stopped:
+            def taken_over(v=v):
+                holder, term, _ = stopped[v]
+                end, how = sc.lease_end(v, holder, term, ttl + 10)
+                return sc.takeover(v, holder, term, end, how, sc.suite.expiry_bound), end
+            out[v] = each([v], lambda _: taken_over())[v]
         time.sleep(0.3)
     finally:
-        old.signal(signal.SIGCONT)
+        for v, (holder, _, _) in stopped.items():
+            sc.cand(v, holder).signal(signal.SIGCONT)
     time.sleep(1.5)
-    t = sc.ticks(v)
-    # Its lease ran out within ttl of the pause (of `leaderlock run` only
-    # the CLI is paused: its command goes on until the supervisor stops it
-    # at the deadline); nothing after that, resumed or not.
-    late = [x for x in t if x[1] == holder and x[0] > stopped_at + ttl]
-    check(not late, f"the paused leader ticked past its lease: {late[:3]}")
-    last = max(x[0] for x in t if x[1] == holder and x[2] == term)
-    return {v: f"{figure}; its last tick {last - end:+.3f} s from its lease's end; nothing once resumed"}
+    for v in stopped:
+        if isinstance(out[v], Failure):
+            continue
+        def verdict(v=v):
+            holder, term, stopped_at = stopped[v]
+            figure, end = out[v]
+            t = sc.ticks(v)
+            # Its lease ran out within ttl of the pause (of `leaderlock
+            # run` only the CLI is paused: its command goes on until the
+            # supervisor stops it at the deadline); nothing after that,
+            # resumed or not.
+            late = [x for x in t if x[1] == holder and x[0] > stopped_at + ttl]
+            check(not late, f"the paused leader ticked past its lease: {late[:3]}")
+            last = max(x[0] for x in t if x[1] == holder and x[2] == term)
+            return f"{figure}; its last tick {last - end:+.3f} s from its lease's end; nothing once resumed"
+        out[v] = each([v], lambda _: verdict())[v]
+    return out
 
 
 # ---- the scenarios every variant shares --------------------------------------
@@ -986,13 +1017,12 @@ def main():
     unknown = only - set(SCENARIOS)
     if unknown:
         raise SystemExit(f"scenarios.py: --only: unknown {', '.join(sorted(unknown))} (known: {', '.join(SCENARIOS)})")
-    for v in variants:
-        for word, name, body in (("one", "two candidates, one leader", one_leads),
-                                 ("sigterm", "shutdown hands over", shutdown),
-                                 ("kill", "kill -9 of the leader", kill_9),
-                                 ("sigstop", "SIGSTOP of the leader past its ttl", paused)):
-            if word in only:
-                suite.run(name, [v], body)
+    for word, name, body in (("one", "two candidates, one leader", one_leads),
+                             ("sigterm", "shutdown hands over", shutdown),
+                             ("kill", "kill -9 of the leader", kill_9),
+                             ("sigstop", "SIGSTOP of the leader past its ttl", paused)):
+        if word in only:
+            suite.run(name, variants, body)
     if "flood" in only:
         suite.run("a flood of forged notifications from a role of no rights", variants, flood)
     if args.pgdata and "restart" in only:
