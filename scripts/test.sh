@@ -153,6 +153,11 @@ fi
 if wants client || wants bench || wants portable; then
   build_cli || FAILED+=("build the CLI")
   export LEADERLOCK_CLI=$CLI_BIN
+  # The stress and chaos suites replay their histories through the lease
+  # rules (crates/protocol: docs/verification.md).
+  (cd "$REPO_ROOT" && cargo build -q --locked --profile cli -p leaderlock-protocol --bin leaderlock-check-history) \
+    || FAILED+=("build the history checker")
+  export LEADERLOCK_HISTORY_CHECKER=$REPO_ROOT/target/cli/leaderlock-check-history
 fi
 
 # regress_suite NAME TOOL DIR EXT: runs the pg_regress-style suite in

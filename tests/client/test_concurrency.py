@@ -2,6 +2,7 @@
 multi-client stress test checked for overlapping leaders and shrinking terms
 (contract 2.1, 3.1 to 3.3)."""
 import os
+import subprocess
 import random
 import threading
 import time
@@ -158,6 +159,23 @@ class TenureChecks:
         for earlier, later in zip(by_time, by_time[1:]):
             self.assertLessEqual(earlier[3], later[3], f"{key}: term went back")
         print(f"  {key}: {len(terms)} tenures, terms {terms[0]}..{terms[-1]}, no overlap")
+        self.replay_through_the_rules(key, recs, failovers)
+
+    def replay_through_the_rules(self, key, recs, failovers):
+        """The same history, replayed through the lease rules the extension
+        decides with (crates/protocol: leaderlock-check-history), so that a
+        real run the rules forbid fails. The test command builds the checker
+        and names it in LEADERLOCK_HISTORY_CHECKER."""
+        checker = os.environ.get("LEADERLOCK_HISTORY_CHECKER")
+        if not checker:
+            print("  (LEADERLOCK_HISTORY_CHECKER not set: the history is not replayed through the rules)")
+            return
+        lines = "".join(f"{op} {k} {who} {term} {int(a * 1000000)} {int(r * 1000000)} {int(e * 1000000)}\n"
+                        for op, k, who, term, a, r, e in recs)
+        out = subprocess.run([checker] + (["--failovers"] if failovers else []), input=lines, text=True,
+                             capture_output=True)
+        print(out.stdout.rstrip())
+        self.assertEqual(out.returncode, 0, f"{key}: the rules forbid a step of this history: {out.stdout}{out.stderr}")
 
 
 STRESS_KEYS = ["stress-a", "stress-b", "stress-c"]

@@ -602,15 +602,21 @@ def shutdown(sc):
     return out
 
 
-def kill_9(sc):
-    ttl = sc.ttl
-    out = followers_waiting(sc)
+def kill_leaders(sc, out):
+    """kill -9 of each live variant's leader, STAGGER apart; {v: (holder, term)}."""
     killed = {}
     for v in live(sc, out):
         holder, term, _ = sc.leader(v)
         sc.cand(v, holder).signal(signal.SIGKILL)
         killed[v] = (holder, term)
         time.sleep(STAGGER)
+    return killed
+
+
+def kill_9(sc):
+    ttl = sc.ttl
+    out = followers_waiting(sc)
+    killed = kill_leaders(sc, out)
     for v in killed:
         def verdict(v=v):
             holder, term = killed[v]
@@ -967,23 +973,8 @@ def through_pgbouncer(sc):
     for 2 ttls, then kill -9 of every leader; LISTEN is not relied on
     there, so the followers find the expiry by polling (every second)."""
     ttl = sc.ttl
-    sc.pair()
-    out = sc.wait_leaders()
-    time.sleep(2 * ttl)
-    for v in live(sc, out):
-        def one_leader(v=v):
-            t = sc.ticks(v)
-            ids = {i for _, i, _ in t}
-            check(len(ids) == 1, f"both ticked: {ids}")
-            gap = max((b[0] - a[0] for a, b in zip(t, t[1:])), default=0)
-            check(gap < ttl / 2, f"the leader paused {gap:.2f} s while leading")
-            return f"one leader for {2 * ttl:.0f} s, its longest pause {gap * 1000:.0f} ms"
-        out[v] = each([v], lambda _: one_leader())[v]
-    killed = {}
-    for v in live(sc, out):
-        holder, term, _ = sc.leader(v)
-        sc.cand(v, holder).signal(signal.SIGKILL)
-        killed[v] = (holder, term)
+    out = one_leads(sc)
+    killed = kill_leaders(sc, out)
     poll = max(ttl / 2, 1.0)
     for v in killed:
         def taken_over(v=v):

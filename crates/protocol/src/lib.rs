@@ -10,6 +10,8 @@
 //! deadline. Ids are whatever identifies a holder (`&str` in the
 //! extension, small integers in the model).
 
+pub mod history;
+
 /// Microseconds.
 pub type Micros = i64;
 
