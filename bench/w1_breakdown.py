@@ -66,7 +66,8 @@ def main():
     for param, value in [("$1", key), ("$2", me), ("$3", "clock_timestamp()"), ("$4", "interval '1 hour'"),
                          ("$5", "current_user::regrole::oid")]:
         renew = renew.replace(param, value)
-    no_lock = re.sub(r"AND key = \(SELECT key FROM leaderlock.*?SKIP LOCKED\)", "", renew, flags=re.S)
+    # (the table is named with its schema: FROM @extschema@.leaderlock)
+    no_lock = re.sub(r"AND key = \(SELECT key FROM \S*leaderlock .*?SKIP LOCKED\)", "", renew, flags=re.S)
     assert no_lock != renew
     plain = bench.RECIPE_RENEW.format(key=key, id=me, ttl="1 hour") + ";\n"
     variants = {
