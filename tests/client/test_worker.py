@@ -138,7 +138,9 @@ class WorkerTest(unittest.TestCase):
                         "worker did not exit on SIGTERM")
         # ... and the launcher starts it again.
         self.assertTrue(wait_for(lambda: self.cluster.worker_pid() not in (None, old), timeout=10))
-        self.assertTrue(one(self.conn, "SELECT le_worker_running()"))
+        # (it shows in pg_stat_activity once connected, and reports itself
+        # running a moment later, once it found the extension)
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT le_worker_running()"), timeout=10))
         self.assert_expires_a_lease()
 
     def test_killed_worker_gets_the_server_restarted_with_it(self):

@@ -505,8 +505,12 @@ function frees(payload: string | undefined, key: string): boolean {
  * Until a notification says `key` is free (a hint only; never sooner than
  * HINT_FLOOR after `lastTry`, the start of the last try: hints heard
  * meanwhile make one try), `ms` pass, the connection ends, or `stop` aborts.
+ * `heardAt`: when the campaign last heard such a hint; one heard since
+ * `lastTry` began (while that try was in flight, when no wait listened)
+ * counts too, or a release announced during a try would wait for the poll.
  */
-function hint(c: PG.Client, key: string, ms: number, lastTry: number, stop?: AbortSignal): Promise<void> {
+function hint(c: PG.Client, key: string, ms: number, lastTry: number, stop?: AbortSignal,
+              heardAt = -Infinity): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
@@ -524,7 +528,8 @@ function hint(c: PG.Client, key: string, ms: number, lastTry: number, stop?: Abo
       clearTimeout(timer);
       timer = later(done, due - now());
     };
-    let timer = later(done, Math.max(ms, 0));
+    if (heardAt >= lastTry) until = Math.min(until, Math.max(now(), lastTry + HINT_FLOOR));
+    let timer = later(done, until - now());
     c.on("notification", heard);
     c.on("end", done); // dropped: the next call fails and the candidate reconnects
     stop?.addEventListener("abort", done);
@@ -561,49 +566,59 @@ async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp
   await bounded(c, by, "LISTEN leaderlock");
   const notifications = await probe(c, by);
   let slotsDiffered = false; // the last try met the key held with other slots
-  for (;;) {
-    if (stop?.aborted) throw new Stopped();
-    const lastTry = now();
-    if (expire) {
-      try {
-        await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
-      } catch (e: any) {
-        // refused (or missing before 0.5.0): the try takes a lapsed lease anyway, unannounced
-        if (!isDbError(e)) throw e; // the connection, not the server
-        expire = false;
-      }
-    }
-    const sent = now();
-    let won = false;
-    try {
-      won = (await bounded(c, sent + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
-      slotsDiffered = false;
-    } catch (e: any) {
-      if (!slotsDiffer(e)) throw e;
-      // held with another number of slots: not ours now, a refusal
-      if (!slotsDiffered) {
-        process.emitWarning(`leaderlock: key ${JSON.stringify(key)} is held with another number of slots: ` +
-                            `not ours now; trying again until those tenures end (server: ${JSON.stringify(String(e.message))})`);
-      }
-      slotsDiffered = true;
-    }
-    if (won) {
-      const rows = await bounded(c, sent + t.callTimeout, TERM_OF, [key, id]);
-      if (rows.length) {
-        if (value !== undefined) {
-          await bounded(c, sent + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok",
-                        [key, id, JSON.stringify(value)]);
+  // Hints heard at any time, tries in flight included (see hint()).
+  let heardAt = -Infinity;
+  const heardFree = (n: PG.Notification) => {
+    if (frees(n.payload, key)) heardAt = now();
+  };
+  c.on("notification", heardFree);
+  try {
+    for (;;) {
+      if (stop?.aborted) throw new Stopped();
+      const lastTry = now();
+      if (expire) {
+        try {
+          await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
+        } catch (e: any) {
+          // refused (or missing before 0.5.0): the try takes a lapsed lease anyway, unannounced
+          if (!isDbError(e)) throw e; // the connection, not the server
+          expire = false;
         }
-        return { term: Number(rows[0].term), deadline: sent + t.ttl * 1000 - t.margin };
       }
+      const sent = now();
+      let won = false;
+      try {
+        won = (await bounded(c, sent + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
+        slotsDiffered = false;
+      } catch (e: any) {
+        if (!slotsDiffer(e)) throw e;
+        // held with another number of slots: not ours now, a refusal
+        if (!slotsDiffered) {
+          process.emitWarning(`leaderlock: key ${JSON.stringify(key)} is held with another number of slots: ` +
+                              `not ours now; trying again until those tenures end (server: ${JSON.stringify(String(e.message))})`);
+        }
+        slotsDiffered = true;
+      }
+      if (won) {
+        const rows = await bounded(c, sent + t.callTimeout, TERM_OF, [key, id]);
+        if (rows.length) {
+          if (value !== undefined) {
+            await bounded(c, sent + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok",
+                          [key, id, JSON.stringify(value)]);
+          }
+          return { term: Number(rows[0].term), deadline: sent + t.ttl * 1000 - t.margin };
+        }
+      }
+      const n = now();
+      if (refused || n >= giveUp) {
+        const holder = (await bounded(c, n + t.callTimeout, LEADER, [key]))[0].holder;
+        refused?.(holder);
+        if (n >= giveUp) throw new NotAcquired(key, holder);
+      }
+      await hint(c, key, Math.min(pollEvery(t, worker, notifications), giveUp - n), lastTry, stop, heardAt);
     }
-    const n = now();
-    if (refused || n >= giveUp) {
-      const holder = (await bounded(c, n + t.callTimeout, LEADER, [key]))[0].holder;
-      refused?.(holder);
-      if (n >= giveUp) throw new NotAcquired(key, holder);
-    }
-    await hint(c, key, Math.min(pollEvery(t, worker, notifications), giveUp - n), lastTry, stop);
+  } finally {
+    c.off("notification", heardFree);
   }
 }
 
