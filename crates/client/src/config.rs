@@ -72,13 +72,13 @@ impl ElectorConfig {
     }
 }
 
-/// `host:pid:random`: unique even for two replicas with the same hostname
-/// and pid (containers), which would otherwise both believe they lead.
 /// A duration in microseconds, as the protocol's functions take them.
 pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
+/// `host:pid:random`: unique even for two replicas with the same hostname
+/// and pid (containers), which would otherwise both believe they lead.
 pub fn default_id() -> String {
     format!("{}:{}:{}", hostname(), std::process::id(), random_hex(4))
 }

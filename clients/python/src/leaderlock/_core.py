@@ -40,23 +40,6 @@ TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
 # live by the server's own lease clock (`remaining` is NULL unless live; the
 # server's clock, le_now() where it has one, need not be clock_timestamp()).
 HOLDER_OF = "SELECT holder, term, remaining IS NOT NULL FROM le_lease(key => %s)"
-
-
-def still_ours(lease: "Lease", row: Optional[tuple]) -> bool:
-    """After a refused renewal, what the server's answer to `HOLDER_OF`
-    says: True when the lease is still ours and live (its row was locked:
-    retry until the deadline); else the lease ends, with the reason, and
-    False."""
-    holder, term, live = row or (None, None, False)
-    if holder == lease.id and term == lease.term and live:
-        lease._failing(LeaseLost.EXPIRED, "renewals were refused while the lease's row was locked")
-        return True
-    if holder is not None and holder != lease.id and live:
-        lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it in term {term}")
-    else:
-        lease._end(LeaseLost.VACATED, "the server refused the renewal: the lease lapsed there, "
-                                      "or someone vacated it")
-    return False
 ASSERT_LEADER = "SELECT le_assert_leader(key => %s, id => %s, term => %s)"
 LEADER = "SELECT le_leader(key => %s)"
 PROCLAIM = "SELECT le_proclaim(key => %s, id => %s, value => %s)"
@@ -464,6 +447,23 @@ class Lease:
         """Whether a release could still hand anything over: not when the
         server said the lease is not ours."""
         return self.reason not in (LeaseLost.TAKEN, LeaseLost.VACATED, LeaseLost.NOT_LEADER, LeaseLost.REJECTED)
+
+
+def still_ours(lease: Lease, row: Optional[tuple]) -> bool:
+    """After a refused renewal, what the server's answer to `HOLDER_OF`
+    says: True when the lease is still ours and live (its row was locked:
+    retry until the deadline); else the lease ends, with the reason, and
+    False."""
+    holder, term, live = row or (None, None, False)
+    if holder == lease.id and term == lease.term and live:
+        lease._failing(LeaseLost.EXPIRED, "renewals were refused while the lease's row was locked")
+        return True
+    if holder is not None and holder != lease.id and live:
+        lease._end(LeaseLost.TAKEN, f"the server refused the renewal: {holder!r} holds it in term {term}")
+    else:
+        lease._end(LeaseLost.VACATED, "the server refused the renewal: the lease lapsed there, "
+                                      "or someone vacated it")
+    return False
 
 
 def frees(payload: str, key: str) -> bool:
