@@ -6,7 +6,7 @@
 //! expiries, answers lost to a crash) changes nothing the check relies on:
 //! every step is judged against the last recorded state of its key.
 
-use crate::{is_live, Lease, Micros};
+use crate::{Lease, Micros};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -114,18 +114,17 @@ pub fn check_key(records: &[Record], allow: Allow) -> Result<usize, String> {
         }
         // Renewals, an own acquire and releases need the lease live (or a
         // failover may have extended it).
-        if !allow.failovers && !is_live(true, Some(l.expires_at), now) {
+        if !allow.failovers && !l.is_live(now) {
             return Err(format!(
                 "{what}: after the lease lapsed at {}",
                 l.expires_at
             ));
         }
-        match r.op {
-            Op::Release => l.holder = None,
-            _ => l.expires_at = r.expires_at,
-        }
         if r.op == Op::Release {
+            l.holder = None;
             l.expires_at = now;
+        } else {
+            l.expires_at = r.expires_at;
         }
     }
     Ok(tenures)

@@ -63,12 +63,17 @@ struct Config {
     reused_id: bool,
 }
 
-fn horizon() -> i64 {
+/// The horizon in ticks: MODEL_HORIZON, else `default`.
+fn horizon(default: i64) -> i64 {
     std::env::var("MODEL_HORIZON")
         .ok()
         .and_then(|h| h.parse().ok())
-        .unwrap_or(5)
+        .unwrap_or(default)
 }
+
+/// The safety properties, by name (the tests look counterexamples up by it).
+const ONE_LEADER: &str = "no two clients inside their windows at once";
+const TERMS_ONCE: &str = "a term is never issued twice, and terms grow in issue order";
 
 impl Config {
     /// Two clients, ttl 3 ticks. With an asynchronous standby what is at
@@ -80,7 +85,7 @@ impl Config {
         Config {
             clients: 2,
             ttl: 3,
-            horizon: if sync { horizon() } else { 1 },
+            horizon: if sync { horizon(5) } else { 1 },
             max_lag: i64::from(sync),
             rate_bound_ppm: 250_000,
             step: if sync { 2 } else { 0 },
@@ -446,10 +451,7 @@ impl Model for LeaseModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut props = vec![
-            Property::always(
-                "a term is never issued twice, and terms grow in issue order",
-                |_, s: &State| !s.term_reissued,
-            ),
+            Property::always(TERMS_ONCE, |_, s: &State| !s.term_reissued),
             Property::sometimes(
                 "someone leads after a failover",
                 |m: &LeaseModel, s: &State| {
@@ -468,12 +470,11 @@ impl Model for LeaseModel {
             ),
         ];
         match self.cfg.replication {
-            Replication::Sync => props.push(Property::always(
-                "no two clients inside their windows at once",
-                |m: &LeaseModel, s: &State| {
+            Replication::Sync => {
+                props.push(Property::always(ONE_LEADER, |m: &LeaseModel, s: &State| {
                     (0..s.clients.len()).filter(|&c| m.inside(s, c)).count() <= 1
-                },
-            )),
+                }))
+            }
             Replication::Async => props.push(Property::sometimes(
                 "the fence refuses a stale leader's write",
                 |_, s: &State| s.stale_write_refused,
@@ -576,71 +577,60 @@ fn the_rules_hold_with_an_asynchronous_standby() {
     checker.assert_properties();
 }
 
-/// The variant must break `property`: the model prints the counterexample.
-fn must_catch(variant: Variant, replication: Replication, property: &'static str) {
-    let cfg = Config::small(variant, replication);
-    let checker = check(&format!("{variant:?}"), cfg.clone(), Some(property));
+/// The model must find a counterexample to `property` in `cfg`, printed
+/// as a trace; a test fails otherwise.
+fn must_find(name: &str, cfg: Config, property: &'static str) {
+    let checker = check(name, cfg.clone(), Some(property));
     let Some(path) = checker.discovery(property) else {
-        panic!("the model did not catch {variant:?}: no counterexample to {property:?}");
+        panic!("the model did not catch {name}: no counterexample to {property:?}");
     };
     println!(
-        "{variant:?} breaks {property:?}:\n{}",
+        "{name} breaks {property:?}:\n{}",
         trace(&LeaseModel { cfg }, path)
+    );
+}
+
+/// The variant must break `property`.
+fn must_catch(variant: Variant, replication: Replication, property: &'static str) {
+    must_find(
+        &format!("{variant:?}"),
+        Config::small(variant, replication),
+        property,
     );
 }
 
 #[test]
 fn a_deadline_counted_from_the_reply_is_caught() {
-    must_catch(
-        Variant::DeadlineFromReply,
-        Replication::Sync,
-        "no two clients inside their windows at once",
-    );
+    must_catch(Variant::DeadlineFromReply, Replication::Sync, ONE_LEADER);
 }
 
 #[test]
 fn a_margin_below_the_clock_rate_bound_is_caught() {
-    must_catch(
-        Variant::MarginTooSmall,
-        Replication::Sync,
-        "no two clients inside their windows at once",
-    );
+    must_catch(Variant::MarginTooSmall, Replication::Sync, ONE_LEADER);
 }
 
 #[test]
 fn no_floor_bump_at_promotion_is_caught() {
-    must_catch(
-        Variant::NoFloorBump,
-        Replication::Async,
-        "a term is never issued twice, and terms grow in issue order",
-    );
+    must_catch(Variant::NoFloorBump, Replication::Async, TERMS_ONCE);
 }
 
 #[test]
 fn decisions_on_a_clock_that_steps_are_caught() {
-    must_catch(
-        Variant::SteppingClock,
-        Replication::Sync,
-        "no two clients inside their windows at once",
-    );
+    must_catch(Variant::SteppingClock, Replication::Sync, ONE_LEADER);
 }
 
-/// Outside the assumptions: two live processes with one id. Renewals match
-/// the holder by id (contract 3.2), so the paused old process's renewal
-/// extends the new one's tenure and is taken as its own. The model finds
-/// the overlap; default ids are unique per process (docs/verification.md).
+/// Outside the assumptions: two live processes with one id. A holder's
+/// own le_try_acquire (and its renewals) match the holder by id (contract
+/// 3.1, 3.2), so the second process's acquisition extends the first one's
+/// tenure and is taken as its own. The model finds the overlap; default
+/// ids are unique per process (docs/verification.md).
 #[test]
 fn a_reused_id_breaks_the_guarantee_as_documented() {
     let mut cfg = Config::small(Variant::Correct, Replication::Sync);
     cfg.reused_id = true;
     cfg.promotion = false;
     cfg.step = 0;
-    let property = "no two clients inside their windows at once";
-    let checker = check("reused id", cfg.clone(), Some(property));
-    let path = checker
-        .discovery(property)
-        .expect("with a reused id the model finds two leaders");
-    println!("a reused id:\n{}", trace(&LeaseModel { cfg }, path));
+    must_find("a reused id", cfg, ONE_LEADER);
 }
 
 /// The larger configuration: a horizon of 8 ticks (MODEL_HORIZON) and four
@@ -652,10 +642,7 @@ fn a_reused_id_breaks_the_guarantee_as_documented() {
 #[ignore]
 fn the_rules_hold_in_the_larger_configuration() {
     let mut cfg = Config::small(Variant::Correct, Replication::Sync);
-    cfg.horizon = std::env::var("MODEL_HORIZON")
-        .ok()
-        .and_then(|h| h.parse().ok())
-        .unwrap_or(8);
+    cfg.horizon = horizon(8);
     cfg.max_tenures = 4;
     check("large sync", cfg, None).assert_properties();
 }
