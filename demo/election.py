@@ -68,7 +68,7 @@ def candidate(name, port, release_after):
                 time.sleep(3)  # let someone else win
                 conn.notifies.clear()
                 continue
-            cur.execute("SELECT le_renew(%s, %s)", (KEY, name))
+            cur.execute("SELECT le_renew(%s, %s, term => %s)", (KEY, name, term))
             if not cur.fetchone()[0]:
                 say(name, "lost the lease")
                 leading_since = None

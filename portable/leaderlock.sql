@@ -952,7 +952,7 @@ $fn$;
 -- a member of) by p_ttl or the stored ttl, same term, in one statement
 -- that never waits. The term, or NULL when not extended.
 CREATE FUNCTION @extschema@._le_extend(p_key text, p_id text, p_now timestamptz,
-                                       p_ttl interval, p_caller oid) RETURNS bigint
+                                       p_ttl interval, p_caller oid, p_term bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -975,6 +975,7 @@ BEGIN
        AND l.key = (SELECT s.key FROM @extschema@.leaderlock s
                      WHERE s.key = p_key AND s.holder = p_id
                        AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                       AND (p_term IS NULL OR s.term = p_term)
                        AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                        FOR NO KEY UPDATE SKIP LOCKED)
     RETURNING l.term INTO v_term;
@@ -990,7 +991,7 @@ $fn$;
 -- of), touching that slot's row only, never the key's row. The term, or
 -- NULL when not extended.
 CREATE FUNCTION @extschema@._le_extend_slot(p_key text, p_id text, p_now timestamptz,
-                                            p_ttl interval, p_caller oid) RETURNS bigint
+                                            p_ttl interval, p_caller oid, p_term bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -1012,6 +1013,7 @@ BEGIN
        AND l.slot = (SELECT s.slot FROM @extschema@.leaderlock_slots s
                       WHERE s.key = p_key AND s.holder = p_id
                         AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                        AND (p_term IS NULL OR s.term = p_term)
                         AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                       LIMIT 1
                         FOR NO KEY UPDATE SKIP LOCKED)
@@ -1216,7 +1218,7 @@ BEGIN
             IF p_has <> p_slots THEN
                 PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
             END IF;
-            v_term := @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller);
+            v_term := @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, NULL::bigint);
             IF v_term IS NULL THEN
                 o_outcome := 'busy';
                 RETURN;
@@ -1514,7 +1516,7 @@ BEGIN
         END IF;
         -- Ours: extend it as le_renew does, in one statement that never
         -- waits; if that fails, the locking path below decides.
-        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint);
         IF v_term IS NOT NULL THEN
             IF p_value IS NOT NULL THEN
                 UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
@@ -1546,7 +1548,7 @@ BEGIN
         t := clock_timestamp();
         IF locked.holder IS NOT NULL AND locked.lasts > t THEN
             -- Live and, by the lock's condition, ours: extend, same term.
-            v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller);
+            v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint);
             IF v_term IS NULL THEN
                 RAISE SQLSTATE 'LE0NL';
             END IF;
@@ -1587,7 +1589,8 @@ END
 $fn$;
 
 -- Contract 3.2. A refused renewal changes nothing and locks nothing.
-CREATE FUNCTION @extschema@._le_renew(p_key text, p_id text, p_ttl interval, p_caller oid)
+CREATE FUNCTION @extschema@._le_renew(p_key text, p_id text, p_ttl interval, p_caller oid,
+                                      p_term bigint)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1603,8 +1606,8 @@ BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
     t := clock_timestamp();
     -- a lease, else the caller's own tenure of a key of many slots (17)
-    RETURN @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller) IS NOT NULL
-        OR @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller) IS NOT NULL;
+    RETURN @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, p_term) IS NOT NULL
+        OR @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, p_term) IS NOT NULL;
 END
 $fn$;
 
@@ -2224,7 +2227,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.le_renew(key text, id text, ttl interval DEFAULT NULL)
+CREATE FUNCTION @extschema@.le_renew(key text, id text, ttl interval DEFAULT NULL,
+                                     term bigint DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -2235,7 +2239,7 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
     v_ttl := @extschema@._le_ttl($3, false);
-    RETURN @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller());
+    RETURN @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller(), $4);
 END
 $fn$;
 
@@ -2480,9 +2484,9 @@ REVOKE ALL ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at FROM P
 GRANT SELECT ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own_slot(text, text, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_end_stale_tenures(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer,

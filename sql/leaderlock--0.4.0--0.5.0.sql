@@ -29,8 +29,6 @@ ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb)
     SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb)
     SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
-ALTER FUNCTION le_renew(text, text, interval)
-    SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_release(text, text)
     SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_proclaim(text, text, jsonb)
@@ -152,10 +150,11 @@ SELECT l.key, l.tenures,
         WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON true;
 
 
--- le_try_acquire and le_acquire take slots, and le_acquire priority (the
--- library serves the old signatures, by their own C symbols, until this
--- update). New signatures: the functions are dropped and created, keeping
--- who may execute them (an administrator's REVOKE from PUBLIC stays).
+-- le_try_acquire and le_acquire take slots, le_acquire priority, and
+-- le_renew the term of the tenure it renews (the library serves the old
+-- signatures, by their own C symbols, until this update). New signatures:
+-- the functions are dropped and created, keeping who may execute them (an
+-- administrator's REVOKE from PUBLIC stays).
 DO $$
 BEGIN
     PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_try', coalesce((
@@ -165,6 +164,10 @@ BEGIN
     PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_acquire', coalesce((
         SELECT proacl::text FROM pg_catalog.pg_proc
          WHERE oid = '@extschema@.le_acquire(text, text, interval, interval, boolean, jsonb)'::pg_catalog.regprocedure
+    ), ''), true);
+    PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_renew', coalesce((
+        SELECT proacl::text FROM pg_catalog.pg_proc
+         WHERE oid = '@extschema@.le_renew(text, text, interval)'::pg_catalog.regprocedure
     ), ''), true);
 END
 $$;
@@ -190,6 +193,15 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'le_acquire_slots_wrapper';
 ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)
     SET enable_seqscan = off;
 
+DROP FUNCTION le_renew(text, text, interval);
+CREATE FUNCTION le_renew(
+    key text, id text, ttl interval DEFAULT NULL, term bigint DEFAULT NULL
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_renew_term_wrapper';
+ALTER FUNCTION le_renew(text, text, interval, bigint) SET enable_seqscan = off;
+
 DO $$
 DECLARE
     f record;
@@ -200,7 +212,8 @@ BEGIN
         ('leaderlock_upgrade.acl_try',
          '@extschema@.le_try_acquire(text, text, interval, boolean, jsonb, integer)'),
         ('leaderlock_upgrade.acl_acquire',
-         '@extschema@.le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)')
+         '@extschema@.le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)'),
+        ('leaderlock_upgrade.acl_renew', '@extschema@.le_renew(text, text, interval, bigint)')
     ) AS v(setting, signature) LOOP
         acl := pg_catalog.current_setting(f.setting);
         CONTINUE WHEN acl OPERATOR(pg_catalog.=) '';  -- default privileges, as the new one has

@@ -257,19 +257,39 @@ fn set_field<T: IntoDatum>(row: &mut PgHeapTuple<'static, AllocatedByRust>, name
         .unwrap_or_else(|e| error!("leaderlock: leaderlock_lease.{name}: {e}"));
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+/// Contract 3.2: SQL `le_renew`; with `term`, only the tenure of that term
+/// is renewed (a renewal left over from an earlier tenure of the same id
+/// never extends a later one).
+#[pg_extern(name = "le_renew", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn le_renew(
+fn le_renew_term(
     key: Option<&str>,
     id: Option<&str>,
     ttl: default!(Option<Interval>, "NULL"),
+    term: default!(Option<i64>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
     let ttl = input::optional_ttl(ttl);
-    lease::renew(key, id, ttl)
+    lease::renew(key, id, ttl, term)
+}
+
+/// le_renew(text, text, interval) of schemas 0.1.0 to 0.4.0, until ALTER
+/// EXTENSION leaderlock UPDATE.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
+fn le_renew(
+    key: Option<&str>,
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    let ttl = input::optional_ttl(ttl);
+    lease::renew(key, id, ttl, None)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -459,7 +479,7 @@ extension_sql_file!(
     requires = [
         le_try_acquire_slots,
         le_acquire_slots,
-        le_renew,
+        le_renew_term,
         le_release,
         le_renew_all,
         le_release_all,

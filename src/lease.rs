@@ -300,7 +300,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
             // holders that call le_try_acquire periodically renew). If that
             // fails (lapsed meanwhile, or the row is locked), the locking
             // path decides.
-            if let Some(term) = extend(key, id, read_at, Some(ttl)) {
+            if let Some(term) = extend(key, id, read_at, Some(ttl), None) {
                 proclaim_extended(key, id, term, read_at, claim.value);
                 return Attempt::Acquired;
             }
@@ -337,7 +337,7 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     if lease.is_live(now) {
         // Live and, by the lock's condition, ours: extend, same term; the
         // session binding stays with the session that acquired it.
-        let term = extend(key, id, now, Some(ttl))?;
+        let term = extend(key, id, now, Some(ttl), None)?;
         proclaim_extended(key, id, term, now, claim.value);
         return Some(Attempt::Acquired);
     }
@@ -450,12 +450,19 @@ fn proclaim_extended(key: &str, id: &str, term: i64, now: i64, value: Option<&st
 /// Extends the lease `id` holds live at `now` by `ttl` (the stored one when
 /// None), same term: one statement that never waits (`queries::RENEW`).
 /// Its term, or None when it was not extended.
-fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
+fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>) -> Option<i64> {
     let ttl = match ttl {
         Some(t) => t.as_interval().into(),
         None => DatumWithOid::null::<Interval>(),
     };
-    let args = [key.into(), id.into(), ts(now).into(), ttl, caller().into()];
+    let args = [
+        key.into(),
+        id.into(),
+        ts(now).into(),
+        ttl,
+        caller().into(),
+        plans::term_or_any(term),
+    ];
     let extended = plans::run(schema_version::renew(), &args, |t| {
         let row = t.into_iter().next()?;
         let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
@@ -468,11 +475,12 @@ fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
     Some(term)
 }
 
-/// Contract 3.2.
-pub fn renew(key: &str, id: &str, ttl: Option<Ttl>) -> bool {
+/// Contract 3.2: with `term`, only the tenure of that term.
+pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     // (a renewal never shortens a lease: it needs no failover step first)
     let now = now();
-    let renewed = extend(key, id, now, ttl).is_some() || slots::extend(key, id, now, ttl).is_some();
+    let renewed = extend(key, id, now, ttl, term).is_some()
+        || slots::extend(key, id, now, ttl, term).is_some();
     counted(renewed, Counter::Renewed)
 }
 

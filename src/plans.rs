@@ -23,6 +23,11 @@ thread_local! {
         RefCell::new(HashMap::new());
 }
 
+/// A tenure's term as a parameter (int8), NULL for any term.
+pub fn term_or_any(term: Option<i64>) -> DatumWithOid<'static> {
+    term.map_or_else(DatumWithOid::null::<i64>, DatumWithOid::from)
+}
+
 /// Executes `sql` with `args` and hands the result rows to `read`, inside
 /// one SPI connection. The argument types of the first call fix the plan's
 /// parameter types, so callers always pass the same types per statement.

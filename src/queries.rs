@@ -26,6 +26,14 @@ macro_rules! owned_by {
     };
 }
 
+/// A renewal names the tenure it extends by its term, or any (NULL): a
+/// renewal of an earlier tenure of the same id never extends a later one.
+macro_rules! of_term {
+    ($param:literal) => {
+        concat!("(", $param, "::int8 IS NULL OR term = ", $param, "::int8)")
+    };
+}
+
 /// The SET list of a renewal at `$now` by `$ttl` (SQL text). recheck_at,
 /// the worker's indexed cue, is kept when it is still between half a ttl
 /// from now and the new expiry, so the update changes no indexed column
@@ -147,8 +155,8 @@ statements! {
     /// holds it locked. ttl is `$4`, or the stored one when NULL; recheck_at
     /// as `renewal!` says. A tenure from before
     /// 0.4.0 (no owner) becomes owned by the role that renews it: its holder.
-    /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller. Returns the
-    /// new expiry and the term.
+    /// `$1` key, `$2` id, `$3` now, `$4` ttl or NULL, `$5` caller, `$6` the
+    /// tenure's term or NULL for any. Returns the new expiry and the term.
     RENEW = concat!(
         "UPDATE @extschema@.leaderlock SET ",
         renewal!("$3", "coalesce($4, ttl)"),
@@ -156,6 +164,8 @@ statements! {
           WHERE key = $1 AND holder = $2 AND expires_at > $3 \
             AND key = (SELECT key FROM @extschema@.leaderlock \
                         WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+        of_term!("$6"),
+        " AND ",
         owned_by!("$5"),
         " FOR NO KEY UPDATE SKIP LOCKED) \
       RETURNING expires_at, term"
@@ -342,8 +352,9 @@ statements! {
                 expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END";
 
     /// `RENEW` for a tenure of a key of many slots: the one `$2` holds live
-    /// on key `$1` at `$3`, owned by a role the caller `$5` is a member of,
-    /// by `$4` or its own ttl. Returns the new expiry, the term, the slot.
+    /// on key `$1` at `$3` (in term `$6`, or any), owned by a role the caller
+    /// `$5` is a member of, by `$4` or its own ttl. Returns the new expiry,
+    /// the term, the slot.
     RENEW_SLOT = concat!(
         "UPDATE @extschema@.leaderlock_slots SET ",
         renewal!("$3", "coalesce($4, ttl)"),
@@ -351,6 +362,8 @@ statements! {
           WHERE key = $1 AND holder = $2 AND expires_at > $3 \
             AND slot = (SELECT slot FROM @extschema@.leaderlock_slots \
                          WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+        of_term!("$6"),
+        " AND ",
         owned_by!("$5"),
         " LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) \
       RETURNING expires_at, term, slot"
@@ -560,7 +573,7 @@ statements! {
          WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
          FOR NO KEY UPDATE SKIP LOCKED";
 
-    /// `RENEW` on the 0.3.0 schema.
+    /// `RENEW` on the 0.3.0 schema (whose le_renew names no term).
     RENEW_0_3 = concat!(
         "UPDATE @extschema@.leaderlock SET ",
         renewal!("$3", "coalesce($4, ttl)"),

@@ -170,7 +170,7 @@ pub fn attempt(
             if has != slots {
                 input::slots_differ(key, has, slots);
             }
-            return match extend(key, id, now, Some(ttl)) {
+            return match extend(key, id, now, Some(ttl), None) {
                 Some(term) => {
                     if let Some(value) = value {
                         set_value(key, id, own.slot, term, now, value, has);
@@ -395,7 +395,7 @@ fn start(
 
 /// Contract 3.2 for a tenure of a key of many slots: extends the one `id`
 /// holds live at `now`. Its term, or None.
-pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
+pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>) -> Option<i64> {
     if !schema_version::has_slots() {
         return None;
     }
@@ -403,7 +403,14 @@ pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>) -> Option<i64> {
         Some(t) => t.as_interval().into(),
         None => DatumWithOid::null::<Interval>(),
     };
-    let args = [key.into(), id.into(), ts(now).into(), ttl, caller().into()];
+    let args = [
+        key.into(),
+        id.into(),
+        ts(now).into(),
+        ttl,
+        caller().into(),
+        plans::term_or_any(term),
+    ];
     let (expires_at, term) = plans::run(queries::RENEW_SLOT, &args, |t| {
         let row = t.into_iter().next()?;
         let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;

@@ -36,7 +36,7 @@ import (
 // One round trip each, bind parameters, arguments by name.
 const (
 	sqlTryAcquire = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))"
-	sqlRenew      = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))"
+	sqlRenew      = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4)"
 	sqlRelease    = "SELECT le_release(key => $1, id => $2)"
 	sqlTermOf     = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
 	// live by the server's lease clock: remaining is NULL unless live
@@ -603,7 +603,7 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 		if by.After(deadline) {
 			by = deadline
 		}
-		ok, err := scanBool(lctx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs)
+		ok, err := scanBool(lctx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
 		switch {
 		case err != nil:
 			if err = classify(conn, err); permanent(err) {

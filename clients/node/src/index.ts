@@ -47,7 +47,8 @@ const pg = loadPg();
 
 // One round trip each, bind parameters, arguments by name.
 const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
-const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
+// the term: a renewal extends that tenure only, never a later one of the same id
+const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4) AS ok";
 const RELEASE = "SELECT le_release(key => $1, id => $2) AS ok";
 const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
 // live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
@@ -799,7 +800,7 @@ class Tenure implements Lease {
     try {
       this.conn ??= await connect(this.config, by - now());
       const sent = now();
-      if ((await bounded(this.conn, by, RENEW, [this.key, this.id, this.t.ttl]))[0].ok) {
+      if ((await bounded(this.conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)]))[0].ok) {
         if (!this.valid) return;
         this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
         this.arm();

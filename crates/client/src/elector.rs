@@ -694,7 +694,12 @@ impl Task {
             by,
             client.query_typed(
                 sql::RENEW,
-                &[(&key, Type::TEXT), (&id, Type::TEXT), (&ttl, Type::FLOAT8)],
+                &[
+                    (&key, Type::TEXT),
+                    (&id, Type::TEXT),
+                    (&ttl, Type::FLOAT8),
+                    (&h.lease.term, Type::INT8),
+                ],
             ),
         )
         .await

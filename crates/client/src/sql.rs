@@ -15,8 +15,10 @@ pub const TRY_ACQUIRE_SLOTS: &str = "SELECT le_try_acquire(key => $1, id => $2, 
 pub const ACQUIRE_RANKED: &str = "SELECT le_acquire(key => $1, id => $2, \
      ttl => make_interval(secs => $3), wait => make_interval(secs => $4), \
      slots => $5, priority => $6)";
-/// $1 key, $2 id, $3 ttl in seconds.
-pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))";
+/// $1 key, $2 id, $3 ttl in seconds, $4 the tenure's term: a renewal
+/// extends that tenure only, never a later one of the same id.
+pub const RENEW: &str = "SELECT le_renew(key => $1, id => $2, \
+     ttl => make_interval(secs => $3), term => $4)";
 /// After a refused renewal: whether the lease is still ours ($2 id, $3
 /// term) and live by the server's own lease clock (le_lease names only a
 /// live holder and gives `remaining` only then: never compare expires_at

@@ -31,6 +31,8 @@ enum Variant {
     NoFloorBump,
     /// The server decides by its wall clock, which steps.
     SteppingClock,
+    /// A renewal is matched by the holder's id only, not its term.
+    RenewById,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +63,9 @@ struct Config {
     /// Client 1 uses client 0's id (a process restarted under the same id
     /// while the old one is paused): outside the assumptions.
     reused_id: bool,
+    /// A client may give up on a renewal it sent (its call timed out) while
+    /// the request is still on its way: the primary may serve it later.
+    strays: bool,
 }
 
 /// The horizon in ticks: MODEL_HORIZON, else `default`.
@@ -74,6 +79,7 @@ fn horizon(default: i64) -> i64 {
 /// The safety properties, by name (the tests look counterexamples up by it).
 const ONE_LEADER: &str = "no two clients inside their windows at once";
 const TERMS_ONCE: &str = "a term is never issued twice, and terms grow in issue order";
+const SAME_TENURE: &str = "a renewal extends only the tenure it was sent in";
 
 impl Config {
     /// Two clients, ttl 3 ticks. With an asynchronous standby what is at
@@ -94,7 +100,20 @@ impl Config {
             replication,
             variant,
             reused_id: false,
+            strays: false,
         }
+    }
+
+    /// Renewals given up on and served later (a call that timed out while
+    /// its request was still on its way), without the failover and the
+    /// clock step (they are checked above; together the states outgrow
+    /// the test command's minute).
+    fn strays(variant: Variant) -> Config {
+        let mut cfg = Config::small(variant, Replication::Sync);
+        cfg.strays = true;
+        cfg.promotion = false;
+        cfg.step = 0;
+        cfg
     }
 
     fn margin(&self) -> i64 {
@@ -116,7 +135,8 @@ impl Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Req {
     Acquire,
-    Renew,
+    /// A renewal of the tenure of this term (le_renew's `term`).
+    Renew(i64),
     Release,
 }
 
@@ -169,6 +189,13 @@ struct State {
     /// term it accepted; whether it ever refused a stale writer.
     fence: Option<i64>,
     stale_write_refused: bool,
+    /// A renewal its client gave up on, still on its way to the primary of
+    /// that timeline: (client, term, timeline). At most one.
+    stray: Option<(usize, i64, u32)>,
+    /// Whether a renewal ever extended a tenure other than its own, and
+    /// whether one given up on ever met a later tenure of its client.
+    renewed_another_tenure: bool,
+    stray_met_a_later_tenure: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -180,6 +207,10 @@ enum Action {
     Receive(usize),
     Lose(usize),
     Replicate,
+    /// Client gives up on its renewal in flight (a timeout).
+    Abandon(usize),
+    /// The primary serves the abandoned renewal.
+    ServeStray,
     Expire,
     Promote,
     StepClock,
@@ -251,13 +282,22 @@ impl LeaseModel {
                 }
                 p::Acquire::Refuse => None,
             },
-            Req::Renew => match s.primary.as_mut() {
-                Some(l) if p::may_renew(l, &id, now) => {
-                    l.expires_at = p::expiry(now, ttl);
-                    Some(l.term)
+            Req::Renew(term) => {
+                let named = match self.cfg.variant {
+                    Variant::RenewById => None,
+                    _ => Some(term),
+                };
+                match s.primary.as_mut() {
+                    Some(l) if p::may_renew(l, &id, named, now) => {
+                        l.expires_at = p::expiry(now, ttl);
+                        if l.term != term {
+                            s.renewed_another_tenure = true;
+                        }
+                        Some(l.term)
+                    }
+                    _ => None,
                 }
-                _ => None,
-            },
+            }
             Req::Release => match s.primary.as_mut() {
                 Some(l) if p::may_release(l, &id, now) => {
                     l.holder = None;
@@ -297,6 +337,9 @@ impl Model for LeaseModel {
             led: 0,
             fence: None,
             stale_write_refused: false,
+            stray: None,
+            renewed_another_tenure: false,
+            stray_met_a_later_tenure: false,
         }]
     }
 
@@ -310,13 +353,17 @@ impl Model for LeaseModel {
             }
             match client.call {
                 None if self.inside(s, c) => {
-                    actions.push(Action::Send(c, Req::Renew));
+                    let (term, _) = client.lead.expect("inside");
+                    actions.push(Action::Send(c, Req::Renew(term)));
                     actions.push(Action::Send(c, Req::Release));
                 }
                 None => actions.push(Action::Send(c, Req::Acquire)),
-                Some(Call::Sent { .. }) => {
+                Some(Call::Sent { req, .. }) => {
                     actions.push(Action::Serve(c));
                     actions.push(Action::Lose(c));
+                    if self.cfg.strays && s.stray.is_none() && matches!(req, Req::Renew(_)) {
+                        actions.push(Action::Abandon(c));
+                    }
                 }
                 Some(Call::Answered { .. }) => {
                     actions.push(Action::Receive(c));
@@ -329,6 +376,9 @@ impl Model for LeaseModel {
         }
         if s.standby != s.primary {
             actions.push(Action::Replicate);
+        }
+        if s.stray.is_some() {
+            actions.push(Action::ServeStray);
         }
         if s.primary
             .is_some_and(|l| p::may_vacate(&l, self.server_now(s)))
@@ -405,14 +455,14 @@ impl Model for LeaseModel {
                 client.call = None;
                 client.lead = match (req, term) {
                     (Req::Acquire, Some(term)) => Some((term, deadline)),
-                    // A renewal (true or false: le_renew names no term)
-                    // moves the deadline of the tenure the client leads
-                    // in; one answered after the deadline comes too late
-                    // (the client stopped).
-                    (Req::Renew, Some(_)) if inside => {
-                        client.lead.map(|(term, _)| (term, deadline))
-                    }
-                    (Req::Renew, _) => None,
+                    // A renewal moves the deadline of the tenure it was
+                    // sent in; one answered after the deadline comes too
+                    // late (the client stopped).
+                    (Req::Renew(sent_in), Some(_)) if inside => client
+                        .lead
+                        .filter(|&(term, _)| term == sent_in)
+                        .map(|(term, _)| (term, deadline)),
+                    (Req::Renew(_), _) => None,
                     (_, _) => client.lead,
                 };
                 if client.lead.is_some() {
@@ -420,6 +470,28 @@ impl Model for LeaseModel {
                 }
             }
             Action::Lose(c) => s.clients[c].call = None,
+            Action::Abandon(c) => {
+                let Some(Call::Sent {
+                    req: Req::Renew(term),
+                    timeline,
+                    ..
+                }) = s.clients[c].call
+                else {
+                    return None;
+                };
+                s.stray = Some((c, term, timeline));
+                s.clients[c].call = None;
+            }
+            Action::ServeStray => {
+                let (c, term, timeline) = s.stray.take().expect("a stray");
+                if timeline == s.timeline {
+                    s.stray_met_a_later_tenure |= s
+                        .primary
+                        .is_some_and(|l| l.holder == Some(self.cfg.id(c)) && l.term > term);
+                    // served; its answer goes to a connection closed
+                    self.serve(&mut s, c, Req::Renew(term));
+                }
+            }
             Action::Replicate => s.standby = s.primary,
             Action::Expire => {
                 let l = s.primary.as_mut().expect("held");
@@ -452,7 +524,20 @@ impl Model for LeaseModel {
     fn properties(&self) -> Vec<Property<Self>> {
         let mut props = vec![
             Property::always(TERMS_ONCE, |_, s: &State| !s.term_reissued),
+            Property::always(SAME_TENURE, |_, s: &State| !s.renewed_another_tenure),
             Property::sometimes(
+                "the lease passes from one client to another",
+                |_, s: &State| s.led.count_ones() >= 2,
+            ),
+        ];
+        if self.cfg.strays {
+            props.push(Property::sometimes(
+                "a renewal given up on reaches a later tenure of its client",
+                |_, s: &State| s.stray_met_a_later_tenure,
+            ));
+        }
+        if self.cfg.promotion {
+            props.push(Property::sometimes(
                 "someone leads after a failover",
                 |m: &LeaseModel, s: &State| {
                     s.promoted
@@ -463,12 +548,8 @@ impl Model for LeaseModel {
                                     .is_some_and(|(t, _)| t >= p::term_floor(2).expect("floor"))
                         })
                 },
-            ),
-            Property::sometimes(
-                "the lease passes from one client to another",
-                |_, s: &State| s.led.count_ones() >= 2,
-            ),
-        ];
+            ));
+        }
         match self.cfg.replication {
             Replication::Sync => {
                 props.push(Property::always(ONE_LEADER, |m: &LeaseModel, s: &State| {
@@ -495,6 +576,10 @@ impl Model for LeaseModel {
             Action::Serve(c) => format!("the primary serves client {c}'s call"),
             Action::Receive(c) => format!("client {c} receives the answer"),
             Action::Lose(c) => format!("client {c}'s call or answer is lost"),
+            Action::Abandon(c) => {
+                format!("client {c} gives up on its renewal, still on its way")
+            }
+            Action::ServeStray => "the primary serves the renewal given up on".into(),
             Action::Replicate => "the standby receives the row".into(),
             Action::Expire => "the worker vacates the lapsed lease".into(),
             Action::Promote => "the primary dies; the standby is promoted".into(),
@@ -565,6 +650,11 @@ fn the_rules_hold_with_a_synchronous_standby() {
 }
 
 #[test]
+fn the_rules_hold_with_renewals_given_up_on() {
+    check("strays", Config::strays(Variant::Correct), None).assert_properties();
+}
+
+#[test]
 fn the_rules_hold_with_an_asynchronous_standby() {
     // A grant the standby never received may overlap a new holder
     // (documented); terms still never repeat, and the fence refuses the
@@ -617,6 +707,11 @@ fn no_floor_bump_at_promotion_is_caught() {
 #[test]
 fn decisions_on_a_clock_that_steps_are_caught() {
     must_catch(Variant::SteppingClock, Replication::Sync, ONE_LEADER);
+}
+
+#[test]
+fn a_renewal_matched_by_id_only_is_caught() {
+    must_find("RenewById", Config::strays(Variant::RenewById), SAME_TENURE);
 }
 
 /// Outside the assumptions: two live processes with one id. A holder's

@@ -54,6 +54,11 @@ SELECT le_release('cron', 'replica-b');
 SELECT le_try_acquire('cron', 'replica-a', '10 seconds');
 SELECT holder, term FROM leaderlock WHERE key = 'cron';
 
+-- A renewal may name the tenure it renews (3.2): one left over from
+-- replica-a's earlier tenure (term 1) renews nothing of its tenure now.
+SELECT le_renew('cron', 'replica-a', term => 1) AS earlier_tenure_renews_nothing,
+       le_renew('cron', 'replica-a', '10 seconds', 3) AS this_tenure_renews;
+
 -- Guarded write: the work commits only while replica-a leads.
 CREATE TABLE jobs (id int, done_by text, term bigint);
 BEGIN;

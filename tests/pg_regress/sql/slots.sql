@@ -15,6 +15,7 @@ SELECT (le_lease('crawl')).holder IS NULL AS no_single_holder, (le_lease('crawl'
 -- A holder acts on its own tenure only.
 SELECT le_try_acquire('crawl', 'cb', '2 hours', slots => 3) AS b_extends_same_term;
 SELECT le_renew('crawl', 'c') AS c_renews, le_renew('crawl', 'd') AS d_cannot;
+SELECT le_renew('crawl', 'c', term => 2) AS c_not_in_term_2, le_renew('crawl', 'c', term => 3) AS c_in_term_3;
 SELECT le_assert_leader('crawl', 'cb') AS b_term, le_assert_leader('crawl', 'c', 3) AS c_term;
 SELECT le_assert_leader('crawl', 'd');
 \echo :LAST_ERROR_SQLSTATE

@@ -265,7 +265,7 @@ class AsyncLeadership:
             try:
                 if self.conn is None:
                     self.conn = await connect(self.spec.dsn, by)
-                if await bounded(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl)):
+                if await bounded(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
                     if not lease._extend(start + t.ttl - t.margin):
                         return self.lose()  # the deadline passed meanwhile: a loss is final
                     outage.ended()

@@ -33,7 +33,8 @@ APPLICATION_NAME = "leaderlock python"
 # Every statement takes bind parameters and is one round trip, so they work
 # through pgbouncer's transaction pooling. Arguments go by name.
 TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(secs => %s))"
-RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s))"
+# the term: a renewal extends that tenure only, never a later one of the same id
+RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s), term => %s)"
 RELEASE = "SELECT le_release(key => %s, id => %s)"
 TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
 # After a refused renewal: who holds the key now, in which term, and whether

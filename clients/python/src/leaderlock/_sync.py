@@ -361,7 +361,7 @@ class Renewer(threading.Thread):
             try:
                 if self.s is None:
                     self.s = Session(self.dsn, by)
-                if self.s.one(by, _core.RENEW, (lease.key, lease.id, t.ttl)):
+                if self.s.one(by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
                     if not lease._extend(start + t.ttl - t.margin):
                         return  # the deadline passed meanwhile: a loss is final
                     self.outage.ended()
