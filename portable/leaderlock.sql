@@ -1642,7 +1642,8 @@ END
 $fn$;
 
 -- Contract 3.3. A refused release changes nothing and locks nothing.
-CREATE FUNCTION @extschema@._le_release(p_key text, p_id text, p_caller oid) RETURNS boolean
+CREATE FUNCTION @extschema@._le_release(p_key text, p_id text, p_caller oid, p_term bigint)
+RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -1659,6 +1660,9 @@ BEGIN
     -- Each lock with its write, in one block (see _le_lock_own).
     BEGIN
         v_term := @extschema@._le_lock_own(p_key, p_id, p_caller);
+        IF v_term IS DISTINCT FROM coalesce(p_term, v_term) THEN
+            RAISE SQLSTATE 'LE0NL';  -- another tenure of p_id: the lock goes with the block
+        END IF;
         t := clock_timestamp();
         UPDATE @extschema@.leaderlock l
            SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
@@ -1674,6 +1678,9 @@ BEGIN
     -- the caller's own tenure of a key of many slots (contract 17)
     BEGIN
         SELECT o.o_slot, o.o_term INTO own FROM @extschema@._le_lock_own_slot(p_key, p_id, p_caller) o;
+        IF own.o_term IS DISTINCT FROM coalesce(p_term, own.o_term) THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
         t := clock_timestamp();
         UPDATE @extschema@.leaderlock_slots s
            SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
@@ -2243,7 +2250,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.le_release(key text, id text)
+CREATE FUNCTION @extschema@.le_release(key text, id text, term bigint DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -2251,7 +2258,7 @@ AS $fn$
 BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
-    RETURN @extschema@._le_release($1, $2, @extschema@._le_caller());
+    RETURN @extschema@._le_release($1, $2, @extschema@._le_caller(), $3);
 END
 $fn$;
 

@@ -36,7 +36,7 @@ BEGIN
         -- the API
         'le_try_acquire(text, text, interval, boolean, jsonb, integer)',
         'le_acquire(text, text, interval, interval, boolean, jsonb, integer)',
-        'le_renew(text, text, interval, bigint)', 'le_release(text, text)', 'le_renew_all(text)',
+        'le_renew(text, text, interval, bigint)', 'le_release(text, text, bigint)', 'le_renew_all(text)',
         'le_release_all(text)', 'le_proclaim(text, text, jsonb)',
         'le_force_release(text)', 'le_assert_leader(text, text, bigint)', 'le_leader(text)',
         'le_lease(text)', 'le_holders(text)', 'le_worker_running()', 'le_database_stats()',
@@ -55,7 +55,7 @@ BEGIN
         '_le_end_stale_tenures(text, integer)',
         '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)', '_le_renew(text, text, interval, oid, bigint)',
-        '_le_release(text, text, oid)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',
+        '_le_release(text, text, oid, bigint)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',
         '_le_proclaim(text, text, jsonb, oid)',
         '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',
         '_le_expire_lapsed()',

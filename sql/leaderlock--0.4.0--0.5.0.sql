@@ -29,8 +29,6 @@ ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb)
     SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb)
     SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
-ALTER FUNCTION le_release(text, text)
-    SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_proclaim(text, text, jsonb)
     SECURITY INVOKER SET search_path TO pg_catalog, pg_temp;
 ALTER FUNCTION le_force_release(text)
@@ -151,7 +149,7 @@ SELECT l.key, l.tenures,
 
 
 -- le_try_acquire and le_acquire take slots, le_acquire priority, and
--- le_renew the term of the tenure it renews (the library serves the old
+-- le_renew and le_release the term of the tenure they act on (the library serves the old
 -- signatures, by their own C symbols, until this update). New signatures:
 -- the functions are dropped and created, keeping who may execute them (an
 -- administrator's REVOKE from PUBLIC stays).
@@ -168,6 +166,10 @@ BEGIN
     PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_renew', coalesce((
         SELECT proacl::text FROM pg_catalog.pg_proc
          WHERE oid = '@extschema@.le_renew(text, text, interval)'::pg_catalog.regprocedure
+    ), ''), true);
+    PERFORM pg_catalog.set_config('leaderlock_upgrade.acl_release', coalesce((
+        SELECT proacl::text FROM pg_catalog.pg_proc
+         WHERE oid = '@extschema@.le_release(text, text)'::pg_catalog.regprocedure
     ), ''), true);
 END
 $$;
@@ -202,6 +204,13 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_renew_term_wrapper';
 ALTER FUNCTION le_renew(text, text, interval, bigint) SET enable_seqscan = off;
 
+DROP FUNCTION le_release(text, text);
+CREATE FUNCTION le_release(key text, id text, term bigint DEFAULT NULL) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_release_term_wrapper';
+ALTER FUNCTION le_release(text, text, bigint) SET enable_seqscan = off;
+
 DO $$
 DECLARE
     f record;
@@ -213,7 +222,8 @@ BEGIN
          '@extschema@.le_try_acquire(text, text, interval, boolean, jsonb, integer)'),
         ('leaderlock_upgrade.acl_acquire',
          '@extschema@.le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)'),
-        ('leaderlock_upgrade.acl_renew', '@extschema@.le_renew(text, text, interval, bigint)')
+        ('leaderlock_upgrade.acl_renew', '@extschema@.le_renew(text, text, interval, bigint)'),
+        ('leaderlock_upgrade.acl_release', '@extschema@.le_release(text, text, bigint)')
     ) AS v(setting, signature) LOOP
         acl := pg_catalog.current_setting(f.setting);
         CONTINUE WHEN acl OPERATOR(pg_catalog.=) '';  -- default privileges, as the new one has

@@ -292,13 +292,31 @@ fn le_renew(
     lease::renew(key, id, ttl, None)
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+/// Contract 3.3: SQL `le_release`; with `term`, only the tenure of that
+/// term is released (a release left over from an earlier tenure of the
+/// same id never ends a later one).
+#[pg_extern(name = "le_release", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
+fn le_release_term(
+    key: Option<&str>,
+    id: Option<&str>,
+    term: default!(Option<i64>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let key = input::name("key", key);
+    let id = input::name("id", id);
+    lease::release(key, id, term)
+}
+
+/// le_release(text, text) of schemas 0.1.0 to 0.4.0, until ALTER EXTENSION
+/// leaderlock UPDATE.
+#[pg_extern(sql = false, volatile, parallel_unsafe)]
 fn le_release(key: Option<&str>, id: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
     let id = input::name("id", id);
-    lease::release(key, id)
+    lease::release(key, id, None)
 }
 
 /// Contract 16: renews every lease `id` holds live by its own ttl; how many.
@@ -480,7 +498,7 @@ extension_sql_file!(
         le_try_acquire_slots,
         le_acquire_slots,
         le_renew_term,
-        le_release,
+        le_release_term,
         le_renew_all,
         le_release_all,
         le_proclaim,

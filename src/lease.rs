@@ -546,10 +546,15 @@ pub fn release_all(id: &str) -> i64 {
     released.len() as i64 + tenures
 }
 
-/// Locks the lease `id` holds live and runs `write` with its term and the
-/// time it was found live (`under_lock`). None when not held live by `id`,
-/// or locked by another transaction.
-fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i64, i64) -> T) -> Option<T> {
+/// Locks the lease `id` holds live (in `term`, when given) and runs `write`
+/// with its term and the time it was found live (`under_lock`). None when
+/// not held live by `id` in that term, or locked by another transaction.
+fn with_own_live<T>(
+    key: &str,
+    id: &str,
+    term: Option<i64>,
+    write: impl FnOnce(i64, i64) -> T,
+) -> Option<T> {
     plans::under_lock(
         || {
             let args = [key.into(), id.into(), caller().into()];
@@ -561,26 +566,32 @@ fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i64, i64) -> T) -> O
                 ))
             })
         },
-        |(term, expires_at)| {
+        |(held, expires_at)| {
             let now = now();
-            leaderlock_protocol::is_live(true, Some(expires_at), now).then(|| write(term, now))
+            let lease = leaderlock_protocol::Lease {
+                holder: Some(id),
+                term: held,
+                expires_at,
+            };
+            leaderlock_protocol::may_release(&lease, &id, term, now).then(|| write(held, now))
         },
     )
 }
 
 /// Contract 3.3.
-pub fn release(key: &str, id: &str) -> bool {
+/// Contract 3.3: with `term`, only the tenure of that term.
+pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
     // Asked before `with_own_live`'s subtransaction, inside which every
     // transaction looks like a block.
     let implicit = !unsafe { pg_sys::IsTransactionBlock() };
-    with_own_live(key, id, |term, now| {
+    with_own_live(key, id, term, |term, now| {
         vacate(key, id, term, now, false);
         if implicit {
             hand_over(key, now);
         }
     })
     .is_some()
-        || slots::release(key, id)
+        || slots::release(key, id, term)
 }
 
 /// Contract 9: a release hands the lease it just vacated to the candidate
@@ -780,7 +791,7 @@ pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
         }
         .send();
     };
-    with_own_live(key, id, |term, _| set(term)).is_some() || slots::proclaim(key, id, value)
+    with_own_live(key, id, None, |term, _| set(term)).is_some() || slots::proclaim(key, id, value)
 }
 
 /// Contract 11, le_lease: the lease as it stands now. Holder, remaining and

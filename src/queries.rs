@@ -8,9 +8,16 @@
 //! `@extschema@.name`: `plans.rs` puts in the schema the extension is in,
 //! by OID (`call.rs`), never a name fixed at install time.
 //!
+//! The lease rules in them (liveness, the next term, an expiry, a renewal
+//! of one tenure) are the macros of `leaderlock_protocol::sql`, which a
+//! unit test holds to the functions the model checks; no statement spells
+//! one out itself.
+//!
 //! Row locks are always taken with `SKIP LOCKED` where the contract says a
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
 //! so a rival that merely tries never blocks the holder.
+
+use leaderlock_protocol::{expiry, held_by, lapsed, live, next_term, not_live, of_term};
 
 /// Whether the calling role may act on a lease as its owner (contract 13):
 /// a member of the role that acquired it (superusers are members of
@@ -26,14 +33,6 @@ macro_rules! owned_by {
     };
 }
 
-/// A renewal names the tenure it extends by its term, or any (NULL): a
-/// renewal of an earlier tenure of the same id never extends a later one.
-macro_rules! of_term {
-    ($param:literal) => {
-        concat!("(", $param, "::int8 IS NULL OR term = ", $param, "::int8)")
-    };
-}
-
 /// The SET list of a renewal at `$now` by `$ttl` (SQL text). recheck_at,
 /// the worker's indexed cue, is kept when it is still between half a ttl
 /// from now and the new expiry, so the update changes no indexed column
@@ -44,23 +43,17 @@ macro_rules! renewal {
             "renewed_at = ",
             $now,
             ", expires_at = ",
-            $now,
-            " + ",
-            $ttl,
+            expiry!($now, $ttl),
             ", ",
             "recheck_at = CASE WHEN recheck_at <= ",
-            $now,
-            " + ",
-            $ttl,
+            expiry!($now, $ttl),
             " AND recheck_at >= ",
             $now,
             " + ",
             $ttl,
             " / 2.0::float8 THEN recheck_at ",
             "ELSE ",
-            $now,
-            " + ",
-            $ttl,
+            expiry!($now, $ttl),
             " END"
         )
     };
@@ -87,7 +80,7 @@ statements! {
 
     /// The live holder of `$1` at `$2`.
     LIVE_HOLDER =
-        "SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+        concat!("SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND ", live!("$2"));
 
     /// Snapshot read of a lease, without locking it, whether the caller
     /// `$2` may act as its owner, and how many slots the key admits. `$1` key.
@@ -111,10 +104,11 @@ statements! {
     LOCK_ACQUIRABLE = concat!(
         "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 AND slots = 1 \
-           AND (holder IS NULL OR (holder = $2 AND ",
+           AND (",
+        not_live!("@extschema@.le_now()"),
+        " OR (holder = $2 AND ",
         owned_by!("$3"),
-        ") OR expires_at <= @extschema@.le_now()) \
-         FOR NO KEY UPDATE SKIP LOCKED"
+        ")) FOR NO KEY UPDATE SKIP LOCKED"
     );
 
     /// `LOCK_ACQUIRABLE` on the 0.4.0 schema (every key of one slot). Above,
@@ -123,10 +117,11 @@ statements! {
     LOCK_ACQUIRABLE_0_4 = concat!(
         "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 \
-           AND (holder IS NULL OR (holder = $2 AND ",
+           AND (",
+        not_live!("pg_catalog.clock_timestamp()"),
+        " OR (holder = $2 AND ",
         owned_by!("$3"),
-        ") OR expires_at <= pg_catalog.clock_timestamp()) \
-         FOR NO KEY UPDATE SKIP LOCKED"
+        ")) FOR NO KEY UPDATE SKIP LOCKED"
     );
 
     /// Lock a lease live-held by `$2` and owned by a role the caller `$3` is a
@@ -134,7 +129,7 @@ statements! {
     /// row locked. `$1` key.
     LOCK_OWN = concat!(
         "SELECT term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder = $2 AND expires_at > @extschema@.le_now() AND ",
+         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -143,7 +138,7 @@ statements! {
     /// clock, as then.
     LOCK_OWN_0_4 = concat!(
         "SELECT term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() AND ",
+         WHERE key = $1 AND ", held_by!("$2", "pg_catalog.clock_timestamp()"), " AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -161,9 +156,9 @@ statements! {
         "UPDATE @extschema@.leaderlock SET ",
         renewal!("$3", "coalesce($4, ttl)"),
         ", ttl = coalesce($4, ttl), owner = coalesce(owner, $5::oid) \
-          WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+          WHERE key = $1 AND ", held_by!("$2", "$3"), " \
             AND key = (SELECT key FROM @extschema@.leaderlock \
-                        WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+                        WHERE key = $1 AND ", held_by!("$2", "$3"), " AND ",
         of_term!("$6"),
         " AND ",
         owned_by!("$5"),
@@ -190,14 +185,14 @@ statements! {
     /// The value, the session binding and the owner are the new tenure's own.
     /// A lapsed lease taken over before the worker vacated it counts as an
     /// expiry too. Parameters as for `INSERT_FIRST_TERM`.
-    START_TERM = "UPDATE @extschema@.leaderlock \
-            SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+    START_TERM = concat!("UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
                 renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
                 value = $7::jsonb, session_pid = $8, session_start = $9, \
                 owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
                 expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
           WHERE key = $1 \
-      RETURNING term";
+      RETURNING term");
 
     /// Release a locked, live lease: vacant, term kept; no value, no binding,
     /// no owner. `$1` key, `$2` now.
@@ -227,10 +222,10 @@ statements! {
         renewal!("$2", "l.ttl"),
         ", owner = coalesce(l.owner, $3::oid) \
              FROM (SELECT key FROM @extschema@.leaderlock \
-                    WHERE holder = $1 AND expires_at > $2 AND ",
+                    WHERE ", held_by!("$1", "$2"), " AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED) own \
-            WHERE l.key = own.key AND l.holder = $1 AND l.expires_at > $2 \
+            WHERE l.key = own.key AND ", held_by!("l.", "$1", "$2"), " \
         RETURNING l.expires_at) \
          SELECT count(*), min(expires_at) FROM renewed"
     );
@@ -240,18 +235,18 @@ statements! {
     /// transaction holds locked. Returns key and term of each.
     LOCK_ALL_OWN = concat!(
         "SELECT key, term FROM @extschema@.leaderlock \
-          WHERE holder = $1 AND expires_at > @extschema@.le_now() AND ",
+          WHERE ", held_by!("$1", "@extschema@.le_now()"), " AND ",
         owned_by!("$2"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
 
     /// Release the leases `$1` (keys) just locked that are still live at
     /// `$2`, as `VACATE` does one. Returns key and term of each.
-    VACATE_LIVE_KEYS = "UPDATE @extschema@.leaderlock \
+    VACATE_LIVE_KEYS = concat!("UPDATE @extschema@.leaderlock \
             SET holder = NULL, expires_at = $2, value = NULL, session_pid = NULL, \
                 session_start = NULL, owner = NULL, releases = releases + 1, changed_at = $2 \
-          WHERE key = ANY($1) AND holder IS NOT NULL AND expires_at > $2 \
-      RETURNING key, term";
+          WHERE key = ANY($1) AND ", live!("$2"), " \
+      RETURNING key, term");
 
     /// Contract 17: the slots of key `$1` and whether it has a row at all
     /// (no row: a brand-new key).
@@ -262,9 +257,9 @@ statements! {
     /// has one there), skipping it when another transaction holds it locked.
     /// Holders of its slots never lock this row: a candidate that locks it
     /// delays no holder. Returns the lapsed holder, if any, and the slots.
-    LOCK_KEY_HEAD = "SELECT holder, slots FROM @extschema@.leaderlock \
-         WHERE key = $1 AND (holder IS NULL OR expires_at <= @extschema@.le_now()) \
-         FOR NO KEY UPDATE SKIP LOCKED";
+    LOCK_KEY_HEAD = concat!("SELECT holder, slots FROM @extschema@.leaderlock \
+         WHERE key = $1 AND ", not_live!("@extschema@.le_now()"), " \
+         FOR NO KEY UPDATE SKIP LOCKED");
 
     /// A brand-new key of `$4` slots: its row holds no holder and the first
     /// term (the timeline's floor `$2`), which its first tenure takes. `$1`
@@ -279,21 +274,21 @@ statements! {
     /// floor `$2` after a failover (contract 8.1); counted as a tenure. The
     /// row keeps no holder (a lapsed one is vacated and counted as an
     /// expiry) and admits `$4` slots from now on. `$1` key, `$3` now.
-    ISSUE_TERM = "UPDATE @extschema@.leaderlock \
-            SET holder = NULL, term = GREATEST(term + 1, $2), tenures = tenures + 1, \
+    ISSUE_TERM = concat!("UPDATE @extschema@.leaderlock \
+            SET holder = NULL, term = ", next_term!("$2"), ", tenures = tenures + 1, \
                 changed_at = $3, slots = $4, value = NULL, session_pid = NULL, \
                 session_start = NULL, owner = NULL, \
                 expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
           WHERE key = $1 \
-      RETURNING term";
+      RETURNING term");
 
     /// A key of many slots with no live holder, its row locked, admits one
     /// holder from now on. `$1` key.
     SET_ONE_SLOT = "UPDATE @extschema@.leaderlock SET slots = 1 WHERE key = $1";
 
     /// The live tenures of key `$1` at `$2`: how many, and the earliest end.
-    LIVE_SLOTS = "SELECT count(*), min(expires_at) FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2";
+    LIVE_SLOTS = concat!("SELECT count(*), min(expires_at) FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND ", live!("$2"));
 
     /// Snapshot read of the tenure `$2` holds on key `$1` (its latest one),
     /// without locking: slot, term, expires_at, and whether the caller `$3`
@@ -308,8 +303,8 @@ statements! {
     /// Under the key's row lock: the earliest end of a live tenure of key
     /// `$1` held by id `$2` (whoever owns it), or NULL. An id holds one
     /// tenure of a key at most, as it holds a key of one slot.
-    LIVE_TENURE_OF = "SELECT min(expires_at) FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder = $2 AND expires_at > @extschema@.le_now()";
+    LIVE_TENURE_OF = concat!("SELECT min(expires_at) FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"));
 
     /// Changing key `$1`'s slots, its row locked: lock its tenures with a
     /// holder (lapsed ones: live ones make it 22023) in slots above `$2`,
@@ -326,11 +321,11 @@ statements! {
 
     /// Lock the first free slot of key `$1` among 1 to `$2`: vacant, or
     /// lapsed (its holder returned), skipping rows other transactions hold.
-    LOCK_FREE_SLOT = "SELECT slot, holder FROM @extschema@.leaderlock_slots \
+    LOCK_FREE_SLOT = concat!("SELECT slot, holder FROM @extschema@.leaderlock_slots \
          WHERE key = $1 AND slot <= $2 \
-           AND (holder IS NULL OR expires_at <= @extschema@.le_now()) \
+           AND ", not_live!("@extschema@.le_now()"), " \
          ORDER BY slot LIMIT 1 \
-         FOR NO KEY UPDATE SKIP LOCKED";
+         FOR NO KEY UPDATE SKIP LOCKED");
 
     /// The lowest slot number of 1 to `$2` that key `$1` has no row for yet.
     NEW_SLOT = "SELECT min(n) FROM pg_catalog.generate_series(1, $2) AS n \
@@ -359,9 +354,9 @@ statements! {
         "UPDATE @extschema@.leaderlock_slots SET ",
         renewal!("$3", "coalesce($4, ttl)"),
         ", ttl = coalesce($4, ttl) \
-          WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+          WHERE key = $1 AND ", held_by!("$2", "$3"), " \
             AND slot = (SELECT slot FROM @extschema@.leaderlock_slots \
-                         WHERE key = $1 AND holder = $2 AND expires_at > $3 AND ",
+                         WHERE key = $1 AND ", held_by!("$2", "$3"), " AND ",
         of_term!("$6"),
         " AND ",
         owned_by!("$5"),
@@ -372,7 +367,7 @@ statements! {
     /// `LOCK_OWN` for a tenure of a key of many slots: slot, term, expires_at.
     LOCK_OWN_SLOT = concat!(
         "SELECT slot, term, expires_at FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder = $2 AND expires_at > @extschema@.le_now() AND ",
+         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
         owned_by!("$3"),
         " LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -397,25 +392,25 @@ statements! {
 
     /// le_force_release on a key of many slots: lock its live tenures,
     /// waiting for transactions that hold them (as `LOCK_LIVE`).
-    LOCK_LIVE_SLOTS = "SELECT slot, holder, term FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder IS NOT NULL AND expires_at > @extschema@.le_now() \
+    LOCK_LIVE_SLOTS = concat!("SELECT slot, holder, term FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND ", live!("@extschema@.le_now()"), " \
          ORDER BY slot \
-         FOR NO KEY UPDATE";
+         FOR NO KEY UPDATE");
 
     /// le_holders: the live tenures of key `$1` at `$2`, by slot.
-    HOLDERS = "SELECT holder, term, expires_at, value FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND holder IS NOT NULL AND expires_at > $2 \
-         ORDER BY slot";
+    HOLDERS = concat!("SELECT holder, term, expires_at, value FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND ", live!("$2"), " \
+         ORDER BY slot");
 
     /// Worker: lock up to `$2` tenures of many-slot keys lapsed at `$1`, as
     /// `LOCK_LAPSED`, with their key's slots (for the payloads).
-    LOCK_LAPSED_SLOTS = "SELECT s.key, s.holder, s.term, s.expires_at, s.slot, \
+    LOCK_LAPSED_SLOTS = concat!("SELECT s.key, s.holder, s.term, s.expires_at, s.slot, \
                 (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) \
            FROM @extschema@.leaderlock_slots s \
-          WHERE s.holder IS NOT NULL AND s.recheck_at <= $1 AND s.expires_at <= $1 \
+          WHERE s.recheck_at <= $1 AND ", lapsed!("s.", "$1"), " \
           ORDER BY s.recheck_at \
           LIMIT $2 \
-          FOR NO KEY UPDATE OF s SKIP LOCKED";
+          FOR NO KEY UPDATE OF s SKIP LOCKED");
 
     /// Worker: vacate the tenures just locked: keys `$1`, slots `$2`, `$3` now.
     VACATE_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
@@ -438,10 +433,10 @@ statements! {
         renewal!("$2", "l.ttl"),
         " \
              FROM (SELECT key, slot FROM @extschema@.leaderlock_slots \
-                    WHERE holder = $1 AND expires_at > $2 AND ",
+                    WHERE ", held_by!("$1", "$2"), " AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED) own \
-            WHERE l.key = own.key AND l.slot = own.slot AND l.holder = $1 AND l.expires_at > $2 \
+            WHERE l.key = own.key AND l.slot = own.slot AND ", held_by!("l.", "$1", "$2"), " \
         RETURNING l.expires_at) \
          SELECT count(*), min(expires_at) FROM renewed"
     );
@@ -449,29 +444,29 @@ statements! {
     /// `LOCK_ALL_OWN` over the tenures of many-slot keys: key, slot, term.
     LOCK_ALL_OWN_SLOTS = concat!(
         "SELECT key, slot, term FROM @extschema@.leaderlock_slots \
-          WHERE holder = $1 AND expires_at > @extschema@.le_now() AND ",
+          WHERE ", held_by!("$1", "@extschema@.le_now()"), " AND ",
         owned_by!("$2"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
 
     /// `VACATE_LIVE_KEYS` for tenures: keys `$1`, slots `$2`, still live at
     /// `$3`. Returns key, term and the key's slots of each.
-    VACATE_LIVE_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
+    VACATE_LIVE_SLOTS = concat!("UPDATE @extschema@.leaderlock_slots s \
             SET holder = NULL, expires_at = $3, value = NULL, owner = NULL, \
                 releases = s.releases + 1, changed_at = $3 \
            FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::int[])) AS v(key, slot) \
-          WHERE s.key = v.key AND s.slot = v.slot AND s.holder IS NOT NULL AND s.expires_at > $3 \
+          WHERE s.key = v.key AND s.slot = v.slot AND ", live!("s.", "$3"), " \
       RETURNING s.key, s.term, \
-                (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key)";
+                (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key)");
 
     /// Every held tenure of a many-slot key lasts at least until `$1` + its
     /// ttl, as `OUTLAST_FAILOVER` does for the others.
-    OUTLAST_FAILOVER_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
-            SET expires_at = $1 + s.ttl, recheck_at = $1 + s.ttl \
+    OUTLAST_FAILOVER_SLOTS = concat!("UPDATE @extschema@.leaderlock_slots s \
+            SET expires_at = ", expiry!("$1", "s.ttl"), ", recheck_at = ", expiry!("$1", "s.ttl"), " \
            FROM @extschema@.leaderlock h \
-          WHERE s.holder IS NOT NULL AND s.expires_at < $1 + s.ttl \
+          WHERE s.holder IS NOT NULL AND s.expires_at < ", expiry!("$1", "s.ttl"), " \
             AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
-      RETURNING s.key";
+      RETURNING s.key");
 
     /// Worker: vacate the leases just locked (primary key lookups). `$1` keys,
     /// `$2` now.
@@ -484,34 +479,36 @@ statements! {
     /// holds it (the caller's right is checked before; `true`: the row's
     /// fourth column as `READ_LEASE` has it). Waits for a transaction that
     /// holds the row locked (a guarded write in progress must end first).
-    LOCK_LIVE = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder IS NOT NULL AND expires_at > @extschema@.le_now() \
-         FOR NO KEY UPDATE";
+    LOCK_LIVE = concat!("SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 AND ", live!("@extschema@.le_now()"), " \
+         FOR NO KEY UPDATE");
 
     /// `LOCK_LIVE` on a schema before 0.5.0, which has no `le_now`: the wall
     /// clock, as then.
-    LOCK_LIVE_0_4 = "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder IS NOT NULL AND expires_at > pg_catalog.clock_timestamp() \
-         FOR NO KEY UPDATE";
+    LOCK_LIVE_0_4 = concat!("SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+         WHERE key = $1 AND ", live!("pg_catalog.clock_timestamp()"), " \
+         FOR NO KEY UPDATE");
 
     /// Worker: lock up to `$2` leases lapsed at `$1`, skipping rows other
     /// transactions hold locked. A lapsed lease always has recheck_at <= its
     /// expires_at <= `$1`, so the index range on recheck_at finds them all; the
     /// values are those of the locked (latest) row versions.
-    LOCK_LAPSED = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
-         WHERE holder IS NOT NULL AND recheck_at <= $1 AND expires_at <= $1 \
+    LOCK_LAPSED = concat!("SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
+         WHERE recheck_at <= $1 AND ", lapsed!("$1"), " \
          ORDER BY recheck_at \
          LIMIT $2 \
-         FOR NO KEY UPDATE SKIP LOCKED";
+         FOR NO KEY UPDATE SKIP LOCKED");
 
     /// Worker (contract 9): lock tenure `$3` of key `$1`, handed to `$2` by a
     /// release at `$4` and never taken up, if it is still as handed: held by
     /// `$2`, live at `$5`, never renewed since (renewed_at = acquired_at);
     /// skipping it when another transaction holds it locked.
-    LOCK_ABANDONED = "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder = $2 AND term = $3 AND acquired_at = $4 \
-           AND renewed_at = acquired_at AND expires_at > $5 \
-         FOR NO KEY UPDATE SKIP LOCKED";
+    LOCK_ABANDONED = concat!(
+        "SELECT key, holder, term, expires_at FROM @extschema@.leaderlock \
+         WHERE key = $1 AND term = $3 AND acquired_at = $4 AND renewed_at = acquired_at AND ",
+        held_by!("$2", "$5"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
 
     /// Worker (contract 10): lock the held leases bound to the session that
     /// had pid `$1` and started at `$2`, skipping rows other transactions hold.
@@ -562,25 +559,26 @@ statements! {
         "SELECT holder, term, expires_at, true, 1 FROM @extschema@.leaderlock WHERE key = $1";
 
     /// `LOCK_ACQUIRABLE` on the 0.3.0 schema.
-    LOCK_ACQUIRABLE_0_3 =
+    LOCK_ACQUIRABLE_0_3 = concat!(
         "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-         WHERE key = $1 \
-           AND (holder IS NULL OR holder = $2 OR expires_at <= pg_catalog.clock_timestamp()) \
-         FOR NO KEY UPDATE SKIP LOCKED";
+         WHERE key = $1 AND (",
+        not_live!("pg_catalog.clock_timestamp()"),
+        " OR holder = $2) FOR NO KEY UPDATE SKIP LOCKED"
+    );
 
     /// `LOCK_OWN` on the 0.3.0 schema.
-    LOCK_OWN_0_3 = "SELECT term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND holder = $2 AND expires_at > pg_catalog.clock_timestamp() \
-         FOR NO KEY UPDATE SKIP LOCKED";
+    LOCK_OWN_0_3 = concat!("SELECT term, expires_at FROM @extschema@.leaderlock \
+         WHERE key = $1 AND ", held_by!("$2", "pg_catalog.clock_timestamp()"), " \
+         FOR NO KEY UPDATE SKIP LOCKED");
 
     /// `RENEW` on the 0.3.0 schema (whose le_renew names no term).
     RENEW_0_3 = concat!(
         "UPDATE @extschema@.leaderlock SET ",
         renewal!("$3", "coalesce($4, ttl)"),
         ", ttl = coalesce($4, ttl) \
-          WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+          WHERE key = $1 AND ", held_by!("$2", "$3"), " \
             AND key = (SELECT key FROM @extschema@.leaderlock \
-                        WHERE key = $1 AND holder = $2 AND expires_at > $3 \
+                        WHERE key = $1 AND ", held_by!("$2", "$3"), " \
                           FOR NO KEY UPDATE SKIP LOCKED) \
       RETURNING expires_at, term"
     );
@@ -598,12 +596,12 @@ statements! {
          RETURNING term";
 
     /// `START_TERM` on the 0.3.0 schema.
-    START_TERM_0_3 = "UPDATE @extschema@.leaderlock \
-            SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+    START_TERM_0_3 = concat!("UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
                 renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
                 value = $7::jsonb, session_pid = $8, session_start = $9 \
           WHERE key = $1 \
-      RETURNING term";
+      RETURNING term");
 
     /// `VACATE` on the 0.3.0 schema.
     VACATE_0_3 = "UPDATE @extschema@.leaderlock \
@@ -626,11 +624,11 @@ statements! {
          RETURNING term";
 
     /// `START_TERM` on a schema before 0.3.0 (`$7`-`$9` unused).
-    START_TERM_0_2 = "UPDATE @extschema@.leaderlock \
-            SET holder = $2, term = GREATEST(term + 1, $6), acquired_at = $3, \
+    START_TERM_0_2 = concat!("UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
                 renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4 \
           WHERE key = $1 \
-      RETURNING term";
+      RETURNING term");
 
     /// `VACATE` on a schema before 0.3.0.
     VACATE_0_2 =
@@ -695,10 +693,10 @@ statements! {
     /// Every held lease lasts at least until `$1` + its ttl (a renewal the old
     /// primary acknowledged may not have reached this server). recheck_at, the
     /// worker's cue, becomes the new expiry. `$1` now. Returns one row each.
-    OUTLAST_FAILOVER = "UPDATE @extschema@.leaderlock \
-            SET expires_at = $1 + ttl, recheck_at = $1 + ttl \
-          WHERE holder IS NOT NULL AND expires_at < $1 + ttl \
-      RETURNING key";
+    OUTLAST_FAILOVER = concat!("UPDATE @extschema@.leaderlock \
+            SET expires_at = ", expiry!("$1", "ttl"), ", recheck_at = ", expiry!("$1", "ttl"), " \
+          WHERE holder IS NOT NULL AND expires_at < ", expiry!("$1", "ttl"), " \
+      RETURNING key");
 
     /// After a promotion (schema 0.5.0 on): every held lease lasts exactly its
     /// ttl from now on this server's lease clock, longer or shorter than its
@@ -712,17 +710,17 @@ statements! {
     /// renewal that commits meanwhile is never shortened.
     /// (One reading per row, for both columns: recheck_at is never after
     /// the expiry.)
-    PROMOTED_LEASES = "UPDATE @extschema@.leaderlock \
-            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT @extschema@.le_now() + ttl) n(e)) \
+    PROMOTED_LEASES = concat!("UPDATE @extschema@.leaderlock \
+            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT ", expiry!("@extschema@.le_now()", "ttl"), ") n(e)) \
           WHERE holder IS NOT NULL \
-      RETURNING key";
+      RETURNING key");
 
     /// `PROMOTED_LEASES` for the tenures of keys of many slots.
-    PROMOTED_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
-            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT @extschema@.le_now() + s.ttl) n(e)) \
+    PROMOTED_SLOTS = concat!("UPDATE @extschema@.leaderlock_slots s \
+            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT ", expiry!("@extschema@.le_now()", "s.ttl"), ") n(e)) \
            FROM @extschema@.leaderlock h \
           WHERE s.holder IS NOT NULL AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
-      RETURNING s.key";
+      RETURNING s.key");
 
     /// Records that held leases outlast the move to timeline `$1`, at `$2`.
     MARK_SAFE_TIMELINE =

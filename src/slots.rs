@@ -425,7 +425,12 @@ pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>
 /// Locks the tenure `id` holds live on `key` and runs `write` with its
 /// slot, term and the time it was found live (`plans::under_lock`); None
 /// when there is none or it is locked.
-fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i32, i64, i64) -> T) -> Option<T> {
+fn with_own_live<T>(
+    key: &str,
+    id: &str,
+    term: Option<i64>,
+    write: impl FnOnce(i32, i64, i64) -> T,
+) -> Option<T> {
     if !schema_version::has_slots() {
         return None;
     }
@@ -441,17 +446,21 @@ fn with_own_live<T>(key: &str, id: &str, write: impl FnOnce(i32, i64, i64) -> T)
                 ))
             })
         },
-        |(slot, term, expires_at)| {
+        |(slot, held, expires_at)| {
             let now = now();
-            leaderlock_protocol::is_live(true, Some(expires_at), now)
-                .then(|| write(slot, term, now))
+            let lease = leaderlock_protocol::Lease {
+                holder: Some(id),
+                term: held,
+                expires_at,
+            };
+            leaderlock_protocol::may_release(&lease, &id, term, now).then(|| write(slot, held, now))
         },
     )
 }
 
 /// Contract 3.3 for a tenure of a key of many slots.
-pub fn release(key: &str, id: &str) -> bool {
-    with_own_live(key, id, |slot, term, now| {
+pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
+    with_own_live(key, id, term, |slot, term, now| {
         vacate(key, slot, id, term, now, false, slots_of(key))
     })
     .is_some()
@@ -493,7 +502,7 @@ pub fn force_release(key: &str) -> usize {
 
 /// Contract 11 for a tenure of a key of many slots.
 pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
-    with_own_live(key, id, |slot, term, now| {
+    with_own_live(key, id, None, |slot, term, now| {
         plans::run(
             queries::SET_SLOT_VALUE,
             &[key.into(), slot.into(), value_arg(value)],

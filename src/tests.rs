@@ -926,6 +926,94 @@ mod tests {
         }
     }
 
+    // ---- the statements' lease rules are the protocol crate's ----------------
+
+    /// Every rule of `leaderlock_protocol::sql` (the only form of the rules
+    /// the statements of `queries.rs` use), evaluated by PostgreSQL over
+    /// leases around their expiry, decides as the function the model
+    /// checks: the statements cannot drift from the model.
+    #[pg_test]
+    fn the_sql_rules_decide_as_the_protocol_crate() {
+        use crate::clock::{micros, ts};
+        use leaderlock_protocol as p;
+        use pgrx::datum::DatumWithOid;
+        let now: i64 = 800_000_000_000_000;
+        let ttl = 3_000_000;
+        let mut cases = 0;
+        for (rule, sql) in p::sql::RULES {
+            let query = format!(
+                "SELECT ({sql})::text FROM (SELECT $5::text AS holder, $6::timestamptz AS expires_at, \
+                 $7::int8 AS term, interval '3 seconds' AS ttl) r"
+            );
+            for holder in [None, Some("a"), Some("b")] {
+                let expiries: &[Option<i64>] = if holder.is_some() {
+                    &[Some(now - 1), Some(now), Some(now + 1)]
+                } else {
+                    &[None, Some(now - 1), Some(now + 1)]
+                };
+                for &expires_at in expiries {
+                    for term in [5, p::TERMS_PER_TIMELINE + 3] {
+                        for named in [None, Some(term), Some(term - 1)] {
+                            for floor in [1, 7, p::TERMS_PER_TIMELINE + 1] {
+                                let lease = p::Lease {
+                                    holder,
+                                    term,
+                                    expires_at: expires_at.unwrap_or(i64::MIN),
+                                };
+                                let live = p::is_live(holder.is_some(), expires_at, now);
+                                let want = match *rule {
+                                    "is_live" => live.to_string(),
+                                    "not is_live" => (!live).to_string(),
+                                    "is_held_by" => lease.is_held_by(&"a", now).to_string(),
+                                    "may_vacate" => p::may_vacate(&lease, now).to_string(),
+                                    "may_renew" => {
+                                        p::may_renew(&lease, &"a", named, now).to_string()
+                                    }
+                                    "may_release" => {
+                                        p::may_release(&lease, &"a", named, now).to_string()
+                                    }
+                                    "next_term" => p::next_term(Some(term), floor).to_string(),
+                                    "expiry" => p::expiry(now, ttl).to_string(),
+                                    other => panic!("no Rust twin for the SQL rule {other}"),
+                                };
+                                let args = [
+                                    ts(now).into(),
+                                    "a".into(),
+                                    named.map_or_else(DatumWithOid::null::<i64>, Into::into),
+                                    floor.into(),
+                                    holder.map_or_else(DatumWithOid::null::<&str>, Into::into),
+                                    expires_at.map_or_else(
+                                        DatumWithOid::null::<TimestampWithTimeZone>,
+                                        |e| ts(e).into(),
+                                    ),
+                                    term.into(),
+                                ];
+                                let got = if *rule == "expiry" {
+                                    let q = query.replace("::text FROM", "::timestamptz FROM");
+                                    let t =
+                                        Spi::get_one_with_args::<TimestampWithTimeZone>(&q, &args)
+                                            .expect("query");
+                                    micros(t).map(|m| m.to_string())
+                                } else {
+                                    Spi::get_one_with_args::<String>(&query, &args).expect("query")
+                                };
+                                // A WHERE clause takes NULL as false.
+                                let got = got.unwrap_or_else(|| "false".into());
+                                assert_eq!(
+                                    got, want,
+                                    "{rule}: {sql} with holder {holder:?}, expires_at {expires_at:?} \
+                                     (now {now}), term {term}, named {named:?}, floor {floor}"
+                                );
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(cases > 1000, "{cases} cases");
+    }
+
     // ---- 5 the worker's (and the API's) statements use indexes only --------
 
     #[pg_test]

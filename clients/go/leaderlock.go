@@ -37,7 +37,7 @@ import (
 const (
 	sqlTryAcquire = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))"
 	sqlRenew      = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4)"
-	sqlRelease    = "SELECT le_release(key => $1, id => $2)"
+	sqlRelease    = "SELECT le_release(key => $1, id => $2, term => $3)"
 	sqlTermOf     = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
 	// live by the server's lease clock: remaining is NULL unless live
 	// (expires_at need not compare with clock_timestamp(): le_now())
@@ -489,19 +489,20 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 // won and before the tenure started: release, in case the server granted
 // it.
 func (e *Elector) releaseAbandoned() {
-	if err := e.release(nil); err != nil {
+	if err := e.release(nil, nil); err != nil {
 		e.logf("release after an interrupted try failed (%v): a lease it took lapses at its ttl", err)
 	}
 }
 
-// release releases the lease, within ttl/3: on conn if it is still open
-// (a call cancelled by Run's context closes it), else or if that fails on
-// a new connection.
-func (e *Elector) release(conn *pgx.Conn) error {
+// release releases the lease of term (nil: whichever tenure the identity
+// holds, after an interrupted try), within ttl/3: on conn if it is still
+// open (a call cancelled by Run's context closes it), else or if that
+// fails on a new connection.
+func (e *Elector) release(conn *pgx.Conn, term *int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
 	defer cancel()
 	if conn != nil && !conn.IsClosed() {
-		if _, err := conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity); err == nil {
+		if _, err := conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity, term); err == nil {
 			return nil
 		}
 	}
@@ -510,7 +511,7 @@ func (e *Elector) release(conn *pgx.Conn) error {
 		return err
 	}
 	defer c.Close(context.Background())
-	_, err = c.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity)
+	_, err = c.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity, term)
 	return err
 }
 
@@ -658,7 +659,7 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	released := false
 	if reason == StopShutdown && e.cfg.ReleaseOnCancel && time.Now().Before(deadline) {
 		// hand over at once; only after OnStartedLeading has returned
-		if err := e.release(conn); err == nil {
+		if err := e.release(conn, &term); err == nil {
 			released = true
 		} else {
 			e.logf("release failed (%v): the lease lapses at its ttl", err)

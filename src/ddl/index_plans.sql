@@ -7,7 +7,7 @@ ALTER FUNCTION le_try_acquire(text, text, interval, boolean, jsonb, integer) SET
 ALTER FUNCTION le_acquire(text, text, interval, interval, boolean, jsonb, integer, integer)
     SET enable_seqscan = off;
 ALTER FUNCTION le_renew(text, text, interval, bigint) SET enable_seqscan = off;
-ALTER FUNCTION le_release(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_release(text, text, bigint) SET enable_seqscan = off;
 ALTER FUNCTION le_renew_all(text) SET enable_seqscan = off;
 ALTER FUNCTION le_release_all(text) SET enable_seqscan = off;
 ALTER FUNCTION le_proclaim(text, text, jsonb) SET enable_seqscan = off;

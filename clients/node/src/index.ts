@@ -49,7 +49,8 @@ const pg = loadPg();
 const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
 // the term: a renewal extends that tenure only, never a later one of the same id
 const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4) AS ok";
-const RELEASE = "SELECT le_release(key => $1, id => $2) AS ok";
+// the term: a release sent in one tenure never ends a later one of the same id
+const RELEASE = "SELECT le_release(key => $1, id => $2, term => $3) AS ok";
 const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
 // live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
 // that clock, le_now() where the server has one, which need not agree with clock_timestamp())
@@ -843,7 +844,7 @@ class Tenure implements Lease {
       const by = now() + this.t.callTimeout;
       try {
         this.conn ??= await connect(this.config, this.t.callTimeout);
-        released = (await bounded(this.conn, by, RELEASE, [this.key, this.id]))[0].ok;
+        released = (await bounded(this.conn, by, RELEASE, [this.key, this.id, String(this.term)]))[0].ok;
       } catch {
         released = false;
       }

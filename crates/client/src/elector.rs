@@ -307,7 +307,7 @@ impl Task {
                 }
                 Wake::Command(Some(Command::Resign)) => {
                     if let Some(h) = held.take() {
-                        self.release(h.lease.deadline).await;
+                        self.release(h.lease.deadline, h.lease.term).await;
                         self.stop(h.lease.term, StopReason::Resigned);
                     }
                     campaigning = self.config.campaign_again;
@@ -453,7 +453,9 @@ impl Task {
     async fn finish(mut self, held: Option<Held>, reply: Option<oneshot::Sender<bool>>) {
         let mut released = false;
         if let Some(h) = held {
-            released = self.release(Instant::now() + self.call_timeout()).await;
+            released = self
+                .release(Instant::now() + self.call_timeout(), h.lease.term)
+                .await;
             self.stop(h.lease.term, StopReason::Shutdown);
         }
         if let Some(reply) = reply {
@@ -739,15 +741,18 @@ impl Task {
         }))
     }
 
-    /// Releases; true when the server says it was ours.
-    async fn release(&mut self, by: Instant) -> bool {
+    /// Releases the tenure of `term`; true when the server says it was ours.
+    async fn release(&mut self, by: Instant, term: i64) -> bool {
         let (key, id) = (self.config.key.clone(), self.config.id.clone());
         let Ok(client) = self.client(by).await else {
             return false;
         };
         match timeout_at(
             by,
-            client.query_typed(sql::RELEASE, &[(&key, Type::TEXT), (&id, Type::TEXT)]),
+            client.query_typed(
+                sql::RELEASE,
+                &[(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)],
+            ),
         )
         .await
         {

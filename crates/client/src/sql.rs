@@ -30,8 +30,10 @@ pub const STILL_OURS: &str = "SELECT coalesce(holder = $2 AND term = $3 \
 /// `STILL_OURS` for a key of many slots: our tenure among its live ones.
 pub const STILL_OURS_SLOT: &str = "SELECT coalesce(bool_or(holder = $2 AND term = $3), false) \
      FROM le_holders(key => $1)";
-/// $1 key, $2 id.
-pub const RELEASE: &str = "SELECT le_release(key => $1, id => $2)";
+/// $1 key, $2 id, $3 the tenure's term (NULL: whichever tenure `id` holds,
+/// after an interrupted try): a release sent in one tenure never ends a
+/// later one of the same id.
+pub const RELEASE: &str = "SELECT le_release(key => $1, id => $2, term => $3)";
 /// The term of the tenure just won: $1 key, $2 id. A lease holding our id
 /// can only be our own tenure (ids are unique per elector). le_lease
 /// (extension 0.3.0 and later), not the table: the function is the API.

@@ -4,6 +4,7 @@
 //! and the model in `tests/model.rs` explores every interleaving of calls,
 //! replies, pauses, clock drift, a promotion and a clock step through them,
 //! so the model checks the rules the code runs (docs/verification.md).
+//! `sql` holds the same rules as SQL text, for the extension's statements.
 //!
 //! Times are microseconds on one clock, the caller's: the server's lease
 //! clock for server decisions, the client's monotonic clock for its
@@ -11,6 +12,7 @@
 //! extension, small integers in the model).
 
 pub mod history;
+pub mod sql;
 
 /// Microseconds.
 pub type Micros = i64;
@@ -107,9 +109,15 @@ pub fn may_renew<Id: PartialEq>(
     lease.is_held_by(id, now) && term.is_none_or(|t| t == lease.term)
 }
 
-/// Contract 3.3: the same for a release.
-pub fn may_release<Id: PartialEq>(lease: &Lease<Id>, id: &Id, now: Micros) -> bool {
-    lease.is_held_by(id, now)
+/// Contract 3.3: the same for a release: a release sent in one tenure and
+/// served after a later one of the same id began must not end it.
+pub fn may_release<Id: PartialEq>(
+    lease: &Lease<Id>,
+    id: &Id,
+    term: Option<i64>,
+    now: Micros,
+) -> bool {
+    may_renew(lease, id, term, now)
 }
 
 /// Contract 5: the worker vacates a lease that has a holder and lapsed.

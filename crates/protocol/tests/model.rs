@@ -33,6 +33,10 @@ enum Variant {
     SteppingClock,
     /// A renewal is matched by the holder's id only, not its term.
     RenewById,
+    /// A release is matched by the holder's id only, not its term.
+    ReleaseById,
+    /// A client campaigns again while a release it sent has no answer.
+    CampaignWhileReleasing,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +84,7 @@ fn horizon(default: i64) -> i64 {
 const ONE_LEADER: &str = "no two clients inside their windows at once";
 const TERMS_ONCE: &str = "a term is never issued twice, and terms grow in issue order";
 const SAME_TENURE: &str = "a renewal extends only the tenure it was sent in";
+const EXPIRY_FORWARD: &str = "the expiry of a tenure never goes back";
 
 impl Config {
     /// Two clients, ttl 3 ticks. With an asynchronous standby what is at
@@ -111,6 +116,7 @@ impl Config {
     fn strays(variant: Variant) -> Config {
         let mut cfg = Config::small(variant, Replication::Sync);
         cfg.strays = true;
+        cfg.horizon = horizon(5) - 1;
         cfg.promotion = false;
         cfg.step = 0;
         cfg
@@ -137,7 +143,8 @@ enum Req {
     Acquire,
     /// A renewal of the tenure of this term (le_renew's `term`).
     Renew(i64),
-    Release,
+    /// A release of the tenure of this term (le_release's `term`).
+    Release(i64),
 }
 
 /// A client's one call in flight: sent (to the primary of `timeline`), or
@@ -163,6 +170,9 @@ struct Client {
     call: Option<Call>,
     /// The tenure it believes it holds: term, local deadline.
     lead: Option<(i64, i64)>,
+    /// A release of this term it sent and heard no answer to: it may still
+    /// arrive, so the client sends it again before it campaigns.
+    releasing: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -189,13 +199,16 @@ struct State {
     /// term it accepted; whether it ever refused a stale writer.
     fence: Option<i64>,
     stale_write_refused: bool,
-    /// A renewal its client gave up on, still on its way to the primary of
-    /// that timeline: (client, term, timeline). At most one.
-    stray: Option<(usize, i64, u32)>,
+    /// A renewal or release its client gave up on, still on its way to the
+    /// primary of that timeline: (client, call, timeline). At most one.
+    stray: Option<(usize, Req, u32)>,
     /// Whether a renewal ever extended a tenure other than its own, and
     /// whether one given up on ever met a later tenure of its client.
     renewed_another_tenure: bool,
     stray_met_a_later_tenure: bool,
+    /// Whether a tenure's expiry was ever moved earlier (by a renewal, its
+    /// holder's le_try_acquire or a promotion).
+    expiry_went_back: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -277,7 +290,9 @@ impl LeaseModel {
                 }
                 p::Acquire::Extend => {
                     let l = s.primary.as_mut().expect("held");
-                    l.expires_at = p::expiry(now, ttl);
+                    let expires_at = p::expiry(now, ttl);
+                    s.expiry_went_back |= expires_at < l.expires_at;
+                    l.expires_at = expires_at;
                     Some(l.term)
                 }
                 p::Acquire::Refuse => None,
@@ -289,7 +304,9 @@ impl LeaseModel {
                 };
                 match s.primary.as_mut() {
                     Some(l) if p::may_renew(l, &id, named, now) => {
-                        l.expires_at = p::expiry(now, ttl);
+                        let expires_at = p::expiry(now, ttl);
+                        s.expiry_went_back |= expires_at < l.expires_at;
+                        l.expires_at = expires_at;
                         if l.term != term {
                             s.renewed_another_tenure = true;
                         }
@@ -298,8 +315,15 @@ impl LeaseModel {
                     _ => None,
                 }
             }
-            Req::Release => match s.primary.as_mut() {
-                Some(l) if p::may_release(l, &id, now) => {
+            Req::Release(term) => match s.primary.as_mut() {
+                Some(l)
+                    if p::may_release(
+                        l,
+                        &id,
+                        (self.cfg.variant != Variant::ReleaseById).then_some(term),
+                        now,
+                    ) =>
+                {
                     l.holder = None;
                     Some(l.term)
                 }
@@ -327,7 +351,8 @@ impl Model for LeaseModel {
                 Client {
                     lag: 0,
                     call: None,
-                    lead: None
+                    lead: None,
+                    releasing: None,
                 };
                 self.cfg.clients
             ],
@@ -340,6 +365,7 @@ impl Model for LeaseModel {
             stray: None,
             renewed_another_tenure: false,
             stray_met_a_later_tenure: false,
+            expiry_went_back: false,
         }]
     }
 
@@ -355,13 +381,18 @@ impl Model for LeaseModel {
                 None if self.inside(s, c) => {
                     let (term, _) = client.lead.expect("inside");
                     actions.push(Action::Send(c, Req::Renew(term)));
-                    actions.push(Action::Send(c, Req::Release));
+                    actions.push(Action::Send(c, Req::Release(term)));
                 }
-                None => actions.push(Action::Send(c, Req::Acquire)),
+                None => match client.releasing {
+                    Some(term) if self.cfg.variant != Variant::CampaignWhileReleasing => {
+                        actions.push(Action::Send(c, Req::Release(term)))
+                    }
+                    _ => actions.push(Action::Send(c, Req::Acquire)),
+                },
                 Some(Call::Sent { req, .. }) => {
                     actions.push(Action::Serve(c));
                     actions.push(Action::Lose(c));
-                    if self.cfg.strays && s.stray.is_none() && matches!(req, Req::Renew(_)) {
+                    if self.cfg.strays && s.stray.is_none() && req != Req::Acquire {
                         actions.push(Action::Abandon(c));
                     }
                 }
@@ -402,7 +433,7 @@ impl Model for LeaseModel {
             Action::Send(c, req) => {
                 let local_sent = self.local_now(&s, c);
                 let client = &mut s.clients[c];
-                if req == Req::Release {
+                if let Req::Release(_) = req {
                     client.lead = None; // it stops acting before it releases
                 }
                 if req == Req::Acquire {
@@ -463,33 +494,48 @@ impl Model for LeaseModel {
                         .filter(|&(term, _)| term == sent_in)
                         .map(|(term, _)| (term, deadline)),
                     (Req::Renew(_), _) => None,
-                    (_, _) => client.lead,
+                    (Req::Release(_), _) => {
+                        client.releasing = None;
+                        None
+                    }
+                    (Req::Acquire, None) => client.lead,
                 };
                 if client.lead.is_some() {
                     s.led |= 1 << c;
                 }
             }
-            Action::Lose(c) => s.clients[c].call = None,
+            Action::Lose(c) => {
+                let client = &mut s.clients[c];
+                // No answer to a release: it may still arrive (only where
+                // calls given up on do: elsewhere a lost call is gone).
+                if let Some(Call::Sent { req, .. } | Call::Answered { req, .. }) = client.call {
+                    if let (Req::Release(term), true) = (req, self.cfg.strays) {
+                        client.releasing = Some(term);
+                    }
+                }
+                client.call = None;
+            }
             Action::Abandon(c) => {
-                let Some(Call::Sent {
-                    req: Req::Renew(term),
-                    timeline,
-                    ..
-                }) = s.clients[c].call
-                else {
+                let Some(Call::Sent { req, timeline, .. }) = s.clients[c].call else {
                     return None;
                 };
-                s.stray = Some((c, term, timeline));
+                if let Req::Release(term) = req {
+                    s.clients[c].releasing = Some(term);
+                }
+                s.stray = Some((c, req, timeline));
                 s.clients[c].call = None;
             }
             Action::ServeStray => {
-                let (c, term, timeline) = s.stray.take().expect("a stray");
+                let (c, req, timeline) = s.stray.take().expect("a stray");
                 if timeline == s.timeline {
+                    let (Req::Renew(term) | Req::Release(term)) = req else {
+                        return None;
+                    };
                     s.stray_met_a_later_tenure |= s
                         .primary
                         .is_some_and(|l| l.holder == Some(self.cfg.id(c)) && l.term > term);
                     // served; its answer goes to a connection closed
-                    self.serve(&mut s, c, Req::Renew(term));
+                    self.serve(&mut s, c, req);
                 }
             }
             Action::Replicate => s.standby = s.primary,
@@ -504,7 +550,9 @@ impl Model for LeaseModel {
                 s.primary = s.standby;
                 let now = self.server_now(&s);
                 if let Some(l) = s.primary.as_mut().filter(|l| l.holder.is_some()) {
-                    l.expires_at = p::expiry_after_promotion(now, ttl);
+                    let expires_at = p::expiry_after_promotion(now, ttl);
+                    s.expiry_went_back |= expires_at < l.expires_at;
+                    l.expires_at = expires_at;
                 }
                 s.standby = s.primary;
             }
@@ -525,6 +573,7 @@ impl Model for LeaseModel {
         let mut props = vec![
             Property::always(TERMS_ONCE, |_, s: &State| !s.term_reissued),
             Property::always(SAME_TENURE, |_, s: &State| !s.renewed_another_tenure),
+            Property::always(EXPIRY_FORWARD, |_, s: &State| !s.expiry_went_back),
             Property::sometimes(
                 "the lease passes from one client to another",
                 |_, s: &State| s.led.count_ones() >= 2,
@@ -532,7 +581,7 @@ impl Model for LeaseModel {
         ];
         if self.cfg.strays {
             props.push(Property::sometimes(
-                "a renewal given up on reaches a later tenure of its client",
+                "a call given up on reaches a later tenure of its client",
                 |_, s: &State| s.stray_met_a_later_tenure,
             ));
         }
@@ -577,9 +626,9 @@ impl Model for LeaseModel {
             Action::Receive(c) => format!("client {c} receives the answer"),
             Action::Lose(c) => format!("client {c}'s call or answer is lost"),
             Action::Abandon(c) => {
-                format!("client {c} gives up on its renewal, still on its way")
+                format!("client {c} gives up on its call, still on its way")
             }
-            Action::ServeStray => "the primary serves the renewal given up on".into(),
+            Action::ServeStray => "the primary serves the call given up on".into(),
             Action::Replicate => "the standby receives the row".into(),
             Action::Expire => "the worker vacates the lapsed lease".into(),
             Action::Promote => "the primary dies; the standby is promoted".into(),
@@ -712,6 +761,21 @@ fn decisions_on_a_clock_that_steps_are_caught() {
 #[test]
 fn a_renewal_matched_by_id_only_is_caught() {
     must_find("RenewById", Config::strays(Variant::RenewById), SAME_TENURE);
+}
+
+#[test]
+fn a_release_matched_by_id_only_is_caught() {
+    must_find(
+        "ReleaseById",
+        Config::strays(Variant::ReleaseById),
+        ONE_LEADER,
+    );
+}
+
+#[test]
+fn campaigning_while_a_release_may_still_arrive_is_caught() {
+    let cfg = Config::strays(Variant::CampaignWhileReleasing);
+    must_find("CampaignWhileReleasing", cfg, ONE_LEADER);
 }
 
 /// Outside the assumptions: two live processes with one id. A holder's

@@ -58,6 +58,9 @@ SELECT holder, term FROM leaderlock WHERE key = 'cron';
 -- replica-a's earlier tenure (term 1) renews nothing of its tenure now.
 SELECT le_renew('cron', 'replica-a', term => 1) AS earlier_tenure_renews_nothing,
        le_renew('cron', 'replica-a', '10 seconds', 3) AS this_tenure_renews;
+-- The same for a release (3.3).
+SELECT le_release('cron', 'replica-a', term => 1) AS earlier_tenure_ends_nothing;
+SELECT holder, term FROM leaderlock WHERE key = 'cron';
 
 -- Guarded write: the work commits only while replica-a leads.
 CREATE TABLE jobs (id int, done_by text, term bigint);

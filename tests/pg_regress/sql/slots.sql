@@ -23,7 +23,8 @@ SELECT le_assert_leader('crawl', 'a', 2);
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_proclaim('crawl', 'a', '{"shard": 1}') AS a_proclaims;
 SELECT holder, term, value FROM le_holders('crawl') ORDER BY term;
-SELECT le_release('crawl', 'a') AS a_releases, le_release('crawl', 'a') AS again;
+SELECT le_release('crawl', 'a', term => 2) AS a_not_in_term_2;
+SELECT le_release('crawl', 'a', term => 1) AS a_releases, le_release('crawl', 'a') AS again;
 -- The freed slot goes to the next candidate, with the next term.
 SELECT le_try_acquire('crawl', 'd', '1 hour', slots => 3) AS d_takes_it;
 SELECT holder, term FROM le_holders('crawl') ORDER BY term;

@@ -312,7 +312,7 @@ class AsyncLeadership:
         try:
             conn = await connect(s.dsn, by)
             try:
-                await bounded(conn, by, _core.RELEASE, (s.key, s.id))
+                await bounded(conn, by, _core.RELEASE, (s.key, s.id, None))
             finally:
                 await conn.close()
         except BaseException:
@@ -337,7 +337,7 @@ class AsyncLeadership:
                 try:
                     if self.conn is None:
                         self.conn = await connect(self.spec.dsn, by)
-                    if await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id)):
+                    if await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id, lease.term)):
                         _core.log.info("leaderlock: %r: released term %s", lease.key, lease.term)
                 except CALL_ERRORS as e:
                     if isinstance(e, Abandoned):

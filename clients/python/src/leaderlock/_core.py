@@ -35,7 +35,8 @@ APPLICATION_NAME = "leaderlock python"
 TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(secs => %s))"
 # the term: a renewal extends that tenure only, never a later one of the same id
 RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s), term => %s)"
-RELEASE = "SELECT le_release(key => %s, id => %s)"
+# the term (None after an interrupted try): never ends a later tenure of the same id
+RELEASE = "SELECT le_release(key => %s, id => %s, term => %s::bigint)"
 TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
 # After a refused renewal: who holds the key now, in which term, and whether
 # live by the server's own lease clock (`remaining` is NULL unless live; the

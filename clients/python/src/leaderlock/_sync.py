@@ -304,7 +304,7 @@ class Campaign:
         try:
             s = Session(self.dsn, time.monotonic() + self.timing.call_timeout)
             try:
-                s.one(time.monotonic() + self.timing.call_timeout, _core.RELEASE, (self.key, self.me))
+                s.one(time.monotonic() + self.timing.call_timeout, _core.RELEASE, (self.key, self.me, None))
             finally:
                 s.close()
         except Exception:
@@ -406,7 +406,7 @@ class Renewer(threading.Thread):
         try:
             if self.s is None:
                 self.s = Session(self.dsn, by)
-            released = bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id)))
+            released = bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id, self.lease.term)))
         except CALL_ERRORS as e:
             _core.log.warning("leaderlock: %r: could not release term %s (%s); it lapses at its ttl",
                               self.lease.key, self.lease.term, _core.describe(e))
