@@ -336,6 +336,10 @@ test_on_a_cluster() {
       LEADERLOCK_PGDATA="$main" \
       "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || fail "Python client tests"
+    stage "the Rust client against the server (crates/client/tests/server.rs)"
+    (cd "$REPO_ROOT" && LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" \
+      cargo test --locked -q -p leaderlock-client --test server) \
+      || fail "Rust client tests"
     stage "every client's scenarios (tests/clients/scenarios.py: Python, Node.js, Go, Rust)"
     "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \
       && GO_CANDIDATE="$VWORK/go-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \

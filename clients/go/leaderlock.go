@@ -114,6 +114,22 @@ type Elector struct {
 	value   *string // Config.Value as JSON
 }
 
+// Releases that heard no answer, by server, key and identity: their term
+// (nil: an interrupted try's). Such a release may still reach the server,
+// so a campaign under the same identity sends it again, and hears an
+// answer, before its first try: a try before that would extend the very
+// tenure the late release then ends, while this process leads in it
+// (docs/verification.md). Package-wide: Run(ctx, cfg) in a loop makes a
+// new Elector each time.
+var unanswered = struct {
+	sync.Mutex
+	m map[[3]string]*int64
+}{m: map[[3]string]*int64{}}
+
+func (e *Elector) releaseSlot() [3]string {
+	return [3]string{e.connCfg.ConnString(), e.cfg.Key, e.cfg.Identity}
+}
+
 // DefaultIdentity is host:pid:random.
 func DefaultIdentity() string {
 	host, _ := os.Hostname()
@@ -409,6 +425,20 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 	slotsWarned := false
 	for {
 		lastTry := time.Now()
+		unanswered.Lock()
+		old, pending := unanswered.m[e.releaseSlot()]
+		unanswered.Unlock()
+		if pending { // it may still arrive: send it again, and hear the answer, first
+			rctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+			_, err := conn.Exec(rctx, sqlRelease, e.cfg.Key, e.cfg.Identity, old)
+			cancel()
+			if err != nil {
+				return fail(err)
+			}
+			unanswered.Lock()
+			delete(unanswered.m, e.releaseSlot())
+			unanswered.Unlock()
+		}
 		if expire {
 			var n int64
 			row, cancel := e.call(ctx, conn, time.Now().Add(e.callTimeout()), sqlExpire)
@@ -498,9 +528,16 @@ func (e *Elector) releaseAbandoned() {
 // holds, after an interrupted try), within ttl/3: on conn if it is still
 // open (a call cancelled by Run's context closes it), else or if that
 // fails on a new connection.
-func (e *Elector) release(conn *pgx.Conn, term *int64) error {
+func (e *Elector) release(conn *pgx.Conn, term *int64) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
 	defer cancel()
+	defer func() {
+		if err != nil {
+			unanswered.Lock()
+			unanswered.m[e.releaseSlot()] = term
+			unanswered.Unlock()
+		}
+	}()
 	if conn != nil && !conn.IsClosed() {
 		if _, err := conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity, term); err == nil {
 			return nil

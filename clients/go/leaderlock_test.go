@@ -249,3 +249,66 @@ func TestBadConfig(t *testing.T) {
 		t.Fatalf("a malformed connection string: %v", err)
 	}
 }
+
+// The release hangs (its backend stopped) and is given up on: it may still
+// arrive. The next campaign under the same identity sends it again first,
+// so it takes a new term instead of extending the old one; the late
+// release, served at last, names the old term and ends nothing.
+func TestAReleaseThatHeardNoAnswerIsSentAgainBeforeTheNextCampaign(t *testing.T) {
+	key, me := newKey("unanswered"), newKey("me")
+	terms := make(chan int64, 2)
+	var pid int
+	cfg := func(ctx context.Context, cancel context.CancelFunc, freeze bool) Config {
+		return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: 1500 * time.Millisecond, ReleaseOnCancel: true,
+			Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
+				terms <- l.Term
+				if !freeze {
+					<-lctx.Done()
+					return
+				}
+				c, err := pgx.Connect(context.Background(), dsn(t))
+				if err == nil {
+					err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
+						"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
+					c.Close(context.Background())
+				}
+				if err == nil {
+					_ = syscall.Kill(pid, syscall.SIGSTOP)
+				}
+				cancel()
+			}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := Run(ctx, cfg(ctx, cancel, true)); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	old := <-terms
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() { _ = Run(ctx2, cfg(ctx2, cancel2, false)) }()
+	var again int64
+	select {
+	case again = <-terms:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never led again")
+	}
+	if again <= old {
+		t.Fatalf("led again in term %d after %d: the old tenure was extended", again, old)
+	}
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	c, err := pgx.Connect(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	eventually(t, 10*time.Second, func() bool {
+		var n int
+		err := c.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "+
+			"AND NOT (state = 'idle' AND strpos(query, 'le_release') > 0)", pid).Scan(&n)
+		return err == nil && n == 0
+	})
+	if h := leader(t, key); h != me {
+		t.Fatalf("after the late release the leader is %q, not %q", h, me)
+	}
+}

@@ -51,6 +51,16 @@ const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_inte
 const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4) AS ok";
 // the term: a release sent in one tenure never ends a later one of the same id
 const RELEASE = "SELECT le_release(key => $1, id => $2, term => $3) AS ok";
+
+// Releases that heard no answer, by server, key and id: their term. Such a
+// release may still reach the server, so a campaign under the same id sends
+// it again, and hears an answer, before its first try: a try before that
+// would extend the very tenure the late release then ends, while this
+// process leads in it (docs/verification.md).
+const unanswered = new Map<string, string>();
+const releaseSlot = (config: ConnectionConfig, key: string, id: string): string =>
+  JSON.stringify([typeof config === "string" ? config : [config.connectionString, config.host, config.port, config.database],
+                  key, id]);
 const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
 // live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
 // that clock, le_now() where the server has one, which need not agree with clock_timestamp())
@@ -560,7 +570,7 @@ class Stopped extends Error {}
  */
 async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp: number, stop: AbortSignal | undefined,
                         refused: ((holder: string | null) => void) | undefined, value: unknown,
-                        answered: () => void): Promise<{ term: number; deadline: number }> {
+                        answered: () => void, slot: string): Promise<{ term: number; deadline: number }> {
   const by = now() + t.callTimeout;
   const worker = await workerServes(c, by);
   answered();
@@ -578,6 +588,11 @@ async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp
     for (;;) {
       if (stop?.aborted) throw new Stopped();
       const lastTry = now();
+      const old = unanswered.get(slot);
+      if (old !== undefined) { // it may still arrive: send it again, and hear the answer, first
+        await bounded(c, now() + t.callTimeout, RELEASE, [key, id, old]);
+        unanswered.delete(slot);
+      }
       if (expire) {
         try {
           await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
@@ -668,7 +683,8 @@ async function elect(config: ConnectionConfig, key: string, id: string, t: Timin
     try {
       const connectFor = Math.min(Math.max(t.callTimeout, 2000), Math.max(giveUp - now(), 1000));
       c = await connect(config, connectFor);
-      const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; });
+      const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; },
+                                 releaseSlot(config, key, id));
       return { ...won, conn: c };
     } catch (e) {
       const database = c?.database ?? databaseOf(config);
@@ -847,6 +863,7 @@ class Tenure implements Lease {
         released = (await bounded(this.conn, by, RELEASE, [this.key, this.id, String(this.term)]))[0].ok;
       } catch {
         released = false;
+        unanswered.set(releaseSlot(this.config, this.key, this.id), String(this.term));
       }
     }
     this.lose("released", "released");

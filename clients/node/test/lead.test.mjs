@@ -144,6 +144,34 @@ test("leaving while the server hangs takes ttl/3 at most", async () => {
   });
 });
 
+test("a release that heard no answer is sent again before the next campaign under the same id", async () => {
+  // The release hangs (its backend stopped) and is given up on: it may
+  // still arrive. The next campaign sends it again first, so it takes a new
+  // term instead of extending the old one; the late release, served at
+  // last, names the old term and ends nothing.
+  const key = fresh("unanswered");
+  const id = fresh("me");
+  let pid, old;
+  await lead(DSN, key, { ttl: 1.5, id }, async (lease) => {
+    old = lease.term;
+    pid = await newestClientBackend();
+    process.kill(pid, "SIGSTOP");
+  });
+  try {
+    await lead(DSN, key, { ttl: 1.5, id, timeout: 5 }, async (lease) => {
+      assert.ok(lease.term > old, `term ${lease.term} after ${old}`);
+      process.kill(pid, "SIGCONT");
+      assert.ok(await until(async () => !(await sql(
+        "SELECT count(*)::int FROM pg_stat_activity WHERE pid = $1 AND NOT (state = 'idle' AND strpos(query, 'le_release') > 0)",
+        [pid]))), "the late release was served");
+      lease.check();
+      assert.equal(await sql("SELECT le_leader($1)", [key]), id);
+    });
+  } finally {
+    try { process.kill(pid, "SIGCONT"); } catch { /* gone once it served the release */ }
+  }
+});
+
 test("two electors: one leader, a handover on stop", async () => {
   const key = fresh("elector");
   const seen = { a: [], b: [] };

@@ -2,6 +2,7 @@
 leaderlock, either edition; the test freezes backends with SIGSTOP, so it
 runs on the server's host as root or as the server's user)."""
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -22,6 +23,13 @@ def renewer_pid(lease):
     """The backend renewing `lease` (the client's connections are named)."""
     return sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock python' "
                "AND pid <> pg_backend_pid() ORDER BY backend_start DESC LIMIT 1")
+
+
+def served_or_gone(pid, what):
+    """Whether backend `pid` has run a statement containing `what` to its end
+    (or exited, as it does once it finds its client gone)."""
+    return not sql("SELECT count(*) FROM pg_stat_activity WHERE pid = %s "
+                   "AND NOT (state = 'idle' AND strpos(query, %s) > 0)", (pid, what))
 
 
 class Frozen:
@@ -118,6 +126,26 @@ class SyncTest(unittest.TestCase):
         finally:
             os.kill(pid, signal.SIGCONT)
 
+    def test_a_release_that_heard_no_answer_is_sent_again_before_the_next_campaign(self):
+        """The release hangs (its backend stopped) and is given up on: it
+        may still arrive. The next campaign under the same id sends it again
+        first, so it takes a new term instead of extending the old one; the
+        late release, served at last, names the old term and ends nothing."""
+        me = f"py-{uuid.uuid4().hex[:8]}"
+        with leaderlock.lead(DSN, self.key, ttl=1.5, id=me) as lease:
+            old, pid = lease.term, renewer_pid(lease)
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with leaderlock.lead(DSN, self.key, ttl=1.5, id=me, timeout=5) as again:
+                self.assertGreater(again.term, old)
+                os.kill(pid, signal.SIGCONT)
+                self.assertTrue(wait(lambda: served_or_gone(pid, "le_release")))
+                again.check()
+                self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), me)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # gone once it served the release
+                os.kill(pid, signal.SIGCONT)
+
     def test_a_frozen_connection_is_replaced(self):
         """A renewal stuck on one connection (its backend stopped) is given
         up after ttl/3 and retried on a new one: the lease is kept."""
@@ -181,6 +209,22 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
             self.assertLess(time.monotonic() - t0, 1.5 / 3 + 1.5)
         finally:
             os.kill(pid, signal.SIGCONT)
+
+    async def test_a_release_that_heard_no_answer_is_sent_again_before_the_next_campaign(self):
+        me = f"pya-{uuid.uuid4().hex[:8]}"
+        async with leaderlock.lead(DSN, self.key, ttl=1.5, id=me) as lease:
+            old, pid = lease.term, renewer_pid(lease)
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            async with leaderlock.lead(DSN, self.key, ttl=1.5, id=me, timeout=5) as again:
+                self.assertGreater(again.term, old)
+                os.kill(pid, signal.SIGCONT)
+                self.assertTrue(wait(lambda: served_or_gone(pid, "le_release")))
+                again.check()
+                self.assertEqual(sql("SELECT le_leader(%s)", (self.key,)), me)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # gone once it served the release
+                os.kill(pid, signal.SIGCONT)
 
     async def test_renewals_keep_the_lease(self):
         async with leaderlock.lead(DSN, self.key, ttl=1.0) as lease:

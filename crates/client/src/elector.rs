@@ -3,8 +3,9 @@
 //! a lease counts only until (start of the last successful acquire or
 //! renewal) + ttl - margin. The server computed its own expiry from a later
 //! instant, so this deadline is never after the server's expires_at.
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -250,6 +251,15 @@ struct Held {
     lease: Leadership,
     next_renewal: Instant,
 }
+
+/// Releases that heard no answer, by server, key and id: their term. Such a
+/// release may still reach the server, so a campaign under the same id
+/// sends it again, and hears an answer, before its first try: a try before
+/// that would extend the very tenure the late release then ends, while this
+/// process leads in it (docs/verification.md). Process-wide: a new Elector
+/// may campaign under the id of one that ended.
+static UNANSWERED: LazyLock<Mutex<HashMap<[String; 3], i64>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
 
 struct Task {
     watchdog: Watchdog,
@@ -562,6 +572,21 @@ impl Task {
         })
     }
 
+    /// Where an unanswered release of this elector is kept: server, key, id.
+    fn release_slot(&self) -> [String; 3] {
+        let pg = &self.db.pg;
+        [
+            format!(
+                "{:?} {:?} {:?}",
+                pg.get_hosts(),
+                pg.get_ports(),
+                pg.get_dbname()
+            ),
+            self.config.key.clone(),
+            self.config.id.clone(),
+        ]
+    }
+
     /// One attempt: Some(lease) when won.
     async fn try_acquire(&mut self) -> Result<Option<Leadership>, Error> {
         let start = Instant::now();
@@ -572,6 +597,19 @@ impl Task {
             self.config.id.clone(),
             self.config.ttl.as_secs_f64(),
         );
+        let slot = self.release_slot();
+        let unanswered = UNANSWERED.lock().expect("not poisoned").get(&slot).copied();
+        if let Some(term) = unanswered {
+            // It may still arrive: send it again, and hear the answer, first.
+            let client = self.client(by).await?;
+            let args: [(&(dyn ToSql + Sync), Type); 3] =
+                [(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)];
+            timeout_at(by, client.query_typed(sql::RELEASE, &args))
+                .await
+                .map_err(|_| Error::Unreachable("release timed out".into()))?
+                .map_err(classify)?;
+            UNANSWERED.lock().expect("not poisoned").remove(&slot);
+        }
         if self.worker == Some(false) && !self.no_expire_lapsed {
             // No worker: announce what lapsed (the dead leader's lease
             // among them) before trying, so that every listener hears it.
@@ -742,22 +780,32 @@ impl Task {
     }
 
     /// Releases the tenure of `term`; true when the server says it was ours.
+    /// One that hears no answer is kept in `UNANSWERED`.
     async fn release(&mut self, by: Instant, term: i64) -> bool {
         let (key, id) = (self.config.key.clone(), self.config.id.clone());
-        let Ok(client) = self.client(by).await else {
-            return false;
+        let answer = match self.client(by).await {
+            Ok(client) => timeout_at(
+                by,
+                client.query_typed(
+                    sql::RELEASE,
+                    &[(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)],
+                ),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok),
+            Err(_) => None,
         };
-        match timeout_at(
-            by,
-            client.query_typed(
-                sql::RELEASE,
-                &[(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)],
-            ),
-        )
-        .await
-        {
-            Ok(Ok(rows)) => rows[0].get::<_, bool>(0),
-            _ => false,
+        let mut unanswered = UNANSWERED.lock().expect("not poisoned");
+        match answer {
+            Some(rows) => {
+                unanswered.remove(&self.release_slot());
+                rows[0].get::<_, bool>(0)
+            }
+            None => {
+                unanswered.insert(self.release_slot(), term);
+                false
+            }
         }
     }
 }

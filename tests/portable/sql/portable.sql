@@ -99,13 +99,13 @@ CREATE ROLE ll_p_app;
 CREATE ROLE ll_p_other;
 SET ROLE ll_p_app;
 SELECT le_try_acquire('p-owned', 'me', '1 hour');
-SELECT _le_extend('p-owned', 'me', clock_timestamp(), '1 hour', 'll_p_app'::regrole);
+SELECT _le_extend('p-owned', 'me', clock_timestamp(), '1 hour', 'll_p_app'::regrole, NULL);
 SELECT _le_failover_record();
 RESET ROLE;
 -- An entry point called directly cannot claim a role the session is not a
 -- member of.
 SET ROLE ll_p_other;
-SELECT _le_release('p-owned', 'me', 'll_p_app'::regrole);
+SELECT _le_release('p-owned', 'me', 'll_p_app'::regrole, NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT _le_renew_all('me', 'll_p_app'::regrole);
 \echo :LAST_ERROR_SQLSTATE
@@ -164,9 +164,9 @@ SELECT * FROM _le_attempt('p-direct', 'x', '1 min', to_jsonb(repeat('v', 5000)),
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM _le_attempt('p-direct', 'x', '1 min', NULL, 'll_p_direct'::regrole, -5);
 \echo :LAST_ERROR_SQLSTATE
-SELECT _le_renew('p-direct', 'x', '1 mon', 'll_p_direct'::regrole);
+SELECT _le_renew('p-direct', 'x', '1 mon', 'll_p_direct'::regrole, NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT _le_release('p-direct', NULL, 'll_p_direct'::regrole);
+SELECT _le_release('p-direct', NULL, 'll_p_direct'::regrole, NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT _le_proclaim('p-direct', 'x', to_jsonb(repeat('v', 5000)), 'll_p_direct'::regrole);
 \echo :LAST_ERROR_SQLSTATE
@@ -341,7 +341,7 @@ CREATE FUNCTION p_n1_take() RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET s
                                            session_user::regrole::oid, NULL::bigint)).o_outcome; END $$;
 CREATE FUNCTION p_n1_release(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog
-    AS $$ BEGIN RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+    AS $$ BEGIN RETURN public._le_release('p-n1', 'alice-1', victim, NULL); END $$;
 CREATE FUNCTION p_n1_release_all(victim oid) RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog
     AS $$ BEGIN RETURN public._le_release_all('alice-1', victim); END $$;
@@ -352,7 +352,7 @@ CREATE FUNCTION p_n1_renew_all(victim oid) RETURNS integer LANGUAGE plpgsql SECU
 CREATE FUNCTION p_n1_forged(victim oid) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog
     AS $$ BEGIN PERFORM set_config('leaderlock_portable.caller', (SELECT key FROM public._le_caller_key), true);
-                RETURN public._le_release('p-n1', 'alice-1', victim); END $$;
+                RETURN public._le_release('p-n1', 'alice-1', victim, NULL); END $$;
 ALTER FUNCTION p_n1_force() OWNER TO ll_p_mallory;
 ALTER FUNCTION p_n1_take() OWNER TO ll_p_mallory;
 ALTER FUNCTION p_n1_release(oid) OWNER TO ll_p_mallory;
@@ -388,7 +388,7 @@ SET ROLE ll_p_alice;
 SELECT le_try_acquire('p-p3', 'alice-1', '1 hour') AS alice_holds;
 CREATE TEMP TABLE p3_key AS SELECT key FROM _le_caller_key;
 SELECT set_config('leaderlock_portable.caller', (SELECT key FROM p3_key), false) IS NOT NULL AS key_replayed;
-SELECT _le_release('p-p3', 'alice-1', 'll_p_alice'::regrole);
+SELECT _le_release('p-p3', 'alice-1', 'll_p_alice'::regrole, NULL);
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE p3_key;
 RESET ROLE;
@@ -530,7 +530,7 @@ SELECT * FROM _le_attempt('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regr
 SELECT * FROM _le_attempt_slots('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, 2, NULL, false,
                                 NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT _le_extend_slot('p-sem-own', 'w', clock_timestamp(), '1 hour', 'll_p_sem_b'::regrole);
+SELECT _le_extend_slot('p-sem-own', 'w', clock_timestamp(), '1 hour', 'll_p_sem_b'::regrole, NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM _le_lock_own_slot('p-sem-own', 'w', 'll_p_sem_b'::regrole);
 \echo :LAST_ERROR_SQLSTATE

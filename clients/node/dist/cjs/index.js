@@ -57,6 +57,14 @@ const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_inte
 const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4) AS ok";
 // the term: a release sent in one tenure never ends a later one of the same id
 const RELEASE = "SELECT le_release(key => $1, id => $2, term => $3) AS ok";
+// Releases that heard no answer, by server, key and id: their term. Such a
+// release may still reach the server, so a campaign under the same id sends
+// it again, and hears an answer, before its first try: a try before that
+// would extend the very tenure the late release then ends, while this
+// process leads in it (docs/verification.md).
+const unanswered = new Map();
+const releaseSlot = (config, key, id) => JSON.stringify([typeof config === "string" ? config : [config.connectionString, config.host, config.port, config.database],
+    key, id]);
 const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
 // live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
 // that clock, le_now() where the server has one, which need not agree with clock_timestamp())
@@ -476,7 +484,7 @@ class Stopped extends Error {
  * + ttl - margin is its deadline), `giveUp` passes (NotAcquired) or `stop`
  * aborts; any other failure is thrown for elect() to sort.
  */
-async function campaign(c, key, id, t, giveUp, stop, refused, value, answered) {
+async function campaign(c, key, id, t, giveUp, stop, refused, value, answered, slot) {
     const by = now() + t.callTimeout;
     const worker = await workerServes(c, by);
     answered();
@@ -496,6 +504,11 @@ async function campaign(c, key, id, t, giveUp, stop, refused, value, answered) {
             if (stop?.aborted)
                 throw new Stopped();
             const lastTry = now();
+            const old = unanswered.get(slot);
+            if (old !== undefined) { // it may still arrive: send it again, and hear the answer, first
+                await bounded(c, now() + t.callTimeout, RELEASE, [key, id, old]);
+                unanswered.delete(slot);
+            }
             if (expire) {
                 try {
                     await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
@@ -578,7 +591,7 @@ async function elect(config, key, id, t, o) {
         try {
             const connectFor = Math.min(Math.max(t.callTimeout, 2000), Math.max(giveUp - now(), 1000));
             c = await connect(config, connectFor);
-            const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; });
+            const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; }, releaseSlot(config, key, id));
             return { ...won, conn: c };
         }
         catch (e) {
@@ -770,6 +783,7 @@ class Tenure {
             }
             catch {
                 released = false;
+                unanswered.set(releaseSlot(this.config, this.key, this.id), String(this.term));
             }
         }
         this.lose("released", "released");

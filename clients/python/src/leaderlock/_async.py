@@ -154,6 +154,10 @@ class AsyncLeadership:
             try:
                 conn = self.conn or await self.setup(give_up)
                 last_try = time.monotonic()
+                pending, old = _core.unanswered_release(s.dsn, s.key, s.id)
+                if pending:  # it may still arrive: send it again, and hear the answer, first
+                    await bounded(conn, time.monotonic() + t.call_timeout, _core.RELEASE, (s.key, s.id, old))
+                    _core.release_answered(s.dsn, s.key, s.id)
                 if self.expire_lapsed:
                     try:
                         await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
@@ -316,7 +320,7 @@ class AsyncLeadership:
             finally:
                 await conn.close()
         except BaseException:
-            pass
+            _core.release_unanswered(s.dsn, s.key, s.id, None)
 
     async def exit(self, exc_type: Any, exc: Any, tb: Any) -> Optional[bool]:
         lease = self.lease
@@ -340,6 +344,7 @@ class AsyncLeadership:
                     if await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id, lease.term)):
                         _core.log.info("leaderlock: %r: released term %s", lease.key, lease.term)
                 except CALL_ERRORS as e:
+                    _core.release_unanswered(self.spec.dsn, lease.key, lease.id, lease.term)
                     if isinstance(e, Abandoned):
                         self.conn = None
                     _core.log.warning("leaderlock: %r: could not release term %s (%s); it lapses at its ttl",

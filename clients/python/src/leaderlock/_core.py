@@ -37,6 +37,31 @@ TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(s
 RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s), term => %s)"
 # the term (None after an interrupted try): never ends a later tenure of the same id
 RELEASE = "SELECT le_release(key => %s, id => %s, term => %s::bigint)"
+
+# Releases that heard no answer, by (dsn, key, id): their term (None for an
+# interrupted try's). Such a release may still reach the server, so a
+# campaign under the same id sends it again, and hears an answer, before
+# its first try: a try before that would extend the very tenure the late
+# release then ends, while this process leads in it (docs/verification.md).
+_unanswered: dict[tuple[str, str, str], Optional[int]] = {}
+_unanswered_lock = threading.Lock()
+
+
+def release_unanswered(dsn: str, key: str, id: str, term: Optional[int]) -> None:
+    with _unanswered_lock:
+        _unanswered[(dsn, key, id)] = term
+
+
+def release_answered(dsn: str, key: str, id: str) -> None:
+    with _unanswered_lock:
+        _unanswered.pop((dsn, key, id), None)
+
+
+def unanswered_release(dsn: str, key: str, id: str) -> tuple[bool, Optional[int]]:
+    """(whether a release under this id heard no answer, its term)."""
+    with _unanswered_lock:
+        k = (dsn, key, id)
+        return (k in _unanswered, _unanswered.get(k))
 TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
 # After a refused renewal: who holds the key now, in which term, and whether
 # live by the server's own lease clock (`remaining` is NULL unless live; the

@@ -188,6 +188,10 @@ class Campaign:
     def once(self) -> Optional[Lease]:
         t, s = self.timing, self.session()
         self.last_try = time.monotonic()
+        pending, old = _core.unanswered_release(self.dsn, self.key, self.me)
+        if pending:  # it may still arrive: send it again, and hear the answer, first
+            s.one(time.monotonic() + t.call_timeout, _core.RELEASE, (self.key, self.me, old))
+            _core.release_answered(self.dsn, self.key, self.me)
         if self.expire_lapsed:
             try:
                 s.one(time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
@@ -308,7 +312,7 @@ class Campaign:
             finally:
                 s.close()
         except Exception:
-            pass
+            _core.release_unanswered(self.dsn, self.key, self.me, None)
 
 
 class Renewer(threading.Thread):
@@ -408,6 +412,7 @@ class Renewer(threading.Thread):
                 self.s = Session(self.dsn, by)
             released = bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id, self.lease.term)))
         except CALL_ERRORS as e:
+            _core.release_unanswered(self.dsn, self.lease.key, self.lease.id, self.lease.term)
             _core.log.warning("leaderlock: %r: could not release term %s (%s); it lapses at its ttl",
                               self.lease.key, self.lease.term, _core.describe(e))
             return False
