@@ -353,10 +353,10 @@ test_on_a_cluster() {
     # Every version runs the extension's own tests; the tests of the CLI, the
     # demo and the examples (clients, whatever the server's version) run on
     # 15, with the other clients' suites, and the crash-and-failover chaos
-    # runs 45 s there (20 s elsewhere): the test command keeps
+    # runs 40 s there (15 s elsewhere): the test command keeps
     # under its hour.
-    local client_side=0 chaos=20
-    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=45; fi
+    local client_side=0 chaos=15
+    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=40; fi
     (cd "$REPO_ROOT/tests/client" && \
       LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \

@@ -48,6 +48,17 @@ impl Lease {
     fn is_own(&self, id: &str) -> bool {
         self.holder.as_deref() == Some(id) && self.owned
     }
+
+    /// Contract 3.4: `id` leads in it (in `term`, when named), and the
+    /// caller may act as its owner.
+    fn is_led_by(&self, id: &str, term: Option<i64>, now: i64) -> bool {
+        let lease = leaderlock_protocol::Lease {
+            holder: self.holder.as_deref(),
+            term: self.term,
+            expires_at: self.expires_at.unwrap_or(i64::MIN),
+        };
+        self.owned && leaderlock_protocol::leads(&lease, &id, term, now)
+    }
 }
 
 fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
@@ -250,7 +261,7 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     let read_at = now();
     let own_live = seen
         .as_ref()
-        .is_some_and(|l| l.is_live(read_at) && l.is_own(id));
+        .is_some_and(|l| l.is_led_by(id, None, read_at));
     // A key of many slots, or asked for: its tenures are `slots.rs`'s.
     let many = |has: Option<i32>, live: bool| match slots::attempt(
         key,
@@ -346,7 +357,7 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     if !failover::ready_for_new_tenures() {
         return None;
     }
-    let expires_at = now + ttl.0;
+    let expires_at = leaderlock_protocol::expiry(now, ttl.0);
     let term = start_term(&tenure_args(key, id, now, expires_at, ttl, claim, caller()));
     tenure::started(
         key,
@@ -419,7 +430,7 @@ fn insert_first_term(
         return Attempt::Busy;
     }
     let now = now();
-    let expires_at = now + ttl.0;
+    let expires_at = leaderlock_protocol::expiry(now, ttl.0);
     let args = tenure_args(key, id, now, expires_at, ttl, claim, caller());
     let inserted = tenure::insert_first(schema_version::insert_first_term(), &args, now, deadline);
     let Some(term) = inserted else {
@@ -451,28 +462,7 @@ fn proclaim_extended(key: &str, id: &str, term: i64, now: i64, value: Option<&st
 /// None), same term: one statement that never waits (`queries::RENEW`).
 /// Its term, or None when it was not extended.
 fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>) -> Option<i64> {
-    let ttl = match ttl {
-        Some(t) => t.as_interval().into(),
-        None => DatumWithOid::null::<Interval>(),
-    };
-    let args = [
-        key.into(),
-        id.into(),
-        ts(now).into(),
-        ttl,
-        caller().into(),
-        plans::term_or_any(term),
-    ];
-    let extended = plans::run(schema_version::renew(), &args, |t| {
-        let row = t.into_iter().next()?;
-        let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
-        let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
-        Some((expires_at, term))
-    });
-    let (expires_at, term) = extended?;
-    worker_wakeup::expiry_written(expires_at);
-    failover::commit_durably();
-    Some(term)
+    tenure::extend(schema_version::renew(), key, id, now, ttl, term)
 }
 
 /// Contract 3.2: with `term`, only the tenure of that term.
@@ -618,7 +608,7 @@ fn hand_over(key: &str, now: i64) {
     // tenure fail to start, the abort frees the candidate's entry.
     waiters::granted_at_commit(key, grant.clone());
     let ttl = Ttl(grant.asked.ttl_us);
-    let (id, expires_at) = (grant.id.text(), now + ttl.0);
+    let (id, expires_at) = (grant.id.text(), leaderlock_protocol::expiry(now, ttl.0));
     let args = tenure_args(
         key,
         &id,
@@ -725,9 +715,7 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
     }
     let read_at = now();
     let lease = match seen {
-        Some(l)
-            if l.is_live(read_at) && l.is_own(id) && expected_term.is_none_or(|t| t == l.term) =>
-        {
+        Some(l) if l.is_led_by(id, expected_term, read_at) => {
             plans::run(schema_version::share_lock_lease(), &args, first_lease)
         }
         other => other,
@@ -743,9 +731,7 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
         foreign_owner: lease.is_some_and(|l| !l.owned),
     };
     match lease {
-        Some(l) if l.is_live(now) && l.is_own(id) && expected_term.is_none_or(|t| t == l.term) => {
-            Ok(l.term)
-        }
+        Some(l) if l.is_led_by(id, expected_term, now) => Ok(l.term),
         other => Err(refuse(other.as_ref())),
     }
 }
@@ -761,9 +747,7 @@ fn assert_tenure(
     let own = slots::assert_own(key, id, expected_term);
     let now = now();
     match own {
-        Some(o) if o.is_live(now) && o.owned && expected_term.is_none_or(|t| t == o.term) => {
-            Ok(o.term)
-        }
+        Some(o) if o.is_led(expected_term, now) => Ok(o.term),
         other => Err(NotLeader {
             key: key.to_string(),
             id: id.to_string(),

@@ -22,7 +22,6 @@ use crate::plans;
 use crate::queries;
 use crate::schema_version;
 use crate::tenure;
-use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 
@@ -52,6 +51,17 @@ pub struct Own {
 impl Own {
     pub fn is_live(&self, now: i64) -> bool {
         leaderlock_protocol::is_live(true, self.expires_at, now)
+    }
+
+    /// Contract 3.4: its id leads in it (in `term`, when named), and the
+    /// caller may act as its owner.
+    pub fn is_led(&self, term: Option<i64>, now: i64) -> bool {
+        let lease = leaderlock_protocol::Lease {
+            holder: Some(()),
+            term: self.term,
+            expires_at: self.expires_at.unwrap_or(i64::MIN),
+        };
+        self.owned && leaderlock_protocol::leads(&lease, &(), term, now)
     }
 }
 
@@ -368,7 +378,7 @@ fn start(
     slots: i32,
     previous_holder: Option<&str>,
 ) {
-    let expires_at = now + ttl.0;
+    let expires_at = leaderlock_protocol::expiry(now, ttl.0);
     let args = [
         key.into(),
         slot.into(),
@@ -399,27 +409,7 @@ pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>
     if !schema_version::has_slots() {
         return None;
     }
-    let ttl = match ttl {
-        Some(t) => t.as_interval().into(),
-        None => DatumWithOid::null::<Interval>(),
-    };
-    let args = [
-        key.into(),
-        id.into(),
-        ts(now).into(),
-        ttl,
-        caller().into(),
-        plans::term_or_any(term),
-    ];
-    let (expires_at, term) = plans::run(queries::RENEW_SLOT, &args, |t| {
-        let row = t.into_iter().next()?;
-        let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
-        let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
-        Some((expires_at, term))
-    })?;
-    worker_wakeup::expiry_written(expires_at);
-    failover::commit_durably();
-    Some(term)
+    tenure::extend(queries::RENEW_SLOT, key, id, now, ttl, term)
 }
 
 /// Locks the tenure `id` holds live on `key` and runs `write` with its
@@ -542,8 +532,7 @@ fn set_value(key: &str, id: &str, slot: i32, term: i64, now: i64, value: &str, s
 /// tenure, share-locked when it is live, owned and of `expected_term`.
 pub fn assert_own(key: &str, id: &str, expected_term: Option<i64>) -> Option<Own> {
     let seen = read_own(key, id)?;
-    let fits =
-        |o: &Own, now: i64| o.is_live(now) && o.owned && expected_term.is_none_or(|t| t == o.term);
+    let fits = |o: &Own, now: i64| o.is_led(expected_term, now);
     if !fits(&seen, now()) {
         return Some(seen);
     }

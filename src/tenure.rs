@@ -2,8 +2,11 @@
 //! for a tenure of a key of many (`slots.rs`) alike: the worker's cue,
 //! wake-ups, the counters, durability, and the announcement (contract 4).
 
+use crate::call;
+use crate::clock::{micros, ts};
 use crate::databases::{self, Counter};
 use crate::failover;
+use crate::input::Ttl;
 use crate::notify::{Event, ExpiryReason};
 use crate::plans;
 use crate::settings;
@@ -120,4 +123,39 @@ pub fn released(key: &str, holder: &str, term: i64, now: i64, forced: bool, slot
         forced,
     }
     .send_for(slots);
+}
+
+/// Runs a renewal (`queries::RENEW`, `RENEW_SLOT`: same parameters) of the
+/// tenure `id` holds live on `key` at `now`, by `ttl` (the stored one when
+/// None), in `term` when named, then gives the worker its cue and makes it
+/// durable. Its term, or None when nothing was extended.
+pub fn extend(
+    sql: &'static str,
+    key: &str,
+    id: &str,
+    now: i64,
+    ttl: Option<Ttl>,
+    term: Option<i64>,
+) -> Option<i64> {
+    let ttl = match ttl {
+        Some(t) => t.as_interval().into(),
+        None => DatumWithOid::null::<Interval>(),
+    };
+    let args = [
+        key.into(),
+        id.into(),
+        ts(now).into(),
+        ttl,
+        call::caller().into(),
+        plans::term_or_any(term),
+    ];
+    let (expires_at, term) = plans::run(sql, &args, |t| {
+        let row = t.into_iter().next()?;
+        let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
+        let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
+        Some((expires_at, term))
+    })?;
+    worker_wakeup::expiry_written(expires_at);
+    failover::commit_durably();
+    Some(term)
 }

@@ -96,6 +96,12 @@ pub fn acquire<Id: PartialEq>(
     }
 }
 
+/// Contract 3.4: `id` leads: it holds the lease live, in `term` when one
+/// is named.
+pub fn leads<Id: PartialEq>(lease: &Lease<Id>, id: &Id, term: Option<i64>, now: Micros) -> bool {
+    lease.is_held_by(id, now) && term.is_none_or(|t| t == lease.term)
+}
+
 /// Contract 3.2: a renewal extends only a lease the caller holds live (a
 /// lapsed one must be acquired again, in a new term), and, when it names
 /// a term, only the tenure of that term: a renewal sent in one tenure and
@@ -106,7 +112,7 @@ pub fn may_renew<Id: PartialEq>(
     term: Option<i64>,
     now: Micros,
 ) -> bool {
-    lease.is_held_by(id, now) && term.is_none_or(|t| t == lease.term)
+    leads(lease, id, term, now)
 }
 
 /// Contract 3.3: the same for a release: a release sent in one tenure and
@@ -117,7 +123,7 @@ pub fn may_release<Id: PartialEq>(
     term: Option<i64>,
     now: Micros,
 ) -> bool {
-    may_renew(lease, id, term, now)
+    leads(lease, id, term, now)
 }
 
 /// Contract 5: the worker vacates a lease that has a holder and lapsed.

@@ -37,6 +37,9 @@ enum Variant {
     ReleaseById,
     /// A client campaigns again while a release it sent has no answer.
     CampaignWhileReleasing,
+    /// A lapsed lease is taken over only once the worker has vacated it
+    /// (the worker may be late: it has many databases to serve).
+    LapsedNeedsTheWorker,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +73,10 @@ struct Config {
     /// A client may give up on a renewal it sent (its call timed out) while
     /// the request is still on its way: the primary may serve it later.
     strays: bool,
+    /// Liveness: client 0 may crash (it takes no step after), client 1 is
+    /// a candidate that tries once every tick without fail, and no call is
+    /// lost (the fairness a bound on takeover needs).
+    crash: bool,
 }
 
 /// The horizon in ticks: MODEL_HORIZON, else `default`.
@@ -85,6 +92,7 @@ const ONE_LEADER: &str = "no two clients inside their windows at once";
 const TERMS_ONCE: &str = "a term is never issued twice, and terms grow in issue order";
 const SAME_TENURE: &str = "a renewal extends only the tenure it was sent in";
 const EXPIRY_FORWARD: &str = "the expiry of a tenure never goes back";
+const TAKEOVER: &str = "after the holder crashes, the candidate leads within a ttl";
 
 impl Config {
     /// Two clients, ttl 3 ticks. With an asynchronous standby what is at
@@ -106,7 +114,21 @@ impl Config {
             variant,
             reused_id: false,
             strays: false,
+            crash: false,
         }
+    }
+
+    /// The bound on takeover (the issue's "eventually"): client 0 leads and
+    /// may crash; client 1 tries every tick. No failover, clock step or
+    /// drift: they have their own configurations.
+    fn crash(variant: Variant) -> Config {
+        let mut cfg = Config::small(variant, Replication::Sync);
+        cfg.crash = true;
+        cfg.horizon = 6;
+        cfg.max_lag = 0;
+        cfg.promotion = false;
+        cfg.step = 0;
+        cfg
     }
 
     /// Renewals given up on and served later (a call that timed out while
@@ -209,6 +231,13 @@ struct State {
     /// Whether a tenure's expiry was ever moved earlier (by a renewal, its
     /// holder's le_try_acquire or a promotion).
     expiry_went_back: bool,
+    /// Liveness (`Config::crash`): when client 0 crashed; the tick of the
+    /// candidate's last try; whether a tick passed a ttl after the crash
+    /// before the candidate led; whether it led after the crash.
+    crashed_at: Option<i64>,
+    tried_at: i64,
+    late_takeover: bool,
+    took_over: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -225,6 +254,8 @@ enum Action {
     /// The primary serves the abandoned renewal.
     ServeStray,
     Expire,
+    /// Client 0 crashes (`Config::crash`).
+    Crash,
     Promote,
     StepClock,
     Write(usize),
@@ -235,6 +266,13 @@ struct LeaseModel {
 }
 
 impl LeaseModel {
+    /// The candidate of `Config::crash` has its try of this tick to make or
+    /// to finish: time does not pass before (fairness).
+    fn candidate_due(&self, s: &State) -> bool {
+        let candidate = &s.clients[1];
+        candidate.call.is_some() || (!self.inside(s, 1) && s.tried_at < s.t)
+    }
+
     fn local_now(&self, s: &State, c: usize) -> i64 {
         s.t - s.clients[c].lag
     }
@@ -274,6 +312,13 @@ impl LeaseModel {
         let now = self.server_now(s);
         let ttl = self.cfg.ttl;
         let answer = match req {
+            Req::Acquire
+                if self.cfg.variant == Variant::LapsedNeedsTheWorker
+                    && s.primary
+                        .is_some_and(|l| l.holder.is_some_and(|h| h != id) && !l.is_live(now)) =>
+            {
+                None
+            }
             Req::Acquire => match p::acquire(s.primary.as_ref(), &id, now, self.floor(s)) {
                 p::Acquire::Start { term } => {
                     if term <= s.highest_issued {
@@ -366,14 +411,32 @@ impl Model for LeaseModel {
             renewed_another_tenure: false,
             stray_met_a_later_tenure: false,
             expiry_went_back: false,
+            crashed_at: None,
+            tried_at: -1,
+            late_takeover: false,
+            took_over: false,
         }]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        if s.t < self.cfg.horizon {
+        if s.t < self.cfg.horizon && !(self.cfg.crash && self.candidate_due(s)) {
             actions.push(Action::Tick);
         }
+        if self.cfg.crash && s.crashed_at.is_none() && self.inside(s, 0) {
+            actions.push(Action::Crash);
+        }
         for (c, client) in s.clients.iter().enumerate() {
+            if self.cfg.crash && c == 0 && s.crashed_at.is_some() {
+                continue; // a crashed process takes no step
+            }
+            if self.cfg.crash
+                && c == 1
+                && client.call.is_none()
+                && !self.inside(s, c)
+                && s.tried_at == s.t
+            {
+                continue; // the candidate tries once a tick
+            }
             if client.lead.is_some() && client.lag < self.cfg.max_lag {
                 actions.push(Action::Drift(c));
             }
@@ -391,14 +454,18 @@ impl Model for LeaseModel {
                 },
                 Some(Call::Sent { req, .. }) => {
                     actions.push(Action::Serve(c));
-                    actions.push(Action::Lose(c));
+                    if !self.cfg.crash {
+                        actions.push(Action::Lose(c));
+                    }
                     if self.cfg.strays && s.stray.is_none() && req != Req::Acquire {
                         actions.push(Action::Abandon(c));
                     }
                 }
                 Some(Call::Answered { .. }) => {
                     actions.push(Action::Receive(c));
-                    actions.push(Action::Lose(c));
+                    if !self.cfg.crash {
+                        actions.push(Action::Lose(c));
+                    }
                 }
             }
             if self.cfg.replication == Replication::Async && self.inside(s, c) {
@@ -428,9 +495,23 @@ impl Model for LeaseModel {
         let mut s = last.clone();
         let ttl = self.cfg.ttl;
         match action {
-            Action::Tick => s.t += 1,
+            Action::Tick => {
+                if s.crashed_at.is_some_and(|c| s.t >= c + ttl) && !s.took_over {
+                    s.late_takeover = true;
+                }
+                s.t += 1;
+            }
+            Action::Crash => {
+                s.crashed_at = Some(s.t);
+                // Its calls in flight were served already, or are lost.
+                s.clients[0].call = None;
+                s.clients[0].lead = None;
+            }
             Action::Drift(c) => s.clients[c].lag += 1,
             Action::Send(c, req) => {
+                if self.cfg.crash && c == 1 && req == Req::Acquire {
+                    s.tried_at = s.t;
+                }
                 let local_sent = self.local_now(&s, c);
                 let client = &mut s.clients[c];
                 if let Req::Release(_) = req {
@@ -502,6 +583,7 @@ impl Model for LeaseModel {
                 };
                 if client.lead.is_some() {
                     s.led |= 1 << c;
+                    s.took_over |= c == 1 && s.crashed_at.is_some();
                 }
             }
             Action::Lose(c) => {
@@ -579,6 +661,13 @@ impl Model for LeaseModel {
                 |_, s: &State| s.led.count_ones() >= 2,
             ),
         ];
+        if self.cfg.crash {
+            props.push(Property::always(TAKEOVER, |_, s: &State| !s.late_takeover));
+            props.push(Property::sometimes(
+                "the candidate takes over after the holder crashed",
+                |_, s: &State| s.took_over,
+            ));
+        }
         if self.cfg.strays {
             props.push(Property::sometimes(
                 "a call given up on reaches a later tenure of its client",
@@ -633,6 +722,7 @@ impl Model for LeaseModel {
             Action::Expire => "the worker vacates the lapsed lease".into(),
             Action::Promote => "the primary dies; the standby is promoted".into(),
             Action::StepClock => "the server's wall clock steps forward".into(),
+            Action::Crash => "client 0 crashes".into(),
             Action::Write(c) => format!("client {c} writes to the fenced resource"),
         }
     }
@@ -761,6 +851,20 @@ fn decisions_on_a_clock_that_steps_are_caught() {
 #[test]
 fn a_renewal_matched_by_id_only_is_caught() {
     must_find("RenewById", Config::strays(Variant::RenewById), SAME_TENURE);
+}
+
+#[test]
+fn after_a_crash_the_candidate_leads_within_a_ttl() {
+    check("crash", Config::crash(Variant::Correct), None).assert_properties();
+}
+
+#[test]
+fn a_takeover_that_waits_for_the_worker_is_caught() {
+    must_find(
+        "LapsedNeedsTheWorker",
+        Config::crash(Variant::LapsedNeedsTheWorker),
+        TAKEOVER,
+    );
 }
 
 #[test]
