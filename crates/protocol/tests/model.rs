@@ -7,7 +7,9 @@
 //! decision and every client deadline is made by `leaderlock_protocol`, the
 //! functions the extension and the Rust client call.
 //!
-//! One key of one slot, discrete time (a tick; ttl 3 ticks). What is
+//! One key (of one slot, or two in `Config::slots`), discrete time (a
+//! tick; ttl 3 ticks); calls given up on, a hand-over on release and a
+//! crash with its takeover bound each have a configuration of their own. What is
 //! proved, under which assumptions, and what is not: docs/verification.md.
 //! Each deliberately broken variant of the rules must be caught with a
 //! counterexample, printed as a trace; a variant the model does not catch
@@ -40,6 +42,12 @@ enum Variant {
     /// A lapsed lease is taken over only once the worker has vacated it
     /// (the worker may be late: it has many databases to serve).
     LapsedNeedsTheWorker,
+    /// A tenure handed to a waiting candidate keeps the released lease's
+    /// expiry instead of getting a ttl from the release.
+    HandOverKeepsExpiry,
+    /// A key of many slots takes a new tenure in a new slot even when it
+    /// has as many as it admits.
+    SlotsUnbounded,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +85,12 @@ struct Config {
     /// a candidate that tries once every tick without fail, and no call is
     /// lost (the fairness a bound on takeover needs).
     crash: bool,
+    /// Candidates wait inside le_acquire, and a release hands the lease to
+    /// the one waiting, in the releasing transaction (contract 9).
+    handover: bool,
+    /// How many holders the key admits (contract 17); above 1 the key's
+    /// tenures are `State::rows`.
+    slots: usize,
 }
 
 /// The horizon in ticks: MODEL_HORIZON, else `default`.
@@ -93,6 +107,7 @@ const TERMS_ONCE: &str = "a term is never issued twice, and terms grow in issue 
 const SAME_TENURE: &str = "a renewal extends only the tenure it was sent in";
 const EXPIRY_FORWARD: &str = "the expiry of a tenure never goes back";
 const TAKEOVER: &str = "after the holder crashes, the candidate leads within a ttl";
+const AT_MOST_SLOTS: &str = "no more clients inside their windows at once than the key has slots";
 
 impl Config {
     /// Two clients, ttl 3 ticks. With an asynchronous standby what is at
@@ -115,7 +130,34 @@ impl Config {
             reused_id: false,
             strays: false,
             crash: false,
+            handover: false,
+            slots: 1,
         }
+    }
+
+    /// A key of two slots and three clients, ttl 2 ticks, horizon 2; no drift,
+    /// failover or clock step (checked above: three clients with them
+    /// outgrow the test command's memory).
+    fn slots(variant: Variant) -> Config {
+        let mut cfg = Config::small(variant, Replication::Sync);
+        cfg.slots = 2;
+        cfg.clients = 3;
+        cfg.horizon = horizon(5) - 3;
+        cfg.ttl = 2; // so that tenures lapse within the horizon
+        cfg.max_lag = 0;
+        cfg.promotion = false;
+        cfg.step = 0;
+        cfg
+    }
+
+    /// Hand-over on release to a candidate waiting in le_acquire, with
+    /// clocks drifting; no failover or clock step (checked above).
+    fn handover(variant: Variant) -> Config {
+        let mut cfg = Config::small(variant, Replication::Sync);
+        cfg.handover = true;
+        cfg.promotion = false;
+        cfg.step = 0;
+        cfg
     }
 
     /// The bound on takeover (the issue's "eventually"): client 0 leads and
@@ -138,7 +180,7 @@ impl Config {
     fn strays(variant: Variant) -> Config {
         let mut cfg = Config::small(variant, Replication::Sync);
         cfg.strays = true;
-        cfg.horizon = horizon(5) - 1;
+        cfg.horizon = horizon(5) - 2;
         cfg.promotion = false;
         cfg.step = 0;
         cfg
@@ -183,6 +225,9 @@ enum Call {
         local_sent: i64,
         term: Option<i64>,
     },
+    /// An acquisition waiting inside le_acquire (`Config::handover`): the
+    /// server looks again when woken, or hands it the lease on a release.
+    Waiting { local_sent: i64, timeline: u32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -231,6 +276,14 @@ struct State {
     /// Whether a tenure's expiry was ever moved earlier (by a renewal, its
     /// holder's le_try_acquire or a promotion).
     expiry_went_back: bool,
+    /// Whether a release ever handed the lease to a waiting candidate.
+    handed_over: bool,
+    /// A key of many slots (`Config::slots`): its tenures, by slot, and the
+    /// last term it issued (0: none yet).
+    rows: Vec<p::Lease<u8>>,
+    key_term: i64,
+    /// Whether a slot whose tenure lapsed was taken by a new tenure.
+    lapsed_slot_taken: bool,
     /// Liveness (`Config::crash`): when client 0 crashed; the tick of the
     /// candidate's last try; whether a tick passed a ttl after the crash
     /// before the candidate led; whether it led after the crash.
@@ -307,7 +360,73 @@ impl LeaseModel {
         }
     }
 
+    /// Contract 17: a call on a key of many slots. The extension makes the
+    /// same choice in SQL under the key's row lock: the caller's own live
+    /// tenure, else the first slot whose tenure is not live (`not_live!`),
+    /// else a new slot while there are fewer than it admits; the term from
+    /// the key's one sequence (`next_term!`).
+    fn serve_slot(&self, s: &mut State, c: usize, req: Req) -> Option<i64> {
+        let id = self.cfg.id(c);
+        let now = self.server_now(s);
+        let ttl = self.cfg.ttl;
+        match req {
+            Req::Acquire => {
+                if let Some(l) = s.rows.iter_mut().find(|l| l.is_held_by(&id, now)) {
+                    l.expires_at = p::expiry(now, ttl);
+                    return Some(l.term);
+                }
+                let free = s.rows.iter().position(|l| !l.is_live(now));
+                let bounded = self.cfg.variant != Variant::SlotsUnbounded;
+                let slot = match free {
+                    Some(i) if bounded => i,
+                    _ if s.rows.len() < self.cfg.slots || !bounded => {
+                        s.rows.push(p::Lease {
+                            holder: None,
+                            term: 0,
+                            expires_at: now,
+                        });
+                        s.rows.len() - 1
+                    }
+                    _ => return None,
+                };
+                let term = p::next_term((s.key_term > 0).then_some(s.key_term), self.floor(s));
+                if term <= s.highest_issued {
+                    s.term_reissued = true;
+                }
+                s.highest_issued = s.highest_issued.max(term);
+                s.tenures += 1;
+                s.key_term = term;
+                s.lapsed_slot_taken |= s.rows[slot].holder.is_some();
+                s.rows[slot] = p::Lease {
+                    holder: Some(id),
+                    term,
+                    expires_at: p::expiry(now, ttl),
+                };
+                Some(term)
+            }
+            Req::Renew(term) => {
+                let l = s
+                    .rows
+                    .iter_mut()
+                    .find(|l| p::may_renew(l, &id, Some(term), now))?;
+                l.expires_at = p::expiry(now, ttl);
+                Some(term)
+            }
+            Req::Release(term) => {
+                let l = s
+                    .rows
+                    .iter_mut()
+                    .find(|l| p::may_release(l, &id, Some(term), now))?;
+                l.holder = None;
+                Some(term)
+            }
+        }
+    }
+
     fn serve(&self, s: &mut State, c: usize, req: Req) -> Option<i64> {
+        if self.cfg.slots > 1 {
+            return self.serve_slot(s, c, req);
+        }
         let id = self.cfg.id(c);
         let now = self.server_now(s);
         let ttl = self.cfg.ttl;
@@ -370,13 +489,51 @@ impl LeaseModel {
                     ) =>
                 {
                     l.holder = None;
-                    Some(l.term)
+                    let released = l.term;
+                    self.hand_over(s, now);
+                    Some(released)
                 }
                 _ => None,
             },
         };
         self.commit(s);
         answer
+    }
+
+    /// Contract 9: in the releasing transaction, the lease goes to the
+    /// candidate waiting in le_acquire, if any: a new tenure, expiring a ttl
+    /// from the release; the candidate's answer is on its way.
+    fn hand_over(&self, s: &mut State, now: i64) {
+        let Some(c) = (0..s.clients.len())
+            .find(|&c| matches!(s.clients[c].call, Some(Call::Waiting { timeline, .. }) if timeline == s.timeline))
+        else {
+            return;
+        };
+        let Some(Call::Waiting { local_sent, .. }) = s.clients[c].call else {
+            return;
+        };
+        let released = s.primary.expect("just released");
+        let term = p::next_term(Some(released.term), self.floor(s));
+        if term <= s.highest_issued {
+            s.term_reissued = true;
+        }
+        s.highest_issued = s.highest_issued.max(term);
+        s.tenures += 1;
+        s.handed_over = true;
+        let expires_at = match self.cfg.variant {
+            Variant::HandOverKeepsExpiry => released.expires_at,
+            _ => p::expiry(now, self.cfg.ttl),
+        };
+        s.primary = Some(p::Lease {
+            holder: Some(self.cfg.id(c)),
+            term,
+            expires_at,
+        });
+        s.clients[c].call = Some(Call::Answered {
+            req: Req::Acquire,
+            local_sent,
+            term: Some(term),
+        });
     }
 }
 
@@ -411,6 +568,10 @@ impl Model for LeaseModel {
             renewed_another_tenure: false,
             stray_met_a_later_tenure: false,
             expiry_went_back: false,
+            handed_over: false,
+            rows: Vec::new(),
+            key_term: 0,
+            lapsed_slot_taken: false,
             crashed_at: None,
             tried_at: -1,
             late_takeover: false,
@@ -467,6 +628,10 @@ impl Model for LeaseModel {
                         actions.push(Action::Lose(c));
                     }
                 }
+                Some(Call::Waiting { .. }) => {
+                    actions.push(Action::Serve(c)); // woken, or polling: it looks again
+                    actions.push(Action::Lose(c)); // its wait ends, or the connection
+                }
             }
             if self.cfg.replication == Replication::Async && self.inside(s, c) {
                 actions.push(Action::Write(c));
@@ -480,6 +645,7 @@ impl Model for LeaseModel {
         }
         if s.primary
             .is_some_and(|l| p::may_vacate(&l, self.server_now(s)))
+            || s.rows.iter().any(|l| p::may_vacate(l, self.server_now(s)))
         {
             actions.push(Action::Expire);
         }
@@ -527,23 +693,34 @@ impl Model for LeaseModel {
                 });
             }
             Action::Serve(c) => {
-                let Some(Call::Sent {
-                    req,
-                    local_sent,
-                    timeline,
-                }) = s.clients[c].call
-                else {
-                    return None;
+                let (req, local_sent, timeline) = match s.clients[c].call {
+                    Some(Call::Sent {
+                        req,
+                        local_sent,
+                        timeline,
+                    }) => (req, local_sent, timeline),
+                    Some(Call::Waiting {
+                        local_sent,
+                        timeline,
+                    }) => (Req::Acquire, local_sent, timeline),
+                    _ => return None,
                 };
                 if timeline != s.timeline {
                     // Sent to the old primary, gone: never served.
                     s.clients[c].call = None;
                 } else {
                     let term = self.serve(&mut s, c, req);
-                    s.clients[c].call = Some(Call::Answered {
-                        req,
-                        local_sent,
-                        term,
+                    s.clients[c].call = Some(match (req, term) {
+                        // le_acquire waits inside the server
+                        (Req::Acquire, None) if self.cfg.handover => Call::Waiting {
+                            local_sent,
+                            timeline,
+                        },
+                        _ => Call::Answered {
+                            req,
+                            local_sent,
+                            term,
+                        },
                     });
                 }
             }
@@ -622,9 +799,14 @@ impl Model for LeaseModel {
             }
             Action::Replicate => s.standby = s.primary,
             Action::Expire => {
-                let l = s.primary.as_mut().expect("held");
-                l.holder = None;
-                self.commit(&mut s);
+                let now = self.server_now(&s);
+                if let Some(l) = s.rows.iter_mut().find(|l| p::may_vacate(l, now)) {
+                    l.holder = None;
+                } else {
+                    let l = s.primary.as_mut().expect("held");
+                    l.holder = None;
+                    self.commit(&mut s);
+                }
             }
             Action::Promote => {
                 s.promoted = true;
@@ -668,6 +850,12 @@ impl Model for LeaseModel {
                 |_, s: &State| s.took_over,
             ));
         }
+        if self.cfg.handover {
+            props.push(Property::sometimes(
+                "a release hands the lease to a waiting candidate",
+                |_, s: &State| s.handed_over,
+            ));
+        }
         if self.cfg.strays {
             props.push(Property::sometimes(
                 "a call given up on reaches a later tenure of its client",
@@ -689,6 +877,24 @@ impl Model for LeaseModel {
             ));
         }
         match self.cfg.replication {
+            Replication::Sync if self.cfg.slots > 1 => {
+                props.push(Property::always(
+                    AT_MOST_SLOTS,
+                    |m: &LeaseModel, s: &State| {
+                        (0..s.clients.len()).filter(|&c| m.inside(s, c)).count() <= m.cfg.slots
+                    },
+                ));
+                props.push(Property::sometimes(
+                    "a slot whose tenure lapsed is taken by a new tenure",
+                    |_, s: &State| s.lapsed_slot_taken,
+                ));
+                props.push(Property::sometimes(
+                    "as many clients lead at once as the key has slots",
+                    |m: &LeaseModel, s: &State| {
+                        (0..s.clients.len()).filter(|&c| m.inside(s, c)).count() == m.cfg.slots
+                    },
+                ));
+            }
             Replication::Sync => {
                 props.push(Property::always(ONE_LEADER, |m: &LeaseModel, s: &State| {
                     (0..s.clients.len()).filter(|&c| m.inside(s, c)).count() <= 1
@@ -767,7 +973,11 @@ fn trace(model: &LeaseModel, path: stateright::Path<State, Action>) -> String {
             "  t={} timeline {} primary {:?} standby {:?}; {}\n",
             s.t,
             s.timeline,
-            s.primary.map(|l| (l.holder, l.term, l.expires_at)),
+            s.primary
+                .into_iter()
+                .chain(s.rows.iter().copied())
+                .map(|l| (l.holder, l.term, l.expires_at))
+                .collect::<Vec<_>>(),
             s.standby.map(|l| (l.holder, l.term, l.expires_at)),
             leads.join(", ")
         );
@@ -864,6 +1074,31 @@ fn a_takeover_that_waits_for_the_worker_is_caught() {
         "LapsedNeedsTheWorker",
         Config::crash(Variant::LapsedNeedsTheWorker),
         TAKEOVER,
+    );
+}
+
+#[test]
+fn the_rules_hold_with_a_hand_over_on_release() {
+    check("handover", Config::handover(Variant::Correct), None).assert_properties();
+}
+
+#[test]
+fn a_handed_over_tenure_that_keeps_the_old_expiry_is_caught() {
+    let cfg = Config::handover(Variant::HandOverKeepsExpiry);
+    must_find("HandOverKeepsExpiry", cfg, ONE_LEADER);
+}
+
+#[test]
+fn the_rules_hold_for_a_key_of_two_slots() {
+    check("slots", Config::slots(Variant::Correct), None).assert_properties();
+}
+
+#[test]
+fn slots_beyond_the_key_s_number_are_caught() {
+    must_find(
+        "SlotsUnbounded",
+        Config::slots(Variant::SlotsUnbounded),
+        AT_MOST_SLOTS,
     );
 }
 
