@@ -77,9 +77,9 @@ impl Entry {
         self.used && self.database == database && self.key.as_bytes() == key.as_bytes()
     }
 
-    /// The serving order, greatest first: higher priority, then waiting longer.
+    /// The serving order, greatest first (`serving_rank`).
     fn rank(&self) -> (i32, std::cmp::Reverse<i64>) {
-        (self.priority, std::cmp::Reverse(self.since))
+        leaderlock_protocol::serving_rank(self.priority, self.since)
     }
 }
 

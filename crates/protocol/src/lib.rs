@@ -167,6 +167,13 @@ pub fn local_deadline(sent: Micros, ttl: Micros, margin: Micros) -> Micros {
     sent.saturating_add(window(ttl, margin))
 }
 
+/// Contract 18: the order in which waiting candidates are served, greatest
+/// first: higher priority, then the one waiting longer (`waiting_since`
+/// earlier). A release hands the lease to the greatest (contract 9).
+pub fn serving_rank(priority: i32, waiting_since: Micros) -> (i32, std::cmp::Reverse<Micros>) {
+    (priority, std::cmp::Reverse(waiting_since))
+}
+
 /// A fenced resource accepts a write carrying `term` when no higher term
 /// has written before (`highest`: the highest it has accepted).
 pub fn fence_accepts(highest: Option<i64>, term: i64) -> bool {

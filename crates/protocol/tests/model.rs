@@ -9,8 +9,9 @@
 //!
 //! One key (of one slot, or two in `Config::slots`), discrete time (a
 //! tick; ttl 3 ticks); calls given up on, a hand-over on release and a
-//! crash with its takeover bound each have a configuration of their own. What is
-//! proved, under which assumptions, and what is not: docs/verification.md.
+//! crash with its takeover bound each have a configuration of their own.
+//! What is proved, under which assumptions, and what is not:
+//! docs/verification.md.
 //! Each deliberately broken variant of the rules must be caught with a
 //! counterexample, printed as a trace; a variant the model does not catch
 //! fails the test.
