@@ -264,9 +264,11 @@ struct State {
     /// Clients that have led, as a bit set.
     led: u8,
     /// The fenced resource (asynchronous replication only): the highest
-    /// term it accepted; whether it ever refused a stale writer.
+    /// term it accepted; whether it ever refused a stale writer; whether it
+    /// ever accepted a lower term after a higher one.
     fence: Option<i64>,
     stale_write_refused: bool,
+    fence_went_back: bool,
     /// A renewal or release its client gave up on, still on its way to the
     /// primary of that timeline: (client, call, timeline). At most one.
     stray: Option<(usize, Req, u32)>,
@@ -565,6 +567,7 @@ impl Model for LeaseModel {
             led: 0,
             fence: None,
             stale_write_refused: false,
+            fence_went_back: false,
             stray: None,
             renewed_another_tenure: false,
             stray_met_a_later_tenure: false,
@@ -825,6 +828,7 @@ impl Model for LeaseModel {
             Action::Write(c) => {
                 let (term, _) = s.clients[c].lead.expect("leading");
                 if p::fence_accepts(s.fence, term) {
+                    s.fence_went_back |= s.fence.is_some_and(|h| term < h);
                     s.fence = Some(term);
                 } else {
                     s.stale_write_refused = true;
@@ -901,10 +905,16 @@ impl Model for LeaseModel {
                     (0..s.clients.len()).filter(|&c| m.inside(s, c)).count() <= 1
                 }))
             }
-            Replication::Async => props.push(Property::sometimes(
-                "the fence refuses a stale leader's write",
-                |_, s: &State| s.stale_write_refused,
-            )),
+            Replication::Async => {
+                props.push(Property::always(
+                    "the fence never accepts a lower term after a higher one",
+                    |_, s: &State| !s.fence_went_back,
+                ));
+                props.push(Property::sometimes(
+                    "the fence refuses a stale leader's write",
+                    |_, s: &State| s.stale_write_refused,
+                ));
+            }
         }
         props
     }
