@@ -146,6 +146,36 @@ class SyncTest(unittest.TestCase):
             with contextlib.suppress(ProcessLookupError):  # gone once it served the release
                 os.kill(pid, signal.SIGCONT)
 
+    def test_a_release_sent_again_that_meets_its_row_locked_holds_the_campaign_back(self):
+        """The release sent again meets the lease's row locked (a guarded
+        transaction of the old tenure still open): answered false while the
+        tenure is live, so the campaign waits and sends it again, and leads
+        in a new term once the lock is gone, never in the old one."""
+        me = f"py-{uuid.uuid4().hex[:8]}"
+        with leaderlock.lead(DSN, self.key, ttl=6, id=me) as lease:  # still live when the lock goes
+            old, pid = lease.term, renewer_pid(lease)
+            os.kill(pid, signal.SIGSTOP)
+            blocker = psycopg.connect(DSN)
+            blocker.execute("SELECT le_assert_leader(%s, %s)", (self.key, me))  # share-locks the row
+        try:
+            result = {}
+
+            def again():
+                with leaderlock.lead(DSN, self.key, ttl=6, id=me, timeout=10) as lease2:
+                    result["term"] = lease2.term
+
+            t = threading.Thread(target=again)
+            t.start()
+            time.sleep(1.0)
+            self.assertNotIn("term", result, "led while the old tenure's row was locked")
+            blocker.commit()
+            t.join(10)
+            self.assertGreater(result.get("term", old), old)
+        finally:
+            blocker.close()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def test_a_frozen_connection_is_replaced(self):
         """A renewal stuck on one connection (its backend stopped) is given
         up after ttl/3 and retried on a new one: the lease is kept."""

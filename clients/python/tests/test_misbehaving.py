@@ -358,6 +358,38 @@ class RestartTest(unittest.TestCase):
               "sync (two hosts, the first dead, read-write), async and elector waited and led, the leader kept its term", file=sys.stderr)
 
 
+class OldSchemaTest(unittest.TestCase):
+    """Against the extension's schema 0.4.0 (the library updated, ALTER
+    EXTENSION not yet run): le_renew and le_release have no `term` there,
+    and the client leads, renews and releases without it."""
+
+    DB = "ll_py_old_schema"
+
+    @classmethod
+    def setUpClass(cls):
+        if not sql("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
+            raise unittest.SkipTest("LEADERLOCK_DSN's role is not a superuser")
+        sql(f"DROP DATABASE IF EXISTS {cls.DB} WITH (FORCE)")
+        sql(f"CREATE DATABASE {cls.DB}")
+        cls.dsn = make_conninfo(DSN, dbname=cls.DB)
+        try:  # the compiled edition's files, installed where the server runs
+            sql("CREATE EXTENSION leaderlock VERSION '0.4.0'", dsn=cls.dsn)
+        except psycopg.Error as e:
+            raise unittest.SkipTest(f"no compiled edition 0.4.0 here: {e}")
+
+    @classmethod
+    def tearDownClass(cls):
+        sql(f"DROP DATABASE IF EXISTS {cls.DB} WITH (FORCE)")
+
+    def test_leads_renews_and_releases_without_terms(self):
+        key = f"pyo-{uuid.uuid4().hex[:8]}"
+        with leaderlock.lead(self.dsn, key, ttl=1.0) as lease:
+            time.sleep(2.5)  # renewals every ttl/3
+            lease.check()
+            self.assertEqual(sql("SELECT le_leader(%s)", (key,), dsn=self.dsn), lease.id)
+        self.assertIsNone(sql("SELECT le_leader(%s)", (key,), dsn=self.dsn))
+
+
 class TypedErrorsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

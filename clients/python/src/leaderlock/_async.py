@@ -72,6 +72,30 @@ class Abandoned(TimeoutError):
     """A call ran past its bound; its connection must not be used again."""
 
 
+async def call_named(conn: psycopg.AsyncConnection, until: float, sql: str, args: tuple) -> Any:
+    """RENEW or RELEASE naming the tenure's term (the last argument); on a
+    schema before 0.5.0, which has no such argument, without it."""
+    try:
+        return await bounded(conn, until, sql, args)
+    except psycopg.errors.UndefinedFunction:
+        return await bounded(conn, until, _core.LEGACY[sql], args[:-1])
+
+
+async def release_again(conn: psycopg.AsyncConnection, until: float, dsn: str, key: str, id: str) -> bool:
+    """`_sync.release_again`, asynchronously."""
+    pending, term = _core.unanswered_release(dsn, key, id)
+    if not pending:
+        return True
+    if not await call_named(conn, until, _core.RELEASE, (key, id, term)):
+        try:
+            if await bounded(conn, until, _core.HOLDS, (key, id, term, term)):
+                return False
+        except psycopg.errors.UndefinedFunction:
+            pass  # before 0.5.0: nothing to go by
+    _core.release_answered(dsn, key, id, term)
+    return True
+
+
 async def worker_serves(conn: psycopg.AsyncConnection, until: float) -> bool:
     try:
         return bool(await bounded(conn, until, _core.WORKER_SERVES))
@@ -154,30 +178,29 @@ class AsyncLeadership:
             try:
                 conn = self.conn or await self.setup(give_up)
                 last_try = time.monotonic()
-                pending, old = _core.unanswered_release(s.dsn, s.key, s.id)
-                if pending:  # it may still arrive: send it again, and hear the answer, first
-                    await bounded(conn, time.monotonic() + t.call_timeout, _core.RELEASE, (s.key, s.id, old))
-                    _core.release_answered(s.dsn, s.key, s.id)
-                if self.expire_lapsed:
-                    try:
-                        await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
-                    except psycopg.DatabaseError as e:
-                        if isinstance(e, psycopg.OperationalError):
-                            raise
-                        self.expire_lapsed = False  # refused: the try takes a lapsed lease anyway
-                # the deadline counts from the moment the try is sent
-                start = time.monotonic()
-                try:
-                    won = await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl))
-                except psycopg.DatabaseError as e:
-                    if not _core.slots_differ(e):
-                        raise
-                    # held with another number of slots: not ours now, a refusal
-                    if not slots_differ:
-                        _core.warn_slots_differ(s.key, e)
-                    slots_differ, won = True, False
+                if not await release_again(conn, time.monotonic() + t.call_timeout, s.dsn, s.key, s.id):
+                    start, won = time.monotonic(), False  # the tenure it ends is still held: no try yet
                 else:
-                    slots_differ = False
+                    if self.expire_lapsed:
+                        try:
+                            await bounded(conn, time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
+                        except psycopg.DatabaseError as e:
+                            if isinstance(e, psycopg.OperationalError):
+                                raise
+                            self.expire_lapsed = False  # refused: the try takes a lapsed lease anyway
+                    # the deadline counts from the moment the try is sent
+                    start = time.monotonic()
+                    try:
+                        won = await bounded(conn, start + t.call_timeout, _core.TRY_ACQUIRE, (s.key, s.id, t.ttl))
+                    except psycopg.DatabaseError as e:
+                        if not _core.slots_differ(e):
+                            raise
+                        # held with another number of slots: not ours now, a refusal
+                        if not slots_differ:
+                            _core.warn_slots_differ(s.key, e)
+                        slots_differ, won = True, False
+                    else:
+                        slots_differ = False
                 if won:
                     term = await bounded(conn, start + t.call_timeout, _core.TERM_OF, (s.key, s.id))
                     if term is not None:
@@ -269,7 +292,7 @@ class AsyncLeadership:
             try:
                 if self.conn is None:
                     self.conn = await connect(self.spec.dsn, by)
-                if await bounded(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
+                if await call_named(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
                     if not lease._extend(start + t.ttl - t.margin):
                         return self.lose()  # the deadline passed meanwhile: a loss is final
                     outage.ended()
@@ -316,7 +339,7 @@ class AsyncLeadership:
         try:
             conn = await connect(s.dsn, by)
             try:
-                await bounded(conn, by, _core.RELEASE, (s.key, s.id, None))
+                await call_named(conn, by, _core.RELEASE, (s.key, s.id, None))
             finally:
                 await conn.close()
         except BaseException:
@@ -341,7 +364,7 @@ class AsyncLeadership:
                 try:
                     if self.conn is None:
                         self.conn = await connect(self.spec.dsn, by)
-                    if await bounded(self.conn, by, _core.RELEASE, (lease.key, lease.id, lease.term)):
+                    if await call_named(self.conn, by, _core.RELEASE, (lease.key, lease.id, lease.term)):
                         _core.log.info("leaderlock: %r: released term %s", lease.key, lease.term)
                 except CALL_ERRORS as e:
                     _core.release_unanswered(self.spec.dsn, lease.key, lease.id, lease.term)

@@ -37,6 +37,16 @@ TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(s
 RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s), term => %s)"
 # the term (None after an interrupted try): never ends a later tenure of the same id
 RELEASE = "SELECT le_release(key => %s, id => %s, term => %s::bigint)"
+# The same on a schema before 0.5.0 (no `term`): a client updated before
+# the extension keeps working, without that protection (UPDATING.md).
+LEGACY = {
+    RENEW: "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s))",
+    RELEASE: "SELECT le_release(key => %s, id => %s)",
+}
+# After a release sent again was answered false: whether `id` still holds
+# that tenure live (the release met its row locked by another transaction).
+HOLDS = ("SELECT EXISTS (SELECT FROM le_holders(key => %s) "
+         "WHERE holder = %s AND (term = %s OR %s::bigint IS NULL))")
 
 # Releases that heard no answer, by (dsn, key, id): their term (None for an
 # interrupted try's). Such a release may still reach the server, so a
@@ -52,9 +62,13 @@ def release_unanswered(dsn: str, key: str, id: str, term: Optional[int]) -> None
         _unanswered[(dsn, key, id)] = term
 
 
-def release_answered(dsn: str, key: str, id: str) -> None:
+def release_answered(dsn: str, key: str, id: str, term: Optional[int]) -> None:
+    """The release of `term` sent again was answered, and the tenure is not
+    held any more: forget it (not one recorded meanwhile for another term)."""
     with _unanswered_lock:
-        _unanswered.pop((dsn, key, id), None)
+        k = (dsn, key, id)
+        if k in _unanswered and _unanswered[k] == term:
+            del _unanswered[k]
 
 
 def unanswered_release(dsn: str, key: str, id: str) -> tuple[bool, Optional[int]]:

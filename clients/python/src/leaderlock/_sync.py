@@ -121,6 +121,32 @@ class Session:
             pass
 
 
+def call_named(s: Session, until: float, sql: str, args: tuple) -> Any:
+    """RENEW or RELEASE naming the tenure's term (the last argument); on a
+    schema before 0.5.0, which has no such argument, without it."""
+    try:
+        return s.one(until, sql, args)
+    except psycopg.errors.UndefinedFunction:
+        return s.one(until, _core.LEGACY[sql], args[:-1])
+
+
+def release_again(s: Session, until: float, dsn: str, key: str, id: str) -> bool:
+    """Before a campaign's try: sends again a release under this id that
+    heard no answer (it may still arrive). False while the tenure it ends is
+    still held (its row was locked): no try yet."""
+    pending, term = _core.unanswered_release(dsn, key, id)
+    if not pending:
+        return True
+    if not call_named(s, until, _core.RELEASE, (key, id, term)):
+        try:
+            if s.one(until, _core.HOLDS, (key, id, term, term)):
+                return False
+        except psycopg.errors.UndefinedFunction:
+            pass  # before 0.5.0: nothing to go by
+    _core.release_answered(dsn, key, id, term)
+    return True
+
+
 def worker_serves(s: Session, until: float) -> bool:
     try:
         return bool(s.one(until, _core.WORKER_SERVES))
@@ -188,10 +214,8 @@ class Campaign:
     def once(self) -> Optional[Lease]:
         t, s = self.timing, self.session()
         self.last_try = time.monotonic()
-        pending, old = _core.unanswered_release(self.dsn, self.key, self.me)
-        if pending:  # it may still arrive: send it again, and hear the answer, first
-            s.one(time.monotonic() + t.call_timeout, _core.RELEASE, (self.key, self.me, old))
-            _core.release_answered(self.dsn, self.key, self.me)
+        if not release_again(s, time.monotonic() + t.call_timeout, self.dsn, self.key, self.me):
+            return None
         if self.expire_lapsed:
             try:
                 s.one(time.monotonic() + t.call_timeout, _core.EXPIRE_LAPSED)
@@ -308,7 +332,7 @@ class Campaign:
         try:
             s = Session(self.dsn, time.monotonic() + self.timing.call_timeout)
             try:
-                s.one(time.monotonic() + self.timing.call_timeout, _core.RELEASE, (self.key, self.me, None))
+                call_named(s, time.monotonic() + self.timing.call_timeout, _core.RELEASE, (self.key, self.me, None))
             finally:
                 s.close()
         except Exception:
@@ -365,7 +389,7 @@ class Renewer(threading.Thread):
             try:
                 if self.s is None:
                     self.s = Session(self.dsn, by)
-                if self.s.one(by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
+                if call_named(self.s, by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
                     if not lease._extend(start + t.ttl - t.margin):
                         return  # the deadline passed meanwhile: a loss is final
                     self.outage.ended()
@@ -410,7 +434,7 @@ class Renewer(threading.Thread):
         try:
             if self.s is None:
                 self.s = Session(self.dsn, by)
-            released = bool(self.s.one(by, _core.RELEASE, (self.lease.key, self.lease.id, self.lease.term)))
+            released = bool(call_named(self.s, by, _core.RELEASE, (self.lease.key, self.lease.id, self.lease.term)))
         except CALL_ERRORS as e:
             _core.release_unanswered(self.dsn, self.lease.key, self.lease.id, self.lease.term)
             _core.log.warning("leaderlock: %r: could not release term %s (%s); it lapses at its ttl",
