@@ -61,6 +61,15 @@ const unanswered = new Map<string, string>();
 const releaseSlot = (config: ConnectionConfig, key: string, id: string): string =>
   JSON.stringify([typeof config === "string" ? config : [config.connectionString, config.host, config.port, config.database],
                   key, id]);
+// The same on a schema before 0.5.0 (no `term`): a client updated before the extension keeps working,
+// without that protection (UPDATING.md).
+const LEGACY = new Map([
+  [RENEW, "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok"],
+  [RELEASE, "SELECT le_release(key => $1, id => $2) AS ok"],
+]);
+// After a release sent again was answered false: whether `id` still holds that tenure live
+// (the release met its row locked by another transaction).
+const HOLDS = "SELECT EXISTS (SELECT FROM le_holders(key => $1) WHERE holder = $2 AND term = $3::bigint) AS ok";
 const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
 // live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
 // that clock, le_now() where the server has one, which need not agree with clock_timestamp())
@@ -462,6 +471,34 @@ async function connect(config: ConnectionConfig, timeoutMs: number): Promise<PG.
 }
 
 /** The rows of `text`, the call abandoned (TimeoutError) at `until`. */
+/** RENEW or RELEASE naming the tenure's term (the last value); on a schema before 0.5.0, without it. */
+async function callNamed(c: PG.Client, until: number, text: string, values: unknown[]): Promise<boolean> {
+  try {
+    return (await bounded(c, until, text, values))[0].ok;
+  } catch (e: any) {
+    if (!isDbError(e) || e.code !== UNDEFINED_FUNCTION) throw e;
+    return (await bounded(c, until, LEGACY.get(text)!, values.slice(0, -1)))[0].ok;
+  }
+}
+
+/**
+ * Sends again the release under this id that heard no answer, if any; false while the tenure it ends
+ * is still held (its row was locked), when the campaign must not try yet.
+ */
+async function releaseAgain(c: PG.Client, until: number, slot: string, key: string, id: string): Promise<boolean> {
+  const term = unanswered.get(slot);
+  if (term === undefined) return true;
+  if (!(await callNamed(c, until, RELEASE, [key, id, term]))) {
+    try {
+      if ((await bounded(c, until, HOLDS, [key, id, term]))[0].ok) return false;
+    } catch (e: any) {
+      if (!isDbError(e) || e.code !== UNDEFINED_FUNCTION) throw e; // before 0.5.0: nothing to go by
+    }
+  }
+  if (unanswered.get(slot) === term) unanswered.delete(slot);
+  return true;
+}
+
 async function bounded(c: PG.Client, until: number, text: string, values: unknown[] = []): Promise<any[]> {
   const left = Math.floor(until - now());
   if (left <= 0) throw new TimeoutError("the call's time ran out");
@@ -588,12 +625,9 @@ async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp
     for (;;) {
       if (stop?.aborted) throw new Stopped();
       const lastTry = now();
-      const old = unanswered.get(slot);
-      if (old !== undefined) { // it may still arrive: send it again, and hear the answer, first
-        await bounded(c, now() + t.callTimeout, RELEASE, [key, id, old]);
-        unanswered.delete(slot);
-      }
-      if (expire) {
+      // a release under this id that heard no answer may still arrive: send it again, and hear the answer, first
+      const free = await releaseAgain(c, now() + t.callTimeout, slot, key, id);
+      if (free && expire) {
         try {
           await bounded(c, now() + t.callTimeout, EXPIRE_LAPSED);
         } catch (e: any) {
@@ -605,7 +639,8 @@ async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp
       const sent = now();
       let won = false;
       try {
-        won = (await bounded(c, sent + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
+        // (not while the tenure that release ends is still held: its row was locked)
+        if (free) won = (await bounded(c, sent + t.callTimeout, TRY_ACQUIRE, [key, id, t.ttl]))[0].ok;
         slotsDiffered = false;
       } catch (e: any) {
         if (!slotsDiffer(e)) throw e;
@@ -817,7 +852,7 @@ class Tenure implements Lease {
     try {
       this.conn ??= await connect(this.config, by - now());
       const sent = now();
-      if ((await bounded(this.conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)]))[0].ok) {
+      if (await callNamed(this.conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)])) {
         if (!this.valid) return;
         this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
         this.arm();
@@ -860,7 +895,7 @@ class Tenure implements Lease {
       const by = now() + this.t.callTimeout;
       try {
         this.conn ??= await connect(this.config, this.t.callTimeout);
-        released = (await bounded(this.conn, by, RELEASE, [this.key, this.id, String(this.term)]))[0].ok;
+        released = await callNamed(this.conn, by, RELEASE, [this.key, this.id, String(this.term)]);
       } catch {
         released = false;
         unanswered.set(releaseSlot(this.config, this.key, this.id), String(this.term));

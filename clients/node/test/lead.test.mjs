@@ -172,6 +172,63 @@ test("a release that heard no answer is sent again before the next campaign unde
   }
 });
 
+test("a release sent again that meets its row locked holds the campaign back until it is gone", async () => {
+  // A guarded transaction of the old tenure still open: the release sent
+  // again is answered false while the tenure is live; the campaign waits,
+  // and leads in a new term once the lock is gone, never in the old one.
+  const key = fresh("locked");
+  const id = fresh("me");
+  const blocker = new pg.Client({ connectionString: DSN });
+  await blocker.connect();
+  let pid, old;
+  try {
+    await lead(DSN, key, { ttl: 6, id }, async (lease) => { // still live when the lock goes
+      old = lease.term;
+      pid = await newestClientBackend();
+      process.kill(pid, "SIGSTOP");
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT le_assert_leader($1, $2)", [key, id]); // share-locks the row
+    });
+    let term;
+    const again = lead(DSN, key, { ttl: 6, id, timeout: 10 }, async (lease) => { term = lease.term; });
+    await sleep(1000);
+    assert.equal(term, undefined, "led while the old tenure's row was locked");
+    await blocker.query("COMMIT");
+    await again;
+    assert.ok(term > old, `term ${term} after ${old}`);
+  } finally {
+    await blocker.end();
+    try { process.kill(pid, "SIGCONT"); } catch { /* gone */ }
+  }
+});
+
+test("on the schema 0.4.0 (library updated, ALTER EXTENSION not yet run): leads, renews and releases without terms",
+     async (t) => {
+  const db = "ll_node_old_schema";
+  await sql(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+  await sql(`CREATE DATABASE ${db}`);
+  const url = new URL(DSN);
+  url.pathname = `/${db}`;
+  const dsn = url.toString();
+  try {
+    try {
+      await sql("CREATE EXTENSION leaderlock VERSION '0.4.0'", [], dsn);
+    } catch (e) {
+      t.skip(`no compiled edition 0.4.0 here: ${e.message}`);
+      return;
+    }
+    const key = fresh("old");
+    await lead(dsn, key, { ttl: 1 }, async (lease) => {
+      await sleep(2500); // renewals every ttl/3
+      lease.check();
+      assert.equal(await sql("SELECT le_leader($1)", [key], dsn), lease.id);
+    });
+    assert.equal(await sql("SELECT le_leader($1)", [key], dsn), null);
+  } finally {
+    await sql(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+  }
+});
+
 test("two electors: one leader, a handover on stop", async () => {
   const key = fresh("elector");
   const seen = { a: [], b: [] };
