@@ -38,7 +38,14 @@ const (
 	sqlTryAcquire = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))"
 	sqlRenew      = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4)"
 	sqlRelease    = "SELECT le_release(key => $1, id => $2, term => $3)"
-	sqlTermOf     = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
+	// The same on a schema before 0.5.0 (no term): a client updated before
+	// the extension keeps working, without that protection (UPDATING.md).
+	sqlRenewLegacy   = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))"
+	sqlReleaseLegacy = "SELECT le_release(key => $1, id => $2)"
+	// After a release sent again was answered false: whether the identity
+	// still holds that tenure live (the release met its row locked).
+	sqlHolds  = "SELECT EXISTS (SELECT FROM le_holders(key => $1) WHERE holder = $2 AND (term = $3 OR $3::bigint IS NULL))"
+	sqlTermOf = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
 	// live by the server's lease clock: remaining is NULL unless live
 	// (expires_at need not compare with clock_timestamp(): le_now())
 	sqlStillOurs    = "SELECT coalesce(holder = $1 AND term = $2 AND remaining IS NOT NULL, false) FROM le_lease(key => $3)"
@@ -371,6 +378,49 @@ func scanBool(ctx context.Context, e *Elector, conn *pgx.Conn, until time.Time, 
 	return ok, err
 }
 
+// callNamed runs sqlRenew or sqlRelease, naming the tenure's term (the last
+// argument); on a schema before 0.5.0, which has no such argument, without it.
+func callNamed(ctx context.Context, e *Elector, conn *pgx.Conn, until time.Time, sql string, args ...interface{}) (bool, error) {
+	ok, err := scanBool(ctx, e, conn, until, sql, args...)
+	if isUndefined(err) {
+		legacy := map[string]string{sqlRenew: sqlRenewLegacy, sqlRelease: sqlReleaseLegacy}[sql]
+		return scanBool(ctx, e, conn, until, legacy, args[:len(args)-1]...)
+	}
+	return ok, err
+}
+
+// releaseAgain sends again the release under this identity that heard no
+// answer, if any (it may still arrive). False while the tenure it ends is
+// still held (its row was locked): no try yet.
+func (e *Elector) releaseAgain(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	unanswered.Lock()
+	term, pending := unanswered.m[e.releaseSlot()]
+	unanswered.Unlock()
+	if !pending {
+		return true, nil
+	}
+	until := time.Now().Add(e.callTimeout())
+	ok, err := callNamed(ctx, e, conn, until, sqlRelease, e.cfg.Key, e.cfg.Identity, term)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		held, err := scanBool(ctx, e, conn, until, sqlHolds, e.cfg.Key, e.cfg.Identity, term)
+		if err == nil && held {
+			return false, nil
+		}
+		if err != nil && !isUndefined(err) { // before 0.5.0: nothing to go by
+			return false, err
+		}
+	}
+	unanswered.Lock()
+	if t, still := unanswered.m[e.releaseSlot()]; still && t == term { // not one recorded meanwhile
+		delete(unanswered.m, e.releaseSlot())
+	}
+	unanswered.Unlock()
+	return true, nil
+}
+
 func isUndefined(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == sqlstateUndefinedFunction
@@ -425,21 +475,11 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 	slotsWarned := false
 	for {
 		lastTry := time.Now()
-		unanswered.Lock()
-		old, pending := unanswered.m[e.releaseSlot()]
-		unanswered.Unlock()
-		if pending { // it may still arrive: send it again, and hear the answer, first
-			rctx, cancel := context.WithTimeout(ctx, e.callTimeout())
-			_, err := conn.Exec(rctx, sqlRelease, e.cfg.Key, e.cfg.Identity, old)
-			cancel()
-			if err != nil {
-				return fail(err)
-			}
-			unanswered.Lock()
-			delete(unanswered.m, e.releaseSlot())
-			unanswered.Unlock()
+		free, err := e.releaseAgain(ctx, conn)
+		if err != nil {
+			return fail(err)
 		}
-		if expire {
+		if free && expire {
 			var n int64
 			row, cancel := e.call(ctx, conn, time.Now().Add(e.callTimeout()), sqlExpire)
 			err := row.Scan(&n)
@@ -453,7 +493,10 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 			}
 		}
 		start := time.Now()
-		won, err := scanBool(ctx, e, conn, start.Add(e.callTimeout()), sqlTryAcquire, e.cfg.Key, e.cfg.Identity, secs)
+		won := false
+		if free { // (not while the tenure a lost release ends is still held)
+			won, err = scanBool(ctx, e, conn, start.Add(e.callTimeout()), sqlTryAcquire, e.cfg.Key, e.cfg.Identity, secs)
+		}
 		if slotsDiffer(err) {
 			if !slotsWarned {
 				var pe *pgconn.PgError
@@ -531,24 +574,30 @@ func (e *Elector) releaseAbandoned() {
 func (e *Elector) release(conn *pgx.Conn, term *int64) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
 	defer cancel()
+	until := time.Now().Add(e.callTimeout())
+	lost := false // a release sent that heard no answer: it may still arrive
 	defer func() {
-		if err != nil {
+		if err != nil || lost {
 			unanswered.Lock()
 			unanswered.m[e.releaseSlot()] = term
 			unanswered.Unlock()
 		}
 	}()
 	if conn != nil && !conn.IsClosed() {
-		if _, err := conn.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity, term); err == nil {
+		if _, err := callNamed(ctx, e, conn, until, sqlRelease, e.cfg.Key, e.cfg.Identity, term); err == nil {
 			return nil
 		}
+		lost = true
 	}
 	c, err := e.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background())
-	_, err = c.Exec(ctx, sqlRelease, e.cfg.Key, e.cfg.Identity, term)
+	ok, err := callNamed(ctx, e, c, until, sqlRelease, e.cfg.Key, e.cfg.Identity, term)
+	if err == nil && ok {
+		lost = false // ended now: the first one, should it come, finds nothing to end
+	}
 	return err
 }
 
@@ -641,7 +690,7 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 		if by.After(deadline) {
 			by = deadline
 		}
-		ok, err := scanBool(lctx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
+		ok, err := callNamed(lctx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
 		switch {
 		case err != nil:
 			if err = classify(conn, err); permanent(err) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/url"
 	"os"
 	"sync"
 	"syscall"
@@ -310,5 +311,123 @@ func TestAReleaseThatHeardNoAnswerIsSentAgainBeforeTheNextCampaign(t *testing.T)
 	})
 	if h := leader(t, key); h != me {
 		t.Fatalf("after the late release the leader is %q, not %q", h, me)
+	}
+}
+
+// A guarded transaction of the old tenure still open: the release sent
+// again is answered false while the tenure is live; the campaign waits, and
+// leads in a new term once the lock is gone, never in the old one.
+func TestAReleaseSentAgainThatMeetsItsRowLockedHoldsTheCampaignBack(t *testing.T) {
+	key, me := newKey("locked"), newKey("me")
+	terms := make(chan int64, 2)
+	var pid int
+	blocker, err := pgx.Connect(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(context.Background())
+	cfg := func(cancel context.CancelFunc, freeze bool) Config {
+		return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: 6 * time.Second, ReleaseOnCancel: true,
+			Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
+				terms <- l.Term
+				if !freeze {
+					<-lctx.Done()
+					return
+				}
+				c, err := pgx.Connect(context.Background(), dsn(t))
+				if err == nil {
+					err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
+						"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
+					c.Close(context.Background())
+				}
+				if err == nil {
+					_ = syscall.Kill(pid, syscall.SIGSTOP)
+				}
+				if _, err := blocker.Exec(context.Background(), "BEGIN"); err == nil { // share-locks the row:
+					_, _ = blocker.Exec(context.Background(), "SELECT le_assert_leader($1, $2)", key, me)
+				}
+				cancel()
+			}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := Run(ctx, cfg(cancel, true)); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	old := <-terms
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() { _ = Run(ctx2, cfg(cancel2, false)) }()
+	select {
+	case term := <-terms:
+		t.Fatalf("led in term %d while the old tenure's row was locked", term)
+	case <-time.After(time.Second):
+	}
+	if _, err := blocker.Exec(context.Background(), "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case again := <-terms:
+		if again <= old {
+			t.Fatalf("led again in term %d after %d: the old tenure was extended", again, old)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("never led again")
+	}
+}
+
+// On the schema 0.4.0 (the library updated, ALTER EXTENSION not yet run),
+// le_renew and le_release have no term: the elector leads, renews and
+// releases without it.
+func TestOnTheSchemaBeforeTermsItLeadsRenewsAndReleases(t *testing.T) {
+	const db = "ll_go_old_schema"
+	admin, err := pgx.Connect(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(context.Background(), "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+	cc, err := pgx.ParseConfig(dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.Database = db
+	c, err := pgx.ConnectConfig(context.Background(), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(), "CREATE EXTENSION leaderlock VERSION '0.4.0'"); err != nil {
+		t.Skipf("no compiled edition 0.4.0 here: %v", err)
+	}
+	key := newKey("old")
+	ctx, cancel := context.WithCancel(context.Background())
+	kept := make(chan bool, 1)
+	oldDSN := dsn(t) + " dbname=" + db
+	if u, err := url.Parse(dsn(t)); err == nil && u.Scheme != "" {
+		u.Path = "/" + db
+		oldDSN = u.String()
+	}
+	cfg := Config{ConnString: oldDSN, Key: key, TTL: time.Second, ReleaseOnCancel: true,
+		Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
+			time.Sleep(2500 * time.Millisecond) // renewals every ttl/3
+			kept <- lctx.Err() == nil && l.Valid()
+			cancel()
+		}}}
+	if err := Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !<-kept {
+		t.Fatal("the lease was lost: renewals failed on the old schema")
+	}
+	var h *string
+	if err := c.QueryRow(context.Background(), "SELECT le_leader($1)", key).Scan(&h); err != nil || h != nil {
+		t.Fatalf("not released: %v %v", h, err)
 	}
 }
