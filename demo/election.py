@@ -62,7 +62,7 @@ def candidate(name, port, release_after):
                 leading_since = time.monotonic()
         else:
             if release_after is not None and time.monotonic() - leading_since > release_after:
-                cur.execute("SELECT le_release(%s, %s)", (KEY, name))
+                cur.execute("SELECT le_release(%s, %s, term => %s)", (KEY, name, term))
                 say(name, "done: released the lease")
                 leading_since = None
                 time.sleep(3)  # let someone else win

@@ -11,7 +11,8 @@
 //! The lease rules in them (liveness, the next term, an expiry, a renewal
 //! of one tenure) are the macros of `leaderlock_protocol::sql`, which a
 //! unit test holds to the functions the model checks; no statement spells
-//! one out itself.
+//! one out itself (the worker's cue, recheck_at, is not a rule: it only
+//! says when to look).
 //!
 //! Row locks are always taken with `SKIP LOCKED` where the contract says a
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,

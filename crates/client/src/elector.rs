@@ -604,11 +604,26 @@ impl Task {
             let client = self.client(by).await?;
             let args: [(&(dyn ToSql + Sync), Type); 3] =
                 [(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)];
-            timeout_at(by, client.query_typed(sql::RELEASE, &args))
+            let released = call_named(client, by, sql::RELEASE, &args)
                 .await
                 .map_err(|_| Error::Unreachable("release timed out".into()))?
                 .map_err(classify)?;
-            UNANSWERED.lock().expect("not poisoned").remove(&slot);
+            if !released {
+                // Its row was locked, or the tenure is gone: the server says.
+                let holds = timeout_at(by, client.query_typed(sql::HOLDS, &args))
+                    .await
+                    .map_err(|_| Error::Unreachable("release timed out".into()))?;
+                match holds {
+                    Ok(rows) if rows[0].get::<_, bool>(0) => return Ok(None), // no try yet
+                    Ok(_) => {}
+                    Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {} // before 0.5.0
+                    Err(e) => return Err(classify(e)),
+                }
+            }
+            let mut unanswered = UNANSWERED.lock().expect("not poisoned");
+            if unanswered.get(&slot) == Some(&term) {
+                unanswered.remove(&slot); // not one recorded meanwhile
+            }
         }
         if self.worker == Some(false) && !self.no_expire_lapsed {
             // No worker: announce what lapsed (the dead leader's lease
@@ -730,22 +745,16 @@ impl Task {
             sql::STILL_OURS
         };
         let client = self.client(by).await?;
-        let renewed = timeout_at(
-            by,
-            client.query_typed(
-                sql::RENEW,
-                &[
-                    (&key, Type::TEXT),
-                    (&id, Type::TEXT),
-                    (&ttl, Type::FLOAT8),
-                    (&h.lease.term, Type::INT8),
-                ],
-            ),
-        )
-        .await
-        .map_err(|_| Error::Unreachable("renewal timed out".into()))?
-        .map_err(classify)?[0]
-            .get::<_, bool>(0);
+        let args: [(&(dyn ToSql + Sync), Type); 4] = [
+            (&key, Type::TEXT),
+            (&id, Type::TEXT),
+            (&ttl, Type::FLOAT8),
+            (&h.lease.term, Type::INT8),
+        ];
+        let renewed = call_named(client, by, sql::RENEW, &args)
+            .await
+            .map_err(|_| Error::Unreachable("renewal timed out".into()))?
+            .map_err(classify)?;
         if !renewed {
             // Refused: lost, or only locked? The server's own record says.
             let term = h.lease.term;
@@ -783,30 +792,20 @@ impl Task {
     /// One that hears no answer is kept in `UNANSWERED`.
     async fn release(&mut self, by: Instant, term: i64) -> bool {
         let (key, id) = (self.config.key.clone(), self.config.id.clone());
+        let args: [(&(dyn ToSql + Sync), Type); 3] =
+            [(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)];
         let answer = match self.client(by).await {
-            Ok(client) => timeout_at(
-                by,
-                client.query_typed(
-                    sql::RELEASE,
-                    &[(&key, Type::TEXT), (&id, Type::TEXT), (&term, Type::INT8)],
-                ),
-            )
-            .await
-            .ok()
-            .and_then(Result::ok),
+            Ok(client) => call_named(client, by, sql::RELEASE, &args)
+                .await
+                .ok()
+                .and_then(Result::ok),
             Err(_) => None,
         };
-        let mut unanswered = UNANSWERED.lock().expect("not poisoned");
-        match answer {
-            Some(rows) => {
-                unanswered.remove(&self.release_slot());
-                rows[0].get::<_, bool>(0)
-            }
-            None => {
-                unanswered.insert(self.release_slot(), term);
-                false
-            }
-        }
+        answer.unwrap_or_else(|| {
+            let slot = self.release_slot();
+            UNANSWERED.lock().expect("not poisoned").insert(slot, term);
+            false
+        })
     }
 }
 
@@ -832,6 +831,29 @@ const HINT_FLOOR: Duration = Duration::from_millis(10);
 /// taken over within that of its expiry.
 pub fn no_worker_poll_every(ttl: Duration) -> Duration {
     (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(1))
+}
+
+/// `sql::RENEW` or `sql::RELEASE`, naming the tenure's term (the last
+/// argument), by `by`; on a schema before 0.5.0, which has no such
+/// argument, without it. Its boolean answer.
+async fn call_named(
+    client: &Client,
+    by: Instant,
+    sql: &'static str,
+    args: &[(&(dyn ToSql + Sync), Type)],
+) -> Result<Result<bool, tokio_postgres::Error>, tokio::time::error::Elapsed> {
+    let rows = match timeout_at(by, client.query_typed(sql, args)).await? {
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {
+            let legacy = if sql == sql::RENEW {
+                sql::RENEW_0_4
+            } else {
+                sql::RELEASE_0_4
+            };
+            timeout_at(by, client.query_typed(legacy, &args[..args.len() - 1])).await?
+        }
+        other => other,
+    };
+    Ok(rows.map(|rows| rows[0].get::<_, bool>(0)))
 }
 
 fn classify(e: tokio_postgres::Error) -> Error {

@@ -34,6 +34,16 @@ pub const STILL_OURS_SLOT: &str = "SELECT coalesce(bool_or(holder = $2 AND term 
 /// after an interrupted try): a release sent in one tenure never ends a
 /// later one of the same id.
 pub const RELEASE: &str = "SELECT le_release(key => $1, id => $2, term => $3)";
+/// `RENEW` and `RELEASE` on a schema before 0.5.0 (no `term`): a client
+/// updated before the extension keeps working, without that protection.
+pub const RENEW_0_4: &str =
+    "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))";
+pub const RELEASE_0_4: &str = "SELECT le_release(key => $1, id => $2)";
+/// After a release sent again was answered false: whether `id` ($2) still
+/// holds the tenure of term $3 of key $1 live (the release met its row
+/// locked by another transaction).
+pub const HOLDS: &str = "SELECT EXISTS (SELECT FROM le_holders(key => $1) \
+     WHERE holder = $2 AND term = $3)";
 /// The term of the tenure just won: $1 key, $2 id. A lease holding our id
 /// can only be our own tenure (ids are unique per elector). le_lease
 /// (extension 0.3.0 and later), not the table: the function is the API.

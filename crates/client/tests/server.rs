@@ -95,3 +95,113 @@ async fn a_release_that_heard_no_answer_is_sent_again_before_the_next_campaign()
     assert!(again.leadership().is_some_and(|l| l.term == term));
     again.shutdown().await;
 }
+
+/// A guarded transaction of the old tenure still open: the release sent
+/// again is answered false while the tenure is live; the campaign waits,
+/// and leads in a new term once the lock is gone, never in the old one.
+#[tokio::test]
+async fn a_release_sent_again_that_meets_its_row_locked_holds_the_campaign_back() {
+    let Ok(dsn) = std::env::var("LEADERLOCK_DSN") else {
+        eprintln!("LEADERLOCK_DSN is not set: skipped");
+        return;
+    };
+    let tag = format!("{:x}-locked", std::process::id());
+    let (key, me, app) = (
+        format!("rust-{tag}"),
+        format!("rust-me-{tag}"),
+        format!("leaderlock-rust-test-{tag}"),
+    );
+    let db = pg_config_from_env(Some(&format!("{dsn} application_name={app}"))).expect("dsn");
+    // still live when the lock goes
+    let mut config = ElectorConfig::with_ttl(key.clone(), Duration::from_secs(6));
+    config.id = me.clone();
+    let first = Elector::start(db.clone(), config.clone());
+    let old = term_when_leading(&first).await;
+    let newest = "SELECT pid::int8 FROM pg_stat_activity WHERE application_name = $1 \
+                  ORDER BY backend_start DESC LIMIT 1";
+    let pid = sql_i64(&dsn, newest, &app)
+        .await
+        .expect("the elector's backend");
+    signal(pid, libc::SIGSTOP);
+    let (blocker, conn) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    blocker.batch_execute("BEGIN").await.expect("begin");
+    blocker
+        .query("SELECT le_assert_leader($1, $2)", &[&key, &me])
+        .await
+        .expect("share-locks the row");
+    assert!(
+        !first.shutdown().await,
+        "the release cannot have been answered"
+    );
+
+    let again = Elector::start(db, config);
+    sleep(Duration::from_secs(1)).await;
+    assert!(
+        again.leadership().is_none(),
+        "led while the old tenure's row was locked"
+    );
+    blocker.batch_execute("COMMIT").await.expect("commit");
+    let term = term_when_leading(&again).await;
+    signal(pid, libc::SIGCONT);
+    assert!(
+        term > old,
+        "led again in term {term} after {old}: the old tenure was extended"
+    );
+    again.shutdown().await;
+}
+
+/// On the schema 0.4.0 (the library updated, ALTER EXTENSION not yet run),
+/// le_renew and le_release have no term: the elector leads, renews and
+/// releases without it.
+#[tokio::test]
+async fn on_the_schema_before_terms_it_leads_renews_and_releases() {
+    let Ok(dsn) = std::env::var("LEADERLOCK_DSN") else {
+        eprintln!("LEADERLOCK_DSN is not set: skipped");
+        return;
+    };
+    let name = format!("ll_rust_old_schema_{:x}", std::process::id());
+    let (admin, conn) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        admin.batch_execute(&statement).await.expect("a database");
+    }
+    let old_dsn = format!("{dsn} dbname={name}");
+    let (c, conn) = tokio_postgres::connect(&old_dsn, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    let installed = c
+        .batch_execute("CREATE EXTENSION leaderlock VERSION '0.4.0'")
+        .await;
+    if let Ok(()) = installed {
+        let key = format!("rust-old-{:x}", std::process::id());
+        let db = pg_config_from_env(Some(&old_dsn)).expect("dsn");
+        let e = Elector::start(
+            db,
+            ElectorConfig::with_ttl(key.clone(), Duration::from_secs(1)),
+        );
+        let term = term_when_leading(&e).await;
+        sleep(Duration::from_millis(2500)).await; // renewals every ttl/3
+        assert!(
+            e.leadership().is_some_and(|l| l.term == term),
+            "the lease was lost: renewals failed on the old schema"
+        );
+        assert!(e.shutdown().await, "the release was refused");
+        assert_eq!(leader(&old_dsn, &key).await, None);
+    } else {
+        eprintln!("no compiled edition 0.4.0 here: {installed:?}");
+    }
+    drop(c);
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await
+        .expect("drop");
+}
