@@ -251,6 +251,33 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
+// freezingConfig is a Config for identity me on key whose tenure sends its
+// term to terms. With freeze, the leader stops its own backend (SIGSTOP:
+// whatever it sends next hangs; the pid goes to *pid), runs then(), and
+// cancels Run; without, it leads until Run's context ends.
+func freezingConfig(t *testing.T, key, me string, ttl time.Duration, terms chan<- int64, pid *int,
+	cancel context.CancelFunc, freeze bool, then func()) Config {
+	return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: ttl, ReleaseOnCancel: true,
+		Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
+			terms <- l.Term
+			if !freeze {
+				<-lctx.Done()
+				return
+			}
+			c, err := pgx.Connect(context.Background(), dsn(t))
+			if err == nil {
+				err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
+					"ORDER BY backend_start DESC LIMIT 1").Scan(pid)
+				c.Close(context.Background())
+			}
+			if err == nil {
+				_ = syscall.Kill(*pid, syscall.SIGSTOP)
+			}
+			then()
+			cancel()
+		}}}
+}
+
 // The release hangs (its backend stopped) and is given up on: it may still
 // arrive. The next campaign under the same identity sends it again first,
 // so it takes a new term instead of extending the old one; the late
@@ -259,35 +286,18 @@ func TestAReleaseThatHeardNoAnswerIsSentAgainBeforeTheNextCampaign(t *testing.T)
 	key, me := newKey("unanswered"), newKey("me")
 	terms := make(chan int64, 2)
 	var pid int
-	cfg := func(ctx context.Context, cancel context.CancelFunc, freeze bool) Config {
-		return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: 1500 * time.Millisecond, ReleaseOnCancel: true,
-			Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
-				terms <- l.Term
-				if !freeze {
-					<-lctx.Done()
-					return
-				}
-				c, err := pgx.Connect(context.Background(), dsn(t))
-				if err == nil {
-					err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
-						"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
-					c.Close(context.Background())
-				}
-				if err == nil {
-					_ = syscall.Kill(pid, syscall.SIGSTOP)
-				}
-				cancel()
-			}}}
+	cfg := func(cancel context.CancelFunc, freeze bool) Config {
+		return freezingConfig(t, key, me, 1500*time.Millisecond, terms, &pid, cancel, freeze, func() {})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := Run(ctx, cfg(ctx, cancel, true)); err != nil {
+	if err := Run(ctx, cfg(cancel, true)); err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Kill(pid, syscall.SIGCONT)
 	old := <-terms
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	go func() { _ = Run(ctx2, cfg(ctx2, cancel2, false)) }()
+	go func() { _ = Run(ctx2, cfg(cancel2, false)) }()
 	var again int64
 	select {
 	case again = <-terms:
@@ -327,27 +337,11 @@ func TestAReleaseSentAgainThatMeetsItsRowLockedHoldsTheCampaignBack(t *testing.T
 	}
 	defer blocker.Close(context.Background())
 	cfg := func(cancel context.CancelFunc, freeze bool) Config {
-		return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: 6 * time.Second, ReleaseOnCancel: true,
-			Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
-				terms <- l.Term
-				if !freeze {
-					<-lctx.Done()
-					return
-				}
-				c, err := pgx.Connect(context.Background(), dsn(t))
-				if err == nil {
-					err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
-						"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
-					c.Close(context.Background())
-				}
-				if err == nil {
-					_ = syscall.Kill(pid, syscall.SIGSTOP)
-				}
-				if _, err := blocker.Exec(context.Background(), "BEGIN"); err == nil { // share-locks the row:
-					_, _ = blocker.Exec(context.Background(), "SELECT le_assert_leader($1, $2)", key, me)
-				}
-				cancel()
-			}}}
+		return freezingConfig(t, key, me, 6*time.Second, terms, &pid, cancel, freeze, func() {
+			if _, err := blocker.Exec(context.Background(), "BEGIN"); err == nil { // share-locks the row:
+				_, _ = blocker.Exec(context.Background(), "SELECT le_assert_leader($1, $2)", key, me)
+			}
+		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := Run(ctx, cfg(cancel, true)); err != nil {

@@ -44,6 +44,36 @@ fn signal(pid: i64, sig: libc::c_int) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// An elector for `id` on `key` with `ttl` (its connections named `app`),
+/// leading; then its backend stopped (SIGSTOP): whatever it sends next
+/// hangs. The config (to campaign again), its term, and the backend's pid.
+async fn lead_then_freeze(
+    dsn: &str,
+    key: &str,
+    id: &str,
+    app: &str,
+    ttl: Duration,
+) -> (
+    leaderlock_client::ConnectConfig,
+    ElectorConfig,
+    Elector,
+    i64,
+    i64,
+) {
+    let db = pg_config_from_env(Some(&format!("{dsn} application_name={app}"))).expect("dsn");
+    let mut config = ElectorConfig::with_ttl(key.to_string(), ttl);
+    config.id = id.to_string();
+    let elector = Elector::start(db.clone(), config.clone());
+    let term = term_when_leading(&elector).await;
+    let newest = "SELECT pid::int8 FROM pg_stat_activity WHERE application_name = $1 \
+                  ORDER BY backend_start DESC LIMIT 1";
+    let pid = sql_i64(dsn, newest, app)
+        .await
+        .expect("the elector's backend");
+    signal(pid, libc::SIGSTOP);
+    (db, config, elector, term, pid)
+}
+
 /// The release hangs (its backend stopped) and is given up on: it may still
 /// arrive. The next campaign under the same id sends it again first, so it
 /// takes a new term instead of extending the old one; the late release,
@@ -60,18 +90,8 @@ async fn a_release_that_heard_no_answer_is_sent_again_before_the_next_campaign()
         format!("rust-me-{tag}"),
         format!("leaderlock-rust-test-{tag}"),
     );
-    let elector_dsn = format!("{dsn} application_name={app}");
-    let db = pg_config_from_env(Some(&elector_dsn)).expect("dsn");
-    let mut config = ElectorConfig::with_ttl(key.clone(), Duration::from_millis(1500));
-    config.id = me.clone();
-    let first = Elector::start(db.clone(), config.clone());
-    let old = term_when_leading(&first).await;
-    let newest = "SELECT pid::int8 FROM pg_stat_activity WHERE application_name = $1 \
-                  ORDER BY backend_start DESC LIMIT 1";
-    let pid = sql_i64(&dsn, newest, &app)
-        .await
-        .expect("the elector's backend");
-    signal(pid, libc::SIGSTOP);
+    let (db, config, first, old, pid) =
+        lead_then_freeze(&dsn, &key, &me, &app, Duration::from_millis(1500)).await;
     let released = first.shutdown().await;
     assert!(!released, "the release cannot have been answered");
 
@@ -111,18 +131,9 @@ async fn a_release_sent_again_that_meets_its_row_locked_holds_the_campaign_back(
         format!("rust-me-{tag}"),
         format!("leaderlock-rust-test-{tag}"),
     );
-    let db = pg_config_from_env(Some(&format!("{dsn} application_name={app}"))).expect("dsn");
     // still live when the lock goes
-    let mut config = ElectorConfig::with_ttl(key.clone(), Duration::from_secs(6));
-    config.id = me.clone();
-    let first = Elector::start(db.clone(), config.clone());
-    let old = term_when_leading(&first).await;
-    let newest = "SELECT pid::int8 FROM pg_stat_activity WHERE application_name = $1 \
-                  ORDER BY backend_start DESC LIMIT 1";
-    let pid = sql_i64(&dsn, newest, &app)
-        .await
-        .expect("the elector's backend");
-    signal(pid, libc::SIGSTOP);
+    let (db, config, first, old, pid) =
+        lead_then_freeze(&dsn, &key, &me, &app, Duration::from_secs(6)).await;
     let (blocker, conn) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
         .await
         .expect("connect");
