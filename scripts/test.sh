@@ -353,13 +353,14 @@ test_on_a_cluster() {
     # Every version runs the extension's own tests; the tests of the CLI, the
     # demo and the examples (clients, whatever the server's version) run on
     # 15, with the other clients' suites, and the crash-and-failover chaos
-    # runs 40 s there (15 s elsewhere): the test command keeps
-    # under its hour.
+    # runs 40 s there (15 s elsewhere), the CLI's chaos 20 s: the test
+    # command keeps under its hour.
     local client_side=0 chaos=15
     if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=40; fi
     (cd "$REPO_ROOT/tests/client" && \
       LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
+      LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-20} \
       /usr/bin/python3 run.py ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || { tail -n 40 "$main/server.log"; fail "client tests"; }
   fi
