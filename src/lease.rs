@@ -563,7 +563,7 @@ fn with_own_live<T>(
                 term: held,
                 expires_at,
             };
-            leaderlock_protocol::may_release(&lease, &id, term, now).then(|| write(held, now))
+            leaderlock_protocol::leads(&lease, &id, term, now).then(|| write(held, now))
         },
     )
 }

@@ -438,12 +438,14 @@ fn with_own_live<T>(
         },
         |(slot, held, expires_at)| {
             let now = now();
-            let lease = leaderlock_protocol::Lease {
-                holder: Some(id),
+            // (locked only if the caller may act as its owner)
+            let own = Own {
+                slot,
                 term: held,
-                expires_at,
+                expires_at: Some(expires_at),
+                owned: true,
             };
-            leaderlock_protocol::may_release(&lease, &id, term, now).then(|| write(slot, held, now))
+            own.is_led(term, now).then(|| write(slot, held, now))
         },
     )
 }

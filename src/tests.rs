@@ -966,12 +966,7 @@ mod tests {
                                     "not is_live" => (!live).to_string(),
                                     "is_held_by" => lease.is_held_by(&"a", now).to_string(),
                                     "may_vacate" => p::may_vacate(&lease, now).to_string(),
-                                    "may_renew" => {
-                                        p::may_renew(&lease, &"a", named, now).to_string()
-                                    }
-                                    "may_release" => {
-                                        p::may_release(&lease, &"a", named, now).to_string()
-                                    }
+                                    "leads" => p::leads(&lease, &"a", named, now).to_string(),
                                     "next_term" => p::next_term(Some(term), floor).to_string(),
                                     "expiry" => p::expiry(now, ttl).to_string(),
                                     other => panic!("no Rust twin for the SQL rule {other}"),

@@ -251,31 +251,46 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
-// freezingConfig is a Config for identity me on key whose tenure sends its
-// term to terms. With freeze, the leader stops its own backend (SIGSTOP:
-// whatever it sends next hangs; the pid goes to *pid), runs then(), and
-// cancels Run; without, it leads until Run's context ends.
-func freezingConfig(t *testing.T, key, me string, ttl time.Duration, terms chan<- int64, pid *int,
-	cancel context.CancelFunc, freeze bool, then func()) Config {
-	return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: ttl, ReleaseOnCancel: true,
-		Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
-			terms <- l.Term
-			if !freeze {
-				<-lctx.Done()
-				return
-			}
-			c, err := pgx.Connect(context.Background(), dsn(t))
-			if err == nil {
-				err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
-					"ORDER BY backend_start DESC LIMIT 1").Scan(pid)
-				c.Close(context.Background())
-			}
-			if err == nil {
-				_ = syscall.Kill(*pid, syscall.SIGSTOP)
-			}
-			then()
-			cancel()
-		}}}
+// leadFreezeAndCampaignAgain runs an elector for identity me on key that
+// leads, stops its own backend (SIGSTOP: whatever it sends next, the
+// release on its way out, hangs), runs then() and ends; then starts a
+// second one under the same identity. It returns the first tenure's term,
+// the channel the second's terms come on, and the stopped backend's pid
+// (resumed at the test's end).
+func leadFreezeAndCampaignAgain(t *testing.T, key, me string, ttl time.Duration, then func()) (int64, <-chan int64, int) {
+	terms := make(chan int64, 2)
+	var pid int
+	cfg := func(cancel context.CancelFunc, freeze bool) Config {
+		return Config{ConnString: dsn(t), Key: key, Identity: me, TTL: ttl, ReleaseOnCancel: true,
+			Callbacks: LeaderCallbacks{OnStartedLeading: func(lctx context.Context, l Lease) {
+				terms <- l.Term
+				if !freeze {
+					<-lctx.Done()
+					return
+				}
+				c, err := pgx.Connect(context.Background(), dsn(t))
+				if err == nil {
+					err = c.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = 'leaderlock go' "+
+						"ORDER BY backend_start DESC LIMIT 1").Scan(&pid)
+					c.Close(context.Background())
+				}
+				if err == nil {
+					_ = syscall.Kill(pid, syscall.SIGSTOP)
+				}
+				then()
+				cancel()
+			}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := Run(ctx, cfg(cancel, true)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	old := <-terms
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	t.Cleanup(cancel2)
+	go func() { _ = Run(ctx2, cfg(cancel2, false)) }()
+	return old, terms, pid
 }
 
 // The release hangs (its backend stopped) and is given up on: it may still
@@ -284,20 +299,7 @@ func freezingConfig(t *testing.T, key, me string, ttl time.Duration, terms chan<
 // release, served at last, names the old term and ends nothing.
 func TestAReleaseThatHeardNoAnswerIsSentAgainBeforeTheNextCampaign(t *testing.T) {
 	key, me := newKey("unanswered"), newKey("me")
-	terms := make(chan int64, 2)
-	var pid int
-	cfg := func(cancel context.CancelFunc, freeze bool) Config {
-		return freezingConfig(t, key, me, 1500*time.Millisecond, terms, &pid, cancel, freeze, func() {})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := Run(ctx, cfg(cancel, true)); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
-	old := <-terms
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	go func() { _ = Run(ctx2, cfg(cancel2, false)) }()
+	old, terms, pid := leadFreezeAndCampaignAgain(t, key, me, 1500*time.Millisecond, func() {})
 	var again int64
 	select {
 	case again = <-terms:
@@ -329,29 +331,16 @@ func TestAReleaseThatHeardNoAnswerIsSentAgainBeforeTheNextCampaign(t *testing.T)
 // leads in a new term once the lock is gone, never in the old one.
 func TestAReleaseSentAgainThatMeetsItsRowLockedHoldsTheCampaignBack(t *testing.T) {
 	key, me := newKey("locked"), newKey("me")
-	terms := make(chan int64, 2)
-	var pid int
 	blocker, err := pgx.Connect(context.Background(), dsn(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer blocker.Close(context.Background())
-	cfg := func(cancel context.CancelFunc, freeze bool) Config {
-		return freezingConfig(t, key, me, 6*time.Second, terms, &pid, cancel, freeze, func() {
-			if _, err := blocker.Exec(context.Background(), "BEGIN"); err == nil { // share-locks the row:
-				_, _ = blocker.Exec(context.Background(), "SELECT le_assert_leader($1, $2)", key, me)
-			}
-		})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := Run(ctx, cfg(cancel, true)); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
-	old := <-terms
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	go func() { _ = Run(ctx2, cfg(cancel2, false)) }()
+	old, terms, _ := leadFreezeAndCampaignAgain(t, key, me, 6*time.Second, func() { // still live when the lock goes
+		if _, err := blocker.Exec(context.Background(), "BEGIN"); err == nil { // share-locks the row:
+			_, _ = blocker.Exec(context.Background(), "SELECT le_assert_leader($1, $2)", key, me)
+		}
+	})
 	select {
 	case term := <-terms:
 		t.Fatalf("led in term %d while the old tenure's row was locked", term)

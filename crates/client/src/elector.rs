@@ -154,6 +154,17 @@ impl Elector {
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (lead_tx, lead_rx) = watch::channel(None);
         let watchdog = Watchdog(Arc::new(Mutex::new(Instant::now())));
+        let pg = &db.pg;
+        let release_slot = [
+            format!(
+                "{:?} {:?} {:?}",
+                pg.get_hosts(),
+                pg.get_ports(),
+                pg.get_dbname()
+            ),
+            config.key.clone(),
+            config.id.clone(),
+        ];
         let task = Task {
             watchdog: watchdog.clone(),
             db,
@@ -169,6 +180,7 @@ impl Elector {
             disconnected: false,
             last_call: Instant::now(),
             slots_differ: false,
+            release_slot,
         };
         Elector {
             commands: command_tx,
@@ -280,6 +292,9 @@ struct Task {
     last_call: Instant,
     /// The last attempt met the key held with another number of slots.
     slots_differ: bool,
+    /// Where an unanswered release of this elector is kept in `UNANSWERED`:
+    /// server, key, id.
+    release_slot: [String; 3],
 }
 
 enum Wake {
@@ -572,21 +587,6 @@ impl Task {
         })
     }
 
-    /// Where an unanswered release of this elector is kept: server, key, id.
-    fn release_slot(&self) -> [String; 3] {
-        let pg = &self.db.pg;
-        [
-            format!(
-                "{:?} {:?} {:?}",
-                pg.get_hosts(),
-                pg.get_ports(),
-                pg.get_dbname()
-            ),
-            self.config.key.clone(),
-            self.config.id.clone(),
-        ]
-    }
-
     /// One attempt: Some(lease) when won.
     async fn try_acquire(&mut self) -> Result<Option<Leadership>, Error> {
         let start = Instant::now();
@@ -597,8 +597,11 @@ impl Task {
             self.config.id.clone(),
             self.config.ttl.as_secs_f64(),
         );
-        let slot = self.release_slot();
-        let unanswered = UNANSWERED.lock().expect("not poisoned").get(&slot).copied();
+        let unanswered = UNANSWERED
+            .lock()
+            .expect("not poisoned")
+            .get(&self.release_slot)
+            .copied();
         if let Some(term) = unanswered {
             // It may still arrive: send it again, and hear the answer, first.
             let client = self.client(by).await?;
@@ -621,8 +624,8 @@ impl Task {
                 }
             }
             let mut unanswered = UNANSWERED.lock().expect("not poisoned");
-            if unanswered.get(&slot) == Some(&term) {
-                unanswered.remove(&slot); // not one recorded meanwhile
+            if unanswered.get(&self.release_slot) == Some(&term) {
+                unanswered.remove(&self.release_slot); // not one recorded meanwhile
             }
         }
         if self.worker == Some(false) && !self.no_expire_lapsed {
@@ -802,8 +805,10 @@ impl Task {
             Err(_) => None,
         };
         answer.unwrap_or_else(|| {
-            let slot = self.release_slot();
-            UNANSWERED.lock().expect("not poisoned").insert(slot, term);
+            UNANSWERED
+                .lock()
+                .expect("not poisoned")
+                .insert(self.release_slot.clone(), term);
             false
         })
     }

@@ -7,6 +7,15 @@ use std::time::Duration;
 use leaderlock_client::{pg_config_from_env, Elector, ElectorConfig};
 use tokio::time::{sleep, Instant};
 
+/// LEADERLOCK_DSN, or None (the test is skipped, saying so).
+fn server() -> Option<String> {
+    let dsn = std::env::var("LEADERLOCK_DSN").ok();
+    if dsn.is_none() {
+        eprintln!("LEADERLOCK_DSN is not set: skipped");
+    }
+    dsn
+}
+
 async fn sql_i64(dsn: &str, query: &str, app: &str) -> Option<i64> {
     let (client, conn) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
         .await
@@ -80,8 +89,7 @@ async fn lead_then_freeze(
 /// served at last, names the old term and ends nothing.
 #[tokio::test]
 async fn a_release_that_heard_no_answer_is_sent_again_before_the_next_campaign() {
-    let Ok(dsn) = std::env::var("LEADERLOCK_DSN") else {
-        eprintln!("LEADERLOCK_DSN is not set: skipped");
+    let Some(dsn) = server() else {
         return;
     };
     let tag = format!("{:x}", std::process::id());
@@ -121,8 +129,7 @@ async fn a_release_that_heard_no_answer_is_sent_again_before_the_next_campaign()
 /// and leads in a new term once the lock is gone, never in the old one.
 #[tokio::test]
 async fn a_release_sent_again_that_meets_its_row_locked_holds_the_campaign_back() {
-    let Ok(dsn) = std::env::var("LEADERLOCK_DSN") else {
-        eprintln!("LEADERLOCK_DSN is not set: skipped");
+    let Some(dsn) = server() else {
         return;
     };
     let tag = format!("{:x}-locked", std::process::id());
@@ -169,8 +176,7 @@ async fn a_release_sent_again_that_meets_its_row_locked_holds_the_campaign_back(
 /// releases without it.
 #[tokio::test]
 async fn on_the_schema_before_terms_it_leads_renews_and_releases() {
-    let Ok(dsn) = std::env::var("LEADERLOCK_DSN") else {
-        eprintln!("LEADERLOCK_DSN is not set: skipped");
+    let Some(dsn) = server() else {
         return;
     };
     let name = format!("ll_rust_old_schema_{:x}", std::process::id());

@@ -96,34 +96,13 @@ pub fn acquire<Id: PartialEq>(
     }
 }
 
-/// Contract 3.4: `id` leads: it holds the lease live, in `term` when one
-/// is named.
+/// Contract 3.2 to 3.4: `id` leads, so that its renewal, release or
+/// assertion acts: it holds the lease live (a lapsed one must be acquired
+/// again, in a new term) and, when the call names a term, in that term: a
+/// call sent in one tenure and served after a later one of the same id
+/// began must not act on the later one.
 pub fn leads<Id: PartialEq>(lease: &Lease<Id>, id: &Id, term: Option<i64>, now: Micros) -> bool {
     lease.is_held_by(id, now) && term.is_none_or(|t| t == lease.term)
-}
-
-/// Contract 3.2: a renewal extends only a lease the caller holds live (a
-/// lapsed one must be acquired again, in a new term), and, when it names
-/// a term, only the tenure of that term: a renewal sent in one tenure and
-/// served after a later one of the same id began must not extend it.
-pub fn may_renew<Id: PartialEq>(
-    lease: &Lease<Id>,
-    id: &Id,
-    term: Option<i64>,
-    now: Micros,
-) -> bool {
-    leads(lease, id, term, now)
-}
-
-/// Contract 3.3: the same for a release: a release sent in one tenure and
-/// served after a later one of the same id began must not end it.
-pub fn may_release<Id: PartialEq>(
-    lease: &Lease<Id>,
-    id: &Id,
-    term: Option<i64>,
-    now: Micros,
-) -> bool {
-    leads(lease, id, term, now)
 }
 
 /// Contract 5: the worker vacates a lease that has a holder and lapsed.
@@ -212,9 +191,9 @@ mod tests {
         assert_eq!(acquire(Some(&l), &2, 9, 1), Acquire::Refuse);
         assert_eq!(acquire(Some(&l), &1, 9, 1), Acquire::Extend);
         assert_eq!(acquire(Some(&l), &2, 10, 1), Acquire::Start { term: 2 });
-        assert!(!may_renew(&l, &1, None, 10));
-        assert!(may_renew(&l, &1, Some(1), 9));
-        assert!(!may_renew(&l, &1, Some(0), 9));
+        assert!(!leads(&l, &1, None, 10));
+        assert!(leads(&l, &1, Some(1), 9));
+        assert!(!leads(&l, &1, Some(0), 9));
         assert!(may_vacate(&l, 10));
         assert!(!may_vacate(&l, 9));
     }

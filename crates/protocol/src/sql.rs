@@ -89,7 +89,7 @@ macro_rules! lapsed {
     };
 }
 
-/// The term part of `may_renew`: the tenure of term `$term` (int8), or
+/// The term part of `leads`: the tenure of term `$term` (int8), or
 /// any when it is NULL.
 #[macro_export]
 macro_rules! of_term {
@@ -124,11 +124,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("is_held_by", held_by!("$2", "$1")),
     ("may_vacate", lapsed!("$1")),
     (
-        "may_renew",
-        concat!(held_by!("$2", "$1"), " AND ", of_term!("$3")),
-    ),
-    (
-        "may_release",
+        "leads",
         concat!(held_by!("$2", "$1"), " AND ", of_term!("$3")),
     ),
     ("next_term", next_term!("$4")),

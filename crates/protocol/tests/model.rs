@@ -136,28 +136,34 @@ impl Config {
         }
     }
 
+    /// The synchronous configuration without the failover and the clock
+    /// step, which it checks: the configurations below add one thing each,
+    /// and with those two as well their states outgrow the test command.
+    fn one_primary(variant: Variant) -> Config {
+        let mut cfg = Config::small(variant, Replication::Sync);
+        cfg.promotion = false;
+        cfg.step = 0;
+        cfg
+    }
+
     /// A key of two slots and three clients, ttl 2 ticks, horizon 2; no drift,
     /// failover or clock step (checked above: three clients with them
     /// outgrow the test command's memory).
     fn slots(variant: Variant) -> Config {
-        let mut cfg = Config::small(variant, Replication::Sync);
+        let mut cfg = Config::one_primary(variant);
         cfg.slots = 2;
         cfg.clients = 3;
         cfg.horizon = horizon(5) - 3;
         cfg.ttl = 2; // so that tenures lapse within the horizon
         cfg.max_lag = 0;
-        cfg.promotion = false;
-        cfg.step = 0;
         cfg
     }
 
     /// Hand-over on release to a candidate waiting in le_acquire, with
     /// clocks drifting; no failover or clock step (checked above).
     fn handover(variant: Variant) -> Config {
-        let mut cfg = Config::small(variant, Replication::Sync);
+        let mut cfg = Config::one_primary(variant);
         cfg.handover = true;
-        cfg.promotion = false;
-        cfg.step = 0;
         cfg
     }
 
@@ -165,12 +171,10 @@ impl Config {
     /// may crash; client 1 tries every tick. No failover, clock step or
     /// drift: they have their own configurations.
     fn crash(variant: Variant) -> Config {
-        let mut cfg = Config::small(variant, Replication::Sync);
+        let mut cfg = Config::one_primary(variant);
         cfg.crash = true;
         cfg.horizon = 6;
         cfg.max_lag = 0;
-        cfg.promotion = false;
-        cfg.step = 0;
         cfg
     }
 
@@ -179,11 +183,9 @@ impl Config {
     /// clock step (they are checked above; together the states outgrow
     /// the test command's minute).
     fn strays(variant: Variant) -> Config {
-        let mut cfg = Config::small(variant, Replication::Sync);
+        let mut cfg = Config::one_primary(variant);
         cfg.strays = true;
         cfg.horizon = horizon(5) - 2;
-        cfg.promotion = false;
-        cfg.step = 0;
         cfg
     }
 
@@ -411,7 +413,7 @@ impl LeaseModel {
                 let l = s
                     .rows
                     .iter_mut()
-                    .find(|l| p::may_renew(l, &id, Some(term), now))?;
+                    .find(|l| p::leads(l, &id, Some(term), now))?;
                 l.expires_at = p::expiry(now, ttl);
                 Some(term)
             }
@@ -419,7 +421,7 @@ impl LeaseModel {
                 let l = s
                     .rows
                     .iter_mut()
-                    .find(|l| p::may_release(l, &id, Some(term), now))?;
+                    .find(|l| p::leads(l, &id, Some(term), now))?;
                 l.holder = None;
                 Some(term)
             }
@@ -470,7 +472,7 @@ impl LeaseModel {
                     _ => Some(term),
                 };
                 match s.primary.as_mut() {
-                    Some(l) if p::may_renew(l, &id, named, now) => {
+                    Some(l) if p::leads(l, &id, named, now) => {
                         let expires_at = p::expiry(now, ttl);
                         s.expiry_went_back |= expires_at < l.expires_at;
                         l.expires_at = expires_at;
@@ -484,7 +486,7 @@ impl LeaseModel {
             }
             Req::Release(term) => match s.primary.as_mut() {
                 Some(l)
-                    if p::may_release(
+                    if p::leads(
                         l,
                         &id,
                         (self.cfg.variant != Variant::ReleaseById).then_some(term),
@@ -1135,10 +1137,8 @@ fn campaigning_while_a_release_may_still_arrive_is_caught() {
 /// ids are unique per process (docs/verification.md).
 #[test]
 fn a_reused_id_breaks_the_guarantee_as_documented() {
-    let mut cfg = Config::small(Variant::Correct, Replication::Sync);
+    let mut cfg = Config::one_primary(Variant::Correct);
     cfg.reused_id = true;
-    cfg.promotion = false;
-    cfg.step = 0;
     must_find("a reused id", cfg, ONE_LEADER);
 }
 
