@@ -2,7 +2,7 @@
 -- against functions and types named like the API), le_capabilities
 -- and le_expire_lapsed (contract 19), le_renew_all and le_release_all
 -- (contract 16), keys of many slots (contract 17), priorities and
--- le_candidates (contract 18). The table gains an
+-- le_candidates (contract 18), scheduled runs (contract 22). The table gains an
 -- index and a column (every key admits one holder, as before); every
 -- lease, term and counter stays as it is.
 \echo Use "ALTER EXTENSION leaderlock UPDATE TO '0.5.0'" to load this file. \quit
@@ -255,6 +255,58 @@ VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_holders_wrapper';
 ALTER FUNCTION le_holders(text) SET enable_seqscan = off;
+
+-- Contract 22: scheduled runs (src/ddl/schema.sql says what each column holds).
+CREATE TABLE leaderlock_jobs (
+    job  text PRIMARY KEY,
+    term bigint NOT NULL DEFAULT 0
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_jobs', '');
+CREATE TABLE leaderlock_runs (
+    job         text NOT NULL,
+    due         timestamptz NOT NULL,
+    holder      text,
+    term        bigint,
+    claimed_at  timestamptz,
+    expires_at  timestamptz,
+    ttl         interval,
+    finished_at timestamptz,
+    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed')),
+    detail      text,
+    attempts    integer NOT NULL DEFAULT 0,
+    owner       oid,
+    PRIMARY KEY (job, due)
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
+CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
+REVOKE ALL ON leaderlock_jobs FROM PUBLIC;
+GRANT SELECT ON leaderlock_jobs TO PUBLIC;
+REVOKE ALL ON leaderlock_runs FROM PUBLIC;
+GRANT SELECT ON leaderlock_runs TO PUBLIC;
+
+CREATE FUNCTION le_claim_run(
+    job text, due timestamptz, id text, ttl interval, misfire_grace interval DEFAULT NULL
+) RETURNS bigint
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_claim_run_wrapper';
+ALTER FUNCTION le_claim_run(text, timestamptz, text, interval, interval) SET enable_seqscan = off;
+
+CREATE FUNCTION le_renew_run(
+    job text, due timestamptz, id text, ttl interval DEFAULT NULL, term bigint DEFAULT NULL
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_renew_run_wrapper';
+ALTER FUNCTION le_renew_run(text, timestamptz, text, interval, bigint) SET enable_seqscan = off;
+
+CREATE FUNCTION le_finish_run(
+    job text, due timestamptz, id text, term bigint, succeeded boolean, detail text DEFAULT NULL
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_finish_run_wrapper';
+ALTER FUNCTION le_finish_run(text, timestamptz, text, bigint, boolean, text) SET enable_seqscan = off;
 
 -- Last: no function or type outside the extension may have the name of one
 -- of its functions (src/ddl/names_guard.sql, whose header says why). The

@@ -265,6 +265,15 @@ pub fn make_leases_outlast_failover() -> bool {
                 |t| t.len(),
             );
         }
+        if schema_version::has_slots() {
+            // Claims of scheduled runs (contract 22, the same schema): at
+            // least their ttl from `from`, after a promotion too.
+            extended += plans::run(
+                queries::OUTLAST_FAILOVER_RUNS,
+                &[clock::ts(from).into()],
+                |t| t.len(),
+            );
+        }
         plans::run(
             queries::MARK_SAFE_TIMELINE,
             &[i64::from(timeline).into(), clock::ts(now).into()],

@@ -350,6 +350,100 @@ pub fn term(value: Option<i64>) -> Option<i64> {
     value
 }
 
+/// Longest `detail` of le_finish_run, in bytes: a short note, not a log.
+pub const MAX_DETAIL_BYTES: usize = 1000;
+
+/// `due` of the run functions (contract 22): not NULL, finite; on the
+/// lease clock, in microseconds.
+pub fn due(value: Option<TimestampWithTimeZone>) -> i64 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: due must not be NULL".to_string(),
+            None,
+        );
+    };
+    match crate::clock::micros(Some(value)) {
+        Some(us) if value.is_finite() => us,
+        _ => reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "leaderlock: due must be a finite instant".to_string(),
+            None,
+        ),
+    }
+}
+
+/// A claim before its run is due (22023): due instants are on the server's
+/// lease clock (`le_now()`), never a client's.
+pub fn not_before_due(due: i64, now: i64) {
+    if due > now {
+        reject_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "leaderlock: the run is not due yet; it cannot be claimed before its due instant"
+                .to_string(),
+            Some(&format!("It is due in {}.", seconds(due - now))),
+            Some("Due instants are on the server's lease clock: compare them with le_now()."),
+        );
+    }
+}
+
+/// `misfire_grace` of le_claim_run: NULL (no limit), else not negative and
+/// without a month part; in microseconds.
+pub fn misfire_grace(value: Option<Interval>) -> Option<i64> {
+    let value = value?;
+    let total = total_micros(&value);
+    if value.months() != 0 || total < 0 {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "leaderlock: misfire_grace must not be negative nor have a month or year part (got {value})"
+            ),
+            None,
+        );
+    }
+    Some(i64::try_from(total).unwrap_or(i64::MAX))
+}
+
+/// `term` of le_finish_run: required and not negative.
+pub fn required_term(value: Option<i64>) -> i64 {
+    let Some(term) = term(value) else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: term must not be NULL".to_string(),
+            Some("Give the term le_claim_run returned."),
+        );
+    };
+    term
+}
+
+/// `succeeded` of le_finish_run: not NULL.
+pub fn succeeded(value: Option<bool>) -> bool {
+    value.unwrap_or_else(|| {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: succeeded must not be NULL".to_string(),
+            None,
+        )
+    })
+}
+
+/// `detail` of le_finish_run: NULL, or at most `MAX_DETAIL_BYTES`.
+pub fn detail(value: Option<&str>) -> Option<&str> {
+    if let Some(d) = value {
+        if d.len() > MAX_DETAIL_BYTES {
+            reject(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!(
+                    "leaderlock: detail is {} bytes long; the limit is {MAX_DETAIL_BYTES} bytes",
+                    d.len()
+                ),
+                None,
+            );
+        }
+    }
+    value
+}
+
 /// Microseconds as a short human duration, e.g. `86400s` or `0.25s`.
 pub fn seconds(micros: i64) -> String {
     if micros % 1_000_000 == 0 {

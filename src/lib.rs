@@ -15,7 +15,7 @@
 //!   sessions holding session-bound leases), `input` (argument checks);
 //! - `failover` (terms and durability across crashes and failover),
 //!   `lease` (the holder's state transitions), `expiry` (the worker's
-//!   steps);
+//!   steps), `runs` (scheduled runs: claims, renewals, outcomes);
 //! - `worker` (the background worker of one database), `launcher` (a
 //!   worker per database), `hooks` (utility commands that concern the
 //!   workers), `api` (the SQL-callable functions).
@@ -43,6 +43,7 @@ mod notify;
 mod plans;
 mod preload;
 mod queries;
+mod runs;
 mod schema_version;
 mod sessions;
 mod settings;

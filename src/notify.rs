@@ -198,13 +198,101 @@ impl Event<'_> {
 
     /// Queues the notification of a change to a key of `slots` slots.
     pub fn send_for(&self, slots: i32) {
-        let payload = self.payload_with(Some(slots));
-        unsafe {
-            pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::pg_notify,
-                &[CHANNEL.into_datum(), payload.as_str().into_datum()],
-            );
+        queue(&self.payload_with(Some(slots)));
+    }
+}
+
+/// Contract 22: a change of a scheduled run, on the same channel. Listeners
+/// of leases tell them apart by `event` (`run_claimed`, `run_finished`,
+/// `run_missed`); they carry `job` and `due`, no `key`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent<'a> {
+    Claimed {
+        holder: &'a str,
+        term: i64,
+        expires_at: i64,
+        attempt: i32,
+    },
+    Finished {
+        holder: &'a str,
+        term: i64,
+        outcome: &'a str,
+    },
+    Missed,
+}
+
+#[derive(Serialize)]
+struct RunPayload<'a> {
+    event: &'static str,
+    job: &'a str,
+    due: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    term: Option<i64>,
+    at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a str>,
+}
+
+impl RunEvent<'_> {
+    /// The JSON payload: `{"event","job","due",...,"at",...}`.
+    pub fn payload(&self, job: &str, due: i64, at: i64) -> String {
+        let mut p = RunPayload {
+            event: "run_missed",
+            job,
+            due: rfc3339(due),
+            holder: None,
+            term: None,
+            at: rfc3339(at),
+            expires_at: None,
+            attempt: None,
+            outcome: None,
+        };
+        match *self {
+            RunEvent::Claimed {
+                holder,
+                term,
+                expires_at,
+                attempt,
+            } => {
+                p.event = "run_claimed";
+                p.holder = Some(holder);
+                p.term = Some(term);
+                p.expires_at = Some(rfc3339(expires_at));
+                p.attempt = Some(attempt);
+            }
+            RunEvent::Finished {
+                holder,
+                term,
+                outcome,
+            } => {
+                p.event = "run_finished";
+                p.holder = Some(holder);
+                p.term = Some(term);
+                p.outcome = Some(outcome);
+            }
+            RunEvent::Missed => {}
         }
+        serde_json::to_string(&p).expect("a payload of strings and integers always serializes")
+    }
+
+    /// Queues the notification in the current transaction.
+    pub fn send(&self, job: &str, due: i64, at: i64) {
+        queue(&self.payload(job, due, at));
+    }
+}
+
+fn queue(payload: &str) {
+    unsafe {
+        pgrx::fcinfo::direct_function_call_as_datum(
+            pg_sys::pg_notify,
+            &[CHANNEL.into_datum(), payload.into_datum()],
+        );
     }
 }
 

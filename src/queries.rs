@@ -723,6 +723,109 @@ statements! {
           WHERE s.holder IS NOT NULL AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
       RETURNING s.key");
 
+    /// Contract 22: a job's row, made by its first claim; may wait only for a
+    /// concurrent first claim (bounded by `tenure::insert_first`). `$1` job.
+    INSERT_JOB = "INSERT INTO @extschema@.leaderlock_jobs (job, term) VALUES ($1, 0) \
+         ON CONFLICT (job) DO NOTHING RETURNING term";
+
+    /// Lock a job's row, never waiting: claims of one job take turns on it,
+    /// and only they lock it (renewals and finishes never touch it). `$1` job.
+    LOCK_JOB = "SELECT term FROM @extschema@.leaderlock_jobs WHERE job = $1 \
+         FOR NO KEY UPDATE SKIP LOCKED";
+
+    /// The job's next term, on its locked row (contract 8.1's floor `$2`).
+    NEXT_JOB_TERM = concat!(
+        "UPDATE @extschema@.leaderlock_jobs SET term = ",
+        next_term!("$2"),
+        " WHERE job = $1 RETURNING term"
+    );
+
+    /// A run's row, on its first claim, under its job's lock (so nothing else
+    /// inserts it meanwhile). Whether it was new. `$1` job, `$2` due.
+    INSERT_RUN = "INSERT INTO @extschema@.leaderlock_runs (job, due) VALUES ($1, $2) \
+         ON CONFLICT (job, due) DO NOTHING RETURNING true";
+
+    /// Retention: a job's runs due before `$2`, on a new run of it. `$1` job.
+    PRUNE_RUNS = "DELETE FROM @extschema@.leaderlock_runs WHERE job = $1 AND due < $2";
+
+    /// Lock a run only if it may be claimed at `$3`: unfinished and without a
+    /// live claim (a rival never locks the runner's row), never waiting.
+    /// `$1` job, `$2` due. Its last claim's holder and term.
+    LOCK_CLAIMABLE_RUN = concat!(
+        "SELECT holder, term FROM @extschema@.leaderlock_runs \
+          WHERE job = $1 AND due = $2 AND finished_at IS NULL AND ",
+        not_live!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// A claim of a locked run: `$3` id, `$4` term, `$5` now, `$6` ttl, `$7`
+    /// the caller, who owns it. `$1` job, `$2` due. Its expiry and attempt.
+    CLAIM_RUN = concat!(
+        "UPDATE @extschema@.leaderlock_runs \
+            SET holder = $3, term = $4, claimed_at = $5, expires_at = ",
+        expiry!("$5", "$6"),
+        ", ttl = $6, owner = $7::oid, attempts = attempts + 1 \
+          WHERE job = $1 AND due = $2 \
+      RETURNING expires_at, attempts"
+    );
+
+    /// A locked run past its misfire grace, recorded missed once, at `$3`,
+    /// with why (`$4`). `$1` job, `$2` due.
+    MISS_RUN = "UPDATE @extschema@.leaderlock_runs \
+            SET finished_at = $3, outcome = 'missed', detail = $4 \
+          WHERE job = $1 AND due = $2";
+
+    /// Extend the claim `$3` holds live at `$4` on an unfinished run by `$5`
+    /// or its stored ttl, in one statement that never waits and locks only
+    /// the caller's own claim (as `RENEW`). `$6` the caller, `$7` the claim's
+    /// term or NULL for any. `$1` job, `$2` due. Its expiry and term.
+    RENEW_RUN = concat!(
+        "UPDATE @extschema@.leaderlock_runs \
+            SET expires_at = ",
+        expiry!("$4", "coalesce($5, ttl)"),
+        ", ttl = coalesce($5, ttl) \
+          WHERE job = $1 AND due = $2 AND finished_at IS NULL AND ",
+        held_by!("$3", "$4"),
+        " AND due = (SELECT due FROM @extschema@.leaderlock_runs \
+                      WHERE job = $1 AND due = $2 AND finished_at IS NULL AND ",
+        held_by!("$3", "$4"),
+        " AND ",
+        of_term!("$7"),
+        " AND ",
+        owned_by!("$6"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING expires_at, term"
+    );
+
+    /// Finish the run whose last claim is `$3`'s of term `$4` (live, or lapsed
+    /// and not claimed again since), never waiting: `$5` now, `$6` outcome,
+    /// `$7` detail, `$8` the caller. `$1` job, `$2` due.
+    FINISH_RUN = concat!(
+        "UPDATE @extschema@.leaderlock_runs \
+            SET finished_at = $5, outcome = $6, detail = $7, \
+                expires_at = LEAST(expires_at, $5) \
+          WHERE job = $1 AND due = $2 \
+            AND due = (SELECT due FROM @extschema@.leaderlock_runs \
+                        WHERE job = $1 AND due = $2 AND finished_at IS NULL \
+                          AND holder = $3 AND term = $4::int8 AND ",
+        owned_by!("$8"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING term"
+    );
+
+    /// Contract 8.2 for runs: every live claim of an unfinished run lasts at
+    /// least its ttl from `$1` (a promotion, or a lease clock started
+    /// afresh). Longer only: a claim set ahead by another host's clock only
+    /// keeps the run from being claimed again for longer.
+    OUTLAST_FAILOVER_RUNS = concat!(
+        "UPDATE @extschema@.leaderlock_runs \
+            SET expires_at = ",
+        expiry!("$1", "ttl"),
+        " WHERE holder IS NOT NULL AND finished_at IS NULL AND expires_at < ",
+        expiry!("$1", "ttl"),
+        " RETURNING job"
+    );
+
     /// Records that held leases outlast the move to timeline `$1`, at `$2`.
     MARK_SAFE_TIMELINE =
         "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
@@ -816,6 +919,7 @@ pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &[
     "OUTLAST_FAILOVER_SLOTS",
     "PROMOTED_LEASES",
     "PROMOTED_SLOTS",
+    "OUTLAST_FAILOVER_RUNS",
 ];
 
 #[cfg(test)]

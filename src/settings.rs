@@ -15,6 +15,10 @@ pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>
 /// Upper bound on any ttl, in seconds (contract 6). Default 1 day.
 pub static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 
+/// Contract 22: how long runs are kept after their due instant, in seconds.
+/// Default 7 days.
+pub static RUN_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(604_800);
+
 /// Longest sleep of the worker between two checks, in milliseconds. The
 /// worker normally sleeps until the next expiry and is woken early by a
 /// commit that sets an earlier one; this bounds the sleep regardless.
@@ -91,6 +95,17 @@ pub fn init() {
         c"Largest ttl a lease may be given.",
         c"le_try_acquire and le_renew reject a longer ttl with SQLSTATE 22023.",
         &MAX_TTL,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"leaderlock.run_retention",
+        c"How long scheduled runs are kept after their due instant.",
+        c"A claim of a job's new run deletes that job's runs due longer ago than this \
+          (leaderlock_runs); the job's terms are kept.",
+        &RUN_RETENTION,
         1,
         i32::MAX,
         GucContext::Suset,
@@ -197,6 +212,11 @@ pub fn parse_served(databases: &str, alias: &str) -> Served {
 /// `leaderlock.max_ttl` in microseconds.
 pub fn max_ttl_micros() -> i64 {
     i64::from(MAX_TTL.get()) * 1_000_000
+}
+
+/// `leaderlock.run_retention` in microseconds.
+pub fn run_retention_micros() -> i64 {
+    i64::from(RUN_RETENTION.get()) * 1_000_000
 }
 
 /// `leaderlock.max_wait` in microseconds.

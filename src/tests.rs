@@ -772,6 +772,42 @@ mod tests {
     // ---- 4 notification payloads (delivery is tested with real clients) ----
 
     #[pg_test]
+    fn run_payloads_name_the_job_and_due_instant() {
+        use crate::notify::RunEvent;
+        let claimed = RunEvent::Claimed {
+            holder: "r\"1",
+            term: 7,
+            expires_at: 70_000_000,
+            attempt: 2,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&claimed.payload("job\n1", 60_000_000, 61_000_000)).unwrap();
+        assert_eq!(v["event"], "run_claimed");
+        assert_eq!(v["job"], "job\n1");
+        assert_eq!(v["due"], "2000-01-01T00:01:00.000000Z");
+        assert_eq!(v["holder"], "r\"1");
+        assert_eq!(v["term"], 7);
+        assert_eq!(v["at"], "2000-01-01T00:01:01.000000Z");
+        assert_eq!(v["expires_at"], "2000-01-01T00:01:10.000000Z");
+        assert_eq!(v["attempt"], 2);
+        assert!(v.get("key").is_none(), "runs are not leases: no key");
+        let finished = RunEvent::Finished {
+            holder: "r",
+            term: 7,
+            outcome: "failed",
+        };
+        let v: serde_json::Value = serde_json::from_str(&finished.payload("j", 0, 0)).unwrap();
+        assert_eq!(v["event"], "run_finished");
+        assert_eq!(v["outcome"], "failed");
+        assert!(v.get("expires_at").is_none());
+        let missed = RunEvent::Missed.payload("j", 0, 5);
+        assert_eq!(
+            missed,
+            r#"{"event":"run_missed","job":"j","due":"2000-01-01T00:00:00.000000Z","at":"2000-01-01T00:00:00.000005Z"}"#
+        );
+    }
+
+    #[pg_test]
     fn payloads_are_json_with_the_contract_fields() {
         let acquired = Event::Acquired {
             key: "k",
@@ -1211,6 +1247,7 @@ mod tests {
             q::OUTLAST_FAILOVER_SLOTS,
             q::PROMOTED_LEASES,
             q::PROMOTED_SLOTS,
+            q::OUTLAST_FAILOVER_RUNS,
         ] {
             let sql = in_schema(sql)
                 .replace("$1", "pg_catalog.now()")

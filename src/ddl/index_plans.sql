@@ -15,3 +15,6 @@ ALTER FUNCTION le_leader(text) SET enable_seqscan = off;
 ALTER FUNCTION le_lease(text) SET enable_seqscan = off;
 ALTER FUNCTION le_holders(text) SET enable_seqscan = off;
 ALTER FUNCTION le_force_release(text) SET enable_seqscan = off;
+ALTER FUNCTION le_claim_run(text, timestamptz, text, interval, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_renew_run(text, timestamptz, text, interval, bigint) SET enable_seqscan = off;
+ALTER FUNCTION le_finish_run(text, timestamptz, text, bigint, boolean, text) SET enable_seqscan = off;

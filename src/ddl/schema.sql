@@ -146,6 +146,38 @@ SELECT l.key, l.tenures,
          FROM leaderlock_slots t
         WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON true;
 
+-- Contract 22: scheduled runs. A job's terms come from one sequence for
+-- all its runs, so a later run's claim fences off an earlier run's
+-- runner; its row is never deleted, so its terms outlive the runs'
+-- retention (and, as the table's, a dump and restore).
+CREATE TABLE leaderlock_jobs (
+    job  text PRIMARY KEY,
+    term bigint NOT NULL DEFAULT 0    -- the job's last term issued
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_jobs', '');
+
+-- One row per run (job, due instant), made by its first claim, deleted
+-- once its due instant is older than leaderlock.run_retention.
+CREATE TABLE leaderlock_runs (
+    job         text NOT NULL,
+    due         timestamptz NOT NULL, -- the run's due instant, on the lease clock (le_now)
+    holder      text,                 -- the last claim's id, kept once finished
+    term        bigint,               -- the last claim's term, from the job's sequence
+    claimed_at  timestamptz,          -- when the last claim was made
+    expires_at  timestamptz,          -- the last claim's end unless renewed
+    ttl         interval,             -- ttl of the last claim or renewal
+    finished_at timestamptz,          -- set once: finished, or recorded missed
+    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed')),
+    detail      text,                 -- the runner's short detail, or why missed
+    attempts    integer NOT NULL DEFAULT 0,  -- claims made (more than one: a runner was lost)
+    owner       oid,                  -- role of the last claim (contract 13)
+    PRIMARY KEY (job, due)
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
+-- Runs not finished yet: what a promotion extends (failover.rs) and what
+-- "running" lists. Renewals change no column of it: HOT.
+CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
+
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (
     key        text,
@@ -168,3 +200,7 @@ REVOKE ALL ON leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON leaderlock_failover TO PUBLIC;
 REVOKE ALL ON leaderlock_slots FROM PUBLIC;
 GRANT SELECT ON leaderlock_slots TO PUBLIC;
+REVOKE ALL ON leaderlock_jobs FROM PUBLIC;
+GRANT SELECT ON leaderlock_jobs TO PUBLIC;
+REVOKE ALL ON leaderlock_runs FROM PUBLIC;
+GRANT SELECT ON leaderlock_runs TO PUBLIC;

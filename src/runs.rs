@@ -1,0 +1,184 @@
+//! Scheduled runs (contract 22): a run is (job, due instant); claiming it
+//! gives a fencing term from the job's one sequence, at most one live
+//! claim per run, and finishing records its outcome once.
+//!
+//! Claims of one job take turns on the job's row (locked without waiting:
+//! a claim that finds it locked is refused, and tries again later), so a
+//! run's row is made, claimed or recorded missed by one claim at a time.
+//! A runner's own calls (renew, finish) lock only the run's row, and only
+//! when it is theirs: nothing another role does delays them.
+
+use crate::call;
+use crate::clock::{micros, ts};
+use crate::failover;
+use crate::input::{self, Ttl};
+use crate::notify::RunEvent;
+use crate::plans;
+use crate::queries;
+use crate::settings;
+use crate::tenure;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+
+/// What a claim did under the job's lock.
+enum Claimed {
+    /// A new claim, of this term, ending then, the run's how-many-th.
+    Term(i64, i64, i32),
+    /// The run was past its misfire grace: recorded missed (once).
+    Missed,
+}
+
+/// Contract 22: claims the run of `job` due at `due` for `id` by `ttl`.
+/// Its term, or None: finished (or missed) already, claimed live by
+/// another, past its misfire grace (recorded missed by this call), or its
+/// job's row taken by a concurrent claim.
+pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>) -> Option<i64> {
+    let now = crate::clock::now();
+    input::not_before_due(due, now);
+    if !failover::ready_for_new_tenures() {
+        return None; // held claims outlast a failover first (8.2)
+    }
+    tenure::insert_first(queries::INSERT_JOB, &[job.into()], now, Some(now));
+    let floor = failover::term_floor();
+    let late = grace.is_some_and(|g| now > due.saturating_add(g));
+    let done = plans::under_lock(
+        || {
+            plans::run(queries::LOCK_JOB, &[job.into()], |t| {
+                (!t.is_empty()).then_some(())
+            })
+        },
+        |()| {
+            let run = [job.into(), ts(due).into()];
+            let new = plans::run(queries::INSERT_RUN, &run, |t| !t.is_empty());
+            if new {
+                let horizon = now.saturating_sub(settings::run_retention_micros());
+                plans::run(
+                    queries::PRUNE_RUNS,
+                    &[job.into(), ts(horizon).into()],
+                    |_| (),
+                );
+            }
+            let args = [job.into(), ts(due).into(), ts(now).into()];
+            let last = plans::run(queries::LOCK_CLAIMABLE_RUN, &args, |t| {
+                let row = t.into_iter().next()?;
+                let holder = row.get::<String>(1).expect("holder");
+                let term = row.get::<i64>(2).expect("term");
+                Some((holder, term))
+            })?;
+            if late {
+                let why = match last {
+                    (Some(_), Some(term)) => format!(
+                        "its claim of term {term} lapsed unfinished and its misfire grace has passed"
+                    ),
+                    _ => "not claimed within its misfire grace".to_string(),
+                };
+                let args = [
+                    job.into(),
+                    ts(due).into(),
+                    ts(now).into(),
+                    why.as_str().into(),
+                ];
+                plans::run(queries::MISS_RUN, &args, |_| ());
+                return Some(Claimed::Missed);
+            }
+            let term = plans::run(queries::NEXT_JOB_TERM, &[job.into(), floor.into()], |t| {
+                t.into_iter()
+                    .next()
+                    .and_then(|r| r.get::<i64>(1).expect("term"))
+            })
+            .expect("the job's row is locked");
+            let args: [DatumWithOid; 7] = [
+                job.into(),
+                ts(due).into(),
+                id.into(),
+                term.into(),
+                ts(now).into(),
+                ttl.as_interval().into(),
+                call::caller().into(),
+            ];
+            let (expires_at, attempt) = plans::run(queries::CLAIM_RUN, &args, |t| {
+                let row = t.into_iter().next().expect("the run's row is locked");
+                let e = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"));
+                let a = row.get::<i32>(2).expect("attempts").expect("NOT NULL");
+                (e.expect("set"), a)
+            });
+            Some(Claimed::Term(term, expires_at, attempt))
+        },
+    )?;
+    failover::commit_durably();
+    match done {
+        Claimed::Term(term, expires_at, attempt) => {
+            RunEvent::Claimed {
+                holder: id,
+                term,
+                expires_at,
+                attempt,
+            }
+            .send(job, due, now);
+            Some(term)
+        }
+        Claimed::Missed => {
+            RunEvent::Missed.send(job, due, now);
+            None
+        }
+    }
+}
+
+/// Contract 22: extends `id`'s live claim of an unfinished run (of `term`
+/// when named) by `ttl`, or the stored one; never waits.
+pub fn renew(job: &str, due: i64, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
+    let now = crate::clock::now();
+    let ttl = match ttl {
+        Some(t) => t.as_interval().into(),
+        None => DatumWithOid::null::<Interval>(),
+    };
+    let args = [
+        job.into(),
+        ts(due).into(),
+        id.into(),
+        ts(now).into(),
+        ttl,
+        call::caller().into(),
+        plans::term_or_any(term),
+    ];
+    let renewed = plans::run(queries::RENEW_RUN, &args, |t| !t.is_empty());
+    if renewed {
+        failover::commit_durably();
+    }
+    renewed
+}
+
+/// Contract 22: records the outcome of the run whose last claim is `id`'s
+/// of `term`, live or lapsed but not claimed again since; never waits.
+pub fn finish(
+    job: &str,
+    due: i64,
+    id: &str,
+    term: i64,
+    succeeded: bool,
+    detail: Option<&str>,
+) -> bool {
+    let now = crate::clock::now();
+    let outcome = if succeeded { "succeeded" } else { "failed" };
+    let args = [
+        job.into(),
+        ts(due).into(),
+        id.into(),
+        term.into(),
+        ts(now).into(),
+        outcome.into(),
+        detail.map_or_else(DatumWithOid::null::<&str>, DatumWithOid::from),
+        call::caller().into(),
+    ];
+    let finished = plans::run(queries::FINISH_RUN, &args, |t| !t.is_empty());
+    if finished {
+        failover::commit_durably();
+        RunEvent::Finished {
+            holder: id,
+            term,
+            outcome,
+        }
+        .send(job, due, now);
+    }
+    finished
+}
