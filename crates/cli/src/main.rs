@@ -6,6 +6,8 @@ mod log;
 mod man;
 mod metrics;
 mod run;
+mod runs;
+mod scheduled;
 mod status;
 mod supervisor;
 mod text;
@@ -33,7 +35,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Commands {
     /// Run a command only while leading: leaderlock run --key K -- cmd args...
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Show the leases (all, or one key) as a table: held first, then
     /// lapsed, then vacant; long keys and holders shortened (--json: whole).
     Status {
@@ -42,6 +44,20 @@ enum Commands {
         #[arg(long)]
         held: bool,
         /// One JSON object per lease instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how scheduled runs went (leaderlock run --every/--cron): a
+    /// line per job (runs, succeeded, failed, missed, running, last
+    /// success and failure), then the latest runs, newest first.
+    Runs {
+        /// Only this job's runs.
+        #[arg(long)]
+        job: Option<String>,
+        /// How many of the latest runs to list.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// One JSON object per run instead of the summary and table.
         #[arg(long)]
         json: bool,
     },
@@ -86,9 +102,10 @@ fn main() {
     let dsn = cli.dsn.as_deref();
     let code = runtime.block_on(async {
         match cli.command {
-            Commands::Run(args) => run::run(args, dsn).await,
+            Commands::Run(args) => run::run(*args, dsn).await,
             Commands::Status { key, held, json } => status::status(dsn, key, held, json).await,
             Commands::Watch { key } => status::watch(dsn, key).await,
+            Commands::Runs { job, limit, json } => runs::runs(dsn, job, limit, json).await,
             Commands::Supervise { .. } | Commands::Man { .. } => unreachable!("handled above"),
         }
     });

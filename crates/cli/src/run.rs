@@ -6,14 +6,16 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use leaderlock_client::{pg_config_from_env, Elector, ElectorConfig, Event, StopReason};
+use leaderlock_client::{
+    pg_config_from_env, Elector, ElectorConfig, Event, RunConfig, Schedule, StopReason,
+};
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
 
 use crate::log::{Format, Log};
 use crate::supervisor::{Cause, Handle, Message};
-use crate::{exit, metrics, text};
+use crate::{exit, metrics, scheduled, text};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -77,6 +79,31 @@ pub struct RunArgs {
     /// among them). By default the command inherits the whole environment.
     #[arg(long)]
     no_connection_env: bool,
+    /// Scheduled runs (extension 0.5.0): run the command once per period
+    /// (e.g. 5m; due instants at multiples of it since the Unix epoch, on
+    /// the server's clock), on one of the replicas that run this same line.
+    #[arg(long, value_parser = crate::duration::parse, conflicts_with = "cron", help_heading = "Scheduled runs")]
+    every: Option<Duration>,
+    /// Scheduled runs by a cron expression: five fields (minute hour
+    /// day-of-month month day-of-week), or six with seconds first.
+    #[arg(long, value_name = "EXPR", help_heading = "Scheduled runs")]
+    cron: Option<String>,
+    /// Time zone of --cron (an IANA name). Default UTC.
+    #[arg(
+        long,
+        default_value = "UTC",
+        requires = "cron",
+        help_heading = "Scheduled runs"
+    )]
+    tz: String,
+    /// A run not started within this time after it is due is not run, and
+    /// recorded as missed. Default: the period of --every; 5 minutes with
+    /// --cron.
+    #[arg(long, value_parser = crate::duration::parse, help_heading = "Scheduled runs")]
+    misfire_grace: Option<Duration>,
+    /// The job's name. Default: --key, else the command's file name.
+    #[arg(long, help_heading = "Scheduled runs")]
+    job: Option<String>,
     /// The command and its arguments (run directly, without a shell).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -107,6 +134,23 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
             .file_name()
             .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned())
     });
+    let remove: Vec<OsString> = if args.no_connection_env {
+        std::env::vars_os()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                let n = name.to_string_lossy();
+                n.starts_with("PG") || n == "DATABASE_URL" || n == "LEADERLOCK_DSN"
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if args.every.is_some() || args.cron.is_some() {
+        return match scheduled_job(&args, key, remove) {
+            Ok(job) => scheduled::run(job, db, log).await,
+            Err(message) => fail(message, exit::USAGE),
+        };
+    }
     let mut config = ElectorConfig::with_ttl(key.clone(), args.ttl);
     if let Some(id) = &args.id {
         config.id = id.clone();
@@ -149,17 +193,6 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
         ("LEADERLOCK_KEY", key.as_str()),
         ("LEADERLOCK_ID", id.as_str()),
     ];
-    let remove: Vec<OsString> = if args.no_connection_env {
-        std::env::vars_os()
-            .map(|(name, _)| name)
-            .filter(|name| {
-                let n = name.to_string_lossy();
-                n.starts_with("PG") || n == "DATABASE_URL" || n == "LEADERLOCK_DSN"
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
     let mut supervisor = match Handle::spawn(&args.command, grace, &env, &remove) {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot start the supervisor: {e}"), exit::INTERNAL),
@@ -212,6 +245,60 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     .await;
     supervisor.close();
     code
+}
+
+/// The scheduled job `args` describe, or why not (a usage error).
+fn scheduled_job(
+    args: &RunArgs,
+    key: String,
+    remove_env: Vec<OsString>,
+) -> Result<scheduled::Job, String> {
+    for (flag, given) in [
+        ("--restart", args.restart),
+        ("--slots", args.slots != 1),
+        ("--priority", args.priority != 0),
+        ("--timeout", args.timeout.is_some()),
+        ("--metrics", args.metrics.is_some()),
+        ("--poll", args.poll.is_some()),
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} applies to leading, not to scheduled runs (--every, --cron)"
+            ));
+        }
+    }
+    if args.ttl < MIN_TTL {
+        return Err(format!("--ttl must be at least {MIN_TTL:?}"));
+    }
+    let schedule = match (&args.every, &args.cron) {
+        (Some(every), _) => Schedule::every(*every),
+        (None, Some(expr)) => Schedule::cron(expr, &args.tz),
+        (None, None) => unreachable!("called for --every or --cron"),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut config = RunConfig::new(args.job.clone().unwrap_or(key), args.ttl);
+    if let Some(id) = &args.id {
+        config.id = id.clone();
+    }
+    config.misfire_grace = Some(
+        args.misfire_grace
+            .or(args.every)
+            .unwrap_or(Duration::from_secs(300)),
+    );
+    let grace = args.grace.unwrap_or(args.ttl / 4);
+    if grace + args.ttl / 3 + config.margin >= args.ttl {
+        return Err(format!(
+            "--grace ({grace:?}) must be shorter than two thirds of --ttl ({:?})",
+            args.ttl
+        ));
+    }
+    Ok(scheduled::Job {
+        schedule,
+        config,
+        grace,
+        command: args.command.clone(),
+        remove_env,
+    })
 }
 
 struct Run<'a> {

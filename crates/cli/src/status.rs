@@ -11,7 +11,7 @@ use tokio_postgres::{AsyncMessage, Client};
 use crate::{exit, text};
 
 /// One line on stderr, whatever became of stderr.
-fn say(message: &str) {
+pub fn say(message: &str) {
     let _ = writeln!(
         std::io::stderr().lock(),
         "leaderlock: {}",
@@ -19,7 +19,7 @@ fn say(message: &str) {
     );
 }
 
-async fn connect(
+pub async fn connect(
     dsn: Option<&str>,
 ) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<String>), i32> {
     let config = pg_config_from_env(dsn).map_err(|e| {
@@ -57,7 +57,7 @@ fn exit_code(e: &tokio_postgres::Error) -> i32 {
 
 /// Says what went wrong with a call on `client` (a missing extension by
 /// name, `leaderlock_client::explain`); the exit code for it.
-async fn db_error(client: &tokio_postgres::Client, e: tokio_postgres::Error) -> i32 {
+pub async fn db_error(client: &tokio_postgres::Client, e: tokio_postgres::Error) -> i32 {
     say(&leaderlock_client::explain(client, &e).await.to_string());
     exit_code(&e)
 }
@@ -141,28 +141,7 @@ fn print_table(
                 .collect()
         })
         .collect();
-    let widths: Vec<usize> = (0..6)
-        .map(|i| {
-            table
-                .iter()
-                .map(|r| r[i].chars().count())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut print = |cells: Vec<&str>| {
-        let line: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        writeln!(out, "{}", line.join("  ").trim_end())
-    };
-    print(header.to_vec())?;
-    for r in &table {
-        print(r.iter().map(String::as_str).collect())?;
-    }
+    text::table(out, &header, &table)?;
     if summary {
         let count = |state: &str| table.iter().filter(|r| r[1] == state).count();
         writeln!(
@@ -178,7 +157,7 @@ fn print_table(
 }
 
 /// `text` cut to WIDEST characters, the last one `…`.
-fn shortened(text: &str) -> String {
+pub fn shortened(text: &str) -> String {
     if text.chars().count() <= WIDEST {
         return text.to_owned();
     }

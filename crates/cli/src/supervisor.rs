@@ -7,7 +7,7 @@
 //! the command gets SIGKILL from the kernel (PR_SET_PDEATHSIG).
 //!
 //! Protocol, one line per message on a Unix socket at fd 3 of the supervisor:
-//! elector -> supervisor: `start TERM DEADLINE_NS`, `extend TERM DEADLINE_NS`,
+//! elector -> supervisor: `start TERM DEADLINE_NS [DUE]`, `extend TERM DEADLINE_NS`,
 //! `stop`, `signal SIGNO`; supervisor -> elector: `started PID`,
 //! `spawn-failed MESSAGE`, `exited CODE CAUSE TERM` (CAUSE: own, stop,
 //! deadline). Every `start` is answered by `spawn-failed` or, after
@@ -146,6 +146,13 @@ impl Handle {
 
     pub async fn start(&mut self, term: i64, deadline: tokio::time::Instant) {
         self.send(format!("start {term} {}", instant_ns(deadline)))
+            .await
+    }
+
+    /// `start` for a scheduled run: `due` (RFC 3339, no spaces) goes into
+    /// the command's environment as LEADERLOCK_DUE.
+    pub async fn start_run(&mut self, term: i64, deadline: tokio::time::Instant, due: &str) {
+        self.send(format!("start {term} {} {due}", instant_ns(deadline)))
             .await
     }
 
@@ -290,14 +297,14 @@ pub fn supervise(grace_ms: u64, command: Vec<OsString>) -> ! {
                 let line = String::from_utf8_lossy(&line[..end]).into_owned();
                 let words: Vec<&str> = line.split(' ').collect();
                 match words.as_slice() {
-                    ["start", term, at] if running.is_none() => {
+                    ["start", term, at, due @ ..] if running.is_none() && due.len() <= 1 => {
                         deadline = at.parse().unwrap_or(i64::MIN);
                         if boottime_ns() >= deadline - grace {
                             // Too late to start safely.
                             let _ = writeln!(control, "exited 0 deadline {term}");
                             continue;
                         }
-                        match spawn_command(&command, term) {
+                        match spawn_command(&command, term, due.first().copied()) {
                             Ok(child) => {
                                 let _ = writeln!(control, "started {}", child.id());
                                 running = Some(Running {
@@ -380,14 +387,17 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
 }
 
 /// Starts the command in its own process group (so signals reach all of
-/// it), with the term in its environment, default signal dispositions, and
+/// it), with the term (and a scheduled run's due instant) in its environment, default signal dispositions, and
 /// SIGKILL from the kernel should the supervisor die.
-fn spawn_command(command: &[OsString], term: &str) -> io::Result<Child> {
+fn spawn_command(command: &[OsString], term: &str, due: Option<&str>) -> io::Result<Child> {
     let supervisor = std::process::id() as libc::pid_t;
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
         .env("LEADERLOCK_TERM", term)
         .process_group(0);
+    if let Some(due) = due {
+        cmd.env("LEADERLOCK_DUE", due);
+    }
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {

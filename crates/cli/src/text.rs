@@ -48,6 +48,37 @@ pub fn json_line(value: &Value) -> String {
     out
 }
 
+/// `rows` under `header` in left-aligned columns two spaces apart (cells
+/// already [`shown`]).
+pub fn table(
+    out: &mut impl std::io::Write,
+    header: &[&str],
+    rows: &[Vec<String>],
+) -> std::io::Result<()> {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut print = |cells: Vec<&str>| {
+        let line: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        writeln!(out, "{}", line.join("  ").trim_end())
+    };
+    print(header.to_vec())?;
+    for r in rows {
+        print(r.iter().map(String::as_str).collect())?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

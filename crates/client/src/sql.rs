@@ -85,3 +85,50 @@ pub const LISTEN_ANNOUNCEMENTS: &str = "LISTEN leaderlock";
 pub const EXTENSION_HERE: &str = "SELECT pg_catalog.current_database()::pg_catalog.text, \
      EXISTS (SELECT 1 FROM pg_catalog.pg_extension \
               WHERE extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)";
+
+/// Contract 22, scheduled runs. The server's lease clock, which due
+/// instants are on (never this host's clock).
+pub const LE_NOW: &str = "SELECT le_now()";
+/// $1 job, $2 due, $3 id, $4 ttl in seconds, $5 misfire grace in seconds
+/// (NULL: none): the claim's term, or NULL.
+pub const CLAIM_RUN: &str = "SELECT le_claim_run(job => $1, due => $2, id => $3, \
+     ttl => make_interval(secs => $4), misfire_grace => make_interval(secs => $5))";
+/// $1 job, $2 due, $3 id, $4 ttl in seconds, $5 the claim's term.
+pub const RENEW_RUN: &str = "SELECT le_renew_run(job => $1, due => $2, id => $3, \
+     ttl => make_interval(secs => $4), term => $5)";
+/// $1 job, $2 due, $3 id, $4 term, $5 succeeded, $6 detail.
+pub const FINISH_RUN: &str = "SELECT le_finish_run(job => $1, due => $2, id => $3, \
+     term => $4, succeeded => $5, detail => $6)";
+/// After a refused claim, what the run is now: finished (or missed), how
+/// long until its live claim ends (NULL: none live), its outcome. $1 job,
+/// $2 due.
+pub const RUN_STATE: &str = "SELECT r.finished_at IS NOT NULL, \
+     CASE WHEN r.holder IS NOT NULL AND r.expires_at > n.now \
+          THEN extract(epoch FROM r.expires_at - n.now)::float8 END, r.outcome \
+     FROM leaderlock_runs r, (SELECT le_now() AS now) n WHERE r.job = $1 AND r.due = $2";
+/// `leaderlock runs`: per job (all, or $1), how its runs went. Instants as
+/// RFC 3339 UTC text.
+pub const RUNS_SUMMARY: &str = "SELECT r.job, count(*), \
+     count(*) FILTER (WHERE r.outcome = 'succeeded'), \
+     count(*) FILTER (WHERE r.outcome = 'failed'), \
+     count(*) FILTER (WHERE r.outcome = 'missed'), \
+     count(*) FILTER (WHERE r.finished_at IS NULL AND r.holder IS NOT NULL \
+                      AND r.expires_at > n.now), \
+     to_char(max(r.due) FILTER (WHERE r.outcome = 'succeeded') AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+     to_char(max(r.due) FILTER (WHERE r.outcome = 'failed') AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+     FROM leaderlock_runs r, (SELECT le_now() AS now) n \
+     WHERE $1::text IS NULL OR r.job = $1 GROUP BY r.job ORDER BY r.job";
+/// `leaderlock runs`: the latest $2 runs (of job $1, or all), newest
+/// first: job, due, state (an outcome, or running, lapsed, unclaimed),
+/// holder, term, attempts, finished at, detail.
+pub const RUNS_HISTORY: &str = "SELECT r.job, \
+     to_char(r.due AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+     CASE WHEN r.finished_at IS NOT NULL THEN r.outcome \
+          WHEN r.holder IS NOT NULL AND r.expires_at > n.now THEN 'running' \
+          WHEN r.holder IS NOT NULL THEN 'lapsed' ELSE 'unclaimed' END, \
+     r.holder, r.term, r.attempts, \
+     to_char(r.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), r.detail \
+     FROM leaderlock_runs r, (SELECT le_now() AS now) n \
+     WHERE $1::text IS NULL OR r.job = $1 ORDER BY r.due DESC, r.job LIMIT $2";

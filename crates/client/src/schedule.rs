@@ -1,0 +1,452 @@
+//! Scheduled runs (contract 22): a job that every replica schedules alike
+//! and that runs once per due instant, on one of them.
+//!
+//! Due instants come from a [`Schedule`] and are read on the server's
+//! lease clock (`le_now()`), never on this host's. A [`Scheduler`] waits for
+//! each to come, claims its run, and hands it over as a [`Run`] with a
+//! fencing term and a local deadline (the claim's ttl from the moment the
+//! claim was sent, less a margin): act only while [`Run::is_ours`] says so,
+//! checked right before each side effect, renew with
+//! [`Scheduler::renew`] every ttl/3, and [`Scheduler::finish`] with the
+//! outcome. A run another replica claimed is watched until it is finished,
+//! and claimed again if its claim lapses unfinished (its runner died: the
+//! new claim has a higher term, so fence side effects with it).
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use tokio::time::{sleep, timeout, Instant};
+use tokio_postgres::Client;
+
+use crate::config::{micros, ConnectConfig};
+use crate::error::{explain, Error};
+use crate::sql;
+
+/// When a job is due: every period (instants at multiples of it since the
+/// Unix epoch, so every replica computes the same ones), or by a cron
+/// expression in a time zone.
+#[derive(Debug, Clone)]
+pub enum Schedule {
+    Every(Duration),
+    Cron {
+        schedule: Box<cron::Schedule>,
+        tz: chrono_tz::Tz,
+    },
+}
+
+impl Schedule {
+    /// Every `period`: at least a millisecond, in whole milliseconds.
+    pub fn every(period: Duration) -> Result<Schedule, Error> {
+        if period < Duration::from_millis(1) || !period.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(Error::Config(format!(
+                "a period must be whole milliseconds, at least 1ms (got {period:?})"
+            )));
+        }
+        Ok(Schedule::Every(period))
+    }
+
+    /// A cron expression: five fields (minute hour day-of-month month
+    /// day-of-week), or six or seven with seconds first (and a year last),
+    /// in time zone `tz` (an IANA name, e.g. `Europe/Paris`; `UTC`). Across
+    /// daylight saving changes a local time that does not exist is skipped
+    /// and one that occurs twice is due once, at the first (the cron
+    /// crate's rule; docs/scheduled-runs.md).
+    pub fn cron(expr: &str, tz: &str) -> Result<Schedule, Error> {
+        let fields = expr.split_whitespace().count();
+        let full = if fields == 5 {
+            format!("0 {expr}")
+        } else {
+            expr.to_owned()
+        };
+        let schedule = cron::Schedule::from_str(&full)
+            .map_err(|e| Error::Config(format!("cron expression {expr:?}: {e}")))?;
+        let tz = chrono_tz::Tz::from_str(tz)
+            .map_err(|e| Error::Config(format!("time zone {tz:?}: {e}")))?;
+        Ok(Schedule::Cron {
+            schedule: Box::new(schedule),
+            tz,
+        })
+    }
+
+    /// The first due instant strictly after `t`.
+    pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            Schedule::Every(period) => {
+                let p = micros(*period);
+                let us = t.timestamp_micros();
+                let next = us.div_euclid(p).checked_add(1)?.checked_mul(p)?;
+                Utc.timestamp_micros(next).single()
+            }
+            Schedule::Cron { schedule, tz } => schedule
+                .after(&t.with_timezone(tz))
+                .next()
+                .map(|d| d.with_timezone(&Utc)),
+        }
+    }
+
+    /// The first due instant at or after `t`.
+    pub fn at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.next_after(t - chrono::Duration::microseconds(1))
+    }
+}
+
+/// Settings of a [`Scheduler`].
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The job's name (contract 22: as a key, 1 to 255 bytes).
+    pub job: String,
+    /// This replica's id. Default: [`crate::default_id`].
+    pub id: String,
+    /// Length of a claim, renewed every ttl/3 while the run goes on.
+    pub ttl: Duration,
+    /// A run not claimed within this time after its due instant is not
+    /// run, and recorded as missed (once). None: no limit. Also how far
+    /// back a scheduler that starts looks for a run due before it started.
+    pub misfire_grace: Option<Duration>,
+    /// How often to look at a run another replica has claimed (it is
+    /// claimed again if that claim lapses unfinished). Default 1 s.
+    pub poll_every: Duration,
+    /// Subtracted from every local deadline (as the elector's).
+    pub margin: Duration,
+}
+
+impl RunConfig {
+    pub fn new(job: impl Into<String>, ttl: Duration) -> RunConfig {
+        RunConfig {
+            job: job.into(),
+            id: crate::default_id(),
+            ttl,
+            misfire_grace: None,
+            poll_every: Duration::from_secs(1),
+            margin: Duration::from_micros(leaderlock_protocol::margin(
+                micros(ttl),
+                leaderlock_protocol::CLOCK_RATE_BOUND_PPM,
+            ) as u64),
+        }
+    }
+}
+
+/// A run this replica claimed: run it while [`Run::is_ours`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub due: DateTime<Utc>,
+    /// The claim's fencing term: above every earlier claim of the job.
+    pub term: i64,
+    /// Local deadline: the claim may have lapsed on the server from then.
+    pub deadline: Instant,
+}
+
+impl Run {
+    /// Whether this replica may still act for the run: check it right
+    /// before every side effect (a timer alone misses a pause).
+    pub fn is_ours(&self) -> bool {
+        Instant::now() < self.deadline
+    }
+}
+
+/// What [`Scheduler::next`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Turn {
+    /// Claimed by this replica: run it.
+    Run(Run),
+    /// Finished by another replica, or recorded missed (`outcome` says
+    /// which: `succeeded`, `failed` or `missed`).
+    Settled {
+        due: DateTime<Utc>,
+        outcome: Option<String>,
+    },
+}
+
+/// Claims the runs of one job as they come due; see the module's comment.
+pub struct Scheduler {
+    db: ConnectConfig,
+    schedule: Schedule,
+    config: RunConfig,
+    client: Option<Client>,
+    /// The next due instant not yet looked at.
+    cursor: Option<DateTime<Utc>>,
+    /// Due runs not settled yet, with when to look at each again, and how
+    /// often it was found without a row (a claim racing, or pruned).
+    pending: BTreeMap<DateTime<Utc>, (Instant, u32)>,
+}
+
+/// A run whose row a refused claim cannot find this many times in a row is
+/// dropped: older than the retention (a row that races a first claim
+/// appears within a few tries).
+const ABSENT_TRIES: u32 = 100;
+const RACE_RETRY: Duration = Duration::from_millis(20);
+
+impl Scheduler {
+    pub fn new(db: ConnectConfig, schedule: Schedule, config: RunConfig) -> Scheduler {
+        Scheduler {
+            db,
+            schedule,
+            config,
+            client: None,
+            cursor: None,
+            pending: BTreeMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// A call's longest wait: a third of the ttl, as the elector's.
+    fn call_timeout(&self) -> Duration {
+        (self.config.ttl / 3).max(Duration::from_millis(100))
+    }
+
+    async fn client(&mut self) -> Result<&Client, Error> {
+        if self.client.is_none() {
+            let (client, mut messages) = timeout(self.call_timeout(), self.db.connect())
+                .await
+                .map_err(|_| Error::Unreachable("connecting timed out".into()))?
+                .map_err(|e| Error::from_pg(&e))?;
+            // The connection makes progress only while its messages are read.
+            tokio::spawn(async move {
+                use futures_util::StreamExt;
+                while let Some(m) = messages.next().await {
+                    if m.is_err() {
+                        break;
+                    }
+                }
+            });
+            self.client = Some(client);
+        }
+        Ok(self.client.as_ref().expect("just set"))
+    }
+
+    /// One statement, bounded by the call timeout; a connection that failed
+    /// or timed out is dropped (the next call connects again).
+    async fn query_opt(
+        &mut self,
+        statement: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Option<tokio_postgres::Row>, Error> {
+        let limit = self.call_timeout();
+        let client = self.client().await?;
+        let result = match timeout(limit, client.query_opt(statement, params)).await {
+            Err(_) => Err(Error::Unreachable("the call timed out".into())),
+            Ok(Ok(row)) => return Ok(row),
+            Ok(Err(e)) => Err(explain(client, &e).await),
+        };
+        if matches!(result, Err(Error::Unreachable(_))) {
+            self.client = None;
+        }
+        result
+    }
+
+    async fn server_now(&mut self) -> Result<DateTime<Utc>, Error> {
+        let row = self.query_opt(sql::LE_NOW, &[]).await?;
+        Ok(row.expect("one row").get(0))
+    }
+
+    /// Waits until a run is due and settled or claimed; see [`Turn`].
+    /// Errors: [`Error::Unreachable`] (call again: it reconnects),
+    /// [`Error::Rejected`] (no extension, a refused job or id, no privilege).
+    pub async fn next(&mut self) -> Result<Turn, Error> {
+        loop {
+            let now = self.server_now().await?;
+            let here = Instant::now();
+            let lookback = self.config.misfire_grace.unwrap_or(Duration::ZERO);
+            let mut cursor = match self.cursor {
+                Some(c) => c,
+                None => self
+                    .schedule
+                    .at_or_after(now - chrono::Duration::from_std(lookback).unwrap_or_default())
+                    .ok_or_else(|| Error::Config("the schedule has no due instant".into()))?,
+            };
+            while cursor <= now {
+                self.pending.entry(cursor).or_insert((here, 0));
+                match self.schedule.next_after(cursor) {
+                    Some(next) => cursor = next,
+                    None => break,
+                }
+            }
+            self.cursor = Some(cursor);
+            let ready = self
+                .pending
+                .iter()
+                .find(|(_, (at, _))| *at <= here)
+                .map(|(due, _)| *due);
+            let Some(due) = ready else {
+                let until_cursor = (cursor - now).to_std().unwrap_or_default();
+                let until_pending = self
+                    .pending
+                    .values()
+                    .map(|(at, _)| at.saturating_duration_since(here))
+                    .min()
+                    .unwrap_or(until_cursor);
+                // Wake at the earlier; re-read the server's clock then.
+                sleep(until_cursor.min(until_pending).min(Duration::from_secs(10))).await;
+                continue;
+            };
+            if let Some(turn) = self.look_at(due).await? {
+                return Ok(turn);
+            }
+        }
+    }
+
+    /// Tries to claim the due run `due`: a turn, or None when it is to be
+    /// looked at again later.
+    async fn look_at(&mut self, due: DateTime<Utc>) -> Result<Option<Turn>, Error> {
+        let c = &self.config;
+        let (job, id) = (c.job.clone(), c.id.clone());
+        let ttl = c.ttl.as_secs_f64();
+        let grace = c.misfire_grace.map(|g| g.as_secs_f64());
+        let sent = Instant::now();
+        let row = self
+            .query_opt(sql::CLAIM_RUN, &[&job, &due, &id, &ttl, &grace])
+            .await?;
+        let term: Option<i64> = row.and_then(|r| r.get(0));
+        if let Some(term) = term {
+            self.pending.remove(&due);
+            let deadline = sent + self.config.ttl - self.config.margin;
+            return Ok(Some(Turn::Run(Run {
+                due,
+                term,
+                deadline,
+            })));
+        }
+        let state = self.query_opt(sql::RUN_STATE, &[&job, &due]).await?;
+        let here = Instant::now();
+        let poll = self.config.poll_every;
+        match state {
+            Some(row) if row.get::<_, bool>(0) => {
+                self.pending.remove(&due);
+                Ok(Some(Turn::Settled {
+                    due,
+                    outcome: row.get(2),
+                }))
+            }
+            Some(row) => {
+                // Claimed live by another: look again when it may have
+                // finished or lapsed. Not live: a claim raced this one.
+                let wait = row.get::<_, Option<f64>>(1).map_or(RACE_RETRY, |s| {
+                    Duration::from_secs_f64(s.max(0.0)).min(poll) + RACE_RETRY
+                });
+                self.pending.insert(due, (here + wait, 0));
+                Ok(None)
+            }
+            None => {
+                let tries = self.pending.get(&due).map_or(0, |p| p.1) + 1;
+                if tries >= ABSENT_TRIES {
+                    self.pending.remove(&due);
+                    return Ok(Some(Turn::Settled { due, outcome: None }));
+                }
+                self.pending.insert(due, (here + RACE_RETRY, tries));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Extends the claim of `run` by the ttl: true moves its deadline,
+    /// false means it is lost (stop acting for it at once).
+    pub async fn renew(&mut self, run: &mut Run) -> Result<bool, Error> {
+        let c = &self.config;
+        let (job, id, ttl) = (c.job.clone(), c.id.clone(), c.ttl.as_secs_f64());
+        let sent = Instant::now();
+        let row = self
+            .query_opt(sql::RENEW_RUN, &[&job, &run.due, &id, &ttl, &run.term])
+            .await?;
+        let renewed = row.is_some_and(|r| r.get::<_, bool>(0));
+        if renewed {
+            run.deadline = sent + self.config.ttl - self.config.margin;
+        }
+        Ok(renewed)
+    }
+
+    /// Records the outcome of `run`; false when it was claimed again since
+    /// (this replica's claim lapsed and another took it).
+    pub async fn finish(
+        &mut self,
+        run: &Run,
+        succeeded: bool,
+        detail: Option<&str>,
+    ) -> Result<bool, Error> {
+        let (job, id) = (self.config.job.clone(), self.config.id.clone());
+        let row = self
+            .query_opt(
+                sql::FINISH_RUN,
+                &[&job, &run.due, &id, &run.term, &succeeded, &detail],
+            )
+            .await?;
+        Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn every_period_is_aligned_to_the_epoch() {
+        let s = Schedule::every(Duration::from_secs(300)).unwrap();
+        assert_eq!(
+            s.next_after(at("2026-11-27T10:02:03Z")),
+            Some(at("2026-11-27T10:05:00Z"))
+        );
+        assert_eq!(
+            s.next_after(at("2026-11-27T10:05:00Z")),
+            Some(at("2026-11-27T10:10:00Z"))
+        );
+        assert_eq!(
+            s.at_or_after(at("2026-11-27T10:05:00Z")),
+            Some(at("2026-11-27T10:05:00Z"))
+        );
+        assert!(Schedule::every(Duration::from_micros(1500)).is_err());
+    }
+
+    #[test]
+    fn cron_in_a_time_zone_across_daylight_saving() {
+        // 02:30 every day in Paris: on 2026-03-29 that local time does not
+        // exist (02:00 -> 03:00) and is skipped; on 2026-10-25 it occurs
+        // twice (03:00 -> 02:00) and runs once, at the first.
+        let s = Schedule::cron("30 2 * * *", "Europe/Paris").unwrap();
+        let mut t = at("2026-03-27T12:00:00Z");
+        let mut spring = vec![];
+        for _ in 0..3 {
+            t = s.next_after(t).unwrap();
+            spring.push(t);
+        }
+        assert_eq!(
+            spring,
+            vec![
+                at("2026-03-28T01:30:00Z"),
+                at("2026-03-30T00:30:00Z"),
+                at("2026-03-31T00:30:00Z"),
+            ]
+        );
+        let mut t = at("2026-10-24T12:00:00Z");
+        let mut autumn = vec![];
+        for _ in 0..3 {
+            t = s.next_after(t).unwrap();
+            autumn.push(t);
+        }
+        assert_eq!(
+            autumn,
+            vec![
+                at("2026-10-25T00:30:00Z"),
+                at("2026-10-26T01:30:00Z"),
+                at("2026-10-27T01:30:00Z"),
+            ]
+        );
+        assert!(Schedule::cron("61 * * * *", "UTC").is_err());
+        assert!(Schedule::cron("0 3 * * *", "Mars/Olympus").is_err());
+    }
+
+    #[test]
+    fn five_fields_mean_minutes() {
+        let s = Schedule::cron("0 3 * * *", "UTC").unwrap();
+        assert_eq!(
+            s.next_after(at("2026-11-27T10:00:00Z")),
+            Some(at("2026-11-28T03:00:00Z"))
+        );
+    }
+}
