@@ -32,7 +32,7 @@ signal.signal(signal.SIGUSR1, lambda *_: record("usr1"))
 record("start")
 if os.environ.get("CLI_CHILD_ENV"):
     record("env:" + ",".join(f"{k}={os.environ.get(k, '')}" for k in
-                              ("LEADERLOCK_KEY", "LEADERLOCK_ID", "LEADERLOCK_TERM")))
+                              ("LEADERLOCK_KEY", "LEADERLOCK_ID", "LEADERLOCK_TERM", "LEADERLOCK_JOB", "LEADERLOCK_DUE")))
 until = time.time() + float(sys.argv[2]) if len(sys.argv) > 2 else None
 while until is None or time.time() < until:
     record("tick")

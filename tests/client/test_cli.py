@@ -146,6 +146,14 @@ class CliCase(unittest.TestCase):
     def holder(self):
         return one(self.conn, "SELECT le_leader(%s)", (self.key,))
 
+    def cluster(self):
+        if PORTABLE:
+            self.skipTest("a cluster of its own, with the compiled edition (what the CLI does when "
+                          "the server goes away does not depend on the edition)")
+        c = Cluster.create("cli")
+        self.addCleanup(c.remove)
+        return c
+
     def hold(self, id="someone-else", ttl="30 seconds"):
         self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, %s, %s)", (self.key, id, ttl)))
 
@@ -406,14 +414,6 @@ class CliTest(CliCase):
         self.assertEqual(self.holder(), "next")
 
     # --- the database goes away ---
-
-    def cluster(self):
-        if PORTABLE:
-            self.skipTest("a cluster of its own, with the compiled edition (what the CLI does when "
-                          "the server goes away does not depend on the edition)")
-        c = Cluster.create("cli")
-        self.addCleanup(c.remove)
-        return c
 
     def test_database_down_stops_the_command_before_expiry(self):
         c = self.cluster()
