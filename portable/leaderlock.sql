@@ -1,6 +1,6 @@
 -- leaderlock, portable edition 0.5.0-portable
 --
--- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17)
+-- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 22)
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
@@ -55,8 +55,9 @@
 --   Unset, they are 1 day and 5 minutes.
 -- * Contract 8.2 (held leases outlast a promotion): the promotion is
 --   recorded in leaderlock_failover only, and liveness is computed as
---   greatest(expires_at, promotion + ttl); no held row is rewritten or
---   locked (compiled: the worker extends every held row).
+--   greatest(expires_at, promotion + ttl), for the claims of scheduled runs
+--   (contract 22) too; no held row is rewritten or locked (compiled: the
+--   worker extends every held row).
 -- * Writers are SECURITY INVOKER and pass current_user, the role that owns
 --   the leases it takes (contract 13), to internal SECURITY DEFINER
 --   functions (_le_*) that alone write the table, as its owner. Those accept
@@ -267,6 +268,49 @@ CREATE TABLE @extschema@.leaderlock_slots (
 ) WITH (fillfactor = 50);
 CREATE INDEX leaderlock_slots_recheck_at_idx ON @extschema@.leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_slots_holder_idx ON @extschema@.leaderlock_slots (holder) WHERE holder IS NOT NULL;
+
+-- Contract 22: scheduled runs, the compiled edition's tables column for
+-- column, with CHECK constraints as above. A job's terms come from its row
+-- in leaderlock_jobs, one sequence for all its runs (a later run's claim
+-- fences off an earlier run's runner), issued under that row's lock, which
+-- only claims take (never waiting); the row is never deleted, so its terms
+-- outlive the runs' retention.
+CREATE TABLE @extschema@.leaderlock_jobs (
+    job  text PRIMARY KEY,
+    term bigint NOT NULL DEFAULT 0,   -- the job's last term issued
+    CONSTRAINT leaderlock_jobs_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_jobs_term_check CHECK (term >= 0::bigint)
+);
+
+-- One row per run (job, due instant), made by its first claim, deleted by
+-- a claim of a new run of its job once its due instant is older than
+-- leaderlock.run_retention.
+CREATE TABLE @extschema@.leaderlock_runs (
+    job         text NOT NULL,
+    due         timestamptz NOT NULL, -- the run's due instant, on the lease clock (le_now)
+    holder      text,                 -- the last claim's id, kept once finished
+    term        bigint,               -- the last claim's term, from the job's sequence
+    claimed_at  timestamptz,          -- when the last claim was made
+    expires_at  timestamptz,          -- the last claim's end unless renewed (after a failover: see leaderlock_failover)
+    ttl         interval,             -- ttl of the last claim or renewal
+    finished_at timestamptz,          -- set once: finished, or recorded missed
+    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed')),
+    detail      text,                 -- the runner's short detail, or why missed
+    attempts    integer NOT NULL DEFAULT 0,  -- claims made (more than one: a runner was lost)
+    owner       oid,                  -- role of the last claim (contract 13)
+    PRIMARY KEY (job, due),
+    CONSTRAINT leaderlock_runs_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_runs_due_check CHECK (isfinite(due)),
+    CONSTRAINT leaderlock_runs_holder_check CHECK (holder IS NULL OR octet_length(holder) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_runs_claim_check CHECK (holder IS NULL OR (term IS NOT NULL AND expires_at IS NOT NULL
+        AND ttl IS NOT NULL AND ttl > interval '0' AND ttl <= interval '2147483647 seconds')),
+    CONSTRAINT leaderlock_runs_term_check CHECK (term >= 0::bigint),
+    CONSTRAINT leaderlock_runs_finished_check CHECK ((finished_at IS NULL) = (outcome IS NULL)),
+    CONSTRAINT leaderlock_runs_detail_check CHECK (detail IS NULL OR octet_length(detail) <= 1000),
+    CONSTRAINT leaderlock_runs_attempts_check CHECK (attempts >= 0)
+);
+-- Runs not finished yet. Renewals change no column of it: HOT.
+CREATE INDEX leaderlock_runs_unfinished_idx ON @extschema@.leaderlock_runs (job, due) WHERE finished_at IS NULL;
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -696,6 +740,118 @@ BEGIN
 END
 $fn$;
 
+-- Contract 22: due of the run functions: not NULL, finite.
+CREATE FUNCTION @extschema@._le_due(v timestamptz) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: due must not be NULL';
+    END IF;
+    IF NOT isfinite(v) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'leaderlock: due must be a finite instant';
+    END IF;
+END
+$fn$;
+
+-- Contract 22: a claim before its run is due (22023). Due instants are on
+-- the server's lease clock, le_now() (here the wall clock, difference 12).
+CREATE FUNCTION @extschema@._le_not_before_due(due timestamptz, at timestamptz) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF $1 > $2 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'leaderlock: the run is not due yet; it cannot be claimed before its due instant',
+            DETAIL = format('It is due in %s.',
+                            @extschema@._le_seconds((extract(epoch FROM $1) - extract(epoch FROM $2))
+                                                    * 1000000::numeric)),
+            HINT = 'Due instants are on the server''s lease clock: compare them with le_now().';
+    END IF;
+END
+$fn$;
+
+-- Contract 22: misfire_grace of le_claim_run: NULL (no limit), else not
+-- negative and without a month or year part. Returns it in microseconds.
+CREATE FUNCTION @extschema@._le_misfire_grace(v interval) RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    bad boolean;
+BEGIN
+    IF v IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- (an infinite interval, PostgreSQL 17+, has a month part, as compiled)
+    bad := NOT isfinite(v);
+    IF NOT bad THEN
+        bad := extract(year FROM v) <> 0 OR extract(month FROM v) <> 0;
+    END IF;
+    IF NOT bad THEN
+        bad := @extschema@._le_us(v) < 0::numeric;
+    END IF;
+    IF bad THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: misfire_grace must not be negative nor have a month or year part (got %s)', v);
+    END IF;
+    RETURN @extschema@._le_us(v);
+END
+$fn$;
+
+-- A term: NULL (required: le_finish_run's, 22004) or not negative.
+CREATE FUNCTION @extschema@._le_term(v bigint, required boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        IF required THEN
+            RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+                MESSAGE = 'leaderlock: term must not be NULL',
+                HINT = 'Give the term le_claim_run returned.';
+        END IF;
+        RETURN;
+    END IF;
+    IF v < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: term must not be negative (got %s)', v);
+    END IF;
+END
+$fn$;
+
+-- Contract 22: succeeded of le_finish_run, not NULL; the outcome it records.
+CREATE FUNCTION @extschema@._le_outcome(succeeded boolean) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: succeeded must not be NULL';
+    END IF;
+    RETURN CASE WHEN $1 THEN 'succeeded' ELSE 'failed' END;
+END
+$fn$;
+
+-- Contract 22: detail of le_finish_run: NULL, or at most 1000 bytes (a
+-- short note, not a log; input.rs MAX_DETAIL_BYTES).
+CREATE FUNCTION @extschema@._le_detail(v text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NOT NULL AND octet_length(v) > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: detail is %s bytes long; the limit is 1000 bytes', octet_length(v));
+    END IF;
+END
+$fn$;
+
 -- The session's role: the one of SET ROLE, else the session user.
 CREATE FUNCTION @extschema@._le_session_role() RETURNS name
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -780,6 +936,44 @@ BEGIN
     END IF;
     IF $10 > 1 THEN
         payload := payload || ',"slots":' || $10::text;
+    END IF;
+    PERFORM pg_notify('leaderlock', payload || '}');
+END
+$fn$;
+
+-- Contract 22: a change of a scheduled run, on the same channel, byte for
+-- byte the compiled edition's JSON (notify.rs RunPayload): "event", "job",
+-- "due", "holder" and "term" (claimed, finished), "at", "expires_at" and
+-- "attempt" (claimed), "outcome" (finished), in this order, each only when
+-- given; no "key".
+CREATE FUNCTION @extschema@._le_announce_run(
+    event text, job text, due timestamptz, holder text, term bigint, at timestamptz,
+    expires_at timestamptz, attempt integer, outcome text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    payload text;
+BEGIN
+    payload := '{"event":' || to_json($1)::text
+            || ',"job":' || to_json($2)::text
+            || ',"due":"' || @extschema@._le_rfc3339($3) || '"';
+    IF $4 IS NOT NULL THEN
+        payload := payload || ',"holder":' || to_json($4)::text;
+    END IF;
+    IF $5 IS NOT NULL THEN
+        payload := payload || ',"term":' || $5::text;
+    END IF;
+    payload := payload || ',"at":"' || @extschema@._le_rfc3339($6) || '"';
+    IF $7 IS NOT NULL THEN
+        payload := payload || ',"expires_at":"' || @extschema@._le_rfc3339($7) || '"';
+    END IF;
+    IF $8 IS NOT NULL THEN
+        payload := payload || ',"attempt":' || $8::text;
+    END IF;
+    IF $9 IS NOT NULL THEN
+        payload := payload || ',"outcome":' || to_json($9)::text;
     END IF;
     PERFORM pg_notify('leaderlock', payload || '}');
 END
@@ -2141,6 +2335,216 @@ BEGIN
 END
 $fn$;
 
+-- Contract 22 (src/runs.rs claim): claims the run of p_job due at p_due
+-- (on the lease clock) for p_id by p_ttl. Its term, from the job's one
+-- sequence, or NULL: finished (or missed) already, claimed live by another
+-- (a claim held across a promotion counts as live until the promotion + its
+-- ttl, difference 6), locked by its runner's open transaction, its job's
+-- row locked by a concurrent claim, or past p_grace (NULL: no limit), which
+-- this call then records as missed (once) and announces run_missed. Claims
+-- of one job take turns on the job's row, locked without waiting; the
+-- job's lock and the run's writes share one block, rolled back when it
+-- claims nothing (see _le_lock_own): a claim that finds the run taken keeps
+-- no lock. Renewals and finishes never touch the job's row.
+CREATE FUNCTION @extschema@._le_claim_run(p_job text, p_due timestamptz, p_id text, p_ttl interval,
+                                          p_grace interval, p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz;
+    v_grace_us numeric;
+    v_retention_us numeric;
+    v_late boolean;
+    v_pro timestamptz;
+    v_term bigint;
+    v_why text;
+    prev record;
+    claimed record;
+    old_lock_timeout text;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, p_job);
+    PERFORM @extschema@._le_due(p_due);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, true);
+    v_grace_us := @extschema@._le_misfire_grace(p_grace);
+    -- the lease clock (le_now), one reading for the whole claim
+    t := clock_timestamp();
+    PERFORM @extschema@._le_not_before_due(p_due, t);
+    v_retention_us := @extschema@._le_setting_us('leaderlock.run_retention'::text, 604800::bigint, 1::bigint,
+                                                 2147483647::bigint);
+    PERFORM @extschema@._le_act_as(p_caller);
+    -- Contract 8.2: a promotion is recorded (one row, never waiting); held
+    -- claims last at least until then + their ttl.
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
+    v_late := v_grace_us IS NOT NULL
+              AND (extract(epoch FROM t) - extract(epoch FROM p_due)) * 1000000::numeric > v_grace_us;
+
+    -- The job's row, made by its first claim. Waits only for a concurrent
+    -- first claim of the job, and at most 10 ms (compiled:
+    -- tenure::insert_first): one still open finds the row locked below.
+    old_lock_timeout := current_setting('lock_timeout');
+    BEGIN
+        PERFORM set_config('lock_timeout', '10ms', true);
+        INSERT INTO @extschema@.leaderlock_jobs AS j (job, term) VALUES (p_job, 0)
+        ON CONFLICT (job) DO NOTHING;
+        PERFORM set_config('lock_timeout', old_lock_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;   -- a rival's first claim of the job is still open
+    END;
+
+    -- The job's lock and the run's writes, in one block (see _le_lock_own).
+    BEGIN
+        SELECT j.term INTO v_term FROM @extschema@.leaderlock_jobs j
+         WHERE j.job = p_job
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';   -- another claim of the job holds it: try again later
+        END IF;
+        -- The run's row, on its first claim (under the job's lock, so no
+        -- other claim inserts it meanwhile); a new run of the job deletes
+        -- its runs due before the retention.
+        INSERT INTO @extschema@.leaderlock_runs AS r (job, due) VALUES (p_job, p_due)
+        ON CONFLICT (job, due) DO NOTHING;
+        IF FOUND THEN
+            DELETE FROM @extschema@.leaderlock_runs r
+             WHERE r.job = p_job
+               AND r.due < t - make_interval(secs => (v_retention_us / 1000000::numeric)::float8);
+        END IF;
+        -- Locked only if it may be claimed: unfinished, without a live
+        -- claim (a rival never locks the runner's row), never waiting.
+        SELECT r.holder, r.term INTO prev
+          FROM @extschema@.leaderlock_runs r
+         WHERE r.job = p_job AND r.due = p_due AND r.finished_at IS NULL
+           AND (r.holder IS NULL OR NOT coalesce(GREATEST(r.expires_at, v_pro + r.ttl) > t, false))
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+        IF v_late THEN
+            -- past its misfire grace: recorded missed, once
+            v_why := CASE WHEN prev.holder IS NOT NULL AND prev.term IS NOT NULL
+                          THEN format('its claim of term %s lapsed unfinished and its misfire grace has passed',
+                                      prev.term)
+                          ELSE 'not claimed within its misfire grace' END;
+            UPDATE @extschema@.leaderlock_runs r
+               SET finished_at = t, outcome = 'missed', detail = v_why
+             WHERE r.job = p_job AND r.due = p_due;
+            PERFORM @extschema@._le_durable();
+            PERFORM @extschema@._le_announce_run('run_missed'::text, p_job, p_due, NULL::text, NULL::bigint, t,
+                                                 NULL::timestamptz, NULL::integer, NULL::text);
+            RETURN NULL;
+        END IF;
+        -- The job's next term (contract 8.1: at least the timeline's floor).
+        UPDATE @extschema@.leaderlock_jobs j
+           SET term = GREATEST(j.term + 1, @extschema@._le_term_floor())
+         WHERE j.job = p_job
+        RETURNING j.term INTO v_term;
+        UPDATE @extschema@.leaderlock_runs r
+           SET holder = p_id, term = v_term, claimed_at = t, expires_at = t + p_ttl, ttl = p_ttl,
+               owner = p_caller, attempts = r.attempts + 1
+         WHERE r.job = p_job AND r.due = p_due
+        RETURNING r.expires_at, r.attempts INTO claimed;
+        PERFORM @extschema@._le_durable();
+        PERFORM @extschema@._le_announce_run('run_claimed'::text, p_job, p_due, p_id, v_term, t,
+                                             claimed.expires_at, claimed.attempts, NULL::text);
+        RETURN v_term;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN NULL;
+    END;
+END
+$fn$;
+
+-- Contract 22 (runs.rs renew): extends the claim p_id holds live at now on
+-- an unfinished run (of p_term when given; owned by a role p_caller is a
+-- member of) by p_ttl or the stored ttl, in one statement that never waits
+-- and locks only the caller's own claim (as _le_extend). A refused renewal
+-- changes nothing and locks nothing.
+CREATE FUNCTION @extschema@._le_renew_run(p_job text, p_due timestamptz, p_id text, p_ttl interval,
+                                          p_caller oid, p_term bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz;
+    v_pro timestamptz;
+    v_term bigint;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, p_job);
+    PERFORM @extschema@._le_due(p_due);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, false);
+    PERFORM @extschema@._le_term(p_term, false);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock_runs r
+       SET expires_at = t + coalesce(p_ttl, r.ttl), ttl = coalesce(p_ttl, r.ttl)
+     WHERE r.job = p_job AND r.due = p_due AND r.finished_at IS NULL
+       AND r.holder = p_id AND GREATEST(r.expires_at, v_pro + r.ttl) > t
+       AND r.due = (SELECT s.due FROM @extschema@.leaderlock_runs s
+                     WHERE s.job = p_job AND s.due = p_due AND s.finished_at IS NULL
+                       AND s.holder = p_id AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+                       AND (p_term IS NULL OR s.term = p_term)
+                       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                       FOR NO KEY UPDATE SKIP LOCKED)
+    RETURNING r.term INTO v_term;
+    IF v_term IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM @extschema@._le_durable();
+    RETURN true;
+END
+$fn$;
+
+-- Contract 22 (runs.rs finish): records the outcome of the run whose last
+-- claim is p_id's of p_term (live, or lapsed and not claimed again since;
+-- owned by a role p_caller is a member of), once, never waiting; the claim
+-- ends then. A refused finish changes nothing and locks nothing.
+CREATE FUNCTION @extschema@._le_finish_run(p_job text, p_due timestamptz, p_id text, p_term bigint,
+                                           p_succeeded boolean, p_detail text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz;
+    v_outcome text;
+    v_term bigint;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, p_job);
+    PERFORM @extschema@._le_due(p_due);
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    PERFORM @extschema@._le_term(p_term, true);
+    v_outcome := @extschema@._le_outcome(p_succeeded);
+    PERFORM @extschema@._le_detail(p_detail);
+    PERFORM @extschema@._le_act_as(p_caller);
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock_runs r
+       SET finished_at = t, outcome = v_outcome, detail = p_detail, expires_at = LEAST(r.expires_at, t)
+     WHERE r.job = p_job AND r.due = p_due
+       AND r.due = (SELECT s.due FROM @extschema@.leaderlock_runs s
+                     WHERE s.job = p_job AND s.due = p_due AND s.finished_at IS NULL
+                       AND s.holder = p_id AND s.term = p_term
+                       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+                       FOR NO KEY UPDATE SKIP LOCKED)
+    RETURNING r.term INTO v_term;
+    IF v_term IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce_run('run_finished'::text, p_job, p_due, p_id, p_term, t,
+                                         NULL::timestamptz, NULL::integer, v_outcome);
+    RETURN true;
+END
+$fn$;
+
 
 -- ---------------------------------------------------------------------------
 -- The API (docs/sql-reference.md): same names, arguments, defaults and
@@ -2452,7 +2856,8 @@ RETURN jsonb_build_object(
                                                86400::bigint) / 1000000::numeric)::float8,
     'max_slots', 1000,
     'priority', false,    -- contract 18 (candidates and priority) is the compiled edition's only
-    'clock', 'wall');     -- contract 2.2: the wall clock, not the compiled edition's monotonic one
+    'clock', 'wall',      -- contract 2.2: the wall clock, not the compiled edition's monotonic one
+    'runs', true);        -- contract 22: le_claim_run, le_renew_run, le_finish_run
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does; returns how many. Meant
@@ -2467,6 +2872,63 @@ BEGIN
 END
 $fn$;
 
+-- Contract 22: scheduled runs. A run is (job, due instant on the lease
+-- clock, le_now()); a claim returns a fencing term from the job's one
+-- sequence, or NULL.
+CREATE FUNCTION @extschema@.le_claim_run(job text, due timestamptz, id text, ttl interval,
+                                         misfire_grace interval DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    PERFORM @extschema@._le_due($2);
+    PERFORM @extschema@._le_name('id'::text, $3);
+    v_ttl := @extschema@._le_ttl($4, true);
+    PERFORM @extschema@._le_misfire_grace($5);
+    PERFORM @extschema@._le_not_before_due($2, clock_timestamp());
+    RETURN @extschema@._le_claim_run($1, $2, $3, v_ttl, $5, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_renew_run(job text, due timestamptz, id text, ttl interval DEFAULT NULL,
+                                         term bigint DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    PERFORM @extschema@._le_due($2);
+    PERFORM @extschema@._le_name('id'::text, $3);
+    v_ttl := @extschema@._le_ttl($4, false);
+    PERFORM @extschema@._le_term($5, false);
+    RETURN @extschema@._le_renew_run($1, $2, $3, v_ttl, @extschema@._le_caller(), $5);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_finish_run(job text, due timestamptz, id text, term bigint, succeeded boolean,
+                                          detail text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    PERFORM @extschema@._le_due($2);
+    PERFORM @extschema@._le_name('id'::text, $3);
+    PERFORM @extschema@._le_term($4, true);
+    PERFORM @extschema@._le_outcome($5);
+    PERFORM @extschema@._le_detail($6);
+    RETURN @extschema@._le_finish_run($1, $2, $3, $4, $5, $6, @extschema@._le_caller());
+END
+$fn$;
+
 -- ---------------------------------------------------------------------------
 -- Privileges (contract 7): readable by all, written only through the
 -- functions above.
@@ -2476,6 +2938,10 @@ REVOKE ALL ON @extschema@.leaderlock FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_slots FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_slots TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_jobs FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_jobs TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_runs FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_runs TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_status TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_stats FROM PUBLIC;
@@ -2523,6 +2989,10 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, j
             pg_catalog.to_regclass(target || '.leaderlock'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_slots'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_jobs'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_runs'), '');
     END IF;
     PERFORM pg_catalog.set_config('search_path', old_path, true);
 END

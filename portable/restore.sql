@@ -15,9 +15,16 @@ INSERT INTO leaderlock_slots
 SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
        owner, releases, expiries, changed_at
   FROM pg_temp.leaderlock_carry_slots;
+INSERT INTO leaderlock_jobs (job, term)
+SELECT job, term FROM pg_temp.leaderlock_carry_jobs;
+INSERT INTO leaderlock_runs
+       (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
+SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner
+  FROM pg_temp.leaderlock_carry_runs;
 UPDATE leaderlock_failover f
    SET timeline = c.timeline, changed_at = c.changed_at
   FROM pg_temp.leaderlock_carry_failover c
  WHERE f.one_row;
 SELECT count(*) AS leases_carried_over, max(term) AS highest_term,
-       (SELECT count(*) FROM leaderlock_slots) AS slots_carried_over FROM leaderlock;
+       (SELECT count(*) FROM leaderlock_slots) AS slots_carried_over,
+       (SELECT count(*) FROM leaderlock_runs) AS runs_carried_over FROM leaderlock;

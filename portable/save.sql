@@ -1,9 +1,9 @@
 -- leaderlock migration, step 1 of 3 (see portable/README.md, "Moving
 -- between editions"): keeps every lease, term and counter (the tenures of
--- keys of many slots included) in temporary tables until the end of the
--- transaction. Run inside BEGIN ... COMMIT,
--- with search_path naming leaderlock's schema, as the table's owner (or a
--- superuser). Works on either edition.
+-- keys of many slots included), and every scheduled run and job's term,
+-- in temporary tables until the end of the transaction. Run inside
+-- BEGIN ... COMMIT, with search_path naming leaderlock's schema, as the
+-- table's owner (or a superuser). Works on either edition.
 -- No lease changes until COMMIT. Review round 2, N8: the tables in the
 -- order the functions take them (leaderlock_failover before leaderlock; a
 -- renewal waiting for leaderlock while holding leaderlock_failover
@@ -35,6 +35,13 @@ CREATE TEMP TABLE leaderlock_carry_slots (
     expires_at timestamptz, ttl interval, recheck_at timestamptz, value jsonb, owner oid,
     releases bigint, expiries bigint, changed_at timestamptz
 ) ON COMMIT DROP;
+-- Contract 22 (0.5.0): scheduled runs and each job's last term. Before,
+-- neither exists.
+CREATE TEMP TABLE leaderlock_carry_jobs (job text, term bigint) ON COMMIT DROP;
+CREATE TEMP TABLE leaderlock_carry_runs (
+    job text, due timestamptz, holder text, term bigint, claimed_at timestamptz, expires_at timestamptz,
+    ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid
+) ON COMMIT DROP;
 DO $save$
 BEGIN
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_slots')
@@ -48,6 +55,19 @@ BEGIN
                     ELSE GREATEST(s.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + s.ttl) END,
                s.ttl, s.recheck_at, s.value, s.owner, s.releases, s.expiries, s.changed_at
           FROM leaderlock_slots s;
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_runs')
+       IS NOT NULL THEN
+        -- after the others, jobs before runs, as le_claim_run takes them
+        LOCK TABLE leaderlock_jobs, leaderlock_runs IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO pg_temp.leaderlock_carry_jobs SELECT j.job, j.term FROM leaderlock_jobs j;
+        -- a claim held across a promotion, as a lease above
+        INSERT INTO pg_temp.leaderlock_carry_runs
+        SELECT r.job, r.due, r.holder, r.term, r.claimed_at,
+               CASE WHEN r.holder IS NULL OR r.finished_at IS NOT NULL THEN r.expires_at
+                    ELSE GREATEST(r.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + r.ttl) END,
+               r.ttl, r.finished_at, r.outcome, r.detail, r.attempts, r.owner
+          FROM leaderlock_runs r;
     END IF;
 END
 $save$;

@@ -9,7 +9,8 @@ BEGIN;
 \ir save.sql
 DROP EXTENSION leaderlock;
 \if :{?owner}
-GRANT SELECT ON pg_temp.leaderlock_carry, pg_temp.leaderlock_carry_failover, pg_temp.leaderlock_carry_slots
+GRANT SELECT ON pg_temp.leaderlock_carry, pg_temp.leaderlock_carry_failover, pg_temp.leaderlock_carry_slots,
+    pg_temp.leaderlock_carry_jobs, pg_temp.leaderlock_carry_runs
     TO :"owner";
 SET LOCAL ROLE :"owner";
 \endif

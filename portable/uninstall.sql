@@ -5,8 +5,8 @@
 -- object of anyone else's, in that schema or depending on leaderlock's,
 -- is never dropped; if one depends on leaderlock, nothing is dropped and
 -- the error names it. Refuses to touch the compiled edition. The tables
--- go too (leaderlock, leaderlock_slots): run save.sql first to keep the
--- leases.
+-- go too (leaderlock, leaderlock_slots, leaderlock_jobs, leaderlock_runs):
+-- run save.sql first to keep the leases and runs.
 SET LOCAL client_min_messages = warning;
 DO $uninstall$
 DECLARE
@@ -41,13 +41,19 @@ BEGIN
         'le_force_release(text)', 'le_assert_leader(text, text, bigint)', 'le_leader(text)',
         'le_lease(text)', 'le_holders(text)', 'le_worker_running()', 'le_database_stats()',
         'le_capabilities()', 'le_expire_lapsed()', 'le_now()',
+        'le_claim_run(text, timestamptz, text, interval, interval)',
+        'le_renew_run(text, timestamptz, text, interval, bigint)',
+        'le_finish_run(text, timestamptz, text, bigint, boolean, text)',
         -- the internals
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
         '_le_session_bound(boolean)', '_le_value(jsonb)', '_le_slots(integer)', '_le_escape_debug(text)',
-        '_le_slots_differ(text, integer, integer)', '_le_session_role()', '_le_caller()',
+        '_le_slots_differ(text, integer, integer)', '_le_due(timestamptz)',
+        '_le_not_before_due(timestamptz, timestamptz)', '_le_misfire_grace(interval)', '_le_term(bigint, boolean)',
+        '_le_outcome(boolean)', '_le_detail(text)', '_le_session_role()', '_le_caller()',
         '_le_act_as(oid)', '_le_key(text, oid)', '_le_rfc3339(timestamptz)',
         '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean, integer)',
+        '_le_announce_run(text, text, timestamptz, text, bigint, timestamptz, timestamptz, integer, text)',
         '_le_durable()', '_le_timeline()', '_le_term_floor()', '_le_promoted_at()',
         '_le_failover_record()', '_le_unrestricted()',
         '_le_extend(text, text, timestamptz, interval, oid, bigint)', '_le_lock_own(text, text, oid)',
@@ -59,6 +65,9 @@ BEGIN
         '_le_proclaim(text, text, jsonb, oid)',
         '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',
         '_le_expire_lapsed()',
+        '_le_claim_run(text, timestamptz, text, interval, interval, oid)',
+        '_le_renew_run(text, timestamptz, text, interval, oid, bigint)',
+        '_le_finish_run(text, timestamptz, text, bigint, boolean, text, oid)',
         -- earlier portable versions' API and internals
         'le_try_acquire(text, text, interval, boolean, jsonb)',
         'le_acquire(text, text, interval, interval, boolean, jsonb)',
@@ -73,6 +82,7 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_slots', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_runs, %1$I.leaderlock_jobs', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);
     EXCEPTION WHEN dependent_objects_still_exist THEN

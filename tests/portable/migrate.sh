@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Portable -> portable: portable/reinstall.sql keeps every lease, term and
 # counter (live, vacant, lapsed leases, values, owners; the tenures of a key
-# of many slots, live, lapsed and vacant, in leaderlock_slots), and the
-# functions go on from there. Usage: migrate.sh PSQL CONNINFO REPO
+# of many slots, live, lapsed and vacant, in leaderlock_slots; scheduled
+# runs, live, finished and missed, and their job's term, contract 22), and
+# the functions go on from there. Usage: migrate.sh PSQL CONNINFO REPO
 set -euo pipefail
 PSQL=$1 CONN=$2 REPO=$3
 q() { "$PSQL" -X -q -v ON_ERROR_STOP=1 "$CONN" "$@"; }
@@ -26,10 +27,21 @@ SELECT le_try_acquire('m-sem', 's2', '1 hour', slots => 3);
 SELECT le_try_acquire('m-sem', 's3', '10 milliseconds', slots => 3);
 SELECT le_release('m-sem', 's2');
 SELECT pg_sleep(0.05);
+-- contract 22: a job's runs, one claimed live by another role (term 1), one
+-- finished (term 2), one recorded missed
+SELECT date_trunc('second', le_now()) AS now0 \gset
+SET ROLE ll_mig_app;
+SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '1 minute', 'r1', '1 hour');
+RESET ROLE;
+SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '2 minutes', 'r2', '1 hour');
+SELECT le_finish_run('m-job', :'now0'::timestamptz - interval '2 minutes', 'r2', 2, true, 'done');
+SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '3 minutes', 'r3', '1 hour', '1 second');
 SQL
 snapshot() {
   q -At -c "SELECT row(l.*)::text FROM leaderlock l ORDER BY key" -c "SELECT row(f.*)::text FROM leaderlock_failover f" \
-        -c "SELECT row(s.*)::text FROM leaderlock_slots s ORDER BY key, slot"
+        -c "SELECT row(s.*)::text FROM leaderlock_slots s ORDER BY key, slot" \
+        -c "SELECT row(j.*)::text FROM leaderlock_jobs j ORDER BY job" \
+        -c "SELECT row(r.*)::text FROM leaderlock_runs r ORDER BY job, due"
 }
 before=$(snapshot)
 (cd "$REPO/portable" && q -f reinstall.sql) | sed 's/^/  /'
@@ -78,10 +90,17 @@ SELECT le_try_acquire('m-sem', 's5', '1 hour', slots => 3); -- the lapsed slot 3
 SELECT le_try_acquire('m-sem', 's6', '1 hour', slots => 3); -- every slot live
 SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'm-sem';
 SELECT tenures, releases, expiries FROM leaderlock_stats WHERE key = 'm-sem';
+SET ROLE ll_mig_other;
+SELECT le_renew_run('m-job', (SELECT due FROM leaderlock_runs WHERE holder = 'r1'), 'r1');  -- another role may not
+RESET ROLE;
+SET ROLE ll_mig_app;
+SELECT le_renew_run('m-job', (SELECT due FROM leaderlock_runs WHERE holder = 'r1'), 'r1', NULL, 1);  -- its owner may
+RESET ROLE;
+SELECT le_claim_run('m-job', date_trunc('second', le_now()), 'r4', '1 hour');  -- the job's next term, 3
 DROP ROLE ll_mig_other;
 SQL
 )
-expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1'
+expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3'
 if [ "$out" != "$expected" ]; then
   echo "  FAIL: after the reinstall got:"; echo "$out"; exit 1
 fi
