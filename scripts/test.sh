@@ -42,9 +42,10 @@
 #   client          real clients: notifications, races, stress, errors,
 #                   the background worker, restarts, a standby, failover,
 #                   `leaderlock run` under chaos and through pgbouncer (tests/client);
-#                   the CLI's, the demo's and the examples' tests on 15
-#                   only, and the crash-and-failover chaos for 45 s there,
-#                   20 s elsewhere (LEADERLOCK_CHAOS_SECONDS overrides);
+#                   the CLI's, the demo's, the examples' and scheduled
+#                   runs' tests on 15 only, and the crash-and-failover
+#                   chaos for 25 s there, 15 s elsewhere
+#                   (LEADERLOCK_CHAOS_SECONDS overrides);
 #                   the slowest tests are listed at the end (run.py)
 #   package         on 15 and 18: scripts/package.sh builds the tarball and
 #                   the Debian package(s); tests/package/run.sh checks them
@@ -351,16 +352,21 @@ test_on_a_cluster() {
   if wants client; then
     stage "client tests"
     # Every version runs the extension's own tests; the tests of the CLI, the
-    # demo and the examples (clients, whatever the server's version) run on
-    # 15, with the other clients' suites, and the crash-and-failover chaos
-    # runs 40 s there (15 s elsewhere), the CLI's chaos 20 s: the test
+    # demo, the examples and scheduled runs (clients, whatever the server's
+    # version) run on 15, with the other clients' suites, and the
+    # crash-and-failover chaos runs 25 s there (15 s elsewhere), the CLI's
+    # chaos 15 s, the scheduled runs' chaos 120 due instants 300 ms apart,
+    # the many-clients stress 12 s on 15 and 18 (5 s elsewhere): the test
     # command keeps under its hour.
-    local client_side=0 chaos=15
-    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=40; fi
+    local client_side=0 chaos=15 stress=5
+    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=25; fi
+    if [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]; then stress=12; fi
     (cd "$REPO_ROOT/tests/client" && \
       LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
-      LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-20} \
+      LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-15} \
+      LEADERLOCK_STRESS_SECONDS=${LEADERLOCK_STRESS_SECONDS:-$stress} \
+      LEADERLOCK_RUNS_SLOTS=${LEADERLOCK_RUNS_SLOTS:-120} LEADERLOCK_RUNS_PERIOD_MS=${LEADERLOCK_RUNS_PERIOD_MS:-300} \
       /usr/bin/python3 run.py ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || { tail -n 40 "$main/server.log"; fail "client tests"; }
   fi
@@ -386,6 +392,8 @@ bench_smoke() {
   timed cli_status "$REPO_ROOT/bench/cli_status.sh" --pg "$PG_MAJOR" --keys 300 --rounds 2 || fail "CLI status smoke"
   timed acquire_wake "$REPO_ROOT/bench/acquire_wake.sh" --pg "$PG_MAJOR" --waiters 10 --keys 2 --handovers 20 \
     || fail "blocking acquire smoke"
+  timed runs "$REPO_ROOT/bench/runs.sh" --pg "$PG_MAJOR" --clients 2 --seconds 2 --reps 1 --slots 6 --period-ms 300 \
+    || fail "scheduled runs smoke"
   timed session_end "$REPO_ROOT/bench/session_end.sh" --pg "$PG_MAJOR" --rounds 3 || fail "session end smoke"
   if [ "$(id -u)" -eq 0 ]; then  # it makes a network namespace
     timed half_open "$REPO_ROOT/bench/half_open.sh" --pg "$PG_MAJOR" --rounds 1 --idle 1 --interval 1 --count 1 \

@@ -4,7 +4,7 @@
 The commands are tests/client/cli_child.py, which record their own start,
 ticks and end (with LEADERLOCK_TERM), so the checks use what the children
 saw. LEADERLOCK_RUNS_SLOTS (default 120) and LEADERLOCK_RUNS_PERIOD_MS
-(default 500) set the chaos scenario's length.
+(default 300) set the chaos scenario's length.
 """
 import collections
 import datetime
@@ -16,11 +16,11 @@ import subprocess
 import sys
 import time
 
-from harness import DB, one, wait_for
+from harness import one, wait_for
 from test_cli import CHILD, CLI, CliCase, Run, alive, dsn, records, tenures
 
 SLOTS = int(os.environ.get("LEADERLOCK_RUNS_SLOTS", "120"))
-PERIOD_MS = int(os.environ.get("LEADERLOCK_RUNS_PERIOD_MS", "500"))
+PERIOD_MS = int(os.environ.get("LEADERLOCK_RUNS_PERIOD_MS", "300"))
 
 
 def micros(rfc3339):
@@ -70,7 +70,7 @@ class ScheduledRunsTest(CliCase):
         for t in terms:
             self.assertIn(t, by_term)
         envs = [k for k, *_ in records(self.children) if k.startswith("env:")]
-        self.assertTrue(all(f"LEADERLOCK_ID=r" in e for e in envs), envs)
+        self.assertTrue(all("LEADERLOCK_ID=r" in e for e in envs), envs)
         # the due instant in the environment (cli_child records LEADERLOCK_DUE too)
         dues = [e.split("LEADERLOCK_DUE=")[1] for e in envs if "LEADERLOCK_DUE=" in e]
         self.assertTrue(dues and all(d.endswith("Z") for d in dues), envs)
