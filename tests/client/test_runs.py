@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from harness import one, wait_for
+from harness import free_port, one, wait_for
 from test_cli import CHILD, CLI, CliCase, Run, alive, dsn, records, tenures
 
 SLOTS = int(os.environ.get("LEADERLOCK_RUNS_SLOTS", "120"))
@@ -119,6 +119,46 @@ class ScheduledRunsTest(CliCase):
         r.wait()
         missed = [x for x in self.rows() if x[4] == "missed"]
         self.assertTrue(all(x[3] == 0 and x[5] == "not claimed within its misfire grace" for x in missed), missed)
+
+    def test_metrics_count_the_job_s_runs(self):
+        """--metrics with a schedule: runs seen settled by outcome (this
+        replica's and the other's), runs claimed here, the last success's
+        due instant; /healthz 200 while the database answers, 503 once it
+        has not for 30 s (not waited for here: a stopped server fails it
+        only after that)."""
+        import urllib.request
+        port = free_port()
+        command = [sys.executable, CHILD, self.children, "0.05"]
+        runs = [self.job("--every", "1s", "--ttl", "2s", "--id", "me", "--metrics", f"127.0.0.1:{port}",
+                         command=command),
+                self.job("--every", "1s", "--ttl", "2s", "--id", "other", command=command)]
+
+        def get(path):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+
+        def value(name, labels=""):
+            try:
+                text = get("/metrics")[1]
+            except OSError:   # not listening yet
+                return None
+            for line in text.splitlines():
+                if line.startswith(f'leaderlock_run_{name}{{job="{self.key}"{labels}}}'):
+                    return float(line.rsplit(" ", 1)[1])
+            return None
+        self.assertTrue(wait_for(lambda: (value("settled_total", ',outcome="succeeded"') or 0) >= 4, timeout=15))
+        settled = value("settled_total", ',outcome="succeeded"')
+        self.assertLessEqual(value("claimed_total"), settled)
+        self.assertGreater(value("last_success_due_seconds"), time.time() - 10)
+        self.assertEqual(value("settled_total", ',outcome="missed"'), 0)
+        self.assertEqual(get("/healthz"), (200, "ok\n"))
+        for r in runs:
+            r.signal(signal.SIGTERM)
+        for r in runs:
+            r.wait()
+        # every run the table has as succeeded, this replica saw settled
+        succeeded = sum(1 for x in self.rows() if x[4] == "succeeded")
+        self.assertGreaterEqual(succeeded, settled)
 
     def test_flags_for_leading_are_refused_with_a_schedule(self):
         for extra in (["--restart"], ["--slots", "2"], ["--timeout", "1s"]):

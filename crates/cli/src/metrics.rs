@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leaderlock_client::Watchdog;
+use leaderlock_client::{Heartbeat, Watchdog};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -330,6 +330,122 @@ fn render(key: &str, metrics: &Shared, overdue: Duration) -> String {
         "gauge",
         "How late the elector is for what it meant to do (near 0 when healthy).",
         &one(format!("{:.3}", overdue.as_secs_f64())),
+    );
+    out
+}
+
+/// What `run --every/--cron` has seen of its job, for `/metrics`: every
+/// due run ends up here once per replica that was up, as its own run or
+/// as settled elsewhere, so each replica shows the job's history.
+#[derive(Default)]
+pub struct RunMetrics {
+    /// A run of this replica's command is going on.
+    pub running: bool,
+    /// Runs this replica claimed.
+    pub claimed: u64,
+    /// Runs settled, by outcome (`succeeded`, `failed`, `missed`), whoever ran them.
+    pub settled: BTreeMap<String, u64>,
+    /// Due instants (Unix seconds) of the last run that succeeded, and failed.
+    pub last_success_due: Option<f64>,
+    pub last_failure_due: Option<f64>,
+}
+
+pub type SharedRuns = Arc<Mutex<RunMetrics>>;
+
+impl RunMetrics {
+    /// A run settled (by this replica or another) with `outcome`.
+    pub fn settled(&mut self, due: f64, outcome: &str) {
+        *self.settled.entry(outcome.to_owned()).or_default() += 1;
+        match outcome {
+            "succeeded" => self.last_success_due = Some(due),
+            "failed" => self.last_failure_due = Some(due),
+            _ => {}
+        }
+    }
+}
+
+/// Serves `/metrics` and `/healthz` for a scheduled job: `/healthz` fails
+/// once the database has not answered the scheduler for `silent_after`.
+pub async fn serve_runs(
+    listener: TcpListener,
+    job: String,
+    metrics: SharedRuns,
+    heartbeat: Heartbeat,
+    silent_after: Duration,
+) {
+    let respond = move |path: &str| match path {
+        "/metrics" => ("200 OK", render_runs(&job, &metrics)),
+        "/healthz" => match heartbeat.silent_for() {
+            Some(since) if since > silent_after => (
+                "503 Service Unavailable",
+                format!(
+                    "the database has not answered for {:.1} s\n",
+                    since.as_secs_f64()
+                ),
+            ),
+            _ => ("200 OK", "ok\n".into()),
+        },
+        _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
+    };
+    accept(listener, Arc::new(respond)).await;
+}
+
+fn render_runs(job: &str, metrics: &SharedRuns) -> String {
+    let m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+    let job = label(job);
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+        let _ = writeln!(
+            out,
+            "# HELP leaderlock_run_{name} {help}\n# TYPE leaderlock_run_{name} {kind}"
+        );
+        for (labels, value) in samples {
+            let _ = writeln!(
+                out,
+                "leaderlock_run_{name}{{job=\"{job}\"{labels}}} {value}"
+            );
+        }
+    };
+    let one = |v: String| vec![(String::new(), v)];
+    metric(
+        "running",
+        "gauge",
+        "1 while this replica runs a run of the job, else 0.",
+        &one(u8::from(m.running).to_string()),
+    );
+    metric(
+        "claimed_total",
+        "counter",
+        "Runs of the job this replica claimed.",
+        &one(m.claimed.to_string()),
+    );
+    let outcomes: Vec<(String, String)> = ["succeeded", "failed", "missed"]
+        .iter()
+        .map(|o| {
+            (
+                format!(",outcome=\"{o}\""),
+                m.settled.get(*o).copied().unwrap_or(0).to_string(),
+            )
+        })
+        .collect();
+    metric(
+        "settled_total",
+        "counter",
+        "Runs of the job seen settled, by outcome, whichever replica ran them.",
+        &outcomes,
+    );
+    let due = |t: Option<f64>| one(t.map_or_else(|| "0".into(), |t| format!("{t:.3}")));
+    metric(
+        "last_success_due_seconds",
+        "gauge",
+        "Due instant (Unix time) of the last run seen succeed (0: none yet).",
+        &due(m.last_success_due),
+    );
+    metric(
+        "last_failure_due_seconds",
+        "gauge",
+        "Due instant (Unix time) of the last run seen fail (0: none yet).",
+        &due(m.last_failure_due),
     );
     out
 }

@@ -258,7 +258,6 @@ fn scheduled_job(
         ("--slots", args.slots != 1),
         ("--priority", args.priority != 0),
         ("--timeout", args.timeout.is_some()),
-        ("--metrics", args.metrics.is_some()),
         ("--poll", args.poll.is_some()),
     ] {
         if given {
@@ -294,6 +293,7 @@ fn scheduled_job(
     }
     Ok(scheduled::Job {
         schedule,
+        metrics: args.metrics,
         config,
         grace,
         command: args.command.clone(),

@@ -14,11 +14,14 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::exit;
 use crate::log::Log;
+use crate::metrics::{self, SharedRuns};
 use crate::supervisor::{Cause, Handle, Message};
 
 /// What `leaderlock run` was given for a scheduled job.
 pub struct Job {
     pub schedule: Schedule,
+    /// Serve `/metrics` and `/healthz` there.
+    pub metrics: Option<std::net::SocketAddr>,
     pub config: RunConfig,
     pub grace: Duration,
     pub command: Vec<OsString>,
@@ -59,6 +62,30 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
     );
     let retry = (config.ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut scheduler = Scheduler::new(db, job.schedule, config);
+    let stats = SharedRuns::default();
+    if let Some(addr) = job.metrics {
+        match tokio::net::TcpListener::bind(addr).await {
+            // Silent: longer than the scheduler's longest sleep (10 s) and a call.
+            Ok(listener) => {
+                tokio::spawn(metrics::serve_runs(
+                    listener,
+                    scheduler.config().job.clone(),
+                    stats.clone(),
+                    scheduler.heartbeat(),
+                    Duration::from_secs(30).max(scheduler.config().ttl),
+                ));
+            }
+            Err(e) => {
+                supervisor.close();
+                log.event(
+                    "error",
+                    &format!("--metrics: cannot listen on {addr}: {e}"),
+                    json!({}),
+                );
+                return exit::USAGE;
+            }
+        }
+    }
     let mut sigint = signal(SignalKind::interrupt()).expect("signal handler");
     let mut sigterm = signal(SignalKind::terminate()).expect("signal handler");
     let mut down = false;
@@ -67,13 +94,14 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
             turn = scheduler.next() => match turn {
                 Ok(Turn::Run(run)) => {
                     down = false;
-                    if let Some(code) = run_one(&mut scheduler, &mut supervisor, &log, run, retry).await {
+                    if let Some(code) = run_one(&mut scheduler, &mut supervisor, &log, run, retry, &stats).await {
                         break code;
                     }
                 }
                 Ok(Turn::Settled { due, outcome }) => {
                     down = false;
                     let outcome = outcome.unwrap_or_else(|| "gone".into());
+                    lock(&stats).settled(seconds(due), &outcome);
                     let due = due.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
                     log.event("run_settled", &format!("run due {due} settled elsewhere: {outcome}"),
                               json!({"due": due, "outcome": outcome}));
@@ -100,13 +128,27 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
 
 /// Runs one claimed run to its end and records the outcome. Some(code)
 /// when the whole `run` must end (a signal, the supervisor gone).
+fn lock(stats: &SharedRuns) -> std::sync::MutexGuard<'_, metrics::RunMetrics> {
+    stats.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn seconds(t: chrono::DateTime<chrono::Utc>) -> f64 {
+    t.timestamp_micros() as f64 / 1e6
+}
+
 async fn run_one(
     scheduler: &mut Scheduler,
     supervisor: &mut Handle,
     log: &Log,
     mut run: Run,
     retry: Duration,
+    stats: &SharedRuns,
 ) -> Option<i32> {
+    {
+        let mut m = lock(stats);
+        m.running = true;
+        m.claimed += 1;
+    }
     let due = run.due.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
     log.event(
         "run_claimed",
@@ -186,6 +228,13 @@ async fn run_one(
         }
     }
     let outcome = if succeeded { "succeeded" } else { "failed" };
+    {
+        let mut m = lock(stats);
+        m.running = false;
+        if recorded == Some(true) {
+            m.settled(seconds(run.due), outcome);
+        }
+    }
     log.event(
         "run_finished",
         &format!(

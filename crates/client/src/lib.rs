@@ -34,5 +34,5 @@ pub use config::{
 pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
 pub use error::{describe_error, explain, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
 pub use payload::Announcement;
-pub use schedule::{Run, RunConfig, Schedule, Scheduler, Turn};
+pub use schedule::{Heartbeat, Run, RunConfig, Schedule, Scheduler, Turn};
 pub use tls::{RootCert, SslMode, TlsSettings};

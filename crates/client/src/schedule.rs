@@ -13,6 +13,7 @@
 //! new claim has a higher term, so fence side effects with it).
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -158,6 +159,23 @@ pub enum Turn {
     },
 }
 
+/// When the database last answered a [`Scheduler`] (any of its calls):
+/// for a health check. A clone follows the same scheduler.
+#[derive(Clone, Debug, Default)]
+pub struct Heartbeat(Arc<Mutex<Option<Instant>>>);
+
+impl Heartbeat {
+    /// How long since the last answer; None before the first.
+    pub fn silent_for(&self) -> Option<Duration> {
+        let last = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        last.map(|t| t.elapsed())
+    }
+
+    fn beat(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+}
+
 /// Claims the runs of one job as they come due; see the module's comment.
 pub struct Scheduler {
     db: ConnectConfig,
@@ -169,6 +187,7 @@ pub struct Scheduler {
     /// Due runs not settled yet, with when to look at each again, and how
     /// often it was found without a row (a claim racing, or pruned).
     pending: BTreeMap<DateTime<Utc>, (Instant, u32)>,
+    heartbeat: Heartbeat,
 }
 
 /// A run whose row a refused claim cannot find this many times in a row is
@@ -186,11 +205,17 @@ impl Scheduler {
             client: None,
             cursor: None,
             pending: BTreeMap::new(),
+            heartbeat: Heartbeat::default(),
         }
     }
 
     pub fn config(&self) -> &RunConfig {
         &self.config
+    }
+
+    /// When the database last answered this scheduler.
+    pub fn heartbeat(&self) -> Heartbeat {
+        self.heartbeat.clone()
     }
 
     /// A call's longest wait: a third of the ttl, as the elector's.
@@ -229,7 +254,10 @@ impl Scheduler {
         let client = self.client().await?;
         let result = match timeout(limit, client.query_opt(statement, params)).await {
             Err(_) => Err(Error::Unreachable("the call timed out".into())),
-            Ok(Ok(row)) => return Ok(row),
+            Ok(Ok(row)) => {
+                self.heartbeat.beat();
+                return Ok(row);
+            }
             Ok(Err(e)) => Err(explain(client, &e).await),
         };
         if matches!(result, Err(Error::Unreachable(_))) {
