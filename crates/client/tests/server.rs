@@ -222,3 +222,72 @@ async fn on_the_schema_before_terms_it_leads_renews_and_releases() {
         .await
         .expect("drop");
 }
+
+/// Contract 22: two schedulers of one job every 300 ms: each due run is
+/// claimed by one of them, terms grow with the due instants, the runs
+/// finish; a claim taken over (backdated by the test, claimed by the other)
+/// is no longer ours: its renewal is refused and its finish too.
+#[tokio::test]
+async fn two_schedulers_run_each_due_run_once() {
+    use leaderlock_client::{RunConfig, Schedule, Scheduler, Turn};
+    let Some(dsn) = server() else { return };
+    let job = format!("rust-runs-{}", std::process::id());
+    let scheduler = |id: &str| {
+        let mut config = RunConfig::new(job.clone(), Duration::from_secs(2));
+        config.id = id.into();
+        config.misfire_grace = Some(Duration::from_secs(5));
+        let schedule = Schedule::every(Duration::from_millis(300)).unwrap();
+        Scheduler::new(pg_config_from_env(Some(&dsn)).unwrap(), schedule, config)
+    };
+    let (mut a, mut b) = (scheduler("a"), scheduler("b"));
+    let mut ran = Vec::new();
+    let until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < until {
+        // b looks only after a has finished its run: b settles it, or claims
+        // the ones a has not reached.
+        let s = if ran.len() % 2 == 0 { &mut a } else { &mut b };
+        match s.next().await.expect("next") {
+            Turn::Run(run) => {
+                assert!(run.is_ours());
+                assert!(s.finish(&run, true, None).await.unwrap());
+                ran.push((run.due, run.term));
+            }
+            Turn::Settled { outcome, .. } => assert_eq!(outcome.as_deref(), Some("succeeded")),
+        }
+    }
+    assert!(ran.len() >= 5, "{ran:?}");
+    for w in ran.windows(2) {
+        assert!(w[0].0 < w[1].0 && w[0].1 < w[1].1, "{ran:?}");
+    }
+    // A claim lost: a claims the next run, the claim is backdated, b takes it.
+    let mut lost = loop {
+        // (a first settles the runs b ran meanwhile)
+        if let Turn::Run(run) = a.next().await.unwrap() {
+            break run;
+        }
+    };
+    let backdate = format!(
+        "UPDATE leaderlock_runs SET expires_at = le_now() - interval '1 second' \
+         WHERE job = $1 AND term = {} RETURNING term",
+        lost.term
+    );
+    assert_eq!(sql_i64(&dsn, &backdate, &job).await, Some(lost.term));
+    let mut taken = None;
+    while taken.is_none() {
+        if let Turn::Run(run) = b.next().await.unwrap() {
+            if run.due == lost.due {
+                taken = Some(run);
+            } else {
+                b.finish(&run, true, None).await.unwrap();
+            }
+        }
+    }
+    let taken = taken.unwrap();
+    assert!(taken.term > lost.term);
+    assert!(
+        !a.renew(&mut lost).await.unwrap(),
+        "a renewed a run b took over"
+    );
+    assert!(!a.finish(&lost, true, None).await.unwrap());
+    assert!(b.finish(&taken, false, Some("taken over")).await.unwrap());
+}
