@@ -194,6 +194,15 @@ SELECT le_renew('up-live', 'a') AS owner_renews;
 -- 0.5.0's le_renew_all on the upgraded rows: the owner's one live lease.
 SELECT le_renew_all('a') AS owner_renews_all;
 RESET ROLE;
+-- 0.5.0's scheduled runs (contract 22) on the upgraded schema: claimed,
+-- finished, never claimed again; the job's terms start at 1.
+SELECT le_claim_run('up-job', le_now() - interval '1 second', 'a', '1 hour') AS run_term;
+SELECT le_finish_run('up-job', due, 'a', 1, true) AS finished FROM leaderlock_runs WHERE job = 'up-job';
+SELECT le_claim_run('up-job', due, 'b', '1 hour') AS again FROM leaderlock_runs WHERE job = 'up-job';
+SELECT job, holder, term, attempts, outcome FROM leaderlock_runs;
+SELECT job, term FROM leaderlock_jobs;
+DELETE FROM leaderlock_runs;
+DELETE FROM leaderlock_jobs;
 SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
 SELECT key, holder, term, owner::regrole, tenures, value FROM leaderlock ORDER BY key;
 DROP ROLE leaderlock_upgrade_stranger;
@@ -218,6 +227,13 @@ SELECT p.oid::regprocedure::text AS function, pg_get_function_arguments(p.oid) A
 CREATE TEMP TABLE upgraded_indexes AS
 SELECT indexname, indexdef FROM pg_indexes
  WHERE schemaname = 'public' AND tablename LIKE 'leaderlock%';
+CREATE TEMP TABLE upgraded_tables AS
+SELECT c.relname, c.relacl::text AS acl, c.reloptions::text AS options,
+       (SELECT string_agg(pg_get_constraintdef(k.oid), '; ' ORDER BY pg_get_constraintdef(k.oid))
+          FROM pg_constraint k WHERE k.conrelid = c.oid) AS constraints,
+       c.oid IN (SELECT unnest(extconfig) FROM pg_extension WHERE extname = 'leaderlock') AS dumped
+  FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
+   AND c.relname LIKE 'leaderlock%';
 CREATE TEMP TABLE upgraded_view AS
 SELECT c.relname, pg_get_viewdef(c.oid) AS definition, c.relacl::text AS acl
   FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace
@@ -257,6 +273,15 @@ SELECT * FROM upgraded_indexes
 EXCEPT SELECT indexname, indexdef FROM pg_indexes
  WHERE schemaname = 'public' AND tablename LIKE 'leaderlock%';
 SELECT count(*) AS indexes FROM upgraded_indexes;
+-- tables: same privileges, options, constraints, and part of a dump or not
+SELECT c.relname, c.relacl::text AS acl, c.reloptions::text AS options,
+       (SELECT string_agg(pg_get_constraintdef(k.oid), '; ' ORDER BY pg_get_constraintdef(k.oid))
+          FROM pg_constraint k WHERE k.conrelid = c.oid) AS constraints,
+       c.oid IN (SELECT unnest(extconfig) FROM pg_extension WHERE extname = 'leaderlock') AS dumped
+  FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
+   AND c.relname LIKE 'leaderlock%'
+EXCEPT SELECT * FROM upgraded_tables;
+SELECT count(*) AS tables FROM upgraded_tables;
 -- views: same definitions and privileges
 SELECT c.relname, pg_get_viewdef(c.oid) AS definition, c.relacl::text AS acl
   FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace
