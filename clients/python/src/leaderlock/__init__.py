@@ -11,6 +11,16 @@
             lease.check()
             await do_one_step(lease)    # writes fenced by await lease.aguard(conn)
 
+Scheduled runs: once per due instant of a schedule, on one replica among
+all that run the same job (extension 0.5.0):
+
+    @leaderlock.scheduled(dsn, "nightly-report", cron="0 3 * * *", tz="Europe/Paris")
+    def nightly(run):
+        run.check()                     # RunLost past the local deadline
+        send_report(run.term)
+
+    nightly()                           # blocks; nightly.start() runs it in a thread
+
 `timeout=None` waits for leadership (through lost connections and server
 restarts), `timeout=0` tries once; NotAcquired when it passes with the key
 held, Unavailable when it passes with the server out of reach. Refusals
@@ -22,6 +32,7 @@ from typing import Any, Optional
 from ._core import (BadArgument, Lease, LeaderlockError, LeaseLost, NotAcquired, NotInstalled, PrivilegeError,
                     Rejected, Unavailable, default_id)
 from ._elector import Elector
+from ._schedule import Run, RunLost, Schedule, Scheduled, run_scheduled, scheduled
 from ._shutdown import release_on_sigterm
 from ._sync import Leadership
 
@@ -42,5 +53,6 @@ def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None,
 
 
 __all__ = ["lead", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
+           "run_scheduled", "scheduled", "Schedule", "Scheduled", "Run", "RunLost",
            "LeaderlockError", "LeaseLost", "NotAcquired", "Unavailable",
            "Rejected", "NotInstalled", "PrivilegeError", "BadArgument", "__version__"]
