@@ -48,18 +48,13 @@ impl Schedule {
     }
 
     /// A cron expression: five fields (minute hour day-of-month month
-    /// day-of-week), or six or seven with seconds first (and a year last),
-    /// in time zone `tz` (an IANA name, e.g. `Europe/Paris`; `UTC`). Across
+    /// day-of-week), or six with seconds first, or `@hourly`, `@daily`,
+    /// `@weekly`, `@monthly`, `@yearly`, in time zone `tz` (an IANA name, e.g. `Europe/Paris`; `UTC`). Across
     /// daylight saving changes a local time that does not exist is skipped
     /// and one that occurs twice is due once, at the first (the cron
     /// crate's rule; docs/scheduled-runs.md).
     pub fn cron(expr: &str, tz: &str) -> Result<Schedule, Error> {
-        let fields = expr.split_whitespace().count();
-        let full = if fields == 5 {
-            format!("0 {expr}")
-        } else {
-            expr.to_owned()
-        };
+        let full = cron_fields(expr)?;
         let schedule = cron::Schedule::from_str(&full)
             .map_err(|e| Error::Config(format!("cron expression {expr:?}: {e}")))?;
         let tz = chrono_tz::Tz::from_str(tz)
@@ -90,6 +85,63 @@ impl Schedule {
     pub fn at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.next_after(t - chrono::Duration::microseconds(1))
     }
+}
+
+/// The six fields (seconds first) of a cron expression, refused where
+/// dialects read it otherwise (crontab, as the Python, Node.js and Go
+/// clients' libraries do, and the cron crate), so that replicas in any
+/// language agree on the due instants: days of the week by name only (their
+/// numbers differ: crontab's Sunday is 0 or 7, the crate's 1), the day of
+/// the month or of the week restricted but not both (crontab runs on
+/// either, the crate on both), no `L`, `W`, `#` nor a year field.
+fn cron_fields(expr: &str) -> Result<String, Error> {
+    let bad = |why: &str| Err(Error::Config(format!("cron expression {expr:?}: {why}")));
+    let text = expr.trim();
+    if let Some(six) = match text {
+        "@yearly" => Some("0 0 0 1 1 *"),
+        "@monthly" => Some("0 0 0 1 * *"),
+        "@weekly" => Some("0 0 0 * * SUN"),
+        "@daily" => Some("0 0 0 * * *"),
+        "@hourly" => Some("0 0 * * * *"),
+        _ => None,
+    } {
+        return Ok(six.to_owned());
+    }
+    let mut fields: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+    match fields.len() {
+        5 => fields.insert(0, "0".into()),
+        6 => {}
+        7 => return bad("a year field (seven fields) is not supported"),
+        _ => return bad(
+            "five fields (minute hour day-of-month month day-of-week), or six with seconds first",
+        ),
+    }
+    for i in [3, 5] {
+        fields[i] = fields[i].replace('?', "*");
+    }
+    let (dom, dow) = (&fields[3], &fields[5]);
+    if dow.split(',').any(|t| {
+        t.split('/')
+            .next()
+            .is_some_and(|range| range.chars().any(|c| c.is_ascii_digit()))
+    }) || dow.contains(['L', '#'])
+    {
+        return bad(
+            "name the days of the week (SUN, MON-FRI): their numbers differ between cron \
+             dialects (crontab counts Sunday as 0 or 7, this client's cron crate as 1); numbers \
+             are refused, and so are L and #",
+        );
+    }
+    if dom.chars().any(|c| c.is_ascii_alphabetic()) {
+        return bad("L and W are not supported in the day of the month");
+    }
+    if dom != "*" && dow != "*" {
+        return bad(
+            "restrict the day of the month or the day of the week, not both: crontab runs on \
+             either, this client's cron crate on both",
+        );
+    }
+    Ok(fields.join(" "))
 }
 
 /// Settings of a [`Scheduler`].
@@ -467,6 +519,36 @@ mod tests {
         );
         assert!(Schedule::cron("61 * * * *", "UTC").is_err());
         assert!(Schedule::cron("0 3 * * *", "Mars/Olympus").is_err());
+    }
+
+    #[test]
+    fn cron_expressions_read_otherwise_elsewhere_are_refused() {
+        for expr in [
+            "0 3 * * 1", // Monday in crontab, Sunday in the crate
+            "0 3 * * 1-5",
+            "0 3 1 * MON", // either (crontab) or both (the crate)
+            "0 3 L * *",
+            "0 3 * * MON#2",
+            "0 0 3 * * * 2027",
+            "0 3 * *",
+        ] {
+            let e = Schedule::cron(expr, "UTC").unwrap_err().to_string();
+            assert!(e.starts_with("cron expression"), "{expr}: {e}");
+        }
+        for expr in [
+            "0 3 * * MON-FRI",
+            "0 3 1,15 * ?",
+            "@daily",
+            "*/10 * * * * *",
+            "0 3 * * */2",
+        ] {
+            let _ = Schedule::cron(expr, "UTC").map_err(|e| panic!("{expr}: {e}"));
+        }
+        let weekly = Schedule::cron("@weekly", "UTC").unwrap();
+        assert_eq!(
+            weekly.next_after(at("2026-11-27T10:00:00Z")),
+            Some(at("2026-11-29T00:00:00Z")) // a Sunday
+        );
     }
 
     #[test]
