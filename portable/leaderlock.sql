@@ -278,6 +278,8 @@ CREATE INDEX leaderlock_slots_holder_idx ON @extschema@.leaderlock_slots (holder
 CREATE TABLE @extschema@.leaderlock_jobs (
     job  text PRIMARY KEY,
     term bigint NOT NULL DEFAULT 0,   -- the job's last term issued
+    pruned_before timestamptz,        -- its runs due before it were deleted (retention):
+                                      -- they are never claimed again
     CONSTRAINT leaderlock_jobs_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_jobs_term_check CHECK (term >= 0::bigint)
 );
@@ -2357,6 +2359,8 @@ DECLARE
     t timestamptz;
     v_grace_us numeric;
     v_retention_us numeric;
+    v_horizon timestamptz;
+    v_pruned timestamptz;
     v_late boolean;
     v_pro timestamptz;
     v_term bigint;
@@ -2382,37 +2386,62 @@ BEGIN
     v_pro := @extschema@._le_promoted_at();
     v_late := v_grace_us IS NOT NULL
               AND (extract(epoch FROM t) - extract(epoch FROM p_due)) * 1000000::numeric > v_grace_us;
+    -- A run due longer ago than the retention is never claimed (its row may
+    -- be gone): refused before anything is written.
+    v_horizon := t - make_interval(secs => (v_retention_us / 1000000::numeric)::float8);
+    IF p_due < v_horizon THEN
+        RETURN NULL;
+    END IF;
 
-    -- The job's row, made by its first claim. Waits only for a concurrent
-    -- first claim of the job, and at most 10 ms (compiled:
-    -- tenure::insert_first): one still open finds the row locked below.
-    old_lock_timeout := current_setting('lock_timeout');
-    BEGIN
-        PERFORM set_config('lock_timeout', '10ms', true);
-        INSERT INTO @extschema@.leaderlock_jobs AS j (job, term) VALUES (p_job, 0)
-        ON CONFLICT (job) DO NOTHING;
-        PERFORM set_config('lock_timeout', old_lock_timeout, true);
-    EXCEPTION WHEN lock_not_available THEN
-        NULL;   -- a rival's first claim of the job is still open
-    END;
+    -- The job's row, made by its first claim: inserted only when absent (an
+    -- insert that meets a row another transaction updated waits for it).
+    -- Waits only for a concurrent first claim of the job, and at most 10 ms
+    -- (compiled: tenure::insert_first): one still open finds the row
+    -- locked below.
+    IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_jobs j WHERE j.job = p_job) THEN
+        old_lock_timeout := current_setting('lock_timeout');
+        BEGIN
+            PERFORM set_config('lock_timeout', '10ms', true);
+            INSERT INTO @extschema@.leaderlock_jobs AS j (job, term) VALUES (p_job, 0)
+            ON CONFLICT (job) DO NOTHING;
+            PERFORM set_config('lock_timeout', old_lock_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;   -- a rival's first claim of the job is still open
+        END;
+    END IF;
 
     -- The job's lock and the run's writes, in one block (see _le_lock_own).
     BEGIN
-        SELECT j.term INTO v_term FROM @extschema@.leaderlock_jobs j
+        SELECT j.pruned_before INTO v_pruned FROM @extschema@.leaderlock_jobs j
          WHERE j.job = p_job
            FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';   -- another claim of the job holds it: try again later
         END IF;
+        IF p_due < v_pruned THEN
+            RAISE SQLSTATE 'LE0NL';   -- pruned by a shorter retention: never again
+        END IF;
         -- The run's row, on its first claim (under the job's lock, so no
-        -- other claim inserts it meanwhile); a new run of the job deletes
-        -- its runs due before the retention.
-        INSERT INTO @extschema@.leaderlock_runs AS r (job, due) VALUES (p_job, p_due)
-        ON CONFLICT (job, due) DO NOTHING;
-        IF FOUND THEN
-            DELETE FROM @extschema@.leaderlock_runs r
-             WHERE r.job = p_job
-               AND r.due < t - make_interval(secs => (v_retention_us / 1000000::numeric)::float8);
+        -- other claim inserts it meanwhile; looked for first, for the reason
+        -- above: its runner may be renewing it). A new run of the job
+        -- deletes its runs due before the retention that are finished or
+        -- without a live claim, skipping rows others hold, and marks the job
+        -- so that none of them is ever claimed again.
+        IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r WHERE r.job = p_job AND r.due = p_due) THEN
+            INSERT INTO @extschema@.leaderlock_runs AS r (job, due) VALUES (p_job, p_due)
+            ON CONFLICT (job, due) DO NOTHING;
+            IF FOUND THEN
+                DELETE FROM @extschema@.leaderlock_runs r
+                 WHERE r.job = p_job
+                   AND r.due IN (SELECT o.due FROM @extschema@.leaderlock_runs o
+                                  WHERE o.job = p_job AND o.due < v_horizon
+                                    AND (o.finished_at IS NOT NULL OR o.holder IS NULL
+                                         OR NOT coalesce(GREATEST(o.expires_at, v_pro + o.ttl) > t, false))
+                                    FOR UPDATE SKIP LOCKED);
+                UPDATE @extschema@.leaderlock_jobs j
+                   SET pruned_before = GREATEST(j.pruned_before, v_horizon)
+                 WHERE j.job = p_job;
+            END IF;
         END IF;
         -- Locked only if it may be claimed: unfinished, without a live
         -- claim (a rival never locks the runner's row), never waiting.

@@ -15,8 +15,8 @@ INSERT INTO leaderlock_slots
 SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
        owner, releases, expiries, changed_at
   FROM pg_temp.leaderlock_carry_slots;
-INSERT INTO leaderlock_jobs (job, term)
-SELECT job, term FROM pg_temp.leaderlock_carry_jobs;
+INSERT INTO leaderlock_jobs (job, term, pruned_before)
+SELECT job, term, pruned_before FROM pg_temp.leaderlock_carry_jobs;
 INSERT INTO leaderlock_runs
        (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
 SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner

@@ -37,7 +37,7 @@ CREATE TEMP TABLE leaderlock_carry_slots (
 ) ON COMMIT DROP;
 -- Contract 22 (0.5.0): scheduled runs and each job's last term. Before,
 -- neither exists.
-CREATE TEMP TABLE leaderlock_carry_jobs (job text, term bigint) ON COMMIT DROP;
+CREATE TEMP TABLE leaderlock_carry_jobs (job text, term bigint, pruned_before timestamptz) ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_runs (
     job text, due timestamptz, holder text, term bigint, claimed_at timestamptz, expires_at timestamptz,
     ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid
@@ -60,7 +60,7 @@ BEGIN
        IS NOT NULL THEN
         -- after the others, jobs before runs, as le_claim_run takes them
         LOCK TABLE leaderlock_jobs, leaderlock_runs IN ACCESS EXCLUSIVE MODE;
-        INSERT INTO pg_temp.leaderlock_carry_jobs SELECT j.job, j.term FROM leaderlock_jobs j;
+        INSERT INTO pg_temp.leaderlock_carry_jobs SELECT j.job, j.term, j.pruned_before FROM leaderlock_jobs j;
         -- a claim held across a promotion, as a lease above
         INSERT INTO pg_temp.leaderlock_carry_runs
         SELECT r.job, r.due, r.holder, r.term, r.claimed_at,

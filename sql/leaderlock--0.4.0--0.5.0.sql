@@ -259,7 +259,8 @@ ALTER FUNCTION le_holders(text) SET enable_seqscan = off;
 -- Contract 22: scheduled runs (src/ddl/schema.sql says what each column holds).
 CREATE TABLE leaderlock_jobs (
     job  text PRIMARY KEY,
-    term bigint NOT NULL DEFAULT 0
+    term bigint NOT NULL DEFAULT 0,
+    pruned_before timestamptz
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_jobs', '');
 CREATE TABLE leaderlock_runs (

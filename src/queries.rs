@@ -728,9 +728,20 @@ statements! {
     INSERT_JOB = "INSERT INTO @extschema@.leaderlock_jobs (job, term) VALUES ($1, 0) \
          ON CONFLICT (job) DO NOTHING RETURNING term";
 
+    /// Whether job `$1`'s row exists (a snapshot read: a claim inserts it only
+    /// when it does not, since an insert that meets a row another
+    /// transaction has updated waits for that transaction).
+    JOB_EXISTS = "SELECT true FROM @extschema@.leaderlock_jobs WHERE job = $1";
+
+    /// Whether the run of job `$1` due at `$2` has a row (read under the
+    /// job's lock, so nothing inserts it meanwhile; checked first, for the
+    /// reason of `JOB_EXISTS`: its runner may be renewing it right now).
+    RUN_EXISTS = "SELECT true FROM @extschema@.leaderlock_runs WHERE job = $1 AND due = $2";
+
     /// Lock a job's row, never waiting: claims of one job take turns on it,
     /// and only they lock it (renewals and finishes never touch it). `$1` job.
-    LOCK_JOB = "SELECT term FROM @extschema@.leaderlock_jobs WHERE job = $1 \
+    /// Before when its runs were pruned.
+    LOCK_JOB = "SELECT pruned_before FROM @extschema@.leaderlock_jobs WHERE job = $1 \
          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// The job's next term, on its locked row (contract 8.1's floor `$2`).
@@ -745,8 +756,22 @@ statements! {
     INSERT_RUN = "INSERT INTO @extschema@.leaderlock_runs (job, due) VALUES ($1, $2) \
          ON CONFLICT (job, due) DO NOTHING RETURNING true";
 
-    /// Retention: a job's runs due before `$2`, on a new run of it. `$1` job.
-    PRUNE_RUNS = "DELETE FROM @extschema@.leaderlock_runs WHERE job = $1 AND due < $2";
+    /// Retention, on a new run of job `$1`: its runs due before `$2` that are
+    /// finished or have no live claim at `$3` (a run still going on keeps its
+    /// row: its runner renews and finishes it), never waiting (a row another
+    /// transaction holds goes at a later prune).
+    PRUNE_RUNS = concat!(
+        "DELETE FROM @extschema@.leaderlock_runs WHERE job = $1 AND due IN \
+           (SELECT due FROM @extschema@.leaderlock_runs \
+             WHERE job = $1 AND due < $2 AND (finished_at IS NOT NULL OR ",
+        not_live!("$3"),
+        ") FOR UPDATE SKIP LOCKED)"
+    );
+
+    /// What a prune of job `$1` up to `$2` leaves behind: no run due before
+    /// `$2` is claimed again (a shorter retention never brings one back).
+    MARK_PRUNED = "UPDATE @extschema@.leaderlock_jobs \
+            SET pruned_before = GREATEST(pruned_before, $2) WHERE job = $1";
 
     /// Lock a run only if it may be claimed at `$3`: unfinished and without a
     /// live claim (a rival never locks the runner's row), never waiting.
@@ -817,13 +842,21 @@ statements! {
     /// least its ttl from `$1` (a promotion, or a lease clock started
     /// afresh). Longer only: a claim set ahead by another host's clock only
     /// keeps the run from being claimed again for longer.
+    /// Never waits: a run's row is locked only by its owner's renewal or
+    /// finish (which write a new expiry, or end the claim) or by a claim of a
+    /// run without a live claim, so one skipped concerns its locker's own
+    /// claim only, and no role holds the step (and every election of the
+    /// database with it) by keeping a run locked.
     OUTLAST_FAILOVER_RUNS = concat!(
-        "UPDATE @extschema@.leaderlock_runs \
+        "UPDATE @extschema@.leaderlock_runs r \
             SET expires_at = ",
+        expiry!("$1", "r.ttl"),
+        " FROM (SELECT job, due FROM @extschema@.leaderlock_runs \
+                 WHERE holder IS NOT NULL AND finished_at IS NULL AND expires_at < ",
         expiry!("$1", "ttl"),
-        " WHERE holder IS NOT NULL AND finished_at IS NULL AND expires_at < ",
-        expiry!("$1", "ttl"),
-        " RETURNING job"
+        " FOR UPDATE SKIP LOCKED) l \
+          WHERE r.job = l.job AND r.due = l.due \
+      RETURNING r.job"
     );
 
     /// Records that held leases outlast the move to timeline `$1`, at `$2`.

@@ -35,28 +35,37 @@ enum Claimed {
 pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>) -> Option<i64> {
     let now = crate::clock::now();
     input::not_before_due(due, now);
-    if !failover::ready_for_new_tenures() {
-        return None; // held claims outlast a failover first (8.2)
+    // A run due longer ago than the retention is never claimed (its row may
+    // be gone): refused before anything is written.
+    let horizon = now.saturating_sub(settings::run_retention_micros());
+    if due < horizon || !failover::ready_for_new_tenures() {
+        return None; // (held claims outlast a failover first, 8.2)
     }
-    tenure::insert_first(queries::INSERT_JOB, &[job.into()], now, Some(now));
+    if !plans::run(queries::JOB_EXISTS, &[job.into()], |t| !t.is_empty()) {
+        tenure::insert_first(queries::INSERT_JOB, &[job.into()], now, Some(now));
+    }
     let floor = failover::term_floor();
     let late = grace.is_some_and(|g| now > due.saturating_add(g));
     let done = plans::under_lock(
         || {
             plans::run(queries::LOCK_JOB, &[job.into()], |t| {
-                (!t.is_empty()).then_some(())
+                let row = t.into_iter().next()?;
+                Some(micros(
+                    row.get::<TimestampWithTimeZone>(1).expect("pruned_before"),
+                ))
             })
         },
-        |()| {
+        |pruned_before| {
+            if pruned_before.is_some_and(|p| due < p) {
+                return None; // pruned by a shorter retention: never again
+            }
             let run = [job.into(), ts(due).into()];
-            let new = plans::run(queries::INSERT_RUN, &run, |t| !t.is_empty());
+            let new = !plans::run(queries::RUN_EXISTS, &run, |t| !t.is_empty())
+                && plans::run(queries::INSERT_RUN, &run, |t| !t.is_empty());
             if new {
-                let horizon = now.saturating_sub(settings::run_retention_micros());
-                plans::run(
-                    queries::PRUNE_RUNS,
-                    &[job.into(), ts(horizon).into()],
-                    |_| (),
-                );
+                let prune = [job.into(), ts(horizon).into(), ts(now).into()];
+                plans::run(queries::PRUNE_RUNS, &prune, |_| ());
+                plans::run(queries::MARK_PRUNED, &prune[..2], |_| ());
             }
             let args = [job.into(), ts(due).into(), ts(now).into()];
             let last = plans::run(queries::LOCK_CLAIMABLE_RUN, &args, |t| {

@@ -152,7 +152,9 @@ SELECT l.key, l.tenures,
 -- retention (and, as the table's, a dump and restore).
 CREATE TABLE leaderlock_jobs (
     job  text PRIMARY KEY,
-    term bigint NOT NULL DEFAULT 0    -- the job's last term issued
+    term bigint NOT NULL DEFAULT 0,   -- the job's last term issued
+    pruned_before timestamptz         -- its runs due before it were deleted (retention):
+                                      -- they are never claimed again
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_jobs', '');
 

@@ -90,16 +90,29 @@ SELECT due - :'due'::timestamptz AS after, holder, term, attempts, outcome, deta
 SELECT job, term FROM leaderlock_jobs WHERE job = 'hourly';
 
 -- Retention: a job's new run deletes its runs due longer ago than
--- leaderlock.run_retention; the job's terms stay.
+-- leaderlock.run_retention that are finished or without a live claim; a
+-- run still going on keeps its row, and its runner renews and finishes it.
+-- A run pruned is never claimed again, whatever the retention later; one
+-- due before the retention is refused, nothing written. The terms stay.
 SET ROLE ll_runs_a;
-SELECT le_claim_run('kept', :'due', 'r1', '1 hour') AS old_run;
+SELECT le_claim_run('kept', :'due', 'r1', '1 hour') AS old_live;
+SELECT le_claim_run('kept', (:'due'::timestamptz + interval '1 second'), 'r1', '1 hour') AS old_finished;
+SELECT le_finish_run('kept', (:'due'::timestamptz + interval '1 second'), 'r1', 2, true) AS finished;
 RESET ROLE;
 SET leaderlock.run_retention = '10s';
 SET ROLE ll_runs_a;
 SELECT le_claim_run('kept', date_trunc('second', le_now()), 'r1', '1 hour') AS new_run;
+SELECT le_claim_run('kept-too-old', :'due', 'r1', '1 hour') AS too_old;
 RESET ROLE;
 RESET leaderlock.run_retention;
-SELECT count(*) AS runs_left, max(term) AS term FROM leaderlock_runs WHERE job = 'kept';
+SELECT due - :'due'::timestamptz > interval '20 seconds' AS new, term, outcome
+  FROM leaderlock_runs WHERE job = 'kept' ORDER BY due;
+SELECT job, term, pruned_before IS NOT NULL AS pruned FROM leaderlock_jobs WHERE job LIKE 'kept%' ORDER BY job;
+SET ROLE ll_runs_a;
+SELECT le_renew_run('kept', :'due', 'r1', NULL, 1) AS live_one_renews;
+SELECT le_claim_run('kept', (:'due'::timestamptz + interval '1 second'), 'r2', '1 hour') AS pruned_never_again;
+SELECT le_finish_run('kept', :'due', 'r1', 1, true) AS live_one_finishes;
+RESET ROLE;
 
 -- Bad input: the SQLSTATE, and nothing changes.
 CREATE TEMP TABLE runs_before AS SELECT * FROM leaderlock_runs;
