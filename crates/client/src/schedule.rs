@@ -74,10 +74,15 @@ impl Schedule {
                 let next = us.div_euclid(p).checked_add(1)?.checked_mul(p)?;
                 Utc.timestamp_micros(next).single()
             }
+            // Strictly after `t`: where a local time occurs twice (clocks
+            // going back) the crate may give the first of the two instants,
+            // not after `t`; a caller stepping from instant to instant would
+            // then never move on.
             Schedule::Cron { schedule, tz } => schedule
                 .after(&t.with_timezone(tz))
-                .next()
-                .map(|d| d.with_timezone(&Utc)),
+                .take(10_000)
+                .map(|d| d.with_timezone(&Utc))
+                .find(|d| *d > t),
         }
     }
 
@@ -243,8 +248,8 @@ pub struct Scheduler {
 }
 
 /// A run whose row a refused claim cannot find this many times in a row is
-/// dropped: older than the retention (a row that races a first claim
-/// appears within a few tries).
+/// dropped: due before the retention (a row that races a first claim, or
+/// waits for the failover step, appears within a few tries).
 const ABSENT_TRIES: u32 = 100;
 const RACE_RETRY: Duration = Duration::from_millis(20);
 
@@ -411,12 +416,20 @@ impl Scheduler {
                 Ok(None)
             }
             None => {
+                // Refused before its row was made: its job's row taken by
+                // another claim, the failover step not taken yet, or due
+                // before the retention (never to be claimed). Backing off
+                // (20 ms doubling, up to the poll), given up after
+                // ABSENT_TRIES: about a minute and a half.
                 let tries = self.pending.get(&due).map_or(0, |p| p.1) + 1;
                 if tries >= ABSENT_TRIES {
                     self.pending.remove(&due);
                     return Ok(Some(Turn::Settled { due, outcome: None }));
                 }
-                self.pending.insert(due, (here + RACE_RETRY, tries));
+                let backoff = RACE_RETRY
+                    .saturating_mul(1 << tries.min(10))
+                    .min(poll.max(RACE_RETRY));
+                self.pending.insert(due, (here + backoff, tries));
                 Ok(None)
             }
         }
@@ -549,6 +562,20 @@ mod tests {
             weekly.next_after(at("2026-11-27T10:00:00Z")),
             Some(at("2026-11-29T00:00:00Z")) // a Sunday
         );
+    }
+
+    #[test]
+    fn every_due_instant_is_after_the_last_across_clocks_going_back() {
+        // Every second in Paris through 2026-10-25 03:00 CEST -> 02:00 CET:
+        // the instants only grow, and none is skipped before the change.
+        let s = Schedule::cron("* * * * * *", "Europe/Paris").unwrap();
+        let mut t = at("2026-10-25T00:59:55Z");
+        for _ in 0..20 {
+            let next = s.next_after(t).unwrap();
+            assert!(next > t, "{next} after {t}");
+            t = next;
+        }
+        assert!(t >= at("2026-10-25T01:00:10Z"), "{t}");
     }
 
     #[test]

@@ -13,7 +13,10 @@ export const {
   NotInstalledError,
   PrivilegeError,
   RejectedError,
+  RunLost,
   defaultId,
   lead,
+  nextDue,
   releaseOnSignals,
+  schedule,
 } = leaderlock;

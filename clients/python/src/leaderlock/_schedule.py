@@ -630,7 +630,11 @@ class Scheduler:
             if tries >= ABSENT_TRIES:
                 self.pending.pop(due, None)
                 return Settled(due, None)
-            self.pending[due] = [here + RACE_RETRY, tries]
+            # refused before its row was made (its job's row taken, the
+            # failover step not taken yet, or due before the retention):
+            # backing off, 20 ms doubling up to the poll, given up after
+            # ABSENT_TRIES (about a minute and a half)
+            self.pending[due] = [here + min(RACE_RETRY * 2 ** min(tries, 10), max(self.poll, RACE_RETRY)), tries]
             return None
         finished, remaining, outcome = state
         if finished:

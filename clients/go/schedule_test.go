@@ -1,0 +1,682 @@
+package leaderlock
+
+// Scheduled runs against a real server (LEADERLOCK_DSN, a superuser for
+// the lost-run test), and the due instants without one.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v4"
+)
+
+// runRow is a row of leaderlock_runs.
+type runRow struct {
+	due      time.Time
+	holder   *string
+	term     *int64
+	outcome  *string
+	detail   *string
+	attempts int
+}
+
+func runRows(t *testing.T, job string) []runRow {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	rows, err := c.Query(context.Background(),
+		"SELECT due, holder, term, outcome, detail, attempts FROM leaderlock_runs WHERE job = $1 ORDER BY due", job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []runRow
+	for rows.Next() {
+		var r runRow
+		if err := rows.Scan(&r.due, &r.holder, &r.term, &r.outcome, &r.detail, &r.attempts); err != nil {
+			t.Fatal(err)
+		}
+		r.due = r.due.UTC()
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "NULL"
+	}
+	return *p
+}
+
+// ranRun is what a callback saw; endErr is run.Check() at its end.
+type ranRun struct {
+	id     string
+	due    time.Time
+	term   int64
+	endErr error
+}
+
+// ours reports whether the run was still ours at its end, or ended by the
+// test's cancel (Schedule's context).
+func (r ranRun) ours() bool { return r.endErr == nil || errors.Is(r.endErr, context.Canceled) }
+
+// checkTable compares leaderlock_runs with the runs that ran (sorted by
+// due instant): each recorded succeeded by its runner, in its term. A row
+// without a run is allowed only after the last run, unfinished: a claim
+// whose answer the test's cancel cut off (it lapses).
+func checkTable(t *testing.T, rows []runRow, ran []ranRun, attempts int) {
+	t.Helper()
+	byDue := map[int64]runRow{}
+	for _, row := range rows {
+		byDue[row.due.UnixMicro()] = row
+		if len(ran) > 0 && !row.due.After(ran[len(ran)-1].due) {
+			continue
+		}
+		if row.outcome != nil {
+			t.Errorf("table: run due %v %s, not run here", row.due, str(row.outcome))
+		}
+	}
+	for _, r := range ran {
+		row, ok := byDue[r.due.UnixMicro()]
+		if !ok || (r.id != "" && str(row.holder) != r.id) || row.term == nil || *row.term != r.term ||
+			str(row.outcome) != "succeeded" || row.attempts != attempts {
+			t.Errorf("table: due %v holder %s term %v outcome %s attempts %d; ran: %+v",
+				row.due, str(row.holder), row.term, str(row.outcome), row.attempts, r)
+		}
+	}
+	if len(rows) < len(ran) {
+		t.Errorf("%d runs in the table, %d ran", len(rows), len(ran))
+	}
+}
+
+func TestScheduleThreeReplicasRunEachDueInstantOnce(t *testing.T) {
+	job := newKey("sched-three")
+	period := 300 * time.Millisecond
+	var mu sync.Mutex
+	var ran []ranRun
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 3)
+	for _, id := range []string{"a", "b", "c"} {
+		id := id
+		go func() {
+			errs <- Schedule(ctx, ScheduleConfig{ConnString: dsn(t), Job: job, Identity: id, Every: period,
+				TTL: 2 * time.Second, MisfireGrace: -1}, // each with its own connection; no look back
+				func(ctx context.Context, run *ScheduledRun) error {
+					if run.Job != job || run.Identity != id || !run.IsOurs() || ctx.Err() != nil {
+						t.Errorf("%s: run %+v, ours %v, ctx %v", id, run, run.IsOurs(), ctx.Err())
+					}
+					time.Sleep(30 * time.Millisecond) // a unit of work
+					mu.Lock()
+					ran = append(ran, ranRun{id: id, due: run.Due, term: run.Term, endErr: run.Check()})
+					mu.Unlock()
+					return nil
+				})
+		}()
+	}
+	time.Sleep(2500 * time.Millisecond)
+	cancel()
+	for i := 0; i < 3; i++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("Schedule: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Schedule did not return after its context ended")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Slice(ran, func(i, j int) bool { return ran[i].due.Before(ran[j].due) })
+	if len(ran) < 5 {
+		t.Fatalf("%d runs in 2.5 s every 300 ms: %+v", len(ran), ran)
+	}
+	byID := map[string]int{}
+	for i, r := range ran {
+		byID[r.id]++
+		if r.due.Location() != time.UTC || r.due.UnixMicro()%period.Microseconds() != 0 {
+			t.Errorf("due instant %v: not UTC or not a multiple of the period since the epoch", r.due)
+		}
+		if !r.ours() {
+			t.Errorf("run %+v was not ours at its end", r)
+		}
+		if i == 0 {
+			continue
+		}
+		p := ran[i-1]
+		if !r.due.After(p.due) {
+			t.Errorf("due instant %v ran twice (%s term %d, %s term %d)", r.due, p.id, p.term, r.id, r.term)
+		} else if r.due.Sub(p.due) != period {
+			t.Errorf("due instants %v then %v: one skipped", p.due, r.due)
+		}
+		if r.term <= p.term {
+			t.Errorf("terms do not increase with due instants: %+v then %+v", p, r)
+		}
+	}
+	t.Logf("%d runs, by replica %v", len(ran), byID)
+	checkTable(t, runRows(t, job), ran, 1)
+}
+
+func TestScheduleErrorRecordsTheRunFailedWithItsDetail(t *testing.T) {
+	job := newKey("sched-failed")
+	// 999 bytes, then a character that would end at byte 1001: cut before it
+	long := "boom:" + strings.Repeat("é", 600)
+	var mu sync.Mutex
+	calls := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		returned <- Schedule(ctx, ScheduleConfig{ConnString: dsn(t), Job: job, Every: 200 * time.Millisecond,
+			TTL: 2 * time.Second, MisfireGrace: -1}, func(ctx context.Context, run *ScheduledRun) error {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			switch n {
+			case 1:
+				return errors.New(long)
+			case 2:
+				return fmt.Errorf("second run: %w", context.DeadlineExceeded)
+			}
+			return nil
+		})
+	}()
+	eventually(t, 10*time.Second, func() bool {
+		rows := runRows(t, job)
+		return len(rows) >= 3 && rows[2].outcome != nil
+	})
+	cancel()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	rows := runRows(t, job)
+	want := long[:999]
+	if !utf8.ValidString(want) || len(want) != 999 {
+		t.Fatal("the test's own cut is wrong")
+	}
+	if str(rows[0].outcome) != "failed" || str(rows[0].detail) != want {
+		t.Errorf("first run: %s %q, want failed %q", str(rows[0].outcome), str(rows[0].detail), want)
+	}
+	if str(rows[1].outcome) != "failed" || str(rows[1].detail) != "second run: context deadline exceeded" {
+		t.Errorf("second run: %s %q", str(rows[1].outcome), str(rows[1].detail))
+	}
+	if str(rows[2].outcome) != "succeeded" || rows[2].detail != nil {
+		t.Errorf("third run (the loop goes on after failures): %s %q", str(rows[2].outcome), str(rows[2].detail))
+	}
+	if d := runDetail("a\x00b\xffc"); d != "a\uFFFDb\uFFFDc" {
+		t.Errorf("runDetail: %q", d)
+	}
+}
+
+func TestScheduleRunLostWhileRunning(t *testing.T) {
+	job := newKey("sched-lost")
+	ttl := 3 * time.Second
+	cfg := func(id string) ScheduleConfig {
+		// due hourly, looked back at for an hour: due now, on start
+		return ScheduleConfig{ConnString: dsn(t), Job: job, Identity: id, Every: time.Hour, MisfireGrace: time.Hour, TTL: ttl}
+	}
+	type seen struct {
+		run           *ScheduledRun
+		lostAfter     time.Duration
+		deadline      time.Time
+		ctxErr, check error
+		doneClosed    bool
+	}
+	started := make(chan *ScheduledRun, 1)
+	aLost := make(chan seen, 1)
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	aReturned := make(chan error, 1)
+	go func() {
+		aReturned <- Schedule(ctxA, cfg("a"), func(ctx context.Context, run *ScheduledRun) error {
+			started <- run
+			begin := time.Now()
+			for run.IsOurs() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			s := seen{run: run, lostAfter: time.Since(begin), deadline: run.Deadline(), ctxErr: ctx.Err(), check: run.Check()}
+			select {
+			case <-ctx.Done():
+				s.doneClosed = true
+			case <-time.After(time.Second):
+			}
+			aLost <- s
+			return nil
+		})
+	}()
+	var runA *ScheduledRun
+	select {
+	case runA = <-started:
+	case err := <-aReturned:
+		t.Fatalf("Schedule returned: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not claim the run due")
+	}
+	time.Sleep(ttl / 2) // renewed once: lost by a refusal, not at the first deadline
+	// The claim lapses on the server (a runner lost mid-run), and b claims
+	// the run again.
+	c, err := pgx.Connect(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(),
+		"UPDATE leaderlock_runs SET expires_at = le_now() - interval '1 second' WHERE job = $1", job); err != nil {
+		t.Fatal(err)
+	}
+	startedB := make(chan *ScheduledRun, 1)
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	go func() {
+		_ = Schedule(ctxB, cfg("b"), func(ctx context.Context, run *ScheduledRun) error {
+			startedB <- run
+			time.Sleep(100 * time.Millisecond)
+			return nil
+		})
+	}()
+	var runB *ScheduledRun
+	select {
+	case runB = <-startedB:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not claim the lapsed run")
+	}
+	if !runB.Due.Equal(runA.Due) || runB.Term <= runA.Term {
+		t.Fatalf("b claimed %v term %d; a had %v term %d", runB.Due, runB.Term, runA.Due, runA.Term)
+	}
+	var s seen
+	select {
+	case s = <-aLost:
+	case <-time.After(ttl + 2*time.Second):
+		t.Fatal("a's run stayed ours after b claimed it")
+	}
+	var lost *LostError
+	if !errors.As(s.check, &lost) || lost.Reason != StopRefused || !errors.Is(s.check, ErrLeaseLost) {
+		t.Errorf("Check: %v, want a refused renewal's loss", s.check)
+	}
+	if !errors.Is(s.ctxErr, ErrLeaseLost) || !s.doneClosed {
+		t.Errorf("the run's context: Err %v, Done closed %v", s.ctxErr, s.doneClosed)
+	}
+	t.Logf("a saw the loss %v after starting, %v before its local deadline", s.lostAfter.Round(time.Millisecond), time.Until(s.deadline).Round(time.Millisecond))
+	eventually(t, 5*time.Second, func() bool {
+		rows := runRows(t, job)
+		return len(rows) == 1 && rows[0].outcome != nil
+	})
+	row := runRows(t, job)[0]
+	if str(row.holder) != "b" || row.term == nil || *row.term != runB.Term || row.attempts != 2 || str(row.outcome) != "succeeded" {
+		t.Errorf("table: holder %s term %v attempts %d outcome %s; want b's finish of term %d",
+			str(row.holder), row.term, row.attempts, str(row.outcome), runB.Term)
+	}
+	cancelA()
+	cancelB()
+	if err := <-aReturned; err != nil {
+		t.Errorf("a's Schedule: %v", err)
+	}
+}
+
+func TestScheduleDueInstants(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UTC()
+	}
+	sched := func(cfg ScheduleConfig) *Scheduler {
+		t.Helper()
+		cfg.ConnString, cfg.Job = "postgres://localhost/none", "j"
+		s, err := NewScheduler(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	next := func(s *Scheduler, from string, n int) []time.Time {
+		t.Helper()
+		var got []time.Time
+		v := at(from)
+		for i := 0; i < n; i++ {
+			var ok bool
+			if v, ok = s.NextAfter(v); !ok {
+				t.Fatalf("no due instant after %v", v)
+			}
+			got = append(got, v)
+		}
+		return got
+	}
+	same := func(what string, got []time.Time, want ...string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: %v, want %v", what, got, want)
+			return
+		}
+		for i := range got {
+			if !got[i].Equal(at(want[i])) || got[i].Location() != time.UTC {
+				t.Errorf("%s: %v, want %v", what, got, want)
+				return
+			}
+		}
+	}
+
+	// Every: multiples of the period since the Unix epoch (the Rust client's test)
+	every := sched(ScheduleConfig{Every: 300 * time.Second})
+	same("every 300s", next(every, "2026-11-27T10:02:03Z", 2), "2026-11-27T10:05:00Z", "2026-11-27T10:10:00Z")
+	same("every 300s from a due instant", next(every, "2026-11-27T10:05:00Z", 1), "2026-11-27T10:10:00Z")
+	if v, _ := every.atOrAfter(at("2026-11-27T10:05:00Z")); !v.Equal(at("2026-11-27T10:05:00Z")) {
+		t.Errorf("atOrAfter a due instant: %v", v)
+	}
+	ms := sched(ScheduleConfig{Every: 300 * time.Millisecond})
+	same("every 300ms", next(ms, "2026-11-27T10:00:00.250Z", 3),
+		"2026-11-27T10:00:00.3Z", "2026-11-27T10:00:00.6Z", "2026-11-27T10:00:00.9Z")
+	// 7 ms does not divide a second: still multiples since the epoch
+	seven := sched(ScheduleConfig{Every: 7 * time.Millisecond})
+	if v, _ := seven.NextAfter(at("2026-11-27T10:00:00Z")); v.UnixMilli()%7 != 0 || v.Sub(at("2026-11-27T10:00:00Z")) > 7*time.Millisecond {
+		t.Errorf("every 7ms: %v", v)
+	}
+
+	// Cron in a time zone across daylight saving (the Rust client's test):
+	// 02:30 in Paris does not exist on 2026-03-29 and is skipped; it occurs
+	// twice on 2026-10-25 and is due once, at the first.
+	paris := sched(ScheduleConfig{Cron: "30 2 * * *", TimeZone: "Europe/Paris"})
+	same("spring", next(paris, "2026-03-27T12:00:00Z", 3), "2026-03-28T01:30:00Z", "2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z")
+	same("autumn", next(paris, "2026-10-24T12:00:00Z", 3), "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z", "2026-10-27T01:30:00Z")
+	// every 20 minutes: the repeated hour's local times are not due again
+	twenty := sched(ScheduleConfig{Cron: "*/20 * * * *", TimeZone: "Europe/Paris"})
+	same("autumn, every 20 minutes", next(twenty, "2026-10-25T00:30:00Z", 3),
+		"2026-10-25T00:40:00Z", "2026-10-25T02:00:00Z", "2026-10-25T02:20:00Z")
+	same("spring, every 20 minutes", next(twenty, "2026-03-29T00:30:00Z", 2), "2026-03-29T00:40:00Z", "2026-03-29T01:00:00Z")
+	// five fields mean minutes; six have seconds first; UTC by default
+	same("five fields", next(sched(ScheduleConfig{Cron: "0 3 * * *"}), "2026-11-27T10:00:00Z", 1), "2026-11-28T03:00:00Z")
+	same("six fields", next(sched(ScheduleConfig{Cron: "*/15 * * * * *"}), "2026-11-27T10:00:00.5Z", 2),
+		"2026-11-27T10:00:15Z", "2026-11-27T10:00:30Z")
+	same("weekdays by name", next(sched(ScheduleConfig{Cron: "0 9 * * MON-FRI", TimeZone: "UTC"}), "2026-11-27T10:00:00Z", 2),
+		"2026-11-30T09:00:00Z", "2026-12-01T09:00:00Z") // 2026-11-27 is a Friday
+
+	bad := []ScheduleConfig{
+		{},                                      // neither
+		{Every: time.Second, Cron: "* * * * *"}, // both
+		{Every: 1500 * time.Microsecond},
+		{Every: -time.Second},
+		{Every: time.Second, TimeZone: "Europe/Paris"},
+		{Cron: "61 * * * *"},
+		{Cron: "0 3 * * *", TimeZone: "Mars/Olympus"},
+		{Cron: "0 3 * * *", TimeZone: "Local"},
+		{Cron: "0 3 * * 1"},        // numeric day of the week: Monday here, Sunday in the Rust client
+		{Cron: "0 3 * * 1-5"},      // the same
+		{Cron: "0 3 1 * MON"},      // both days restricted
+		{Cron: "@daily"},           // descriptors
+		{Cron: "0 0 3 * * * 2026"}, // a year field
+		{Cron: "CRON_TZ=UTC 0 3 * * *"},
+		{Every: time.Second, TTL: -time.Second},
+	}
+	for _, cfg := range bad {
+		cfg.ConnString, cfg.Job = "postgres://localhost/none", "j"
+		if _, err := NewScheduler(cfg); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("NewScheduler(%+v): %v, want ErrBadArgument", cfg, err)
+		}
+	}
+	if _, err := NewScheduler(ScheduleConfig{ConnString: "postgres://localhost/none", Every: time.Second}); !errors.Is(err, ErrBadArgument) {
+		t.Errorf("no Job: %v", err)
+	}
+}
+
+var (
+	runCandidateOnce sync.Once
+	runCandidatePath string
+	runCandidateErr  error
+)
+
+// runCandidateBinary builds internal/runcandidate (once per test binary).
+func runCandidateBinary(t *testing.T) string {
+	t.Helper()
+	runCandidateOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "leaderlock-go-runcandidate-")
+		if err != nil {
+			runCandidateErr = err
+			return
+		}
+		runCandidatePath = filepath.Join(dir, "runcandidate")
+		out, err := exec.Command("go", "build", "-o", runCandidatePath, "./internal/runcandidate").CombinedOutput()
+		if err != nil {
+			runCandidateErr = err
+			runCandidatePath = string(out)
+		}
+	})
+	if runCandidateErr != nil {
+		t.Fatalf("building internal/runcandidate: %v\n%s", runCandidateErr, runCandidatePath)
+	}
+	return runCandidatePath
+}
+
+// record is a line of the runner's records.
+type record struct {
+	kind, id string
+	term     int64
+	due      time.Time
+	at       float64
+}
+
+func TestScheduleRunCandidate(t *testing.T) {
+	bin := runCandidateBinary(t) // removed by TestMain
+	job := newKey("sched-runner")
+	dir := t.TempDir()
+	records := filepath.Join(dir, "records")
+	var cmds []*exec.Cmd
+	for _, id := range []string{"r1", "r2"} {
+		logFile, err := os.Create(filepath.Join(dir, id+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFile.Close()
+		// no misfire grace: no look back at start, the runs as they come
+		cmd := exec.Command(bin, dsn(t), job, id, "300", "2", "-1", records, "0.1")
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		cmds = append(cmds, cmd)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, cmd := range cmds {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for i, cmd := range cmds {
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 143 {
+			log, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("r%d.log", i+1)))
+			t.Errorf("runner r%d after SIGTERM: %v, want exit status 143\n%s", i+1, err, log)
+		}
+	}
+
+	f, err := os.Open(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	line := regexp.MustCompile(`^(start|tick|lost|end) (r[12]) (\d+) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) (\d+\.\d{6})$`)
+	var recs []record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			t.Fatalf("record %q", sc.Text())
+		}
+		term, _ := strconv.ParseInt(m[3], 10, 64)
+		due, err := time.Parse("2006-01-02T15:04:05.000000Z", m[4])
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, _ := strconv.ParseFloat(m[5], 64)
+		recs = append(recs, record{m[1], m[2], term, due, at})
+	}
+	// Each due instant: one start, by one runner with one term, its ticks
+	// and then its end (or, for a runner's last run, lost at SIGTERM).
+	type runOf struct {
+		id     string
+		term   int64
+		ticks  int
+		closed string
+	}
+	runs := map[int64]*runOf{} // by due instant, in microseconds
+	var dues []time.Time
+	for _, r := range recs {
+		run := runs[r.due.UnixMicro()]
+		switch {
+		case r.kind == "start" && run != nil:
+			t.Errorf("due instant %v started twice (%s term %d, %s term %d)", r.due, run.id, run.term, r.id, r.term)
+		case r.kind == "start":
+			runs[r.due.UnixMicro()] = &runOf{id: r.id, term: r.term}
+			dues = append(dues, r.due)
+		case run == nil || run.id != r.id || run.term != r.term || run.closed != "":
+			t.Errorf("%+v: not within a run started (%+v)", r, run)
+		case r.kind == "tick":
+			run.ticks++
+		default:
+			run.closed = r.kind
+		}
+	}
+	if len(dues) < 3 {
+		t.Fatalf("%d runs in 1.5 s every 300 ms: %v", len(dues), recs)
+	}
+	sort.Slice(dues, func(i, j int) bool { return dues[i].Before(dues[j]) })
+	rows := runRows(t, job)
+	rowOf := map[int64]runRow{}
+	for _, row := range rows {
+		rowOf[row.due.UnixMicro()] = row
+	}
+	for i, due := range dues {
+		run := runs[due.UnixMicro()]
+		if due.UnixMilli()%300 != 0 {
+			t.Errorf("due instant %v is not a multiple of 300 ms", due)
+		}
+		if prev := runs[dues[max0(i-1)].UnixMicro()]; i > 0 && run.term <= prev.term {
+			t.Errorf("terms do not grow with due instants: %v term %d after term %d", due, run.term, prev.term)
+		}
+		if run.ticks == 0 || (run.closed != "end" && run.closed != "lost") {
+			t.Errorf("run due %v: %d ticks, closed by %q", due, run.ticks, run.closed)
+		}
+		row, ok := rowOf[due.UnixMicro()]
+		if !ok || str(row.holder) != run.id || row.term == nil || *row.term != run.term || str(row.outcome) != "succeeded" {
+			t.Errorf("run due %v by %s term %d: table %+v", due, run.id, run.term, row)
+		}
+	}
+}
+
+func max0(i int) int {
+	if i < 0 {
+		return 0
+	}
+	return i
+}
+
+func TestScheduleReconnectsAndRenewsOnANewConnection(t *testing.T) {
+	if su, _ := query(t, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").(bool); !su {
+		t.Skip("LEADERLOCK_DSN's role is not a superuser (pg_terminate_backend)")
+	}
+	job := newKey("sched-reconnect")
+	appName := "sched-" + job[len(job)-8:]
+	terminate := func() int64 {
+		return query(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", appName).(int64)
+	}
+	logs := &logLines{}
+	var mu sync.Mutex
+	var ran []ranRun
+	inRun := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		returned <- Schedule(ctx, ScheduleConfig{ConnString: with(t, dsn(t), "application_name", appName), Job: job,
+			Every: 200 * time.Millisecond, TTL: 1500 * time.Millisecond, MisfireGrace: -1, Logf: logs.logf},
+			func(ctx context.Context, run *ScheduledRun) error {
+				mu.Lock()
+				n := len(ran)
+				mu.Unlock()
+				if n == 3 { // past the claim's first deadline: renewed on a new connection
+					inRun <- struct{}{}
+					for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && run.IsOurs(); {
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+				mu.Lock()
+				ran = append(ran, ranRun{due: run.Due, term: run.Term, endErr: run.Check()})
+				mu.Unlock()
+				return nil
+			})
+	}()
+	runs := func() int { mu.Lock(); defer mu.Unlock(); return len(ran) }
+	eventually(t, 10*time.Second, func() bool { return runs() >= 2 })
+	// between runs: the loop reconnects
+	time.Sleep(50 * time.Millisecond)
+	if terminate() == 0 {
+		t.Fatal("no session to terminate")
+	}
+	select {
+	case <-inRun: // during a run: the renewal fails and is retried on a new connection
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no run after the session was terminated; log %q", logs.lines)
+	}
+	time.Sleep(200 * time.Millisecond)
+	terminate()
+	eventually(t, 10*time.Second, func() bool { return runs() >= 6 })
+	cancel()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range ran {
+		if !r.ours() {
+			t.Errorf("run %+v lost", r)
+		}
+	}
+	if logs.count("renewal of the run due") == 0 || logs.count("cannot reach the server") == 0 {
+		t.Errorf("log: %q", logs.lines)
+	}
+	checkTable(t, runRows(t, job), ran, 1)
+	t.Logf("%d runs; log %q", len(ran), logs.lines)
+}
+
+func TestScheduleRefusalForGoodEndsIt(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		done <- Schedule(context.Background(), ScheduleConfig{ConnString: dsn(t), Job: strings.Repeat("j", 256),
+			Every: 100 * time.Millisecond, MisfireGrace: -1}, func(ctx context.Context, run *ScheduledRun) error {
+			t.Error("a run of a job the server refuses")
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		var e *Error
+		if !errors.Is(err, ErrBadArgument) || !errors.As(err, &e) || e.SQLState != "22023" {
+			t.Errorf("a job name of 256 bytes: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Schedule kept retrying a refusal for good")
+	}
+}
