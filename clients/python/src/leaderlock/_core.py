@@ -334,7 +334,92 @@ def needs_schema(e: BaseException) -> bool:
     return isinstance(e, psycopg.Error) and getattr(e, "sqlstate", None) == "42883"
 
 
-class Lease:
+class Tenure:
+    """What a lease and a scheduled run share: a local deadline on the
+    monotonic clock (the instant the last successful call was sent + ttl -
+    ttl/200), read at each question, and why it ended. `lost` (a
+    threading.Event) is set once it ends: to wait on, not to guard with."""
+
+    def __init__(self, deadline: float):
+        self._deadline = deadline
+        self.lost = threading.Event()
+        self.reason: Optional[str] = None
+        self.detail: Optional[str] = None
+        self._late: Optional[tuple] = None  # why the deadline would pass (renewals failing)
+        self._lock = threading.Lock()
+
+    @property
+    def deadline(self) -> float:
+        return self._deadline
+
+    def _ours(self) -> bool:
+        """Whether this process may still act, now (reads the clock)."""
+        with self._lock:
+            ended = self._expire_locked()
+            ours = self.reason is None
+        if ended:
+            self._log_end()
+        return ours
+
+    def remaining(self) -> float:
+        """Seconds until the local deadline (0 once lost)."""
+        return max(0.0, self._deadline - time.monotonic()) if self._ours() else 0.0
+
+    # What the renewing side does to it.
+
+    def _extend(self, deadline: float) -> bool:
+        """A renewal sent at deadline - ttl + margin succeeded. False (and
+        nothing moves) once it ended or its deadline passed: a loss is
+        final."""
+        with self._lock:
+            ended = self._expire_locked()
+            extended = self.reason is None
+            if extended:
+                self._deadline = max(self._deadline, deadline)
+                self._late = None
+        if ended:
+            self._log_end()
+        return extended
+
+    def _failing(self, reason: str, detail: str) -> None:
+        """Renewals fail (`reason`): what the deadline will be put down to."""
+        with self._lock:
+            self._late = (reason, detail)
+
+    def _end(self, reason: str, detail: Optional[str] = None) -> bool:
+        """Ends it (the first reason stays). True if it was alive."""
+        with self._lock:
+            was_alive = self.reason is None
+            if was_alive:
+                self.reason, self.detail = reason, detail
+            ended = not self.lost.is_set()  # (ended by _end_now: not yet set)
+            self.lost.set()
+        if ended:
+            self._log_end()
+        return was_alive
+
+    def _end_now(self, reason: str, detail: str) -> None:
+        """Ends it from a signal handler: no lock (the interrupted thread
+        may hold it), no Event; the questions read `reason` at once and the
+        next `_end` sets `lost`."""
+        if self.reason is None:
+            self.detail = detail
+            self.reason = reason
+
+    def _expire_locked(self) -> bool:
+        """Under the lock: ends it if its deadline passed. Whether it did."""
+        if self.reason is None and time.monotonic() >= self._deadline:
+            self.reason, self.detail = self._late or (LeaseLost.EXPIRED,
+                                                      "no renewal succeeded before the local deadline")
+            self.lost.set()
+            return True
+        return False
+
+    def _log_end(self) -> None:
+        raise NotImplementedError
+
+
+class Lease(Tenure):
     """The leadership a body holds.
 
     Before each step a leader takes, call `check()` (or read `alive`): both
@@ -353,41 +438,23 @@ class Lease:
     wait on (lease.lost.wait(5) instead of time.sleep(5)), not a guard."""
 
     def __init__(self, key: str, id: str, term: int, value: Any, deadline: float):
+        super().__init__(deadline)
         self.key, self.id, self.term, self.value = key, id, term, value
-        self._deadline = deadline
-        self.lost = threading.Event()
-        self.reason: Optional[str] = None
-        self.detail: Optional[str] = None
-        self._late: Optional[tuple] = None  # why the deadline would pass (renewals failing)
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         state = "alive" if self.reason is None else f"lost: {self.reason}"
         return f"<leaderlock.Lease {self.key!r} id={self.id!r} term={self.term} {state}>"
 
     @property
-    def deadline(self) -> float:
-        return self._deadline
-
-    @property
     def alive(self) -> bool:
         """Whether this process may still act as leader, now."""
-        with self._lock:
-            ended = self._expire_locked()
-            alive = self.reason is None
-        if ended:
-            self._log_end()
-        return alive
+        return self._ours()
 
     def check(self) -> None:
         """Raises LeaseLost unless the lease is still ours by the local
         clock: call it before each step a leader takes."""
         if not self.alive:
             raise LeaseLost(self.key, self.term, self.reason or LeaseLost.EXPIRED, self.detail)
-
-    def remaining(self) -> float:
-        """Seconds until the local deadline (0 once lost)."""
-        return max(0.0, self._deadline - time.monotonic()) if self.alive else 0.0
 
     def guard(self, conn: "psycopg.Connection") -> int:
         """Fences a write: runs le_assert_leader(key, id, term) on `conn`,
@@ -427,56 +494,6 @@ class Lease:
         if conn.info.transaction_status == pq.TransactionStatus.IDLE:
             raise LeaderlockError("Lease.guard must run inside the transaction of the write it fences "
                                   "(with conn.transaction(): ...); in autocommit it fenced nothing")
-
-    # What the renewing side does to the lease.
-
-    def _extend(self, deadline: float) -> bool:
-        """A renewal sent at deadline - ttl + margin succeeded. False (and
-        nothing moves) once the lease ended or its deadline passed: a loss
-        is final."""
-        with self._lock:
-            ended = self._expire_locked()
-            extended = self.reason is None
-            if extended:
-                self._deadline = max(self._deadline, deadline)
-                self._late = None
-        if ended:
-            self._log_end()
-        return extended
-
-    def _failing(self, reason: str, detail: str) -> None:
-        """Renewals fail (`reason`): what the deadline will be put down to."""
-        with self._lock:
-            self._late = (reason, detail)
-
-    def _end(self, reason: str, detail: Optional[str] = None) -> bool:
-        """Ends the lease (the first reason stays). True if it was alive."""
-        with self._lock:
-            was_alive = self.reason is None
-            if was_alive:
-                self.reason, self.detail = reason, detail
-            ended = not self.lost.is_set()  # (ended by _end_now: not yet set)
-            self.lost.set()
-        if ended:
-            self._log_end()
-        return was_alive
-
-    def _end_now(self, reason: str, detail: str) -> None:
-        """Ends the lease from a signal handler: no lock (the interrupted
-        thread may hold it), no Event; `check()` reads `reason` at once and
-        the next `_end` (or `alive` in the Elector's loop) sets `lost`."""
-        if self.reason is None:
-            self.detail = detail
-            self.reason = reason
-
-    def _expire_locked(self) -> bool:
-        """Under the lock: ends the lease if its deadline passed. Whether it did."""
-        if self.reason is None and time.monotonic() >= self._deadline:
-            self.reason, self.detail = self._late or (LeaseLost.EXPIRED,
-                                                      "no renewal succeeded before the local deadline")
-            self.lost.set()
-            return True
-        return False
 
     def _log_end(self) -> None:
         level = logging.INFO if self.reason in (LeaseLost.RELEASED, LeaseLost.RESIGNED, LeaseLost.SHUTDOWN) \

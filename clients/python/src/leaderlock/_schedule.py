@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import _core, _shutdown
 from ._core import BadArgument, LeaderlockError, LeaseLost, Rejected, Timing, log
-from ._sync import CALL_ERRORS, Session, wait
+from ._sync import CALL_ERRORS, Renewer, Session, wait
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -267,7 +267,7 @@ class RunLost(LeaseLost):
                                        + (f": {detail}" if detail else ""))
 
 
-class Run:
+class Run(_core.Tenure):
     """A due run this replica claimed, handed to the job's function.
 
     `job`, `id`, `due` (an aware UTC datetime on the server's lease clock),
@@ -283,32 +283,19 @@ class Run:
     or its deadline passed: to wait on, not to guard with."""
 
     def __init__(self, job: str, id: str, due: datetime, term: int, deadline: float):
+        super().__init__(deadline)
         self.job, self.id, self.due, self.term = job, id, due, term
-        self._deadline = deadline
+        self.key = job  # (the name renewals and their logs give)
         self._sent = deadline  # when the claim was sent (set by the Scheduler)
-        self.reason: Optional[str] = None
-        self.detail: Optional[str] = None
-        self.lost = threading.Event()
-        self._late: Optional[tuple] = None
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         state = "ours" if self.reason is None and time.monotonic() < self._deadline else \
             f"lost: {self.reason or LeaseLost.EXPIRED}"
         return f"<leaderlock.Run {self.job!r} due {format_due(self.due)} term={self.term} {state}>"
 
-    @property
-    def deadline(self) -> float:
-        return self._deadline
-
     def is_ours(self) -> bool:
         """Whether this replica may still act for the run, now."""
-        with self._lock:
-            ended = self._expire_locked()
-            ours = self.reason is None
-        if ended:
-            self._log_end()
-        return ours
+        return self._ours()
 
     alive = property(is_ours, doc="The same as is_ours() (as Lease.alive).")
 
@@ -318,57 +305,12 @@ class Run:
         if not self.is_ours():
             raise RunLost(self.job, self.due, self.term, self.reason or LeaseLost.EXPIRED, self.detail)
 
-    def remaining(self) -> float:
-        """Seconds until the local deadline (0 once lost)."""
-        return max(0.0, self._deadline - time.monotonic()) if self.is_ours() else 0.0
-
-    # What the renewing side does to the run.
-
-    def _extend(self, deadline: float) -> bool:
-        with self._lock:
-            ended = self._expire_locked()
-            extended = self.reason is None
-            if extended:
-                self._deadline = max(self._deadline, deadline)
-                self._late = None
-        if ended:
-            self._log_end()
-        return extended
-
-    def _failing(self, reason: str, detail: str) -> None:
-        with self._lock:
-            self._late = (reason, detail)
-
-    def _end(self, reason: str, detail: Optional[str] = None) -> bool:
-        with self._lock:
-            was = self.reason is None
-            if was:
-                self.reason, self.detail = reason, detail
-            ended = not self.lost.is_set()
-            self.lost.set()
-        if ended and was:
-            self._log_end()
-        return was
-
-    def _end_now(self, reason: str, detail: str) -> None:
-        """From a signal handler (release_on_sigterm): no lock, no Event."""
-        if self.reason is None:
-            self.detail = detail
-            self.reason = reason
-
-    def _expire_locked(self) -> bool:
-        if self.reason is None and time.monotonic() >= self._deadline:
-            self.reason, self.detail = self._late or (LeaseLost.EXPIRED,
-                                                      "no renewal succeeded before the local deadline")
-            self.lost.set()
-            return True
-        return False
-
     def _log_end(self) -> None:
         if self.reason == LeaseLost.RELEASED:
             return  # the function returned: nothing to say
-        log.log(logging.INFO if self.reason == LeaseLost.SHUTDOWN else logging.WARNING,"leaderlock: job %r: the run due %s (term %s) is lost: %s%s", self.job,
-                    format_due(self.due), self.term, self.reason, f" ({self.detail})" if self.detail else "")
+        log.log(logging.INFO if self.reason == LeaseLost.SHUTDOWN else logging.WARNING,
+                "leaderlock: job %r: the run due %s (term %s) is lost: %s%s", self.job,
+                format_due(self.due), self.term, self.reason, f" ({self.detail})" if self.detail else "")
 
 
 class Settled:
@@ -395,76 +337,30 @@ def truncate_utf8(text: str, limit: int = MAX_DETAIL_BYTES) -> str:
     return raw[:limit].decode("utf-8", "ignore")
 
 
-class RunRenewer(threading.Thread):
-    """Renews a run's claim every ttl/3 until stopped, on a new connection
-    when the old one is lost or hangs; each call bounded by ttl/3 and by
-    the local deadline. A refused renewal ends the run at once (another
-    replica claimed it, or it lapsed there); renewals that fail until the
-    deadline end it there. A timer sets `run.lost` at the deadline."""
+class RunRenewer(Renewer):
+    """Renews a run's claim every ttl/3 until stopped, as a lease's
+    renewer does (a new connection when the old one is lost or hangs, each
+    call bounded by ttl/3 and by the local deadline, a timer setting
+    `run.lost` at the deadline), except that a refused renewal ends the run
+    at once: another replica claimed it, or it lapsed there."""
 
     def __init__(self, dsn: str, s: Optional[Session], run: Run, timing: Timing, sent: float):
-        super().__init__(name=f"leaderlock run renewer {run.job}", daemon=True)
-        self.dsn, self.s, self.run_, self.timing, self.sent = dsn, s, run, timing, sent
-        self.stopping = threading.Event()
-        self.finished = threading.Event()
-        self.watchdog: Optional[threading.Timer] = None
-        self.outage = _core.Outage(run.job, "renewals of a run")
-        self.arm()
+        self.sent = sent
+        super().__init__(dsn, s, run, timing)
 
-    def arm(self) -> None:
-        if self.watchdog:
-            self.watchdog.cancel()
-        self.watchdog = threading.Timer(max(0.0, self.run_.deadline - time.monotonic()), self.expire)
-        self.watchdog.daemon = True
-        self.watchdog.start()
+    def first_renewal(self) -> float:
+        return self.sent + self.timing.renew_every
 
-    def expire(self) -> None:
-        if self.run_.is_ours() and not self.stopping.is_set():  # early, or moved meanwhile
-            self.arm()
+    def renewed(self, by: float) -> bool:
+        r = self.lease
+        return bool(self.s.one(by, RENEW_RUN, (r.job, r.due, r.id, self.timing.ttl, r.term)))
 
-    def run(self) -> None:
-        try:
-            self.renew()
-        finally:
-            self.finished.set()
-
-    @property
-    def busy(self) -> bool:
-        return self.is_alive() and not self.finished.is_set()
-
-    def renew(self) -> None:
-        t, r = self.timing, self.run_
-        next_renewal = self.sent + t.renew_every
-        while not self.stopping.wait(max(0.0, next_renewal - time.monotonic())):
-            if not r.is_ours():
-                return
-            start = time.monotonic()  # the new deadline counts from here
-            by = min(start + t.call_timeout, r.deadline)
-            try:
-                if self.s is None:
-                    self.s = Session(self.dsn, by)
-                if self.s.one(by, RENEW_RUN, (r.job, r.due, r.id, t.ttl, r.term)):
-                    if not r._extend(start + t.ttl - t.margin):
-                        return  # the deadline passed meanwhile: a loss is final
-                    self.outage.ended()
-                    self.arm()
-                    next_renewal = start + t.renew_every
-                    continue
-                r._end(*self.why_refused(by))
-                return
-            except CALL_ERRORS as e:
-                refusal = self.s.rejection(e) if self.s is not None else _core.rejection(e)
-                if refusal is not None:
-                    r._end(LeaseLost.REJECTED, f"the server rejected the renewal: {refusal}")
-                    return
-                r._failing(LeaseLost.CONNECTION_LOST, "no renewal reached the server before the local "
-                                                      f"deadline (last: {_core.describe(e)})")
-                self.outage.failed(e)
-                self.drop()
-                next_renewal = start + t.retry_every
+    def refused(self, by: float) -> bool:
+        self.lease._end(*self.why_refused(by))
+        return False
 
     def why_refused(self, by: float) -> tuple:
-        r = self.run_
+        r = self.lease
         try:
             row = self.s.row(max(by, time.monotonic() + 0.5), RUN_HOLDER, (r.job, r.due)) if self.s else None
         except CALL_ERRORS:
@@ -476,18 +372,9 @@ class RunRenewer(threading.Thread):
             return LeaseLost.VACATED, "the server refused the renewal: the run is finished"
         return LeaseLost.VACATED, "the server refused the renewal: the claim lapsed there"
 
-    def drop(self) -> None:
-        if self.s is not None:
-            self.s.close()
-            self.s = None
-
-    def stop(self) -> Optional[Session]:
+    def stop(self) -> Optional[Session]:  # type: ignore[override]
         """Stops renewing; the connection back (None: gone, or still busy)."""
-        self.stopping.set()
-        if self.is_alive():
-            self.finished.wait(self.timing.call_timeout + 1.0)
-        if self.watchdog:
-            self.watchdog.cancel()
+        super().stop()
         if self.busy:
             return None
         s, self.s = self.s, None

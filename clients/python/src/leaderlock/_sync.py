@@ -345,7 +345,7 @@ class Renewer(threading.Thread):
     deadline. At the deadline a timer marks the lease lost even if a call
     hangs (`lease.alive` would say so by itself; the timer wakes waiters)."""
 
-    def __init__(self, dsn: str, s: Optional[Session], lease: Lease, timing: Timing):
+    def __init__(self, dsn: str, s: Optional[Session], lease: _core.Tenure, timing: Timing):
         super().__init__(name=f"leaderlock renewer {lease.key}", daemon=True)
         self.dsn, self.s, self.lease, self.timing = dsn, s, lease, timing
         self.stopping = threading.Event()
@@ -378,7 +378,7 @@ class Renewer(threading.Thread):
 
     def renew(self) -> None:
         t, lease = self.timing, self.lease
-        next_renewal = lease.deadline + t.margin - t.ttl + t.renew_every
+        next_renewal = self.first_renewal()
         while not self.stopping.wait(max(0.0, next_renewal - time.monotonic())):
             if not lease.alive:
                 return
@@ -389,14 +389,14 @@ class Renewer(threading.Thread):
             try:
                 if self.s is None:
                     self.s = Session(self.dsn, by)
-                if call_named(self.s, by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
+                if self.renewed(by):
                     if not lease._extend(start + t.ttl - t.margin):
                         return  # the deadline passed meanwhile: a loss is final
                     self.outage.ended()
                     self.arm()
                     next_renewal = start + t.renew_every
                     continue
-                if not _core.still_ours(lease, self.s.row(by, _core.HOLDER_OF, (lease.key,))):
+                if not self.refused(by):
                     return
                 next_renewal = start + t.retry_every  # its row was locked: retry until the deadline
             except CALL_ERRORS as e:
@@ -409,6 +409,20 @@ class Renewer(threading.Thread):
                 self.outage.failed(e)
                 self.drop()
                 next_renewal = start + t.retry_every
+
+    # What a renewal is (a scheduled run's renewer says otherwise).
+
+    def first_renewal(self) -> float:
+        t = self.timing
+        return self.lease.deadline + t.margin - t.ttl + t.renew_every
+
+    def renewed(self, by: float) -> bool:
+        lease = self.lease
+        return bool(call_named(self.s, by, _core.RENEW, (lease.key, lease.id, self.timing.ttl, lease.term)))
+
+    def refused(self, by: float) -> bool:
+        """After a refused renewal: whether to retry (its row was locked)."""
+        return _core.still_ours(self.lease, self.s.row(by, _core.HOLDER_OF, (self.lease.key,)))
 
     def drop(self) -> None:
         if self.s is not None:
