@@ -19,43 +19,49 @@ import (
 	"time"
 )
 
-var (
-	candidateOnce sync.Once
-	candidatePath string
-	candidateErr  error
-)
+// A main package of internal/, built once per test binary.
+type builtBinary struct {
+	once sync.Once
+	path string // the binary, or the go command's output when err is set
+	err  error
+}
 
-// candidateBinary builds internal/candidate (once per test binary).
-func candidateBinary(t *testing.T) string {
+var built sync.Map // package path -> *builtBinary
+
+// buildMain builds the main package pkg (./internal/...) once per test binary.
+func buildMain(t *testing.T, pkg string) string {
 	t.Helper()
-	candidateOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "leaderlock-go-candidate-")
+	v, _ := built.LoadOrStore(pkg, &builtBinary{})
+	b := v.(*builtBinary)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "leaderlock-go-"+filepath.Base(pkg)+"-")
 		if err != nil {
-			candidateErr = err
+			b.err = err
 			return
 		}
-		candidatePath = filepath.Join(dir, "candidate")
-		out, err := exec.Command("go", "build", "-o", candidatePath, "./internal/candidate").CombinedOutput()
-		if err != nil {
-			candidateErr = err
-			candidatePath = string(out)
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err, b.path = err, string(out)
 		}
 	})
-	if candidateErr != nil {
-		t.Fatalf("building internal/candidate: %v\n%s", candidateErr, candidatePath)
+	if b.err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, b.err, b.path)
 	}
-	return candidatePath
+	return b.path
 }
+
+// candidateBinary: internal/candidate, the scenario suite's candidate.
+func candidateBinary(t *testing.T) string { return buildMain(t, "./internal/candidate") }
 
 func TestMain(m *testing.M) {
 	rand.Seed(time.Now().UnixNano()) // newKey: keys of their own in each run
 	code := m.Run()
-	if candidatePath != "" && candidateErr == nil {
-		os.RemoveAll(filepath.Dir(candidatePath))
-	}
-	if runCandidatePath != "" && runCandidateErr == nil { // schedule_test.go
-		os.RemoveAll(filepath.Dir(runCandidatePath))
-	}
+	built.Range(func(_, v any) bool {
+		if b := v.(*builtBinary); b.err == nil && b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
+		return true
+	})
 	os.Exit(code)
 }
 

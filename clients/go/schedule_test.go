@@ -442,33 +442,8 @@ func TestScheduleDueInstants(t *testing.T) {
 	}
 }
 
-var (
-	runCandidateOnce sync.Once
-	runCandidatePath string
-	runCandidateErr  error
-)
-
-// runCandidateBinary builds internal/runcandidate (once per test binary).
-func runCandidateBinary(t *testing.T) string {
-	t.Helper()
-	runCandidateOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "leaderlock-go-runcandidate-")
-		if err != nil {
-			runCandidateErr = err
-			return
-		}
-		runCandidatePath = filepath.Join(dir, "runcandidate")
-		out, err := exec.Command("go", "build", "-o", runCandidatePath, "./internal/runcandidate").CombinedOutput()
-		if err != nil {
-			runCandidateErr = err
-			runCandidatePath = string(out)
-		}
-	})
-	if runCandidateErr != nil {
-		t.Fatalf("building internal/runcandidate: %v\n%s", runCandidateErr, runCandidatePath)
-	}
-	return runCandidatePath
-}
+// runCandidateBinary: internal/runcandidate, the runs scenario's runner.
+func runCandidateBinary(t *testing.T) string { return buildMain(t, "./internal/runcandidate") }
 
 // record is a line of the runner's records.
 type record struct {
