@@ -349,7 +349,7 @@ test_on_a_cluster() {
         --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" --pgbouncer \
       && GO_RUN_CANDIDATE="$VWORK/go-run-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
         /usr/bin/python3 "$REPO_ROOT/tests/clients/runs_scenario.py" \
-        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" \
+        --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" \
       || fail "client scenarios"
   fi
 

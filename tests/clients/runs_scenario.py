@@ -30,8 +30,11 @@ records and the server's `leaderlock_runs`:
   runner's (or later), and its attempts are at least its runners;
 - the chaos reached runners: at least one run was claimed again.
 
+With --pgdata, the server is also restarted (pg_ctl restart -m fast) once,
+halfway, under every client's replicas at once.
+
 Usage: runs_scenario.py --dsn postgresql://USER@HOST:PORT/DB [--clients python,node,go,rust]
-                        [--slots 20] [--period-ms 300]
+                        [--slots 20] [--period-ms 300] [--pgdata DIR]
 Needs: psycopg2; PY_CLIENT_PYTHON (python), node with clients/node built,
 GO_RUN_CANDIDATE (go: clients/go/test.sh --run-candidate FILE), LEADERLOCK_CLI (rust).
 """
@@ -102,6 +105,28 @@ class Failure(Exception):
     pass
 
 
+def wait_for_server(dsn, timeout=60):
+    """le_now() once the server answers (after a restart)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return query(dsn, "SELECT le_now()")[0][0]
+        except psycopg2.OperationalError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
+def restart_server(dsn, pgdata):
+    """pg_ctl restart -m fast, as the scenario suite does it."""
+    import argparse as _argparse
+    import scenarios
+    server = _argparse.Namespace(dsn=dsn, args=_argparse.Namespace(pgdata=pgdata), bindir=None)
+    down = time.time()
+    scenarios.pg_ctl(server, "-m", "fast", "-w", "-t", "60", "-l", scenarios.server_log(pgdata), "restart")
+    print(f"  .. the server restarted in {time.time() - down:.2f} s, every client's replicas running", flush=True)
+
+
 def check(cond, what):
     if not cond:
         raise Failure(what)
@@ -131,8 +156,11 @@ def scenario(client, dsn, slots, period_ms):
     try:
         while time.monotonic() < end:
             time.sleep(random.uniform(0.5, 1.5))
-            holder = query(dsn, "SELECT holder FROM leaderlock_runs WHERE job = %s AND finished_at IS NULL "
-                                "AND expires_at > le_now() ORDER BY due DESC LIMIT 1", (job,))
+            try:
+                holder = query(dsn, "SELECT holder FROM leaderlock_runs WHERE job = %s AND finished_at IS NULL "
+                                    "AND expires_at > le_now() ORDER BY due DESC LIMIT 1", (job,))
+            except psycopg2.OperationalError:   # the server is restarting (--pgdata)
+                holder = None
             running = [n for n in procs if holder and holder[0][0] == f"{n}-{gen[n]}"]
             name = running[0] if running and random.random() < 0.8 else random.choice("ABCDE")
             actions["at_the_runner"] += bool(running) and name == running[0]
@@ -157,7 +185,7 @@ def scenario(client, dsn, slots, period_ms):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    t1 = query(dsn, "SELECT le_now()")[0][0]
+    t1 = wait_for_server(dsn)
     rows = query(dsn, "SELECT due, term, attempts, outcome, finished_at IS NOT NULL FROM leaderlock_runs "
                       "WHERE job = %s", (job,))
     row_of = {round(r[0].timestamp() * 1e6): r for r in rows}
@@ -212,6 +240,7 @@ def main():
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--slots", type=int, default=20)
     ap.add_argument("--period-ms", type=int, default=300)
+    ap.add_argument("--pgdata", help="the server's data directory: also restart it, once, halfway")
     args = ap.parse_args()
     clients = [c for c in args.clients.split(",") if c]
     for c in clients:
@@ -232,6 +261,10 @@ def main():
     threads = [threading.Thread(target=one_client, args=(c,)) for c in clients]
     for t in threads:
         t.start()
+    if args.pgdata:
+        # one restart of the server, halfway, under every client at once
+        time.sleep(args.slots * args.period_ms / 1000 / 2)
+        restart_server(args.dsn, args.pgdata)
     for t in threads:
         t.join()
     print(f"runs scenario: {len(clients) - len(failed)} passed, {len(failed)} failed in "
