@@ -635,6 +635,95 @@ func (e *Elector) waitForHint(ctx context.Context, conn *pgx.Conn, d time.Durati
 	return nil
 }
 
+// renewal renews a tenure every ttl/3, on a new connection after a
+// failure, each call bounded by ttl/3 and by the local deadline. A lease
+// (lead) and a scheduled run (loop.runOne) share its step so that their
+// timing and their handling of failures cannot drift apart; the statement,
+// the connection, the log lines and what a refused renewal means stay the
+// caller's.
+type renewal struct {
+	e              *Elector
+	t              *tenure
+	ctx            context.Context // the tenure's: calls end with it
+	conn           **pgx.Conn      // the caller's connection (nil: reconnect first)
+	wait, watchdog *time.Timer     // the next renewal; the local deadline's
+	// the renewal, its call bounded by by; the logs of a failed
+	// reconnection and of a failed renewal (while the tenure lasts)
+	renew                 func(c *pgx.Conn, by time.Time) (bool, error)
+	cannotConnect, failed func(err error, left time.Duration)
+	failure               error     // a refusal for good: it ended the tenure
+	start, by, deadline   time.Time // the last step's start, call bound, and deadline then
+}
+
+// step renews once, reconnecting first if need be: a success moves the
+// deadline and the watchdog and renews again ttl/3 after the start, a
+// failure drops the connection and retries after retryEvery, a refusal
+// for good ends the tenure (StopFailed). True when the server refused the
+// renewal (answered false): the caller decides what that means.
+func (r *renewal) step() bool {
+	e, t := r.e, r.t
+	r.start = time.Now()
+	_, _, r.deadline = t.state()
+	if *r.conn == nil {
+		c, err := e.connect(r.ctx)
+		if err == nil {
+			*r.conn = c
+		} else if err = classify(nil, err); permanent(err) {
+			r.fail(err)
+			return false
+		} else {
+			r.cannotConnect(err, r.left())
+			r.retry()
+			return false
+		}
+	}
+	// one call may take ttl/3 at most (then reconnect and retry), never
+	// past the deadline; the watchdog does not wait for it either way
+	r.by = r.start.Add(e.callTimeout())
+	if r.by.After(r.deadline) {
+		r.by = r.deadline
+	}
+	ok, err := r.renew(*r.conn, r.by)
+	switch {
+	case err != nil:
+		if err = classify(*r.conn, err); permanent(err) {
+			r.fail(err)
+			return false
+		}
+		if t.check() == nil {
+			r.failed(err, r.left())
+		}
+		r.drop()
+		r.retry()
+	case ok:
+		if d, extended := t.extend(r.start, e.ttl-e.margin); extended {
+			r.watchdog.Reset(time.Until(d))
+			r.wait.Reset(time.Until(r.start.Add(e.ttl / 3)))
+		} // else the deadline passed meanwhile: the loss stands
+	default:
+		return true
+	}
+	return false
+}
+
+// fail ends the tenure with a refusal for good.
+func (r *renewal) fail(err error) {
+	r.failure = err
+	r.t.end(StopFailed, err)
+}
+
+// retry renews again retryEvery after the step's start.
+func (r *renewal) retry() { r.wait.Reset(time.Until(r.start.Add(r.e.retryEvery()))) }
+
+// drop closes the connection: the next step makes a new one.
+func (r *renewal) drop() {
+	(*r.conn).Close(context.Background())
+	*r.conn = nil
+}
+
+// left is the time to the step's deadline, for logs.
+func (r *renewal) left() time.Duration { return time.Until(r.deadline).Round(time.Millisecond) }
+
 // lead holds the lease: renewals in this goroutine, OnStartedLeading in
 // its own, the local deadline read by its context's Err and Lease.Check on
 // every call and enforced by a timer that closes its Done.
@@ -662,8 +751,17 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	}
 	secs := e.ttl.Seconds()
 	next := deadline.Add(e.margin - e.ttl + e.ttl/3)
-	var failure error
 	wait := time.NewTimer(time.Until(next))
+	r := &renewal{e: e, t: t, ctx: lctx, conn: &conn, wait: wait, watchdog: watchdog,
+		renew: func(c *pgx.Conn, by time.Time) (bool, error) {
+			return callNamed(lctx, e, c, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
+		},
+		cannotConnect: func(err error, left time.Duration) {
+			e.logf("cannot reconnect to renew (%v); %v to the local deadline", err, left)
+		},
+		failed: func(err error, left time.Duration) {
+			e.logf("renewal failed (%v); retrying on a new connection, %v to the local deadline", err, left)
+		}}
 	for {
 		select {
 		case <-t.done:
@@ -672,74 +770,31 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 		if t.check() != nil {
 			break
 		}
-		start := time.Now()
-		_, _, deadline = t.state()
-		if conn == nil {
-			c, err := e.connect(lctx)
-			if err == nil {
-				conn = c
-			} else if err = classify(nil, err); permanent(err) {
-				failure = err
-				t.end(StopFailed, err)
-				continue
-			} else {
-				e.logf("cannot reconnect to renew (%v); %v to the local deadline", err, time.Until(deadline).Round(time.Millisecond))
-				wait.Reset(time.Until(start.Add(e.retryEvery())))
-				continue
-			}
+		if !r.step() {
+			continue
 		}
-		// one call may take ttl/3 at most (then reconnect and retry), never
-		// past the deadline; the watchdog does not wait for it either way
-		by := start.Add(e.callTimeout())
-		if by.After(deadline) {
-			by = deadline
+		// refused: the lease is another's, or its row was locked
+		still, err := scanBool(lctx, e, conn, r.by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
+		if err != nil {
+			err = classify(conn, err)
 		}
-		ok, err := callNamed(lctx, e, conn, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
 		switch {
-		case err != nil:
-			if err = classify(conn, err); permanent(err) {
-				failure = err
-				t.end(StopFailed, err)
-				break
-			}
+		case permanent(err):
+			r.fail(err)
+		case err != nil: // unanswered: renew again on a new connection
 			if t.check() == nil {
-				e.logf("renewal failed (%v); retrying on a new connection, %v to the local deadline",
-					err, time.Until(deadline).Round(time.Millisecond))
+				e.logf("renewal refused, and whose lease it is unknown (%v); retrying on a new connection, %v to the local deadline",
+					err, r.left())
 			}
-			conn.Close(context.Background())
-			conn = nil
-			wait.Reset(time.Until(start.Add(e.retryEvery())))
-		case ok:
-			if d, extended := t.extend(start, e.ttl-e.margin); extended {
-				watchdog.Reset(time.Until(d))
-				wait.Reset(time.Until(start.Add(e.ttl / 3)))
-			} // else the deadline passed meanwhile: the loss stands
+			r.drop()
+			r.retry()
+		case still:
+			// its row was locked (a guarded transaction, a failover's
+			// step): retry until the deadline
+			e.logf("renewal deferred: the lease's row is locked; retrying, %v to the local deadline", r.left())
+			r.retry()
 		default:
-			still, err := scanBool(lctx, e, conn, by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
-			if err != nil {
-				err = classify(conn, err)
-			}
-			switch {
-			case permanent(err):
-				failure = err
-				t.end(StopFailed, err)
-			case err != nil: // unanswered: renew again on a new connection
-				if t.check() == nil {
-					e.logf("renewal refused, and whose lease it is unknown (%v); retrying on a new connection, %v to the local deadline",
-						err, time.Until(deadline).Round(time.Millisecond))
-				}
-				conn.Close(context.Background())
-				conn = nil
-				wait.Reset(time.Until(start.Add(e.retryEvery())))
-			case still:
-				// its row was locked (a guarded transaction, a failover's
-				// step): retry until the deadline
-				e.logf("renewal deferred: the lease's row is locked; retrying, %v to the local deadline",
-					time.Until(deadline).Round(time.Millisecond))
-				wait.Reset(time.Until(start.Add(e.retryEvery())))
-			default:
-				t.end(StopRefused, nil)
-			}
+			t.end(StopRefused, nil)
 		}
 	}
 	wait.Stop()
@@ -769,5 +824,5 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {
 		cb(reason)
 	}
-	return failure
+	return r.failure
 }

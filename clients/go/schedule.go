@@ -589,7 +589,18 @@ func (l *loop) runOne(ctx context.Context, tn turn, fn RunFunc) error {
 	go func() { result <- fn(lctx, run) }()
 	secs := e.ttl.Seconds()
 	wait := time.NewTimer(time.Until(tn.sent.Add(e.ttl / 3)))
-	var fnErr, failure error
+	r := &renewal{e: e, t: t, ctx: lctx, conn: &l.conn, wait: wait, watchdog: watchdog,
+		renew: func(c *pgx.Conn, by time.Time) (bool, error) {
+			return scanBool(lctx, e, c, by, sqlRenewRun, s.cfg.Job, tn.due, s.cfg.Identity, secs, tn.term)
+		},
+		cannotConnect: func(err error, left time.Duration) {
+			e.logf("cannot reconnect to renew the run due %s (%v); %v to the local deadline", due, err, left)
+		},
+		failed: func(err error, left time.Duration) {
+			e.logf("renewal of the run due %s failed (%v); retrying on a new connection, %v to the local deadline",
+				due, err, left)
+		}}
+	var fnErr error
 renewals:
 	for {
 		select {
@@ -600,51 +611,7 @@ renewals:
 			break renewals
 		case <-wait.C:
 		}
-		if t.check() != nil {
-			continue
-		}
-		start := time.Now()
-		_, _, deadline = t.state()
-		if l.conn == nil {
-			c, err := e.connect(lctx)
-			if err == nil {
-				l.conn = c
-			} else if err = classify(nil, err); permanent(err) {
-				failure = err
-				t.end(StopFailed, err)
-				continue
-			} else {
-				e.logf("cannot reconnect to renew the run due %s (%v); %v to the local deadline", due, err, time.Until(deadline).Round(time.Millisecond))
-				wait.Reset(time.Until(start.Add(e.retryEvery())))
-				continue
-			}
-		}
-		// one call may take ttl/3 at most (then reconnect and retry), never
-		// past the deadline; the watchdog does not wait for it either way
-		by := start.Add(e.callTimeout())
-		if by.After(deadline) {
-			by = deadline
-		}
-		ok, err := scanBool(lctx, e, l.conn, by, sqlRenewRun, s.cfg.Job, tn.due, s.cfg.Identity, secs, tn.term)
-		switch {
-		case err != nil:
-			if err = classify(l.conn, err); permanent(err) {
-				failure = err
-				t.end(StopFailed, err)
-				continue
-			}
-			if t.check() == nil {
-				e.logf("renewal of the run due %s failed (%v); retrying on a new connection, %v to the local deadline",
-					due, err, time.Until(deadline).Round(time.Millisecond))
-			}
-			l.drop()
-			wait.Reset(time.Until(start.Add(e.retryEvery())))
-		case ok:
-			if d, extended := t.extend(start, e.ttl-e.margin); extended {
-				watchdog.Reset(time.Until(d))
-				wait.Reset(time.Until(start.Add(e.ttl / 3)))
-			} // else the deadline passed meanwhile: the loss stands
-		default:
+		if t.check() == nil && r.step() {
 			e.logf("the claim of the run due %s (term %d) is lost: its renewal was refused", due, tn.term)
 			t.end(StopRefused, nil)
 		}
@@ -671,8 +638,8 @@ renewals:
 	default:
 		e.logf("the run due %s (term %d) %s", due, tn.term, outcome)
 	}
-	if failure != nil {
-		return failure
+	if r.failure != nil {
+		return r.failure
 	}
 	if permanent(err) {
 		return err
