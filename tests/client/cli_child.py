@@ -31,8 +31,10 @@ signal.signal(signal.SIGHUP, lambda *_: record("hup"))
 signal.signal(signal.SIGUSR1, lambda *_: record("usr1"))
 record("start")
 if os.environ.get("CLI_CHILD_ENV"):
-    record("env:" + ",".join(f"{k}={os.environ.get(k, '')}" for k in
-                              ("LEADERLOCK_KEY", "LEADERLOCK_ID", "LEADERLOCK_TERM", "LEADERLOCK_JOB", "LEADERLOCK_DUE")))
+    # (those set: a leader's command has no LEADERLOCK_JOB, a run's no LEADERLOCK_KEY)
+    record("env:" + ",".join(f"{k}={os.environ[k]}" for k in
+                              ("LEADERLOCK_KEY", "LEADERLOCK_ID", "LEADERLOCK_TERM", "LEADERLOCK_JOB", "LEADERLOCK_DUE")
+                              if k in os.environ))
 until = time.time() + float(sys.argv[2]) if len(sys.argv) > 2 else None
 while until is None or time.time() < until:
     record("tick")
