@@ -359,7 +359,7 @@ test_on_a_cluster() {
     # demo, the examples and scheduled runs (clients, whatever the server's
     # version) run on 15, with the other clients' suites, and the
     # crash-and-failover chaos runs 25 s there (15 s elsewhere), the CLI's
-    # chaos 15 s, the scheduled runs' chaos 120 due instants 300 ms apart,
+    # chaos 15 s, the scheduled runs' chaos 120 due instants 200 ms apart,
     # the many-clients stress 12 s on 15 and 18 (5 s elsewhere): the test
     # command keeps under its hour.
     local client_side=0 chaos=15 stress=5
@@ -370,7 +370,7 @@ test_on_a_cluster() {
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
       LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-15} \
       LEADERLOCK_STRESS_SECONDS=${LEADERLOCK_STRESS_SECONDS:-$stress} \
-      LEADERLOCK_RUNS_SLOTS=${LEADERLOCK_RUNS_SLOTS:-120} LEADERLOCK_RUNS_PERIOD_MS=${LEADERLOCK_RUNS_PERIOD_MS:-300} \
+      LEADERLOCK_RUNS_SLOTS=${LEADERLOCK_RUNS_SLOTS:-120} LEADERLOCK_RUNS_PERIOD_MS=${LEADERLOCK_RUNS_PERIOD_MS:-200} \
       /usr/bin/python3 run.py ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || { tail -n 40 "$main/server.log"; fail "client tests"; }
   fi

@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import test_security
-from harness import PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, one, wait_for
+from harness import PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, one, promotion_paths, wait_for
 from test_concurrency import STRESS_KEYS, TenureChecks, stress_client
 
 # Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
@@ -109,6 +109,7 @@ class FailoverTest(unittest.TestCase):
         self.assertEqual(term_of(s, "k"), TERMS_PER_TIMELINE + 2)
         s.close()
 
+    @promotion_paths
     def test_an_open_transaction_across_a_promotion_holds_nobody_up(self):
         """The first write on a new timeline makes held leases outlast the
         promotion in a transaction of its own: a caller that made that
@@ -287,6 +288,7 @@ class FailoverTest(unittest.TestCase):
         for c in (p, s, pw, sw, x):
             c.close()
 
+    @promotion_paths
     def test_failover_never_shortens_a_lease(self):
         """Contract 8.2: A renews on the primary; the renewal never reaches
         the standby; the primary dies; by the time the standby is promoted
@@ -454,6 +456,7 @@ class FailoverTest(unittest.TestCase):
         conn.close()
 
 
+@promotion_paths
 class CrashStressTest(TenureChecks, unittest.TestCase):
     """8 clients acquire, renew and release a few keys with asynchronous
     commits while the postmaster is killed with SIGKILL, twice; the server
@@ -488,6 +491,7 @@ class CrashStressTest(TenureChecks, unittest.TestCase):
             self.check_key(key, [r for r in records if r[1] == key], 0, contiguous=False)
 
 
+@promotion_paths
 class ChaosTest(TenureChecks, unittest.TestCase):
     """At least a minute of: 8 clients acquiring, renewing and releasing with
     asynchronous commits on a primary with a synchronous standby; every few

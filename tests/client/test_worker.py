@@ -8,7 +8,7 @@ import unittest
 
 import psycopg2
 
-from harness import Cluster, Listener, connect, lease_clock_offset, one, parse_time, row, wait_for, wait_ready
+from harness import Cluster, Listener, connect, lease_clock_offset, one, parse_time, promotion_paths, row, wait_for, wait_ready
 
 GENEROUS = 5.0  # seconds: a bound on behaviour, not a timing goal (see bench/)
 
@@ -205,6 +205,7 @@ class StandbyTest(unittest.TestCase):
     """On a hot standby the worker writes nothing and waits; after promotion
     it expires the leases that lapsed meanwhile."""
 
+    @promotion_paths
     def test_standby_waits_then_takes_over_after_promotion(self):
         primary = Cluster.main()
         c = connect()
