@@ -193,8 +193,8 @@ if wants client; then
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=leaderlock_client user=postgres" PYTHONPATH=src \
       /opt/leaderlock/python-client/bin/python -m unittest discover -s tests -p 'test_[lh]*.py') || FAILED+=("Python client")
     echo "=== client: the Go client (clients/go) against the portable edition"
-    LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/leaderlock_client" "$REPO/clients/go/test.sh" \
-      || FAILED+=("Go client")
+    LEADERLOCK_EDITION=portable LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/leaderlock_client" \
+      "$REPO/clients/go/test.sh" || FAILED+=("Go client")
     echo "=== client: the Node.js client (clients/node) against the portable edition"
     (cd "$REPO/clients/node" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent && \
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" \
