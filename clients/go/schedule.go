@@ -618,7 +618,13 @@ renewals:
 	}
 	wait.Stop()
 	watchdog.Stop()
+	// Returning after the run was lost (stopped at its deadline, taken
+	// over, shut down) is no success: recorded failed, as by every client.
+	lostBefore := run.Check()
 	t.end(StopShutdown, nil) // fn has returned: the run is no longer acted on
+	if fnErr == nil && lostBefore != nil {
+		fnErr = fmt.Errorf("returned after the run was lost: %w", lostBefore)
+	}
 	succeeded := fnErr == nil
 	var detail *string
 	if fnErr != nil {

@@ -655,3 +655,48 @@ func TestScheduleRefusalForGoodEndsIt(t *testing.T) {
 		t.Fatal("Schedule kept retrying a refusal for good")
 	}
 }
+
+// A callback that returns nil after its run was lost (here: its claim
+// lapsed on the server, backdated by the test, so the next renewal is
+// refused) is recorded failed, as by every client, with why in the detail.
+func TestScheduleReturningAfterTheRunWasLostIsAFailure(t *testing.T) {
+	job := newKey("sched-late-return")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{}, 1)
+	returned := make(chan error, 1)
+	go func() {
+		returned <- Schedule(ctx, ScheduleConfig{ConnString: dsn(t), Job: job, Every: time.Hour,
+			TTL: 3 * time.Second, MisfireGrace: time.Hour}, func(ctx context.Context, run *ScheduledRun) error {
+			started <- struct{}{}
+			<-ctx.Done() // the refused renewal ends it
+			return nil
+		})
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run due was not claimed")
+	}
+	c, err := pgx.Connect(context.Background(), dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(),
+		"UPDATE leaderlock_runs SET expires_at = le_now() - interval '1 second' WHERE job = $1", job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() bool {
+		rows := runRows(t, job)
+		return len(rows) == 1 && rows[0].outcome != nil
+	})
+	cancel()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	rows := runRows(t, job)
+	if str(rows[0].outcome) != "failed" || !strings.HasPrefix(str(rows[0].detail), "returned after the run was lost: ") {
+		t.Errorf("a nil return after the run was lost: %s %q, want failed, returned after the run was lost", str(rows[0].outcome), str(rows[0].detail))
+	}
+}

@@ -161,8 +161,11 @@ test("the local deadline: after the event loop was blocked past the ttl, isOurs(
   stop.abort();
   await done;
   assert.deepEqual(seen, { before: true, ours: false, aborted: true, reason: "deadline", remaining: 0, checked: true });
-  // Its outcome is still recorded: the claim lapsed, but nobody took the run since.
-  assert.deepEqual((await runsOf(job)).map((r) => r.outcome), ["succeeded"]);
+  // Its outcome is still recorded (the claim lapsed, but nobody took the run
+  // since): failed, since the callback returned after the run was lost.
+  const rows = await runsOf(job);
+  assert.deepEqual(rows.map((r) => r.outcome), ["failed"]);
+  assert.match(rows[0].detail, /^returned after the run was lost: /);
 });
 
 test("stopping the schedule during a run: the run is told (reason released), recorded, and schedule() resolves", async () => {

@@ -1464,7 +1464,12 @@ class Claimer {
         let detail = null;
         try {
             await fn(run);
-            succeeded = true;
+            // returning after the run was lost (stopped at its deadline, taken over, the schedule stopped) is no success
+            succeeded = run.isOurs();
+            if (!succeeded) {
+                const lost = reasonOf.call(run.signal);
+                detail = truncateUtf8(`returned after the run was lost: ${lost?.message ?? "deadline"}`.replace(/\0/g, "\uFFFD"), DETAIL_MAX_BYTES);
+            }
         }
         catch (e) {
             succeeded = false;
@@ -1500,8 +1505,8 @@ class Claimer {
  * server with a fencing term and handed to `fn` as a Run: act only while
  * `run.isOurs()` (or `run.check()`), and fence side effects with
  * `run.term`. It is renewed every ttl/3 while `fn` runs; `fn` resolving
- * records the run succeeded, rejecting records it failed with the error's
- * name and message (the schedule goes on). Waiting survives the connection
+ * records the run succeeded (failed, if the run was lost by then), rejecting
+ * records it failed with the error's name and message (the schedule goes on). Waiting survives the connection
  * (reconnects with jittered backoff); rejects with a RejectedError
  * (NotInstalledError, PrivilegeError, BadArgumentError) at once.
  */

@@ -282,8 +282,8 @@ export declare function nextDue(when: DueRule, after: Date): Date | null;
  * server with a fencing term and handed to `fn` as a Run: act only while
  * `run.isOurs()` (or `run.check()`), and fence side effects with
  * `run.term`. It is renewed every ttl/3 while `fn` runs; `fn` resolving
- * records the run succeeded, rejecting records it failed with the error's
- * name and message (the schedule goes on). Waiting survives the connection
+ * records the run succeeded (failed, if the run was lost by then), rejecting
+ * records it failed with the error's name and message (the schedule goes on). Waiting survives the connection
  * (reconnects with jittered backoff); rejects with a RejectedError
  * (NotInstalledError, PrivilegeError, BadArgumentError) at once.
  */
