@@ -48,6 +48,8 @@ const (
 	// times in a row is dropped: older than the retention (a row that races
 	// a first claim appears within a few tries).
 	absentTries = 100
+	// fastTries: looks again every raceRetry this many times before backing off.
+	fastTries = 10
 	// detailLimit: le_finish_run's detail, in bytes.
 	detailLimit = 1000
 	// cronMisfireGrace: the default misfire grace of a Cron schedule (the
@@ -519,14 +521,17 @@ func (l *loop) lookAt(ctx context.Context, p *pendingRun) (turn, bool, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Refused before its row was made (its job's row taken, the
 		// failover step not taken yet, or due before the retention):
-		// backing off, 20 ms doubling up to the poll, given up after
-		// absentTries (about a minute and a half).
+		// every 20 ms fastTries times, then backing off, doubling up to
+		// the poll, given up after absentTries (about a minute and a half).
 		p.tries++
 		if p.tries >= absentTries {
 			delete(l.pending, key)
 			return turn{due: p.due}, true, nil
 		}
-		shift := p.tries
+		shift := p.tries - fastTries
+		if shift < 0 {
+			shift = 0
+		}
 		if shift > 10 {
 			shift = 10
 		}

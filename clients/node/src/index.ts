@@ -1122,6 +1122,8 @@ const RUN_STATE = "SELECT r.finished_at IS NOT NULL AS finished, " +
   "r.outcome FROM leaderlock_runs r, (SELECT le_now() AS now) n WHERE r.job = $1 AND r.due = $2::timestamptz";
 /** A run whose row a refused claim cannot find this many times in a row is given up (older than the retention). */
 const ABSENT_TRIES = 100;
+/** Looks again every RACE_RETRY this many times before backing off. */
+const FAST_TRIES = 10;
 /** How soon a run is looked at again after a claim raced this one, or found no row. */
 const RACE_RETRY = 20;
 /** le_finish_run keeps at most this many bytes of detail. */
@@ -1529,8 +1531,10 @@ class Claimer {
       return { run: false, due, outcome: null };
     }
     // refused before its row was made (its job's row taken, the failover step not taken yet, or due before the
-    // retention): backing off, 20 ms doubling up to the poll, given up after ABSENT_TRIES (about a minute and a half)
-    this.pending.set(due, { at: here + Math.min(RACE_RETRY * 2 ** Math.min(tries, 10), Math.max(this.poll, RACE_RETRY)), tries });
+    // retention): every 20 ms FAST_TRIES times, then backing off, doubling up to the poll, given up after
+    // ABSENT_TRIES (about a minute and a half)
+    const back = tries <= FAST_TRIES ? 0 : Math.min(tries - FAST_TRIES, 10);
+    this.pending.set(due, { at: here + Math.min(RACE_RETRY * 2 ** back, Math.max(this.poll, RACE_RETRY)), tries });
     return null;
   }
 

@@ -61,6 +61,8 @@ HAS_RUNS = "SELECT EXISTS (SELECT FROM pg_catalog.pg_proc WHERE proname = 'le_cl
 # dropped: older than the retention (a row that races a first claim
 # appears within a few tries).
 ABSENT_TRIES = 100
+# Looks again every RACE_RETRY this many times before backing off.
+FAST_TRIES = 10
 RACE_RETRY = 0.020
 # How often to look at a run another replica has claimed (as the Rust client's).
 POLL_EVERY = 1.0
@@ -519,9 +521,10 @@ class Scheduler:
                 return Settled(due, None)
             # refused before its row was made (its job's row taken, the
             # failover step not taken yet, or due before the retention):
-            # backing off, 20 ms doubling up to the poll, given up after
-            # ABSENT_TRIES (about a minute and a half)
-            self.pending[due] = [here + min(RACE_RETRY * 2 ** min(tries, 10), max(self.poll, RACE_RETRY)), tries]
+            # every 20 ms FAST_TRIES times, then backing off, doubling up to
+            # the poll, given up after ABSENT_TRIES (about a minute and a half)
+            back = 0 if tries <= FAST_TRIES else min(tries - FAST_TRIES, 10)
+            self.pending[due] = [here + min(RACE_RETRY * 2 ** back, max(self.poll, RACE_RETRY)), tries]
             return None
         finished, remaining, outcome = state
         if finished:
