@@ -7,6 +7,7 @@ use crate::preload;
 use crate::sessions;
 use crate::settings;
 use crate::value::{JsonbText, MAX_VALUE_BYTES};
+use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
@@ -23,6 +24,15 @@ impl Ttl {
     /// `timestamptz + ttl` is exact in any time zone.
     pub fn as_interval(self) -> Interval {
         Interval::new(0, 0, self.0).expect("a microseconds-only interval is always valid")
+    }
+
+    /// A renewal's ttl as a statement's parameter: this one, or NULL (the
+    /// stored ttl is kept).
+    pub fn or_stored(ttl: Option<Ttl>) -> DatumWithOid<'static> {
+        match ttl {
+            Some(t) => t.as_interval().into(),
+            None => DatumWithOid::null::<Interval>(),
+        }
     }
 }
 

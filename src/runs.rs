@@ -137,16 +137,12 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>) -> Opt
 /// when named) by `ttl`, or the stored one; never waits.
 pub fn renew(job: &str, due: i64, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     let now = crate::clock::now();
-    let ttl = match ttl {
-        Some(t) => t.as_interval().into(),
-        None => DatumWithOid::null::<Interval>(),
-    };
     let args = [
         job.into(),
         ts(due).into(),
         id.into(),
         ts(now).into(),
-        ttl,
+        Ttl::or_stored(ttl),
         call::caller().into(),
         plans::term_or_any(term),
     ];

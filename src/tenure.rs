@@ -137,15 +137,11 @@ pub fn extend(
     ttl: Option<Ttl>,
     term: Option<i64>,
 ) -> Option<i64> {
-    let ttl = match ttl {
-        Some(t) => t.as_interval().into(),
-        None => DatumWithOid::null::<Interval>(),
-    };
     let args = [
         key.into(),
         id.into(),
         ts(now).into(),
-        ttl,
+        Ttl::or_stored(ttl),
         call::caller().into(),
         plans::term_or_any(term),
     ];
