@@ -159,7 +159,6 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     config.campaign_again = args.restart;
     config.slots = args.slots;
     config.priority = args.priority;
-    let grace = args.grace.unwrap_or(args.ttl / 4);
     // Floors: below them a tenure (or a try) could not do any work before
     // the next, and the CLI would only load the database.
     for (flag, value, floor) in [
@@ -175,19 +174,10 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
             return fail(format!("{flag} must be at least {floor:?}"), exit::USAGE);
         }
     }
-    // SIGTERM goes at (last renewal start + ttl - margin - grace): a grace
-    // that leaves no room for the renewal due at ttl/3 would stop every
-    // command a few seconds into its tenure.
-    if grace + config.renew_every + config.margin >= args.ttl {
-        return fail(
-            format!(
-                "--grace ({grace:?}) must be shorter than two thirds of --ttl ({:?}): \
-                 the renewal every ttl/3 must be able to move the deadline before SIGTERM",
-                args.ttl
-            ),
-            exit::USAGE,
-        );
-    }
+    let grace = match checked_grace(&args, config.renew_every, config.margin) {
+        Ok(grace) => grace,
+        Err(message) => return fail(message, exit::USAGE),
+    };
     let id = config.id.clone();
     let env = [
         ("LEADERLOCK_KEY", key.as_str()),
@@ -247,6 +237,27 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     code
 }
 
+/// The time between SIGTERM and SIGKILL (`--grace`, default ttl/4), or why
+/// not (a usage error). SIGTERM goes at the last renewal's start + ttl,
+/// less the margin and the grace: a grace that leaves no room for the
+/// renewal due every `renew_every` would stop every command a few seconds
+/// into its tenure (or its run).
+fn checked_grace(
+    args: &RunArgs,
+    renew_every: Duration,
+    margin: Duration,
+) -> Result<Duration, String> {
+    let grace = args.grace.unwrap_or(args.ttl / 4);
+    if grace + renew_every + margin >= args.ttl {
+        return Err(format!(
+            "--grace ({grace:?}) must be shorter than two thirds of --ttl ({:?}): \
+             the renewal every ttl/3 must be able to move the deadline before SIGTERM",
+            args.ttl
+        ));
+    }
+    Ok(grace)
+}
+
 /// The scheduled job `args` describe, or why not (a usage error).
 fn scheduled_job(
     args: &RunArgs,
@@ -284,13 +295,7 @@ fn scheduled_job(
             .or(args.every)
             .unwrap_or(Duration::from_secs(300)),
     );
-    let grace = args.grace.unwrap_or(args.ttl / 4);
-    if grace + args.ttl / 3 + config.margin >= args.ttl {
-        return Err(format!(
-            "--grace ({grace:?}) must be shorter than two thirds of --ttl ({:?})",
-            args.ttl
-        ));
-    }
+    let grace = checked_grace(args, args.ttl / 3, config.margin)?;
     Ok(scheduled::Job {
         schedule,
         metrics: args.metrics,
