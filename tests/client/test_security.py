@@ -10,6 +10,7 @@ waiter or an open first insert never holds anyone up beyond its `wait`.
 import threading
 import time
 import unittest
+from datetime import datetime, timedelta, timezone
 
 import psycopg2
 import psycopg2.errors
@@ -163,6 +164,15 @@ class SecurityTest(unittest.TestCase):
         ):
             one(t, sql, args)
         self.assertTrue(one(t, "SELECT le_release(%s, 'trapper')", (k + "-b",)))
+        # Scheduled runs (contract 22): claim, renew, finish, the table. (The
+        # due instant an hour back: the lease clock may be behind the wall
+        # clock by the stalls it credited.)
+        job, due = k + "-job", (datetime.now(timezone.utc) - timedelta(hours=1)).replace(microsecond=0)
+        term = one(t, "SELECT le_claim_run(%s, %s, 'trapper', '1 hour')", (job, due))
+        self.assertIsNotNone(term)
+        self.assertTrue(one(t, "SELECT le_renew_run(%s, %s, 'trapper', '30 minutes', %s)", (job, due, term)))
+        self.assertTrue(one(t, "SELECT le_finish_run(%s, %s, 'trapper', %s, true, 'done')", (job, due, term)))
+        one(t, "SELECT count(*) FROM leaderlock_runs")
         # Another role's calls in the same database, with the traps in place.
         a = connect()
         self.addCleanup(a.close)
