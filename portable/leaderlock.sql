@@ -1,6 +1,6 @@
 -- leaderlock, portable edition 0.5.0-portable
 --
--- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 22)
+-- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 21, 22)
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
@@ -43,7 +43,12 @@
 --   wait as in the compiled edition. Each look runs in a subtransaction
 --   rolled back unless it acquired, so a waiter holds no lock while asleep.
 -- * session_bound => true raises SQLSTATE 0A000 (nothing would end the
---   lease with its session), whatever the slots.
+--   lease with its session), whatever the slots; so does le_open_session's.
+-- * Sessions (contract 21): no worker ends a lapsed session. The next
+--   acquisition that touches one of its keys ends it first (every key it
+--   holds vacated and announced "expired", "reason":"session_expired", its
+--   lock-delay applied), in the caller's transaction, and so does
+--   le_expire_lapsed(), which counts their keys.
 -- * le_capabilities() says "priority": false: contract 18 (le_acquire's
 --   priority, le_candidates) is the compiled edition's only.
 -- * leaderlock_database_stats exists but is always empty (the per-database
@@ -222,6 +227,11 @@ CREATE TABLE @extschema@.leaderlock (
     slots       integer NOT NULL DEFAULT 1,  -- contract 17: holders admitted at once; above 1,
                                       -- the tenures are in leaderlock_slots and this row holds
                                       -- no holder, only the key's last term and its counters
+    session     uuid,                 -- contract 21: the session the tenure is held under, whose
+                                      -- row has its expiry (expires_at and recheck_at are then
+                                      -- infinity); kept when vacated, meaningless without a holder
+    delayed_until timestamptz,        -- contract 21: a session's lock-delay: vacant, but not
+                                      -- acquirable by anyone before this instant
     CONSTRAINT leaderlock_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_holder_check CHECK (holder IS NULL OR octet_length(holder) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_lease_check CHECK (holder IS NULL OR (expires_at IS NOT NULL AND ttl IS NOT NULL
@@ -233,6 +243,8 @@ CREATE TABLE @extschema@.leaderlock (
 
 CREATE INDEX leaderlock_recheck_at_idx ON @extschema@.leaderlock (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_session_idx ON @extschema@.leaderlock (session_pid) WHERE session_pid IS NOT NULL;
+-- A session's end finds its keys through this one (contract 21).
+CREATE INDEX leaderlock_session_keys_idx ON @extschema@.leaderlock (session) WHERE session IS NOT NULL;
 -- le_renew_all and le_release_all (contract 16) find a holder's leases
 -- through this one; a renewal does not touch holder, so it stays HOT.
 CREATE INDEX leaderlock_holder_idx ON @extschema@.leaderlock (holder) WHERE holder IS NOT NULL;
@@ -268,6 +280,33 @@ CREATE TABLE @extschema@.leaderlock_slots (
 ) WITH (fillfactor = 50);
 CREATE INDEX leaderlock_slots_recheck_at_idx ON @extschema@.leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_slots_holder_idx ON @extschema@.leaderlock_slots (holder) WHERE holder IS NOT NULL;
+
+-- Contract 21: sessions, the compiled edition's table column for column,
+-- with CHECK constraints as above. One row per session, live or lapsed,
+-- deleted when it ends (closed, or ended lapsed: its keys vacated in the
+-- same transaction). A renewal writes this row alone, whatever the number
+-- of keys held under it; an acquisition under it holds it FOR KEY SHARE
+-- (a close waits for it, a renewal does not).
+CREATE TABLE @extschema@.leaderlock_sessions (
+    session     uuid PRIMARY KEY,     -- the handle: random (gen_random_uuid), never reused
+    id          text NOT NULL,        -- the holder id of every key acquired under it
+    owner       oid NOT NULL,         -- the role that opened it (contract 13)
+    ttl         interval NOT NULL,    -- ttl of the last open or renewal
+    opened_at   timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL, -- on the lease clock, as a lease's (after a failover: see leaderlock_failover)
+    recheck_at  timestamptz NOT NULL, -- the compiled worker's cue, as a lease's: <= expires_at
+    lock_delay  interval NOT NULL,    -- after it expires, its keys are not acquirable for this long
+    keep_values boolean NOT NULL,     -- its keys keep their values when vacated
+    session_pid integer,              -- bound to its connection (contract 10): always NULL in
+    session_start timestamptz,        -- the portable edition
+    CONSTRAINT leaderlock_sessions_id_check CHECK (octet_length(id) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_sessions_ttl_check CHECK (ttl > interval '0' AND ttl <= interval '2147483647 seconds'),
+    CONSTRAINT leaderlock_sessions_lock_delay_check CHECK (lock_delay >= interval '0'
+        AND lock_delay <= interval '2147483647 seconds')
+) WITH (fillfactor = 50);
+CREATE INDEX leaderlock_sessions_recheck_at_idx ON @extschema@.leaderlock_sessions (recheck_at);
+CREATE INDEX leaderlock_sessions_pid_idx ON @extschema@.leaderlock_sessions (session_pid) WHERE session_pid IS NOT NULL;
 
 -- Contract 22: scheduled runs, the compiled edition's tables column for
 -- column, with CHECK constraints as above. A job's terms come from its row
@@ -401,9 +440,27 @@ BEGIN
 END
 $fn$;
 
+-- Contract 21: when session p_session lasts until (p_promoted_at: its
+-- _le_promoted_at(), as for leases), or -infinity when it no longer
+-- exists. A key held under a session (leaderlock.session, its expires_at
+-- infinity) is live exactly while its session is: every decision on a
+-- key's liveness reads its end as
+--   CASE WHEN l.session IS NULL OR l.holder IS NULL
+--        THEN GREATEST(l.expires_at, promoted_at + l.ttl)
+--        ELSE _le_session_lasts(l.session, promoted_at) END
+-- (inline, so that a plain lease costs no function call).
+CREATE FUNCTION @extschema@._le_session_lasts(p_session uuid, p_promoted_at timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT GREATEST(x.expires_at, p_promoted_at + x.ttl)
+                   FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session),
+                '-infinity'::timestamptz);
+
 -- One clock reading for the whole view keeps state and remaining
 -- consistent. A key of one slot is its row of leaderlock (slot NULL); a key
 -- of more (contract 17) shows one row per slot, with that tenure's holder.
+-- A key held under a session (contract 21) shows its session's expiry (an
+-- ended session's key not vacated yet: lapsed).
 CREATE VIEW @extschema@.leaderlock_status AS
 WITH c AS (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at)
 SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.lasts AS expires_at, l.ttl,
@@ -413,10 +470,12 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.lasts AS expires_
        CASE WHEN l.holder IS NOT NULL AND l.lasts > c.now
             THEN l.lasts - c.now END AS remaining,
        l.value, l.session_pid, l.owner::regrole AS owner,
-       NULL::integer AS slot, l.slots
+       NULL::integer AS slot, l.slots,
+       CASE WHEN l.holder IS NOT NULL THEN l.session END AS session
   FROM c
  CROSS JOIN LATERAL (SELECT x.*, CASE WHEN x.holder IS NULL THEN x.expires_at
-                                      ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
+                                      WHEN x.session IS NULL THEN GREATEST(x.expires_at, c.promoted_at + x.ttl)
+                                      ELSE @extschema@._le_session_lasts(x.session, c.promoted_at) END AS lasts
                        FROM @extschema@.leaderlock x WHERE x.slots = 1) l
 UNION ALL
 SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.lasts, s.ttl,
@@ -425,7 +484,7 @@ SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.lasts, s.ttl,
             ELSE 'lapsed' END,
        CASE WHEN s.holder IS NOT NULL AND s.lasts > c.now
             THEN s.lasts - c.now END,
-       s.value, NULL::integer, s.owner::regrole, s.slot, s.slots
+       s.value, NULL::integer, s.owner::regrole, s.slot, s.slots, NULL::uuid
   FROM c
  CROSS JOIN LATERAL (SELECT x.*, h.slots, CASE WHEN x.holder IS NULL THEN x.expires_at
                                                ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
@@ -442,7 +501,9 @@ SELECT l.key, l.tenures,
        l.expiries + COALESCE(s.expiries, 0) AS expiries,
        GREATEST(l.changed_at, s.changed_at) AS changed_at,
        pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
-       (l.holder IS NOT NULL AND GREATEST(l.expires_at, c.promoted_at + l.ttl) > c.now)
+       (l.holder IS NOT NULL
+        AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, c.promoted_at + l.ttl)
+                 ELSE @extschema@._le_session_lasts(l.session, c.promoted_at) END > c.now)
        OR COALESCE(s.held, false) AS held
   FROM (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at) c
  CROSS JOIN @extschema@.leaderlock l
@@ -648,7 +709,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@._le_session_bound(v boolean) RETURNS void
+-- session_bound of a lease, or (p_of_session) of le_open_session's session.
+CREATE FUNCTION @extschema@._le_session_bound(v boolean, p_of_session boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -657,11 +719,87 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
             MESSAGE = 'leaderlock: session_bound must not be NULL';
     END IF;
+    IF v AND p_of_session THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: sessions bound to their connection need the compiled edition; this is the portable edition',
+            HINT = 'Nothing here would end the session with its connection: open it with session_bound => false and a short ttl, renewed often.';
+    END IF;
     IF v THEN
         RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
             MESSAGE = 'leaderlock: session-bound leases need the compiled edition; this is the portable edition',
             HINT = 'Nothing here would end the lease with its session: use a plain lease with a short ttl, renewed often.';
     END IF;
+END
+$fn$;
+
+-- Contract 21: a session's handle, not NULL.
+CREATE FUNCTION @extschema@._le_session_arg(v uuid) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: session must not be NULL';
+    END IF;
+END
+$fn$;
+
+-- Contract 21: keep_values of le_open_session, not NULL.
+CREATE FUNCTION @extschema@._le_keep_values(v boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: keep_values must not be NULL';
+    END IF;
+END
+$fn$;
+
+-- Contract 21: lock_delay of le_open_session: not NULL, 0 to
+-- leaderlock.max_ttl, without a month or year part. Returns it normalized
+-- (its day part as hours, as a ttl).
+CREATE FUNCTION @extschema@._le_lock_delay(v interval) RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    total numeric;
+    max_us numeric;
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: lock_delay must not be NULL',
+            HINT = 'Give ''0'' for no delay.';
+    END IF;
+    IF NOT isfinite(v) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: lock_delay must be finite (got %s)', v);
+    END IF;
+    IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: lock_delay must not have a month or year part (got %s)', v);
+    END IF;
+    total := @extschema@._le_us(v);
+    IF total < 0::numeric THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: lock_delay must not be negative (got %s)', v);
+    END IF;
+    max_us := @extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint);
+    IF total > max_us THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: lock_delay %s is above leaderlock.max_ttl (%s)',
+                             v, @extschema@._le_seconds(max_us));
+    END IF;
+    -- (N7) a day part _le_hours cannot turn into hours, the total in range
+    IF abs(extract(day FROM v)) > 24855 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: lock_delay has a day part of %s days; the limit is 24855 days', extract(day FROM v)),
+            HINT = 'Give it in hours, minutes or seconds.';
+    END IF;
+    RETURN @extschema@._le_hours(v);
 END
 $fn$;
 
@@ -697,6 +835,42 @@ BEGIN
             MESSAGE = format('leaderlock: slots must be between 1 and 1000 (got %s)', v);
     END IF;
     RETURN v;
+END
+$fn$;
+
+-- Contract 21: slots of an acquisition under a session (le_try_acquire_in,
+-- le_acquire_in): as _le_slots, and 1 only. Returns it.
+CREATE FUNCTION @extschema@._le_slots_in(v integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF @extschema@._le_slots(v) > 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: keys of many slots under a session are not offered yet',
+            HINT = 'Acquire a key of one slot under the session, or the key of many slots with le_try_acquire and a ttl.';
+    END IF;
+    RETURN v;
+END
+$fn$;
+
+-- priority of le_acquire_in (contract 18): not NULL; other than 0 only in
+-- the compiled edition ("priority": false in le_capabilities()).
+CREATE FUNCTION @extschema@._le_priority(v integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: priority must not be NULL',
+            HINT = 'Give 0 for the default priority.';
+    END IF;
+    IF v <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+            MESSAGE = 'leaderlock: priorities need the compiled edition; this is the portable edition',
+            HINT = 'Give priority 0.';
+    END IF;
 END
 $fn$;
 
@@ -908,10 +1082,13 @@ RETURN CASE WHEN isfinite(t) THEN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH
 -- Contract 4: one notification on channel leaderlock, byte for byte the
 -- compiled edition's JSON (serde_json: no spaces, keys in this order;
 -- to_json escapes strings as serde_json does). Only fields of the event,
--- and "slots" last for a key of more than one slot (contract 17).
+-- and "slots" last for a key of more than one slot (contract 17). reason:
+-- of an expiry, "ttl", or "session_expired" for a key whose session lapsed
+-- (contract 21).
 CREATE FUNCTION @extschema@._le_announce(
     event text, key text, holder text, term bigint, at timestamptz,
-    previous_holder text, expires_at timestamptz, value jsonb, forced boolean, slots integer)
+    previous_holder text, expires_at timestamptz, value jsonb, forced boolean, slots integer,
+    reason text DEFAULT 'ttl')
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -932,7 +1109,7 @@ BEGIN
         payload := payload || ',"forced":' || CASE WHEN $9 THEN 'true' ELSE 'false' END;
     ELSIF $1 = 'expired' THEN
         payload := payload || ',"expires_at":"' || @extschema@._le_rfc3339($7) || '"'
-                || ',"reason":"ttl"';
+                || ',"reason":' || to_json(coalesce($11, 'ttl'))::text;
     ELSIF $1 = 'proclaimed' THEN
         payload := payload || ',"value":' || coalesce($8::text, 'null');
     END IF;
@@ -1146,9 +1323,14 @@ $fn$;
 
 -- Extends the lease p_id holds live at p_now (owned by a role p_caller is
 -- a member of) by p_ttl or the stored ttl, same term, in one statement
--- that never waits. The term, or NULL when not extended.
+-- that never waits. The term, or NULL when not extended. Contract 21: a
+-- key held under a session is extended only when p_move (an acquisition
+-- by its holder: le_renew renews its session instead), and is held from
+-- then on under p_session (its expires_at and recheck_at infinity, p_ttl
+-- the session's), or, p_session NULL, out of sessions with its own ttl.
 CREATE FUNCTION @extschema@._le_extend(p_key text, p_id text, p_now timestamptz,
-                                       p_ttl interval, p_caller oid, p_term bigint) RETURNS bigint
+                                       p_ttl interval, p_caller oid, p_term bigint,
+                                       p_move boolean, p_session uuid) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -1160,17 +1342,24 @@ DECLARE
 BEGIN
     UPDATE @extschema@.leaderlock l
        SET renewed_at = p_now,
-           expires_at = p_now + coalesce(p_ttl, l.ttl),
+           expires_at = CASE WHEN p_session IS NULL THEN p_now + coalesce(p_ttl, l.ttl)
+                             ELSE 'infinity'::timestamptz END,
            ttl = coalesce(p_ttl, l.ttl),
            recheck_at = CASE
+               WHEN p_session IS NOT NULL THEN 'infinity'::timestamptz
                WHEN l.recheck_at <= p_now + coalesce(p_ttl, l.ttl)
                 AND l.recheck_at >= p_now + coalesce(p_ttl, l.ttl) / 2.0::float8 THEN l.recheck_at
                ELSE p_now + coalesce(p_ttl, l.ttl) END,
-           owner = coalesce(l.owner, p_caller)
-     WHERE l.key = p_key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > p_now
+           owner = coalesce(l.owner, p_caller),
+           session = p_session
+     WHERE l.key = p_key AND l.holder = p_id
+       AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END > p_now
        AND l.key = (SELECT s.key FROM @extschema@.leaderlock s
                      WHERE s.key = p_key AND s.holder = p_id
-                       AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                       AND (p_move OR s.session IS NULL)
+                       AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                                ELSE @extschema@._le_session_lasts(s.session, v_pro) END > p_now
                        AND (p_term IS NULL OR s.term = p_term)
                        AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                        FOR NO KEY UPDATE SKIP LOCKED)
@@ -1301,6 +1490,195 @@ BEGIN
                                          v_lasts[i], NULL::jsonb, NULL::boolean, p_slots);
     END LOOP;
     RETURN true;
+END
+$fn$;
+
+-- Contract 21: whether the keys of session p_session keep their values
+-- when vacated (keep_values); false for a session that no longer exists.
+-- Every vacating of a key held under a session reads its value as
+--   CASE WHEN l.session IS NULL THEN NULL
+--        WHEN _le_session_keeps_values(l.session) THEN l.value END
+CREATE FUNCTION @extschema@._le_session_keeps_values(p_session uuid) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT x.keep_values FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session),
+                false);
+
+-- Contract 21: extends at p_now session p_session, or (p_session NULL)
+-- every session of p_id, live (p_pro: _le_promoted_at()) and owned by a
+-- role p_caller is a member of, by p_ttl or its stored ttl (recheck_at as
+-- in _le_extend), one row per session whatever its keys, in one statement
+-- that never waits: a session another transaction holds locked for an
+-- update (its renewal or its end) is skipped; an acquisition's key share
+-- lock does not stop it. Returns the sessions extended.
+CREATE FUNCTION @extschema@._le_extend_sessions(p_session uuid, p_id text, p_now timestamptz,
+                                                p_ttl interval, p_caller oid, p_pro timestamptz) RETURNS uuid[]
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_done uuid[];
+BEGIN
+    IF p_session IS NOT NULL THEN
+        WITH renewed AS (
+            UPDATE @extschema@.leaderlock_sessions x
+               SET renewed_at = p_now,
+                   expires_at = p_now + coalesce(p_ttl, x.ttl),
+                   ttl = coalesce(p_ttl, x.ttl),
+                   recheck_at = CASE
+                       WHEN x.recheck_at <= p_now + coalesce(p_ttl, x.ttl)
+                        AND x.recheck_at >= p_now + coalesce(p_ttl, x.ttl) / 2.0::float8 THEN x.recheck_at
+                       ELSE p_now + coalesce(p_ttl, x.ttl) END
+              FROM (SELECT s.session FROM @extschema@.leaderlock_sessions s
+                     WHERE s.session = p_session AND GREATEST(s.expires_at, p_pro + s.ttl) > p_now
+                       AND pg_has_role(p_caller, s.owner, 'MEMBER'::text)
+                       FOR NO KEY UPDATE SKIP LOCKED) own
+             WHERE x.session = own.session AND GREATEST(x.expires_at, p_pro + x.ttl) > p_now
+            RETURNING x.session)
+        SELECT array_agg(r.session) INTO v_done FROM renewed r;
+    ELSE
+        WITH renewed AS (
+            UPDATE @extschema@.leaderlock_sessions x
+               SET renewed_at = p_now,
+                   expires_at = p_now + coalesce(p_ttl, x.ttl),
+                   ttl = coalesce(p_ttl, x.ttl),
+                   recheck_at = CASE
+                       WHEN x.recheck_at <= p_now + coalesce(p_ttl, x.ttl)
+                        AND x.recheck_at >= p_now + coalesce(p_ttl, x.ttl) / 2.0::float8 THEN x.recheck_at
+                       ELSE p_now + coalesce(p_ttl, x.ttl) END
+              FROM (SELECT s.session FROM @extschema@.leaderlock_sessions s
+                     WHERE s.id = p_id AND GREATEST(s.expires_at, p_pro + s.ttl) > p_now
+                       AND pg_has_role(p_caller, s.owner, 'MEMBER'::text)
+                       FOR NO KEY UPDATE SKIP LOCKED) own
+             WHERE x.session = own.session AND GREATEST(x.expires_at, p_pro + x.ttl) > p_now
+            RETURNING x.session)
+        SELECT array_agg(r.session) INTO v_done FROM renewed r;
+    END IF;
+    IF v_done IS NOT NULL THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN coalesce(v_done, '{}'::uuid[]);
+END
+$fn$;
+
+-- Contract 21: ends session p_session, whose row this transaction holds
+-- locked FOR UPDATE (or which no longer exists): every key held under it is
+-- vacated (term kept; value kept if the session keeps values), ordered by
+-- key, with one clock reading, and announced: closed (p_closed), as
+-- le_release does ("released", counted as a release, no lock-delay),
+-- waiting for keys another transaction holds locked; else as the worker
+-- would ("expired", "reason":"session_expired", counted as an expiry,
+-- not acquirable until now + its lock_delay), skipping keys another
+-- transaction holds locked. The row is deleted once no key is held under
+-- it. A session that no longer exists: its keys (p_key alone, when given)
+-- are vacated the same way. Returns how many keys.
+CREATE FUNCTION @extschema@._le_end_session(p_session uuid, p_closed boolean, p_pro timestamptz,
+                                            p_key text) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    s record;
+    v_gone boolean;
+    v_keys text[];
+    v_holders text[];
+    v_terms bigint[];
+    v_all bigint;
+    v_lasts timestamptz;
+    t timestamptz;
+BEGIN
+    SELECT x.keep_values, x.lock_delay, GREATEST(x.expires_at, p_pro + x.ttl) AS lasts INTO s
+      FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
+    v_gone := NOT FOUND;
+    IF p_closed THEN
+        SELECT array_agg(k.key ORDER BY k.key), array_agg(k.holder ORDER BY k.key), array_agg(k.term ORDER BY k.key)
+          INTO v_keys, v_holders, v_terms
+          FROM (SELECT l.key, l.holder, l.term FROM @extschema@.leaderlock l
+                 WHERE l.session = p_session AND l.holder IS NOT NULL
+                 ORDER BY l.key
+                   FOR NO KEY UPDATE) k;
+    ELSE
+        SELECT array_agg(k.key ORDER BY k.key), array_agg(k.holder ORDER BY k.key), array_agg(k.term ORDER BY k.key)
+          INTO v_keys, v_holders, v_terms
+          FROM (SELECT l.key, l.holder, l.term FROM @extschema@.leaderlock l
+                 WHERE l.session = p_session AND l.holder IS NOT NULL
+                   AND (NOT v_gone OR p_key IS NULL OR l.key = p_key)
+                 ORDER BY l.key
+                   FOR NO KEY UPDATE SKIP LOCKED) k;
+        SELECT count(*) INTO v_all FROM @extschema@.leaderlock l
+         WHERE l.session = p_session AND l.holder IS NOT NULL;
+    END IF;
+    t := clock_timestamp();
+    v_lasts := coalesce(s.lasts, '-infinity'::timestamptz);
+    IF v_keys IS NOT NULL THEN
+        UPDATE @extschema@.leaderlock l
+           SET holder = NULL, value = CASE WHEN s.keep_values THEN l.value END, owner = NULL,
+               session_pid = NULL, session_start = NULL,
+               expires_at = CASE WHEN p_closed THEN t ELSE v_lasts END,
+               releases = l.releases + CASE WHEN p_closed THEN 1 ELSE 0 END,
+               expiries = l.expiries + CASE WHEN p_closed THEN 0 ELSE 1 END,
+               delayed_until = CASE WHEN NOT p_closed AND s.lock_delay > interval '0'
+                                    THEN t + s.lock_delay ELSE l.delayed_until END,
+               changed_at = t
+         WHERE l.key = ANY (v_keys);
+        PERFORM @extschema@._le_durable();
+        FOR i IN 1 .. cardinality(v_keys) LOOP
+            IF p_closed THEN
+                PERFORM @extschema@._le_announce('released'::text, v_keys[i], v_holders[i], v_terms[i], t,
+                                                 NULL::text, NULL::timestamptz, NULL::jsonb, false, NULL::integer);
+            ELSE
+                PERFORM @extschema@._le_announce('expired'::text, v_keys[i], v_holders[i], v_terms[i], t,
+                                                 NULL::text, v_lasts, NULL::jsonb, NULL::boolean, NULL::integer,
+                                                 'session_expired'::text);
+            END IF;
+        END LOOP;
+    END IF;
+    IF NOT v_gone AND (p_closed OR coalesce(cardinality(v_keys), 0) >= v_all) THEN
+        DELETE FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN coalesce(cardinality(v_keys), 0);
+END
+$fn$;
+
+-- Contract 21, where no worker runs: key p_key, held under a session that
+-- lapsed (p_pro: _le_promoted_at()) or no longer exists, is vacated with
+-- that whole session (_le_end_session) before an acquisition looks at it,
+-- in the caller's transaction. Never waits: false, nothing changed and
+-- nothing left locked, when the key or the session's row is locked by
+-- another transaction (or the key is no longer such a key).
+CREATE FUNCTION @extschema@._le_end_lapsed_key(p_key text, p_pro timestamptz) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_session uuid;
+BEGIN
+    -- each lock with its writes, in one block (see _le_lock_own)
+    BEGIN
+        SELECT l.session INTO v_session FROM @extschema@.leaderlock l
+         WHERE l.key = p_key AND l.holder IS NOT NULL AND l.session IS NOT NULL
+           AND NOT coalesce(@extschema@._le_session_lasts(l.session, p_pro) > clock_timestamp(), false)
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+        -- (a lapsed session is never renewed: no need to look again under the lock)
+        PERFORM FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session) THEN
+            RAISE SQLSTATE 'LE0NL';   -- its end, or an acquisition under it, in progress
+        END IF;
+        PERFORM @extschema@._le_end_session(v_session, false, p_pro, p_key);
+        RETURN true;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN false;
+    END;
 END
 $fn$;
 
@@ -1599,15 +1977,20 @@ $fn$;
 -- ---------------------------------------------------------------------------
 
 -- One look at the lease (contract 3.1): take it, extend it, or say why
--- not. o_outcome: 'acquired', 'held' (live, another's, until o_until) or
--- 'busy' (locked by another transaction). p_insert_wait_ms bounds the wait
--- behind a concurrent first insert of a brand-new key (le_acquire); NULL:
--- wait for its outcome (le_try_acquire). p_slots: how many holders the
--- key is to admit (contract 17; keys of more, or asked for more, are
--- _le_attempt_slots'). o_step: always false (kept for the shape of the
--- result).
+-- not. o_outcome: 'acquired', 'held' (live, another's, or vacant under a
+-- lock-delay, until o_until), 'busy' (locked by another transaction) or
+-- 'ended' (p_session is not live, or not the caller's: contract 21).
+-- p_insert_wait_ms bounds the wait behind a concurrent first insert of a
+-- brand-new key (le_acquire); NULL: wait for its outcome (le_try_acquire).
+-- p_slots: how many holders the key is to admit (contract 17; keys of
+-- more, or asked for more, are _le_attempt_slots'). p_session (contract
+-- 21): acquire under that session, for its id (p_id and p_ttl are then
+-- the session's, whatever is given), the tenure living as long as the
+-- session. o_step: a change this look made that must be kept even when it
+-- did not acquire (a lapsed session ended, with its lock-delay).
 CREATE FUNCTION @extschema@._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb,
                                         p_caller oid, p_insert_wait_ms bigint, p_slots integer DEFAULT 1,
+                                        p_session uuid DEFAULT NULL,
                                         OUT o_outcome text, OUT o_until timestamptz,
                                         OUT o_step boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1619,18 +2002,26 @@ DECLARE
     seen record;
     locked record;
     many record;
+    sess record;
     found_row boolean;
     t timestamptz;
     v_term bigint;
     v_expires timestamptz;
+    v_announced timestamptz;
     v_pro timestamptz;
     old_lock_timeout text;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
-    PERFORM @extschema@._le_name('id'::text, p_id);
-    p_ttl := @extschema@._le_ttl(p_ttl, true);
+    IF p_session IS NULL THEN
+        PERFORM @extschema@._le_name('id'::text, p_id);
+        p_ttl := @extschema@._le_ttl(p_ttl, true);
+    END IF;
     PERFORM @extschema@._le_value(p_value);
-    p_slots := @extschema@._le_slots(p_slots);
+    IF p_session IS NULL THEN
+        p_slots := @extschema@._le_slots(p_slots);
+    ELSE
+        p_slots := @extschema@._le_slots_in(p_slots);
+    END IF;
     IF p_insert_wait_ms < 0 OR p_insert_wait_ms > 86400000 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: insert wait %s ms is out of range (0 to 86400000)', p_insert_wait_ms);
@@ -1644,12 +2035,56 @@ BEGIN
 
     -- Read without locking first: a rival that cannot win never locks the
     -- holder's row (the holder's renewals would fail meanwhile).
-    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
-           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned, l.slots
+    SELECT l.holder, l.term,
+           CASE WHEN l.session IS NULL OR l.holder IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts,
+           (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned, l.slots,
+           l.session, l.delayed_until
       INTO seen
       FROM @extschema@.leaderlock l WHERE l.key = p_key;
     found_row := FOUND;
     t := clock_timestamp();
+
+    -- Contract 21, no worker: a key held under a session that lapsed (or is
+    -- gone) is vacated with that whole session first (announced "expired",
+    -- its lock-delay applied), a step kept even if this look takes nothing.
+    IF found_row AND seen.holder IS NOT NULL AND seen.session IS NOT NULL AND NOT coalesce(seen.lasts > t, false) THEN
+        IF NOT @extschema@._le_end_lapsed_key(p_key, v_pro) THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        o_step := true;
+        SELECT l.holder, l.term,
+               CASE WHEN l.session IS NULL OR l.holder IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                    ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts,
+               (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned, l.slots,
+               l.session, l.delayed_until
+          INTO seen
+          FROM @extschema@.leaderlock l WHERE l.key = p_key;
+        t := clock_timestamp();
+    END IF;
+    -- Contract 21: a vacant key under a lock-delay is not acquirable by
+    -- anyone (its last holder included) until the delay ends.
+    IF found_row AND seen.holder IS NULL AND seen.delayed_until > t THEN
+        o_outcome := 'held';
+        o_until := seen.delayed_until;
+        RETURN;
+    END IF;
+
+    -- Contract 21: the session, live and owned by a role the caller is a
+    -- member of (else 'ended': le_acquire_in stops waiting); its id and ttl
+    -- are the acquisition's.
+    IF p_session IS NOT NULL THEN
+        SELECT x.id, x.ttl, GREATEST(x.expires_at, v_pro + x.ttl) AS lasts INTO sess
+          FROM @extschema@.leaderlock_sessions x
+         WHERE x.session = p_session AND pg_has_role(p_caller, x.owner, 'MEMBER'::text);
+        IF NOT coalesce(sess.lasts > clock_timestamp(), false) THEN
+            o_outcome := 'ended';
+            RETURN;
+        END IF;
+        p_id := sess.id;
+        p_ttl := sess.ttl;
+    END IF;
 
     -- A key of many slots, or asked for (contract 17): its tenures are
     -- _le_attempt_slots'; a key that now admits one holder comes back with
@@ -1665,16 +2100,38 @@ BEGIN
         END IF;
     END IF;
 
+    IF found_row AND seen.holder IS NOT NULL AND seen.lasts > t AND NOT (seen.holder = p_id AND seen.owned) THEN
+        o_outcome := 'held';
+        o_until := seen.lasts;
+        RETURN;
+    END IF;
+
+    -- Contract 21: the acquisition holds the session's row FOR KEY SHARE
+    -- (its close or end waits for this transaction; its renewals do not),
+    -- never waiting: a session being closed or ended counts as busy.
+    IF p_session IS NOT NULL THEN
+        SELECT GREATEST(x.expires_at, v_pro + x.ttl) AS lasts INTO sess
+          FROM @extschema@.leaderlock_sessions x
+         WHERE x.session = p_session AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
+           FOR KEY SHARE SKIP LOCKED;
+        IF NOT FOUND THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
+        -- stored: infinity; announced: the session's end
+        v_announced := sess.lasts;
+    END IF;
+
     IF NOT found_row THEN
         -- A brand-new key: the first term is the timeline's floor.
         t := clock_timestamp();
-        v_expires := t + p_ttl;
+        v_expires := CASE WHEN p_session IS NULL THEN t + p_ttl ELSE 'infinity'::timestamptz END;
         IF p_insert_wait_ms IS NULL THEN
             INSERT INTO @extschema@.leaderlock AS l
                    (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
-                    value, session_pid, session_start, owner, tenures, changed_at)
+                    value, session_pid, session_start, owner, tenures, changed_at, session)
             VALUES (p_key, p_id, @extschema@._le_term_floor(), t, t, v_expires, p_ttl, v_expires,
-                    p_value, NULL, NULL, p_caller, 1, t)
+                    p_value, NULL, NULL, p_caller, 1, t, p_session)
             ON CONFLICT (key) DO NOTHING
             RETURNING l.term INTO v_term;
         ELSE
@@ -1683,9 +2140,9 @@ BEGIN
                 PERFORM set_config('lock_timeout', p_insert_wait_ms::text || 'ms', true);
                 INSERT INTO @extschema@.leaderlock AS l
                        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
-                        value, session_pid, session_start, owner, tenures, changed_at)
+                        value, session_pid, session_start, owner, tenures, changed_at, session)
                 VALUES (p_key, p_id, @extschema@._le_term_floor(), t, t, v_expires, p_ttl, v_expires,
-                        p_value, NULL, NULL, p_caller, 1, t)
+                        p_value, NULL, NULL, p_caller, 1, t, p_session)
                 ON CONFLICT (key) DO NOTHING
                 RETURNING l.term INTO v_term;
                 PERFORM set_config('lock_timeout', old_lock_timeout, true);
@@ -1699,20 +2156,16 @@ BEGIN
         END IF;
         PERFORM @extschema@._le_durable();
         PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
-                                         v_expires, p_value, NULL::boolean, NULL::integer);
+                                         coalesce(v_announced, v_expires), p_value, NULL::boolean, NULL::integer);
         o_outcome := 'acquired';
         RETURN;
     END IF;
 
     IF seen.holder IS NOT NULL AND seen.lasts > t THEN
-        IF NOT (seen.holder = p_id AND seen.owned) THEN
-            o_outcome := 'held';
-            o_until := seen.lasts;
-            RETURN;
-        END IF;
-        -- Ours: extend it as le_renew does, in one statement that never
-        -- waits; if that fails, the locking path below decides.
-        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint);
+        -- Ours: extend it as le_renew does (contract 21: into p_session, or
+        -- out of sessions), in one statement that never waits; if that
+        -- fails, the locking path below decides.
+        v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint, true, p_session);
         IF v_term IS NOT NULL THEN
             IF p_value IS NOT NULL THEN
                 UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
@@ -1730,12 +2183,16 @@ BEGIN
     -- nothing is written (a row re-checked after an update stays locked
     -- otherwise: see src/plans.rs under_lock).
     BEGIN
-        SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO locked
+        SELECT l.holder, l.term, l.session, l.delayed_until,
+               CASE WHEN l.session IS NULL OR l.holder IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                    ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts INTO locked
           FROM @extschema@.leaderlock l
          WHERE l.key = p_key AND l.slots = 1
            AND (l.holder IS NULL
                 OR (l.holder = p_id AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)))
-                OR NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp(), false))
+                OR NOT coalesce(CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                                     ELSE @extschema@._le_session_lasts(l.session, v_pro) END
+                                > clock_timestamp(), false))
            FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';
@@ -1744,7 +2201,7 @@ BEGIN
         t := clock_timestamp();
         IF locked.holder IS NOT NULL AND locked.lasts > t THEN
             -- Live and, by the lock's condition, ours: extend, same term.
-            v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint);
+            v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint, true, p_session);
             IF v_term IS NULL THEN
                 RAISE SQLSTATE 'LE0NL';
             END IF;
@@ -1756,15 +2213,22 @@ BEGIN
             o_outcome := 'acquired';
             RETURN;
         END IF;
+        IF (locked.holder IS NOT NULL AND locked.session IS NOT NULL)
+           OR (locked.holder IS NULL AND locked.delayed_until > t) THEN
+            -- its session lapsed since the look (the next look ends it), or
+            -- vacated under a lock-delay since
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
 
-        -- Vacant or lapsed: a new tenure.
+        -- Vacant or lapsed: a new tenure (contract 21: under p_session, or
+        -- out of sessions).
         t := clock_timestamp();
-        v_expires := t + p_ttl;
+        v_expires := CASE WHEN p_session IS NULL THEN t + p_ttl ELSE 'infinity'::timestamptz END;
         UPDATE @extschema@.leaderlock l
            SET holder = p_id, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
                acquired_at = t, renewed_at = t, expires_at = v_expires, ttl = p_ttl,
                recheck_at = v_expires, value = p_value, session_pid = NULL, session_start = NULL,
-               owner = p_caller, tenures = l.tenures + 1, changed_at = t,
+               owner = p_caller, tenures = l.tenures + 1, changed_at = t, session = p_session,
                expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
          WHERE l.key = p_key
         RETURNING l.term INTO v_term;
@@ -1776,7 +2240,7 @@ BEGIN
                                              locked.lasts, NULL::jsonb, NULL::boolean, NULL::integer);
         END IF;
         PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
-                                         v_expires, p_value, NULL::boolean, NULL::integer);
+                                         coalesce(v_announced, v_expires), p_value, NULL::boolean, NULL::integer);
         o_outcome := 'acquired';
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         o_outcome := 'busy';
@@ -1795,6 +2259,8 @@ SET jit = off
 AS $fn$
 DECLARE
     t timestamptz;
+    v_pro timestamptz;
+    v_session uuid;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_name('id'::text, p_id);
@@ -1802,8 +2268,21 @@ BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
     t := clock_timestamp();
     -- a lease, else the caller's own tenure of a key of many slots (17)
-    RETURN @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, p_term) IS NOT NULL
-        OR @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, p_term) IS NOT NULL;
+    IF @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, p_term, false, NULL::uuid) IS NOT NULL THEN
+        RETURN true;
+    END IF;
+    -- Contract 21: a key p_id holds under a session (of p_term, owned by a
+    -- role p_caller is a member of) has no ttl of its own: its session is
+    -- renewed (live and the caller's), one row, the key's untouched.
+    SELECT l.session INTO v_session FROM @extschema@.leaderlock l
+     WHERE l.key = p_key AND l.holder = p_id AND l.session IS NOT NULL
+       AND (p_term IS NULL OR l.term = p_term)
+       AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text));
+    IF v_session IS NOT NULL THEN
+        v_pro := @extschema@._le_promoted_at();
+        RETURN cardinality(@extschema@._le_extend_sessions(v_session, NULL::text, t, p_ttl, p_caller, v_pro)) > 0;
+    END IF;
+    RETURN @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, p_term) IS NOT NULL;
 END
 $fn$;
 
@@ -1824,10 +2303,12 @@ DECLARE
     r record;
     v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
-    SELECT l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+    SELECT l.term, CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                        ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts INTO r
       FROM @extschema@.leaderlock l
      WHERE l.key = p_key AND l.holder = p_id
-       AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+       AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END > clock_timestamp()
        AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
        FOR NO KEY UPDATE SKIP LOCKED;
     IF NOT FOUND OR r.lasts <= clock_timestamp() THEN
@@ -1860,9 +2341,12 @@ BEGIN
             RAISE SQLSTATE 'LE0NL';  -- another tenure of p_id: the lock goes with the block
         END IF;
         t := clock_timestamp();
+        -- (contract 21: a session that keeps values keeps this key's)
         UPDATE @extschema@.leaderlock l
-           SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
-               session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+           SET holder = NULL, expires_at = t,
+               value = CASE WHEN l.session IS NULL THEN NULL
+                            WHEN @extschema@._le_session_keeps_values(l.session) THEN l.value END,
+               session_pid = NULL, session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
          WHERE l.key = p_key;
         PERFORM @extschema@._le_durable();
         PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
@@ -1897,7 +2381,9 @@ $fn$;
 -- by a role p_caller is a member of) by its own ttl, same terms, in one
 -- statement that never waits: a row another transaction holds locked is
 -- skipped (found through the index on holder; recheck_at as in
--- _le_extend). One clock reading for all. Returns how many.
+-- _le_extend). One clock reading for all. Then (contract 21) its live
+-- sessions, each by its own ttl (_le_extend_sessions), counting the keys
+-- held under them. Returns how many.
 CREATE FUNCTION @extschema@._le_renew_all(p_id text, p_caller oid) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1909,6 +2395,7 @@ DECLARE
     m integer;
     t timestamptz;
     v_pro timestamptz;
+    v_sessions uuid[];
 BEGIN
     PERFORM @extschema@._le_name('id'::text, p_id);
     PERFORM @extschema@._le_act_as(p_caller);
@@ -1924,10 +2411,11 @@ BEGIN
                    ELSE t + l.ttl END,
                owner = coalesce(l.owner, p_caller)
           FROM (SELECT s.key FROM @extschema@.leaderlock s
-                 WHERE s.holder = p_id AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+                 WHERE s.holder = p_id AND s.session IS NULL AND GREATEST(s.expires_at, v_pro + s.ttl) > t
                    AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                    FOR NO KEY UPDATE SKIP LOCKED) own
-         WHERE l.key = own.key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > t
+         WHERE l.key = own.key AND l.holder = p_id AND l.session IS NULL
+           AND GREATEST(l.expires_at, v_pro + l.ttl) > t
         RETURNING l.key)
     SELECT count(*)::integer INTO n FROM renewed;
     -- and its tenures of keys of many slots (contract 17), the same way
@@ -1950,6 +2438,13 @@ BEGIN
     n := n + m;
     IF n > 0 THEN
         PERFORM @extschema@._le_durable();
+    END IF;
+    -- and its sessions (contract 21), counting the keys held under them
+    v_sessions := @extschema@._le_extend_sessions(NULL::uuid, p_id, t, NULL::interval, p_caller, v_pro);
+    IF cardinality(v_sessions) > 0 THEN
+        SELECT count(*)::integer INTO m FROM @extschema@.leaderlock l
+         WHERE l.session = ANY (v_sessions) AND l.holder IS NOT NULL;
+        n := n + m;
     END IF;
     RETURN n;
 END
@@ -2010,19 +2505,26 @@ BEGIN
         NULL;
     END;
     BEGIN
+        -- (contract 21: its keys held under sessions too, each with its
+        -- session's liveness; a session that keeps values keeps theirs)
         SELECT array_agg(o.key) INTO v_keys
           FROM (SELECT l.key FROM @extschema@.leaderlock l
                  WHERE l.holder = p_id
-                   AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+                   AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                            ELSE @extschema@._le_session_lasts(l.session, v_pro) END > clock_timestamp()
                    AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text))
                    FOR NO KEY UPDATE SKIP LOCKED) o;
         t := clock_timestamp();
         FOR r IN
             UPDATE @extschema@.leaderlock l
-               SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
-                   session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+               SET holder = NULL, expires_at = t,
+                   value = CASE WHEN l.session IS NULL THEN NULL
+                                WHEN @extschema@._le_session_keeps_values(l.session) THEN l.value END,
+                   session_pid = NULL, session_start = NULL, owner = NULL, releases = l.releases + 1,
+                   changed_at = t
              WHERE l.key = ANY (v_keys) AND l.holder = p_id
-               AND GREATEST(l.expires_at, v_pro + l.ttl) > t
+               AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                        ELSE @extschema@._le_session_lasts(l.session, v_pro) END > t
             RETURNING l.key, l.term
         LOOP
             PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
@@ -2115,10 +2617,12 @@ BEGIN
                    '(CREATE ROLE leaderlock_admin NOLOGIN; GRANT leaderlock_admin TO ...).';
     END IF;
     v_pro := @extschema@._le_promoted_at();
-    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts INTO r
+    SELECT l.holder, l.term, CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                                  ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts INTO r
       FROM @extschema@.leaderlock l
      WHERE l.key = p_key AND l.holder IS NOT NULL
-       AND GREATEST(l.expires_at, v_pro + l.ttl) > clock_timestamp()
+       AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END > clock_timestamp()
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         -- A key of many slots (contract 17): every live tenure, each
@@ -2157,9 +2661,12 @@ BEGIN
     IF NOT coalesce(r.lasts > t, false) THEN
         RETURN false;      -- lapsed while we waited for the lock
     END IF;
+    -- (contract 21: a key held under a session alone, the session going on)
     UPDATE @extschema@.leaderlock l
-       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
-           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+       SET holder = NULL, expires_at = t,
+           value = CASE WHEN l.session IS NULL THEN NULL
+                        WHEN @extschema@._le_session_keeps_values(l.session) THEN l.value END,
+           session_pid = NULL, session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
      WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
     PERFORM @extschema@._le_announce('released'::text, p_key, r.holder, r.term, t, NULL::text,
@@ -2196,7 +2703,9 @@ BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
     v_pro := @extschema@._le_promoted_at();
     -- Without a lock first: only the holder itself ever locks its row.
-    SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+    SELECT l.holder, l.term,
+           CASE WHEN l.session IS NULL OR l.holder IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts,
            (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned, l.slots
       INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key;
     found_row := FOUND;
@@ -2226,7 +2735,9 @@ BEGIN
         END IF;
     ELSIF found_row AND r.holder IS NOT NULL AND r.lasts > t AND r.holder = p_id AND r.owned
        AND (p_term IS NULL OR p_term = r.term) THEN
-        SELECT l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts,
+        SELECT l.holder, l.term,
+               CASE WHEN l.session IS NULL OR l.holder IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                    ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts,
                (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)) AS owned
           INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key FOR SHARE;
         found_row := FOUND;
@@ -2289,7 +2800,7 @@ BEGIN
         WITH lapsed AS (
             SELECT l.key, l.holder, l.term, GREATEST(l.expires_at, v_pro + l.ttl) AS lasts
               FROM @extschema@.leaderlock l
-             WHERE l.holder IS NOT NULL AND l.recheck_at <= t
+             WHERE l.holder IS NOT NULL AND l.recheck_at <= t AND l.session IS NULL
                AND NOT coalesce(GREATEST(l.expires_at, v_pro + l.ttl) > t, false)
              ORDER BY l.recheck_at
                FOR NO KEY UPDATE SKIP LOCKED)
@@ -2333,7 +2844,117 @@ BEGIN
                                          r.lasts, NULL::jsonb, NULL::boolean, r.slots);
         n := n + 1;
     END LOOP;
+    -- Contract 21: every lapsed session that no other transaction holds
+    -- locked ends, its keys vacated and counted (_le_end_session: those
+    -- another transaction holds locked are skipped, and the session's row
+    -- stays until they are vacated).
+    FOR r IN
+        SELECT x.session FROM @extschema@.leaderlock_sessions x
+         WHERE x.recheck_at <= t AND NOT coalesce(GREATEST(x.expires_at, v_pro + x.ttl) > t, false)
+         ORDER BY x.recheck_at
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
+    END LOOP;
+    -- and the keys held under a session that no longer exists
+    FOR r IN
+        SELECT DISTINCT l.session FROM @extschema@.leaderlock l
+         WHERE l.session IS NOT NULL AND l.holder IS NOT NULL
+           AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = l.session)
+    LOOP
+        n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
+    END LOOP;
     RETURN n;
+END
+$fn$;
+
+-- Contract 21: opens a session of p_id for p_ttl, owned by p_caller, and
+-- returns its handle, a random uuid (gen_random_uuid: never reused).
+CREATE FUNCTION @extschema@._le_open_session(p_id text, p_ttl interval, p_lock_delay interval,
+                                             p_keep_values boolean, p_caller oid) RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz;
+    v_session uuid;
+BEGIN
+    PERFORM @extschema@._le_name('id'::text, p_id);
+    p_ttl := @extschema@._le_ttl(p_ttl, true);
+    p_lock_delay := @extschema@._le_lock_delay(p_lock_delay);
+    PERFORM @extschema@._le_keep_values(p_keep_values);
+    PERFORM @extschema@._le_act_as(p_caller);
+    t := clock_timestamp();
+    INSERT INTO @extschema@.leaderlock_sessions AS x
+           (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, lock_delay, keep_values,
+            session_pid, session_start)
+    VALUES (gen_random_uuid(), p_id, p_caller, p_ttl, t, t, t + p_ttl, t + p_ttl, p_lock_delay, p_keep_values,
+            NULL, NULL)
+    RETURNING x.session INTO v_session;
+    PERFORM @extschema@._le_durable();
+    RETURN v_session;
+END
+$fn$;
+
+-- Contract 21: extends the caller's live session by p_ttl (NULL: its own),
+-- one row written whatever its keys, never waiting. A refused renewal
+-- (unknown, lapsed, another role's, or locked by another transaction's
+-- renewal or end) changes nothing and locks nothing.
+CREATE FUNCTION @extschema@._le_renew_session(p_session uuid, p_ttl interval, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_session_arg(p_session);
+    p_ttl := @extschema@._le_ttl(p_ttl, false);
+    PERFORM @extschema@._le_act_as(p_caller);
+    RETURN cardinality(@extschema@._le_extend_sessions(p_session, NULL::text, clock_timestamp(), p_ttl, p_caller,
+                                                       @extschema@._le_promoted_at())) > 0;
+END
+$fn$;
+
+-- Contract 21: closes the caller's live session: every key held under it
+-- vacated and announced "released" as le_release does, no lock-delay, and
+-- its row deleted, in this transaction (_le_end_session). Waits for a
+-- transaction that acquires under it, renews it or holds one of its keys
+-- locked (a guarded write in progress ends first). False, nothing changed,
+-- for a session that is not live, unknown or another role's.
+CREATE FUNCTION @extschema@._le_close_session(p_session uuid, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_pro timestamptz;
+BEGIN
+    PERFORM @extschema@._le_session_arg(p_session);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
+    -- Looked at without a lock first: a refused close locks nothing.
+    IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_sessions x
+                    WHERE x.session = p_session AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
+                      AND pg_has_role(p_caller, x.owner, 'MEMBER'::text)) THEN
+        RETURN false;
+    END IF;
+    -- Each lock with its writes, in one block (see _le_lock_own).
+    BEGIN
+        PERFORM FROM @extschema@.leaderlock_sessions x
+          WHERE x.session = p_session AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
+            AND pg_has_role(p_caller, x.owner, 'MEMBER'::text)
+            FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE SQLSTATE 'LE0NL';   -- lapsed or ended while we waited for the lock
+        END IF;
+        PERFORM @extschema@._le_end_session(p_session, true, v_pro, NULL::text);
+        RETURN true;
+    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+        RETURN false;
+    END;
 END
 $fn$;
 
@@ -2603,16 +3224,18 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.le_acquire(key text, id text, ttl interval, wait interval,
-                                       session_bound boolean DEFAULT false,
-                                       value jsonb DEFAULT NULL, slots integer DEFAULT 1)
+-- le_acquire's wait (portable README, difference 2), for le_acquire and
+-- le_acquire_in (p_session, contract 21: returns false at once when the
+-- session is not live, or not the caller's), its arguments checked by them
+-- (and again by _le_attempt). SECURITY INVOKER: the caller key of each
+-- look is current_user's.
+CREATE FUNCTION @extschema@._le_acquire_wait(p_key text, p_id text, p_ttl interval, p_wait interval,
+                                             p_value jsonb, p_slots integer, p_session uuid)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    v_ttl interval;
-    v_wait interval;
     v_caller oid;
     deadline timestamptz;
     res record;
@@ -2620,27 +3243,22 @@ DECLARE
     wake timestamptz;
     poll_ms float8 := 10;     -- first look again after 10 ms, then x1.5 up to 100 ms
 BEGIN
-    PERFORM @extschema@._le_name('key'::text, $1);
-    PERFORM @extschema@._le_name('id'::text, $2);
-    v_ttl := @extschema@._le_ttl($3, true);
-    v_wait := @extschema@._le_wait($4);
-    PERFORM @extschema@._le_session_bound($5);
-    PERFORM @extschema@._le_value($6);
-    PERFORM @extschema@._le_slots($7);
+    p_wait := @extschema@._le_wait(p_wait);
     IF pg_is_in_recovery() THEN
-        v_wait := interval '0';   -- a hot standby cannot write: try once
+        p_wait := interval '0';   -- a hot standby cannot write: try once
     END IF;
-    deadline := clock_timestamp() + v_wait;
+    deadline := clock_timestamp() + p_wait;
     LOOP
-        -- Each look in a subtransaction, rolled back unless it acquired: a
-        -- waiter keeps no lock while it sleeps.
+        -- Each look in a subtransaction, rolled back unless it acquired (or
+        -- made a step to keep): a waiter keeps no lock while it sleeps.
         BEGIN
             -- the caller key for this look, set inside the subtransaction
             -- (a rollback reverts it), consumed by _le_attempt
             v_caller := @extschema@._le_caller();
             SELECT a.o_outcome, a.o_until, a.o_step INTO res
-              FROM @extschema@._le_attempt($1, $2, v_ttl, $6, v_caller,
-                       GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint, $7) a;
+              FROM @extschema@._le_attempt(p_key, p_id, p_ttl, p_value, v_caller,
+                       GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint,
+                       p_slots, p_session) a;
             IF res.o_outcome <> 'acquired' AND NOT res.o_step THEN
                 RAISE SQLSTATE 'LE0RB';
             END IF;
@@ -2650,6 +3268,9 @@ BEGIN
         IF res.o_outcome = 'acquired' THEN
             RETURN true;
         END IF;
+        IF res.o_outcome = 'ended' THEN
+            RETURN false;     -- the session is not live (contract 21)
+        END IF;
         t := clock_timestamp();
         IF t >= deadline THEN
             RETURN false;
@@ -2657,13 +3278,117 @@ BEGIN
         wake := t + make_interval(secs => poll_ms / 1000.0);
         IF res.o_outcome = 'held' AND res.o_until < wake THEN
             -- wake just after the holder's expiry (before it, it is live;
-            -- of a key of many slots: the earliest tenure's)
+            -- of a key of many slots: the earliest tenure's; of a vacant
+            -- key under a lock-delay: the delay's end)
             wake := res.o_until + interval '1 millisecond';
         END IF;
         wake := LEAST(wake, deadline);
         PERFORM pg_sleep(GREATEST(extract(epoch FROM wake - t), 0.001)::float8);
         poll_ms := LEAST(poll_ms * 1.5, 100);
     END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_acquire(key text, id text, ttl interval, wait interval,
+                                       session_bound boolean DEFAULT false,
+                                       value jsonb DEFAULT NULL, slots integer DEFAULT 1)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_name('id'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, true);
+    PERFORM @extschema@._le_wait($4);
+    PERFORM @extschema@._le_session_bound($5);
+    PERFORM @extschema@._le_value($6);
+    PERFORM @extschema@._le_slots($7);
+    RETURN @extschema@._le_acquire_wait($1, $2, v_ttl, $4, $6, $7, NULL::uuid);
+END
+$fn$;
+
+-- Contract 21: sessions. A session is a ttl many keys share, renewed in
+-- one row; keys acquired under it live as long as it does.
+CREATE FUNCTION @extschema@.le_open_session(id text, ttl interval, session_bound boolean DEFAULT false,
+                                            lock_delay interval DEFAULT '0', keep_values boolean DEFAULT false)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+    v_lock_delay interval;
+BEGIN
+    PERFORM @extschema@._le_name('id'::text, $1);
+    v_ttl := @extschema@._le_ttl($2, true);
+    PERFORM @extschema@._le_session_bound($3, true);
+    v_lock_delay := @extschema@._le_lock_delay($4);
+    PERFORM @extschema@._le_keep_values($5);
+    RETURN @extschema@._le_open_session($1, v_ttl, v_lock_delay, $5, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_renew_session(session uuid, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+BEGIN
+    PERFORM @extschema@._le_session_arg($1);
+    v_ttl := @extschema@._le_ttl($2, false);
+    RETURN @extschema@._le_renew_session($1, v_ttl, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_close_session(session uuid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_session_arg($1);
+    RETURN @extschema@._le_close_session($1, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_try_acquire_in(session uuid, key text, value jsonb DEFAULT NULL,
+                                              slots integer DEFAULT 1)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_caller oid;
+BEGIN
+    PERFORM @extschema@._le_session_arg($1);
+    PERFORM @extschema@._le_name('key'::text, $2);
+    PERFORM @extschema@._le_value($3);
+    PERFORM @extschema@._le_slots_in($4);
+    v_caller := @extschema@._le_caller();
+    RETURN (SELECT a.o_outcome = 'acquired'
+              FROM @extschema@._le_attempt($2, NULL::text, NULL::interval, $3, v_caller, NULL::bigint, $4, $1) a);
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_acquire_in(session uuid, key text, wait interval, value jsonb DEFAULT NULL,
+                                          slots integer DEFAULT 1, priority integer DEFAULT 0)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_session_arg($1);
+    PERFORM @extschema@._le_name('key'::text, $2);
+    PERFORM @extschema@._le_wait($3);
+    PERFORM @extschema@._le_value($4);
+    PERFORM @extschema@._le_slots_in($5);
+    PERFORM @extschema@._le_priority($6);
+    RETURN @extschema@._le_acquire_wait($2, NULL::text, NULL::interval, $3, $4, $5, $1);
 END
 $fn$;
 
@@ -2764,11 +3489,15 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $fn$
+DECLARE
+    v_pro timestamptz;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
+    v_pro := @extschema@._le_promoted_at();
     RETURN (SELECT l.holder FROM @extschema@.leaderlock l
              WHERE l.key = $1 AND l.holder IS NOT NULL
-               AND GREATEST(l.expires_at, @extschema@._le_promoted_at() + l.ttl) > clock_timestamp());
+               AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                        ELSE @extschema@._le_session_lasts(l.session, v_pro) END > clock_timestamp());
 END
 $fn$;
 
@@ -2783,11 +3512,15 @@ DECLARE
     r record;
     t timestamptz;
     live boolean;
+    v_pro timestamptz;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
+    v_pro := @extschema@._le_promoted_at();
+    -- (contract 21: a key held under a session ends with its session)
     SELECT l.holder, l.term,
            CASE WHEN l.holder IS NULL THEN l.expires_at
-                ELSE GREATEST(l.expires_at, @extschema@._le_promoted_at() + l.ttl) END AS expires_at,
+                WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS expires_at,
            l.value INTO r
       FROM @extschema@.leaderlock l WHERE l.key = $1;
     IF NOT FOUND THEN
@@ -2886,11 +3619,14 @@ RETURN jsonb_build_object(
     'max_slots', 1000,
     'priority', false,    -- contract 18 (candidates and priority) is the compiled edition's only
     'clock', 'wall',      -- contract 2.2: the wall clock, not the compiled edition's monotonic one
-    'runs', true);        -- contract 22: le_claim_run, le_renew_run, le_finish_run
+    'runs', true,         -- contract 22: le_claim_run, le_renew_run, le_finish_run
+    'sessions', true);    -- contract 21: le_open_session, le_try_acquire_in, ...
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
--- ("reason":"ttl"), as the compiled worker does; returns how many. Meant
--- to be scheduled (pg_cron, every second) or called by clients.
+-- ("reason":"ttl"), as the compiled worker does, and ends every lapsed
+-- session (contract 21: its keys announced "expired",
+-- "reason":"session_expired"); returns how many keys. Meant to be
+-- scheduled (pg_cron, every second) or called by clients.
 CREATE FUNCTION @extschema@.le_expire_lapsed()
 RETURNS integer
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
@@ -2971,6 +3707,8 @@ REVOKE ALL ON @extschema@.leaderlock_jobs FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_jobs TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_runs FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_runs TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_sessions FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_sessions TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_status TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_stats FROM PUBLIC;
@@ -2986,13 +3724,18 @@ REVOKE ALL ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at FROM P
 GRANT SELECT ON SEQUENCE @extschema@._le_promo_tl, @extschema@._le_promo_at TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_durable() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid, bigint, boolean, uuid)
+    FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own_slot(text, text, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_end_stale_tenures(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer,
                                                          integer, boolean, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_sessions(uuid, text, timestamptz, interval, oid, timestamptz)
+    FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_end_session(uuid, boolean, timestamptz, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_end_lapsed_key(text, timestamptz) FROM PUBLIC;
 
     $ddl$;
 
@@ -3022,6 +3765,8 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, j
             pg_catalog.to_regclass(target || '.leaderlock_jobs'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_runs'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_sessions'), '');
     END IF;
     PERFORM pg_catalog.set_config('search_path', old_path, true);
 END

@@ -5,9 +5,11 @@
 -- the new edition.
 INSERT INTO leaderlock
        (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-        session_pid, session_start, owner, tenures, releases, expiries, changed_at, slots)
+        session_pid, session_start, owner, tenures, releases, expiries, changed_at, slots,
+        session, delayed_until)
 SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-       session_pid, session_start, owner, tenures, releases, expiries, changed_at, slots
+       session_pid, session_start, owner, tenures, releases, expiries, changed_at, slots,
+       session, delayed_until
   FROM pg_temp.leaderlock_carry;
 INSERT INTO leaderlock_slots
        (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
@@ -15,6 +17,12 @@ INSERT INTO leaderlock_slots
 SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
        owner, releases, expiries, changed_at
   FROM pg_temp.leaderlock_carry_slots;
+INSERT INTO leaderlock_sessions
+       (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, lock_delay, keep_values,
+        session_pid, session_start)
+SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, lock_delay, keep_values,
+       session_pid, session_start
+  FROM pg_temp.leaderlock_carry_sessions;
 INSERT INTO leaderlock_jobs (job, term, pruned_before)
 SELECT job, term, pruned_before FROM pg_temp.leaderlock_carry_jobs;
 INSERT INTO leaderlock_runs
@@ -27,4 +35,5 @@ UPDATE leaderlock_failover f
  WHERE f.one_row;
 SELECT count(*) AS leases_carried_over, max(term) AS highest_term,
        (SELECT count(*) FROM leaderlock_slots) AS slots_carried_over,
+       (SELECT count(*) FROM leaderlock_sessions) AS sessions_carried_over,
        (SELECT count(*) FROM leaderlock_runs) AS runs_carried_over FROM leaderlock;

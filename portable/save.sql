@@ -1,7 +1,8 @@
 -- leaderlock migration, step 1 of 3 (see portable/README.md, "Moving
 -- between editions"): keeps every lease, term and counter (the tenures of
--- keys of many slots included), and every scheduled run and job's term,
--- in temporary tables until the end of the transaction. Run inside
+-- keys of many slots included), every session (contract 21) and every
+-- scheduled run and job's term, in temporary tables until the end of the
+-- transaction. Run inside
 -- BEGIN ... COMMIT, with search_path naming leaderlock's schema, as the
 -- table's owner (or a superuser). Works on either edition.
 -- No lease changes until COMMIT. Review round 2, N8: the tables in the
@@ -22,7 +23,7 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at,
             ELSE GREATEST(l.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + l.ttl) END
          AS expires_at,
        l.ttl, l.recheck_at, l.value, l.session_pid, l.session_start, l.owner, l.tenures, l.releases,
-       l.expiries, l.changed_at, 1 AS slots
+       l.expiries, l.changed_at, 1 AS slots, NULL::uuid AS session, NULL::timestamptz AS delayed_until
   FROM leaderlock l;
 CREATE TEMP TABLE leaderlock_carry_failover ON COMMIT DROP AS
 SELECT timeline, changed_at FROM leaderlock_failover;
@@ -34,6 +35,13 @@ CREATE TEMP TABLE leaderlock_carry_slots (
     key text, slot integer, holder text, term bigint, acquired_at timestamptz, renewed_at timestamptz,
     expires_at timestamptz, ttl interval, recheck_at timestamptz, value jsonb, owner oid,
     releases bigint, expiries bigint, changed_at timestamptz
+) ON COMMIT DROP;
+-- Contract 21 (0.5.0): sessions, and each key's session and lock-delay.
+-- Before, neither exists.
+CREATE TEMP TABLE leaderlock_carry_sessions (
+    session uuid, id text, owner oid, ttl interval, opened_at timestamptz, renewed_at timestamptz,
+    expires_at timestamptz, recheck_at timestamptz, lock_delay interval, keep_values boolean,
+    session_pid integer, session_start timestamptz
 ) ON COMMIT DROP;
 -- Contract 22 (0.5.0): scheduled runs and each job's last term. Before,
 -- neither exists.
@@ -55,6 +63,21 @@ BEGIN
                     ELSE GREATEST(s.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + s.ttl) END,
                s.ttl, s.recheck_at, s.value, s.owner, s.releases, s.expiries, s.changed_at
           FROM leaderlock_slots s;
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_sessions')
+       IS NOT NULL THEN
+        -- after leaderlock and leaderlock_slots, as le_renew_all takes them
+        LOCK TABLE leaderlock_sessions IN ACCESS EXCLUSIVE MODE;
+        -- a key held under a session keeps expires_at infinity: its
+        -- session has the end (a session held across a promotion, as a
+        -- lease above)
+        UPDATE pg_temp.leaderlock_carry c SET session = l.session, delayed_until = l.delayed_until
+          FROM leaderlock l WHERE l.key = c.key;
+        INSERT INTO pg_temp.leaderlock_carry_sessions
+        SELECT x.session, x.id, x.owner, x.ttl, x.opened_at, x.renewed_at,
+               GREATEST(x.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + x.ttl),
+               x.recheck_at, x.lock_delay, x.keep_values, x.session_pid, x.session_start
+          FROM leaderlock_sessions x;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_runs')
        IS NOT NULL THEN

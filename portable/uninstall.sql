@@ -5,8 +5,9 @@
 -- object of anyone else's, in that schema or depending on leaderlock's,
 -- is never dropped; if one depends on leaderlock, nothing is dropped and
 -- the error names it. Refuses to touch the compiled edition. The tables
--- go too (leaderlock, leaderlock_slots, leaderlock_jobs, leaderlock_runs):
--- run save.sql first to keep the leases and runs.
+-- go too (leaderlock, leaderlock_slots, leaderlock_sessions,
+-- leaderlock_jobs, leaderlock_runs): run save.sql first to keep the
+-- leases, sessions and runs.
 SET LOCAL client_min_messages = warning;
 DO $uninstall$
 DECLARE
@@ -44,23 +45,33 @@ BEGIN
         'le_claim_run(text, timestamptz, text, interval, interval)',
         'le_renew_run(text, timestamptz, text, interval, bigint)',
         'le_finish_run(text, timestamptz, text, bigint, boolean, text)',
+        'le_open_session(text, interval, boolean, interval, boolean)', 'le_renew_session(uuid, interval)',
+        'le_close_session(uuid)', 'le_try_acquire_in(uuid, text, jsonb, integer)',
+        'le_acquire_in(uuid, text, interval, jsonb, integer, integer)',
         -- the internals
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
-        '_le_session_bound(boolean)', '_le_value(jsonb)', '_le_slots(integer)', '_le_escape_debug(text)',
+        '_le_session_bound(boolean, boolean)', '_le_session_arg(uuid)', '_le_keep_values(boolean)',
+        '_le_lock_delay(interval)', '_le_slots_in(integer)', '_le_priority(integer)',
+        '_le_value(jsonb)', '_le_slots(integer)', '_le_escape_debug(text)',
         '_le_slots_differ(text, integer, integer)', '_le_due(timestamptz)',
         '_le_not_before_due(timestamptz, timestamptz)', '_le_misfire_grace(interval)', '_le_term(bigint, boolean)',
         '_le_outcome(boolean)', '_le_detail(text)', '_le_session_role()', '_le_caller()',
         '_le_act_as(oid)', '_le_key(text, oid)', '_le_rfc3339(timestamptz)',
-        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean, integer)',
+        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean, integer, text)',
         '_le_announce_run(text, text, timestamptz, text, bigint, timestamptz, timestamptz, integer, text)',
         '_le_durable()', '_le_timeline()', '_le_term_floor()', '_le_promoted_at()',
         '_le_failover_record()', '_le_unrestricted()',
-        '_le_extend(text, text, timestamptz, interval, oid, bigint)', '_le_lock_own(text, text, oid)',
+        '_le_session_lasts(uuid, timestamptz)', '_le_session_keeps_values(uuid)',
+        '_le_extend(text, text, timestamptz, interval, oid, bigint, boolean, uuid)', '_le_lock_own(text, text, oid)',
         '_le_extend_slot(text, text, timestamptz, interval, oid, bigint)', '_le_lock_own_slot(text, text, oid)',
         '_le_end_stale_tenures(text, integer)',
         '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz)',
-        '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)', '_le_renew(text, text, interval, oid, bigint)',
+        '_le_extend_sessions(uuid, text, timestamptz, interval, oid, timestamptz)',
+        '_le_end_session(uuid, boolean, timestamptz, text)', '_le_end_lapsed_key(text, timestamptz)',
+        '_le_attempt(text, text, interval, jsonb, oid, bigint, integer, uuid)',
+        '_le_acquire_wait(text, text, interval, interval, jsonb, integer, uuid)',
+        '_le_renew(text, text, interval, oid, bigint)',
         '_le_release(text, text, oid, bigint)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',
         '_le_proclaim(text, text, jsonb, oid)',
         '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',
@@ -68,11 +79,18 @@ BEGIN
         '_le_claim_run(text, timestamptz, text, interval, interval, oid)',
         '_le_renew_run(text, timestamptz, text, interval, oid, bigint)',
         '_le_finish_run(text, timestamptz, text, bigint, boolean, text, oid)',
+        '_le_open_session(text, interval, interval, boolean, oid)', '_le_renew_session(uuid, interval, oid)',
+        '_le_close_session(uuid, oid)',
         -- earlier portable versions' API and internals
         'le_try_acquire(text, text, interval, boolean, jsonb)',
         'le_acquire(text, text, interval, interval, boolean, jsonb)',
         '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint)',
+        -- (before sessions, contract 21)
+        '_le_session_bound(boolean)',
+        '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean, integer)',
+        '_le_extend(text, text, timestamptz, interval, oid, bigint)',
+        '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)',
         '_le_setting_us(text, bigint)', '_le_failover_step()', '_le_failover_ready()',
         '_le_expire(text)', '_le_touch(text)']) AS f;
     BEGIN
@@ -82,6 +100,7 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_slots', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_sessions', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_runs, %1$I.leaderlock_jobs', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);

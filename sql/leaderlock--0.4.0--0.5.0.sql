@@ -99,20 +99,60 @@ CREATE FUNCTION le_now() RETURNS timestamptz
 VOLATILE PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_now_wrapper';
 
+-- Contract 21: sessions (one ttl for many keys) and their lock-delay.
+ALTER TABLE leaderlock ADD COLUMN session uuid;
+ALTER TABLE leaderlock ADD COLUMN delayed_until timestamptz;
+CREATE INDEX leaderlock_session_keys_idx ON leaderlock (session) WHERE session IS NOT NULL;
+-- Contract 21: sessions. One row per session, live or lapsed, deleted when
+-- it ends (closed, expired, or its connection gone: its keys vacated in the
+-- same transaction). A renewal writes this row alone, whatever the number
+-- of keys held under it. Part of a dump, as the keys that name it.
+CREATE TABLE leaderlock_sessions (
+    session     uuid PRIMARY KEY,     -- the handle: random, never reused
+    id          text NOT NULL,        -- the holder id of every key acquired under it
+    owner       oid NOT NULL,         -- the role that opened it (contract 13)
+    ttl         interval NOT NULL,    -- ttl of the last open or renewal
+    opened_at   timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL, -- on the lease clock, as a lease's
+    recheck_at  timestamptz NOT NULL, -- the worker's cue, as a lease's: <= expires_at
+    lock_delay  interval NOT NULL,    -- after it expires or its connection ends, its keys
+                                      -- are not acquirable for this long
+    keep_values boolean NOT NULL,     -- its keys keep their values when vacated
+    session_pid integer,              -- bound to its connection (contract 10): the opening
+    session_start timestamptz         -- backend's pid and start
+) WITH (fillfactor = 50);
+CREATE INDEX leaderlock_sessions_recheck_at_idx ON leaderlock_sessions (recheck_at);
+-- le_renew_all (contract 16) finds an id's sessions through this one.
+CREATE INDEX leaderlock_sessions_id_idx ON leaderlock_sessions (id);
+CREATE INDEX leaderlock_sessions_pid_idx ON leaderlock_sessions (session_pid) WHERE session_pid IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_sessions', '');
+
+REVOKE ALL ON leaderlock_sessions FROM PUBLIC;
+GRANT SELECT ON leaderlock_sessions TO PUBLIC;
+
 -- One clock reading per row keeps state and remaining consistent. A key of
 -- one slot is its row of leaderlock, as before 0.5.0 (slot NULL); a key of
--- more (contract 17) shows one row per slot, with that tenure's holder.
+-- more (contract 17) shows one row per slot, with that tenure's holder. A
+-- key held under a session (contract 21) shows its session's expiry (an
+-- ended session's key not vacated yet: lapsed).
 CREATE OR REPLACE VIEW leaderlock_status AS
-SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, e.expires_at, l.ttl,
        CASE WHEN l.holder IS NULL THEN 'vacant'
-            WHEN l.expires_at > c.now THEN 'held'
+            WHEN e.expires_at > c.now THEN 'held'
             ELSE 'lapsed' END AS state,
-       CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
-            THEN l.expires_at - c.now END AS remaining,
+       CASE WHEN l.holder IS NOT NULL AND e.expires_at > c.now
+            THEN e.expires_at - c.now END AS remaining,
        l.value, l.session_pid, l.owner::regrole AS owner,
-       NULL::integer AS slot, l.slots
+       NULL::integer AS slot, l.slots,
+       CASE WHEN l.holder IS NOT NULL THEN l.session END AS session
   FROM leaderlock l
  CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN l.session IS NULL OR l.holder IS NULL THEN l.expires_at
+                   ELSE COALESCE((SELECT x.expires_at FROM leaderlock_sessions x
+                                   WHERE x.session OPERATOR(pg_catalog.=) l.session),
+                                 '-infinity'::timestamptz) END AS expires_at) e
  WHERE l.slots OPERATOR(pg_catalog.=) 1
 UNION ALL
 SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl,
@@ -121,7 +161,7 @@ SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl
             ELSE 'lapsed' END,
        CASE WHEN s.holder IS NOT NULL AND s.expires_at > c.now
             THEN s.expires_at - c.now END,
-       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots
+       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots, NULL::uuid
   FROM leaderlock h
   JOIN leaderlock_slots s ON s.key OPERATOR(pg_catalog.=) h.key
                          AND s.slot OPERATOR(pg_catalog.<=) h.slots
@@ -136,9 +176,14 @@ SELECT l.key, l.tenures,
        l.expiries + COALESCE(s.expiries, 0) AS expiries,
        GREATEST(l.changed_at, s.changed_at) AS changed_at,
        pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
-       (l.holder IS NOT NULL AND l.expires_at > c.now) OR COALESCE(s.held, false) AS held
+       (l.holder IS NOT NULL AND e.expires_at > c.now) OR COALESCE(s.held, false) AS held
   FROM leaderlock l
  CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN l.session IS NULL OR l.holder IS NULL THEN l.expires_at
+                   ELSE COALESCE((SELECT x.expires_at FROM leaderlock_sessions x
+                                   WHERE x.session OPERATOR(pg_catalog.=) l.session),
+                                 '-infinity'::timestamptz) END AS expires_at) e
   LEFT JOIN LATERAL (
        SELECT pg_catalog.sum(t.releases)::bigint AS releases,
               pg_catalog.sum(t.expiries)::bigint AS expiries,
@@ -308,6 +353,45 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_finish_run_wrapper';
 ALTER FUNCTION le_finish_run(text, timestamptz, text, bigint, boolean, text) SET enable_seqscan = off;
+
+-- Contract 21: sessions.
+CREATE FUNCTION le_open_session(
+    id text, ttl interval, session_bound boolean DEFAULT false, lock_delay interval DEFAULT '0',
+    keep_values boolean DEFAULT false
+) RETURNS uuid
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_open_session_wrapper';
+ALTER FUNCTION le_open_session(text, interval, boolean, interval, boolean) SET enable_seqscan = off;
+
+CREATE FUNCTION le_renew_session(session uuid, ttl interval DEFAULT NULL) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_renew_session_wrapper';
+ALTER FUNCTION le_renew_session(uuid, interval) SET enable_seqscan = off;
+
+CREATE FUNCTION le_close_session(session uuid) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_close_session_wrapper';
+ALTER FUNCTION le_close_session(uuid) SET enable_seqscan = off;
+
+CREATE FUNCTION le_try_acquire_in(
+    session uuid, key text, value jsonb DEFAULT NULL, slots integer DEFAULT 1
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_try_acquire_in_wrapper';
+ALTER FUNCTION le_try_acquire_in(uuid, text, jsonb, integer) SET enable_seqscan = off;
+
+CREATE FUNCTION le_acquire_in(
+    session uuid, key text, wait interval, value jsonb DEFAULT NULL, slots integer DEFAULT 1,
+    priority integer DEFAULT 0
+) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_acquire_in_wrapper';
+ALTER FUNCTION le_acquire_in(uuid, text, interval, jsonb, integer, integer) SET enable_seqscan = off;
 
 -- Last: no function or type outside the extension may have the name of one
 -- of its functions (src/ddl/names_guard.sql, whose header says why). The

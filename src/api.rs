@@ -14,6 +14,7 @@ use crate::input::{self, Ttl};
 use crate::lease::{self, Claim};
 use crate::preload;
 use crate::runs;
+use crate::session_leases;
 use crate::settings;
 use crate::value::JsonbText;
 use crate::waiters;
@@ -63,6 +64,7 @@ impl<'a> Asked<'a> {
             value: self.value.as_ref().map(|v| v.0.as_str()),
             slots: self.slots,
             priority,
+            session: None,
         }
     }
 }
@@ -158,6 +160,113 @@ fn le_acquire(
     let a = Asked::checked(key, id, ttl, session_bound, value, Some(1));
     let wait = input::wait(wait);
     lease::acquire(a.key, a.id, a.ttl, wait, a.claim(0))
+}
+
+/// Contract 21: opens a session of `id` for `ttl`; its handle.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_open_session(
+    id: Option<&str>,
+    ttl: Option<Interval>,
+    session_bound: default!(Option<bool>, false),
+    lock_delay: default!(Option<Interval>, "'0'"),
+    keep_values: default!(Option<bool>, false),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pgrx::Uuid {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let id = input::name("id", id);
+    let ttl = input::ttl(ttl);
+    let bound = input::session_bound(session_bound);
+    let lock_delay = input::lock_delay(lock_delay);
+    let keep_values = input::flag("keep_values", keep_values);
+    let options = session_leases::Options {
+        ttl,
+        bound,
+        lock_delay,
+        keep_values,
+    };
+    session_leases::open(id, &options)
+}
+
+/// Contract 21: renews the caller's live session (every key held under
+/// it) by `ttl`, or its own.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_renew_session(
+    session: Option<pgrx::Uuid>,
+    ttl: default!(Option<Interval>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let session = input::session(session);
+    let ttl = input::optional_ttl(ttl);
+    let renewed = session_leases::renew(session, ttl);
+    databases::count(if renewed {
+        databases::Counter::Renewed
+    } else {
+        databases::Counter::Refused
+    });
+    renewed
+}
+
+/// Contract 21: releases every key of the caller's live session and ends it.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_close_session(session: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let session = input::session(session);
+    session_leases::close(session)
+}
+
+/// Contract 21: le_try_acquire under the caller's session.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_try_acquire_in(
+    session: Option<pgrx::Uuid>,
+    key: Option<&str>,
+    value: default!(Option<JsonbText>, "NULL"),
+    slots: default!(Option<i32>, 1),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let session = input::session(session);
+    let key = input::name("key", key);
+    let value = input::value(value);
+    let slots = input::session_slots(slots);
+    let claim = Claim {
+        value: value.as_ref().map(|v| v.0.as_str()),
+        slots,
+        ..Claim::default()
+    };
+    lease::acquire_in(session, key, None, claim)
+}
+
+/// Contract 21: le_acquire under the caller's session.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_acquire_in(
+    session: Option<pgrx::Uuid>,
+    key: Option<&str>,
+    wait: Option<Interval>,
+    value: default!(Option<JsonbText>, "NULL"),
+    slots: default!(Option<i32>, 1),
+    priority: default!(Option<i32>, 0),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> bool {
+    let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    let session = input::session(session);
+    let key = input::name("key", key);
+    let wait = input::wait(wait);
+    let value = input::value(value);
+    let slots = input::session_slots(slots);
+    let priority = input::priority(priority);
+    let claim = Claim {
+        value: value.as_ref().map(|v| v.0.as_str()),
+        slots,
+        priority,
+        ..Claim::default()
+    };
+    lease::acquire_in(session, key, Some(wait), claim)
 }
 
 /// Contract 11: the live holder sets its value (NULL clears it).
@@ -515,6 +624,7 @@ fn le_capabilities() -> pgrx::JsonB {
         "priority": preloaded,
         "clock": if clock::monotonic_here() { "monotonic" } else { "wall" },
         "runs": true,
+        "sessions": true,
     }))
 }
 
@@ -578,7 +688,12 @@ extension_sql_file!(
         le_holders,
         le_claim_run,
         le_renew_run,
-        le_finish_run
+        le_finish_run,
+        le_open_session,
+        le_renew_session,
+        le_close_session,
+        le_try_acquire_in,
+        le_acquire_in
     ]
 );
 

@@ -8,6 +8,7 @@ use crate::notify::ExpiryReason;
 use crate::plans;
 use crate::queries;
 use crate::schema_version;
+use crate::session_leases;
 use crate::sessions::Session;
 use crate::tenure;
 use pgrx::prelude::*;
@@ -88,7 +89,18 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
         &[ts(now).into(), batch.into()],
         locked_expired,
     );
-    vacate_locked(&expired, now, ExpiryReason::Ttl) + expire_lapsed_tenures(now, batch)
+    vacate_locked(&expired, now, ExpiryReason::Ttl)
+        + expire_lapsed_tenures(now, batch)
+        + expire_lapsed_sessions(now, batch)
+}
+
+/// Contract 21: ends up to `batch` sessions lapsed at `now` (each with all
+/// its keys, in this transaction). Returns how many keys it vacated.
+fn expire_lapsed_sessions(now: i64, batch: i64) -> usize {
+    if !schema_version::has_slots() {
+        return 0;
+    }
+    session_leases::expire_lapsed(now, batch)
 }
 
 /// The same for tenures of keys of many slots (contract 17): each on its
@@ -195,8 +207,9 @@ pub fn expire_all_lapsed() -> usize {
         );
         let n = vacate_locked(&leases, now, ExpiryReason::Ttl);
         let tenures = expire_lapsed_tenures(now, BATCH);
-        vacated += n + tenures;
-        if (n as i64) < BATCH && (tenures as i64) < BATCH {
+        let held = expire_lapsed_sessions(now, BATCH);
+        vacated += n + tenures + held;
+        if (n as i64) < BATCH && (tenures as i64) < BATCH && (held as i64) < BATCH {
             return vacated;
         }
     }
@@ -215,7 +228,10 @@ pub fn end_session(session: &Session) -> bool {
     let left = plans::run(queries::SESSION_LEASES_LEFT, &args, |t| {
         t.first().get_one::<i64>().expect("count").unwrap_or(0)
     });
-    left == 0
+    // Contract 21: and the sessions bound to it.
+    let bound = !schema_version::has_slots()
+        || session_leases::end_bound(session.pid, session.started);
+    left == 0 && bound
 }
 
 /// Worker: vacate up to `batch` held leases bound to sessions that no
@@ -225,6 +241,10 @@ pub fn end_session(session: &Session) -> bool {
 pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
     if !schema_version::has_0_3() {
         return (0, 0);
+    }
+    if schema_version::has_slots() {
+        // Contract 21: the sessions bound to them, each with its keys.
+        session_leases::end_orphaned(batch);
     }
     let mut sessions: Vec<(i32, TimestampWithTimeZone)> = Vec::new();
     let candidates = plans::run(queries::LOCK_ORPHANED, &[batch.into()], |t| {
@@ -283,8 +303,8 @@ pub fn next_check(now: i64) -> Option<i64> {
     if !schema_version::has_slots() {
         return leases;
     }
-    match (leases, at(queries::NEXT_CHECK_SLOTS)) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    [leases, at(queries::NEXT_CHECK_SLOTS), session_leases::next_check(now)]
+        .into_iter()
+        .flatten()
+        .min()
 }

@@ -273,6 +273,17 @@ pub fn make_leases_outlast_failover() -> bool {
                 &[clock::ts(from).into()],
                 |t| t.len(),
             );
+            // Sessions (contract 21): as leases; the keys held under them
+            // follow their session.
+            extended += if promoted {
+                plans::run(queries::PROMOTED_SESSIONS, &[], |t| t.len())
+            } else {
+                plans::run(
+                    queries::OUTLAST_FAILOVER_SESSIONS,
+                    &[clock::ts(from).into()],
+                    |t| t.len(),
+                )
+            };
         }
         plans::run(
             queries::MARK_SAFE_TIMELINE,

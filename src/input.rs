@@ -471,3 +471,66 @@ pub fn session_bound_offered() -> bool {
         && settings::served().includes(&databases::current_name())
         && databases::worker_serves_this_database()
 }
+
+/// `lock_delay` of le_open_session (contract 21): not NULL, no month part,
+/// between 0 and `leaderlock.max_ttl`; in microseconds.
+pub fn lock_delay(value: Option<Interval>) -> i64 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: lock_delay must not be NULL".to_string(),
+            Some("Give '0' for no lock-delay."),
+        );
+    };
+    let total = total_micros(&value);
+    let max = settings::max_ttl_micros();
+    if value.months() != 0 || total < 0 || total > i128::from(max) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "leaderlock: lock_delay must be between 0 and leaderlock.max_ttl ({}) without a \
+                 month or year part (got {value})",
+                seconds(max)
+            ),
+            None,
+        );
+    }
+    total as i64
+}
+
+/// A boolean argument that must not be NULL (`keep_values`).
+pub fn flag(arg: &str, value: Option<bool>) -> bool {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("leaderlock: {arg} must not be NULL"),
+            None,
+        );
+    };
+    value
+}
+
+/// A session's handle (contract 21): not NULL.
+pub fn session(value: Option<pgrx::Uuid>) -> pgrx::Uuid {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: session must not be NULL".to_string(),
+            Some("Give the uuid le_open_session returned."),
+        );
+    };
+    value
+}
+
+/// `slots` of an acquisition under a session: 1 only, for now.
+pub fn session_slots(value: Option<i32>) -> i32 {
+    let slots = slots(value, false);
+    if slots > 1 {
+        reject(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("leaderlock: keys of many slots are not acquired under a session (slots {slots})"),
+            Some("Acquire the key with le_try_acquire or le_acquire, or with slots 1."),
+        );
+    }
+    slots
+}

@@ -18,6 +18,7 @@ use crate::notify::Event;
 use crate::plans;
 use crate::queries;
 use crate::schema_version;
+use crate::session_leases;
 use crate::sessions;
 use crate::slots::{self, Outcome};
 use crate::tenure;
@@ -27,16 +28,21 @@ use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
+use pgrx::Uuid;
 
-/// One lease row: holder, term, expires_at, whether the caller may act as
-/// its owner (contract 13), and how many slots the key admits (17; 1 where
-/// the statement does not say).
+/// One lease row: holder, term, expires_at (a session's, for a tenure
+/// held under one: contract 21), whether the caller may act as its owner
+/// (contract 13), how many slots the key admits (17; 1 where the statement
+/// does not say), its session and its lock-delay (21; None where it does
+/// not say).
 struct Lease {
     holder: Option<String>,
     term: i64,
     expires_at: Option<i64>,
     owned: bool,
     slots: i32,
+    session: Option<Uuid>,
+    delayed_until: Option<i64>,
 }
 
 impl Lease {
@@ -69,6 +75,8 @@ fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
         expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
         owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
         slots: row.get::<i32>(5).ok().flatten().unwrap_or(1),
+        session: row.get::<Uuid>(6).ok().flatten(),
+        delayed_until: micros(row.get::<TimestampWithTimeZone>(7).ok().flatten()),
     })
 }
 
@@ -90,6 +98,17 @@ pub struct Claim<'a> {
     /// Contract 18: while a candidate of higher priority waits for the key,
     /// this one starts no tenure (le_try_acquire's is 0).
     pub priority: i32,
+    /// Contract 21: acquired under this session (the tenure lives as long
+    /// as the session does).
+    pub session: Option<SessionClaim>,
+}
+
+/// An acquisition under a session: its handle, and its expiry as of the
+/// look (what announcements of the tenure say).
+#[derive(Clone, Copy, Debug)]
+pub struct SessionClaim {
+    pub session: Uuid,
+    pub expires_at: i64,
 }
 
 impl Default for Claim<'_> {
@@ -99,6 +118,7 @@ impl Default for Claim<'_> {
             value: None,
             slots: 1,
             priority: 0,
+            session: None,
         }
     }
 }
@@ -111,6 +131,9 @@ enum Attempt {
     HeldUntil(i64),
     /// Locked by another transaction, or changed under us: look again soon.
     Busy,
+    /// The session it was asked under is not live (or not the caller's):
+    /// no look can succeed.
+    Refused,
 }
 
 /// Contract 3.1.
@@ -119,6 +142,56 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> bool {
         attempt(key, id, ttl, claim, None) == Attempt::Acquired,
         Counter::Acquired,
     )
+}
+
+/// Contract 21: le_try_acquire_in (`wait` None) and le_acquire_in: acquires
+/// `key` for the id of the caller's live `session`, the tenure living as
+/// long as the session. False at once when the session is unknown, another
+/// role's, or not live (or ends while le_acquire_in waits).
+pub fn acquire_in(session: Uuid, key: &str, wait: Option<i64>, claim: Claim<'_>) -> bool {
+    let Some((id, ttl)) = session_leases::id_of(session) else {
+        return counted(false, Counter::Acquired);
+    };
+    let claim = Claim {
+        session: Some(SessionClaim {
+            session,
+            expires_at: 0,
+        }),
+        ..claim
+    };
+    match wait {
+        None => try_acquire(key, &id, ttl, claim),
+        Some(wait) => acquire(key, &id, ttl, wait, claim),
+    }
+}
+
+/// Contract 21: where no worker serves the database, a waiting le_acquire
+/// ends the lapsed session its key is held under (all its keys, each
+/// announced) before each look, in its own transaction: the looks roll
+/// back. (Where a worker runs, it ends the session when it lapses and wakes
+/// the waiters; a waiter that ended it would keep all its keys locked while
+/// it sleeps.) le_try_acquire does so in its look (`look`).
+fn settle_for_waiter(key: &str) {
+    if !schema_version::has_slots() || databases::worker_serves_this_database() {
+        return;
+    }
+    let seen = plans::run(
+        schema_version::read_lease(),
+        &[key.into(), caller().into()],
+        first_lease,
+    );
+    if let Some(lease) = seen {
+        end_lapsed_session(&lease, now());
+    }
+}
+
+/// Ends the session `lease` is held under if it lapsed by `now`.
+fn end_lapsed_session(lease: &Lease, now: i64) {
+    if let (Some(session), Some(_)) = (lease.session, &lease.holder) {
+        if !lease.is_live(now) {
+            session_leases::end_lapsed(session, now);
+        }
+    }
 }
 
 /// Counts a call's outcome (contract 14): `success` when it succeeded,
@@ -188,7 +261,10 @@ pub fn acquire(key: &str, id: &str, ttl: Ttl, wait: i64, claim: Claim<'_>) -> bo
 /// and only in an implicit transaction: one that ends as the statement
 /// does, so that le_acquire returning true is all there is to undo.
 fn grantable(ttl: Ttl, claim: Claim<'_>) -> Option<candidates::Grantable> {
-    let plain = claim.slots == 1 && !claim.session_bound && claim.value.is_none();
+    let plain = claim.slots == 1
+        && !claim.session_bound
+        && claim.value.is_none()
+        && claim.session.is_none();
     (plain && !unsafe { pg_sys::IsTransactionBlock() }).then(|| candidates::Grantable {
         role: caller(),
         ttl_us: ttl.0,
@@ -200,6 +276,7 @@ fn grantable(ttl: Ttl, claim: Claim<'_>) -> Option<candidates::Grantable> {
 fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>) -> bool {
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
+        settle_for_waiter(key);
         let seen = waiters::wakes(key);
         let reserved = candidates::reserved();
         // Each look in a subtransaction, rolled back unless it acquired:
@@ -216,6 +293,7 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
         let now = now();
         let until = match outcome {
             Attempt::Acquired => return counted(true, Counter::Acquired),
+            Attempt::Refused => return counted(false, Counter::Acquired),
             Attempt::HeldUntil(expires_at) => {
                 busy_ms = BUSY_RETRY_MS;
                 expires_at
@@ -251,6 +329,30 @@ fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>
 /// One look at the lease: take it, extend it, or say why not. `deadline`,
 /// le_acquire's, bounds the only wait there is (see `insert_first_term`).
 fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) -> Attempt {
+    // Under a session: only while it is live and the caller's, and it
+    // cannot end before this look does (`session_leases::share`); a waiter
+    // looks again when it could have lapsed.
+    let Some(asked) = claim.session else {
+        return look(key, id, ttl, claim, deadline);
+    };
+    let Some(expires_at) = session_leases::share(asked.session) else {
+        return Attempt::Refused;
+    };
+    let claim = Claim {
+        session: Some(SessionClaim {
+            expires_at,
+            ..asked
+        }),
+        ..claim
+    };
+    match look(key, id, ttl, claim, deadline) {
+        Attempt::HeldUntil(until) => Attempt::HeldUntil(until.min(expires_at)),
+        outcome => outcome,
+    }
+}
+
+/// `attempt`'s look, the session (if any) checked.
+fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) -> Attempt {
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
     let seen = plans::run(
@@ -259,6 +361,14 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
         first_lease,
     );
     let read_at = now();
+    if deadline.is_none() {
+        // le_try_acquire: a key of a lapsed session, its session ended
+        // first, as a takeover vacates a lapsed lease (the lock below finds
+        // it vacant).
+        if let Some(lease) = &seen {
+            end_lapsed_session(lease, read_at);
+        }
+    }
     let own_live = seen
         .as_ref()
         .is_some_and(|l| l.is_led_by(id, None, read_at));
@@ -297,6 +407,15 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
             if !lease.is_own(id) {
                 return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
             }
+            if lease.session.is_some() || claim.session.is_some() {
+                if lease.session == claim.session.map(|s| s.session) {
+                    // Held under this very session, which is what lives:
+                    // nothing to extend.
+                    proclaim_extended(key, id, lease.term, read_at, claim.value);
+                    return Attempt::Acquired;
+                }
+                // Into another session or out of one: under the lock below.
+            } else {
             // Handed to this waiting call by a release (`hand_over`), as
             // it asked for it: nothing left to write.
             // (True as of this read, as any answer is as of its call: a
@@ -315,6 +434,12 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
                 proclaim_extended(key, id, term, read_at, claim.value);
                 return Attempt::Acquired;
             }
+            }
+        }
+        // Contract 21: vacant with a lock-delay running (a session of its
+        // last holder expired or lost its connection): nobody takes it yet.
+        Some(lease) if lease.delayed_until.is_some_and(|d| d > read_at) && lease.holder.is_none() => {
+            return Attempt::HeldUntil(lease.delayed_until.unwrap_or(read_at));
         }
         Some(_) => {}
     }
@@ -348,17 +473,29 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     if lease.is_live(now) {
         // Live and, by the lock's condition, ours: extend, same term; the
         // session binding stays with the session that acquired it.
-        let term = extend(key, id, now, Some(ttl), None)?;
+        let term = if lease.session.is_some() || claim.session.is_some() {
+            if lease.session == claim.session.map(|s| s.session) {
+                lease.term
+            } else {
+                rebind(key, now, ttl, claim)
+            }
+        } else {
+            extend(key, id, now, Some(ttl), None)?
+        };
         proclaim_extended(key, id, term, now, claim.value);
         return Some(Attempt::Acquired);
+    }
+    if lease.holder.is_none() && lease.delayed_until.is_some_and(|d| d > now) {
+        // A lock-delay began since our read: the next look waits for it.
+        return None;
     }
 
     // Vacant or lapsed: a new tenure, once held leases outlast a failover.
     if !failover::ready_for_new_tenures() {
         return None;
     }
-    let expires_at = leaderlock_protocol::expiry(now, ttl.0);
-    let term = start_term(&tenure_args(key, id, now, expires_at, ttl, claim, caller()));
+    let (stored, expires_at) = ends(now, ttl, claim);
+    let term = start_term(&tenure_args(key, id, now, stored, ttl, claim, caller()));
     tenure::started(
         key,
         id,
@@ -372,8 +509,47 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     Some(Attempt::Acquired)
 }
 
+/// A new tenure's expiry at `now`, as stored and as announced: now + ttl;
+/// or, under a session, infinity (its session's row has the expiry) and the
+/// session's expiry (contract 21).
+fn ends(now: i64, ttl: Ttl, claim: Claim<'_>) -> (i64, i64) {
+    match claim.session {
+        Some(s) => (i64::MAX, s.expires_at),
+        None => {
+            let at = leaderlock_protocol::expiry(now, ttl.0);
+            (at, at)
+        }
+    }
+}
+
+/// Contract 21: the holder moves its live lease, its row locked, into the
+/// session it acquires under, or out of sessions (then by `ttl`). Same
+/// term.
+fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
+    let (stored, _) = ends(now, ttl, claim);
+    let session = claim
+        .session
+        .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into());
+    let args = [
+        key.into(),
+        session,
+        ts(stored).into(),
+        ttl.as_interval().into(),
+        ts(now).into(),
+    ];
+    let term = plans::run(queries::REBIND, &args, |t| {
+        t.first()
+            .get_one::<i64>()
+            .expect("term")
+            .expect("term is NOT NULL")
+    });
+    worker_wakeup::expiry_written(stored);
+    failover::commit_durably();
+    term
+}
+
 /// Starts a tenure on the locked row (`queries::START_TERM`); its term.
-fn start_term(args: &[DatumWithOid<'_>; 10]) -> i64 {
+fn start_term(args: &[DatumWithOid<'_>; 11]) -> i64 {
     plans::run(schema_version::start_term(), args, |t| {
         t.first()
             .get_one::<i64>()
@@ -392,7 +568,7 @@ fn tenure_args<'a>(
     ttl: Ttl,
     claim: Claim<'a>,
     owner: pg_sys::Oid,
-) -> [DatumWithOid<'a>; 10] {
+) -> [DatumWithOid<'a>; 11] {
     let (pid, started) = if claim.session_bound {
         let s = sessions::this_session();
         (s.pid.into(), ts(s.started).into())
@@ -415,6 +591,9 @@ fn tenure_args<'a>(
         pid,
         started,
         owner.into(),
+        claim
+            .session
+            .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into()),
     ]
 }
 
@@ -430,8 +609,8 @@ fn insert_first_term(
         return Attempt::Busy;
     }
     let now = now();
-    let expires_at = leaderlock_protocol::expiry(now, ttl.0);
-    let args = tenure_args(key, id, now, expires_at, ttl, claim, caller());
+    let (stored, expires_at) = ends(now, ttl, claim);
+    let args = tenure_args(key, id, now, stored, ttl, claim, caller());
     let inserted = tenure::insert_first(schema_version::insert_first_term(), &args, now, deadline);
     let Some(term) = inserted else {
         // A concurrent first acquisition of the same key won, or is still
@@ -470,7 +649,8 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     // (a renewal never shortens a lease: it needs no failover step first)
     let now = now();
     let renewed = extend(key, id, now, ttl, term).is_some()
-        || slots::extend(key, id, now, ttl, term).is_some();
+        || slots::extend(key, id, now, ttl, term).is_some()
+        || (schema_version::has_slots() && session_leases::renew_key(key, id, ttl, term));
     counted(renewed, Counter::Renewed)
 }
 
@@ -480,7 +660,7 @@ pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
 pub fn renew_all(id: &str) -> i64 {
     let now = now();
     let args = [id.into(), ts(now).into(), caller().into()];
-    let (renewed, earliest) = plans::run(queries::RENEW_ALL, &args, |t| {
+    let (renewed, earliest) = plans::run(schema_version::renew_all(), &args, |t| {
         let row = t.first();
         (
             row.get::<i64>(1).expect("count").unwrap_or(0),
@@ -488,11 +668,16 @@ pub fn renew_all(id: &str) -> i64 {
         )
     });
     let (tenures, earliest_tenure) = slots::renew_all(id, now);
-    let renewed = renewed + tenures;
-    let earliest = match (earliest, earliest_tenure) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    let (held, earliest_session) = if schema_version::has_slots() {
+        session_leases::renew_all(id, now)
+    } else {
+        (0, None)
     };
+    let renewed = renewed + tenures + held;
+    let earliest = [earliest, earliest_tenure, earliest_session]
+        .into_iter()
+        .flatten()
+        .min();
     if let Some(earliest) = earliest {
         worker_wakeup::expiry_written(earliest);
         failover::commit_durably();
@@ -505,7 +690,7 @@ pub fn renew_all(id: &str) -> i64 {
 /// the caller may act on as owner), skipping rows locked by another
 /// transaction, and announces each. Returns how many.
 pub fn release_all(id: &str) -> i64 {
-    let keys: Vec<String> = plans::run(queries::LOCK_ALL_OWN, &[id.into(), caller().into()], |t| {
+    let keys: Vec<String> = plans::run(schema_version::lock_all_own(), &[id.into(), caller().into()], |t| {
         t.into_iter()
             .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
             .collect()
@@ -651,7 +836,7 @@ pub fn force_release(key: &str) -> bool {
 
 /// Contract 3, le_leader: the live holder, else None.
 pub fn leader(key: &str) -> Option<String> {
-    plans::run(queries::LIVE_HOLDER, &[key.into(), ts(now()).into()], |t| {
+    plans::run(schema_version::live_holder(), &[key.into(), ts(now()).into()], |t| {
         t.into_iter()
             .next()
             .and_then(|row| row.get::<String>(1).expect("holder"))
@@ -792,7 +977,7 @@ pub struct LeaseNow {
 }
 
 pub fn lease_now(key: &str) -> LeaseNow {
-    plans::run(queries::LEASE_ROW, &[key.into()], |t| {
+    plans::run(schema_version::lease_row(), &[key.into()], |t| {
         let Some(row) = t.into_iter().next() else {
             return LeaseNow::default();
         };

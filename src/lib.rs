@@ -14,6 +14,7 @@
 //!   waits), `worker_wakeup` (waking the worker early), `sessions` (ends of
 //!   sessions holding session-bound leases), `input` (argument checks);
 //! - `failover` (terms and durability across crashes and failover),
+//!   `session_leases` (contract 21's sessions: one ttl for many keys),
 //!   `lease` (the holder's state transitions), `expiry` (the worker's
 //!   steps), `runs` (scheduled runs: claims, renewals, outcomes);
 //! - `worker` (the background worker of one database), `launcher` (a
@@ -45,6 +46,7 @@ mod preload;
 mod queries;
 mod runs;
 mod schema_version;
+mod session_leases;
 mod sessions;
 mod settings;
 mod slots;

@@ -58,8 +58,11 @@ pub enum Event<'a> {
 pub enum ExpiryReason {
     /// Not renewed within its ttl.
     Ttl,
-    /// Session-bound, and its session ended.
+    /// Session-bound, and its session ended; or held under a session
+    /// bound to its connection, which ended (contract 21).
     SessionEnded,
+    /// Held under a session not renewed within its ttl (contract 21).
+    SessionExpired,
     /// Handed over by a release to a waiting candidate that never took it
     /// up (contract 9, `handover.rs`).
     Abandoned,
@@ -161,6 +164,7 @@ impl Event<'_> {
                 reason: Some(match reason {
                     ExpiryReason::Ttl => "ttl",
                     ExpiryReason::SessionEnded => "session_ended",
+                    ExpiryReason::SessionExpired => "session_expired",
                     ExpiryReason::Abandoned => "abandoned",
                 }),
                 value: None,

@@ -34,6 +34,30 @@ macro_rules! owned_by {
     };
 }
 
+/// Contract 21: the expiry the rules apply to a row of `leaderlock`: its
+/// own, or, for a tenure held under a session (stored with expires_at
+/// infinity), its session's; -infinity once the session's row is gone.
+macro_rules! expiry_of {
+    ($p:literal) => {
+        concat!(
+            "(CASE WHEN ", $p, "session IS NULL OR ", $p, "holder IS NULL THEN ", $p, "expires_at \
+             ELSE coalesce((SELECT x.expires_at FROM @extschema@.leaderlock_sessions x \
+                             WHERE x.session = ", $p, "session), '-infinity'::timestamptz) END)"
+        )
+    };
+}
+
+/// Contract 21: a row's session, if it names one, is live at `$now` (rows
+/// held under no session pass).
+macro_rules! session_live {
+    ($p:literal, $now:literal) => {
+        concat!(
+            "(", $p, "session IS NULL OR EXISTS (SELECT 1 FROM @extschema@.leaderlock_sessions x \
+              WHERE x.session = ", $p, "session AND x.expires_at > ", $now, "))"
+        )
+    };
+}
+
 /// The SET list of a renewal at `$now` by `$ttl` (SQL text). recheck_at,
 /// the worker's indexed cue, is kept when it is still between half a ttl
 /// from now and the new expiry, so the update changes no indexed column
@@ -80,15 +104,25 @@ statements! {
     SET_VALUE = "UPDATE @extschema@.leaderlock SET value = $2::jsonb WHERE key = $1";
 
     /// The live holder of `$1` at `$2`.
-    LIVE_HOLDER =
+    LIVE_HOLDER = concat!(
+        "SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND ",
+        live!("$2"),
+        " AND ",
+        session_live!("leaderlock.", "$2")
+    );
+
+    /// `LIVE_HOLDER` on the 0.4.0 schema (no sessions).
+    LIVE_HOLDER_0_4 =
         concat!("SELECT holder FROM @extschema@.leaderlock WHERE key = $1 AND ", live!("$2"));
 
     /// Snapshot read of a lease, without locking it, whether the caller
     /// `$2` may act as its owner, and how many slots the key admits. `$1` key.
     READ_LEASE = concat!(
-        "SELECT holder, term, expires_at, ",
+        "SELECT holder, term, ",
+        expiry_of!("leaderlock."),
+        ", ",
         owned_by!("$2"),
-        ", slots FROM @extschema@.leaderlock WHERE key = $1"
+        ", slots, session, delayed_until FROM @extschema@.leaderlock WHERE key = $1"
     );
 
     /// `READ_LEASE` on the 0.4.0 schema (one slot per key).
@@ -103,7 +137,9 @@ statements! {
     /// of). Returns no row when the lease is absent, held live by someone
     /// else, or locked by another transaction.
     LOCK_ACQUIRABLE = concat!(
-        "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
+        "SELECT holder, term, ",
+        expiry_of!("leaderlock."),
+        ", true, slots, session, delayed_until FROM @extschema@.leaderlock \
          WHERE key = $1 AND slots = 1 \
            AND (",
         not_live!("@extschema@.le_now()"),
@@ -129,8 +165,12 @@ statements! {
     /// member of. No row when it is not, or when another transaction holds the
     /// row locked. `$1` key.
     LOCK_OWN = concat!(
-        "SELECT term, expires_at FROM @extschema@.leaderlock \
+        "SELECT term, ",
+        expiry_of!("leaderlock."),
+        " FROM @extschema@.leaderlock \
          WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
+        session_live!("leaderlock.", "@extschema@.le_now()"),
+        " AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -157,6 +197,21 @@ statements! {
         "UPDATE @extschema@.leaderlock SET ",
         renewal!("$3", "coalesce($4, ttl)"),
         ", ttl = coalesce($4, ttl), owner = coalesce(owner, $5::oid) \
+          WHERE key = $1 AND ", held_by!("$2", "$3"), " AND session IS NULL \
+            AND key = (SELECT key FROM @extschema@.leaderlock \
+                        WHERE key = $1 AND ", held_by!("$2", "$3"), " AND session IS NULL AND ",
+        of_term!("$6"),
+        " AND ",
+        owned_by!("$5"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING expires_at, term"
+    );
+
+    /// `RENEW` on the 0.4.0 schema (no sessions).
+    RENEW_0_4 = concat!(
+        "UPDATE @extschema@.leaderlock SET ",
+        renewal!("$3", "coalesce($4, ttl)"),
+        ", ttl = coalesce($4, ttl), owner = coalesce(owner, $5::oid) \
           WHERE key = $1 AND ", held_by!("$2", "$3"), " \
             AND key = (SELECT key FROM @extschema@.leaderlock \
                         WHERE key = $1 AND ", held_by!("$2", "$3"), " AND ",
@@ -176,6 +231,14 @@ statements! {
     /// caller, who owns the lease.
     INSERT_FIRST_TERM = "INSERT INTO @extschema@.leaderlock \
            (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+            value, session_pid, session_start, owner, tenures, changed_at, session) \
+         VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid, 1, $3, $11::uuid) \
+         ON CONFLICT (key) DO NOTHING \
+         RETURNING term";
+
+    /// `INSERT_FIRST_TERM` on the 0.4.0 schema (no sessions).
+    INSERT_FIRST_TERM_0_4 = "INSERT INTO @extschema@.leaderlock \
+           (key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
             value, session_pid, session_start, owner, tenures, changed_at) \
          VALUES ($1, $2, $6, $3, $3, $4, $5, $4, $7::jsonb, $8, $9, $10::oid, 1, $3) \
          ON CONFLICT (key) DO NOTHING \
@@ -187,6 +250,17 @@ statements! {
     /// A lapsed lease taken over before the worker vacated it counts as an
     /// expiry too. Parameters as for `INSERT_FIRST_TERM`.
     START_TERM = concat!("UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
+                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+                value = $7::jsonb, session_pid = $8, session_start = $9, \
+                owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
+                session = $11::uuid, delayed_until = NULL, \
+                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
+          WHERE key = $1 \
+      RETURNING term");
+
+    /// `START_TERM` on the 0.4.0 schema (no sessions).
+    START_TERM_0_4 = concat!("UPDATE @extschema@.leaderlock \
             SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
                 renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
                 value = $7::jsonb, session_pid = $8, session_start = $9, \
@@ -207,6 +281,15 @@ statements! {
     /// which are short, to get a true answer. Also whether the caller `$2` may
     /// act as its owner. `$1` key.
     SHARE_LOCK_LEASE = concat!(
+        "SELECT holder, term, ",
+        expiry_of!("leaderlock."),
+        ", ",
+        owned_by!("$2"),
+        " FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE"
+    );
+
+    /// `SHARE_LOCK_LEASE` on the 0.4.0 schema (no sessions).
+    SHARE_LOCK_LEASE_0_4 = concat!(
         "SELECT holder, term, expires_at, ",
         owned_by!("$2"),
         " FROM @extschema@.leaderlock WHERE key = $1 FOR SHARE"
@@ -218,6 +301,21 @@ statements! {
     /// skipped (found through the index on holder; recheck_at as in `RENEW`,
     /// so most renewals stay HOT). Returns how many and the earliest new expiry.
     RENEW_ALL = concat!(
+        "WITH renewed AS ( \
+           UPDATE @extschema@.leaderlock l SET ",
+        renewal!("$2", "l.ttl"),
+        ", owner = coalesce(l.owner, $3::oid) \
+             FROM (SELECT key FROM @extschema@.leaderlock \
+                    WHERE ", held_by!("$1", "$2"), " AND session IS NULL AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED) own \
+            WHERE l.key = own.key AND ", held_by!("l.", "$1", "$2"), " AND l.session IS NULL \
+        RETURNING l.expires_at) \
+         SELECT count(*), min(expires_at) FROM renewed"
+    );
+
+    /// `RENEW_ALL` on the 0.4.0 schema (no sessions).
+    RENEW_ALL_0_4 = concat!(
         "WITH renewed AS ( \
            UPDATE @extschema@.leaderlock l SET ",
         renewal!("$2", "l.ttl"),
@@ -235,6 +333,16 @@ statements! {
     /// by a role the caller `$2` is a member of, skipping rows another
     /// transaction holds locked. Returns key and term of each.
     LOCK_ALL_OWN = concat!(
+        "SELECT key, term FROM @extschema@.leaderlock \
+          WHERE ", held_by!("$1", "@extschema@.le_now()"), " AND ",
+        session_live!("leaderlock.", "@extschema@.le_now()"),
+        " AND ",
+        owned_by!("$2"),
+        " FOR NO KEY UPDATE SKIP LOCKED"
+    );
+
+    /// `LOCK_ALL_OWN` on the 0.4.0 schema (no sessions).
+    LOCK_ALL_OWN_0_4 = concat!(
         "SELECT key, term FROM @extschema@.leaderlock \
           WHERE ", held_by!("$1", "@extschema@.le_now()"), " AND ",
         owned_by!("$2"),
@@ -482,6 +590,7 @@ statements! {
     /// holds the row locked (a guarded write in progress must end first).
     LOCK_LIVE = concat!("SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 AND ", live!("@extschema@.le_now()"), " \
+           AND ", session_live!("leaderlock.", "@extschema@.le_now()"), " \
          FOR NO KEY UPDATE");
 
     /// `LOCK_LIVE` on a schema before 0.5.0, which has no `le_now`: the wall
@@ -548,7 +657,14 @@ statements! {
                              WHERE a.backend_start = c.started)";
 
     /// le_lease: the row of `$1` as stored; the caller applies the clock.
-    LEASE_ROW =
+    LEASE_ROW = concat!(
+        "SELECT holder, term, ",
+        expiry_of!("leaderlock."),
+        ", value FROM @extschema@.leaderlock WHERE key = $1"
+    );
+
+    /// `LEASE_ROW` on the 0.4.0 schema (no sessions).
+    LEASE_ROW_0_4 =
         "SELECT holder, term, expires_at, value FROM @extschema@.leaderlock WHERE key = $1";
 
     // Statements for the schema of 0.3.0: the library serves it until ALTER
@@ -713,7 +829,7 @@ statements! {
     /// the expiry.)
     PROMOTED_LEASES = concat!("UPDATE @extschema@.leaderlock \
             SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT ", expiry!("@extschema@.le_now()", "ttl"), ") n(e)) \
-          WHERE holder IS NOT NULL \
+          WHERE holder IS NOT NULL AND session IS NULL \
       RETURNING key");
 
     /// `PROMOTED_LEASES` for the tenures of keys of many slots.
@@ -863,6 +979,179 @@ statements! {
     MARK_SAFE_TIMELINE =
         "UPDATE @extschema@.leaderlock_failover SET timeline = $1, changed_at = $2 WHERE one_row";
 
+    /// Contract 21: a new session of id `$1`, owned by the caller `$2`, with
+    /// ttl `$3` from `$4` until `$5`, lock-delay `$6`, values kept `$7`,
+    /// bound to the backend of pid `$8` started at `$9` (else NULL). Its
+    /// handle is random: never the same twice, on any server.
+    OPEN_SESSION = "INSERT INTO @extschema@.leaderlock_sessions \
+           (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, \
+            lock_delay, keep_values, session_pid, session_start) \
+         VALUES (pg_catalog.gen_random_uuid(), $1, $2::oid, $3, $4, $4, $5, $5, $6, $7, $8, $9) \
+      RETURNING session";
+
+    /// Extend session `$1`, live at `$2`, by `$3` or its own ttl, in one
+    /// statement that never waits and locks the row only if the caller `$4`
+    /// may act as its owner (recheck_at as `renewal!` says: HOT). One row,
+    /// however many keys are held under it. Returns the new expiry.
+    RENEW_SESSION = concat!(
+        "UPDATE @extschema@.leaderlock_sessions SET ",
+        renewal!("$2", "coalesce($3, ttl)"),
+        ", ttl = coalesce($3, ttl) \
+          WHERE session = $1 AND expires_at > $2 \
+            AND session = (SELECT session FROM @extschema@.leaderlock_sessions \
+                            WHERE session = $1 AND expires_at > $2 AND ",
+        owned_by!("$4"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING expires_at"
+    );
+
+    /// Snapshot read of session `$1`: its id, whether the caller `$2` may act
+    /// as its owner, and its ttl.
+    SESSION_ID = concat!(
+        "SELECT id, ",
+        owned_by!("$2"),
+        ", ttl FROM @extschema@.leaderlock_sessions WHERE session = $1"
+    );
+
+    /// An acquisition under session `$1`: the session, live now and the
+    /// caller `$2`'s to act on, key-share-locked until the transaction (or
+    /// le_acquire's look) ends, so that it cannot end meanwhile (an end
+    /// deletes the row). Renewals do not conflict with that lock; an end in
+    /// progress does, and is not waited for (SKIP LOCKED: no row). Returns
+    /// its expiry.
+    SHARE_SESSION = concat!(
+        "SELECT expires_at FROM @extschema@.leaderlock_sessions \
+          WHERE session = $1 AND expires_at > @extschema@.le_now() AND ",
+        owned_by!("$2"),
+        " FOR KEY SHARE SKIP LOCKED"
+    );
+
+    /// le_close_session: lock session `$1`, live now and the caller `$2`'s,
+    /// waiting for acquisitions under it in flight. Whether its keys keep
+    /// their values.
+    LOCK_OWN_SESSION = concat!(
+        "SELECT keep_values FROM @extschema@.leaderlock_sessions \
+          WHERE session = $1 AND expires_at > @extschema@.le_now() AND ",
+        owned_by!("$2"),
+        " FOR UPDATE"
+    );
+
+    /// Lock session `$1` if it lapsed by `$2`, never waiting: its
+    /// lock-delay, whether values are kept, and its expiry.
+    LOCK_LAPSED_SESSION = "SELECT session, lock_delay, keep_values, expires_at \
+           FROM @extschema@.leaderlock_sessions \
+          WHERE session = $1 AND expires_at <= $2 \
+          FOR UPDATE SKIP LOCKED";
+
+    /// Worker: lock up to `$2` sessions lapsed at `$1`, skipping rows other
+    /// transactions hold, as `LOCK_LAPSED_SESSION` returns them.
+    LOCK_LAPSED_SESSIONS = "SELECT session, lock_delay, keep_values, expires_at \
+           FROM @extschema@.leaderlock_sessions \
+          WHERE recheck_at <= $1 AND expires_at <= $1 \
+          ORDER BY recheck_at \
+          LIMIT $2 \
+          FOR UPDATE SKIP LOCKED";
+
+    /// Worker (contract 10): lock the sessions bound to the backend of pid
+    /// `$1` started at `$2`, which ended, as `LOCK_LAPSED_SESSION` returns them.
+    LOCK_BOUND_SESSIONS = "SELECT session, lock_delay, keep_values, expires_at \
+           FROM @extschema@.leaderlock_sessions \
+          WHERE session_pid = $1 AND session_start = $2 \
+          FOR UPDATE SKIP LOCKED";
+
+    /// Worker: lock up to `$1` sessions bound to backends that no longer
+    /// exist (after `FRESH_ACTIVITY` in the same transaction: a session
+    /// visible to this statement was opened by a backend started before it).
+    LOCK_ORPHANED_SESSIONS = "SELECT s.session, s.lock_delay, s.keep_values, s.expires_at \
+           FROM @extschema@.leaderlock_sessions s \
+          WHERE s.session_pid IS NOT NULL \
+            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(s.session_pid) a \
+                             WHERE a.backend_start = s.session_start) \
+          LIMIT $1 \
+          FOR UPDATE OF s SKIP LOCKED";
+
+    /// The held keys of session `$1` (its row locked), locked, skipping rows
+    /// other transactions hold: key, holder, term.
+    LOCK_SESSION_KEYS = "SELECT key, holder, term FROM @extschema@.leaderlock \
+          WHERE session = $1 AND holder IS NOT NULL \
+          FOR NO KEY UPDATE SKIP LOCKED";
+
+    /// `LOCK_SESSION_KEYS` waiting for transactions that hold them (a
+    /// guarded write in progress ends first), for le_close_session.
+    LOCK_SESSION_KEYS_WAIT = "SELECT key, holder, term FROM @extschema@.leaderlock \
+          WHERE session = $1 AND holder IS NOT NULL \
+          FOR NO KEY UPDATE";
+
+    /// How many held keys session `$1` has.
+    SESSION_KEYS_LEFT = "SELECT count(*) FROM @extschema@.leaderlock \
+          WHERE session = $1 AND holder IS NOT NULL";
+
+    /// Vacate keys `$1` of an ended session at `$2`: values kept when `$3`,
+    /// not acquirable before `$4` (a lock-delay; NULL: none), expires_at `$5`
+    /// (the release's instant, or the session's expiry), counted as
+    /// releases when `$6`, else as expiries.
+    VACATE_SESSION_KEYS = "UPDATE @extschema@.leaderlock \
+            SET holder = NULL, value = CASE WHEN $3 THEN value END, session_pid = NULL, \
+                session_start = NULL, owner = NULL, expires_at = $5, delayed_until = $4, \
+                releases = releases + CASE WHEN $6 THEN 1 ELSE 0 END, \
+                expiries = expiries + CASE WHEN $6 THEN 0 ELSE 1 END, changed_at = $2 \
+          WHERE key = ANY($1)";
+
+    /// An ended session's row, once none of its keys is held.
+    DELETE_SESSION = "DELETE FROM @extschema@.leaderlock_sessions WHERE session = $1";
+
+    /// The session under which `$2` holds key `$1` (in term `$3`, or any).
+    SESSION_OF_KEY = concat!(
+        "SELECT session FROM @extschema@.leaderlock \
+          WHERE key = $1 AND holder = $2 AND session IS NOT NULL AND ",
+        of_term!("$3")
+    );
+
+    /// le_renew_all (contract 16) for sessions: extend every session of id
+    /// `$1` live at `$2` that the caller `$3` may act on, by its own ttl,
+    /// skipping rows other transactions hold. Returns how many keys are held
+    /// under them, and the earliest new expiry.
+    RENEW_ALL_SESSIONS = concat!(
+        "WITH renewed AS ( \
+           UPDATE @extschema@.leaderlock_sessions SET ",
+        renewal!("$2", "ttl"),
+        " WHERE expires_at > $2 AND session IN ( \
+                 SELECT session FROM @extschema@.leaderlock_sessions \
+                  WHERE id = $1 AND expires_at > $2 AND ",
+        owned_by!("$3"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+           RETURNING session, expires_at) \
+         SELECT (SELECT count(*) FROM @extschema@.leaderlock l \
+                  WHERE l.session IN (SELECT session FROM renewed) AND l.holder IS NOT NULL), \
+                (SELECT min(expires_at) FROM renewed)"
+    );
+
+    /// Worker: when to look at sessions next, as `NEXT_CHECK` for leases.
+    NEXT_CHECK_SESSIONS = "SELECT least( \
+           (SELECT min(expires_at) FROM @extschema@.leaderlock_sessions WHERE recheck_at <= $1), \
+           (SELECT min(recheck_at) FROM @extschema@.leaderlock_sessions WHERE recheck_at > $1))";
+
+    /// Every session lasts at least until `$1` + its ttl, as
+    /// `OUTLAST_FAILOVER` does for leases (the keys held under them follow).
+    OUTLAST_FAILOVER_SESSIONS = concat!("UPDATE @extschema@.leaderlock_sessions \
+            SET expires_at = ", expiry!("$1", "ttl"), ", recheck_at = ", expiry!("$1", "ttl"), " \
+          WHERE expires_at < ", expiry!("$1", "ttl"), " \
+      RETURNING session");
+
+    /// After a promotion: every session lasts exactly its ttl from now, as
+    /// `PROMOTED_LEASES` says for leases.
+    PROMOTED_SESSIONS = concat!("UPDATE @extschema@.leaderlock_sessions \
+            SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT ", expiry!("@extschema@.le_now()", "ttl"), ") n(e)) \
+      RETURNING session");
+
+    /// The holder moves its live lease `$1`, its row locked, into session
+    /// `$2` (expires_at `$3`: infinity) or out of sessions (`$2` NULL,
+    /// expires_at `$3` = now + ttl); ttl `$4`, renewed at `$5`. Same term.
+    REBIND = "UPDATE @extschema@.leaderlock \
+            SET session = $2::uuid, expires_at = $3, recheck_at = $3, ttl = $4, renewed_at = $5 \
+          WHERE key = $1 \
+      RETURNING term";
+
     /// Contract 8.3: this transaction commits as `synchronous_commit = on` does
     /// (WAL flushed, and on synchronous standbys when there are any), until it
     /// ends; set when the session asked for less.
@@ -953,6 +1242,8 @@ pub const WHOLE_TABLE_ON_PURPOSE: &[&str] = &[
     "PROMOTED_LEASES",
     "PROMOTED_SLOTS",
     "OUTLAST_FAILOVER_RUNS",
+    "OUTLAST_FAILOVER_SESSIONS",
+    "PROMOTED_SESSIONS",
 ];
 
 #[cfg(test)]

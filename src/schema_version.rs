@@ -55,6 +55,20 @@ pub fn has_slots() -> bool {
     level() >= Level::V0_5
 }
 
+/// `pick`, with the statement for 0.5.0 (sessions, contract 21) apart.
+fn pick5(
+    v0_5: &'static str,
+    v0_4: &'static str,
+    v0_3: &'static str,
+    v0_2: &'static str,
+) -> &'static str {
+    if level() == Level::V0_5 {
+        v0_5
+    } else {
+        pick(v0_4, v0_3, v0_2)
+    }
+}
+
 fn pick(v0_4: &'static str, v0_3: &'static str, v0_2: &'static str) -> &'static str {
     match level() {
         Level::V0_5 | Level::V0_4 => v0_4,
@@ -98,28 +112,71 @@ pub fn lock_live() -> &'static str {
 
 pub fn renew() -> &'static str {
     let old = queries::RENEW_0_3;
-    pick(queries::RENEW, old, old)
+    pick5(queries::RENEW, queries::RENEW_0_4, old, old)
 }
 
 pub fn share_lock_lease() -> &'static str {
     let old = queries::SHARE_LOCK_LEASE_0_3;
-    pick(queries::SHARE_LOCK_LEASE, old, old)
+    pick5(
+        queries::SHARE_LOCK_LEASE,
+        queries::SHARE_LOCK_LEASE_0_4,
+        old,
+        old,
+    )
 }
 
 pub fn insert_first_term() -> &'static str {
-    pick(
+    pick5(
         queries::INSERT_FIRST_TERM,
+        queries::INSERT_FIRST_TERM_0_4,
         queries::INSERT_FIRST_TERM_0_3,
         queries::INSERT_FIRST_TERM_0_2,
     )
 }
 
 pub fn start_term() -> &'static str {
-    pick(
+    pick5(
         queries::START_TERM,
+        queries::START_TERM_0_4,
         queries::START_TERM_0_3,
         queries::START_TERM_0_2,
     )
+}
+
+/// le_leader's read (the 0.3.0 schema reads as 0.4.0's).
+pub fn live_holder() -> &'static str {
+    if has_slots() {
+        queries::LIVE_HOLDER
+    } else {
+        queries::LIVE_HOLDER_0_4
+    }
+}
+
+/// le_lease's read.
+pub fn lease_row() -> &'static str {
+    if has_slots() {
+        queries::LEASE_ROW
+    } else {
+        queries::LEASE_ROW_0_4
+    }
+}
+
+/// le_renew_all's statement (from 0.4.0 on).
+pub fn renew_all() -> &'static str {
+    if has_slots() {
+        queries::RENEW_ALL
+    } else {
+        queries::RENEW_ALL_0_4
+    }
+}
+
+/// le_release_all's lock (from 0.4.0 on).
+pub fn lock_all_own() -> &'static str {
+    if has_slots() {
+        queries::LOCK_ALL_OWN
+    } else {
+        queries::LOCK_ALL_OWN_0_4
+    }
 }
 
 pub fn vacate() -> &'static str {

@@ -32,9 +32,14 @@ CREATE TABLE leaderlock (
     releases    bigint NOT NULL DEFAULT 0,  -- released (le_release, le_force_release),
     expiries    bigint NOT NULL DEFAULT 0,  -- expired (lapsed, or session ended)
     changed_at  timestamptz,          -- last change of holder (a new tenure, release or expiry)
-    slots       integer NOT NULL DEFAULT 1  -- contract 17: holders admitted at once; above 1, the
+    slots       integer NOT NULL DEFAULT 1, -- contract 17: holders admitted at once; above 1, the
                                       -- tenures are in leaderlock_slots and this row holds no
                                       -- holder, only the key's last term and its counters
+    session     uuid,                 -- contract 21: the session the tenure is held under, whose
+                                      -- row has its expiry (expires_at is then infinity); kept
+                                      -- when vacated, meaningless without a holder
+    delayed_until timestamptz         -- contract 21: a session's lock-delay: vacant, but not
+                                      -- acquirable by anyone before this instant
 ) WITH (fillfactor = 50);             -- room on each page for HOT renewals
 
 -- The worker finds lapsed leases through this index only. It is on
@@ -45,6 +50,8 @@ CREATE INDEX leaderlock_recheck_at_idx ON leaderlock (recheck_at) WHERE holder I
 -- The worker finds the leases of an ended session through this one; a
 -- renewal does not touch session_pid, so it stays HOT.
 CREATE INDEX leaderlock_session_idx ON leaderlock (session_pid) WHERE session_pid IS NOT NULL;
+-- A session's end finds its keys through this one.
+CREATE INDEX leaderlock_session_keys_idx ON leaderlock (session) WHERE session IS NOT NULL;
 -- le_renew_all and le_release_all (contract 16) find a holder's leases
 -- through this one; a renewal does not touch holder, so it stays HOT.
 CREATE INDEX leaderlock_holder_idx ON leaderlock (holder) WHERE holder IS NOT NULL;
@@ -74,6 +81,31 @@ CREATE INDEX leaderlock_slots_recheck_at_idx ON leaderlock_slots (recheck_at) WH
 CREATE INDEX leaderlock_slots_holder_idx ON leaderlock_slots (holder) WHERE holder IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_slots', '');
 
+-- Contract 21: sessions. One row per session, live or lapsed, deleted when
+-- it ends (closed, expired, or its connection gone: its keys vacated in the
+-- same transaction). A renewal writes this row alone, whatever the number
+-- of keys held under it. Part of a dump, as the keys that name it.
+CREATE TABLE leaderlock_sessions (
+    session     uuid PRIMARY KEY,     -- the handle: random, never reused
+    id          text NOT NULL,        -- the holder id of every key acquired under it
+    owner       oid NOT NULL,         -- the role that opened it (contract 13)
+    ttl         interval NOT NULL,    -- ttl of the last open or renewal
+    opened_at   timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL, -- on the lease clock, as a lease's
+    recheck_at  timestamptz NOT NULL, -- the worker's cue, as a lease's: <= expires_at
+    lock_delay  interval NOT NULL,    -- after it expires or its connection ends, its keys
+                                      -- are not acquirable for this long
+    keep_values boolean NOT NULL,     -- its keys keep their values when vacated
+    session_pid integer,              -- bound to its connection (contract 10): the opening
+    session_start timestamptz         -- backend's pid and start
+) WITH (fillfactor = 50);
+CREATE INDEX leaderlock_sessions_recheck_at_idx ON leaderlock_sessions (recheck_at);
+-- le_renew_all (contract 16) finds an id's sessions through this one.
+CREATE INDEX leaderlock_sessions_id_idx ON leaderlock_sessions (id);
+CREATE INDEX leaderlock_sessions_pid_idx ON leaderlock_sessions (session_pid) WHERE session_pid IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_sessions', '');
+
 -- Contract 8.2: the WAL timeline on which held leases were last made to
 -- outlast a failover (see failover.rs). One row. Not part of a dump: a
 -- restore runs CREATE EXTENSION, which starts it afresh for its cluster.
@@ -100,18 +132,26 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'le_now_wrapper';
 
 -- One clock reading per row keeps state and remaining consistent. A key of
 -- one slot is its row of leaderlock, as before 0.5.0 (slot NULL); a key of
--- more (contract 17) shows one row per slot, with that tenure's holder.
+-- more (contract 17) shows one row per slot, with that tenure's holder. A
+-- key held under a session (contract 21) shows its session's expiry (an
+-- ended session's key not vacated yet: lapsed).
 CREATE VIEW leaderlock_status AS
-SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.expires_at, l.ttl,
+SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, e.expires_at, l.ttl,
        CASE WHEN l.holder IS NULL THEN 'vacant'
-            WHEN l.expires_at > c.now THEN 'held'
+            WHEN e.expires_at > c.now THEN 'held'
             ELSE 'lapsed' END AS state,
-       CASE WHEN l.holder IS NOT NULL AND l.expires_at > c.now
-            THEN l.expires_at - c.now END AS remaining,
+       CASE WHEN l.holder IS NOT NULL AND e.expires_at > c.now
+            THEN e.expires_at - c.now END AS remaining,
        l.value, l.session_pid, l.owner::regrole AS owner,
-       NULL::integer AS slot, l.slots
+       NULL::integer AS slot, l.slots,
+       CASE WHEN l.holder IS NOT NULL THEN l.session END AS session
   FROM leaderlock l
  CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN l.session IS NULL OR l.holder IS NULL THEN l.expires_at
+                   ELSE COALESCE((SELECT x.expires_at FROM leaderlock_sessions x
+                                   WHERE x.session OPERATOR(pg_catalog.=) l.session),
+                                 '-infinity'::timestamptz) END AS expires_at) e
  WHERE l.slots OPERATOR(pg_catalog.=) 1
 UNION ALL
 SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl,
@@ -120,7 +160,7 @@ SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl
             ELSE 'lapsed' END,
        CASE WHEN s.holder IS NOT NULL AND s.expires_at > c.now
             THEN s.expires_at - c.now END,
-       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots
+       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots, NULL::uuid
   FROM leaderlock h
   JOIN leaderlock_slots s ON s.key OPERATOR(pg_catalog.=) h.key
                          AND s.slot OPERATOR(pg_catalog.<=) h.slots
@@ -135,9 +175,14 @@ SELECT l.key, l.tenures,
        l.expiries + COALESCE(s.expiries, 0) AS expiries,
        GREATEST(l.changed_at, s.changed_at) AS changed_at,
        pg_catalog.date_part('epoch', c.now - GREATEST(l.changed_at, s.changed_at)) AS seconds_since_change,
-       (l.holder IS NOT NULL AND l.expires_at > c.now) OR COALESCE(s.held, false) AS held
+       (l.holder IS NOT NULL AND e.expires_at > c.now) OR COALESCE(s.held, false) AS held
   FROM leaderlock l
  CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN l.session IS NULL OR l.holder IS NULL THEN l.expires_at
+                   ELSE COALESCE((SELECT x.expires_at FROM leaderlock_sessions x
+                                   WHERE x.session OPERATOR(pg_catalog.=) l.session),
+                                 '-infinity'::timestamptz) END AS expires_at) e
   LEFT JOIN LATERAL (
        SELECT pg_catalog.sum(t.releases)::bigint AS releases,
               pg_catalog.sum(t.expiries)::bigint AS expiries,
@@ -206,3 +251,5 @@ REVOKE ALL ON leaderlock_jobs FROM PUBLIC;
 GRANT SELECT ON leaderlock_jobs TO PUBLIC;
 REVOKE ALL ON leaderlock_runs FROM PUBLIC;
 GRANT SELECT ON leaderlock_runs TO PUBLIC;
+REVOKE ALL ON leaderlock_sessions FROM PUBLIC;
+GRANT SELECT ON leaderlock_sessions TO PUBLIC;

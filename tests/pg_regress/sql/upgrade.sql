@@ -203,6 +203,15 @@ SELECT job, holder, term, attempts, outcome FROM leaderlock_runs;
 SELECT job, term FROM leaderlock_jobs;
 DELETE FROM leaderlock_runs;
 DELETE FROM leaderlock_jobs;
+-- 0.5.0's sessions (contract 21) on the upgraded schema: keys held under
+-- one, released together by closing it.
+SELECT le_open_session('s', '1 hour') AS up_session \gset
+SELECT le_try_acquire_in(:'up_session', 'up-s1') AS s1, le_try_acquire_in(:'up_session', 'up-s2') AS s2;
+SELECT key, holder, term, state, session = :'up_session' AS under_session
+  FROM leaderlock_status WHERE key LIKE 'up-s%' ORDER BY key;
+SELECT le_close_session(:'up_session') AS closed;
+SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'up-s%' ORDER BY key;
+DELETE FROM leaderlock WHERE key LIKE 'up-s%';
 SELECT le_try_acquire('up-lapsed', 'e', '1 hour');
 SELECT key, holder, term, owner::regrole, tenures, value FROM leaderlock ORDER BY key;
 DROP ROLE leaderlock_upgrade_stranger;

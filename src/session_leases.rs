@@ -1,0 +1,369 @@
+//! Sessions (contract 21): one ttl shared by many keys.
+//!
+//! A session is a row of `leaderlock_sessions` (id, owner, ttl, expiry). A
+//! key acquired under it names it in `leaderlock.session` and stores
+//! expires_at infinity, so renewing the session writes its row alone, and
+//! every statement that decides liveness reads the session's expiry
+//! (`queries::expiry_of!`, `session_live!`). Nothing else makes such a key
+//! lapse: it stays held until its session ends, and then every key still
+//! held under it is vacated in one transaction (`end`): by le_close_session,
+//! by the worker once the session lapsed or its connection ended, or by the
+//! next acquisition of one of its keys.
+//!
+//! An acquisition under a session key-share-locks the session's row until
+//! it commits. An end deletes that row, so it waits for acquisitions in
+//! flight (le_close_session) or skips the session until they are done (the
+//! worker): no key is left naming a session that ended.
+
+use crate::call;
+use crate::clock::{micros, now, ts};
+use crate::failover;
+use crate::input::Ttl;
+use crate::notify::ExpiryReason;
+use crate::plans;
+use crate::queries;
+use crate::sessions;
+use crate::tenure;
+use crate::worker_wakeup;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiTupleTable;
+use pgrx::Uuid;
+
+/// What le_open_session asks for besides the id.
+pub struct Options {
+    pub ttl: Ttl,
+    /// Ends with the connection that opened it, too (contract 10).
+    pub bound: bool,
+    /// Microseconds its keys stay unacquirable after it expires or its
+    /// connection ends.
+    pub lock_delay: i64,
+    /// Its keys keep their values when vacated.
+    pub keep_values: bool,
+}
+
+/// Contract 21: opens a session of `id`, owned by the caller. Its handle.
+pub fn open(id: &str, options: &Options) -> Uuid {
+    let now = now();
+    let expires_at = leaderlock_protocol::expiry(now, options.ttl.0);
+    let (pid, started) = if options.bound {
+        let s = sessions::this_session();
+        (s.pid.into(), ts(s.started).into())
+    } else {
+        (
+            DatumWithOid::null::<i32>(),
+            DatumWithOid::null::<TimestampWithTimeZone>(),
+        )
+    };
+    let args = [
+        id.into(),
+        call::caller().into(),
+        options.ttl.as_interval().into(),
+        ts(now).into(),
+        ts(expires_at).into(),
+        Ttl(options.lock_delay).as_interval().into(),
+        options.keep_values.into(),
+        pid,
+        started,
+    ];
+    let session = plans::run(queries::OPEN_SESSION, &args, |t| {
+        t.first()
+            .get_one::<Uuid>()
+            .expect("session")
+            .expect("an insert returns its row")
+    });
+    worker_wakeup::expiry_written(expires_at);
+    failover::commit_durably();
+    session
+}
+
+/// Contract 21: extends the caller's live session by `ttl` (its own when
+/// None): one row, never waiting. False when it is not the caller's live
+/// session, or another transaction holds its row.
+pub fn renew(session: Uuid, ttl: Option<Ttl>) -> bool {
+    let args = [
+        session.into(),
+        ts(now()).into(),
+        Ttl::or_stored(ttl),
+        call::caller().into(),
+    ];
+    let expires_at = plans::run(queries::RENEW_SESSION, &args, |t| {
+        let row = t.into_iter().next()?;
+        micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))
+    });
+    let Some(expires_at) = expires_at else {
+        return false;
+    };
+    worker_wakeup::expiry_written(expires_at);
+    failover::commit_durably();
+    true
+}
+
+/// le_renew of a key `id` holds under a session (in `term`, when named):
+/// renews that session. False when it holds the key under none.
+pub fn renew_key(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
+    let args = [key.into(), id.into(), plans::term_or_any(term)];
+    let session = plans::run(queries::SESSION_OF_KEY, &args, |t| {
+        t.into_iter()
+            .next()
+            .and_then(|row| row.get::<Uuid>(1).expect("session"))
+    });
+    session.is_some_and(|s| renew(s, ttl))
+}
+
+/// le_renew_all (contract 16) for sessions: renews every live session of
+/// `id` the caller may act on. How many keys are held under them, and the
+/// earliest new expiry (for the worker's cue, which the caller gives).
+pub fn renew_all(id: &str, now: i64) -> (i64, Option<i64>) {
+    let args = [id.into(), ts(now).into(), call::caller().into()];
+    let (keys, earliest) = plans::run(queries::RENEW_ALL_SESSIONS, &args, |t| {
+        let row = t.first();
+        (
+            row.get::<i64>(1).expect("count").unwrap_or(0),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
+        )
+    });
+    (keys, earliest)
+}
+
+/// The id and ttl of the caller's session (a snapshot read): None when it
+/// is unknown or owned by a role the caller is not a member of.
+pub fn id_of(session: Uuid) -> Option<(String, Ttl)> {
+    let args = [session.into(), call::caller().into()];
+    plans::run(queries::SESSION_ID, &args, |t| {
+        let row = t.into_iter().next()?;
+        let owned = row.get::<bool>(2).expect("owned").unwrap_or(false);
+        let ttl = row.get::<Interval>(3).expect("ttl").expect("ttl is NOT NULL");
+        owned.then(|| {
+            (
+                row.get::<String>(1).expect("id").expect("id is NOT NULL"),
+                Ttl(interval_micros(ttl)),
+            )
+        })
+    })
+}
+
+/// An interval the extension stored (days and microseconds, no months) in
+/// microseconds.
+fn interval_micros(i: Interval) -> i64 {
+    i64::from(i.days()) * 86_400_000_000 + i.micros()
+}
+
+/// For an acquisition under `session`: its expiry when it is live and the
+/// caller's, its row key-share-locked until the transaction (or the
+/// subtransaction of le_acquire's look) ends; None otherwise, and while it
+/// is ending.
+pub fn share(session: Uuid) -> Option<i64> {
+    let args = [session.into(), call::caller().into()];
+    plans::run(queries::SHARE_SESSION, &args, |t| {
+        let row = t.into_iter().next()?;
+        micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))
+    })
+}
+
+/// How a session ended, which its keys' notifications say.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// le_close_session: each key `released`, no lock-delay.
+    Closed,
+    /// Not renewed within its ttl: `expired`, reason `session_expired`.
+    Expired,
+    /// Its connection ended (bound to it): `expired`, reason `session_ended`.
+    ConnectionEnded,
+}
+
+/// A session locked to be ended.
+struct Ending {
+    session: Uuid,
+    lock_delay: i64,
+    keep_values: bool,
+    expires_at: i64,
+}
+
+/// The sessions a `LOCK_*_SESSION(S)` statement locked.
+fn endings(t: SpiTupleTable<'_>) -> Vec<Ending> {
+    t.into_iter()
+        .map(|row| Ending {
+            session: row
+                .get::<Uuid>(1)
+                .expect("session")
+                .expect("session is NOT NULL"),
+            lock_delay: row
+                .get::<Interval>(2)
+                .expect("lock_delay")
+                .map_or(0, interval_micros),
+            keep_values: row.get::<bool>(3).expect("keep_values").unwrap_or(false),
+            expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
+                .expect("expires_at is NOT NULL"),
+        })
+        .collect()
+}
+
+/// Vacates every key held under the locked session `s` and announces each;
+/// deletes the session's row once none is held. `wait`: for rows other
+/// transactions hold (a guarded write of the holder ends first); otherwise
+/// they are skipped and the session stays, lapsed, for the next look.
+/// Whether it ended.
+fn end(s: &Ending, how: End, wait: bool) -> bool {
+    let lock = if wait {
+        queries::LOCK_SESSION_KEYS_WAIT
+    } else {
+        queries::LOCK_SESSION_KEYS
+    };
+    let keys: Vec<(String, String, i64)> = plans::run(lock, &[s.session.into()], |t| {
+        t.into_iter()
+            .map(|row| {
+                (
+                    row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+                    row.get::<String>(2).expect("holder").expect("held"),
+                    row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+                )
+            })
+            .collect()
+    });
+    // Read after the locks, as a release does.
+    let now = now();
+    if !keys.is_empty() {
+        let closed = how == End::Closed;
+        let delayed_until = if !closed && s.lock_delay > 0 {
+            ts(now.saturating_add(s.lock_delay)).into()
+        } else {
+            DatumWithOid::null::<TimestampWithTimeZone>()
+        };
+        // A released key's expiry is its release; an expired one's, when
+        // its session lapsed (or, its connection gone, now at the latest).
+        let stored_expiry = if closed { now } else { s.expires_at.min(now) };
+        let names: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
+        let args = [
+            names.into(),
+            ts(now).into(),
+            s.keep_values.into(),
+            delayed_until,
+            ts(stored_expiry).into(),
+            closed.into(),
+        ];
+        plans::run(queries::VACATE_SESSION_KEYS, &args, |_| ());
+        failover::commit_durably();
+        for (key, holder, term) in &keys {
+            match how {
+                End::Closed => tenure::released(key, holder, *term, now, false, 1),
+                End::Expired | End::ConnectionEnded => {
+                    let reason = if how == End::Expired {
+                        ExpiryReason::SessionExpired
+                    } else {
+                        ExpiryReason::SessionEnded
+                    };
+                    tenure::expired(key, holder, *term, now, stored_expiry, reason, 1);
+                }
+            }
+        }
+    }
+    let left = if wait {
+        0
+    } else {
+        plans::run(queries::SESSION_KEYS_LEFT, &[s.session.into()], |t| {
+            t.first().get_one::<i64>().expect("count").unwrap_or(0)
+        })
+    };
+    if left == 0 {
+        plans::run(queries::DELETE_SESSION, &[s.session.into()], |_| ());
+    }
+    left == 0
+}
+
+/// Contract 21, le_close_session: releases every key of the caller's live
+/// session, waiting for rows a guarded write holds, and ends it. False
+/// when it is not the caller's live session.
+pub fn close(session: Uuid) -> bool {
+    let args = [session.into(), call::caller().into()];
+    let keep_values = plans::run(queries::LOCK_OWN_SESSION, &args, |t| {
+        let row = t.into_iter().next()?;
+        Some(row.get::<bool>(1).expect("keep_values").unwrap_or(false))
+    });
+    let Some(keep_values) = keep_values else {
+        return false;
+    };
+    let s = Ending {
+        session,
+        lock_delay: 0,
+        keep_values,
+        expires_at: now(),
+    };
+    end(&s, End::Closed, true)
+}
+
+/// An acquisition found a key held under `session`, which lapsed by
+/// `now`: ends that session first (all its keys), without waiting. Whether
+/// it ended (false: another transaction is ending it or acquiring under it,
+/// or a row of its keys is locked).
+pub fn end_lapsed(session: Uuid, now: i64) -> bool {
+    let locked = plans::run(
+        queries::LOCK_LAPSED_SESSION,
+        &[session.into(), ts(now).into()],
+        endings,
+    );
+    locked.iter().all(|s| end(s, End::Expired, false)) && !locked.is_empty()
+}
+
+/// Worker (and le_expire_lapsed): ends up to `batch` sessions lapsed at
+/// `now`, skipping those other transactions hold. Returns how many keys it
+/// vacated.
+pub fn expire_lapsed(now: i64, batch: i64) -> usize {
+    let locked = plans::run(
+        queries::LOCK_LAPSED_SESSIONS,
+        &[ts(now).into(), batch.into()],
+        endings,
+    );
+    locked
+        .iter()
+        .map(|s| {
+            let before = keys_of(s.session);
+            end(s, End::Expired, false);
+            before - keys_of(s.session)
+        })
+        .sum()
+}
+
+/// How many keys are held under `session` now.
+fn keys_of(session: Uuid) -> usize {
+    plans::run(queries::SESSION_KEYS_LEFT, &[session.into()], |t| {
+        t.first().get_one::<i64>().expect("count").unwrap_or(0) as usize
+    })
+}
+
+/// Worker (contract 10): ends the sessions bound to the backend of `pid`
+/// started at `started`, which ended. False when one of them could not end
+/// yet (a row locked by another transaction).
+pub fn end_bound(pid: i32, started: i64) -> bool {
+    let locked = plans::run(
+        queries::LOCK_BOUND_SESSIONS,
+        &[pid.into(), ts(started).into()],
+        endings,
+    );
+    locked
+        .iter()
+        .fold(true, |all, s| end(s, End::ConnectionEnded, false) && all)
+}
+
+/// Worker: ends up to `batch` sessions bound to backends that no longer
+/// exist (ended without a word: a crash, or the queue of ended backends
+/// overflowed). Returns how many it locked.
+pub fn end_orphaned(batch: i64) -> usize {
+    plans::run(queries::FRESH_ACTIVITY, &[], |_| ());
+    let locked = plans::run(queries::LOCK_ORPHANED_SESSIONS, &[batch.into()], endings);
+    for s in &locked {
+        end(s, End::ConnectionEnded, false);
+    }
+    locked.len()
+}
+
+/// Worker: when a session needs a look next, as of `now`.
+pub fn next_check(now: i64) -> Option<i64> {
+    plans::run(queries::NEXT_CHECK_SESSIONS, &[ts(now).into()], |t| {
+        micros(
+            t.first()
+                .get_one::<TimestampWithTimeZone>()
+                .expect("next check"),
+        )
+    })
+}
