@@ -229,8 +229,8 @@ pub fn end_session(session: &Session) -> bool {
         t.first().get_one::<i64>().expect("count").unwrap_or(0)
     });
     // Contract 21: and the sessions bound to it.
-    let bound = !schema_version::has_slots()
-        || session_leases::end_bound(session.pid, session.started);
+    let bound =
+        !schema_version::has_slots() || session_leases::end_bound(session.pid, session.started);
     left == 0 && bound
 }
 
@@ -303,8 +303,12 @@ pub fn next_check(now: i64) -> Option<i64> {
     if !schema_version::has_slots() {
         return leases;
     }
-    [leases, at(queries::NEXT_CHECK_SLOTS), session_leases::next_check(now)]
-        .into_iter()
-        .flatten()
-        .min()
+    [
+        leases,
+        at(queries::NEXT_CHECK_SLOTS),
+        session_leases::next_check(now),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
 }

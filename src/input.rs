@@ -528,7 +528,9 @@ pub fn session_slots(value: Option<i32>) -> i32 {
     if slots > 1 {
         reject(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!("leaderlock: keys of many slots are not acquired under a session (slots {slots})"),
+            format!(
+                "leaderlock: keys of many slots are not acquired under a session (slots {slots})"
+            ),
             Some("Acquire the key with le_try_acquire or le_acquire, or with slots 1."),
         );
     }

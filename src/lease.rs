@@ -416,29 +416,31 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
                 }
                 // Into another session or out of one: under the lock below.
             } else {
-            // Handed to this waiting call by a release (`hand_over`), as
-            // it asked for it: nothing left to write.
-            // (True as of this read, as any answer is as of its call: a
-            // le_force_release may follow, and the term tells.)
-            let handed = deadline.and(candidates::granted());
-            if let Some(tenure) = handed.filter(|(term, _)| *term == lease.term) {
-                candidates::took(key, id, tenure);
-                return Attempt::Acquired;
-            }
-            // Ours: extend it as le_renew does, in one statement that never
-            // waits, without the subtransaction and lock below (this is how
-            // holders that call le_try_acquire periodically renew). If that
-            // fails (lapsed meanwhile, or the row is locked), the locking
-            // path decides.
-            if let Some(term) = extend(key, id, read_at, Some(ttl), None) {
-                proclaim_extended(key, id, term, read_at, claim.value);
-                return Attempt::Acquired;
-            }
+                // Handed to this waiting call by a release (`hand_over`), as
+                // it asked for it: nothing left to write.
+                // (True as of this read, as any answer is as of its call: a
+                // le_force_release may follow, and the term tells.)
+                let handed = deadline.and(candidates::granted());
+                if let Some(tenure) = handed.filter(|(term, _)| *term == lease.term) {
+                    candidates::took(key, id, tenure);
+                    return Attempt::Acquired;
+                }
+                // Ours: extend it as le_renew does, in one statement that never
+                // waits, without the subtransaction and lock below (this is how
+                // holders that call le_try_acquire periodically renew). If that
+                // fails (lapsed meanwhile, or the row is locked), the locking
+                // path decides.
+                if let Some(term) = extend(key, id, read_at, Some(ttl), None) {
+                    proclaim_extended(key, id, term, read_at, claim.value);
+                    return Attempt::Acquired;
+                }
             }
         }
         // Contract 21: vacant with a lock-delay running (a session of its
         // last holder expired or lost its connection): nobody takes it yet.
-        Some(lease) if lease.delayed_until.is_some_and(|d| d > read_at) && lease.holder.is_none() => {
+        Some(lease)
+            if lease.delayed_until.is_some_and(|d| d > read_at) && lease.holder.is_none() =>
+        {
             return Attempt::HeldUntil(lease.delayed_until.unwrap_or(read_at));
         }
         Some(_) => {}
@@ -690,11 +692,15 @@ pub fn renew_all(id: &str) -> i64 {
 /// the caller may act on as owner), skipping rows locked by another
 /// transaction, and announces each. Returns how many.
 pub fn release_all(id: &str) -> i64 {
-    let keys: Vec<String> = plans::run(schema_version::lock_all_own(), &[id.into(), caller().into()], |t| {
-        t.into_iter()
-            .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
-            .collect()
-    });
+    let keys: Vec<String> = plans::run(
+        schema_version::lock_all_own(),
+        &[id.into(), caller().into()],
+        |t| {
+            t.into_iter()
+                .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
+                .collect()
+        },
+    );
     let tenures = slots::release_all(id) as i64;
     if keys.is_empty() {
         return tenures;
@@ -836,11 +842,15 @@ pub fn force_release(key: &str) -> bool {
 
 /// Contract 3, le_leader: the live holder, else None.
 pub fn leader(key: &str) -> Option<String> {
-    plans::run(schema_version::live_holder(), &[key.into(), ts(now()).into()], |t| {
-        t.into_iter()
-            .next()
-            .and_then(|row| row.get::<String>(1).expect("holder"))
-    })
+    plans::run(
+        schema_version::live_holder(),
+        &[key.into(), ts(now()).into()],
+        |t| {
+            t.into_iter()
+                .next()
+                .and_then(|row| row.get::<String>(1).expect("holder"))
+        },
+    )
 }
 
 /// Why le_assert_leader refused: everything its message names.

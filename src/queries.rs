@@ -40,9 +40,17 @@ macro_rules! owned_by {
 macro_rules! expiry_of {
     ($p:literal) => {
         concat!(
-            "(CASE WHEN ", $p, "session IS NULL OR ", $p, "holder IS NULL THEN ", $p, "expires_at \
+            "(CASE WHEN ",
+            $p,
+            "session IS NULL OR ",
+            $p,
+            "holder IS NULL THEN ",
+            $p,
+            "expires_at \
              ELSE coalesce((SELECT x.expires_at FROM @extschema@.leaderlock_sessions x \
-                             WHERE x.session = ", $p, "session), '-infinity'::timestamptz) END)"
+                             WHERE x.session = ",
+            $p,
+            "session), '-infinity'::timestamptz) END)"
         )
     };
 }
@@ -52,8 +60,14 @@ macro_rules! expiry_of {
 macro_rules! session_live {
     ($p:literal, $now:literal) => {
         concat!(
-            "(", $p, "session IS NULL OR EXISTS (SELECT 1 FROM @extschema@.leaderlock_sessions x \
-              WHERE x.session = ", $p, "session AND x.expires_at > ", $now, "))"
+            "(",
+            $p,
+            "session IS NULL OR EXISTS (SELECT 1 FROM @extschema@.leaderlock_sessions x \
+              WHERE x.session = ",
+            $p,
+            "session AND x.expires_at > ",
+            $now,
+            "))"
         )
     };
 }
@@ -1217,6 +1231,21 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("LOCK_ORPHANED", "", LOCK_ORPHANED),
     ("LEASE_ROW", "", LEASE_ROW),
     ("NEXT_CHECK", "", NEXT_CHECK),
+    ("RENEW_0_4", "", RENEW_0_4),
+    ("SHARE_LOCK_LEASE_0_4", "", SHARE_LOCK_LEASE_0_4),
+    ("LIVE_HOLDER_0_4", "", LIVE_HOLDER_0_4),
+    ("LEASE_ROW_0_4", "", LEASE_ROW_0_4),
+    ("RENEW_ALL_0_4", "", RENEW_ALL_0_4),
+    ("LOCK_ALL_OWN_0_4", "", LOCK_ALL_OWN_0_4),
+    ("INSERT_FIRST_TERM_0_4", "", INSERT_FIRST_TERM_0_4),
+    ("START_TERM_0_4", "", START_TERM_0_4),
+    ("LOCK_SESSION_KEYS", "", LOCK_SESSION_KEYS),
+    ("LOCK_SESSION_KEYS_WAIT", "", LOCK_SESSION_KEYS_WAIT),
+    ("SESSION_KEYS_LEFT", "", SESSION_KEYS_LEFT),
+    ("VACATE_SESSION_KEYS", "", VACATE_SESSION_KEYS),
+    ("SESSION_OF_KEY", "", SESSION_OF_KEY),
+    ("RENEW_ALL_SESSIONS", "", RENEW_ALL_SESSIONS),
+    ("REBIND", "", REBIND),
     ("READ_LEASE_0_3", "0.3.0", READ_LEASE_0_3),
     ("LOCK_ACQUIRABLE_0_3", "0.3.0", LOCK_ACQUIRABLE_0_3),
     ("LOCK_OWN_0_3", "0.3.0", LOCK_OWN_0_3),

@@ -133,7 +133,10 @@ pub fn id_of(session: Uuid) -> Option<(String, Ttl)> {
     plans::run(queries::SESSION_ID, &args, |t| {
         let row = t.into_iter().next()?;
         let owned = row.get::<bool>(2).expect("owned").unwrap_or(false);
-        let ttl = row.get::<Interval>(3).expect("ttl").expect("ttl is NOT NULL");
+        let ttl = row
+            .get::<Interval>(3)
+            .expect("ttl")
+            .expect("ttl is NOT NULL");
         owned.then(|| {
             (
                 row.get::<String>(1).expect("id").expect("id is NOT NULL"),

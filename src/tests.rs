@@ -1102,8 +1102,13 @@ mod tests {
         }
         // value, session pid and start, caller (10: the bootstrap superuser)
         let tenure = "NULL, NULL, NULL, 10";
-        let insert_args = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}");
-        let start_args = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
+        let insert_args = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}, NULL");
+        let start_args = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}, NULL");
+        let insert_args_0_4 = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}");
+        let start_args_0_4 = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
+        let session = "'00000000-0000-0000-0000-000000000001'::uuid";
+        let vacate_session = "ARRAY['k2'], now(), false, NULL, now(), true";
+        let rebind = format!("'k2', {session}, now(), '1 second', now()");
         let old_tenure = "'new', 'h', now(), now(), '1 second', 1, NULL, NULL, NULL";
         let samples: std::collections::HashMap<&str, &str> = [
             ("READ_LEASE", "'k2', 10"),
@@ -1164,6 +1169,24 @@ mod tests {
             ("LOCK_ALL_OWN", "'h2', 10"),
             ("VACATE_LIVE_KEYS", "ARRAY['k2', 'k4'], now()"),
             ("NEXT_CHECK", "now()"),
+            (
+                "RENEW_0_4",
+                "'k2', 'h2', now(), NULL::interval, 10, NULL::int8",
+            ),
+            ("SHARE_LOCK_LEASE_0_4", "'k2', 10"),
+            ("LIVE_HOLDER_0_4", "'k2', now()"),
+            ("LEASE_ROW_0_4", "'k2'"),
+            ("RENEW_ALL_0_4", "'h2', now(), 10"),
+            ("LOCK_ALL_OWN_0_4", "'h2', 10"),
+            ("INSERT_FIRST_TERM_0_4", insert_args_0_4.as_str()),
+            ("START_TERM_0_4", start_args_0_4.as_str()),
+            ("LOCK_SESSION_KEYS", session),
+            ("LOCK_SESSION_KEYS_WAIT", session),
+            ("SESSION_KEYS_LEFT", session),
+            ("VACATE_SESSION_KEYS", vacate_session),
+            ("SESSION_OF_KEY", "'k2', 'h2', NULL::int8"),
+            ("RENEW_ALL_SESSIONS", "'h2', now(), 10"),
+            ("REBIND", rebind.as_str()),
             ("READ_LEASE_0_3", "'k2'"),
             ("LOCK_ACQUIRABLE_0_3", "'k2', 'h2'"),
             ("LOCK_OWN_0_3", "'k2', 'h2'"),
