@@ -35,8 +35,10 @@
 #                   and on the versions some code is compiled for alone
 #                   (#[cfg(feature = "pgN")]: today 14 and 18)
 #   unit            #[pg_test] tests in one backend: cargo pgrx test pg15 (and
-#                   the plain #[test]s) on 15; elsewhere the same functions of
-#                   a pg_test build, called as it calls them (tests/unit/run.py)
+#                   the plain #[test]s) on 15; on 14 and 18 the same functions
+#                   of a pg_test build, called as it calls them
+#                   (tests/unit/run.py); 16 and 17 run those functions' SQL
+#                   through the suites below
 #   pg_regress      the SQL API as a user sees it (tests/pg_regress)
 #   isolation       concurrent sessions (tests/isolation, isolationtester)
 #   client          real clients: notifications, races, stress, errors,
@@ -247,7 +249,10 @@ test_version() {
     [ "$(id -u)" -ne 0 ] || runas=(--runas postgres)
     (cd "$REPO_ROOT" && cargo pgrx test "pg$PG_MAJOR" ${TEST_PATTERN:+"$TEST_PATTERN"} "${runas[@]}" --pgdata "$VWORK/pgtest") \
       || fail "unit tests"
-  elif wants unit; then
+  elif wants unit && { [ "$PG_MAJOR" = 14 ] || [ "$PG_MAJOR" = 18 ]; }; then
+    # The oldest and newest servers besides 15; 16 and 17 run the same
+    # functions through pg_regress, isolation and the client tests (the
+    # test command keeps under its hour).
     stage "unit tests (#[pg_test]: tests/unit/run.py)"
     pg_tests || fail "unit tests"
   fi
@@ -360,11 +365,10 @@ test_on_a_cluster() {
     # version) run on 15, with the other clients' suites, and the
     # crash-and-failover chaos runs 25 s there (15 s elsewhere), the CLI's
     # chaos 15 s, the scheduled runs' chaos 120 due instants 200 ms apart,
-    # the many-clients stress 12 s on 15 and 18 (5 s elsewhere): the test
-    # command keeps under its hour.
+    # the many-clients stress 12 s on 15 (5 s elsewhere): the test command
+    # keeps under its hour.
     local client_side=0 chaos=15 stress=5
-    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=25; fi
-    if [ "$PG_MAJOR" = 15 ] || [ "$PG_MAJOR" = 18 ]; then stress=12; fi
+    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=25 stress=12; fi
     (cd "$REPO_ROOT/tests/client" && \
       LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \

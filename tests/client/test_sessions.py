@@ -14,7 +14,7 @@ import unittest
 
 import psycopg2
 
-from harness import PORTABLE, Cluster, Listener, connect, one, wait_for
+from harness import PORTABLE, Cluster, Listener, connect, one, two_versions, wait_for
 from test_acquire import GENEROUS, Waiter, sleeping
 
 
@@ -166,6 +166,7 @@ class SessionsTest(unittest.TestCase):
                                         "WHERE key = ANY(%s)", (keys,)), terms)
         self.assertIs(one(self.conn, "SELECT le_close_session(%s)", (s,)), True)
 
+    @two_versions
     def test_holders_that_keep_their_deadline_never_overlap(self):
         """Five processes, each with a session of 0.6 s renewed every 0.15 s,
         compete for eight keys for 8 s, and now and then stop renewing for a
