@@ -25,6 +25,7 @@ mod elector;
 mod error;
 mod payload;
 mod schedule;
+mod session;
 pub mod sql;
 mod tls;
 
@@ -35,4 +36,5 @@ pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
 pub use error::{describe_error, explain, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
 pub use payload::Announcement;
 pub use schedule::{Heartbeat, Run, RunConfig, Schedule, Scheduler, Turn};
+pub use session::{Session, SessionConfig, SessionLease};
 pub use tls::{RootCert, SslMode, TlsSettings};

@@ -132,3 +132,20 @@ pub const RUNS_HISTORY: &str = "SELECT r.job, \
      to_char(r.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), r.detail \
      FROM leaderlock_runs r, (SELECT le_now() AS now) n \
      WHERE $1::text IS NULL OR r.job = $1 ORDER BY r.due DESC, r.job LIMIT $2";
+
+/// Contract 21, sessions: $1 id, $2 ttl and $3 lock-delay in seconds, $4
+/// whether keys keep their values. The handle as text.
+pub const OPEN_SESSION: &str =
+    "SELECT le_open_session(id => $1, ttl => make_interval(secs => $2), \
+     lock_delay => make_interval(secs => $3), keep_values => $4)::text";
+/// $1 the session's handle (text).
+pub const RENEW_SESSION: &str = "SELECT le_renew_session(session => $1::text::uuid)";
+pub const CLOSE_SESSION: &str = "SELECT le_close_session(session => $1::text::uuid)";
+/// $1 handle, $2 key.
+pub const TRY_ACQUIRE_IN: &str = "SELECT le_try_acquire_in(session => $1::text::uuid, key => $2)";
+/// $1 handle, $2 key, $3 wait in seconds.
+pub const ACQUIRE_IN: &str = "SELECT le_acquire_in(session => $1::text::uuid, key => $2, \
+     wait => make_interval(secs => $3))";
+/// The term of key $1 held under session $2 (just acquired under it).
+pub const TERM_IN_SESSION: &str = "SELECT term FROM leaderlock \
+     WHERE key = $1 AND session = $2::text::uuid AND holder IS NOT NULL";

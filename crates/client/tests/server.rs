@@ -291,3 +291,62 @@ async fn two_schedulers_run_each_due_run_once() {
     assert!(!a.finish(&lost, true, None).await.unwrap());
     assert!(b.finish(&taken, false, Some("taken over")).await.unwrap());
 }
+
+/// Contract 21 through the client: many keys under one session, kept by
+/// its one renewer past several ttls; a rival refused meanwhile; a renewal
+/// the server refuses (the session closed elsewhere) makes every key not
+/// ours within a renewal period, before its deadline; a closed session's
+/// keys are free at once.
+#[tokio::test]
+async fn a_session_keeps_its_keys_until_it_is_refused_or_closed() {
+    use leaderlock_client::{Session, SessionConfig};
+    let Some(dsn) = server() else { return };
+    let prefix = format!("rust-session-{}-", std::process::id());
+    let mut config = SessionConfig::new(Duration::from_millis(900));
+    config.id = format!("{prefix}holder");
+    let session = Session::open(pg_config_from_env(Some(&dsn)).unwrap(), config.clone())
+        .await
+        .unwrap();
+    let mut leases = Vec::new();
+    for i in 0..20 {
+        let key = format!("{prefix}{i}");
+        leases.push(session.try_acquire(&key).await.unwrap().expect("taken"));
+    }
+    assert!(leases.iter().all(|l| l.term >= 1));
+    sleep(Duration::from_millis(2_500)).await;
+    assert!(session.is_alive() && leases.iter().all(|l| l.is_ours()));
+    let held = format!(
+        "SELECT count(*) FROM leaderlock_status WHERE key LIKE $1 || '%' AND state = 'held' \
+         AND holder = '{prefix}holder'"
+    );
+    assert_eq!(sql_i64(&dsn, &held, &prefix).await, Some(20));
+    let rival = Session::open(
+        pg_config_from_env(Some(&dsn)).unwrap(),
+        SessionConfig::new(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    assert!(rival.try_acquire(&leases[0].key).await.unwrap().is_none());
+    // Closed behind its back: the next renewal is refused, and every key
+    // is not ours from then, long before the local deadline would pass.
+    let close =
+        "SELECT count(*) FILTER (WHERE le_close_session(session)) FROM leaderlock_sessions \
+                 WHERE id = $1";
+    assert_eq!(
+        sql_i64(&dsn, close, &format!("{prefix}holder")).await,
+        Some(1)
+    );
+    let until = Instant::now() + Duration::from_millis(600);
+    while session.is_alive() && Instant::now() < until {
+        sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!session.is_alive() && !leases[0].is_ours());
+    // Its keys were released: the rival takes one at once.
+    let taken = rival
+        .acquire(&leases[0].key, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(taken.is_some_and(|l| l.term > leases[0].term));
+    assert!(rival.close().await.unwrap());
+    assert!(!session.close().await.unwrap());
+}
