@@ -709,8 +709,8 @@ BEGIN
 END
 $fn$;
 
--- session_bound of a lease, or (p_of_session) of le_open_session's session.
-CREATE FUNCTION @extschema@._le_session_bound(v boolean, p_of_session boolean DEFAULT false) RETURNS void
+-- session_bound of a lease, and of le_open_session's session (contract 21).
+CREATE FUNCTION @extschema@._le_session_bound(v boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -718,11 +718,6 @@ BEGIN
     IF v IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
             MESSAGE = 'leaderlock: session_bound must not be NULL';
-    END IF;
-    IF v AND p_of_session THEN
-        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
-            MESSAGE = 'leaderlock: sessions bound to their connection need the compiled edition; this is the portable edition',
-            HINT = 'Nothing here would end the session with its connection: open it with session_bound => false and a short ttl, renewed often.';
     END IF;
     IF v THEN
         RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
@@ -740,7 +735,8 @@ AS $fn$
 BEGIN
     IF v IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
-            MESSAGE = 'leaderlock: session must not be NULL';
+            MESSAGE = 'leaderlock: session must not be NULL',
+            HINT = 'Give the uuid le_open_session returned.';
     END IF;
 END
 $fn$;
@@ -759,45 +755,36 @@ END
 $fn$;
 
 -- Contract 21: lock_delay of le_open_session: not NULL, 0 to
--- leaderlock.max_ttl, without a month or year part. Returns it normalized
--- (its day part as hours, as a ttl).
+-- leaderlock.max_ttl, without a month or year part (an infinite interval,
+-- PostgreSQL 17+, has one, as compiled). Returns it normalized (its day
+-- part as hours, as a ttl).
 CREATE FUNCTION @extschema@._le_lock_delay(v interval) RETURNS interval
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    total numeric;
     max_us numeric;
+    bad boolean;
 BEGIN
     IF v IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
             MESSAGE = 'leaderlock: lock_delay must not be NULL',
-            HINT = 'Give ''0'' for no delay.';
-    END IF;
-    IF NOT isfinite(v) THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('leaderlock: lock_delay must be finite (got %s)', v);
-    END IF;
-    IF extract(year FROM v) <> 0 OR extract(month FROM v) <> 0 THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('leaderlock: lock_delay must not have a month or year part (got %s)', v);
-    END IF;
-    total := @extschema@._le_us(v);
-    IF total < 0::numeric THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('leaderlock: lock_delay must not be negative (got %s)', v);
+            HINT = 'Give ''0'' for no lock-delay.';
     END IF;
     max_us := @extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint);
-    IF total > max_us THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('leaderlock: lock_delay %s is above leaderlock.max_ttl (%s)',
-                             v, @extschema@._le_seconds(max_us));
+    bad := NOT isfinite(v);
+    IF NOT bad THEN
+        bad := extract(year FROM v) <> 0 OR extract(month FROM v) <> 0;
     END IF;
-    -- (N7) a day part _le_hours cannot turn into hours, the total in range
-    IF abs(extract(day FROM v)) > 24855 THEN
+    IF NOT bad THEN
+        -- (above max_ttl also covers a day part _le_hours could not turn
+        -- into hours: max_ttl is at most 24855 days)
+        bad := @extschema@._le_us(v) < 0::numeric OR @extschema@._le_us(v) > max_us;
+    END IF;
+    IF bad THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('leaderlock: lock_delay has a day part of %s days; the limit is 24855 days', extract(day FROM v)),
-            HINT = 'Give it in hours, minutes or seconds.';
+            MESSAGE = format('leaderlock: lock_delay must be between 0 and leaderlock.max_ttl (%s) without a month or year part (got %s)',
+                             @extschema@._le_seconds(max_us), v);
     END IF;
     RETURN @extschema@._le_hours(v);
 END
@@ -847,8 +834,8 @@ AS $fn$
 BEGIN
     IF @extschema@._le_slots(v) > 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
-            MESSAGE = 'leaderlock: keys of many slots under a session are not offered yet',
-            HINT = 'Acquire a key of one slot under the session, or the key of many slots with le_try_acquire and a ttl.';
+            MESSAGE = format('leaderlock: keys of many slots are not acquired under a session (slots %s)', v),
+            HINT = 'Acquire the key with le_try_acquire or le_acquire, or with slots 1.';
     END IF;
     RETURN v;
 END
@@ -1493,17 +1480,6 @@ BEGIN
 END
 $fn$;
 
--- Contract 21: whether the keys of session p_session keep their values
--- when vacated (keep_values); false for a session that no longer exists.
--- Every vacating of a key held under a session reads its value as
---   CASE WHEN l.session IS NULL THEN NULL
---        WHEN _le_session_keeps_values(l.session) THEN l.value END
-CREATE FUNCTION @extschema@._le_session_keeps_values(p_session uuid) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN coalesce((SELECT x.keep_values FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session),
-                false);
-
 -- Contract 21: extends at p_now session p_session, or (p_session NULL)
 -- every session of p_id, live (p_pro: _le_promoted_at()) and owned by a
 -- role p_caller is a member of, by p_ttl or its stored ttl (recheck_at as
@@ -1519,43 +1495,39 @@ SET enable_seqscan = off
 SET jit = off
 AS $fn$
 DECLARE
+    v_own uuid[];
     v_done uuid[];
 BEGIN
+    -- the sessions to extend, locked (the one asked for, through its
+    -- primary key; or the id's), then written in one statement
     IF p_session IS NOT NULL THEN
-        WITH renewed AS (
-            UPDATE @extschema@.leaderlock_sessions x
-               SET renewed_at = p_now,
-                   expires_at = p_now + coalesce(p_ttl, x.ttl),
-                   ttl = coalesce(p_ttl, x.ttl),
-                   recheck_at = CASE
-                       WHEN x.recheck_at <= p_now + coalesce(p_ttl, x.ttl)
-                        AND x.recheck_at >= p_now + coalesce(p_ttl, x.ttl) / 2.0::float8 THEN x.recheck_at
-                       ELSE p_now + coalesce(p_ttl, x.ttl) END
-              FROM (SELECT s.session FROM @extschema@.leaderlock_sessions s
-                     WHERE s.session = p_session AND GREATEST(s.expires_at, p_pro + s.ttl) > p_now
-                       AND pg_has_role(p_caller, s.owner, 'MEMBER'::text)
-                       FOR NO KEY UPDATE SKIP LOCKED) own
-             WHERE x.session = own.session AND GREATEST(x.expires_at, p_pro + x.ttl) > p_now
-            RETURNING x.session)
-        SELECT array_agg(r.session) INTO v_done FROM renewed r;
+        SELECT array_agg(o.session) INTO v_own
+          FROM (SELECT s.session FROM @extschema@.leaderlock_sessions s
+                 WHERE s.session = p_session AND GREATEST(s.expires_at, p_pro + s.ttl) > p_now
+                   AND pg_has_role(p_caller, s.owner, 'MEMBER'::text)
+                   FOR NO KEY UPDATE SKIP LOCKED) o;
     ELSE
-        WITH renewed AS (
-            UPDATE @extschema@.leaderlock_sessions x
-               SET renewed_at = p_now,
-                   expires_at = p_now + coalesce(p_ttl, x.ttl),
-                   ttl = coalesce(p_ttl, x.ttl),
-                   recheck_at = CASE
-                       WHEN x.recheck_at <= p_now + coalesce(p_ttl, x.ttl)
-                        AND x.recheck_at >= p_now + coalesce(p_ttl, x.ttl) / 2.0::float8 THEN x.recheck_at
-                       ELSE p_now + coalesce(p_ttl, x.ttl) END
-              FROM (SELECT s.session FROM @extschema@.leaderlock_sessions s
-                     WHERE s.id = p_id AND GREATEST(s.expires_at, p_pro + s.ttl) > p_now
-                       AND pg_has_role(p_caller, s.owner, 'MEMBER'::text)
-                       FOR NO KEY UPDATE SKIP LOCKED) own
-             WHERE x.session = own.session AND GREATEST(x.expires_at, p_pro + x.ttl) > p_now
-            RETURNING x.session)
-        SELECT array_agg(r.session) INTO v_done FROM renewed r;
+        SELECT array_agg(o.session) INTO v_own
+          FROM (SELECT s.session FROM @extschema@.leaderlock_sessions s
+                 WHERE s.id = p_id AND GREATEST(s.expires_at, p_pro + s.ttl) > p_now
+                   AND pg_has_role(p_caller, s.owner, 'MEMBER'::text)
+                   FOR NO KEY UPDATE SKIP LOCKED) o;
     END IF;
+    IF v_own IS NULL THEN
+        RETURN '{}'::uuid[];
+    END IF;
+    WITH renewed AS (
+        UPDATE @extschema@.leaderlock_sessions x
+           SET renewed_at = p_now,
+               expires_at = p_now + coalesce(p_ttl, x.ttl),
+               ttl = coalesce(p_ttl, x.ttl),
+               recheck_at = CASE
+                   WHEN x.recheck_at <= p_now + coalesce(p_ttl, x.ttl)
+                    AND x.recheck_at >= p_now + coalesce(p_ttl, x.ttl) / 2.0::float8 THEN x.recheck_at
+                   ELSE p_now + coalesce(p_ttl, x.ttl) END
+         WHERE x.session = ANY (v_own) AND GREATEST(x.expires_at, p_pro + x.ttl) > p_now
+        RETURNING x.session)
+    SELECT array_agg(r.session) INTO v_done FROM renewed r;
     IF v_done IS NOT NULL THEN
         PERFORM @extschema@._le_durable();
     END IF;
@@ -1612,17 +1584,19 @@ BEGIN
         SELECT count(*) INTO v_all FROM @extschema@.leaderlock l
          WHERE l.session = p_session AND l.holder IS NOT NULL;
     END IF;
+    -- read after the locks, as a release does
     t := clock_timestamp();
-    v_lasts := coalesce(s.lasts, '-infinity'::timestamptz);
+    -- stored and announced: a released key's expiry is its release; an
+    -- expired one's, when its session lapsed (now at the latest)
+    v_lasts := CASE WHEN p_closed THEN t ELSE LEAST(coalesce(s.lasts, '-infinity'::timestamptz), t) END;
     IF v_keys IS NOT NULL THEN
         UPDATE @extschema@.leaderlock l
            SET holder = NULL, value = CASE WHEN s.keep_values THEN l.value END, owner = NULL,
-               session_pid = NULL, session_start = NULL,
-               expires_at = CASE WHEN p_closed THEN t ELSE v_lasts END,
+               session_pid = NULL, session_start = NULL, expires_at = v_lasts,
                releases = l.releases + CASE WHEN p_closed THEN 1 ELSE 0 END,
                expiries = l.expiries + CASE WHEN p_closed THEN 0 ELSE 1 END,
                delayed_until = CASE WHEN NOT p_closed AND s.lock_delay > interval '0'
-                                    THEN t + s.lock_delay ELSE l.delayed_until END,
+                                    THEN t + s.lock_delay END,
                changed_at = t
          WHERE l.key = ANY (v_keys);
         PERFORM @extschema@._le_durable();
@@ -2007,7 +1981,7 @@ DECLARE
     t timestamptz;
     v_term bigint;
     v_expires timestamptz;
-    v_announced timestamptz;
+    v_session_end timestamptz;   -- under a session: its end (stored: infinity), as announced
     v_pro timestamptz;
     old_lock_timeout text;
 BEGIN
@@ -2032,6 +2006,28 @@ BEGIN
     -- leases last at least until then + their ttl.
     PERFORM @extschema@._le_failover_record();
     v_pro := @extschema@._le_promoted_at();
+
+    -- Contract 21: under a session only while it is live and owned by a
+    -- role the caller is a member of (else 'ended': le_acquire_in stops
+    -- waiting); its row key-share-locked until the transaction (or
+    -- le_acquire's look) ends, so that it cannot end meanwhile (its close
+    -- waits, its renewals do not); a session being ended counts as ended
+    -- (never waiting). Its id and ttl are the acquisition's; a waiter
+    -- looks again by its end at the latest.
+    IF p_session IS NOT NULL THEN
+        SELECT x.id, x.ttl, GREATEST(x.expires_at, v_pro + x.ttl) AS lasts INTO sess
+          FROM @extschema@.leaderlock_sessions x
+         WHERE x.session = p_session AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
+           AND pg_has_role(p_caller, x.owner, 'MEMBER'::text)
+           FOR KEY SHARE SKIP LOCKED;
+        IF NOT FOUND THEN
+            o_outcome := 'ended';
+            RETURN;
+        END IF;
+        p_id := sess.id;
+        p_ttl := sess.ttl;
+        v_session_end := sess.lasts;
+    END IF;
 
     -- Read without locking first: a rival that cannot win never locks the
     -- holder's row (the holder's renewals would fail meanwhile).
@@ -2067,23 +2063,8 @@ BEGIN
     -- anyone (its last holder included) until the delay ends.
     IF found_row AND seen.holder IS NULL AND seen.delayed_until > t THEN
         o_outcome := 'held';
-        o_until := seen.delayed_until;
+        o_until := LEAST(seen.delayed_until, v_session_end);
         RETURN;
-    END IF;
-
-    -- Contract 21: the session, live and owned by a role the caller is a
-    -- member of (else 'ended': le_acquire_in stops waiting); its id and ttl
-    -- are the acquisition's.
-    IF p_session IS NOT NULL THEN
-        SELECT x.id, x.ttl, GREATEST(x.expires_at, v_pro + x.ttl) AS lasts INTO sess
-          FROM @extschema@.leaderlock_sessions x
-         WHERE x.session = p_session AND pg_has_role(p_caller, x.owner, 'MEMBER'::text);
-        IF NOT coalesce(sess.lasts > clock_timestamp(), false) THEN
-            o_outcome := 'ended';
-            RETURN;
-        END IF;
-        p_id := sess.id;
-        p_ttl := sess.ttl;
     END IF;
 
     -- A key of many slots, or asked for (contract 17): its tenures are
@@ -2095,31 +2076,15 @@ BEGIN
                    seen.slots, coalesce(seen.holder IS NOT NULL AND seen.lasts > t, false), v_pro) a;
         IF many.o_outcome <> 'one' THEN
             o_outcome := many.o_outcome;
-            o_until := many.o_until;
+            o_until := LEAST(many.o_until, v_session_end);
             RETURN;
         END IF;
     END IF;
 
     IF found_row AND seen.holder IS NOT NULL AND seen.lasts > t AND NOT (seen.holder = p_id AND seen.owned) THEN
         o_outcome := 'held';
-        o_until := seen.lasts;
+        o_until := LEAST(seen.lasts, v_session_end);
         RETURN;
-    END IF;
-
-    -- Contract 21: the acquisition holds the session's row FOR KEY SHARE
-    -- (its close or end waits for this transaction; its renewals do not),
-    -- never waiting: a session being closed or ended counts as busy.
-    IF p_session IS NOT NULL THEN
-        SELECT GREATEST(x.expires_at, v_pro + x.ttl) AS lasts INTO sess
-          FROM @extschema@.leaderlock_sessions x
-         WHERE x.session = p_session AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
-           FOR KEY SHARE SKIP LOCKED;
-        IF NOT FOUND THEN
-            o_outcome := 'busy';
-            RETURN;
-        END IF;
-        -- stored: infinity; announced: the session's end
-        v_announced := sess.lasts;
     END IF;
 
     IF NOT found_row THEN
@@ -2156,11 +2121,22 @@ BEGIN
         END IF;
         PERFORM @extschema@._le_durable();
         PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
-                                         coalesce(v_announced, v_expires), p_value, NULL::boolean, NULL::integer);
+                                         coalesce(v_session_end, v_expires), p_value, NULL::boolean, NULL::integer);
         o_outcome := 'acquired';
         RETURN;
     END IF;
 
+    IF seen.holder IS NOT NULL AND seen.lasts > t AND p_session IS NOT NULL AND seen.session = p_session THEN
+        -- Ours, held under this very session, which is what lives: nothing
+        -- to extend (contract 21).
+        IF p_value IS NOT NULL THEN
+            UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
+            PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, seen.term, t, NULL::text,
+                                             NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
+        END IF;
+        o_outcome := 'acquired';
+        RETURN;
+    END IF;
     IF seen.holder IS NOT NULL AND seen.lasts > t THEN
         -- Ours: extend it as le_renew does (contract 21: into p_session, or
         -- out of sessions), in one statement that never waits; if that
@@ -2200,8 +2176,14 @@ BEGIN
 
         t := clock_timestamp();
         IF locked.holder IS NOT NULL AND locked.lasts > t THEN
-            -- Live and, by the lock's condition, ours: extend, same term.
-            v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint, true, p_session);
+            -- Live and, by the lock's condition, ours: extend, same term
+            -- (contract 21: moved into p_session or out of sessions; held
+            -- under p_session already: nothing to extend).
+            IF p_session IS NOT NULL AND locked.session = p_session THEN
+                v_term := locked.term;
+            ELSE
+                v_term := @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, NULL::bigint, true, p_session);
+            END IF;
             IF v_term IS NULL THEN
                 RAISE SQLSTATE 'LE0NL';
             END IF;
@@ -2229,6 +2211,7 @@ BEGIN
                acquired_at = t, renewed_at = t, expires_at = v_expires, ttl = p_ttl,
                recheck_at = v_expires, value = p_value, session_pid = NULL, session_start = NULL,
                owner = p_caller, tenures = l.tenures + 1, changed_at = t, session = p_session,
+               delayed_until = NULL,
                expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
          WHERE l.key = p_key
         RETURNING l.term INTO v_term;
@@ -2240,7 +2223,7 @@ BEGIN
                                              locked.lasts, NULL::jsonb, NULL::boolean, NULL::integer);
         END IF;
         PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, locked.holder,
-                                         coalesce(v_announced, v_expires), p_value, NULL::boolean, NULL::integer);
+                                         coalesce(v_session_end, v_expires), p_value, NULL::boolean, NULL::integer);
         o_outcome := 'acquired';
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         o_outcome := 'busy';
@@ -2271,13 +2254,12 @@ BEGIN
     IF @extschema@._le_extend(p_key, p_id, t, p_ttl, p_caller, p_term, false, NULL::uuid) IS NOT NULL THEN
         RETURN true;
     END IF;
-    -- Contract 21: a key p_id holds under a session (of p_term, owned by a
-    -- role p_caller is a member of) has no ttl of its own: its session is
-    -- renewed (live and the caller's), one row, the key's untouched.
+    -- Contract 21: a key p_id holds under a session (of p_term) has no ttl
+    -- of its own: its session is renewed (live and owned by a role p_caller
+    -- is a member of), one row, the key's untouched.
     SELECT l.session INTO v_session FROM @extschema@.leaderlock l
      WHERE l.key = p_key AND l.holder = p_id AND l.session IS NOT NULL
-       AND (p_term IS NULL OR l.term = p_term)
-       AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text));
+       AND (p_term IS NULL OR l.term = p_term);
     IF v_session IS NOT NULL THEN
         v_pro := @extschema@._le_promoted_at();
         RETURN cardinality(@extschema@._le_extend_sessions(v_session, NULL::text, t, p_ttl, p_caller, v_pro)) > 0;
@@ -2341,12 +2323,9 @@ BEGIN
             RAISE SQLSTATE 'LE0NL';  -- another tenure of p_id: the lock goes with the block
         END IF;
         t := clock_timestamp();
-        -- (contract 21: a session that keeps values keeps this key's)
         UPDATE @extschema@.leaderlock l
-           SET holder = NULL, expires_at = t,
-               value = CASE WHEN l.session IS NULL THEN NULL
-                            WHEN @extschema@._le_session_keeps_values(l.session) THEN l.value END,
-               session_pid = NULL, session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+           SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+               session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
          WHERE l.key = p_key;
         PERFORM @extschema@._le_durable();
         PERFORM @extschema@._le_announce('released'::text, p_key, p_id, v_term, t, NULL::text,
@@ -2506,7 +2485,7 @@ BEGIN
     END;
     BEGIN
         -- (contract 21: its keys held under sessions too, each with its
-        -- session's liveness; a session that keeps values keeps theirs)
+        -- session's liveness; the session goes on)
         SELECT array_agg(o.key) INTO v_keys
           FROM (SELECT l.key FROM @extschema@.leaderlock l
                  WHERE l.holder = p_id
@@ -2517,11 +2496,8 @@ BEGIN
         t := clock_timestamp();
         FOR r IN
             UPDATE @extschema@.leaderlock l
-               SET holder = NULL, expires_at = t,
-                   value = CASE WHEN l.session IS NULL THEN NULL
-                                WHEN @extschema@._le_session_keeps_values(l.session) THEN l.value END,
-                   session_pid = NULL, session_start = NULL, owner = NULL, releases = l.releases + 1,
-                   changed_at = t
+               SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+                   session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
              WHERE l.key = ANY (v_keys) AND l.holder = p_id
                AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
                         ELSE @extschema@._le_session_lasts(l.session, v_pro) END > t
@@ -2663,10 +2639,8 @@ BEGIN
     END IF;
     -- (contract 21: a key held under a session alone, the session going on)
     UPDATE @extschema@.leaderlock l
-       SET holder = NULL, expires_at = t,
-           value = CASE WHEN l.session IS NULL THEN NULL
-                        WHEN @extschema@._le_session_keeps_values(l.session) THEN l.value END,
-           session_pid = NULL, session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
+       SET holder = NULL, expires_at = t, value = NULL, session_pid = NULL,
+           session_start = NULL, owner = NULL, releases = l.releases + 1, changed_at = t
      WHERE l.key = p_key;
     PERFORM @extschema@._le_durable();
     PERFORM @extschema@._le_announce('released'::text, p_key, r.holder, r.term, t, NULL::text,
@@ -3324,7 +3298,7 @@ DECLARE
 BEGIN
     PERFORM @extschema@._le_name('id'::text, $1);
     v_ttl := @extschema@._le_ttl($2, true);
-    PERFORM @extschema@._le_session_bound($3, true);
+    PERFORM @extschema@._le_session_bound($3);
     v_lock_delay := @extschema@._le_lock_delay($4);
     PERFORM @extschema@._le_keep_values($5);
     RETURN @extschema@._le_open_session($1, v_ttl, v_lock_delay, $5, @extschema@._le_caller());

@@ -51,7 +51,7 @@ BEGIN
         -- the internals
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
-        '_le_session_bound(boolean, boolean)', '_le_session_arg(uuid)', '_le_keep_values(boolean)',
+        '_le_session_bound(boolean)', '_le_session_arg(uuid)', '_le_keep_values(boolean)',
         '_le_lock_delay(interval)', '_le_slots_in(integer)', '_le_priority(integer)',
         '_le_value(jsonb)', '_le_slots(integer)', '_le_escape_debug(text)',
         '_le_slots_differ(text, integer, integer)', '_le_due(timestamptz)',
@@ -62,7 +62,7 @@ BEGIN
         '_le_announce_run(text, text, timestamptz, text, bigint, timestamptz, timestamptz, integer, text)',
         '_le_durable()', '_le_timeline()', '_le_term_floor()', '_le_promoted_at()',
         '_le_failover_record()', '_le_unrestricted()',
-        '_le_session_lasts(uuid, timestamptz)', '_le_session_keeps_values(uuid)',
+        '_le_session_lasts(uuid, timestamptz)',
         '_le_extend(text, text, timestamptz, interval, oid, bigint, boolean, uuid)', '_le_lock_own(text, text, oid)',
         '_le_extend_slot(text, text, timestamptz, interval, oid, bigint)', '_le_lock_own_slot(text, text, oid)',
         '_le_end_stale_tenures(text, integer)',
@@ -87,7 +87,6 @@ BEGIN
         '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint)',
         -- (before sessions, contract 21)
-        '_le_session_bound(boolean)',
         '_le_announce(text, text, text, bigint, timestamptz, text, timestamptz, jsonb, boolean, integer)',
         '_le_extend(text, text, timestamptz, interval, oid, bigint)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)',

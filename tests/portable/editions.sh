@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Portable -> compiled -> portable on a live database, keeping every lease,
 # term, owner, value and counter, the tenures of a key of many slots
-# included (portable/to-compiled.sql and to-portable.sql), on a cluster with the compiled edition installed and
+# and the sessions of contract 21 (their keys, a lock-delay) included (portable/to-compiled.sql and to-portable.sql), on a cluster with the compiled edition installed and
 # preloaded (scripts/test.sh runs it on PostgreSQL 15 and 18 after the
 # package suite installed it). After the move to the compiled edition the
 # worker serves the database and the leases go on from their terms; after
@@ -40,12 +40,24 @@ RESET ROLE;
 SELECT le_try_acquire('e-sem', 's2', '1 hour', slots => 3);
 SELECT le_try_acquire('e-sem', 's3', '1 hour', slots => 3);
 SELECT le_release('e-sem', 's3');
+-- contract 21: a live session of another role keeping values, with two
+-- keys (one with a value), and a key vacated under a lock-delay
+SET ROLE ll_app;
+SELECT le_open_session('e-ses', '1 hour', keep_values => true) AS s \gset
+SELECT le_try_acquire_in(:'s', 'e-ses-1', '{"v": 1}'), le_try_acquire_in(:'s', 'e-ses-2');
+SELECT le_open_session('e-ses-d', '200 milliseconds', lock_delay => '1 hour') AS d \gset
+SELECT le_try_acquire_in(:'d', 'e-ses-d');
+RESET ROLE;
+SELECT pg_sleep(0.3);
+SELECT le_try_acquire('e-ses-d', 'x', '1 hour');   -- ends the lapsed session: the delay starts
 SQL
 snapshot() {
   q -c "SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, tenures, releases,
-               expiries, changed_at, slots FROM leaderlock ORDER BY key" \
+               expiries, changed_at, slots, session, delayed_until FROM leaderlock ORDER BY key" \
     -c "SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, releases,
-               expiries, changed_at FROM leaderlock_slots ORDER BY key, slot"
+               expiries, changed_at FROM leaderlock_slots ORDER BY key, slot" \
+    -c "SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, lock_delay, keep_values
+          FROM leaderlock_sessions ORDER BY session"
 }
 before=$(snapshot)
 
@@ -70,9 +82,14 @@ RESET ROLE;
 SELECT le_try_acquire('e-sem', 's4', '1 hour', slots => 3);   -- the vacated slot 3, term 4
 SELECT le_try_acquire('e-sem', 's5', '1 hour', slots => 3);   -- every slot live
 SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'e-sem';
+SET ROLE ll_app;
+SELECT le_renew_session(session), le_assert_leader('e-ses-1', 'e-ses') FROM leaderlock_sessions WHERE id = 'e-ses';
+RESET ROLE;
+SELECT le_try_acquire('e-ses-d', 'y', '1 hour'),
+       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes' FROM leaderlock WHERE key = 'e-ses-d');   -- the lock-delay goes on
 SQL
 )
-[ "$got" = $'t\nt\n3\nf\nt\nt\nf\ns1:1 s2:2 s4:4' ] || fail "after to-compiled: $got"
+[ "$got" = $'t\nt\n3\nf\nt\nt\nf\ns1:1 s2:2 s4:4\nt|1\nf|t' ] || fail "after to-compiled: $got"
 log "portable -> compiled: $(echo "$before" | wc -l) rows identical, the worker serves the database, terms go on"
 
 # and back
@@ -93,7 +110,14 @@ RESET ROLE;
 SELECT le_release('e-sem', 's4');
 SELECT le_try_acquire('e-sem', 's6', '1 hour', slots => 3);   -- term 5
 SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'e-sem';
+SET ROLE ll_app;
+SELECT le_renew_session(session), le_assert_leader('e-ses-2', 'e-ses'), le_close_session(session)
+  FROM leaderlock_sessions WHERE id = 'e-ses';
+RESET ROLE;
+SELECT le_try_acquire('e-ses-d', 'y', '1 hour'),
+       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes' FROM leaderlock WHERE key = 'e-ses-d');   -- the lock-delay goes on
+SELECT value FROM leaderlock WHERE key = 'e-ses-1';  -- kept by the closed session
 SQL
 )
-[ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5' ] || fail "after to-portable: $got"
+[ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5\nt|1|t\nf|t\n{"v": 1}' ] || fail "after to-portable: $got"
 log "compiled -> portable: $(echo "$before" | wc -l) rows identical, terms go on"

@@ -2,8 +2,9 @@
 # Portable -> portable: portable/reinstall.sql keeps every lease, term and
 # counter (live, vacant, lapsed leases, values, owners; the tenures of a key
 # of many slots, live, lapsed and vacant, in leaderlock_slots; scheduled
-# runs, live, finished and missed, and their job's term, contract 22), and
-# the functions go on from there. Usage: migrate.sh PSQL CONNINFO REPO
+# runs, live, finished and missed, and their job's term, contract 22;
+# sessions, their keys and a lock-delay, contract 21), and the functions go
+# on from there. Usage: migrate.sh PSQL CONNINFO REPO
 set -euo pipefail
 PSQL=$1 CONN=$2 REPO=$3
 q() { "$PSQL" -X -q -v ON_ERROR_STOP=1 "$CONN" "$@"; }
@@ -36,12 +37,23 @@ RESET ROLE;
 SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '2 minutes', 'r2', '1 hour');
 SELECT le_finish_run('m-job', :'now0'::timestamptz - interval '2 minutes', 'r2', 2, true, 'done');
 SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '3 minutes', 'r3', '1 hour', '1 second');
+-- contract 21: a live session of another role keeping values, with two
+-- keys (one with a value), and a key vacated under a lock-delay
+SET ROLE ll_mig_app;
+SELECT le_open_session('m-ses', '1 hour', keep_values => true) AS ms \gset
+SELECT le_try_acquire_in(:'ms', 'm-ses-1', '{"v": 1}'), le_try_acquire_in(:'ms', 'm-ses-2');
+SELECT le_open_session('m-ses-d', '200 milliseconds', lock_delay => '1 hour') AS md \gset
+SELECT le_try_acquire_in(:'md', 'm-ses-d');
+RESET ROLE;
+SELECT pg_sleep(0.3);
+SELECT le_try_acquire('m-ses-d', 'x', '1 hour');   -- ends the lapsed session: the delay starts
 SQL
 snapshot() {
   q -At -c "SELECT row(l.*)::text FROM leaderlock l ORDER BY key" -c "SELECT row(f.*)::text FROM leaderlock_failover f" \
         -c "SELECT row(s.*)::text FROM leaderlock_slots s ORDER BY key, slot" \
         -c "SELECT row(j.*)::text FROM leaderlock_jobs j ORDER BY job" \
-        -c "SELECT row(r.*)::text FROM leaderlock_runs r ORDER BY job, due"
+        -c "SELECT row(r.*)::text FROM leaderlock_runs r ORDER BY job, due" \
+        -c "SELECT row(x.*)::text FROM leaderlock_sessions x ORDER BY session"
 }
 before=$(snapshot)
 (cd "$REPO/portable" && q -f reinstall.sql) | sed 's/^/  /'
@@ -97,11 +109,24 @@ SET ROLE ll_mig_app;
 SELECT le_renew_run('m-job', (SELECT due FROM leaderlock_runs WHERE holder = 'r1'), 'r1', NULL, 1);  -- its owner may
 RESET ROLE;
 SELECT le_claim_run('m-job', date_trunc('second', le_now()), 'r4', '1 hour');  -- the job's next term, 3
+SET ROLE ll_mig_other;
+SELECT le_renew_session((SELECT session FROM leaderlock_sessions WHERE id = 'm-ses'));  -- another role may not
+RESET ROLE;
+SET ROLE ll_mig_app;
+SELECT le_renew_session((SELECT session FROM leaderlock_sessions WHERE id = 'm-ses')),  -- its owner may
+       le_assert_leader('m-ses-2', 'm-ses');                                             -- held under it: term 1
+RESET ROLE;
+SELECT le_try_acquire('m-ses-d', 'y', '1 hour'),
+       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes' FROM leaderlock WHERE key = 'm-ses-d');                                         -- the lock-delay goes on
+SET ROLE ll_mig_app;
+SELECT le_close_session((SELECT session FROM leaderlock_sessions WHERE id = 'm-ses'));
+RESET ROLE;
+SELECT value FROM leaderlock WHERE key = 'm-ses-1';                                      -- kept by the session
 DROP ROLE ll_mig_other;
 SQL
 )
-expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3'
+expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3\nf\nt|1\nf|t\nt\n{"v": 1}'
 if [ "$out" != "$expected" ]; then
   echo "  FAIL: after the reinstall got:"; echo "$out"; exit 1
 fi
-echo "  ok: owners, terms and counters go on after the reinstall"
+echo "  ok: owners, terms, counters and sessions go on after the reinstall"

@@ -3,7 +3,7 @@
 -- leases vacated by the next call (and left alone by le_renew_all and
 -- le_release_all), ttls stored as hours, durability, and the role checks
 -- of the SECURITY DEFINER writers; the same for keys of many slots
--- (contract 17) at the end.
+-- (contract 17) and sessions (contract 21) at the end.
 SELECT le_capabilities();
 SELECT le_worker_running(), count(*) AS database_stats_rows FROM leaderlock_database_stats;
 
@@ -99,7 +99,7 @@ CREATE ROLE ll_p_app;
 CREATE ROLE ll_p_other;
 SET ROLE ll_p_app;
 SELECT le_try_acquire('p-owned', 'me', '1 hour');
-SELECT _le_extend('p-owned', 'me', clock_timestamp(), '1 hour', 'll_p_app'::regrole, NULL);
+SELECT _le_extend('p-owned', 'me', clock_timestamp(), '1 hour', 'll_p_app'::regrole, NULL, true, NULL);
 SELECT _le_failover_record();
 RESET ROLE;
 -- An entry point called directly cannot claim a role the session is not a
@@ -569,3 +569,132 @@ SELECT le_expire_lapsed() >= 0 AS swept;
 SELECT holder, state FROM leaderlock_status WHERE key = 'p-sem-prom' ORDER BY slot;
 SELECT le_renew('p-sem-prom', 'h') AS holder_renews, le_release('p-sem-prom', 'h') AS holder_releases,
        le_release('p-sem-prom', 'r') AS rival_releases;
+
+-- Contract 21, sessions. session_bound => true needs the compiled edition,
+-- as for leases (compiled without a worker: 55000); priorities are the
+-- compiled edition's only (contract 18).
+SELECT le_open_session('p-ses', '1 hour', session_bound => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_acquire_in(gen_random_uuid(), 'p-ses-k', '0', priority => 1);
+\echo :LAST_ERROR_SQLSTATE
+-- The compiled edition's table and indexes, with CHECK constraints as
+-- leaderlock's (refusing bad rows from the owner too).
+SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'leaderlock_sessions'
+ ORDER BY indexname;
+SELECT conname FROM pg_constraint WHERE conrelid = 'leaderlock_sessions'::regclass AND contype = 'c' ORDER BY 1;
+INSERT INTO leaderlock_sessions (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at,
+                                 lock_delay, keep_values)
+VALUES ('00000000-0000-0000-0000-000000000001', '', 10, '1 min', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00',
+        '2000-01-01 00:01:00+00', '2000-01-01 00:01:00+00', '0', false);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_sessions (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at,
+                                 lock_delay, keep_values)
+VALUES ('00000000-0000-0000-0000-000000000001', 'x', 10, '0', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00',
+        '2000-01-01 00:01:00+00', '2000-01-01 00:01:00+00', '0', false);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_sessions (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at,
+                                 lock_delay, keep_values)
+VALUES ('00000000-0000-0000-0000-000000000001', 'x', 10, '1 min', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00',
+        '2000-01-01 00:01:00+00', '2000-01-01 00:01:00+00', '-1 s', false);
+\echo :LAST_ERROR_SQLSTATE
+-- The session internals are closed to direct calls; the entry points
+-- check every argument and the role they act for themselves (H1, N1).
+CREATE ROLE ll_p_ses_a;
+CREATE ROLE ll_p_ses_b;
+SET ROLE ll_p_ses_a;
+SELECT le_open_session('p-ses', '1 hour') AS ps \gset
+SELECT le_try_acquire_in(:'ps', 'p-ses-1') AS acquired;
+SELECT _le_extend_sessions(:'ps', NULL, clock_timestamp(), '1 hour', 'll_p_ses_a'::regrole, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_end_session(:'ps', true, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_end_lapsed_key('p-ses-1', NULL);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE ll_p_ses_b;
+SELECT _le_open_session('p-ses', '1 hour', '0', false, 'll_p_ses_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew_session(:'ps', NULL, 'll_p_ses_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_close_session(:'ps', 'll_p_ses_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-ses-2', NULL, NULL, NULL, 'll_p_ses_a'::regrole, NULL, 1, :'ps');
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_open_session('p-ses', '1 hour', NULL, false, 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_open_session('p-ses', '1 hour', '-1 second', false, 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_open_session('p-ses', '1 hour', '0', NULL, 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_open_session('', '1 hour', '0', false, 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew_session(NULL, NULL, 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_renew_session(:'ps', '0', 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_close_session(NULL, 'll_p_ses_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_attempt('p-ses-2', NULL, NULL, NULL, 'll_p_ses_b'::regrole, NULL, 2, :'ps');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS sessions_of_b FROM leaderlock_sessions WHERE owner = 'll_p_ses_b'::regrole;
+SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'p-ses-%' ORDER BY key;
+-- M3 for sessions: refused calls on a lapsed session (renew it, close it,
+-- acquire under it, renew or release one of its keys) write and lock
+-- nothing; the next acquisition of one of its keys ends the whole session
+-- first (each key announced, lock-delay from then), and a waiting
+-- le_acquire takes the key once the delay is over.
+SET ROLE ll_p_ses_a;
+SELECT le_open_session('p-ses-l', '200 milliseconds', lock_delay => '300 milliseconds') AS pl \gset
+SELECT le_try_acquire_in(:'pl', 'p-ses-l1') AS l1, le_try_acquire_in(:'pl', 'p-ses-l2') AS l2;
+SELECT pg_sleep(0.3);
+BEGIN;
+SELECT le_renew_session(:'pl') AS renewed, le_close_session(:'pl') AS closed,
+       le_try_acquire_in(:'pl', 'p-ses-l3') AS acquired, le_renew('p-ses-l1', 'p-ses-l') AS key_renewed,
+       le_release('p-ses-l1', 'p-ses-l') AS key_released, le_renew_all('p-ses-l') AS renewed_all;
+SELECT (SELECT count(*) FROM leaderlock_sessions
+         WHERE session = :'pl'
+           AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296))
+     + (SELECT count(*) FROM leaderlock
+         WHERE key LIKE 'p-ses-l%'
+           AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296))
+       AS rows_written_or_locked;
+COMMIT;
+SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'p-ses-l%' ORDER BY key;
+SELECT clock_timestamp() AS t0 \gset
+SELECT le_acquire('p-ses-l2', 'p-taker', '1 minute', '5 seconds') AS taken_after_the_lock_delay;
+SELECT clock_timestamp() - :'t0'::timestamptz >= interval '250 milliseconds' AS waited_for_the_delay;
+SELECT key, holder, term, state, expiries FROM leaderlock_status JOIN leaderlock_stats USING (key)
+ WHERE key LIKE 'p-ses-l%' ORDER BY key;
+SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'pl';
+RESET ROLE;
+-- M2 for sessions: after a promotion (simulated), a session held across it
+-- lasts at least until the promotion + its ttl (its keys too, in
+-- leaderlock_status), without its row being rewritten or locked by a
+-- rival's open transaction; once its raw expires_at has passed, no
+-- candidate takes its key and le_expire_lapsed leaves it alone; its holder
+-- renews it.
+SELECT le_open_session('p-ses-p', '1 second') AS pp \gset
+SELECT le_try_acquire_in(:'pp', 'p-ses-prom') AS acquired;
+SELECT pg_sleep(0.9);
+UPDATE leaderlock_failover SET timeline = 0, changed_at = NULL;
+BEGIN;
+SELECT le_try_acquire('p-ses-prom', 'r', '1 minute') AS rival_refused;
+SELECT count(*) AS session_row_written_or_locked FROM leaderlock_sessions
+ WHERE session = :'pp'
+   AND (xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text
+        OR xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text);
+SELECT s.expires_at >= f.changed_at + interval '1 second' AS outlasts_promotion, s.state
+  FROM leaderlock_status s, leaderlock_failover f WHERE s.key = 'p-ses-prom';
+COMMIT;
+SELECT pg_sleep(0.2);
+SELECT (SELECT expires_at < clock_timestamp() FROM leaderlock_sessions WHERE session = :'pp') AS raw_expiry_passed,
+       le_try_acquire('p-ses-prom', 'x', '1 minute') AS x_refused;
+SELECT le_expire_lapsed() >= 0 AS swept;
+SELECT holder, state FROM leaderlock_status WHERE key = 'p-ses-prom';
+SELECT le_renew_session(:'pp') AS holder_renews, le_close_session(:'pp') AS holder_closes;
+SELECT le_close_session(:'ps') AS closed;
+DROP ROLE ll_p_ses_a;
+DROP ROLE ll_p_ses_b;
