@@ -200,7 +200,7 @@ fn le_renew_session(
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let session = input::session(session);
     let ttl = input::optional_ttl(ttl);
-    let renewed = session_leases::renew(session, ttl);
+    let renewed = session_leases::renew(session, ttl, false);
     databases::count(if renewed {
         databases::Counter::Renewed
     } else {

@@ -165,26 +165,6 @@ pub fn acquire_in(session: Uuid, key: &str, wait: Option<i64>, claim: Claim<'_>)
     }
 }
 
-/// Contract 21: where no worker serves the database, a waiting le_acquire
-/// ends the lapsed session its key is held under (all its keys, each
-/// announced) before each look, in its own transaction: the looks roll
-/// back. (Where a worker runs, it ends the session when it lapses and wakes
-/// the waiters; a waiter that ended it would keep all its keys locked while
-/// it sleeps.) le_try_acquire does so in its look (`look`).
-fn settle_for_waiter(key: &str) {
-    if !schema_version::has_slots() || databases::worker_serves_this_database() {
-        return;
-    }
-    let seen = plans::run(
-        schema_version::read_lease(),
-        &[key.into(), caller().into()],
-        first_lease,
-    );
-    if let Some(lease) = seen {
-        end_lapsed_session(&lease, now());
-    }
-}
-
 /// Ends the session `lease` is held under if it lapsed by `now`.
 fn end_lapsed_session(lease: &Lease, now: i64) {
     if let (Some(session), Some(_)) = (lease.session, &lease.holder) {
@@ -276,7 +256,6 @@ fn grantable(ttl: Ttl, claim: Claim<'_>) -> Option<candidates::Grantable> {
 fn wait_for_lease(key: &str, id: &str, ttl: Ttl, deadline: i64, claim: Claim<'_>) -> bool {
     let mut busy_ms = BUSY_RETRY_MS;
     loop {
-        settle_for_waiter(key);
         let seen = waiters::wakes(key);
         let reserved = candidates::reserved();
         // Each look in a subtransaction, rolled back unless it acquired:
@@ -361,12 +340,19 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         first_lease,
     );
     let read_at = now();
-    if deadline.is_none() {
-        // le_try_acquire: a key of a lapsed session, its session ended
-        // first, as a takeover vacates a lapsed lease (the lock below finds
-        // it vacant).
-        if let Some(lease) = &seen {
-            end_lapsed_session(lease, read_at);
+    if let Some(lease) = &seen {
+        // A key of a lapsed session: its session ended first (all its keys),
+        // as a takeover vacates a lapsed lease; the lock below finds it
+        // vacant. (In le_acquire's look, only if the look acquires: it rolls
+        // back otherwise, and the lock-delay counts from the session's
+        // expiry, whoever ends it.)
+        end_lapsed_session(lease, read_at);
+        // Contract 21: vacant with a lock-delay running: nobody takes it
+        // yet, whatever the slots asked.
+        if lease.holder.is_none() {
+            if let Some(until) = lease.delayed_until.filter(|d| *d > read_at) {
+                return Attempt::HeldUntil(until);
+            }
         }
     }
     let own_live = seen
@@ -408,10 +394,10 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
                 return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
             }
             if lease.session.is_some() || claim.session.is_some() {
-                if lease.session == claim.session.map(|s| s.session) {
+                if lease.session == claim.session.map(|s| s.session) && claim.value.is_none() {
                     // Held under this very session, which is what lives:
-                    // nothing to extend.
-                    proclaim_extended(key, id, lease.term, read_at, claim.value);
+                    // nothing to extend. (A value is set under the lock
+                    // below, which never waits.)
                     return Attempt::Acquired;
                 }
                 // Into another session or out of one: under the lock below.
@@ -435,13 +421,6 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
                     return Attempt::Acquired;
                 }
             }
-        }
-        // Contract 21: vacant with a lock-delay running (a session of its
-        // last holder expired or lost its connection): nobody takes it yet.
-        Some(lease)
-            if lease.delayed_until.is_some_and(|d| d > read_at) && lease.holder.is_none() =>
-        {
-            return Attempt::HeldUntil(lease.delayed_until.unwrap_or(read_at));
         }
         Some(_) => {}
     }
@@ -491,6 +470,12 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
         // A lock-delay began since our read: the next look waits for it.
         return None;
     }
+    if lease.session.is_some() && lease.holder.is_some() {
+        // Ours, under a session that lapsed and is not ended yet (its row
+        // locked by another transaction): its lock-delay, if any, starts
+        // when it ends; until then the key is the session's.
+        return None;
+    }
 
     // Vacant or lapsed: a new tenure, once held leases outlast a failover.
     if !failover::ready_for_new_tenures() {
@@ -532,12 +517,15 @@ fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
     let session = claim
         .session
         .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into());
+    let (pid, started) = binding(claim);
     let args = [
         key.into(),
         session,
         ts(stored).into(),
         ttl.as_interval().into(),
         ts(now).into(),
+        pid,
+        started,
     ];
     let term = plans::run(queries::REBIND, &args, |t| {
         t.first()
@@ -548,6 +536,20 @@ fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
     worker_wakeup::expiry_written(stored);
     failover::commit_durably();
     term
+}
+
+/// The session binding (contract 10) a claim asks for: this backend's pid
+/// and start, or NULLs.
+fn binding(claim: Claim<'_>) -> (DatumWithOid<'static>, DatumWithOid<'static>) {
+    if claim.session_bound {
+        let s = sessions::this_session();
+        (s.pid.into(), ts(s.started).into())
+    } else {
+        (
+            DatumWithOid::null::<i32>(),
+            DatumWithOid::null::<TimestampWithTimeZone>(),
+        )
+    }
 }
 
 /// Starts a tenure on the locked row (`queries::START_TERM`); its term.
@@ -571,15 +573,7 @@ fn tenure_args<'a>(
     claim: Claim<'a>,
     owner: pg_sys::Oid,
 ) -> [DatumWithOid<'a>; 11] {
-    let (pid, started) = if claim.session_bound {
-        let s = sessions::this_session();
-        (s.pid.into(), ts(s.started).into())
-    } else {
-        (
-            DatumWithOid::null::<i32>(),
-            DatumWithOid::null::<TimestampWithTimeZone>(),
-        )
-    };
+    let (pid, started) = binding(claim);
     [
         key.into(),
         id.into(),

@@ -382,6 +382,7 @@ statements! {
     /// delays no holder. Returns the lapsed holder, if any, and the slots.
     LOCK_KEY_HEAD = concat!("SELECT holder, slots FROM @extschema@.leaderlock \
          WHERE key = $1 AND ", not_live!("@extschema@.le_now()"), " \
+           AND (delayed_until IS NULL OR delayed_until <= @extschema@.le_now()) \
          FOR NO KEY UPDATE SKIP LOCKED");
 
     /// A brand-new key of `$4` slots: its row holds no holder and the first
@@ -1003,11 +1004,30 @@ statements! {
          VALUES (pg_catalog.gen_random_uuid(), $1, $2::oid, $3, $4, $4, $5, $5, $6, $7, $8, $9) \
       RETURNING session";
 
-    /// Extend session `$1`, live at `$2`, by `$3` or its own ttl, in one
-    /// statement that never waits and locks the row only if the caller `$4`
-    /// may act as its owner (recheck_at as `renewal!` says: HOT). One row,
-    /// however many keys are held under it. Returns the new expiry.
+    /// Extend session `$1`, live now, by `$3` or its own ttl from `$2` (read
+    /// at the call: a renewal that waited is backdated, never extended),
+    /// only if the caller `$4` may act as its owner (recheck_at as
+    /// `renewal!` says: HOT). One row, however many keys are held under it.
+    /// Waits for a transaction that holds the row: only its owner's own
+    /// calls and the end of a lapsed session lock it (a rival's never do),
+    /// and liveness is decided on the row as it is then (`le_now()`, read
+    /// again after the wait): an ended session is never renewed. Returns
+    /// the new expiry.
     RENEW_SESSION = concat!(
+        "UPDATE @extschema@.leaderlock_sessions SET ",
+        renewal!("$2", "coalesce($3, ttl)"),
+        ", ttl = coalesce($3, ttl) \
+          WHERE session = $1 AND expires_at > @extschema@.le_now() AND ",
+        owned_by!("$4"),
+        " RETURNING expires_at"
+    );
+
+    /// `RENEW_SESSION` for le_renew of a key held under the session, which
+    /// never waits (contract 3.2): the sub-select locks the row only if the
+    /// caller `$4` may act as its owner, and yields nothing, without
+    /// waiting, while another transaction holds it (the owner's own other
+    /// renewal, or an end). Returns the new expiry.
+    RENEW_SESSION_NOWAIT = concat!(
         "UPDATE @extschema@.leaderlock_sessions SET ",
         renewal!("$2", "coalesce($3, ttl)"),
         ", ttl = coalesce($3, ttl) \
@@ -1055,7 +1075,7 @@ statements! {
     LOCK_LAPSED_SESSION = "SELECT session, lock_delay, keep_values, expires_at \
            FROM @extschema@.leaderlock_sessions \
           WHERE session = $1 AND expires_at <= $2 \
-          FOR UPDATE SKIP LOCKED";
+          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// Worker: lock up to `$2` sessions lapsed at `$1`, skipping rows other
     /// transactions hold, as `LOCK_LAPSED_SESSION` returns them.
@@ -1064,14 +1084,14 @@ statements! {
           WHERE recheck_at <= $1 AND expires_at <= $1 \
           ORDER BY recheck_at \
           LIMIT $2 \
-          FOR UPDATE SKIP LOCKED";
+          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// Worker (contract 10): lock the sessions bound to the backend of pid
     /// `$1` started at `$2`, which ended, as `LOCK_LAPSED_SESSION` returns them.
     LOCK_BOUND_SESSIONS = "SELECT session, lock_delay, keep_values, expires_at \
            FROM @extschema@.leaderlock_sessions \
           WHERE session_pid = $1 AND session_start = $2 \
-          FOR UPDATE SKIP LOCKED";
+          FOR NO KEY UPDATE SKIP LOCKED";
 
     /// Worker: lock up to `$1` sessions bound to backends that no longer
     /// exist (after `FRESH_ACTIVITY` in the same transaction: a session
@@ -1082,7 +1102,7 @@ statements! {
             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(s.session_pid) a \
                              WHERE a.backend_start = s.session_start) \
           LIMIT $1 \
-          FOR UPDATE OF s SKIP LOCKED";
+          FOR NO KEY UPDATE OF s SKIP LOCKED";
 
     /// The held keys of session `$1` (its row locked), locked, skipping rows
     /// other transactions hold: key, holder, term.
@@ -1113,6 +1133,22 @@ statements! {
 
     /// An ended session's row, once none of its keys is held.
     DELETE_SESSION = "DELETE FROM @extschema@.leaderlock_sessions WHERE session = $1";
+
+    /// Lock session `$1` to delete it, skipping it while another transaction
+    /// holds it (an acquisition under it in flight holds it key-share
+    /// locked: after this lock, none is, and none can start).
+    LOCK_SESSION_TO_DELETE = "SELECT true FROM @extschema@.leaderlock_sessions \
+          WHERE session = $1 FOR UPDATE SKIP LOCKED";
+
+    /// Session `$1` ended at `$2` but keeps its row (a key still held under
+    /// it, locked by another transaction, or not visible to this
+    /// transaction's snapshot): lapsed from now, so that nothing renews it
+    /// or acquires under it, and the worker ends it again; `$3`: closed (no
+    /// lock-delay for what is left).
+    MARK_ENDED = "UPDATE @extschema@.leaderlock_sessions \
+            SET expires_at = least(expires_at, $2), recheck_at = least(recheck_at, $2), \
+                lock_delay = CASE WHEN $3 THEN '0'::interval ELSE lock_delay END \
+          WHERE session = $1";
 
     /// The session under which `$2` holds key `$1` (in term `$3`, or any).
     SESSION_OF_KEY = concat!(
@@ -1160,9 +1196,12 @@ statements! {
 
     /// The holder moves its live lease `$1`, its row locked, into session
     /// `$2` (expires_at `$3`: infinity) or out of sessions (`$2` NULL,
-    /// expires_at `$3` = now + ttl); ttl `$4`, renewed at `$5`. Same term.
+    /// expires_at `$3` = now + ttl); ttl `$4`, renewed at `$5`; bound to
+    /// the backend of pid `$6` started at `$7` from now on (contract 10), or
+    /// to none (NULL). Same term.
     REBIND = "UPDATE @extschema@.leaderlock \
-            SET session = $2::uuid, expires_at = $3, recheck_at = $3, ttl = $4, renewed_at = $5 \
+            SET session = $2::uuid, expires_at = $3, recheck_at = $3, ttl = $4, renewed_at = $5, \
+                session_pid = $6, session_start = $7 \
           WHERE key = $1 \
       RETURNING term";
 

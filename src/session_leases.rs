@@ -11,9 +11,13 @@
 //! next acquisition of one of its keys.
 //!
 //! An acquisition under a session key-share-locks the session's row until
-//! it commits. An end deletes that row, so it waits for acquisitions in
-//! flight (le_close_session) or skips the session until they are done (the
-//! worker): no key is left naming a session that ended.
+//! it commits. An end locks the row against renewals only (an acquisition
+//! in flight goes on, and a key it adds is ended with the others or at the
+//! next look), vacates the keys, and deletes the row only once no key is
+//! held under it, with the row locked against acquisitions and at READ
+//! COMMITTED (a snapshot older than an acquisition would miss its key):
+//! until then the row stays, lapsed, and the worker ends the session again.
+//! So no key ever names a session whose row is gone.
 
 use crate::call;
 use crate::clock::{micros, now, ts};
@@ -78,16 +82,24 @@ pub fn open(id: &str, options: &Options) -> Uuid {
 }
 
 /// Contract 21: extends the caller's live session by `ttl` (its own when
-/// None): one row, never waiting. False when it is not the caller's live
-/// session, or another transaction holds its row.
-pub fn renew(session: Uuid, ttl: Option<Ttl>) -> bool {
+/// None): one row. It waits for the owner's own other calls on the row
+/// (`queries::RENEW_SESSION`), so a live session is never answered false;
+/// `nowait` (le_renew of one of its keys, contract 3.2): it does not, and
+/// is false while another transaction holds the row. False when it is not
+/// the caller's live session.
+pub fn renew(session: Uuid, ttl: Option<Ttl>, nowait: bool) -> bool {
     let args = [
         session.into(),
         ts(now()).into(),
         Ttl::or_stored(ttl),
         call::caller().into(),
     ];
-    let expires_at = plans::run(queries::RENEW_SESSION, &args, |t| {
+    let sql = if nowait {
+        queries::RENEW_SESSION_NOWAIT
+    } else {
+        queries::RENEW_SESSION
+    };
+    let expires_at = plans::run(sql, &args, |t| {
         let row = t.into_iter().next()?;
         micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))
     });
@@ -108,7 +120,7 @@ pub fn renew_key(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bo
             .next()
             .and_then(|row| row.get::<Uuid>(1).expect("session"))
     });
-    session.is_some_and(|s| renew(s, ttl))
+    session.is_some_and(|s| renew(s, ttl, true))
 }
 
 /// le_renew_all (contract 16) for sessions: renews every live session of
@@ -202,11 +214,12 @@ fn endings(t: SpiTupleTable<'_>) -> Vec<Ending> {
         .collect()
 }
 
-/// Vacates every key held under the locked session `s` and announces each;
-/// deletes the session's row once none is held. `wait`: for rows other
-/// transactions hold (a guarded write of the holder ends first); otherwise
-/// they are skipped and the session stays, lapsed, for the next look.
-/// Whether it ended.
+/// Vacates every key held under the session `s` (its row locked) and
+/// announces each, then deletes the session's row if none is held any more
+/// (`finish`). `wait`: for rows other transactions hold (a guarded write of
+/// the holder ends first; le_close_session); otherwise they are skipped
+/// and the session stays, lapsed, for the worker's next look. Whether it
+/// ended.
 fn end(s: &Ending, how: End, wait: bool) -> bool {
     let lock = if wait {
         queries::LOCK_SESSION_KEYS_WAIT
@@ -228,14 +241,17 @@ fn end(s: &Ending, how: End, wait: bool) -> bool {
     let now = now();
     if !keys.is_empty() {
         let closed = how == End::Closed;
-        let delayed_until = if !closed && s.lock_delay > 0 {
-            ts(now.saturating_add(s.lock_delay)).into()
-        } else {
-            DatumWithOid::null::<TimestampWithTimeZone>()
-        };
         // A released key's expiry is its release; an expired one's, when
         // its session lapsed (or, its connection gone, now at the latest).
         let stored_expiry = if closed { now } else { s.expires_at.min(now) };
+        // The lock-delay counts from that instant: the same whoever ends
+        // the session and whenever (a look that ends it and rolls back, as
+        // le_acquire's do, moves nothing).
+        let delayed_until = if !closed && s.lock_delay > 0 {
+            ts(stored_expiry.saturating_add(s.lock_delay)).into()
+        } else {
+            DatumWithOid::null::<TimestampWithTimeZone>()
+        };
         let names: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
         let args = [
             names.into(),
@@ -261,22 +277,39 @@ fn end(s: &Ending, how: End, wait: bool) -> bool {
             }
         }
     }
-    let left = if wait {
-        0
-    } else {
-        plans::run(queries::SESSION_KEYS_LEFT, &[s.session.into()], |t| {
+    finish(s.session, now, how == End::Closed, wait)
+}
+
+/// Deletes an ended session's row once no key is held under it: only at
+/// READ COMMITTED (a newer snapshot than the transaction's sees every
+/// acquisition committed meanwhile) and with the row locked for it (no
+/// acquisition under it in flight, none to come: `wait`, or skipped while
+/// one is). Otherwise the row stays, lapsed (`MARK_ENDED`), and the worker
+/// ends it again. Whether it was deleted.
+fn finish(session: Uuid, now: i64, closed: bool, wait: bool) -> bool {
+    let read_committed = unsafe { pg_sys::XactIsoLevel } < pg_sys::XACT_REPEATABLE_READ as i32;
+    let locked = read_committed
+        && (wait
+            || plans::run(queries::LOCK_SESSION_TO_DELETE, &[session.into()], |t| {
+                !t.is_empty()
+            }));
+    let left = !locked
+        || plans::run(queries::SESSION_KEYS_LEFT, &[session.into()], |t| {
             t.first().get_one::<i64>().expect("count").unwrap_or(0)
-        })
-    };
-    if left == 0 {
-        plans::run(queries::DELETE_SESSION, &[s.session.into()], |_| ());
+        }) > 0;
+    if left {
+        let args = [session.into(), ts(now).into(), closed.into()];
+        plans::run(queries::MARK_ENDED, &args, |_| ());
+        return false;
     }
-    left == 0
+    plans::run(queries::DELETE_SESSION, &[session.into()], |_| ());
+    true
 }
 
 /// Contract 21, le_close_session: releases every key of the caller's live
-/// session, waiting for rows a guarded write holds, and ends it. False
-/// when it is not the caller's live session.
+/// session, waiting for acquisitions under it in flight and for rows a
+/// guarded write holds, and ends it. False when it is not the caller's
+/// live session.
 pub fn close(session: Uuid) -> bool {
     let args = [session.into(), call::caller().into()];
     let keep_values = plans::run(queries::LOCK_OWN_SESSION, &args, |t| {
@@ -292,13 +325,14 @@ pub fn close(session: Uuid) -> bool {
         keep_values,
         expires_at: now(),
     };
-    end(&s, End::Closed, true)
+    end(&s, End::Closed, true);
+    true
 }
 
 /// An acquisition found a key held under `session`, which lapsed by
 /// `now`: ends that session first (all its keys), without waiting. Whether
-/// it ended (false: another transaction is ending it or acquiring under it,
-/// or a row of its keys is locked).
+/// it ended (false: another transaction is ending or renewing it, or a row
+/// of its keys is locked).
 pub fn end_lapsed(session: Uuid, now: i64) -> bool {
     let locked = plans::run(
         queries::LOCK_LAPSED_SESSION,
@@ -343,9 +377,12 @@ pub fn end_bound(pid: i32, started: i64) -> bool {
         &[pid.into(), ts(started).into()],
         endings,
     );
-    locked
-        .iter()
-        .fold(true, |all, s| end(s, End::ConnectionEnded, false) && all)
+    // Each one, whatever the others did.
+    let mut all = true;
+    for s in &locked {
+        all &= end(s, End::ConnectionEnded, false);
+    }
+    all
 }
 
 /// Worker: ends up to `batch` sessions bound to backends that no longer

@@ -88,6 +88,52 @@ class SessionsTest(unittest.TestCase):
         released = {e["key"] for e in events if e["event"] == "released"}
         self.assertEqual(released, set(keys))
 
+    def test_concurrent_renewals_of_a_live_session_are_never_refused(self):
+        """The owner's own renewals meet each other on the session's row (a
+        key's le_renew renews its session too, le_renew_all too: those two
+        never wait, contracts 3.2 and 16, and may skip it): le_renew_session
+        waits its turn, and a live session is never answered false, which
+        the clients take as lost for good."""
+        s = open_session(self.conn, "busy", "30 seconds")
+        keys = [self.prefix + str(i) for i in range(3)]
+        self.acquire_in(s, keys)
+        refused, stop = [], time.monotonic() + 3.0
+
+        def renew(sql, args):
+            conn = connect()
+            try:
+                while time.monotonic() < stop:
+                    if one(conn, sql, args) is not True and "le_renew_session" in sql:
+                        refused.append(sql)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=renew, args=a, daemon=True) for a in (
+            ("SELECT le_renew_session(%s)", (s,)),
+            ("SELECT le_renew_session(%s)", (s,)),
+            ("SELECT le_renew(%s, 'busy')", (keys[0],)),
+            ("SELECT le_renew_all('busy') = 3", ()),
+        )]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(GENEROUS)
+        self.assertEqual(refused, [])
+        self.assertIs(one(self.conn, "SELECT le_close_session(%s)", (s,)), True)
+
+    @unittest.skipIf(PORTABLE, "session-bound leases need the worker")
+    def test_a_bound_lease_moved_into_a_session_is_no_longer_bound(self):
+        key = self.prefix + "k"
+        bound = connect()
+        self.assertTrue(one(bound, "SELECT le_try_acquire(%s, 'mover', '1 hour', session_bound => true)",
+                            (key,)))
+        s = open_session(self.conn, "mover", "1 hour")
+        self.acquire_in(s, [key])
+        bound.close()
+        time.sleep(1.0)  # the worker has ended what the connection bound
+        self.assertEqual(self.held([key]), 1)
+        self.assertIs(one(self.conn, "SELECT le_close_session(%s)", (s,)), True)
+
     @unittest.skipIf(PORTABLE, "the worker ends lapsed sessions")
     def test_the_worker_ends_a_lapsed_session_with_every_key(self):
         listener = Listener()
