@@ -190,17 +190,100 @@ export declare class Elector extends EventEmitter {
 }
 /**
  * Opt-in: on SIGTERM or SIGINT (or `options.signals`), release `target` (a
- * Lease: release(); an Elector: stop()), so the next candidate leads at
+ * Lease: release(); an Elector: stop(); a Session: close(), every key at
+ * once), so the next candidate leads at
  * once, then end the process as the signal would have (`options.exit`
  * false: leave that to you). From the signal on, no lead() or Elector of
- * this process starts a new campaign. For a Lease the handlers go when the
- * lease ends; a second signal while releasing takes its usual course.
+ * this process starts a new campaign. For a Lease (or a Session) the
+ * handlers go when it ends; a second signal while releasing takes its usual course.
  * Returns a function that removes the handlers.
  */
-export declare function releaseOnSignals(target: Lease | Elector, options?: {
+export declare function releaseOnSignals(target: Lease | Elector | Session, options?: {
     signals?: NodeJS.Signals[];
     exit?: boolean;
 }): () => void;
+export interface SessionOptions {
+    /** Seconds the session lives without a renewal (renewed every ttl/3). Default 10. */
+    ttl?: number;
+    /** The holder's id. Default host:pid:random. */
+    id?: string;
+    /** Seconds a key of the session stays unacquirable after the session lapsed (not after a close or a release). Default 0. */
+    lockDelay?: number;
+    /** A vacated key keeps its last value. Default false. */
+    keepValues?: boolean;
+}
+/** A key held under a session: a Lease, alive while its session is and the key was not released. `release()` releases this key alone. */
+export interface SessionLease extends Lease {
+    readonly session: Session;
+}
+/**
+ * A session of this process (openSession()): many keys that live as long
+ * as it does, renewed together. `valid` / `alive`, `check()`, `remaining`
+ * and `signal.aborted` read the clock when asked, as a lease's do.
+ */
+export interface Session {
+    /** The server's handle of the session (a uuid). */
+    readonly handle: string;
+    readonly id: string;
+    /** Seconds. */
+    readonly ttl: number;
+    /** Aborted (reason: SessionLost) when the session is lost, closed, or at the local deadline; its `aborted` reads the clock. */
+    readonly signal: AbortSignal;
+    /** The local deadline, on performance.now()'s clock; moves at each renewal. */
+    readonly deadline: number;
+    /** Whether the session is still ours, computed now from the monotonic clock and the deadline. */
+    readonly valid: boolean;
+    /** The same as `valid`. */
+    readonly alive: boolean;
+    /** Milliseconds left before the local deadline (0 once lost). */
+    readonly remaining: number;
+    /** The leases acquired under the session and not released. */
+    readonly leases: SessionLease[];
+    /** Throws SessionLost (a LeaseLost) unless `valid`. */
+    check(): void;
+    /** le_try_acquire_in: the key's lease, or null when another holds it. */
+    tryAcquire(key: string, options?: {
+        value?: unknown;
+    }): Promise<SessionLease | null>;
+    /**
+     * le_acquire_in: waits up to `timeout` seconds (0: one try) for the key;
+     * NotAcquired when it passes, SessionLost when the session ended
+     * meanwhile. While it waits, no candidate of lower `priority` takes it.
+     */
+    acquire(key: string, options: {
+        timeout: number;
+        value?: unknown;
+        priority?: number;
+    }): Promise<SessionLease>;
+    /** le_release(key, id, term): the key's lease ends here first; the session goes on. True when the server released it. */
+    release(key: string): Promise<boolean>;
+    /**
+     * Ends every lease of the session here, then closes it on the server
+     * (le_close_session: every key vacated at once), best effort within
+     * ttl/3. True when the server closed it; later calls get the same answer.
+     */
+    close(): Promise<boolean>;
+}
+/** The session is gone (see `reason`): so is every lease of it. `key` is "" and `term` 0 (a session has neither). */
+export declare class SessionLost extends LeaseLost {
+    readonly session: string;
+    readonly id: string;
+    constructor(session: string, id: string, reason: LossReason, detail: string, options?: {
+        cause?: unknown;
+    });
+}
+/**
+ * Opens a session (le_open_session) and starts its renewals: one
+ * le_renew_session every ttl/3 on a connection of its own, for every key
+ * acquired under it. `config` is what lead() takes; also
+ * openSession({ dsn, ...options }). Rejects with a RejectedError
+ * (NotInstalledError, PrivilegeError, BadArgumentError) when the server or
+ * this client refuses, a ConnectionError when the server cannot be
+ * reached.
+ */
+export declare function openSession(config: ConnectionConfig | (SessionOptions & {
+    dsn: ConnectionConfig;
+}), options?: SessionOptions): Promise<Session>;
 /** When a job is due: every `every` ms since the Unix epoch, or by a `cron` expression in time zone `tz`. */
 export interface DueRule {
     /** A period in whole milliseconds (at least 1): due at its multiples since the Unix epoch, so every replica computes the same instants. */

@@ -1,9 +1,10 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RunLost = exports.Elector = exports.NotAcquiredError = exports.LeaseLostError = exports.ConnectionError = exports.BadArgumentError = exports.PrivilegeError = exports.NotInstalledError = exports.RejectedError = exports.LeaseLost = exports.NotAcquired = exports.LeaderlockError = void 0;
+exports.RunLost = exports.SessionLost = exports.Elector = exports.NotAcquiredError = exports.LeaseLostError = exports.ConnectionError = exports.BadArgumentError = exports.PrivilegeError = exports.NotInstalledError = exports.RejectedError = exports.LeaseLost = exports.NotAcquired = exports.LeaderlockError = void 0;
 exports.defaultId = defaultId;
 exports.lead = lead;
 exports.releaseOnSignals = releaseOnSignals;
+exports.openSession = openSession;
 exports.nextDue = nextDue;
 exports.schedule = schedule;
 // Leader election on PostgreSQL with the leaderlock extension (compiled or
@@ -17,9 +18,11 @@ exports.schedule = schedule;
 // waiting that survives the connection (reconnects with jittered backoff,
 // several hosts as libpq's target_session_attrs), typed errors, fenced
 // writes (lease.guard / lease.guarded), release on the way out (and on
-// SIGTERM with releaseOnSignals), id host:pid:random. And scheduled runs
-// (schedule(): a job's callback once per due instant, on one replica, with
-// the same local deadline; contract 22), at the end of this file.
+// SIGTERM with releaseOnSignals), id host:pid:random. Sessions
+// (openSession(): many keys renewed by one le_renew_session, with the same
+// local deadline; contract 21) and scheduled runs (schedule(): a job's
+// callback once per due instant, on one replica, with the same local
+// deadline; contract 22), at the end of this file.
 const node_events_1 = require("node:events");
 const node_os_1 = require("node:os");
 const node_crypto_1 = require("node:crypto");
@@ -675,6 +678,47 @@ function readsTheClock(signal, expire) {
             throw signal.reason; },
     });
 }
+/** Lease.guard: le_assert_leader(key, id, term) in the caller's transaction; LeaseLost "fenced" (the lease ends) on LE001. */
+async function guardWith(l, client) {
+    l.check();
+    let rows;
+    try {
+        rows = (await client.query({ text: ASSERT_LEADER, values: [l.key, l.id, String(l.term)] })).rows;
+    }
+    catch (e) {
+        if (e?.code === NOT_LEADER)
+            throw l.lose("fenced", `the server refused a guarded write: ${e.message}`, e);
+        throw e;
+    }
+    return Number(rows[0].term);
+}
+/** Lease.guarded: BEGIN, guardWith, fn(tx), COMMIT; ROLLBACK on any error. */
+async function guardedWith(l, db, fn) {
+    l.check();
+    const pooled = typeof db.connect === "function" && typeof db.totalCount === "number";
+    const tx = pooled ? await db.connect() : db;
+    let broken;
+    try {
+        await tx.query({ text: "BEGIN" });
+        try {
+            await guardWith(l, tx);
+            const result = await fn(tx);
+            // COMMIT of a transaction an error aborted rolls back, and says so
+            if ((await tx.query({ text: "COMMIT" })).command === "ROLLBACK") {
+                throw new LeaderlockError("the guarded transaction was rolled back: a statement in it had failed");
+            }
+            return result;
+        }
+        catch (e) {
+            await tx.query({ text: "ROLLBACK" }).catch((re) => { broken = re; });
+            throw e;
+        }
+    }
+    finally {
+        if (pooled)
+            tx.release?.(broken);
+    }
+}
 class Tenure {
     key;
     id;
@@ -730,44 +774,9 @@ class Tenure {
         clearTimeout(this.watchdog);
         return reasonOf.call(this.controller.signal);
     }
-    async guard(client) {
-        this.check();
-        let rows;
-        try {
-            rows = (await client.query({ text: ASSERT_LEADER, values: [this.key, this.id, String(this.term)] })).rows;
-        }
-        catch (e) {
-            if (e?.code === NOT_LEADER)
-                throw this.lose("fenced", `the server refused a guarded write: ${e.message}`, e);
-            throw e;
-        }
-        return Number(rows[0].term);
-    }
-    async guarded(db, fn) {
-        this.check();
-        const pooled = typeof db.connect === "function" && typeof db.totalCount === "number";
-        const tx = pooled ? await db.connect() : db;
-        let broken;
-        try {
-            await tx.query({ text: "BEGIN" });
-            try {
-                await this.guard(tx);
-                const result = await fn(tx);
-                // COMMIT of a transaction an error aborted rolls back, and says so
-                if ((await tx.query({ text: "COMMIT" })).command === "ROLLBACK") {
-                    throw new LeaderlockError("the guarded transaction was rolled back: a statement in it had failed");
-                }
-                return result;
-            }
-            catch (e) {
-                await tx.query({ text: "ROLLBACK" }).catch((re) => { broken = re; });
-                throw e;
-            }
-        }
-        finally {
-            if (pooled)
-                tx.release?.(broken);
-        }
+    guard(client) { return guardWith(this, client); }
+    guarded(db, fn) {
+        return guardedWith(this, db, fn);
     }
     /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
     arm() {
@@ -992,22 +1001,24 @@ exports.Elector = Elector;
 let exiting = false;
 /**
  * Opt-in: on SIGTERM or SIGINT (or `options.signals`), release `target` (a
- * Lease: release(); an Elector: stop()), so the next candidate leads at
+ * Lease: release(); an Elector: stop(); a Session: close(), every key at
+ * once), so the next candidate leads at
  * once, then end the process as the signal would have (`options.exit`
  * false: leave that to you). From the signal on, no lead() or Elector of
- * this process starts a new campaign. For a Lease the handlers go when the
- * lease ends; a second signal while releasing takes its usual course.
+ * this process starts a new campaign. For a Lease (or a Session) the
+ * handlers go when it ends; a second signal while releasing takes its usual course.
  * Returns a function that removes the handlers.
  */
 function releaseOnSignals(target, options = {}) {
     const signals = options.signals ?? ["SIGTERM", "SIGINT"];
     const exit = options.exit ?? true;
-    const lease = target instanceof Elector ? null : target;
+    const lease = target instanceof Elector ? null : target; // a Lease, or a Session: its end removes the handlers
     const handler = (sig) => {
         undo();
         if (exit)
             exiting = true;
-        const done = lease ? lease.release() : target.stop();
+        const done = target instanceof Elector ? target.stop()
+            : target instanceof OpenSession ? target.close() : target.release();
         void done.catch(() => false).then(() => {
             if (!exit)
                 return;
@@ -1032,6 +1043,369 @@ function releaseOnSignals(target, options = {}) {
             lease.signal.addEventListener("abort", undo);
     }
     return undo;
+}
+// ---------------------------------------------------------------- sessions (contract 21)
+//
+// Many keys under one ttl (docs/sessions.md): the process opens a session
+// (le_open_session), acquires its keys under it (le_try_acquire_in,
+// le_acquire_in), renews the session alone every ttl/3 on a connection of
+// its own (le_renew_session: one row written however many keys it holds),
+// and closes it (le_close_session: every key vacated at once). The session
+// has a lease's local deadline (the send time of the open or of the last
+// successful renewal + ttl - ttl/200), read from the clock at each
+// question; a lease of it is alive while the session is and its key was
+// not released. Acquisitions and releases run on other connections (a few
+// kept idle), so a waiting acquire never holds a renewal back.
+const OPEN_SESSION = "SELECT le_open_session(id => $1, ttl => make_interval(secs => $2), " +
+    "lock_delay => make_interval(secs => $3), keep_values => $4)::text AS session";
+const RENEW_SESSION = "SELECT le_renew_session(session => $1::uuid) AS ok";
+const CLOSE_SESSION = "SELECT le_close_session(session => $1::uuid) AS ok";
+const TRY_ACQUIRE_IN = "SELECT le_try_acquire_in(session => $1::uuid, key => $2, value => $3::jsonb) AS ok";
+const ACQUIRE_IN = "SELECT le_acquire_in(session => $1::uuid, key => $2, wait => make_interval(secs => $3), " +
+    "value => $4::jsonb, priority => $5) AS ok";
+/** In the acquisition's transaction: the key's term, held by this session. */
+const TERM_IN = "SELECT term::text AS term FROM leaderlock WHERE key = $1 AND holder = $2 AND session = $3::uuid";
+/** After a refused acquisition: who holds the key, and whether the session still has its row on the server (gone: it ended there). */
+const AFTER_REFUSAL = "SELECT le_leader(key => $1) AS holder, " +
+    "EXISTS (SELECT FROM leaderlock_sessions WHERE session = $2::uuid) AS live";
+/** How many idle connections a session keeps for acquisitions and releases. */
+const IDLE_CONNECTIONS = 4;
+/** The session is gone (see `reason`): so is every lease of it. `key` is "" and `term` 0 (a session has neither). */
+class SessionLost extends LeaseLost {
+    session;
+    id;
+    constructor(session, id, reason, detail, options) {
+        super("", 0, reason, detail, options);
+        this.session = session;
+        this.id = id;
+        this.message = `lost the session ${session} of ${JSON.stringify(id)}: ${detail}`;
+    }
+}
+exports.SessionLost = SessionLost;
+const jsonOf = (value) => (value === undefined ? null : JSON.stringify(value));
+class OpenSession {
+    handle;
+    id;
+    deadline;
+    conn;
+    config;
+    t;
+    controller = new AbortController();
+    watchdog;
+    timer;
+    stopped = false;
+    running;
+    closing;
+    held = new Map();
+    idle = [];
+    constructor(handle, id, deadline, conn, config, t) {
+        this.handle = handle;
+        this.id = id;
+        this.deadline = deadline;
+        this.conn = conn;
+        this.config = config;
+        this.t = t;
+        readsTheClock(this.controller.signal, () => this.expireIfDue());
+        this.arm();
+        this.schedule(deadline + t.margin - t.ttl * 1000 + t.renewEvery);
+    }
+    get ttl() { return this.t.ttl; }
+    get signal() { return this.controller.signal; }
+    get lost() { return abortedOf.call(this.controller.signal); }
+    /** Why it ended (once lost). */
+    get why() { return reasonOf.call(this.controller.signal); }
+    /** Ends the session once the local deadline has passed: called by every reader, its leases' too, and by the timer. */
+    expireIfDue() {
+        if (!this.lost && now() >= this.deadline)
+            this.lose("deadline", "no renewal succeeded before the local deadline");
+    }
+    get valid() {
+        this.expireIfDue();
+        return !this.lost;
+    }
+    get alive() { return this.valid; }
+    get remaining() { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
+    get leases() { return [...this.held.values()]; }
+    check() {
+        if (!this.valid)
+            throw this.why;
+    }
+    /** Ends the session, and every lease of it, for good (the first reason stays). */
+    lose(reason, detail, cause) {
+        if (!this.lost) {
+            this.controller.abort(new SessionLost(this.handle, this.id, reason, detail, cause === undefined ? undefined : { cause }));
+            const why = this.why;
+            for (const lease of this.held.values())
+                lease.lose(why.reason, why.detail, why);
+        }
+        clearTimeout(this.watchdog);
+        return this.why;
+    }
+    /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
+    arm() {
+        clearTimeout(this.watchdog);
+        this.watchdog = later(() => {
+            this.expireIfDue();
+            if (!this.lost)
+                this.arm();
+        }, Math.max(0, this.deadline - now()));
+    }
+    schedule(at) {
+        if (this.stopped)
+            return;
+        this.timer = later(() => { this.running = this.renew(); }, Math.max(0, at - now()));
+    }
+    /** One le_renew_session: the deadline moves; refused, the session is lost; failing, retried every ttl/10 until the deadline. */
+    async renew() {
+        if (this.stopped || !this.valid)
+            return;
+        const start = now();
+        // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
+        const by = Math.min(start + this.t.callTimeout, this.deadline);
+        try {
+            this.conn ??= await connect(this.config, by - now());
+            const sent = now();
+            if ((await bounded(this.conn, by, RENEW_SESSION, [this.handle]))[0].ok) {
+                if (!this.valid)
+                    return; // the deadline passed meanwhile: a loss is final
+                this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
+                this.arm();
+                return this.schedule(sent + this.t.renewEvery);
+            }
+            this.lose("refused", "the server refused the renewal: the session is not live there (closed, lapsed or unknown)");
+        }
+        catch (e) {
+            drop(this.conn);
+            this.conn = null;
+            const err = classify(e, databaseOf(this.config));
+            if (err instanceof ConnectionError)
+                return this.schedule(start + this.t.retryEvery);
+            this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
+        }
+    }
+    async tryAcquire(key, options = {}) {
+        checkName("key", key);
+        this.check();
+        const value = options?.value;
+        const by = now() + this.t.callTimeout;
+        const got = await this.take(key, value, by, TRY_ACQUIRE_IN, [this.handle, key, jsonOf(value)]);
+        if (got instanceof KeyLease)
+            return got;
+        this.endedThere(got);
+        return null;
+    }
+    async acquire(key, options) {
+        checkName("key", key);
+        const timeout = options?.timeout;
+        if (!(typeof timeout === "number" && timeout >= 0 && Number.isFinite(timeout))) {
+            throw new BadArgumentError(`timeout must be a number of seconds, at least 0, not ${timeout}`);
+        }
+        const priority = options.priority ?? 0;
+        if (!Number.isInteger(priority))
+            throw new BadArgumentError(`priority must be an integer, not ${priority}`);
+        this.check();
+        const by = now() + timeout * 1000 + this.t.callTimeout;
+        const got = await this.take(key, options.value, by, ACQUIRE_IN, [this.handle, key, timeout, jsonOf(options.value), priority]);
+        if (got instanceof KeyLease)
+            return got;
+        this.endedThere(got);
+        throw new NotAcquired(key, got?.holder ?? null);
+    }
+    /** After a refused acquisition: SessionLost (the session ends here) when the server has no row of it any more. */
+    endedThere(refused) {
+        if (refused && !refused.live) {
+            this.lose("refused", "the server has ended the session (an acquisition under it was refused and its row is gone)");
+            this.check();
+        }
+    }
+    /**
+     * The acquisition `text` and the key's term, in one transaction: the
+     * lease, or who holds the key and whether the session is live there
+     * (null: a release of the key that heard no answer is still held).
+     */
+    take(key, value, by, text, values) {
+        return this.withConn(by, async (c) => {
+            if (!(await releaseAgain(c, by, releaseSlot(this.config, key, this.id), key, this.id)))
+                return null;
+            await bounded(c, by, "BEGIN");
+            const won = (await bounded(c, by, text, values))[0].ok;
+            const rows = won ? await bounded(c, by, TERM_IN, [key, this.id, this.handle]) : [];
+            const after = rows.length ? null : (await bounded(c, by, AFTER_REFUSAL, [key, this.handle]))[0];
+            await bounded(c, by, "COMMIT");
+            if (!rows.length)
+                return after ? { holder: after.holder ?? null, live: after.live } : null;
+            const lease = new KeyLease(this, key, Number(rows[0].term), value);
+            this.held.set(key, lease); // (the same id acquiring again keeps the term)
+            return lease;
+        });
+    }
+    async release(key) {
+        checkName("key", key);
+        return this.releaseKey(key);
+    }
+    /** Releases `key` (with the term of its lease; of any term when this process holds no lease of it); `lease`: only if it is the key's current one. */
+    async releaseKey(key, lease) {
+        const held = this.held.get(key);
+        if (lease && held !== lease) {
+            lease.lose("released", "released"); // an older lease of the key: it ends, the key stays held
+            return false;
+        }
+        this.held.delete(key);
+        held?.lose("released", "released");
+        if (this.closing)
+            return false;
+        const term = held ? String(held.term) : null;
+        const by = now() + this.t.callTimeout;
+        try {
+            return await this.withConn(by, async (c) => (await bounded(c, by, RELEASE, [key, this.id, term]))[0].ok);
+        }
+        catch (e) {
+            if (!(e instanceof ConnectionError))
+                throw e;
+            // it may still arrive: sent again (and answered) before this key is acquired again
+            if (term !== null)
+                unanswered.set(releaseSlot(this.config, key, this.id), term);
+            return false;
+        }
+    }
+    /** One call on a connection of the pool (a new one when none is idle); a connection whose call failed is dropped. */
+    async withConn(by, fn) {
+        if (this.closing)
+            throw new LeaderlockError("the session is closed");
+        let c = this.idle.pop() ?? null;
+        try {
+            c ??= await connect(this.config, Math.max(by - now(), this.t.callTimeout, 2000));
+            const result = await fn(c);
+            if (this.closing || this.idle.length >= IDLE_CONNECTIONS)
+                drop(c);
+            else
+                this.idle.push(c);
+            return result;
+        }
+        catch (e) {
+            const database = c?.database ?? databaseOf(this.config);
+            drop(c);
+            throw classify(e, database);
+        }
+    }
+    close() {
+        this.closing ??= this.shutDown();
+        return this.closing;
+    }
+    async shutDown() {
+        this.lose("released", "the session was closed"); // every lease here first
+        this.stopped = true;
+        clearTimeout(this.timer);
+        if (this.running) {
+            let timer;
+            const hung = await Promise.race([this.running.then(() => false),
+                new Promise((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
+            clearTimeout(timer);
+            if (hung) {
+                drop(this.conn);
+                this.conn = null;
+            }
+        }
+        let closed = false;
+        try {
+            this.conn ??= await connect(this.config, Math.max(this.t.callTimeout, 2000));
+            closed = (await bounded(this.conn, now() + this.t.callTimeout, CLOSE_SESSION, [this.handle]))[0].ok;
+        }
+        catch (e) {
+            process.emitWarning(`leaderlock: session ${this.handle} of ${JSON.stringify(this.id)}: could not close it ` +
+                `(${JSON.stringify(String(e?.message ?? e))}); its keys lapse with its ttl`);
+        }
+        drop(this.conn);
+        this.conn = null;
+        for (const c of this.idle.splice(0))
+            drop(c);
+        this.held.clear();
+        return closed;
+    }
+}
+class KeyLease {
+    session;
+    key;
+    term;
+    value;
+    controller = new AbortController();
+    constructor(session, key, term, value) {
+        this.session = session;
+        this.key = key;
+        this.term = term;
+        this.value = value;
+        readsTheClock(this.controller.signal, () => this.expireIfDue());
+    }
+    get id() { return this.session.id; }
+    get signal() { return this.controller.signal; }
+    get lost() { return abortedOf.call(this.controller.signal); }
+    /** Ends the lease once its session is not valid (which reads the clock). */
+    expireIfDue() {
+        if (!this.lost && !this.session.valid) {
+            const why = this.session.why;
+            this.lose(why.reason, why.detail, why);
+        }
+    }
+    get deadline() { return this.session.deadline; }
+    get valid() {
+        this.expireIfDue();
+        return !this.lost;
+    }
+    get alive() { return this.valid; }
+    get remaining() { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
+    check() {
+        if (!this.valid)
+            throw reasonOf.call(this.controller.signal);
+    }
+    lose(reason, detail, cause) {
+        if (!this.lost) {
+            this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
+        }
+        return reasonOf.call(this.controller.signal);
+    }
+    guard(client) { return guardWith(this, client); }
+    guarded(db, fn) {
+        return guardedWith(this, db, fn);
+    }
+    release() { return this.session.releaseKey(this.key, this); }
+}
+/**
+ * Opens a session (le_open_session) and starts its renewals: one
+ * le_renew_session every ttl/3 on a connection of its own, for every key
+ * acquired under it. `config` is what lead() takes; also
+ * openSession({ dsn, ...options }). Rejects with a RejectedError
+ * (NotInstalledError, PrivilegeError, BadArgumentError) when the server or
+ * this client refuses, a ConnectionError when the server cannot be
+ * reached.
+ */
+async function openSession(config, options = {}) {
+    if (typeof config === "object" && config !== null && "dsn" in config) {
+        const { dsn, ...rest } = config;
+        options = { ...rest, ...options };
+        config = dsn;
+    }
+    const id = options.id === undefined ? defaultId() : checkName("id", options.id);
+    const t = timing({ ttl: options.ttl });
+    const lockDelay = options.lockDelay ?? 0;
+    if (!(typeof lockDelay === "number" && lockDelay >= 0 && Number.isFinite(lockDelay))) {
+        throw new BadArgumentError(`lockDelay must be a number of seconds, at least 0, not ${lockDelay}`);
+    }
+    const keepValues = options.keepValues ?? false;
+    if (typeof keepValues !== "boolean")
+        throw new BadArgumentError(`keepValues must be true or false, not ${keepValues}`);
+    let c = null;
+    try {
+        c = await connect(config, Math.max(t.callTimeout, 2000));
+        // the deadline counts from the moment the open is sent
+        const sent = now();
+        const handle = (await bounded(c, sent + t.callTimeout, OPEN_SESSION, [id, t.ttl, lockDelay, keepValues]))[0].session;
+        return new OpenSession(handle, id, sent + t.ttl * 1000 - t.margin, c, config, t);
+    }
+    catch (e) {
+        const database = c?.database ?? databaseOf(config);
+        drop(c);
+        throw classify(e, database);
+    }
 }
 // ---------------------------------------------------------------- scheduled runs (contract 22)
 //

@@ -14,9 +14,11 @@ export const {
   PrivilegeError,
   RejectedError,
   RunLost,
+  SessionLost,
   defaultId,
   lead,
   nextDue,
+  openSession,
   releaseOnSignals,
   schedule,
 } = leaderlock;

@@ -11,6 +11,12 @@
             lease.check()
             await do_one_step(lease)    # writes fenced by await lease.aguard(conn)
 
+Many keys under one renewal, a session (contract 21, extension 0.5.0):
+
+    with leaderlock.session(dsn, ttl=10.0) as s:
+        lease = s.try_acquire("shard/12")   # a Lease, or None
+        lease.check()                       # LeaseLost past the session's local deadline
+
 Scheduled runs: once per due instant of a schedule, on one replica among
 all that run the same job (extension 0.5.0):
 
@@ -32,6 +38,7 @@ from typing import Any, Optional
 from ._core import (BadArgument, Lease, LeaderlockError, LeaseLost, NotAcquired, NotInstalled, PrivilegeError,
                     Rejected, Unavailable, default_id)
 from ._elector import Elector
+from ._session import Session, SessionLease, SessionLost, session
 from ._schedule import Run, RunLost, Schedule, Scheduled, run_scheduled, scheduled
 from ._shutdown import release_on_sigterm
 from ._sync import Leadership
@@ -52,7 +59,7 @@ def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None,
     return Leadership(dsn, key, ttl, timeout, id=id, value=value, poll=poll)
 
 
-__all__ = ["lead", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
+__all__ = ["lead", "session", "Session", "SessionLease", "SessionLost", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
            "run_scheduled", "scheduled", "Schedule", "Scheduled", "Run", "RunLost",
            "LeaderlockError", "LeaseLost", "NotAcquired", "Unavailable",
            "Rejected", "NotInstalled", "PrivilegeError", "BadArgument", "__version__"]

@@ -73,7 +73,8 @@ def release_on_sigterm(status: int = 128 + signal.SIGTERM) -> None:
     SystemExit(status) and release, Electors stop, wait for their work
     function and release (at interpreter exit), and the process exits with
     `status` (143 by default). The follower takes over as soon as the
-    release reaches the server."""
+    release reaches the server. A session (leaderlock.session) ends the
+    same way: every lease of it at once, then its `with` block closes it."""
     global _status
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("release_on_sigterm() must be called from the main thread")
