@@ -809,17 +809,22 @@ async function guardedWith<T>(l: Fenced, db: PG.ClientBase | PG.Pool | Queryable
   }
 }
 
-class Tenure implements Lease {
-  private readonly controller = new AbortController();
+/**
+ * A local deadline kept by a renewal every ttl/3 on a connection of its own
+ * (a lease's, a session's): every reader checks the clock, a timer enforces
+ * the deadline whatever a renewal is doing, and a renewal that fails is
+ * tried again every ttl/10 until the deadline. Subclasses say what one
+ * renewal is (`renewOnce`) and what losing means (`lose`).
+ */
+abstract class Renewing {
+  protected readonly controller = new AbortController();
   private watchdog?: NodeJS.Timeout;
   private timer?: NodeJS.Timeout;
-  private stopped = false;
-  private running?: Promise<void>;
-  private finishing?: Promise<boolean>;
+  protected stopped = false;
+  protected running?: Promise<void>;
 
-  constructor(readonly key: string, readonly id: string, readonly term: number, public deadline: number,
-              private conn: PG.Client | null, private readonly config: ConnectionConfig, private readonly t: Timing,
-              readonly value: unknown = undefined) {
+  constructor(public deadline: number, protected conn: PG.Client | null,
+              protected readonly config: ConnectionConfig, protected readonly t: Timing) {
     // The signal's own `aborted` and `reason` read the clock first: after a
     // pause of the process, code that looks at the signal before the timer
     // below has run still sees the deadline.
@@ -830,10 +835,10 @@ class Tenure implements Lease {
 
   get signal(): AbortSignal { return this.controller.signal; }
 
-  private get lost(): boolean { return abortedOf.call(this.controller.signal); }
+  protected get lost(): boolean { return abortedOf.call(this.controller.signal); }
 
-  /** Ends the lease once the local deadline has passed: called by every reader, and by the timer. */
-  private expireIfDue(): void {
+  /** Ends it once the local deadline has passed: called by every reader, and by the timer. */
+  protected expireIfDue(): void {
     if (!this.lost && now() >= this.deadline) this.lose("deadline", "no renewal succeeded before the local deadline");
   }
 
@@ -846,23 +851,13 @@ class Tenure implements Lease {
 
   get remaining(): number { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
 
-  check(): void {
-    if (!this.valid) throw reasonOf.call(this.controller.signal);
-  }
+  /** Ends it for good (the first reason stays). */
+  abstract lose(reason: LossReason, detail: string, cause?: unknown): LeaseLost;
 
-  lose(reason: LossReason, detail: string, cause?: unknown): LeaseLost {
-    if (!this.lost) {
-      this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
-    }
-    clearTimeout(this.watchdog);
-    return reasonOf.call(this.controller.signal);
-  }
+  /** One renewal on `conn`, within `by`: renewed, "retry" (its row was locked: again until the deadline), or refused (the detail). */
+  protected abstract renewOnce(conn: PG.Client, by: number): Promise<true | "retry" | string>;
 
-  guard(client: PG.ClientBase | Queryable): Promise<number> { return guardWith(this, client); }
-
-  guarded<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T> {
-    return guardedWith(this, db, fn);
-  }
+  protected disarm(): void { clearTimeout(this.watchdog); }
 
   /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
   private arm(): void {
@@ -886,16 +881,15 @@ class Tenure implements Lease {
     try {
       this.conn ??= await connect(this.config, by - now());
       const sent = now();
-      if (await callNamed(this.conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)])) {
-        if (!this.valid) return;
+      const outcome = await this.renewOnce(this.conn, by);
+      if (outcome === true) {
+        if (!this.valid) return; // the deadline passed meanwhile: a loss is final
         this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
         this.arm();
         return this.schedule(sent + this.t.renewEvery);
       }
-      if ((await bounded(this.conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) {
-        return this.schedule(start + this.t.retryEvery); // its row was locked: retry until the deadline
-      }
-      this.lose("refused", "the server refused the renewal (lease lapsed or taken)");
+      if (outcome === "retry") return this.schedule(start + this.t.retryEvery);
+      this.lose("refused", outcome);
     } catch (e) {
       drop(this.conn);
       this.conn = null;
@@ -903,6 +897,52 @@ class Tenure implements Lease {
       if (err instanceof ConnectionError) return this.schedule(start + this.t.retryEvery);
       this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
     }
+  }
+
+  /** Stops renewing; waits for a renewal in flight, ttl/3 and a second at most. Whether it hung. */
+  protected async stopRenewing(): Promise<boolean> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (!this.running) return false;
+    let timer: NodeJS.Timeout | undefined;
+    const hung = await Promise.race([this.running.then(() => false),
+                                     new Promise<boolean>((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
+    clearTimeout(timer);
+    return hung;
+  }
+}
+
+class Tenure extends Renewing implements Lease {
+  private finishing?: Promise<boolean>;
+
+  constructor(readonly key: string, readonly id: string, readonly term: number, deadline: number,
+              conn: PG.Client | null, config: ConnectionConfig, t: Timing,
+              readonly value: unknown = undefined) {
+    super(deadline, conn, config, t);
+  }
+
+  check(): void {
+    if (!this.valid) throw reasonOf.call(this.controller.signal);
+  }
+
+  lose(reason: LossReason, detail: string, cause?: unknown): LeaseLost {
+    if (!this.lost) {
+      this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
+    }
+    this.disarm();
+    return reasonOf.call(this.controller.signal);
+  }
+
+  guard(client: PG.ClientBase | Queryable): Promise<number> { return guardWith(this, client); }
+
+  guarded<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T> {
+    return guardedWith(this, db, fn);
+  }
+
+  protected async renewOnce(conn: PG.Client, by: number): Promise<true | "retry" | string> {
+    if (await callNamed(conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)])) return true;
+    if ((await bounded(conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) return "retry";
+    return "the server refused the renewal (lease lapsed or taken)";
   }
 
   release(): Promise<boolean> { return this.finish(); }
@@ -914,15 +954,7 @@ class Tenure implements Lease {
   }
 
   private async handOver(): Promise<boolean> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    let hung = false;
-    if (this.running) {
-      let timer: NodeJS.Timeout | undefined;
-      hung = await Promise.race([this.running.then(() => false),
-                                 new Promise<boolean>((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
-      clearTimeout(timer);
-    }
+    const hung = await this.stopRenewing();
     let released = false;
     if (!hung && this.valid) {
       this.lose("released", "released");
@@ -936,7 +968,7 @@ class Tenure implements Lease {
       }
     }
     this.lose("released", "released");
-    clearTimeout(this.watchdog);
+    this.disarm();
     drop(this.conn);
     this.conn = null;
     return released;
@@ -1213,45 +1245,20 @@ export class SessionLost extends LeaseLost {
 
 const jsonOf = (value: unknown): string | null => (value === undefined ? null : JSON.stringify(value));
 
-class OpenSession implements Session {
-  private readonly controller = new AbortController();
-  private watchdog?: NodeJS.Timeout;
-  private timer?: NodeJS.Timeout;
-  private stopped = false;
-  private running?: Promise<void>;
+class OpenSession extends Renewing implements Session {
   private closing?: Promise<boolean>;
   private readonly held = new Map<string, KeyLease>();
   private readonly idle: PG.Client[] = [];
 
-  constructor(readonly handle: string, readonly id: string, public deadline: number, private conn: PG.Client | null,
-              private readonly config: ConnectionConfig, private readonly t: Timing) {
-    readsTheClock(this.controller.signal, () => this.expireIfDue());
-    this.arm();
-    this.schedule(deadline + t.margin - t.ttl * 1000 + t.renewEvery);
+  constructor(readonly handle: string, readonly id: string, deadline: number, conn: PG.Client | null,
+              config: ConnectionConfig, t: Timing) {
+    super(deadline, conn, config, t);
   }
 
   get ttl(): number { return this.t.ttl; }
 
-  get signal(): AbortSignal { return this.controller.signal; }
-
-  private get lost(): boolean { return abortedOf.call(this.controller.signal); }
-
   /** Why it ended (once lost). */
   get why(): SessionLost { return reasonOf.call(this.controller.signal); }
-
-  /** Ends the session once the local deadline has passed: called by every reader, its leases' too, and by the timer. */
-  private expireIfDue(): void {
-    if (!this.lost && now() >= this.deadline) this.lose("deadline", "no renewal succeeded before the local deadline");
-  }
-
-  get valid(): boolean {
-    this.expireIfDue();
-    return !this.lost;
-  }
-
-  get alive(): boolean { return this.valid; }
-
-  get remaining(): number { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
 
   get leases(): SessionLease[] { return [...this.held.values()]; }
 
@@ -1264,49 +1271,17 @@ class OpenSession implements Session {
     if (!this.lost) {
       this.controller.abort(new SessionLost(this.handle, this.id, reason, detail, cause === undefined ? undefined : { cause }));
       const why = this.why;
-      for (const lease of this.held.values()) lease.lose(why.reason, why.detail, why);
+      // (a lease of it may not exist yet while the session is constructed)
+      for (const lease of this.held?.values() ?? []) lease.lose(why.reason, why.detail, why);
     }
-    clearTimeout(this.watchdog);
+    this.disarm();
     return this.why;
   }
 
-  /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
-  private arm(): void {
-    clearTimeout(this.watchdog);
-    this.watchdog = later(() => {
-      this.expireIfDue();
-      if (!this.lost) this.arm();
-    }, Math.max(0, this.deadline - now()));
-  }
-
-  private schedule(at: number): void {
-    if (this.stopped) return;
-    this.timer = later(() => { this.running = this.renew(); }, Math.max(0, at - now()));
-  }
-
-  /** One le_renew_session: the deadline moves; refused, the session is lost; failing, retried every ttl/10 until the deadline. */
-  private async renew(): Promise<void> {
-    if (this.stopped || !this.valid) return;
-    const start = now();
-    // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
-    const by = Math.min(start + this.t.callTimeout, this.deadline);
-    try {
-      this.conn ??= await connect(this.config, by - now());
-      const sent = now();
-      if ((await bounded(this.conn, by, RENEW_SESSION, [this.handle]))[0].ok) {
-        if (!this.valid) return; // the deadline passed meanwhile: a loss is final
-        this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
-        this.arm();
-        return this.schedule(sent + this.t.renewEvery);
-      }
-      this.lose("refused", "the server refused the renewal: the session is not live there (closed, lapsed or unknown)");
-    } catch (e) {
-      drop(this.conn);
-      this.conn = null;
-      const err = classify(e, databaseOf(this.config));
-      if (err instanceof ConnectionError) return this.schedule(start + this.t.retryEvery);
-      this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
-    }
+  /** One le_renew_session: the deadline moves; refused, the session is lost. */
+  protected async renewOnce(conn: PG.Client, by: number): Promise<true | "retry" | string> {
+    if ((await bounded(conn, by, RENEW_SESSION, [this.handle]))[0].ok) return true;
+    return "the server refused the renewal: the session is not live there (closed, lapsed or unknown)";
   }
 
   async tryAcquire(key: string, options: { value?: unknown } = {}): Promise<SessionLease | null> {
@@ -1416,17 +1391,9 @@ class OpenSession implements Session {
 
   private async shutDown(): Promise<boolean> {
     this.lose("released", "the session was closed"); // every lease here first
-    this.stopped = true;
-    clearTimeout(this.timer);
-    if (this.running) {
-      let timer: NodeJS.Timeout | undefined;
-      const hung = await Promise.race([this.running.then(() => false),
-                                       new Promise<boolean>((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
-      clearTimeout(timer);
-      if (hung) {
-        drop(this.conn);
-        this.conn = null;
-      }
+    if (await this.stopRenewing()) {
+      drop(this.conn);
+      this.conn = null;
     }
     let closed = false;
     try {

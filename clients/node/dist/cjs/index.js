@@ -719,30 +719,28 @@ async function guardedWith(l, db, fn) {
             tx.release?.(broken);
     }
 }
-class Tenure {
-    key;
-    id;
-    term;
+/**
+ * A local deadline kept by a renewal every ttl/3 on a connection of its own
+ * (a lease's, a session's): every reader checks the clock, a timer enforces
+ * the deadline whatever a renewal is doing, and a renewal that fails is
+ * tried again every ttl/10 until the deadline. Subclasses say what one
+ * renewal is (`renewOnce`) and what losing means (`lose`).
+ */
+class Renewing {
     deadline;
     conn;
     config;
     t;
-    value;
     controller = new AbortController();
     watchdog;
     timer;
     stopped = false;
     running;
-    finishing;
-    constructor(key, id, term, deadline, conn, config, t, value = undefined) {
-        this.key = key;
-        this.id = id;
-        this.term = term;
+    constructor(deadline, conn, config, t) {
         this.deadline = deadline;
         this.conn = conn;
         this.config = config;
         this.t = t;
-        this.value = value;
         // The signal's own `aborted` and `reason` read the clock first: after a
         // pause of the process, code that looks at the signal before the timer
         // below has run still sees the deadline.
@@ -752,7 +750,7 @@ class Tenure {
     }
     get signal() { return this.controller.signal; }
     get lost() { return abortedOf.call(this.controller.signal); }
-    /** Ends the lease once the local deadline has passed: called by every reader, and by the timer. */
+    /** Ends it once the local deadline has passed: called by every reader, and by the timer. */
     expireIfDue() {
         if (!this.lost && now() >= this.deadline)
             this.lose("deadline", "no renewal succeeded before the local deadline");
@@ -763,21 +761,7 @@ class Tenure {
     }
     get alive() { return this.valid; }
     get remaining() { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
-    check() {
-        if (!this.valid)
-            throw reasonOf.call(this.controller.signal);
-    }
-    lose(reason, detail, cause) {
-        if (!this.lost) {
-            this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
-        }
-        clearTimeout(this.watchdog);
-        return reasonOf.call(this.controller.signal);
-    }
-    guard(client) { return guardWith(this, client); }
-    guarded(db, fn) {
-        return guardedWith(this, db, fn);
-    }
+    disarm() { clearTimeout(this.watchdog); }
     /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
     arm() {
         clearTimeout(this.watchdog);
@@ -801,17 +785,17 @@ class Tenure {
         try {
             this.conn ??= await connect(this.config, by - now());
             const sent = now();
-            if (await callNamed(this.conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)])) {
+            const outcome = await this.renewOnce(this.conn, by);
+            if (outcome === true) {
                 if (!this.valid)
-                    return;
+                    return; // the deadline passed meanwhile: a loss is final
                 this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
                 this.arm();
                 return this.schedule(sent + this.t.renewEvery);
             }
-            if ((await bounded(this.conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok) {
-                return this.schedule(start + this.t.retryEvery); // its row was locked: retry until the deadline
-            }
-            this.lose("refused", "the server refused the renewal (lease lapsed or taken)");
+            if (outcome === "retry")
+                return this.schedule(start + this.t.retryEvery);
+            this.lose("refused", outcome);
         }
         catch (e) {
             drop(this.conn);
@@ -822,6 +806,54 @@ class Tenure {
             this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
         }
     }
+    /** Stops renewing; waits for a renewal in flight, ttl/3 and a second at most. Whether it hung. */
+    async stopRenewing() {
+        this.stopped = true;
+        clearTimeout(this.timer);
+        if (!this.running)
+            return false;
+        let timer;
+        const hung = await Promise.race([this.running.then(() => false),
+            new Promise((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
+        clearTimeout(timer);
+        return hung;
+    }
+}
+class Tenure extends Renewing {
+    key;
+    id;
+    term;
+    value;
+    finishing;
+    constructor(key, id, term, deadline, conn, config, t, value = undefined) {
+        super(deadline, conn, config, t);
+        this.key = key;
+        this.id = id;
+        this.term = term;
+        this.value = value;
+    }
+    check() {
+        if (!this.valid)
+            throw reasonOf.call(this.controller.signal);
+    }
+    lose(reason, detail, cause) {
+        if (!this.lost) {
+            this.controller.abort(new LeaseLost(this.key, this.term, reason, detail, cause === undefined ? undefined : { cause }));
+        }
+        this.disarm();
+        return reasonOf.call(this.controller.signal);
+    }
+    guard(client) { return guardWith(this, client); }
+    guarded(db, fn) {
+        return guardedWith(this, db, fn);
+    }
+    async renewOnce(conn, by) {
+        if (await callNamed(conn, by, RENEW, [this.key, this.id, this.t.ttl, String(this.term)]))
+            return true;
+        if ((await bounded(conn, by, STILL_OURS, [this.id, String(this.term), this.key]))[0].ok)
+            return "retry";
+        return "the server refused the renewal (lease lapsed or taken)";
+    }
     release() { return this.finish(); }
     /** Stops renewing and hands over at once when the lease is still ours (once; later calls get the same answer). */
     finish() {
@@ -829,15 +861,7 @@ class Tenure {
         return this.finishing;
     }
     async handOver() {
-        this.stopped = true;
-        clearTimeout(this.timer);
-        let hung = false;
-        if (this.running) {
-            let timer;
-            hung = await Promise.race([this.running.then(() => false),
-                new Promise((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
-            clearTimeout(timer);
-        }
+        const hung = await this.stopRenewing();
         let released = false;
         if (!hung && this.valid) {
             this.lose("released", "released");
@@ -852,7 +876,7 @@ class Tenure {
             }
         }
         this.lose("released", "released");
-        clearTimeout(this.watchdog);
+        this.disarm();
         drop(this.conn);
         this.conn = null;
         return released;
@@ -1083,48 +1107,20 @@ class SessionLost extends LeaseLost {
 }
 exports.SessionLost = SessionLost;
 const jsonOf = (value) => (value === undefined ? null : JSON.stringify(value));
-class OpenSession {
+class OpenSession extends Renewing {
     handle;
     id;
-    deadline;
-    conn;
-    config;
-    t;
-    controller = new AbortController();
-    watchdog;
-    timer;
-    stopped = false;
-    running;
     closing;
     held = new Map();
     idle = [];
     constructor(handle, id, deadline, conn, config, t) {
+        super(deadline, conn, config, t);
         this.handle = handle;
         this.id = id;
-        this.deadline = deadline;
-        this.conn = conn;
-        this.config = config;
-        this.t = t;
-        readsTheClock(this.controller.signal, () => this.expireIfDue());
-        this.arm();
-        this.schedule(deadline + t.margin - t.ttl * 1000 + t.renewEvery);
     }
     get ttl() { return this.t.ttl; }
-    get signal() { return this.controller.signal; }
-    get lost() { return abortedOf.call(this.controller.signal); }
     /** Why it ended (once lost). */
     get why() { return reasonOf.call(this.controller.signal); }
-    /** Ends the session once the local deadline has passed: called by every reader, its leases' too, and by the timer. */
-    expireIfDue() {
-        if (!this.lost && now() >= this.deadline)
-            this.lose("deadline", "no renewal succeeded before the local deadline");
-    }
-    get valid() {
-        this.expireIfDue();
-        return !this.lost;
-    }
-    get alive() { return this.valid; }
-    get remaining() { return this.valid ? Math.max(0, this.deadline - now()) : 0; }
     get leases() { return [...this.held.values()]; }
     check() {
         if (!this.valid)
@@ -1135,53 +1131,18 @@ class OpenSession {
         if (!this.lost) {
             this.controller.abort(new SessionLost(this.handle, this.id, reason, detail, cause === undefined ? undefined : { cause }));
             const why = this.why;
-            for (const lease of this.held.values())
+            // (a lease of it may not exist yet while the session is constructed)
+            for (const lease of this.held?.values() ?? [])
                 lease.lose(why.reason, why.detail, why);
         }
-        clearTimeout(this.watchdog);
+        this.disarm();
         return this.why;
     }
-    /** The local deadline, enforced by a timer whatever a renewal is doing (the readers check the clock as well). */
-    arm() {
-        clearTimeout(this.watchdog);
-        this.watchdog = later(() => {
-            this.expireIfDue();
-            if (!this.lost)
-                this.arm();
-        }, Math.max(0, this.deadline - now()));
-    }
-    schedule(at) {
-        if (this.stopped)
-            return;
-        this.timer = later(() => { this.running = this.renew(); }, Math.max(0, at - now()));
-    }
-    /** One le_renew_session: the deadline moves; refused, the session is lost; failing, retried every ttl/10 until the deadline. */
-    async renew() {
-        if (this.stopped || !this.valid)
-            return;
-        const start = now();
-        // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
-        const by = Math.min(start + this.t.callTimeout, this.deadline);
-        try {
-            this.conn ??= await connect(this.config, by - now());
-            const sent = now();
-            if ((await bounded(this.conn, by, RENEW_SESSION, [this.handle]))[0].ok) {
-                if (!this.valid)
-                    return; // the deadline passed meanwhile: a loss is final
-                this.deadline = sent + this.t.ttl * 1000 - this.t.margin;
-                this.arm();
-                return this.schedule(sent + this.t.renewEvery);
-            }
-            this.lose("refused", "the server refused the renewal: the session is not live there (closed, lapsed or unknown)");
-        }
-        catch (e) {
-            drop(this.conn);
-            this.conn = null;
-            const err = classify(e, databaseOf(this.config));
-            if (err instanceof ConnectionError)
-                return this.schedule(start + this.t.retryEvery);
-            this.lose("rejected", `a renewal was refused for good: ${err.message}`, err);
-        }
+    /** One le_renew_session: the deadline moves; refused, the session is lost. */
+    async renewOnce(conn, by) {
+        if ((await bounded(conn, by, RENEW_SESSION, [this.handle]))[0].ok)
+            return true;
+        return "the server refused the renewal: the session is not live there (closed, lapsed or unknown)";
     }
     async tryAcquire(key, options = {}) {
         checkName("key", key);
@@ -1294,17 +1255,9 @@ class OpenSession {
     }
     async shutDown() {
         this.lose("released", "the session was closed"); // every lease here first
-        this.stopped = true;
-        clearTimeout(this.timer);
-        if (this.running) {
-            let timer;
-            const hung = await Promise.race([this.running.then(() => false),
-                new Promise((r) => { timer = later(() => r(true), this.t.callTimeout + 1000); })]);
-            clearTimeout(timer);
-            if (hung) {
-                drop(this.conn);
-                this.conn = null;
-            }
+        if (await this.stopRenewing()) {
+            drop(this.conn);
+            this.conn = null;
         }
         let closed = false;
         try {
