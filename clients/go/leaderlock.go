@@ -16,6 +16,10 @@
 // Schedule runs a job once per due instant on one replica among many
 // (scheduled runs, contract 22), with the same guarantees for each run: see
 // ScheduleConfig and ScheduledRun.
+//
+// A Session holds many keys under one renewal (sessions, contract 21),
+// with the same guarantees for the session and each of its keys: see
+// OpenSession and SessionLease.
 package leaderlock
 
 import (
@@ -655,6 +659,19 @@ type renewal struct {
 	start, by, deadline   time.Time // the last step's start, call bound, and deadline then
 }
 
+// newRenewal is the renewal step of a tenure (a lease's, a session's): renew
+// makes one call, and logf tells of a failed reconnection or renewal.
+func newRenewal(e *Elector, t *tenure, ctx context.Context, conn **pgx.Conn, wait, watchdog *time.Timer,
+	logf func(string, ...any), renew func(c *pgx.Conn, by time.Time) (bool, error)) *renewal {
+	return &renewal{e: e, t: t, ctx: ctx, conn: conn, wait: wait, watchdog: watchdog, renew: renew,
+		cannotConnect: func(err error, left time.Duration) {
+			logf("cannot reconnect to renew (%v); %v to the local deadline", err, left)
+		},
+		failed: func(err error, left time.Duration) {
+			logf("renewal failed (%v); retrying on a new connection, %v to the local deadline", err, left)
+		}}
+}
+
 // step renews once, reconnecting first if need be: a success moves the
 // deadline and the watchdog and renews again ttl/3 after the start, a
 // failure drops the connection and retries after retryEvery, a refusal
@@ -752,16 +769,10 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	secs := e.ttl.Seconds()
 	next := deadline.Add(e.margin - e.ttl + e.ttl/3)
 	wait := time.NewTimer(time.Until(next))
-	r := &renewal{e: e, t: t, ctx: lctx, conn: &conn, wait: wait, watchdog: watchdog,
-		renew: func(c *pgx.Conn, by time.Time) (bool, error) {
+	r := newRenewal(e, t, lctx, &conn, wait, watchdog, e.logf,
+		func(c *pgx.Conn, by time.Time) (bool, error) {
 			return callNamed(lctx, e, c, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
-		},
-		cannotConnect: func(err error, left time.Duration) {
-			e.logf("cannot reconnect to renew (%v); %v to the local deadline", err, left)
-		},
-		failed: func(err error, left time.Duration) {
-			e.logf("renewal failed (%v); retrying on a new connection, %v to the local deadline", err, left)
-		}}
+		})
 	for {
 		select {
 		case <-t.done:

@@ -149,17 +149,11 @@ func (s *Session) renew(conn *pgx.Conn, deadline time.Time) {
 	watchdog := time.AfterFunc(time.Until(deadline), t.expireIfDue)
 	wait := time.NewTimer(time.Until(deadline.Add(e.margin - e.ttl + e.ttl/3)))
 	secs := e.ttl.Seconds()
-	r := &renewal{e: e, t: t, ctx: lctx, conn: &conn, wait: wait, watchdog: watchdog,
-		renew: func(c *pgx.Conn, by time.Time) (bool, error) {
+	r := newRenewal(e, t, lctx, &conn, wait, watchdog, s.logf,
+		func(c *pgx.Conn, by time.Time) (bool, error) {
 			s.renewals.Add(1)
 			return scanBool(lctx, e, c, by, sqlRenewSession, s.handle, secs)
-		},
-		cannotConnect: func(err error, left time.Duration) {
-			s.logf("cannot reconnect to renew (%v); %v to the local deadline", err, left)
-		},
-		failed: func(err error, left time.Duration) {
-			s.logf("renewal failed (%v); retrying on a new connection, %v to the local deadline", err, left)
-		}}
+		})
 	for {
 		select {
 		case <-t.done:
