@@ -47,7 +47,8 @@
 -- * Sessions (contract 21): no worker ends a lapsed session. The next
 --   acquisition that touches one of its keys ends it first (every key it
 --   holds vacated and announced "expired", "reason":"session_expired", its
---   lock-delay applied), in the caller's transaction, and so does
+--   lock-delay counted from its expiry), in the caller's transaction (a
+--   look of le_acquire that takes nothing rolls it back), and so does
 --   le_expire_lapsed(), which counts their keys.
 -- * le_capabilities() says "priority": false: contract 18 (le_acquire's
 --   priority, le_candidates) is the compiled edition's only.
@@ -284,9 +285,12 @@ CREATE INDEX leaderlock_slots_holder_idx ON @extschema@.leaderlock_slots (holder
 -- Contract 21: sessions, the compiled edition's table column for column,
 -- with CHECK constraints as above. One row per session, live or lapsed,
 -- deleted when it ends (closed, or ended lapsed: its keys vacated in the
--- same transaction). A renewal writes this row alone, whatever the number
--- of keys held under it; an acquisition under it holds it FOR KEY SHARE
--- (a close waits for it, a renewal does not).
+-- same transaction) once no key is held under it, at READ COMMITTED, with
+-- no acquisition under it in flight (else kept, lapsed, and ended again:
+-- no key names a session whose row is gone). A renewal writes this row
+-- alone, whatever the number of keys held under it; an acquisition under
+-- it holds it FOR KEY SHARE (a close waits for it, a renewal and the end
+-- of a lapsed session do not; the row is deleted after it).
 CREATE TABLE @extschema@.leaderlock_sessions (
     session     uuid PRIMARY KEY,     -- the handle: random (gen_random_uuid), never reused
     id          text NOT NULL,        -- the holder id of every key acquired under it
@@ -1536,16 +1540,26 @@ END
 $fn$;
 
 -- Contract 21: ends session p_session, whose row this transaction holds
--- locked FOR UPDATE (or which no longer exists): every key held under it is
--- vacated (term kept; value kept if the session keeps values), ordered by
--- key, with one clock reading, and announced: closed (p_closed), as
--- le_release does ("released", counted as a release, no lock-delay),
--- waiting for keys another transaction holds locked; else as the worker
--- would ("expired", "reason":"session_expired", counted as an expiry,
--- not acquirable until now + its lock_delay), skipping keys another
--- transaction holds locked. The row is deleted once no key is held under
--- it. A session that no longer exists: its keys (p_key alone, when given)
--- are vacated the same way. Returns how many keys.
+-- locked: FOR NO KEY UPDATE (against its renewals and other ends; an
+-- acquisition under it in flight, which holds it FOR KEY SHARE, goes on,
+-- and a key it adds is ended at the next end), or FOR UPDATE for a close
+-- (p_closed). Every key held under it is vacated (term kept; value kept if
+-- the session keeps values), ordered by key, with one clock reading, and
+-- announced: closed, as le_release does ("released", counted as a
+-- release, no lock-delay), waiting for keys another transaction holds
+-- locked; else as the worker would ("expired", "reason":"session_expired",
+-- counted as an expiry, its expiry the session's, and not acquirable until
+-- that expiry + its lock_delay, whoever ends it and whenever), skipping
+-- keys another transaction holds locked. The row is deleted only at READ
+-- COMMITTED (an older snapshot would miss a key acquired since), locked
+-- FOR UPDATE (a close holds it; else without waiting: no acquisition under
+-- it in flight, none to come), and once no key is held under it (counted
+-- by a fresh statement). Otherwise it stays, lapsed from now (expires_at
+-- and recheck_at at most now; a close: no lock-delay for what is left),
+-- and the next acquisition of one of its keys or le_expire_lapsed ends it
+-- again: no key is left naming a session whose row is gone. A session
+-- that no longer exists (a key of an earlier version): its keys (p_key
+-- alone, when given) are vacated the same way. Returns how many keys.
 CREATE FUNCTION @extschema@._le_end_session(p_session uuid, p_closed boolean, p_pro timestamptz,
                                             p_key text) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1559,8 +1573,8 @@ DECLARE
     v_keys text[];
     v_holders text[];
     v_terms bigint[];
-    v_all bigint;
     v_lasts timestamptz;
+    v_delete boolean;
     t timestamptz;
 BEGIN
     SELECT x.keep_values, x.lock_delay, GREATEST(x.expires_at, p_pro + x.ttl) AS lasts INTO s
@@ -1581,13 +1595,12 @@ BEGIN
                    AND (NOT v_gone OR p_key IS NULL OR l.key = p_key)
                  ORDER BY l.key
                    FOR NO KEY UPDATE SKIP LOCKED) k;
-        SELECT count(*) INTO v_all FROM @extschema@.leaderlock l
-         WHERE l.session = p_session AND l.holder IS NOT NULL;
     END IF;
     -- read after the locks, as a release does
     t := clock_timestamp();
     -- stored and announced: a released key's expiry is its release; an
-    -- expired one's, when its session lapsed (now at the latest)
+    -- expired one's, when its session lapsed (now at the latest); the
+    -- lock-delay counts from there
     v_lasts := CASE WHEN p_closed THEN t ELSE LEAST(coalesce(s.lasts, '-infinity'::timestamptz), t) END;
     IF v_keys IS NOT NULL THEN
         UPDATE @extschema@.leaderlock l
@@ -1596,10 +1609,9 @@ BEGIN
                releases = l.releases + CASE WHEN p_closed THEN 1 ELSE 0 END,
                expiries = l.expiries + CASE WHEN p_closed THEN 0 ELSE 1 END,
                delayed_until = CASE WHEN NOT p_closed AND s.lock_delay > interval '0'
-                                    THEN t + s.lock_delay END,
+                                    THEN v_lasts + s.lock_delay END,
                changed_at = t
          WHERE l.key = ANY (v_keys);
-        PERFORM @extschema@._le_durable();
         FOR i IN 1 .. cardinality(v_keys) LOOP
             IF p_closed THEN
                 PERFORM @extschema@._le_announce('released'::text, v_keys[i], v_holders[i], v_terms[i], t,
@@ -1611,20 +1623,44 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    IF NOT v_gone AND (p_closed OR coalesce(cardinality(v_keys), 0) >= v_all) THEN
-        DELETE FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
+    IF NOT v_gone THEN
+        -- the row goes only at READ COMMITTED, locked FOR UPDATE, with no
+        -- key held under it any more
+        v_delete := current_setting('transaction_isolation') IN ('read committed', 'read uncommitted');
+        IF v_delete AND NOT p_closed THEN
+            PERFORM FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session FOR UPDATE SKIP LOCKED;
+            v_delete := FOUND;
+        END IF;
+        IF v_delete THEN
+            v_delete := NOT EXISTS (SELECT FROM @extschema@.leaderlock l
+                                     WHERE l.session = p_session AND l.holder IS NOT NULL);
+        END IF;
+        IF v_delete THEN
+            DELETE FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
+        ELSE
+            UPDATE @extschema@.leaderlock_sessions x
+               SET expires_at = LEAST(x.expires_at, t), recheck_at = LEAST(x.recheck_at, t),
+                   lock_delay = CASE WHEN p_closed THEN interval '0' ELSE x.lock_delay END
+             WHERE x.session = p_session;
+        END IF;
+    END IF;
+    IF v_keys IS NOT NULL OR NOT v_gone THEN
         PERFORM @extschema@._le_durable();
     END IF;
     RETURN coalesce(cardinality(v_keys), 0);
 END
 $fn$;
 
--- Contract 21, where no worker runs: key p_key, held under a session that
--- lapsed (p_pro: _le_promoted_at()) or no longer exists, is vacated with
--- that whole session (_le_end_session) before an acquisition looks at it,
--- in the caller's transaction. Never waits: false, nothing changed and
--- nothing left locked, when the key or the session's row is locked by
--- another transaction (or the key is no longer such a key).
+-- Contract 21, where no worker runs: the session key p_key is held under,
+-- if it lapsed (p_pro: _le_promoted_at()), is ended (_le_end_session)
+-- before an acquisition looks at the key further, in the caller's
+-- transaction, never waiting: its row locked FOR NO KEY UPDATE SKIP LOCKED
+-- (an acquisition under it in flight does not stop that; its renewal or
+-- another end does), keys another transaction holds locked skipped. A key
+-- naming a session that no longer exists (an earlier version's) is
+-- vacated alone. False, nothing changed and nothing locked, when there is
+-- no such session to end now (the key is no longer held under one, its
+-- session is live, or its row is locked by another transaction).
 CREATE FUNCTION @extschema@._le_end_lapsed_key(p_key text, p_pro timestamptz) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1634,25 +1670,20 @@ AS $fn$
 DECLARE
     v_session uuid;
 BEGIN
-    -- each lock with its writes, in one block (see _le_lock_own)
-    BEGIN
-        SELECT l.session INTO v_session FROM @extschema@.leaderlock l
-         WHERE l.key = p_key AND l.holder IS NOT NULL AND l.session IS NOT NULL
-           AND NOT coalesce(@extschema@._le_session_lasts(l.session, p_pro) > clock_timestamp(), false)
-           FOR NO KEY UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RAISE SQLSTATE 'LE0NL';
-        END IF;
-        -- (a lapsed session is never renewed: no need to look again under the lock)
-        PERFORM FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND AND EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session) THEN
-            RAISE SQLSTATE 'LE0NL';   -- its end, or an acquisition under it, in progress
-        END IF;
-        PERFORM @extschema@._le_end_session(v_session, false, p_pro, p_key);
-        RETURN true;
-    EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
+    SELECT l.session INTO v_session FROM @extschema@.leaderlock l
+     WHERE l.key = p_key AND l.holder IS NOT NULL AND l.session IS NOT NULL;
+    IF v_session IS NULL THEN
         RETURN false;
-    END;
+    END IF;
+    PERFORM FROM @extschema@.leaderlock_sessions x
+      WHERE x.session = v_session
+        AND NOT coalesce(GREATEST(x.expires_at, p_pro + x.ttl) > clock_timestamp(), false)
+        FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session) THEN
+        RETURN false;   -- live, or its renewal or end in progress
+    END IF;
+    PERFORM @extschema@._le_end_session(v_session, false, p_pro, p_key);
+    RETURN true;
 END
 $fn$;
 
@@ -1799,6 +1830,7 @@ BEGIN
              WHERE l.key = p_key
                AND (l.holder IS NULL
                     OR NOT coalesce(GREATEST(l.expires_at, p_pro + l.ttl) > clock_timestamp(), false))
+               AND NOT coalesce(l.delayed_until > clock_timestamp(), false)
                FOR NO KEY UPDATE SKIP LOCKED;
             IF NOT FOUND THEN
                 RAISE SQLSTATE 'LE0NL';
@@ -1840,10 +1872,12 @@ BEGIN
          WHERE l.key = p_key
            AND (l.holder IS NULL
                 OR NOT coalesce(GREATEST(l.expires_at, p_pro + l.ttl) > clock_timestamp(), false))
+           AND NOT coalesce(l.delayed_until > clock_timestamp(), false)
            FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             -- locked by another candidate, or (a key of one slot) taken
-            -- live meanwhile: look again
+            -- live meanwhile, or vacated under a lock-delay since the
+            -- look (contract 21): look again
             RAISE SQLSTATE 'LE0NL';
         END IF;
         -- No tenure starts while the row is locked: the key's number of
@@ -1960,13 +1994,11 @@ $fn$;
 -- more, or asked for more, are _le_attempt_slots'). p_session (contract
 -- 21): acquire under that session, for its id (p_id and p_ttl are then
 -- the session's, whatever is given), the tenure living as long as the
--- session. o_step: a change this look made that must be kept even when it
--- did not acquire (a lapsed session ended, with its lock-delay).
+-- session.
 CREATE FUNCTION @extschema@._le_attempt(p_key text, p_id text, p_ttl interval, p_value jsonb,
                                         p_caller oid, p_insert_wait_ms bigint, p_slots integer DEFAULT 1,
                                         p_session uuid DEFAULT NULL,
-                                        OUT o_outcome text, OUT o_until timestamptz,
-                                        OUT o_step boolean)
+                                        OUT o_outcome text, OUT o_until timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -2001,7 +2033,6 @@ BEGIN
             MESSAGE = format('leaderlock: insert wait %s ms is out of range (0 to 86400000)', p_insert_wait_ms);
     END IF;
     PERFORM @extschema@._le_act_as(p_caller);
-    o_step := false;
     -- Contract 8.2: a promotion is recorded (one row, never waiting); held
     -- leases last at least until then + their ttl.
     PERFORM @extschema@._le_failover_record();
@@ -2010,10 +2041,11 @@ BEGIN
     -- Contract 21: under a session only while it is live and owned by a
     -- role the caller is a member of (else 'ended': le_acquire_in stops
     -- waiting); its row key-share-locked until the transaction (or
-    -- le_acquire's look) ends, so that it cannot end meanwhile (its close
-    -- waits, its renewals do not); a session being ended counts as ended
-    -- (never waiting). Its id and ttl are the acquisition's; a waiter
-    -- looks again by its end at the latest.
+    -- le_acquire's look) ends, so that its row is not deleted meanwhile
+    -- (its close waits; its renewals, and the end of the session once
+    -- lapsed, do not: a key taken here is then ended at the next end); a
+    -- session being closed counts as ended (never waiting). Its id and ttl
+    -- are the acquisition's; a waiter looks again by its end at the latest.
     IF p_session IS NOT NULL THEN
         SELECT x.id, x.ttl, GREATEST(x.expires_at, v_pro + x.ttl) AS lasts INTO sess
           FROM @extschema@.leaderlock_sessions x
@@ -2043,13 +2075,13 @@ BEGIN
 
     -- Contract 21, no worker: a key held under a session that lapsed (or is
     -- gone) is vacated with that whole session first (announced "expired",
-    -- its lock-delay applied), a step kept even if this look takes nothing.
+    -- its lock-delay counted from the session's expiry, whoever ends it and
+    -- whenever: a look of le_acquire that ends it and takes nothing rolls
+    -- back). Until its session is ended (its row or this key locked by
+    -- another transaction), the key is the session's: nobody takes it, the
+    -- same id neither.
     IF found_row AND seen.holder IS NOT NULL AND seen.session IS NOT NULL AND NOT coalesce(seen.lasts > t, false) THEN
-        IF NOT @extschema@._le_end_lapsed_key(p_key, v_pro) THEN
-            o_outcome := 'busy';
-            RETURN;
-        END IF;
-        o_step := true;
+        PERFORM @extschema@._le_end_lapsed_key(p_key, v_pro);
         SELECT l.holder, l.term,
                CASE WHEN l.session IS NULL OR l.holder IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
                     ELSE @extschema@._le_session_lasts(l.session, v_pro) END AS lasts,
@@ -2058,9 +2090,14 @@ BEGIN
           INTO seen
           FROM @extschema@.leaderlock l WHERE l.key = p_key;
         t := clock_timestamp();
+        IF seen.holder IS NOT NULL AND seen.session IS NOT NULL AND NOT coalesce(seen.lasts > t, false) THEN
+            o_outcome := 'busy';
+            RETURN;
+        END IF;
     END IF;
     -- Contract 21: a vacant key under a lock-delay is not acquirable by
-    -- anyone (its last holder included) until the delay ends.
+    -- anyone (its last holder included) until the delay ends, whatever the
+    -- slots asked.
     IF found_row AND seen.holder IS NULL AND seen.delayed_until > t THEN
         o_outcome := 'held';
         o_until := LEAST(seen.delayed_until, v_session_end);
@@ -2126,18 +2163,16 @@ BEGIN
         RETURN;
     END IF;
 
-    IF seen.holder IS NOT NULL AND seen.lasts > t AND p_session IS NOT NULL AND seen.session = p_session THEN
+    IF seen.holder IS NOT NULL AND seen.lasts > t AND p_session IS NOT NULL AND seen.session = p_session
+       AND p_value IS NULL THEN
         -- Ours, held under this very session, which is what lives: nothing
-        -- to extend (contract 21).
-        IF p_value IS NOT NULL THEN
-            UPDATE @extschema@.leaderlock l SET value = p_value WHERE l.key = p_key;
-            PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, seen.term, t, NULL::text,
-                                             NULL::timestamptz, p_value, NULL::boolean, NULL::integer);
-        END IF;
+        -- to extend (contract 21). (A value is set under the lock below,
+        -- which never waits.)
         o_outcome := 'acquired';
         RETURN;
     END IF;
-    IF seen.holder IS NOT NULL AND seen.lasts > t THEN
+    IF seen.holder IS NOT NULL AND seen.lasts > t
+       AND NOT (p_session IS NOT NULL AND seen.session = p_session) THEN
         -- Ours: extend it as le_renew does (contract 21: into p_session, or
         -- out of sessions), in one statement that never waits; if that
         -- fails, the locking path below decides.
@@ -2819,14 +2854,15 @@ BEGIN
         n := n + 1;
     END LOOP;
     -- Contract 21: every lapsed session that no other transaction holds
-    -- locked ends, its keys vacated and counted (_le_end_session: those
-    -- another transaction holds locked are skipped, and the session's row
-    -- stays until they are vacated).
+    -- locked against renewals ends, its keys vacated and counted
+    -- (_le_end_session: those another transaction holds locked are
+    -- skipped, and the session's row stays, lapsed, until none is held
+    -- under it and no acquisition under it is in flight).
     FOR r IN
         SELECT x.session FROM @extschema@.leaderlock_sessions x
          WHERE x.recheck_at <= t AND NOT coalesce(GREATEST(x.expires_at, v_pro + x.ttl) > t, false)
          ORDER BY x.recheck_at
-           FOR UPDATE SKIP LOCKED
+           FOR NO KEY UPDATE SKIP LOCKED
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
@@ -2872,31 +2908,57 @@ BEGIN
 END
 $fn$;
 
--- Contract 21: extends the caller's live session by p_ttl (NULL: its own),
--- one row written whatever its keys, never waiting. A refused renewal
--- (unknown, lapsed, another role's, or locked by another transaction's
--- renewal or end) changes nothing and locks nothing.
+-- Contract 21: extends the caller's live session by p_ttl (NULL: its own)
+-- from the instant of the call, one row written whatever its keys. Waits
+-- for a transaction that holds the row (only its owner's own calls and the
+-- end of a lapsed session lock it, a rival's never do), and decides
+-- liveness on the row as it is then (the clock read again after the
+-- wait): a live session is never refused, an ended one never renewed, and
+-- a renewal that waited is backdated, never extended. (le_renew of one of
+-- its keys and le_renew_all never wait: _le_extend_sessions.) A refused
+-- renewal (unknown, lapsed, or another role's) changes nothing and locks
+-- nothing.
 CREATE FUNCTION @extschema@._le_renew_session(p_session uuid, p_ttl interval, p_caller oid) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $fn$
+DECLARE
+    t timestamptz;
+    v_pro timestamptz;
 BEGIN
     PERFORM @extschema@._le_session_arg(p_session);
     p_ttl := @extschema@._le_ttl(p_ttl, false);
     PERFORM @extschema@._le_act_as(p_caller);
-    RETURN cardinality(@extschema@._le_extend_sessions(p_session, NULL::text, clock_timestamp(), p_ttl, p_caller,
-                                                       @extschema@._le_promoted_at())) > 0;
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    UPDATE @extschema@.leaderlock_sessions x
+       SET renewed_at = t,
+           expires_at = t + coalesce(p_ttl, x.ttl),
+           ttl = coalesce(p_ttl, x.ttl),
+           recheck_at = CASE
+               WHEN x.recheck_at <= t + coalesce(p_ttl, x.ttl)
+                AND x.recheck_at >= t + coalesce(p_ttl, x.ttl) / 2.0::float8 THEN x.recheck_at
+               ELSE t + coalesce(p_ttl, x.ttl) END
+     WHERE x.session = p_session
+       AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
+       AND pg_has_role(p_caller, x.owner, 'MEMBER'::text);
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM @extschema@._le_durable();
+    RETURN true;
 END
 $fn$;
 
 -- Contract 21: closes the caller's live session: every key held under it
 -- vacated and announced "released" as le_release does, no lock-delay, and
--- its row deleted, in this transaction (_le_end_session). Waits for a
--- transaction that acquires under it, renews it or holds one of its keys
--- locked (a guarded write in progress ends first). False, nothing changed,
--- for a session that is not live, unknown or another role's.
+-- its row deleted, in this transaction (_le_end_session; at REPEATABLE
+-- READ or SERIALIZABLE the row stays, lapsed, and is ended again). Waits
+-- for a transaction that acquires under it, renews it or holds one of its
+-- keys locked (a guarded write in progress ends first). False, nothing
+-- changed, for a session that is not live, unknown or another role's.
 CREATE FUNCTION @extschema@._le_close_session(p_session uuid, p_caller oid) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -3223,17 +3285,19 @@ BEGIN
     END IF;
     deadline := clock_timestamp() + p_wait;
     LOOP
-        -- Each look in a subtransaction, rolled back unless it acquired (or
-        -- made a step to keep): a waiter keeps no lock while it sleeps.
+        -- Each look in a subtransaction, rolled back unless it acquired: a
+        -- waiter keeps no lock while it sleeps, not even on the keys of a
+        -- lapsed session the look ended (contract 21: its lock-delay counts
+        -- from the session's expiry, whoever ends it).
         BEGIN
             -- the caller key for this look, set inside the subtransaction
             -- (a rollback reverts it), consumed by _le_attempt
             v_caller := @extschema@._le_caller();
-            SELECT a.o_outcome, a.o_until, a.o_step INTO res
+            SELECT a.o_outcome, a.o_until INTO res
               FROM @extschema@._le_attempt(p_key, p_id, p_ttl, p_value, v_caller,
                        GREATEST(10, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint,
                        p_slots, p_session) a;
-            IF res.o_outcome <> 'acquired' AND NOT res.o_step THEN
+            IF res.o_outcome <> 'acquired' THEN
                 RAISE SQLSTATE 'LE0RB';
             END IF;
         EXCEPTION WHEN SQLSTATE 'LE0RB' THEN

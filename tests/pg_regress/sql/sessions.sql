@@ -97,9 +97,9 @@ SELECT le_release('ses/a', 'worker-2');
 -- A lapsed session: its keys are lapsed (never live past it), and the
 -- first acquisition of one ends the whole session; keep_values keeps the
 -- values of the vacated keys; the lock-delay keeps them from everyone.
-SELECT le_open_session('worker-3', '10 milliseconds', lock_delay => '1 hour', keep_values => true) AS s3 \gset
+SELECT le_open_session('worker-3', '300 milliseconds', lock_delay => '1 hour', keep_values => true) AS s3 \gset
 SELECT le_try_acquire_in(:'s3', 'ses/x', '{"v": 1}') AS x, le_try_acquire_in(:'s3', 'ses/y') AS y;
-SELECT pg_sleep(0.05);
+SELECT pg_sleep(0.35);
 SELECT key, holder, state FROM leaderlock_status WHERE key IN ('ses/x', 'ses/y') ORDER BY key;
 SELECT le_leader('ses/x') AS leader, (le_lease('ses/x')).holder AS lease_holder;
 SELECT le_assert_leader('ses/x', 'worker-3');
@@ -118,9 +118,9 @@ RESET ROLE;
 
 -- Without a lock-delay and values: le_expire_lapsed ends lapsed sessions.
 SET ROLE ll_ses_a;
-SELECT le_open_session('worker-5', '10 milliseconds') AS s5 \gset
+SELECT le_open_session('worker-5', '300 milliseconds') AS s5 \gset
 SELECT le_try_acquire_in(:'s5', 'ses/p', '{"v": 2}') AS p, le_try_acquire_in(:'s5', 'ses/q') AS q;
-SELECT pg_sleep(0.05);
+SELECT pg_sleep(0.35);
 SELECT le_expire_lapsed() AS vacated;
 SELECT key, holder, term, state, value FROM leaderlock_status WHERE key IN ('ses/p', 'ses/q') ORDER BY key;
 SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'s5';

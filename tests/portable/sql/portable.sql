@@ -642,8 +642,8 @@ SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'p-ses-%' ORDER 
 -- M3 for sessions: refused calls on a lapsed session (renew it, close it,
 -- acquire under it, renew or release one of its keys) write and lock
 -- nothing; the next acquisition of one of its keys ends the whole session
--- first (each key announced, lock-delay from then), and a waiting
--- le_acquire takes the key once the delay is over.
+-- first (each key announced, lock-delay from the session's expiry), and a
+-- waiting le_acquire takes the key once the delay is over.
 SET ROLE ll_p_ses_a;
 SELECT le_open_session('p-ses-l', '200 milliseconds', lock_delay => '300 milliseconds') AS pl \gset
 SELECT le_try_acquire_in(:'pl', 'p-ses-l1') AS l1, le_try_acquire_in(:'pl', 'p-ses-l2') AS l2;
@@ -663,12 +663,29 @@ SELECT (SELECT count(*) FROM leaderlock_sessions
        AS rows_written_or_locked;
 COMMIT;
 SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'p-ses-l%' ORDER BY key;
-SELECT clock_timestamp() AS t0 \gset
+SELECT expires_at + lock_delay AS pl_delay_end FROM leaderlock_sessions WHERE session = :'pl' \gset
 SELECT le_acquire('p-ses-l2', 'p-taker', '1 minute', '5 seconds') AS taken_after_the_lock_delay;
-SELECT clock_timestamp() - :'t0'::timestamptz >= interval '250 milliseconds' AS waited_for_the_delay;
+SELECT acquired_at >= :'pl_delay_end'::timestamptz AS waited_for_the_delay
+  FROM leaderlock WHERE key = 'p-ses-l2';
+SELECT delayed_until = :'pl_delay_end'::timestamptz AS delay_from_the_expiry
+  FROM leaderlock WHERE key = 'p-ses-l1';
 SELECT key, holder, term, state, expiries FROM leaderlock_status JOIN leaderlock_stats USING (key)
  WHERE key LIKE 'p-ses-l%' ORDER BY key;
 SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'pl';
+-- A waiting le_acquire whose looks end a lapsed session and take nothing
+-- (its lock-delay runs) rolls each end back, keeping nothing locked while
+-- it sleeps: the session and its keys are as they were, and whoever ends
+-- it later starts the same delay, from the session's expiry.
+SELECT le_open_session('p-ses-w', '100 milliseconds', lock_delay => '1 hour') AS pw \gset
+SELECT le_try_acquire_in(:'pw', 'p-ses-w1') AS w1, le_try_acquire_in(:'pw', 'p-ses-w2') AS w2;
+SELECT pg_sleep(0.15);
+SELECT le_acquire('p-ses-w1', 'p-taker', '1 minute', '100 milliseconds') AS refused_during_the_delay;
+SELECT key, holder, state FROM leaderlock_status WHERE key LIKE 'p-ses-w%' ORDER BY key;
+SELECT expires_at + lock_delay AS pw_delay_end FROM leaderlock_sessions WHERE session = :'pw' \gset
+SELECT le_expire_lapsed() >= 2 AS ended;
+SELECT key, holder, delayed_until = :'pw_delay_end'::timestamptz AS delay_from_the_expiry
+  FROM leaderlock WHERE key LIKE 'p-ses-w%' ORDER BY key;
+SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'pw';
 RESET ROLE;
 -- M2 for sessions: after a promotion (simulated), a session held across it
 -- lasts at least until the promotion + its ttl (its keys too, in
