@@ -1069,20 +1069,38 @@ mod tests {
                FROM generate_series(0, 9999) i",
         )
         .unwrap();
+        // and 1,000 sessions, keys of the last 1,000 keys held under them
+        Spi::run(
+            "INSERT INTO leaderlock_sessions \
+                    (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, \
+                     lock_delay, keep_values) \
+             SELECT pg_catalog.gen_random_uuid(), 'h' || i, 10, interval '10 seconds', now(), \
+                    now(), now() + i * interval '1 second', now() + i * interval '1 second', \
+                    interval '0', false \
+               FROM generate_series(1, 1000) i",
+        )
+        .unwrap();
+        Spi::run(
+            "UPDATE leaderlock l SET session = s.session, expires_at = 'infinity' \
+               FROM (SELECT session, row_number() OVER () AS n FROM leaderlock_sessions) s \
+              WHERE l.key = 'k' || (9000 + s.n)",
+        )
+        .unwrap();
         Spi::run("ANALYZE leaderlock").unwrap();
         Spi::run("ANALYZE leaderlock_slots").unwrap();
+        Spi::run("ANALYZE leaderlock_sessions").unwrap();
         // Tables of the older schemas the library still serves, as they
         // were: the current one without the columns added since.
         let schema = in_schema("@extschema@");
         for (old, dropped) in [
             (
                 "0.3.0",
-                "owner, tenures, releases, expiries, changed_at, slots",
+                "owner, tenures, releases, expiries, changed_at, slots, session, delayed_until",
             ),
             (
                 "0.2.0",
-                "owner, tenures, releases, expiries, changed_at, slots, value, session_pid, \
-                 session_start",
+                "owner, tenures, releases, expiries, changed_at, slots, session, delayed_until, \
+                 value, session_pid, session_start",
             ),
         ] {
             let name = old_schema(old);
@@ -1108,7 +1126,7 @@ mod tests {
         let start_args_0_4 = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
         let session = "'00000000-0000-0000-0000-000000000001'::uuid";
         let vacate_session = "ARRAY['k2'], now(), false, NULL, now(), true";
-        let rebind = format!("'k2', {session}, now(), '1 second', now()");
+        let rebind = format!("'k2', {session}, now(), '1 second', now(), NULL, NULL");
         let old_tenure = "'new', 'h', now(), now(), '1 second', 1, NULL, NULL, NULL";
         let samples: std::collections::HashMap<&str, &str> = [
             ("READ_LEASE", "'k2', 10"),
