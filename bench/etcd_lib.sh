@@ -1,5 +1,5 @@
 # Sourced by the benchmarks that run etcd 3.4 beside PostgreSQL (etcd.sh,
-# renew_all.sh), after scripts/lib.sh: `start_throwaway_etcd` sets up
+# renew_all.sh, scale.sh), after scripts/lib.sh: `start_throwaway_etcd` sets up
 # (installs Debian's etcd-server and etcd-client when missing), starts a
 # throwaway PostgreSQL cluster with leaderlock preloaded (default settings,
 # fsync on; its port in PORT) and a throwaway single-member etcd (default

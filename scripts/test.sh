@@ -63,7 +63,7 @@
 #                   and the Python and Rust clients' scenarios (tests/portable)
 #   bench smoke     on 15: ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
-#                   session_end.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh,
+#                   session_end.sh, scale.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh,
 #                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
 #
@@ -403,6 +403,9 @@ bench_smoke() {
   timed runs "$REPO_ROOT/bench/runs.sh" --pg "$PG_MAJOR" --clients 2 --seconds 2 --reps 1 --slots 6 --period-ms 300 \
     || fail "scheduled runs smoke"
   timed session_end "$REPO_ROOT/bench/session_end.sh" --pg "$PG_MAJOR" --rounds 3 || fail "session end smoke"
+  timed scale "$REPO_ROOT/bench/scale.sh" --pg "$PG_MAJOR" --sessions 4 --small-sessions 2 --keys 20 --vacate 3 \
+    --vacate-reps 1 --vacate-in 1 --etcd-vacate-ttl 2 --rounds 1 --renew-calls 2 --renew-keys 20 --acquire 20 \
+    --lag-expiring 5 --lag-window 0.5 --lag-reps 1 --renew-rate 20 --steady 1 || fail "a million leases smoke"
   if [ "$(id -u)" -eq 0 ]; then  # it makes a network namespace
     timed half_open "$REPO_ROOT/bench/half_open.sh" --pg "$PG_MAJOR" --rounds 1 --idle 1 --interval 1 --count 1 \
       || fail "half-open holder smoke"
