@@ -229,16 +229,7 @@ fn le_try_acquire_in(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
-    let session = input::session(session);
-    let key = input::name("key", key);
-    let value = input::value(value);
-    let slots = input::session_slots(slots);
-    let claim = Claim {
-        value: value.as_ref().map(|v| v.0.as_str()),
-        slots,
-        ..Claim::default()
-    };
-    lease::acquire_in(session, key, None, claim)
+    acquire_in(session, key, None, value, slots, Some(0))
 }
 
 /// Contract 21: le_acquire under the caller's session.
@@ -254,9 +245,22 @@ fn le_acquire_in(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
+    acquire_in(session, key, Some(wait), value, slots, priority)
+}
+
+/// le_try_acquire_in (`wait` None) and le_acquire_in: their arguments
+/// checked in order (contract 6), then the acquisition.
+fn acquire_in(
+    session: Option<pgrx::Uuid>,
+    key: Option<&str>,
+    wait: Option<Option<Interval>>,
+    value: Option<JsonbText>,
+    slots: Option<i32>,
+    priority: Option<i32>,
+) -> bool {
     let session = input::session(session);
     let key = input::name("key", key);
-    let wait = input::wait(wait);
+    let wait = wait.map(input::wait);
     let value = input::value(value);
     let slots = input::session_slots(slots);
     let priority = input::priority(priority);
@@ -266,7 +270,7 @@ fn le_acquire_in(
         priority,
         ..Claim::default()
     };
-    lease::acquire_in(session, key, Some(wait), claim)
+    lease::acquire_in(session, key, wait, claim)
 }
 
 /// Contract 11: the live holder sets its value (NULL clears it).
