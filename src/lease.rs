@@ -514,13 +514,10 @@ fn ends(now: i64, ttl: Ttl, claim: Claim<'_>) -> (i64, i64) {
 /// term.
 fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
     let (stored, _) = ends(now, ttl, claim);
-    let session = claim
-        .session
-        .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into());
     let (pid, started) = binding(claim);
     let args = [
         key.into(),
-        session,
+        session_of(claim),
         ts(stored).into(),
         ttl.as_interval().into(),
         ts(now).into(),
@@ -550,6 +547,13 @@ fn binding(claim: Claim<'_>) -> (DatumWithOid<'static>, DatumWithOid<'static>) {
             DatumWithOid::null::<TimestampWithTimeZone>(),
         )
     }
+}
+
+/// The session (contract 21) a claim acquires under, or NULL.
+fn session_of(claim: Claim<'_>) -> DatumWithOid<'static> {
+    claim
+        .session
+        .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into())
 }
 
 /// Starts a tenure on the locked row (`queries::START_TERM`); its term.
@@ -587,9 +591,7 @@ fn tenure_args<'a>(
         pid,
         started,
         owner.into(),
-        claim
-            .session
-            .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into()),
+        session_of(claim),
     ]
 }
 

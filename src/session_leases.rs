@@ -218,9 +218,9 @@ fn endings(t: SpiTupleTable<'_>) -> Vec<Ending> {
 /// announces each, then deletes the session's row if none is held any more
 /// (`finish`). `wait`: for rows other transactions hold (a guarded write of
 /// the holder ends first; le_close_session); otherwise they are skipped
-/// and the session stays, lapsed, for the worker's next look. Whether it
-/// ended.
-fn end(s: &Ending, how: End, wait: bool) -> bool {
+/// and the session stays, lapsed, for the worker's next look. How many
+/// keys it vacated, and whether the session's row is gone.
+fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
     let lock = if wait {
         queries::LOCK_SESSION_KEYS_WAIT
     } else {
@@ -277,7 +277,7 @@ fn end(s: &Ending, how: End, wait: bool) -> bool {
             }
         }
     }
-    finish(s.session, now, how == End::Closed, wait)
+    (keys.len(), finish(s.session, now, how == End::Closed, wait))
 }
 
 /// Deletes an ended session's row once no key is held under it: only at
@@ -339,7 +339,7 @@ pub fn end_lapsed(session: Uuid, now: i64) -> bool {
         &[session.into(), ts(now).into()],
         endings,
     );
-    locked.iter().all(|s| end(s, End::Expired, false)) && !locked.is_empty()
+    locked.iter().all(|s| end(s, End::Expired, false).1) && !locked.is_empty()
 }
 
 /// Worker (and le_expire_lapsed): ends up to `batch` sessions lapsed at
@@ -351,21 +351,7 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
         &[ts(now).into(), batch.into()],
         endings,
     );
-    locked
-        .iter()
-        .map(|s| {
-            let before = keys_of(s.session);
-            end(s, End::Expired, false);
-            before - keys_of(s.session)
-        })
-        .sum()
-}
-
-/// How many keys are held under `session` now.
-fn keys_of(session: Uuid) -> usize {
-    plans::run(queries::SESSION_KEYS_LEFT, &[session.into()], |t| {
-        t.first().get_one::<i64>().expect("count").unwrap_or(0) as usize
-    })
+    locked.iter().map(|s| end(s, End::Expired, false).0).sum()
 }
 
 /// Worker (contract 10): ends the sessions bound to the backend of `pid`
@@ -380,7 +366,7 @@ pub fn end_bound(pid: i32, started: i64) -> bool {
     // Each one, whatever the others did.
     let mut all = true;
     for s in &locked {
-        all &= end(s, End::ConnectionEnded, false);
+        all &= end(s, End::ConnectionEnded, false).1;
     }
     all
 }
