@@ -173,6 +173,25 @@ class SecurityTest(unittest.TestCase):
         self.assertTrue(one(t, "SELECT le_renew_run(%s, %s, 'trapper', '30 minutes', %s)", (job, due, term)))
         self.assertTrue(one(t, "SELECT le_finish_run(%s, %s, 'trapper', %s, true, 'done')", (job, due, term)))
         one(t, "SELECT count(*) FROM leaderlock_runs")
+        # Sessions (contract 21): open, acquire under, renew (the session, a
+        # key of it, all), fence, move a key out and back in, close; one
+        # the worker expires, one bound to the connection (ended below).
+        s = one(t, "SELECT le_open_session('trapper', '1 hour', lock_delay => '1 second', "
+                   "keep_values => true)::text")
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s, '{\"v\": 1}')", (s, k + "-s1")))
+        self.assertTrue(one(t, "SELECT le_acquire_in(%s, %s, '0.1 seconds')", (s, k + "-s2")))
+        self.assertTrue(one(t, "SELECT le_renew_session(%s, '30 minutes')", (s,)))
+        self.assertTrue(one(t, "SELECT le_renew(%s, 'trapper')", (k + "-s1",)))
+        one(t, "SELECT le_renew_all('trapper')")
+        one(t, "SELECT le_assert_leader(%s, 'trapper')", (k + "-s1",))
+        self.assertTrue(one(t, "SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k + "-s2",)))
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s)", (s, k + "-s2")))
+        one(t, "SELECT count(*) FROM leaderlock_sessions")
+        self.assertTrue(one(t, "SELECT le_close_session(%s)", (s,)))
+        short = one(t, "SELECT le_open_session('trapper', '1 second', lock_delay => '1 second')::text")
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s)", (short, k + "-s-expires")))
+        bound = one(t, "SELECT le_open_session('trapper', '1 hour', session_bound => true)::text")
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s)", (bound, k + "-s-bound")))
         # Another role's calls in the same database, with the traps in place.
         a = connect()
         self.addCleanup(a.close)
@@ -219,6 +238,9 @@ class SecurityTest(unittest.TestCase):
                                              (k + "-expires",)) is None, timeout=10))
         self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
                                              (k + "-session",)) is None, timeout=10))
+        for key in (k + "-s-expires", k + "-s-bound"):
+            self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
+                                                 (key,)) is None, timeout=10), key)
         self.assert_no_trap_ran(self.admin)
 
     def assert_no_trap_ran(self, conn):
