@@ -262,7 +262,7 @@ fn acquire_in(
     let key = input::name("key", key);
     let wait = wait.map(input::wait);
     let value = input::value(value);
-    let slots = input::session_slots(slots);
+    let slots = input::slots(slots, false);
     let priority = input::priority(priority);
     let claim = Claim {
         value: value.as_ref().map(|v| v.0.as_str()),

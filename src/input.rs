@@ -521,18 +521,3 @@ pub fn session(value: Option<pgrx::Uuid>) -> pgrx::Uuid {
     };
     value
 }
-
-/// `slots` of an acquisition under a session: 1 only, for now.
-pub fn session_slots(value: Option<i32>) -> i32 {
-    let slots = slots(value, false);
-    if slots > 1 {
-        reject(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!(
-                "leaderlock: keys of many slots are not acquired under a session (slots {slots})"
-            ),
-            Some("Acquire the key with le_try_acquire or le_acquire, or with slots 1."),
-        );
-    }
-    slots
-}

@@ -369,6 +369,10 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         claim.value,
         claim.priority,
         deadline,
+        claim.session.map(|s| slots::Under {
+            session: s.session,
+            expires_at: s.expires_at,
+        }),
     ) {
         Outcome::Acquired => Some(Attempt::Acquired),
         Outcome::HeldUntil(t) => Some(Attempt::HeldUntil(t)),

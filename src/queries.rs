@@ -56,18 +56,20 @@ macro_rules! expiry_of {
 }
 
 /// Contract 21: a row's session, if it names one, is live at `$now` (rows
-/// held under no session pass).
+/// held under no session pass). A scalar sub-select, not EXISTS: the
+/// planner may turn an EXISTS under OR into a hashed sub-plan that reads
+/// every session; this one is always a lookup by the session's key.
 macro_rules! session_live {
     ($p:literal, $now:literal) => {
         concat!(
             "(",
             $p,
-            "session IS NULL OR EXISTS (SELECT 1 FROM @extschema@.leaderlock_sessions x \
+            "session IS NULL OR coalesce((SELECT x.expires_at FROM @extschema@.leaderlock_sessions x \
               WHERE x.session = ",
             $p,
-            "session AND x.expires_at > ",
+            "session), '-infinity'::timestamptz) > ",
             $now,
-            "))"
+            ")"
         )
     };
 }
@@ -410,33 +412,44 @@ statements! {
     /// holder from now on. `$1` key.
     SET_ONE_SLOT = "UPDATE @extschema@.leaderlock SET slots = 1 WHERE key = $1";
 
-    /// The live tenures of key `$1` at `$2`: how many, and the earliest end.
-    LIVE_SLOTS = concat!("SELECT count(*), min(expires_at) FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND ", live!("$2"));
+    /// The taken slots of key `$1` at `$2`: how many, and the earliest end.
+    /// Taken: a live tenure (under a session, while the session is live),
+    /// or a vacant slot whose lock-delay runs (contract 21).
+    LIVE_SLOTS = concat!("SELECT count(*), min(e) FROM ( \
+           SELECT CASE WHEN holder IS NULL THEN delayed_until ELSE ",
+        expiry_of!("leaderlock_slots."),
+        " END AS e FROM @extschema@.leaderlock_slots WHERE key = $1) t \
+         WHERE e > $2");
 
     /// Snapshot read of the tenure `$2` holds on key `$1` (its latest one),
     /// without locking: slot, term, expires_at, and whether the caller `$3`
     /// may act as its owner.
     READ_OWN_SLOT = concat!(
-        "SELECT slot, term, expires_at, ",
+        "SELECT slot, term, ",
+        expiry_of!("leaderlock_slots."),
+        ", ",
         owned_by!("$3"),
-        " FROM @extschema@.leaderlock_slots WHERE key = $1 AND holder = $2 \
-         ORDER BY 4 DESC, expires_at DESC LIMIT 1"
+        ", session FROM @extschema@.leaderlock_slots WHERE key = $1 AND holder = $2 \
+         ORDER BY 4 DESC, 3 DESC LIMIT 1"
     );
 
     /// Under the key's row lock: the earliest end of a live tenure of key
     /// `$1` held by id `$2` (whoever owns it), or NULL. An id holds one
     /// tenure of a key at most, as it holds a key of one slot.
-    LIVE_TENURE_OF = concat!("SELECT min(expires_at) FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"));
+    LIVE_TENURE_OF = concat!("SELECT min(", expiry_of!("leaderlock_slots."), ") \
+          FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
+        session_live!("leaderlock_slots.", "@extschema@.le_now()"));
 
     /// Changing key `$1`'s slots, its row locked: lock its tenures with a
     /// holder (lapsed ones: live ones make it 22023) in slots above `$2`,
     /// skipping rows other transactions hold (a fenced transaction's share
-    /// lock, the worker). Returns key, holder, term, expires_at, slot.
+    /// lock, the worker) and tenures under a session (only its end vacates
+    /// them: `STALE_TENURES` counts them, so the change waits for it).
+    /// Returns key, holder, term, expires_at, slot.
     LOCK_STALE_TENURES = "SELECT key, holder, term, expires_at, slot \
            FROM @extschema@.leaderlock_slots \
-          WHERE key = $1 AND slot > $2 AND holder IS NOT NULL \
+          WHERE key = $1 AND slot > $2 AND holder IS NOT NULL AND session IS NULL \
           FOR NO KEY UPDATE SKIP LOCKED";
 
     /// How many tenures with a holder key `$1` has in slots above `$2`.
@@ -445,9 +458,12 @@ statements! {
 
     /// Lock the first free slot of key `$1` among 1 to `$2`: vacant, or
     /// lapsed (its holder returned), skipping rows other transactions hold.
+    /// A tenure under a session is stored live (only its end vacates it);
+    /// a vacant slot whose lock-delay runs is not free (contract 21).
     LOCK_FREE_SLOT = concat!("SELECT slot, holder FROM @extschema@.leaderlock_slots \
          WHERE key = $1 AND slot <= $2 \
            AND ", not_live!("@extschema@.le_now()"), " \
+           AND (delayed_until IS NULL OR delayed_until <= @extschema@.le_now()) \
          ORDER BY slot LIMIT 1 \
          FOR NO KEY UPDATE SKIP LOCKED");
 
@@ -458,16 +474,18 @@ statements! {
 
     /// A new tenure in slot `$2` of key `$1` (a new row, or the locked free
     /// one). `$3` id, `$4` term, `$5` now, `$6` expires_at (and recheck_at),
-    /// `$7` ttl, `$8` value as jsonb text or NULL, `$9` the caller, who owns it.
+    /// `$7` ttl, `$8` value as jsonb text or NULL, `$9` the caller, who owns it,
+    /// `$10` the session it is held under (then `$6` is infinity), or NULL.
     /// A lapsed tenure taken over before the worker vacated it counts as an
     /// expiry.
     START_SLOT = "INSERT INTO @extschema@.leaderlock_slots AS s \
            (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
-            value, owner, changed_at) \
-         VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $6, $8::jsonb, $9::oid, $5) \
+            value, owner, changed_at, session) \
+         VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $6, $8::jsonb, $9::oid, $5, $10::uuid) \
          ON CONFLICT (key, slot) DO UPDATE \
             SET holder = $3, term = $4, acquired_at = $5, renewed_at = $5, expires_at = $6, \
                 ttl = $7, recheck_at = $6, value = $8::jsonb, owner = $9::oid, changed_at = $5, \
+                session = $10::uuid, delayed_until = NULL, \
                 expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END";
 
     /// `RENEW` for a tenure of a key of many slots: the one `$2` holds live
@@ -478,9 +496,9 @@ statements! {
         "UPDATE @extschema@.leaderlock_slots SET ",
         renewal!("$3", "coalesce($4, ttl)"),
         ", ttl = coalesce($4, ttl) \
-          WHERE key = $1 AND ", held_by!("$2", "$3"), " \
+          WHERE key = $1 AND ", held_by!("$2", "$3"), " AND session IS NULL \
             AND slot = (SELECT slot FROM @extschema@.leaderlock_slots \
-                         WHERE key = $1 AND ", held_by!("$2", "$3"), " AND ",
+                         WHERE key = $1 AND ", held_by!("$2", "$3"), " AND session IS NULL AND ",
         of_term!("$6"),
         " AND ",
         owned_by!("$5"),
@@ -490,8 +508,12 @@ statements! {
 
     /// `LOCK_OWN` for a tenure of a key of many slots: slot, term, expires_at.
     LOCK_OWN_SLOT = concat!(
-        "SELECT slot, term, expires_at FROM @extschema@.leaderlock_slots \
+        "SELECT slot, term, ",
+        expiry_of!("leaderlock_slots."),
+        " FROM @extschema@.leaderlock_slots \
          WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
+        session_live!("leaderlock_slots.", "@extschema@.le_now()"),
+        " AND ",
         owned_by!("$3"),
         " LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -499,7 +521,9 @@ statements! {
     /// `SHARE_LOCK_LEASE` for slot `$2` of key `$1`: holder, term,
     /// expires_at, and whether the caller `$3` may act as its owner.
     SHARE_LOCK_SLOT = concat!(
-        "SELECT holder, term, expires_at, ",
+        "SELECT holder, term, ",
+        expiry_of!("leaderlock_slots."),
+        ", ",
         owned_by!("$3"),
         " FROM @extschema@.leaderlock_slots WHERE key = $1 AND slot = $2 FOR SHARE"
     );
@@ -518,12 +542,15 @@ statements! {
     /// waiting for transactions that hold them (as `LOCK_LIVE`).
     LOCK_LIVE_SLOTS = concat!("SELECT slot, holder, term FROM @extschema@.leaderlock_slots \
          WHERE key = $1 AND ", live!("@extschema@.le_now()"), " \
+           AND ", session_live!("leaderlock_slots.", "@extschema@.le_now()"), " \
          ORDER BY slot \
          FOR NO KEY UPDATE");
 
     /// le_holders: the live tenures of key `$1` at `$2`, by slot.
-    HOLDERS = concat!("SELECT holder, term, expires_at, value FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND ", live!("$2"), " \
+    HOLDERS = concat!("SELECT holder, term, ",
+        expiry_of!("leaderlock_slots."),
+        ", value FROM @extschema@.leaderlock_slots \
+         WHERE key = $1 AND ", live!("$2"), " AND ", session_live!("leaderlock_slots.", "$2"), " \
          ORDER BY slot");
 
     /// Worker: lock up to `$2` tenures of many-slot keys lapsed at `$1`, as
@@ -557,7 +584,7 @@ statements! {
         renewal!("$2", "l.ttl"),
         " \
              FROM (SELECT key, slot FROM @extschema@.leaderlock_slots \
-                    WHERE ", held_by!("$1", "$2"), " AND ",
+                    WHERE ", held_by!("$1", "$2"), " AND session IS NULL AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED) own \
             WHERE l.key = own.key AND l.slot = own.slot AND ", held_by!("l.", "$1", "$2"), " \
@@ -569,6 +596,8 @@ statements! {
     LOCK_ALL_OWN_SLOTS = concat!(
         "SELECT key, slot, term FROM @extschema@.leaderlock_slots \
           WHERE ", held_by!("$1", "@extschema@.le_now()"), " AND ",
+        session_live!("leaderlock_slots.", "@extschema@.le_now()"),
+        " AND ",
         owned_by!("$2"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -851,7 +880,8 @@ statements! {
     PROMOTED_SLOTS = concat!("UPDATE @extschema@.leaderlock_slots s \
             SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT ", expiry!("@extschema@.le_now()", "s.ttl"), ") n(e)) \
            FROM @extschema@.leaderlock h \
-          WHERE s.holder IS NOT NULL AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
+          WHERE s.holder IS NOT NULL AND s.session IS NULL \
+            AND h.key = s.key AND h.slots > 1 AND s.slot <= h.slots \
       RETURNING s.key");
 
     /// Contract 22: a job's row, made by its first claim; may wait only for a
@@ -1116,9 +1146,26 @@ statements! {
           WHERE session = $1 AND holder IS NOT NULL \
           FOR NO KEY UPDATE";
 
-    /// How many held keys session `$1` has.
-    SESSION_KEYS_LEFT = "SELECT count(*) FROM @extschema@.leaderlock \
-          WHERE session = $1 AND holder IS NOT NULL";
+    /// The held slots of session `$1` (its row locked), as
+    /// `LOCK_SESSION_KEYS`: key, holder, term, slot, and the key's slots.
+    LOCK_SESSION_SLOTS = "SELECT s.key, s.holder, s.term, s.slot, \
+                (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) \
+           FROM @extschema@.leaderlock_slots s \
+          WHERE s.session = $1 AND s.holder IS NOT NULL \
+          FOR NO KEY UPDATE OF s SKIP LOCKED";
+
+    /// `LOCK_SESSION_SLOTS` waiting, as `LOCK_SESSION_KEYS_WAIT`.
+    LOCK_SESSION_SLOTS_WAIT = "SELECT s.key, s.holder, s.term, s.slot, \
+                (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) \
+           FROM @extschema@.leaderlock_slots s \
+          WHERE s.session = $1 AND s.holder IS NOT NULL \
+          FOR NO KEY UPDATE OF s";
+
+    /// How many held keys and slots session `$1` has.
+    SESSION_KEYS_LEFT = "SELECT (SELECT count(*) FROM @extschema@.leaderlock \
+                   WHERE session = $1 AND holder IS NOT NULL) \
+          + (SELECT count(*) FROM @extschema@.leaderlock_slots \
+              WHERE session = $1 AND holder IS NOT NULL)";
 
     /// Vacate keys `$1` of an ended session at `$2`: values kept when `$3`,
     /// not acquirable before `$4` (a lock-delay; NULL: none), expires_at `$5`
@@ -1130,6 +1177,16 @@ statements! {
                 releases = releases + CASE WHEN $6 THEN 1 ELSE 0 END, \
                 expiries = expiries + CASE WHEN $6 THEN 0 ELSE 1 END, changed_at = $2 \
           WHERE key = ANY($1)";
+
+    /// `VACATE_SESSION_KEYS` for the slots `$7` (with keys `$1`) of an
+    /// ended session.
+    VACATE_SESSION_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
+            SET holder = NULL, value = CASE WHEN $3 THEN s.value END, owner = NULL, \
+                expires_at = $5, delayed_until = $4, \
+                releases = s.releases + CASE WHEN $6 THEN 1 ELSE 0 END, \
+                expiries = s.expiries + CASE WHEN $6 THEN 0 ELSE 1 END, changed_at = $2 \
+           FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($7::int[])) AS v(key, slot) \
+          WHERE s.key = v.key AND s.slot = v.slot";
 
     /// An ended session's row, once none of its keys is held.
     DELETE_SESSION = "DELETE FROM @extschema@.leaderlock_sessions WHERE session = $1";
@@ -1150,9 +1207,14 @@ statements! {
                 lock_delay = CASE WHEN $3 THEN '0'::interval ELSE lock_delay END \
           WHERE session = $1";
 
-    /// The session under which `$2` holds key `$1` (in term `$3`, or any).
+    /// The session under which `$2` holds key `$1` (in term `$3`, or any),
+    /// a key of one slot or a slot of a key of many.
     SESSION_OF_KEY = concat!(
         "SELECT session FROM @extschema@.leaderlock \
+          WHERE key = $1 AND holder = $2 AND session IS NOT NULL AND ",
+        of_term!("$3"),
+        " UNION ALL \
+         SELECT session FROM @extschema@.leaderlock_slots \
           WHERE key = $1 AND holder = $2 AND session IS NOT NULL AND ",
         of_term!("$3")
     );
@@ -1172,6 +1234,8 @@ statements! {
         " FOR NO KEY UPDATE SKIP LOCKED) \
            RETURNING session, expires_at) \
          SELECT (SELECT count(*) FROM @extschema@.leaderlock l \
+                  WHERE l.session IN (SELECT session FROM renewed) AND l.holder IS NOT NULL) \
+              + (SELECT count(*) FROM @extschema@.leaderlock_slots l \
                   WHERE l.session IN (SELECT session FROM renewed) AND l.holder IS NOT NULL), \
                 (SELECT min(expires_at) FROM renewed)"
     );
@@ -1204,6 +1268,19 @@ statements! {
                 session_pid = $6, session_start = $7 \
           WHERE key = $1 \
       RETURNING term";
+
+    /// `REBIND` for the holder's live tenure in slot `$6` of key `$1` (its
+    /// row locked); not session-bound (contract 10 is for keys of one slot).
+    REBIND_SLOT = "UPDATE @extschema@.leaderlock_slots \
+            SET session = $2::uuid, expires_at = $3, recheck_at = $3, ttl = $4, renewed_at = $5 \
+          WHERE key = $1 AND slot = $6 \
+      RETURNING term";
+
+    /// Lapsed sessions (at `$2`) that still hold a slot of key `$1`: the
+    /// next acquisition of the key ends them first.
+    LAPSED_SLOT_SESSIONS = concat!("SELECT DISTINCT session FROM @extschema@.leaderlock_slots \
+          WHERE key = $1 AND holder IS NOT NULL AND session IS NOT NULL \
+            AND NOT ", session_live!("leaderlock_slots.", "$2"));
 
     /// Contract 8.3: this transaction commits as `synchronous_commit = on` does
     /// (WAL flushed, and on synchronous standbys when there are any), until it
@@ -1285,6 +1362,11 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("SESSION_OF_KEY", "", SESSION_OF_KEY),
     ("RENEW_ALL_SESSIONS", "", RENEW_ALL_SESSIONS),
     ("REBIND", "", REBIND),
+    ("LOCK_SESSION_SLOTS", "", LOCK_SESSION_SLOTS),
+    ("LOCK_SESSION_SLOTS_WAIT", "", LOCK_SESSION_SLOTS_WAIT),
+    ("VACATE_SESSION_SLOTS", "", VACATE_SESSION_SLOTS),
+    ("REBIND_SLOT", "", REBIND_SLOT),
+    ("LAPSED_SLOT_SESSIONS", "", LAPSED_SLOT_SESSIONS),
     ("READ_LEASE_0_3", "0.3.0", READ_LEASE_0_3),
     ("LOCK_ACQUIRABLE_0_3", "0.3.0", LOCK_ACQUIRABLE_0_3),
     ("LOCK_OWN_0_3", "0.3.0", LOCK_OWN_0_3),

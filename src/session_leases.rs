@@ -214,32 +214,61 @@ fn endings(t: SpiTupleTable<'_>) -> Vec<Ending> {
         .collect()
 }
 
-/// Vacates every key held under the session `s` (its row locked) and
-/// announces each, then deletes the session's row if none is held any more
-/// (`finish`). `wait`: for rows other transactions hold (a guarded write of
+/// A key held under an ending session, locked: a key of one slot (slot
+/// 0), or a slot of a key of `slots`.
+struct Held {
+    key: String,
+    holder: String,
+    term: i64,
+    slot: i32,
+    slots: i32,
+}
+
+impl Held {
+    /// From a row of `LOCK_SESSION_KEYS` (`slot`: `LOCK_SESSION_SLOTS`).
+    fn of(row: &pgrx::spi::SpiHeapTupleData<'_>, slot: bool) -> Held {
+        Held {
+            key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+            holder: row.get::<String>(2).expect("holder").expect("held"),
+            term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+            slot: if slot {
+                row.get::<i32>(4).expect("slot").expect("slot is NOT NULL")
+            } else {
+                0
+            },
+            slots: if slot {
+                row.get::<i32>(5).expect("slots").unwrap_or(1)
+            } else {
+                1
+            },
+        }
+    }
+}
+
+/// Vacates every key held under the session `s` (its row locked), keys of
+/// one slot and slots of keys of many alike, and announces each, then
+/// deletes the session's row if none is held any more (`finish`). `wait`: for rows other transactions hold (a guarded write of
 /// the holder ends first; le_close_session); otherwise they are skipped
 /// and the session stays, lapsed, for the worker's next look. How many
 /// keys it vacated, and whether the session's row is gone.
 fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
-    let lock = if wait {
-        queries::LOCK_SESSION_KEYS_WAIT
+    let (lock, lock_slots) = if wait {
+        (
+            queries::LOCK_SESSION_KEYS_WAIT,
+            queries::LOCK_SESSION_SLOTS_WAIT,
+        )
     } else {
-        queries::LOCK_SESSION_KEYS
+        (queries::LOCK_SESSION_KEYS, queries::LOCK_SESSION_SLOTS)
     };
-    let keys: Vec<(String, String, i64)> = plans::run(lock, &[s.session.into()], |t| {
-        t.into_iter()
-            .map(|row| {
-                (
-                    row.get::<String>(1).expect("key").expect("key is NOT NULL"),
-                    row.get::<String>(2).expect("holder").expect("held"),
-                    row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-                )
-            })
-            .collect()
+    let mut held: Vec<Held> = plans::run(lock, &[s.session.into()], |t| {
+        t.into_iter().map(|row| Held::of(&row, false)).collect()
+    });
+    plans::run(lock_slots, &[s.session.into()], |t| {
+        held.extend(t.into_iter().map(|row| Held::of(&row, true)))
     });
     // Read after the locks, as a release does.
     let now = now();
-    if !keys.is_empty() {
+    if !held.is_empty() {
         let closed = how == End::Closed;
         // A released key's expiry is its release; an expired one's, when
         // its session lapsed (or, its connection gone, now at the latest).
@@ -247,37 +276,63 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
         // The lock-delay counts from that instant: the same whoever ends
         // the session and whenever (a look that ends it and rolls back, as
         // le_acquire's do, moves nothing).
-        let delayed_until = if !closed && s.lock_delay > 0 {
-            ts(stored_expiry.saturating_add(s.lock_delay)).into()
-        } else {
-            DatumWithOid::null::<TimestampWithTimeZone>()
+        let delayed_until = || {
+            if !closed && s.lock_delay > 0 {
+                ts(stored_expiry.saturating_add(s.lock_delay)).into()
+            } else {
+                DatumWithOid::null::<TimestampWithTimeZone>()
+            }
         };
-        let names: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
-        let args = [
-            names.into(),
-            ts(now).into(),
-            s.keep_values.into(),
-            delayed_until,
-            ts(stored_expiry).into(),
-            closed.into(),
-        ];
-        plans::run(queries::VACATE_SESSION_KEYS, &args, |_| ());
+        let (slots, keys): (Vec<&Held>, Vec<&Held>) = held.iter().partition(|k| k.slot > 0);
+        if !keys.is_empty() {
+            let names: Vec<String> = keys.iter().map(|k| k.key.clone()).collect();
+            let args = [
+                names.into(),
+                ts(now).into(),
+                s.keep_values.into(),
+                delayed_until(),
+                ts(stored_expiry).into(),
+                closed.into(),
+            ];
+            plans::run(queries::VACATE_SESSION_KEYS, &args, |_| ());
+        }
+        if !slots.is_empty() {
+            let names: Vec<String> = slots.iter().map(|k| k.key.clone()).collect();
+            let numbers: Vec<i32> = slots.iter().map(|k| k.slot).collect();
+            let args = [
+                names.into(),
+                ts(now).into(),
+                s.keep_values.into(),
+                delayed_until(),
+                ts(stored_expiry).into(),
+                closed.into(),
+                numbers.into(),
+            ];
+            plans::run(queries::VACATE_SESSION_SLOTS, &args, |_| ());
+        }
         failover::commit_durably();
-        for (key, holder, term) in &keys {
+        for Held {
+            key,
+            holder,
+            term,
+            slots,
+            ..
+        } in &held
+        {
             match how {
-                End::Closed => tenure::released(key, holder, *term, now, false, 1),
+                End::Closed => tenure::released(key, holder, *term, now, false, *slots),
                 End::Expired | End::ConnectionEnded => {
                     let reason = if how == End::Expired {
                         ExpiryReason::SessionExpired
                     } else {
                         ExpiryReason::SessionEnded
                     };
-                    tenure::expired(key, holder, *term, now, stored_expiry, reason, 1);
+                    tenure::expired(key, holder, *term, now, stored_expiry, reason, *slots);
                 }
             }
         }
     }
-    (keys.len(), finish(s.session, now, how == End::Closed, wait))
+    (held.len(), finish(s.session, now, how == End::Closed, wait))
 }
 
 /// Deletes an ended session's row once no key is held under it: only at

@@ -10,6 +10,11 @@
 //! instant, or for the rest of its own transaction, as 3.1 allows) never
 //! delays a holder. Only `lease.rs` calls in here; the outcome types are
 //! this module's own.
+//!
+//! A tenure acquired under a session (contract 21) is stored as a key of one
+//! slot is: expires_at infinity, its session's row has the expiry, only the
+//! session's end vacates it (`session_leases`), and a slot vacated with a
+//! lock-delay (`delayed_until`) is taken, not free, until the delay ends.
 
 use crate::call;
 use crate::candidates;
@@ -21,9 +26,12 @@ use crate::notify::Event;
 use crate::plans;
 use crate::queries;
 use crate::schema_version;
+use crate::session_leases;
 use crate::tenure;
+use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
+use pgrx::Uuid;
 
 /// The result of one attempt at a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +54,16 @@ pub struct Own {
     pub expires_at: Option<i64>,
     /// The caller may act as its owner (contract 13).
     pub owned: bool,
+    /// The session it is held under (contract 21).
+    pub session: Option<Uuid>,
+}
+
+/// An acquisition under a session (contract 21): its handle, and its
+/// expiry as of the caller's look (the row key-share-locked meanwhile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Under {
+    pub session: Uuid,
+    pub expires_at: i64,
 }
 
 impl Own {
@@ -103,9 +121,29 @@ pub fn read_own(key: &str, id: &str) -> Option<Own> {
                 term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
                 expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
                 owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+                session: row.get::<Uuid>(5).expect("session"),
             })
         },
     )
+}
+
+/// Contract 21: ends the lapsed sessions that still hold a slot of `key`
+/// (each with all its keys), as a takeover vacates a lapsed tenure: until
+/// then their slots are not free. (In le_acquire's look, only if the look
+/// acquires: it rolls back otherwise.)
+fn end_lapsed_sessions(key: &str, now: i64) {
+    let lapsed: Vec<Uuid> = plans::run(
+        queries::LAPSED_SLOT_SESSIONS,
+        &[key.into(), ts(now).into()],
+        |t| {
+            t.into_iter()
+                .filter_map(|row| row.get::<Uuid>(1).expect("session"))
+                .collect()
+        },
+    );
+    for session in lapsed {
+        session_leases::end_lapsed(session, now);
+    }
 }
 
 /// The live tenures of `key` at `now`: how many, and the earliest end.
@@ -135,6 +173,7 @@ pub fn attempt(
     value: Option<&str>,
     priority: i32,
     deadline: Option<i64>,
+    under: Option<Under>,
 ) -> Outcome {
     if holder_live {
         // A key of one slot with a live holder, asked for more.
@@ -146,7 +185,7 @@ pub fn attempt(
         if let Some(until) = outranked() {
             return Outcome::HeldUntil(until);
         }
-        return match first_tenure(key, id, ttl, slots, value, deadline) {
+        return match first_tenure(key, id, ttl, slots, value, deadline, under) {
             // A concurrent first acquisition of the key won: a free slot
             // may be left in it.
             Outcome::Busy => match key_slots(key) {
@@ -160,13 +199,18 @@ pub fn attempt(
                     value,
                     priority,
                     deadline,
+                    under,
                 ),
                 _ => Outcome::Busy,
             },
             outcome => outcome,
         };
     };
-    let now = now();
+    let mut now = now();
+    if has > 1 && schema_version::has_slots() {
+        end_lapsed_sessions(key, now);
+        now = crate::clock::now();
+    }
     if has > 1 {
         let own = read_own(key, id).filter(|o| o.is_live(now));
         // The id's live tenure, owned by a role the caller is not a member
@@ -175,10 +219,23 @@ pub fn attempt(
         if let Some(other) = own.filter(|o| !o.owned) {
             return Outcome::HeldUntil(other.expires_at.unwrap_or(i64::MAX));
         }
-        // The caller's own live tenure: extend it, same term.
+        // The caller's own live tenure: extend it, same term; under a
+        // session, it lives as the session does; into another session or
+        // out of one: moved, same slot and term.
         if let Some(own) = own {
             if has != slots {
                 input::slots_differ(key, has, slots);
+            }
+            if own.session.is_some() || under.is_some() {
+                let moved = own.session == under.map(|u| u.session)
+                    || rebind(key, id, ttl, under).is_some();
+                if !moved {
+                    return Outcome::Busy;
+                }
+                if let Some(value) = value {
+                    set_value(key, id, own.slot, own.term, now, value, has);
+                }
+                return Outcome::Acquired;
             }
             return match extend(key, id, now, Some(ttl), None) {
                 Some(term) => {
@@ -235,14 +292,60 @@ pub fn attempt(
     // subtransaction kept only if it acquired, so a candidate that finds
     // every slot taken keeps no lock.
     plans::in_subtransaction(
-        || take_slot(key, id, ttl, slots, value),
+        || take_slot(key, id, ttl, slots, value, under),
         |o| *o == Outcome::Acquired,
     )
 }
 
+/// Moves the caller's live tenure of `key`, its row locked here (never
+/// waiting), into the session it acquires under or out of sessions (then
+/// by `ttl`). Its term; None when the row is locked or it lapsed.
+fn rebind(key: &str, id: &str, ttl: Ttl, under: Option<Under>) -> Option<i64> {
+    with_own_live(key, id, None, |slot, _, now| {
+        let (stored, _) = ends(now, ttl, under);
+        let session = under.map_or_else(DatumWithOid::null::<Uuid>, |u| u.session.into());
+        let args = [
+            key.into(),
+            session,
+            ts(stored).into(),
+            ttl.as_interval().into(),
+            ts(now).into(),
+            slot.into(),
+        ];
+        let term = plans::run(queries::REBIND_SLOT, &args, |t| {
+            t.first()
+                .get_one::<i64>()
+                .expect("term")
+                .expect("term is NOT NULL")
+        });
+        worker_wakeup::expiry_written(stored);
+        failover::commit_durably();
+        term
+    })
+}
+
+/// A new tenure's expiry at `now`, as stored and as announced: now + ttl,
+/// or, under a session, infinity and the session's expiry.
+fn ends(now: i64, ttl: Ttl, under: Option<Under>) -> (i64, i64) {
+    match under {
+        Some(u) => (i64::MAX, u.expires_at),
+        None => {
+            let at = leaderlock_protocol::expiry(now, ttl.0);
+            (at, at)
+        }
+    }
+}
+
 /// With the key's row locked: the first free slot of 1 to `slots`, a new
 /// term for it, the announcement.
-fn take_slot(key: &str, id: &str, ttl: Ttl, slots: i32, value: Option<&str>) -> Outcome {
+fn take_slot(
+    key: &str,
+    id: &str,
+    ttl: Ttl,
+    slots: i32,
+    value: Option<&str>,
+    under: Option<Under>,
+) -> Outcome {
     let head = plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| {
         t.into_iter().next().map(|row| {
             (
@@ -334,6 +437,7 @@ fn take_slot(key: &str, id: &str, ttl: Ttl, slots: i32, value: Option<&str>) -> 
         value,
         slots,
         previous.as_deref(),
+        under,
     );
     Outcome::Acquired
 }
@@ -346,6 +450,7 @@ fn first_tenure(
     slots: i32,
     value: Option<&str>,
     deadline: Option<i64>,
+    under: Option<Under>,
 ) -> Outcome {
     if !failover::ready_for_new_tenures() {
         return Outcome::Busy;
@@ -360,7 +465,7 @@ fn first_tenure(
     let Some(term) = tenure::insert_first(queries::INSERT_KEY_HEAD, &args, now, deadline) else {
         return Outcome::Busy;
     };
-    start(key, 1, id, term, now, ttl, value, slots, None);
+    start(key, 1, id, term, now, ttl, value, slots, None, under);
     Outcome::Acquired
 }
 
@@ -377,18 +482,20 @@ fn start(
     value: Option<&str>,
     slots: i32,
     previous_holder: Option<&str>,
+    under: Option<Under>,
 ) {
-    let expires_at = leaderlock_protocol::expiry(now, ttl.0);
+    let (stored, expires_at) = ends(now, ttl, under);
     let args = [
         key.into(),
         slot.into(),
         id.into(),
         term.into(),
         ts(now).into(),
-        ts(expires_at).into(),
+        ts(stored).into(),
         ttl.as_interval().into(),
         value_arg(value),
         caller().into(),
+        under.map_or_else(DatumWithOid::null::<Uuid>, |u| u.session.into()),
     ];
     plans::run(queries::START_SLOT, &args, |_| ());
     tenure::started(
@@ -444,6 +551,7 @@ fn with_own_live<T>(
                 term: held,
                 expires_at: Some(expires_at),
                 owned: true,
+                session: None,
             };
             own.is_led(term, now).then(|| write(slot, held, now))
         },
@@ -548,6 +656,7 @@ pub fn assert_own(key: &str, id: &str, expected_term: Option<i64>) -> Option<Own
             expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))
                 .filter(|_| holder.as_deref() == Some(id)),
             owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+            session: seen.session,
         };
         Some(own)
     })

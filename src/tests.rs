@@ -1086,6 +1086,14 @@ mod tests {
               WHERE l.key = 'k' || (9000 + s.n)",
         )
         .unwrap();
+        // and the held tenures of the last 100 keys of many slots, 5 per session
+        Spi::run(
+            "UPDATE leaderlock_slots t SET session = s.session, expires_at = 'infinity' \
+               FROM (SELECT session, row_number() OVER () AS n FROM leaderlock_sessions) s \
+              WHERE t.holder IS NOT NULL AND t.key = 's' || (900 + (s.n - 1) / 5) \
+                AND t.slot = ((s.n - 1) % 5) * 2 + 1",
+        )
+        .unwrap();
         Spi::run("ANALYZE leaderlock").unwrap();
         Spi::run("ANALYZE leaderlock_slots").unwrap();
         Spi::run("ANALYZE leaderlock_sessions").unwrap();
@@ -1127,6 +1135,8 @@ mod tests {
         let session = "'00000000-0000-0000-0000-000000000001'::uuid";
         let vacate_session = "ARRAY['k2'], now(), false, NULL, now(), true";
         let rebind = format!("'k2', {session}, now(), '1 second', now(), NULL, NULL");
+        let vacate_session_slots = format!("{vacate_session}, ARRAY[1]");
+        let rebind_slot = format!("'s2', {session}, now(), '1 second', now(), 1");
         let old_tenure = "'new', 'h', now(), now(), '1 second', 1, NULL, NULL, NULL";
         let samples: std::collections::HashMap<&str, &str> = [
             ("READ_LEASE", "'k2', 10"),
@@ -1166,7 +1176,7 @@ mod tests {
             ("NEW_SLOT", "'s2', 10"),
             (
                 "START_SLOT",
-                "'s2', 3, 'h', 5, now(), now(), '1 second', NULL, 10",
+                "'s2', 3, 'h', 5, now(), now(), '1 second', NULL, 10, NULL",
             ),
             (
                 "RENEW_SLOT",
@@ -1205,6 +1215,11 @@ mod tests {
             ("SESSION_OF_KEY", "'k2', 'h2', NULL::int8"),
             ("RENEW_ALL_SESSIONS", "'h2', now(), 10"),
             ("REBIND", rebind.as_str()),
+            ("LOCK_SESSION_SLOTS", session),
+            ("LOCK_SESSION_SLOTS_WAIT", session),
+            ("VACATE_SESSION_SLOTS", vacate_session_slots.as_str()),
+            ("REBIND_SLOT", rebind_slot.as_str()),
+            ("LAPSED_SLOT_SESSIONS", "'s2', now()"),
             ("READ_LEASE_0_3", "'k2'"),
             ("LOCK_ACQUIRABLE_0_3", "'k2', 'h2'"),
             ("LOCK_OWN_0_3", "'k2', 'h2'"),

@@ -75,10 +75,14 @@ CREATE TABLE leaderlock_slots (
     releases    bigint NOT NULL DEFAULT 0,
     expiries    bigint NOT NULL DEFAULT 0,
     changed_at  timestamptz,
+    session     uuid,                 -- held under this session (contract 21): expires_at
+                                      -- infinity, the session's row has the expiry
+    delayed_until timestamptz,        -- vacant: not acquirable before (a session's lock-delay)
     PRIMARY KEY (key, slot)
 ) WITH (fillfactor = 50);
 CREATE INDEX leaderlock_slots_recheck_at_idx ON leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_slots_holder_idx ON leaderlock_slots (holder) WHERE holder IS NOT NULL;
+CREATE INDEX leaderlock_slots_session_idx ON leaderlock_slots (session) WHERE session IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_slots', '');
 
 -- Contract 21: sessions. One row per session, live or lapsed, deleted when
@@ -154,17 +158,23 @@ SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, e.expires_at, l.ttl
                                  '-infinity'::timestamptz) END AS expires_at) e
  WHERE l.slots OPERATOR(pg_catalog.=) 1
 UNION ALL
-SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, s.ttl,
+SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, e.expires_at, s.ttl,
        CASE WHEN s.holder IS NULL THEN 'vacant'
-            WHEN s.expires_at > c.now THEN 'held'
+            WHEN e.expires_at > c.now THEN 'held'
             ELSE 'lapsed' END,
-       CASE WHEN s.holder IS NOT NULL AND s.expires_at > c.now
-            THEN s.expires_at - c.now END,
-       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots, NULL::uuid
+       CASE WHEN s.holder IS NOT NULL AND e.expires_at > c.now
+            THEN e.expires_at - c.now END,
+       s.value, NULL::integer, s.owner::regrole, s.slot, h.slots,
+       CASE WHEN s.holder IS NOT NULL THEN s.session END
   FROM leaderlock h
   JOIN leaderlock_slots s ON s.key OPERATOR(pg_catalog.=) h.key
                          AND s.slot OPERATOR(pg_catalog.<=) h.slots
  CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL (
+       SELECT CASE WHEN s.session IS NULL OR s.holder IS NULL THEN s.expires_at
+                   ELSE COALESCE((SELECT x.expires_at FROM leaderlock_sessions x
+                                   WHERE x.session OPERATOR(pg_catalog.=) s.session),
+                                 '-infinity'::timestamptz) END AS expires_at) e
  WHERE h.slots OPERATOR(pg_catalog.>) 1;
 
 -- Contract 14: how often each key changed hands. Counted since 0.4.0 (an
@@ -187,7 +197,11 @@ SELECT l.key, l.tenures,
        SELECT pg_catalog.sum(t.releases)::bigint AS releases,
               pg_catalog.sum(t.expiries)::bigint AS expiries,
               pg_catalog.max(t.changed_at) AS changed_at,
-              pg_catalog.bool_or(t.holder IS NOT NULL AND t.expires_at > c.now) AS held
+              pg_catalog.bool_or(t.holder IS NOT NULL AND t.expires_at > c.now
+                  AND (t.session IS NULL OR EXISTS (
+                       SELECT 1 FROM leaderlock_sessions x
+                        WHERE x.session OPERATOR(pg_catalog.=) t.session
+                          AND x.expires_at > c.now))) AS held
          FROM leaderlock_slots t
         WHERE t.key OPERATOR(pg_catalog.=) l.key) s ON true;
 

@@ -196,6 +196,52 @@ class SessionsTest(unittest.TestCase):
         self.assertEqual(one(self.conn, "SELECT holder FROM leaderlock WHERE key = %s", (key,)),
                          "candidate")
 
+    @unittest.skipIf(PORTABLE, "the worker ends lapsed sessions")
+    def test_slots_of_a_lapsed_session_are_announced_and_go_to_waiters(self):
+        """Keys of many slots under a session (contracts 17 and 21): a
+        renewal writes no slot; the worker ends the lapsed session with its
+        slots and its keys of one slot in one transaction, each `expired`
+        with the key's slots, and a waiter for a full key gets the slot."""
+        listener = Listener()
+        self.closers.append(listener)
+        s = open_session(self.conn, "slotter", "2 seconds")
+        pools = [self.prefix + "pool" + str(i) for i in range(20)]
+        single = self.prefix + "one"
+        for k in pools:
+            self.assertIs(one(self.conn, "SELECT le_try_acquire_in(%s, %s, slots => 2)", (s, k)), True)
+            self.assertIs(one(self.conn, "SELECT le_try_acquire(%s, 'other', '1 hour', slots => 2)",
+                              (k,)), True)
+        self.acquire_in(s, [single])
+        tx = connect(autocommit=False)
+        self.closers.append(tx)
+        self.assertIs(one(tx, "SELECT le_renew_session(%s)", (s,)), True)
+        written = one(tx, "SELECT pg_stat_get_xact_tuples_updated('leaderlock_slots'::regclass) "
+                          "+ pg_stat_get_xact_tuples_updated('leaderlock'::regclass)")
+        tx.commit()
+        self.assertEqual(written, 0)
+        w = Waiter(pools[0], "candidate", wait="30 seconds", slots=2)
+        self.closers.append(w)
+        self.assertIs(w.join(), True)
+        self.assertEqual(one(self.conn, "SELECT array_agg(holder ORDER BY holder) FROM le_holders(%s)",
+                             (pools[0],)), ["candidate", "other"])
+        keys = set(pools) | {single}
+        expired = {}
+        deadline = time.monotonic() + GENEROUS
+        while set(expired) != keys and time.monotonic() < deadline:
+            for e in listener.events(0.5):
+                if e.get("event") == "expired" and e["key"] in keys:
+                    expired[e["key"]] = e
+        self.assertEqual(set(expired), keys)
+        self.assertEqual({e["reason"] for e in expired.values()}, {"session_expired"})
+        self.assertEqual({e.get("slots") for k, e in expired.items() if k != single}, {2})
+        self.assertNotIn("slots", expired[single])
+        self.assertEqual(len({e["at"] for e in expired.values()}), 1)
+        self.assertEqual(len({e["_pid"] for e in expired.values()}), 1)
+        self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock_status WHERE key = ANY(%s) "
+                                        "AND holder = 'slotter'", (list(keys),)), 0)
+        self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock_sessions WHERE session = %s",
+                             (s,)), 0)
+
     @unittest.skipIf(PORTABLE, "restarts the cluster the compiled suites run on")
     def test_a_session_and_its_keys_survive_a_restart(self):
         s = open_session(self.conn, "restarted", "30 seconds")

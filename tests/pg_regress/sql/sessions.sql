@@ -162,7 +162,7 @@ SELECT le_try_acquire_in(gen_random_uuid(), NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_try_acquire_in(gen_random_uuid(), '');
 \echo :LAST_ERROR_SQLSTATE
-SELECT le_try_acquire_in(gen_random_uuid(), 'k', slots => 2);
+SELECT le_try_acquire_in(gen_random_uuid(), 'k', slots => 1001);
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_try_acquire_in(gen_random_uuid(), 'k', slots => 0);
 \echo :LAST_ERROR_SQLSTATE
