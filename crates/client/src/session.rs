@@ -192,12 +192,36 @@ impl Session {
 
     /// le_try_acquire_in: the key, held under this session, or None.
     pub async fn try_acquire(&self, key: &str) -> Result<Option<SessionLease>, Error> {
-        self.acquire_with(sql::TRY_ACQUIRE_IN, key, None).await
+        self.acquire_with(sql::TRY_ACQUIRE_IN, key, None, 1).await
     }
 
     /// le_acquire_in: waits up to `wait` for the key (None when not taken).
     pub async fn acquire(&self, key: &str, wait: Duration) -> Result<Option<SessionLease>, Error> {
-        self.acquire_with(sql::ACQUIRE_IN, key, Some(wait)).await
+        self.acquire_with(sql::ACQUIRE_IN, key, Some(wait), 1).await
+    }
+
+    /// le_try_acquire_in of a key of `slots` holders at once (contract 17):
+    /// one of its slots, held under this session, or None when all are
+    /// taken. Every holder of the key asks for the same number of slots.
+    pub async fn try_acquire_slot(
+        &self,
+        key: &str,
+        slots: u32,
+    ) -> Result<Option<SessionLease>, Error> {
+        self.acquire_with(sql::TRY_ACQUIRE_IN, key, None, slots)
+            .await
+    }
+
+    /// le_acquire_in of a key of `slots` holders: waits up to `wait` for a
+    /// free slot.
+    pub async fn acquire_slot(
+        &self,
+        key: &str,
+        slots: u32,
+        wait: Duration,
+    ) -> Result<Option<SessionLease>, Error> {
+        self.acquire_with(sql::ACQUIRE_IN, key, Some(wait), slots)
+            .await
     }
 
     async fn acquire_with(
@@ -205,10 +229,13 @@ impl Session {
         statement: &str,
         key: &str,
         wait: Option<Duration>,
+        slots: u32,
     ) -> Result<Option<SessionLease>, Error> {
         if !self.is_alive() {
             return Ok(None);
         }
+        // (the server refuses a number it does not admit: 22023)
+        let slots = i32::try_from(slots).unwrap_or(i32::MAX);
         let limit =
             (self.config.ttl / 3).max(Duration::from_millis(100)) + wait.unwrap_or_default();
         let key_owned = key.to_owned();
@@ -217,12 +244,12 @@ impl Session {
             let taken: bool = match wait {
                 None => {
                     self.client
-                        .query_one(statement, &[&self.handle, &key_owned])
+                        .query_one(statement, &[&self.handle, &key_owned, &slots])
                         .await?
                 }
                 Some(_) => {
                     self.client
-                        .query_one(statement, &[&self.handle, &key_owned, &wait_secs])
+                        .query_one(statement, &[&self.handle, &key_owned, &wait_secs, &slots])
                         .await?
                 }
             }

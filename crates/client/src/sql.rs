@@ -141,11 +141,15 @@ pub const OPEN_SESSION: &str =
 /// $1 the session's handle (text).
 pub const RENEW_SESSION: &str = "SELECT le_renew_session(session => $1::text::uuid)";
 pub const CLOSE_SESSION: &str = "SELECT le_close_session(session => $1::text::uuid)";
-/// $1 handle, $2 key.
-pub const TRY_ACQUIRE_IN: &str = "SELECT le_try_acquire_in(session => $1::text::uuid, key => $2)";
-/// $1 handle, $2 key, $3 wait in seconds.
+/// $1 handle, $2 key, $3 slots.
+pub const TRY_ACQUIRE_IN: &str =
+    "SELECT le_try_acquire_in(session => $1::text::uuid, key => $2, slots => $3)";
+/// $1 handle, $2 key, $3 wait in seconds, $4 slots.
 pub const ACQUIRE_IN: &str = "SELECT le_acquire_in(session => $1::text::uuid, key => $2, \
-     wait => make_interval(secs => $3))";
-/// The term of key $1 held under session $2 (just acquired under it).
+     wait => make_interval(secs => $3), slots => $4)";
+/// The term of key $1 held under session $2 (just acquired under it): a
+/// key of one slot, or the session's slot of a key of many.
 pub const TERM_IN_SESSION: &str = "SELECT term FROM leaderlock \
+     WHERE key = $1 AND session = $2::text::uuid AND holder IS NOT NULL \
+     UNION ALL SELECT term FROM leaderlock_slots \
      WHERE key = $1 AND session = $2::text::uuid AND holder IS NOT NULL";

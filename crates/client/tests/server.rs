@@ -350,3 +350,51 @@ async fn a_session_keeps_its_keys_until_it_is_refused_or_closed() {
     assert!(rival.close().await.unwrap());
     assert!(!session.close().await.unwrap());
 }
+
+/// Contracts 17 and 21 through the client: a key of two slots held under
+/// two sessions, each lease with its own term; a third session refused,
+/// then given the slot its closing rival frees, with the next term.
+#[tokio::test]
+async fn sessions_share_a_key_of_many_slots() {
+    use leaderlock_client::{Session, SessionConfig};
+    let Some(dsn) = server() else { return };
+    let key = format!("rust-session-slots-{}", std::process::id());
+    let mut sessions = Vec::new();
+    for name in ["a", "b", "c"] {
+        let mut config = SessionConfig::new(Duration::from_secs(5));
+        config.id = format!("{key}-{name}");
+        let s = Session::open(pg_config_from_env(Some(&dsn)).unwrap(), config)
+            .await
+            .unwrap();
+        sessions.push(s);
+    }
+    let a = sessions[0]
+        .try_acquire_slot(&key, 2)
+        .await
+        .unwrap()
+        .expect("a slot");
+    let b = sessions[1]
+        .try_acquire_slot(&key, 2)
+        .await
+        .unwrap()
+        .expect("a slot");
+    assert!(a.is_ours() && b.is_ours() && b.term > a.term);
+    assert!(sessions[2]
+        .try_acquire_slot(&key, 2)
+        .await
+        .unwrap()
+        .is_none());
+    let c = sessions.pop().unwrap();
+    let b_session = sessions.pop().unwrap();
+    let waiting = tokio::spawn(async move {
+        let lease = c.acquire_slot(&key, 2, Duration::from_secs(5)).await;
+        (c, lease)
+    });
+    sleep(Duration::from_millis(300)).await;
+    assert!(b_session.close().await.unwrap());
+    let (c, lease) = waiting.await.unwrap();
+    let lease = lease.unwrap().expect("the freed slot");
+    assert!(lease.is_ours() && lease.term > b.term);
+    assert!(c.close().await.unwrap());
+    assert!(sessions.pop().unwrap().close().await.unwrap());
+}
