@@ -45,11 +45,12 @@
 -- * session_bound => true raises SQLSTATE 0A000 (nothing would end the
 --   lease with its session), whatever the slots; so does le_open_session's.
 -- * Sessions (contract 21): no worker ends a lapsed session. The next
---   acquisition that touches one of its keys ends it first (every key it
---   holds vacated and announced "expired", "reason":"session_expired", its
---   lock-delay counted from its expiry), in the caller's transaction (a
---   look of le_acquire that takes nothing rolls it back), and so does
---   le_expire_lapsed(), which counts their keys.
+--   acquisition that touches one of its keys ends it first (every key and
+--   every slot of a key of many slots it holds vacated and announced
+--   "expired", "reason":"session_expired", its lock-delay counted from its
+--   expiry), in the caller's transaction (a look of le_acquire that takes
+--   nothing rolls it back), and so does le_expire_lapsed(), which counts
+--   their keys and slots.
 -- * le_capabilities() says "priority": false: contract 18 (le_acquire's
 --   priority, le_candidates) is the compiled edition's only.
 -- * leaderlock_database_stats exists but is always empty (the per-database
@@ -254,7 +255,9 @@ CREATE INDEX leaderlock_holder_idx ON @extschema@.leaderlock (holder) WHERE hold
 -- row per slot (1 to the key's slots), kept when vacated and taken again:
 -- the compiled edition's table, column for column, with CHECK constraints
 -- as above. Terms come from the key's row in leaderlock, one sequence for
--- all slots, issued under that row's lock; holders never lock that row.
+-- all slots, issued under that row's lock; holders never lock that row. A
+-- tenure held under a session (contract 21) is stored as a key of one slot
+-- held under one is, and only the session's end vacates it.
 CREATE TABLE @extschema@.leaderlock_slots (
     key         text NOT NULL,
     slot        integer NOT NULL,     -- 1 to the key's slots
@@ -270,6 +273,11 @@ CREATE TABLE @extschema@.leaderlock_slots (
     releases    bigint NOT NULL DEFAULT 0,
     expiries    bigint NOT NULL DEFAULT 0,
     changed_at  timestamptz,
+    session     uuid,                 -- contract 21: held under this session (expires_at and
+                                      -- recheck_at infinity, the session's row has the expiry);
+                                      -- kept when vacated, meaningless without a holder
+    delayed_until timestamptz,        -- contract 21: a session's lock-delay: vacant, but not
+                                      -- acquirable by anyone before this instant
     PRIMARY KEY (key, slot),
     CONSTRAINT leaderlock_slots_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_slots_slot_check CHECK (slot BETWEEN 1 AND 1000),
@@ -281,6 +289,8 @@ CREATE TABLE @extschema@.leaderlock_slots (
 ) WITH (fillfactor = 50);
 CREATE INDEX leaderlock_slots_recheck_at_idx ON @extschema@.leaderlock_slots (recheck_at) WHERE holder IS NOT NULL;
 CREATE INDEX leaderlock_slots_holder_idx ON @extschema@.leaderlock_slots (holder) WHERE holder IS NOT NULL;
+-- A session's end finds its tenures through this one (contract 21).
+CREATE INDEX leaderlock_slots_session_idx ON @extschema@.leaderlock_slots (session) WHERE session IS NOT NULL;
 
 -- Contract 21: sessions, the compiled edition's table column for column,
 -- with CHECK constraints as above. One row per session, live or lapsed,
@@ -310,6 +320,8 @@ CREATE TABLE @extschema@.leaderlock_sessions (
         AND lock_delay <= interval '2147483647 seconds')
 ) WITH (fillfactor = 50);
 CREATE INDEX leaderlock_sessions_recheck_at_idx ON @extschema@.leaderlock_sessions (recheck_at);
+-- le_renew_all (contract 16) finds an id's sessions through this one.
+CREATE INDEX leaderlock_sessions_id_idx ON @extschema@.leaderlock_sessions (id);
 CREATE INDEX leaderlock_sessions_pid_idx ON @extschema@.leaderlock_sessions (session_pid) WHERE session_pid IS NOT NULL;
 
 -- Contract 22: scheduled runs, the compiled edition's tables column for
@@ -447,8 +459,9 @@ $fn$;
 -- Contract 21: when session p_session lasts until (p_promoted_at: its
 -- _le_promoted_at(), as for leases), or -infinity when it no longer
 -- exists. A key held under a session (leaderlock.session, its expires_at
--- infinity) is live exactly while its session is: every decision on a
--- key's liveness reads its end as
+-- infinity; a tenure of a key of many slots the same way, in
+-- leaderlock_slots) is live exactly while its session is: every decision
+-- on a key's liveness reads its end as
 --   CASE WHEN l.session IS NULL OR l.holder IS NULL
 --        THEN GREATEST(l.expires_at, promoted_at + l.ttl)
 --        ELSE _le_session_lasts(l.session, promoted_at) END
@@ -463,8 +476,8 @@ RETURN coalesce((SELECT GREATEST(x.expires_at, p_promoted_at + x.ttl)
 -- One clock reading for the whole view keeps state and remaining
 -- consistent. A key of one slot is its row of leaderlock (slot NULL); a key
 -- of more (contract 17) shows one row per slot, with that tenure's holder.
--- A key held under a session (contract 21) shows its session's expiry (an
--- ended session's key not vacated yet: lapsed).
+-- A key or tenure held under a session (contract 21) shows its session's
+-- expiry (an ended session's key not vacated yet: lapsed).
 CREATE VIEW @extschema@.leaderlock_status AS
 WITH c AS (SELECT pg_catalog.clock_timestamp() AS now, @extschema@._le_promoted_at() AS promoted_at)
 SELECT l.key, l.holder, l.term, l.acquired_at, l.renewed_at, l.lasts AS expires_at, l.ttl,
@@ -488,10 +501,12 @@ SELECT s.key, s.holder, s.term, s.acquired_at, s.renewed_at, s.lasts, s.ttl,
             ELSE 'lapsed' END,
        CASE WHEN s.holder IS NOT NULL AND s.lasts > c.now
             THEN s.lasts - c.now END,
-       s.value, NULL::integer, s.owner::regrole, s.slot, s.slots, NULL::uuid
+       s.value, NULL::integer, s.owner::regrole, s.slot, s.slots,
+       CASE WHEN s.holder IS NOT NULL THEN s.session END
   FROM c
  CROSS JOIN LATERAL (SELECT x.*, h.slots, CASE WHEN x.holder IS NULL THEN x.expires_at
-                                               ELSE GREATEST(x.expires_at, c.promoted_at + x.ttl) END AS lasts
+                                               WHEN x.session IS NULL THEN GREATEST(x.expires_at, c.promoted_at + x.ttl)
+                                               ELSE @extschema@._le_session_lasts(x.session, c.promoted_at) END AS lasts
                        FROM @extschema@.leaderlock h
                        JOIN @extschema@.leaderlock_slots x ON x.key = h.key AND x.slot <= h.slots
                       WHERE h.slots > 1) s;
@@ -515,8 +530,9 @@ SELECT l.key, l.tenures,
        SELECT pg_catalog.sum(t.releases)::bigint AS releases,
               pg_catalog.sum(t.expiries)::bigint AS expiries,
               pg_catalog.max(t.changed_at) AS changed_at,
-              pg_catalog.bool_or(t.holder IS NOT NULL AND GREATEST(t.expires_at, c.promoted_at + t.ttl) > c.now)
-                AS held
+              pg_catalog.bool_or(t.holder IS NOT NULL
+                  AND CASE WHEN t.session IS NULL THEN GREATEST(t.expires_at, c.promoted_at + t.ttl)
+                           ELSE @extschema@._le_session_lasts(t.session, c.promoted_at) END > c.now) AS held
          FROM @extschema@.leaderlock_slots t
         WHERE t.key = l.key) s ON true;
 
@@ -809,8 +825,9 @@ END
 $fn$;
 
 -- Contract 17: slots, 1 to 1000 (input.rs MAX_SLOTS; le_capabilities'
--- max_slots). (session_bound => true is refused before, by
--- _le_session_bound, whatever the slots.) Returns it.
+-- max_slots), of a lease or of an acquisition under a session (contract
+-- 21). (session_bound => true is refused before, by _le_session_bound,
+-- whatever the slots.) Returns it.
 CREATE FUNCTION @extschema@._le_slots(v integer) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -824,22 +841,6 @@ BEGIN
     IF v < 1 OR v > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: slots must be between 1 and 1000 (got %s)', v);
-    END IF;
-    RETURN v;
-END
-$fn$;
-
--- Contract 21: slots of an acquisition under a session (le_try_acquire_in,
--- le_acquire_in): as _le_slots, and 1 only. Returns it.
-CREATE FUNCTION @extschema@._le_slots_in(v integer) RETURNS integer
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    IF @extschema@._le_slots(v) > 1 THEN
-        RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
-            MESSAGE = format('leaderlock: keys of many slots are not acquired under a session (slots %s)', v),
-            HINT = 'Acquire the key with le_try_acquire or le_acquire, or with slots 1.';
     END IF;
     RETURN v;
 END
@@ -1365,9 +1366,12 @@ $fn$;
 -- Contract 17: _le_extend for a tenure of a key of many slots: the one
 -- p_id holds live on p_key at p_now (owned by a role p_caller is a member
 -- of), touching that slot's row only, never the key's row. The term, or
--- NULL when not extended.
+-- NULL when not extended. Contract 21, as _le_extend: a tenure held under
+-- a session is extended only when p_move (le_renew renews its session
+-- instead), and is held from then on under p_session, or out of sessions.
 CREATE FUNCTION @extschema@._le_extend_slot(p_key text, p_id text, p_now timestamptz,
-                                            p_ttl interval, p_caller oid, p_term bigint) RETURNS bigint
+                                            p_ttl interval, p_caller oid, p_term bigint,
+                                            p_move boolean, p_session uuid) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -1379,16 +1383,23 @@ DECLARE
 BEGIN
     UPDATE @extschema@.leaderlock_slots l
        SET renewed_at = p_now,
-           expires_at = p_now + coalesce(p_ttl, l.ttl),
+           expires_at = CASE WHEN p_session IS NULL THEN p_now + coalesce(p_ttl, l.ttl)
+                             ELSE 'infinity'::timestamptz END,
            ttl = coalesce(p_ttl, l.ttl),
            recheck_at = CASE
+               WHEN p_session IS NOT NULL THEN 'infinity'::timestamptz
                WHEN l.recheck_at <= p_now + coalesce(p_ttl, l.ttl)
                 AND l.recheck_at >= p_now + coalesce(p_ttl, l.ttl) / 2.0::float8 THEN l.recheck_at
-               ELSE p_now + coalesce(p_ttl, l.ttl) END
-     WHERE l.key = p_key AND l.holder = p_id AND GREATEST(l.expires_at, v_pro + l.ttl) > p_now
+               ELSE p_now + coalesce(p_ttl, l.ttl) END,
+           session = p_session
+     WHERE l.key = p_key AND l.holder = p_id
+       AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                ELSE @extschema@._le_session_lasts(l.session, v_pro) END > p_now
        AND l.slot = (SELECT s.slot FROM @extschema@.leaderlock_slots s
                       WHERE s.key = p_key AND s.holder = p_id
-                        AND GREATEST(s.expires_at, v_pro + s.ttl) > p_now
+                        AND (p_move OR s.session IS NULL)
+                        AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                                 ELSE @extschema@._le_session_lasts(s.session, v_pro) END > p_now
                         AND (p_term IS NULL OR s.term = p_term)
                         AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                       LIMIT 1
@@ -1402,9 +1413,10 @@ END
 $fn$;
 
 -- Contract 17: _le_lock_own for a key of many slots: locks the tenure p_id
--- holds live on p_key (owned by a role p_caller is a member of), never
--- waiting; its slot and term, else raises LE0NL. Called, as _le_lock_own,
--- inside the caller's block that also writes the row.
+-- holds live on p_key (owned by a role p_caller is a member of; under a
+-- session, while the session is live), never waiting; its slot and term,
+-- else raises LE0NL. Called, as _le_lock_own, inside the caller's block
+-- that also writes the row.
 CREATE FUNCTION @extschema@._le_lock_own_slot(p_key text, p_id text, p_caller oid,
                                               OUT o_slot integer, OUT o_term bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1416,10 +1428,12 @@ DECLARE
     r record;
     v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
-    SELECT s.slot, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts INTO r
+    SELECT s.slot, s.term, CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                                ELSE @extschema@._le_session_lasts(s.session, v_pro) END AS lasts INTO r
       FROM @extschema@.leaderlock_slots s
      WHERE s.key = p_key AND s.holder = p_id
-       AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+       AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                ELSE @extschema@._le_session_lasts(s.session, v_pro) END > clock_timestamp()
        AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
      LIMIT 1
        FOR NO KEY UPDATE SKIP LOCKED;
@@ -1436,7 +1450,8 @@ $fn$;
 -- p_slots (all of them when it becomes a key of one) end now, as expiries
 -- (announced with p_slots), as expiry.rs end_stale_tenures. False, and
 -- nothing changed, when one of them is locked by another transaction (a
--- fenced transaction of its holder, le_expire_lapsed): the change must
+-- fenced transaction of its holder, le_expire_lapsed) or held under a
+-- session (contract 21: its end has not vacated it yet): the change must
 -- wait. Called by _le_attempt_slots only.
 CREATE FUNCTION @extschema@._le_end_stale_tenures(p_key text, p_slots integer) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1456,6 +1471,13 @@ DECLARE
     v_lasts timestamptz[];
     v_all bigint;
 BEGIN
+    -- Contract 21: a tenure held under a session (lapsed: the look ended
+    -- its session, or could not) is vacated by its session's end only.
+    IF EXISTS (SELECT FROM @extschema@.leaderlock_slots s
+                WHERE s.key = p_key AND s.slot > v_above AND s.holder IS NOT NULL
+                  AND s.session IS NOT NULL) THEN
+        RETURN false;
+    END IF;
     SELECT array_agg(x.slot), array_agg(x.holder), array_agg(x.term), array_agg(x.lasts)
       INTO v_nums, v_holders, v_terms, v_lasts
       FROM (SELECT s.slot, s.holder, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts
@@ -1544,22 +1566,25 @@ $fn$;
 -- acquisition under it in flight, which holds it FOR KEY SHARE, goes on,
 -- and a key it adds is ended at the next end), or FOR UPDATE for a close
 -- (p_closed). Every key held under it is vacated (term kept; value kept if
--- the session keeps values), ordered by key, with one clock reading, and
--- announced: closed, as le_release does ("released", counted as a
--- release, no lock-delay), waiting for keys another transaction holds
--- locked; else as the worker would ("expired", "reason":"session_expired",
--- counted as an expiry, its expiry the session's, and not acquirable until
--- that expiry + its lock_delay, whoever ends it and whenever), skipping
--- keys another transaction holds locked. The row is deleted only at READ
--- COMMITTED (an older snapshot would miss a key acquired since), locked
--- FOR UPDATE (a close holds it; else without waiting: no acquisition under
--- it in flight, none to come), and once no key is held under it (counted
+-- the session keeps values), ordered by key, then every tenure of a key of
+-- many slots held under it (contract 17), ordered by key and slot, with one
+-- clock reading, and each announced (a tenure with its key's slots):
+-- closed, as le_release does ("released", counted as a release, no
+-- lock-delay), waiting for rows another transaction holds locked; else as
+-- the worker would ("expired", "reason":"session_expired", counted as an
+-- expiry, its expiry the session's, and not acquirable until that expiry +
+-- its lock_delay, whoever ends it and whenever), skipping rows another
+-- transaction holds locked. The row is deleted only at READ COMMITTED (an
+-- older snapshot would miss a key acquired since), locked FOR UPDATE (a
+-- close holds it; else without waiting: no acquisition under it in flight,
+-- none to come), and once no key and no tenure is held under it (counted
 -- by a fresh statement). Otherwise it stays, lapsed from now (expires_at
 -- and recheck_at at most now; a close: no lock-delay for what is left),
 -- and the next acquisition of one of its keys or le_expire_lapsed ends it
--- again: no key is left naming a session whose row is gone. A session
--- that no longer exists (a key of an earlier version): its keys (p_key
--- alone, when given) are vacated the same way. Returns how many keys.
+-- again: nothing is left naming a session whose row is gone. A session
+-- that no longer exists (a key of an earlier version): its keys and
+-- tenures (p_key's alone, when given) are vacated the same way. Returns
+-- how many keys and tenures.
 CREATE FUNCTION @extschema@._le_end_session(p_session uuid, p_closed boolean, p_pro timestamptz,
                                             p_key text) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1573,6 +1598,11 @@ DECLARE
     v_keys text[];
     v_holders text[];
     v_terms bigint[];
+    v_tkeys text[];
+    v_tnums integer[];
+    v_tholders text[];
+    v_tterms bigint[];
+    v_tslots integer[];
     v_lasts timestamptz;
     v_delete boolean;
     t timestamptz;
@@ -1580,12 +1610,20 @@ BEGIN
     SELECT x.keep_values, x.lock_delay, GREATEST(x.expires_at, p_pro + x.ttl) AS lasts INTO s
       FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
     v_gone := NOT FOUND;
+    -- its keys first, then its tenures (the order the functions lock them)
     IF p_closed THEN
         SELECT array_agg(k.key ORDER BY k.key), array_agg(k.holder ORDER BY k.key), array_agg(k.term ORDER BY k.key)
           INTO v_keys, v_holders, v_terms
           FROM (SELECT l.key, l.holder, l.term FROM @extschema@.leaderlock l
                  WHERE l.session = p_session AND l.holder IS NOT NULL
                  ORDER BY l.key
+                   FOR NO KEY UPDATE) k;
+        SELECT array_agg(k.key ORDER BY k.key, k.slot), array_agg(k.slot ORDER BY k.key, k.slot),
+               array_agg(k.holder ORDER BY k.key, k.slot), array_agg(k.term ORDER BY k.key, k.slot)
+          INTO v_tkeys, v_tnums, v_tholders, v_tterms
+          FROM (SELECT y.key, y.slot, y.holder, y.term FROM @extschema@.leaderlock_slots y
+                 WHERE y.session = p_session AND y.holder IS NOT NULL
+                 ORDER BY y.key, y.slot
                    FOR NO KEY UPDATE) k;
     ELSE
         SELECT array_agg(k.key ORDER BY k.key), array_agg(k.holder ORDER BY k.key), array_agg(k.term ORDER BY k.key)
@@ -1594,6 +1632,14 @@ BEGIN
                  WHERE l.session = p_session AND l.holder IS NOT NULL
                    AND (NOT v_gone OR p_key IS NULL OR l.key = p_key)
                  ORDER BY l.key
+                   FOR NO KEY UPDATE SKIP LOCKED) k;
+        SELECT array_agg(k.key ORDER BY k.key, k.slot), array_agg(k.slot ORDER BY k.key, k.slot),
+               array_agg(k.holder ORDER BY k.key, k.slot), array_agg(k.term ORDER BY k.key, k.slot)
+          INTO v_tkeys, v_tnums, v_tholders, v_tterms
+          FROM (SELECT y.key, y.slot, y.holder, y.term FROM @extschema@.leaderlock_slots y
+                 WHERE y.session = p_session AND y.holder IS NOT NULL
+                   AND (NOT v_gone OR p_key IS NULL OR y.key = p_key)
+                 ORDER BY y.key, y.slot
                    FOR NO KEY UPDATE SKIP LOCKED) k;
     END IF;
     -- read after the locks, as a release does
@@ -1623,9 +1669,35 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
+    IF v_tkeys IS NOT NULL THEN
+        -- the same for each tenure, in its slot (the key's row untouched)
+        UPDATE @extschema@.leaderlock_slots y
+           SET holder = NULL, value = CASE WHEN s.keep_values THEN y.value END, owner = NULL,
+               expires_at = v_lasts,
+               releases = y.releases + CASE WHEN p_closed THEN 1 ELSE 0 END,
+               expiries = y.expiries + CASE WHEN p_closed THEN 0 ELSE 1 END,
+               delayed_until = CASE WHEN NOT p_closed AND s.lock_delay > interval '0'
+                                    THEN v_lasts + s.lock_delay END,
+               changed_at = t
+          FROM ROWS FROM (unnest(v_tkeys), unnest(v_tnums)) AS v(key, slot)
+         WHERE y.key = v.key AND y.slot = v.slot;
+        SELECT array_agg(h.slots ORDER BY v.n) INTO v_tslots
+          FROM unnest(v_tkeys) WITH ORDINALITY AS v(key, n)
+          LEFT JOIN @extschema@.leaderlock h ON h.key = v.key;
+        FOR i IN 1 .. cardinality(v_tkeys) LOOP
+            IF p_closed THEN
+                PERFORM @extschema@._le_announce('released'::text, v_tkeys[i], v_tholders[i], v_tterms[i], t,
+                                                 NULL::text, NULL::timestamptz, NULL::jsonb, false, v_tslots[i]);
+            ELSE
+                PERFORM @extschema@._le_announce('expired'::text, v_tkeys[i], v_tholders[i], v_tterms[i], t,
+                                                 NULL::text, v_lasts, NULL::jsonb, NULL::boolean, v_tslots[i],
+                                                 'session_expired'::text);
+            END IF;
+        END LOOP;
+    END IF;
     IF NOT v_gone THEN
         -- the row goes only at READ COMMITTED, locked FOR UPDATE, with no
-        -- key held under it any more
+        -- key nor tenure held under it any more
         v_delete := current_setting('transaction_isolation') IN ('read committed', 'read uncommitted');
         IF v_delete AND NOT p_closed THEN
             PERFORM FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session FOR UPDATE SKIP LOCKED;
@@ -1633,7 +1705,9 @@ BEGIN
         END IF;
         IF v_delete THEN
             v_delete := NOT EXISTS (SELECT FROM @extschema@.leaderlock l
-                                     WHERE l.session = p_session AND l.holder IS NOT NULL);
+                                     WHERE l.session = p_session AND l.holder IS NOT NULL)
+                    AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_slots y
+                                     WHERE y.session = p_session AND y.holder IS NOT NULL);
         END IF;
         IF v_delete THEN
             DELETE FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
@@ -1644,23 +1718,25 @@ BEGIN
              WHERE x.session = p_session;
         END IF;
     END IF;
-    IF v_keys IS NOT NULL OR NOT v_gone THEN
+    IF v_keys IS NOT NULL OR v_tkeys IS NOT NULL OR NOT v_gone THEN
         PERFORM @extschema@._le_durable();
     END IF;
-    RETURN coalesce(cardinality(v_keys), 0);
+    RETURN coalesce(cardinality(v_keys), 0) + coalesce(cardinality(v_tkeys), 0);
 END
 $fn$;
 
--- Contract 21, where no worker runs: the session key p_key is held under,
--- if it lapsed (p_pro: _le_promoted_at()), is ended (_le_end_session)
--- before an acquisition looks at the key further, in the caller's
--- transaction, never waiting: its row locked FOR NO KEY UPDATE SKIP LOCKED
--- (an acquisition under it in flight does not stop that; its renewal or
--- another end does), keys another transaction holds locked skipped. A key
--- naming a session that no longer exists (an earlier version's) is
--- vacated alone. False, nothing changed and nothing locked, when there is
--- no such session to end now (the key is no longer held under one, its
--- session is live, or its row is locked by another transaction).
+-- Contract 21, where no worker runs: the sessions key p_key is held under
+-- (a key of one slot: its holder's; of many: each tenure's), those that
+-- lapsed (p_pro: _le_promoted_at()), are ended (_le_end_session) before
+-- an acquisition looks at the key further, in the caller's transaction,
+-- never waiting: each row locked FOR NO KEY UPDATE SKIP LOCKED (an
+-- acquisition under it in flight does not stop that; its renewal or
+-- another end does), keys and tenures another transaction holds locked
+-- skipped. A key or tenure naming a session that no longer exists (an
+-- earlier version's) is vacated alone. False, nothing changed and nothing
+-- locked, when there is no such session to end now (the key is no longer
+-- held under one, its sessions are live, or their rows are locked by
+-- another transaction).
 CREATE FUNCTION @extschema@._le_end_lapsed_key(p_key text, p_pro timestamptz) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1669,21 +1745,27 @@ SET jit = off
 AS $fn$
 DECLARE
     v_session uuid;
+    v_ended boolean := false;
 BEGIN
-    SELECT l.session INTO v_session FROM @extschema@.leaderlock l
-     WHERE l.key = p_key AND l.holder IS NOT NULL AND l.session IS NOT NULL;
-    IF v_session IS NULL THEN
-        RETURN false;
-    END IF;
-    PERFORM FROM @extschema@.leaderlock_sessions x
-      WHERE x.session = v_session
-        AND NOT coalesce(GREATEST(x.expires_at, p_pro + x.ttl) > clock_timestamp(), false)
-        FOR NO KEY UPDATE SKIP LOCKED;
-    IF NOT FOUND AND EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session) THEN
-        RETURN false;   -- live, or its renewal or end in progress
-    END IF;
-    PERFORM @extschema@._le_end_session(v_session, false, p_pro, p_key);
-    RETURN true;
+    FOR v_session IN
+        SELECT l.session FROM @extschema@.leaderlock l
+         WHERE l.key = p_key AND l.holder IS NOT NULL AND l.session IS NOT NULL
+        UNION
+        SELECT y.session FROM @extschema@.leaderlock_slots y
+         WHERE y.key = p_key AND y.holder IS NOT NULL AND y.session IS NOT NULL
+           AND NOT coalesce(@extschema@._le_session_lasts(y.session, p_pro) > clock_timestamp(), false)
+    LOOP
+        PERFORM FROM @extschema@.leaderlock_sessions x
+          WHERE x.session = v_session
+            AND NOT coalesce(GREATEST(x.expires_at, p_pro + x.ttl) > clock_timestamp(), false)
+            FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = v_session) THEN
+            CONTINUE;   -- live, or its renewal or end in progress
+        END IF;
+        PERFORM @extschema@._le_end_session(v_session, false, p_pro, p_key);
+        v_ended := true;
+    END LOOP;
+    RETURN v_ended;
 END
 $fn$;
 
@@ -1694,14 +1776,22 @@ $fn$;
 -- caller's own tenure, or says why not ('acquired', 'held' until o_until,
 -- 'busy'); 'one' when the key, with no live holder, now admits one holder
 -- (its row locked by this transaction): the caller goes on as for any key.
--- Raises 22023 when the key has live holders and admits another number of
--- slots. The key's row (its last term) is locked only by candidates, only
--- while it has no live holder, never waiting, and only for an instant
--- unless a tenure starts (then until the transaction ends); holders never
--- lock it. Called by _le_attempt only (p_pro: its _le_promoted_at()).
+-- Raises 22023 when the key has live holders (or a slot under a
+-- lock-delay) and admits another number of slots. The key's row (its last
+-- term) is locked only by candidates, only while it has no live holder,
+-- never waiting, and only for an instant unless a tenure starts (then
+-- until the transaction ends); holders never lock it. Contract 21:
+-- p_session: the tenure is taken, or the caller's own moved, under that
+-- session (p_ttl is its ttl, p_session_end its end as announced; stored:
+-- infinity), else out of sessions; the same session: nothing written. A
+-- lapsed session that still holds a slot is ended first (all its keys);
+-- until it is (its row locked by another transaction), its slot is taken,
+-- by nobody's end; a vacant slot under a lock-delay is taken until the
+-- delay ends. Called by _le_attempt only (p_pro: its _le_promoted_at()).
 CREATE FUNCTION @extschema@._le_attempt_slots(p_key text, p_id text, p_ttl interval, p_value jsonb,
                                               p_caller oid, p_insert_wait_ms bigint, p_slots integer,
                                               p_has integer, p_head_live boolean, p_pro timestamptz,
+                                              p_session uuid, p_session_end timestamptz,
                                               OUT o_outcome text, OUT o_until timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1715,7 +1805,9 @@ DECLARE
     t timestamptz;
     v_term bigint;
     v_slot integer;
-    v_live bigint := 0;
+    v_live bigint := 0;      -- slots taken until v_earliest at the latest: live, or under a lock-delay
+    v_stuck bigint := 0;     -- slots held by a lapsed session not ended yet: taken, no end known
+    v_mine bigint;
     v_earliest timestamptz;
     v_expires timestamptz;
     old_lock_timeout text;
@@ -1730,7 +1822,7 @@ BEGIN
         -- first term (the timeline's floor), which its first tenure takes,
         -- in slot 1. Waits only for a concurrent first insert of the key.
         t := clock_timestamp();
-        v_expires := t + p_ttl;
+        v_expires := CASE WHEN p_session IS NULL THEN t + p_ttl ELSE 'infinity'::timestamptz END;
         IF p_insert_wait_ms IS NULL THEN
             INSERT INTO @extschema@.leaderlock AS l (key, holder, term, tenures, changed_at, slots)
             VALUES (p_key, NULL, @extschema@._le_term_floor(), 1, t, p_slots)
@@ -1752,17 +1844,18 @@ BEGIN
         IF v_term IS NOT NULL THEN
             INSERT INTO @extschema@.leaderlock_slots AS s
                    (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
-                    value, owner, changed_at)
-            VALUES (p_key, 1, p_id, v_term, t, t, v_expires, p_ttl, v_expires, p_value, p_caller, t)
+                    value, owner, changed_at, session, delayed_until)
+            VALUES (p_key, 1, p_id, v_term, t, t, v_expires, p_ttl, v_expires, p_value, p_caller, t,
+                    p_session, NULL)
             ON CONFLICT (key, slot) DO UPDATE
                SET holder = excluded.holder, term = excluded.term, acquired_at = excluded.acquired_at,
                    renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, ttl = excluded.ttl,
                    recheck_at = excluded.recheck_at, value = excluded.value, owner = excluded.owner,
-                   changed_at = excluded.changed_at,
+                   changed_at = excluded.changed_at, session = excluded.session, delayed_until = NULL,
                    expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END;
             PERFORM @extschema@._le_durable();
             PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t, NULL::text,
-                                             v_expires, p_value, NULL::boolean, p_slots);
+                                             coalesce(p_session_end, v_expires), p_value, NULL::boolean, p_slots);
             o_outcome := 'acquired';
             RETURN;
         END IF;
@@ -1776,13 +1869,25 @@ BEGIN
 
     t := clock_timestamp();
     IF p_has > 1 THEN
+        -- Contract 21, no worker: a lapsed session that holds a slot is
+        -- ended first (all its keys, as _le_attempt does for a key of one
+        -- slot; a look of le_acquire that takes nothing rolls it back).
+        IF EXISTS (SELECT FROM @extschema@.leaderlock_slots s
+                    WHERE s.key = p_key AND s.holder IS NOT NULL AND s.session IS NOT NULL
+                      AND NOT coalesce(@extschema@._le_session_lasts(s.session, p_pro) > t, false)) THEN
+            PERFORM @extschema@._le_end_lapsed_key(p_key, p_pro);
+            t := clock_timestamp();
+        END IF;
         -- The id's live tenure (an owned one first, its latest).
-        SELECT s.slot, s.term, GREATEST(s.expires_at, p_pro + s.ttl) AS lasts,
-               (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
+        SELECT s.slot, s.term,
+               CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                    ELSE @extschema@._le_session_lasts(s.session, p_pro) END AS lasts,
+               (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned, s.session
           INTO own
           FROM @extschema@.leaderlock_slots s
          WHERE s.key = p_key AND s.holder = p_id
-           AND GREATEST(s.expires_at, p_pro + s.ttl) > t
+           AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                    ELSE @extschema@._le_session_lasts(s.session, p_pro) END > t
          ORDER BY 4 DESC, 3 DESC LIMIT 1;
         IF FOUND AND NOT own.owned THEN
             -- owned by a role the caller is not a member of: as for a key
@@ -1792,31 +1897,60 @@ BEGIN
             o_until := own.lasts;
             RETURN;
         END IF;
-        -- The caller's own live tenure: extend it, same term.
+        -- The caller's own live tenure: extend it, same term (contract 21:
+        -- moved into p_session or out of sessions, same slot; held under
+        -- p_session already: nothing to extend).
         IF FOUND AND own.owned AND own.lasts > t THEN
             IF p_has <> p_slots THEN
                 PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
             END IF;
-            v_term := @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, NULL::bigint);
+            IF p_session IS NOT NULL AND own.session = p_session THEN
+                v_term := own.term;
+                IF p_value IS NOT NULL THEN
+                    -- set under the row's lock, never waiting
+                    UPDATE @extschema@.leaderlock_slots s SET value = p_value
+                     WHERE s.key = p_key AND s.slot = own.slot
+                       AND s.slot = (SELECT y.slot FROM @extschema@.leaderlock_slots y
+                                      WHERE y.key = p_key AND y.slot = own.slot AND y.holder = p_id
+                                        AND y.term = own.term AND y.session = p_session
+                                        AND @extschema@._le_session_lasts(p_session, p_pro) > clock_timestamp()
+                                        FOR NO KEY UPDATE SKIP LOCKED);
+                    IF NOT FOUND THEN
+                        v_term := NULL;
+                    END IF;
+                END IF;
+            ELSE
+                v_term := @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, NULL::bigint, true,
+                                                      p_session);
+                IF v_term IS NOT NULL AND p_value IS NOT NULL THEN
+                    UPDATE @extschema@.leaderlock_slots s SET value = p_value
+                     WHERE s.key = p_key AND s.slot = own.slot;
+                END IF;
+            END IF;
             IF v_term IS NULL THEN
                 o_outcome := 'busy';
                 RETURN;
             END IF;
             IF p_value IS NOT NULL THEN
-                UPDATE @extschema@.leaderlock_slots s SET value = p_value
-                 WHERE s.key = p_key AND s.slot = own.slot;
+                PERFORM @extschema@._le_durable();
                 PERFORM @extschema@._le_announce('proclaimed'::text, p_key, p_id, v_term, t, NULL::text,
                                                  NULL::timestamptz, p_value, NULL::boolean, p_has);
             END IF;
             o_outcome := 'acquired';
             RETURN;
         END IF;
-        -- The live tenures: how many, and the earliest end.
-        SELECT count(*), min(x.lasts) INTO v_live, v_earliest
-          FROM (SELECT GREATEST(s.expires_at, p_pro + s.ttl) AS lasts
+        -- The taken slots: live tenures, and vacant ones under a lock-delay
+        -- (contract 21): how many, and the earliest end; and those a lapsed
+        -- session not ended yet still holds.
+        SELECT count(*) FILTER (WHERE x.until > t), min(x.until) FILTER (WHERE x.until > t),
+               count(*) FILTER (WHERE x.in_session AND NOT coalesce(x.until > t, false))
+          INTO v_live, v_earliest, v_stuck
+          FROM (SELECT CASE WHEN s.holder IS NULL THEN s.delayed_until
+                            WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                            ELSE @extschema@._le_session_lasts(s.session, p_pro) END AS until,
+                       s.holder IS NOT NULL AND s.session IS NOT NULL AS in_session
                   FROM @extschema@.leaderlock_slots s
-                 WHERE s.key = p_key AND s.holder IS NOT NULL) x
-         WHERE x.lasts > t;
+                 WHERE s.key = p_key) x;
     END IF;
     IF p_has <> p_slots AND v_live > 0 THEN
         PERFORM @extschema@._le_slots_differ(p_key, p_has, p_slots);
@@ -1835,12 +1969,14 @@ BEGIN
             IF NOT FOUND THEN
                 RAISE SQLSTATE 'LE0NL';
             END IF;
-            -- No tenure starts while the row is locked: one live now
-            -- started before the lock.
+            -- No tenure starts while the row is locked: one live now (or a
+            -- lock-delay running) started before the lock.
             IF head.slots > 1 AND EXISTS (
                     SELECT 1 FROM @extschema@.leaderlock_slots s
-                     WHERE s.key = p_key AND s.holder IS NOT NULL
-                       AND GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp()) THEN
+                     WHERE s.key = p_key
+                       AND CASE WHEN s.holder IS NULL THEN s.delayed_until
+                                WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                                ELSE @extschema@._le_session_lasts(s.session, p_pro) END > clock_timestamp()) THEN
                 PERFORM @extschema@._le_slots_differ(p_key, head.slots, p_slots);
             END IF;
             -- Its lapsed tenures end first (waiting for a fenced one).
@@ -1856,8 +1992,8 @@ BEGIN
         RETURN;
     END IF;
 
-    IF p_has = p_slots AND v_live >= p_slots THEN
-        o_outcome := 'held';
+    IF p_has = p_slots AND v_live + v_stuck >= p_slots THEN
+        o_outcome := CASE WHEN v_earliest IS NULL THEN 'busy' ELSE 'held' END;
         o_until := v_earliest;
         RETURN;
     END IF;
@@ -1881,35 +2017,48 @@ BEGIN
             RAISE SQLSTATE 'LE0NL';
         END IF;
         -- No tenure starts while the row is locked: the key's number of
-        -- slots changes only if no tenure is live now.
+        -- slots changes only if no tenure is live now (nor a lock-delay
+        -- running).
         IF head.slots <> p_slots AND EXISTS (
                 SELECT 1 FROM @extschema@.leaderlock_slots s
-                 WHERE s.key = p_key AND s.holder IS NOT NULL
-                   AND GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp()) THEN
+                 WHERE s.key = p_key
+                   AND CASE WHEN s.holder IS NULL THEN s.delayed_until
+                            WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                            ELSE @extschema@._le_session_lasts(s.session, p_pro) END > clock_timestamp()) THEN
             PERFORM @extschema@._le_slots_differ(p_key, head.slots, p_slots);
         END IF;
         -- Changing the key's slots: its lapsed tenures beyond the new
-        -- number end first (a fenced one: look again).
+        -- number end first (a fenced one, or one a lapsed session still
+        -- holds: look again).
         IF head.slots <> p_slots AND head.slots > 1
            AND NOT @extschema@._le_end_stale_tenures(p_key, p_slots) THEN
             RAISE SQLSTATE 'LE0NL';
         END IF;
-        -- One live tenure per id, whoever started another since the look.
-        SELECT min(x.lasts) INTO o_until
-          FROM (SELECT GREATEST(s.expires_at, p_pro + s.ttl) AS lasts
+        -- One live tenure per id, whoever started another since the look
+        -- (contract 21: nor a second one while a lapsed session of the id
+        -- not ended yet holds one).
+        SELECT min(x.lasts) FILTER (WHERE x.lasts > clock_timestamp()), count(*) INTO o_until, v_mine
+          FROM (SELECT CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                            ELSE @extschema@._le_session_lasts(s.session, p_pro) END AS lasts,
+                       s.session
                   FROM @extschema@.leaderlock_slots s
                  WHERE s.key = p_key AND s.holder = p_id) x
-         WHERE x.lasts > clock_timestamp();
-        IF o_until IS NOT NULL THEN
-            o_outcome := 'held';
+         WHERE x.lasts > clock_timestamp() OR x.session IS NOT NULL;
+        IF v_mine > 0 THEN
+            IF o_until IS NOT NULL THEN
+                o_outcome := 'held';
+            END IF;
             RAISE SQLSTATE 'LE0NL';
         END IF;
-        -- The first free slot: vacant, or lapsed (its holder out).
+        -- The first free slot: vacant and not under a lock-delay, or
+        -- lapsed (its holder out; a tenure held under a session only once
+        -- its session's end vacated it).
         SELECT s.slot, s.holder, s.term, GREATEST(s.expires_at, p_pro + s.ttl) AS lasts INTO free
           FROM @extschema@.leaderlock_slots s
          WHERE s.key = p_key AND s.slot <= p_slots
-           AND (s.holder IS NULL
-                OR NOT coalesce(GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp(), false))
+           AND ((s.holder IS NULL AND NOT coalesce(s.delayed_until > clock_timestamp(), false))
+                OR (s.holder IS NOT NULL AND s.session IS NULL
+                    AND NOT coalesce(GREATEST(s.expires_at, p_pro + s.ttl) > clock_timestamp(), false)))
          ORDER BY s.slot LIMIT 1
            FOR NO KEY UPDATE SKIP LOCKED;
         IF FOUND THEN
@@ -1920,12 +2069,14 @@ BEGIN
              WHERE NOT EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots s
                                 WHERE s.key = p_key AND s.slot = n.n);
             IF v_slot IS NULL THEN
-                -- every slot live (or locked by le_expire_lapsed vacating it)
-                SELECT min(x.lasts) INTO o_until
-                  FROM (SELECT GREATEST(s.expires_at, p_pro + s.ttl) AS lasts
+                -- every slot taken (or locked by le_expire_lapsed vacating it)
+                SELECT min(x.until) INTO o_until
+                  FROM (SELECT CASE WHEN s.holder IS NULL THEN s.delayed_until
+                                    WHEN s.session IS NULL THEN GREATEST(s.expires_at, p_pro + s.ttl)
+                                    ELSE @extschema@._le_session_lasts(s.session, p_pro) END AS until
                           FROM @extschema@.leaderlock_slots s
-                         WHERE s.key = p_key AND s.holder IS NOT NULL) x
-                 WHERE x.lasts > clock_timestamp();
+                         WHERE s.key = p_key) x
+                 WHERE x.until > clock_timestamp();
                 IF o_until IS NOT NULL THEN
                     o_outcome := 'held';
                 END IF;
@@ -1937,7 +2088,7 @@ BEGIN
         -- key of one slot is vacated and counted as an expiry) and admits
         -- p_slots from now on.
         t := clock_timestamp();
-        v_expires := t + p_ttl;
+        v_expires := CASE WHEN p_session IS NULL THEN t + p_ttl ELSE 'infinity'::timestamptz END;
         UPDATE @extschema@.leaderlock l
            SET holder = NULL, term = GREATEST(l.term + 1, @extschema@._le_term_floor()),
                tenures = l.tenures + 1, changed_at = t, slots = p_slots, value = NULL,
@@ -1945,16 +2096,18 @@ BEGIN
                expiries = l.expiries + CASE WHEN l.holder IS NULL THEN 0 ELSE 1 END
          WHERE l.key = p_key
         RETURNING l.term INTO v_term;
-        -- The tenure, in its slot (a lapsed one taken over counts as an expiry).
+        -- The tenure, in its slot (a lapsed one taken over counts as an
+        -- expiry; contract 21: under p_session, or out of sessions).
         INSERT INTO @extschema@.leaderlock_slots AS s
                (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at,
-                value, owner, changed_at)
-        VALUES (p_key, v_slot, p_id, v_term, t, t, v_expires, p_ttl, v_expires, p_value, p_caller, t)
+                value, owner, changed_at, session, delayed_until)
+        VALUES (p_key, v_slot, p_id, v_term, t, t, v_expires, p_ttl, v_expires, p_value, p_caller, t,
+                p_session, NULL)
         ON CONFLICT (key, slot) DO UPDATE
            SET holder = excluded.holder, term = excluded.term, acquired_at = excluded.acquired_at,
                renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, ttl = excluded.ttl,
                recheck_at = excluded.recheck_at, value = excluded.value, owner = excluded.owner,
-               changed_at = excluded.changed_at,
+               changed_at = excluded.changed_at, session = excluded.session, delayed_until = NULL,
                expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END;
         PERFORM @extschema@._le_durable();
         -- Lapsed tenures taken over: their end is announced first, as the
@@ -1968,8 +2121,8 @@ BEGIN
                                              free.lasts, NULL::jsonb, NULL::boolean, head.slots);
         END IF;
         PERFORM @extschema@._le_announce('acquired'::text, p_key, p_id, v_term, t,
-                                         coalesce(free.holder, head.holder), v_expires, p_value,
-                                         NULL::boolean, p_slots);
+                                         coalesce(free.holder, head.holder), coalesce(p_session_end, v_expires),
+                                         p_value, NULL::boolean, p_slots);
         o_outcome := 'acquired';
     EXCEPTION WHEN SQLSTATE 'LE0NL' THEN
         RETURN;
@@ -2023,11 +2176,7 @@ BEGIN
         p_ttl := @extschema@._le_ttl(p_ttl, true);
     END IF;
     PERFORM @extschema@._le_value(p_value);
-    IF p_session IS NULL THEN
-        p_slots := @extschema@._le_slots(p_slots);
-    ELSE
-        p_slots := @extschema@._le_slots_in(p_slots);
-    END IF;
+    p_slots := @extschema@._le_slots(p_slots);
     IF p_insert_wait_ms < 0 OR p_insert_wait_ms > 86400000 THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('leaderlock: insert wait %s ms is out of range (0 to 86400000)', p_insert_wait_ms);
@@ -2110,7 +2259,8 @@ BEGIN
     IF p_slots > 1 OR seen.slots > 1 THEN
         SELECT a.o_outcome, a.o_until INTO many
           FROM @extschema@._le_attempt_slots(p_key, p_id, p_ttl, p_value, p_caller, p_insert_wait_ms, p_slots,
-                   seen.slots, coalesce(seen.holder IS NOT NULL AND seen.lasts > t, false), v_pro) a;
+                   seen.slots, coalesce(seen.holder IS NOT NULL AND seen.lasts > t, false), v_pro,
+                   p_session, v_session_end) a;
         IF many.o_outcome <> 'one' THEN
             o_outcome := many.o_outcome;
             o_until := LEAST(many.o_until, v_session_end);
@@ -2299,7 +2449,22 @@ BEGIN
         v_pro := @extschema@._le_promoted_at();
         RETURN cardinality(@extschema@._le_extend_sessions(v_session, NULL::text, t, p_ttl, p_caller, v_pro)) > 0;
     END IF;
-    RETURN @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, p_term) IS NOT NULL;
+    -- the caller's own tenure of a key of many slots (17), out of sessions
+    IF @extschema@._le_extend_slot(p_key, p_id, t, p_ttl, p_caller, p_term, false, NULL::uuid) IS NOT NULL THEN
+        RETURN true;
+    END IF;
+    -- or held under a session (21): its session, as above (one the caller
+    -- may act for first, when the id holds tenures of several roles)
+    SELECT y.session INTO v_session FROM @extschema@.leaderlock_slots y
+     WHERE y.key = p_key AND y.holder = p_id AND y.session IS NOT NULL
+       AND (p_term IS NULL OR y.term = p_term)
+     ORDER BY (y.owner IS NULL OR pg_has_role(p_caller, y.owner, 'MEMBER'::text)) DESC
+     LIMIT 1;
+    IF v_session IS NOT NULL THEN
+        v_pro := @extschema@._le_promoted_at();
+        RETURN cardinality(@extschema@._le_extend_sessions(v_session, NULL::text, t, p_ttl, p_caller, v_pro)) > 0;
+    END IF;
+    RETURN false;
 END
 $fn$;
 
@@ -2397,7 +2562,8 @@ $fn$;
 -- skipped (found through the index on holder; recheck_at as in
 -- _le_extend). One clock reading for all. Then (contract 21) its live
 -- sessions, each by its own ttl (_le_extend_sessions), counting the keys
--- held under them. Returns how many.
+-- and tenures held under them (whose rows it does not touch). Returns how
+-- many.
 CREATE FUNCTION @extschema@._le_renew_all(p_id text, p_caller oid) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -2433,6 +2599,7 @@ BEGIN
         RETURNING l.key)
     SELECT count(*)::integer INTO n FROM renewed;
     -- and its tenures of keys of many slots (contract 17), the same way
+    -- (those held under a session: with their session, below)
     WITH renewed AS (
         UPDATE @extschema@.leaderlock_slots l
            SET renewed_at = t,
@@ -2442,10 +2609,10 @@ BEGIN
                     AND l.recheck_at >= t + l.ttl / 2.0::float8 THEN l.recheck_at
                    ELSE t + l.ttl END
           FROM (SELECT s.key, s.slot FROM @extschema@.leaderlock_slots s
-                 WHERE s.holder = p_id AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+                 WHERE s.holder = p_id AND s.session IS NULL AND GREATEST(s.expires_at, v_pro + s.ttl) > t
                    AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                    FOR NO KEY UPDATE SKIP LOCKED) own
-         WHERE l.key = own.key AND l.slot = own.slot AND l.holder = p_id
+         WHERE l.key = own.key AND l.slot = own.slot AND l.holder = p_id AND l.session IS NULL
            AND GREATEST(l.expires_at, v_pro + l.ttl) > t
         RETURNING l.key)
     SELECT count(*)::integer INTO m FROM renewed;
@@ -2453,11 +2620,15 @@ BEGIN
     IF n > 0 THEN
         PERFORM @extschema@._le_durable();
     END IF;
-    -- and its sessions (contract 21), counting the keys held under them
+    -- and its sessions (contract 21), counting the keys and tenures held
+    -- under them
     v_sessions := @extschema@._le_extend_sessions(NULL::uuid, p_id, t, NULL::interval, p_caller, v_pro);
     IF cardinality(v_sessions) > 0 THEN
         SELECT count(*)::integer INTO m FROM @extschema@.leaderlock l
          WHERE l.session = ANY (v_sessions) AND l.holder IS NOT NULL;
+        n := n + m;
+        SELECT count(*)::integer INTO m FROM @extschema@.leaderlock_slots s
+         WHERE s.session = ANY (v_sessions) AND s.holder IS NOT NULL;
         n := n + m;
     END IF;
     RETURN n;
@@ -2490,10 +2661,13 @@ BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
     v_pro := @extschema@._le_promoted_at();
     BEGIN
+        -- (contract 21: its tenures held under sessions too, each with its
+        -- session's liveness; the session goes on)
         SELECT array_agg(o.key), array_agg(o.slot) INTO v_slot_keys, v_slots
           FROM (SELECT s.key, s.slot FROM @extschema@.leaderlock_slots s
                  WHERE s.holder = p_id
-                   AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+                   AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                            ELSE @extschema@._le_session_lasts(s.session, v_pro) END > clock_timestamp()
                    AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
                    FOR NO KEY UPDATE SKIP LOCKED) o;
         -- read after the locks, as _le_release does
@@ -2504,7 +2678,8 @@ BEGIN
                    changed_at = t
               FROM ROWS FROM (unnest(v_slot_keys), unnest(v_slots)) AS v(key, slot)
              WHERE s.key = v.key AND s.slot = v.slot AND s.holder = p_id
-               AND GREATEST(s.expires_at, v_pro + s.ttl) > t
+               AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                        ELSE @extschema@._le_session_lasts(s.session, v_pro) END > t
             RETURNING s.key, s.term, (SELECT h.slots FROM @extschema@.leaderlock h WHERE h.key = s.key) AS slots
         LOOP
             PERFORM @extschema@._le_announce('released'::text, r.key, p_id, r.term, t, NULL::text,
@@ -2637,13 +2812,15 @@ BEGIN
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         -- A key of many slots (contract 17): every live tenure, each
-        -- locked (waiting as above), vacated and announced, by slot.
+        -- locked (waiting as above), vacated and announced, by slot (one
+        -- held under a session alone, the session going on).
         SELECT pg_catalog.array_agg(x.slot ORDER BY x.slot), pg_catalog.array_agg(x.holder ORDER BY x.slot),
                pg_catalog.array_agg(x.term ORDER BY x.slot)
           INTO v_slot_list, v_holders, v_terms
           FROM (SELECT s.slot, s.holder, s.term FROM @extschema@.leaderlock_slots s
                  WHERE s.key = p_key AND s.holder IS NOT NULL
-                   AND GREATEST(s.expires_at, v_pro + s.ttl) > clock_timestamp()
+                   AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                            ELSE @extschema@._le_session_lasts(s.session, v_pro) END > clock_timestamp()
                  ORDER BY s.slot
                    FOR NO KEY UPDATE) x;
         IF v_slot_list IS NULL THEN
@@ -2656,7 +2833,8 @@ BEGIN
                SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
                    changed_at = t
              WHERE s.key = p_key AND s.slot = v_slot_list[i] AND s.holder IS NOT NULL
-               AND GREATEST(s.expires_at, v_pro + s.ttl) > t;   -- (not lapsed while we waited)
+               AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                        ELSE @extschema@._le_session_lasts(s.session, v_pro) END > t;   -- (not lapsed while we waited)
             IF FOUND THEN
                 PERFORM @extschema@._le_announce('released'::text, p_key, v_holders[i], v_terms[i],
                                                  t, NULL::text, NULL::timestamptz, NULL::jsonb, true, v_slots);
@@ -2722,8 +2900,12 @@ BEGIN
     IF found_row AND r.slots > 1 THEN
         -- A key of many slots (contract 17): the caller's own tenure (its
         -- latest), share-locked when it is live, owned and of p_term; the
-        -- key's row is never locked. Without one: the key's last term.
-        SELECT s.slot, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts,
+        -- key's row is never locked (contract 21: under a session, live
+        -- while its session is; the lock makes the session's close wait for
+        -- the fenced write). Without one: the key's last term.
+        SELECT s.slot, s.term,
+               CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                    ELSE @extschema@._le_session_lasts(s.session, v_pro) END AS lasts,
                (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
           INTO own
           FROM @extschema@.leaderlock_slots s
@@ -2732,7 +2914,9 @@ BEGIN
         IF NOT FOUND THEN
             SELECT NULL::text AS holder, r.term AS term, NULL::timestamptz AS lasts, true AS owned INTO r;
         ELSIF own.lasts > clock_timestamp() AND own.owned AND (p_term IS NULL OR p_term = own.term) THEN
-            SELECT s.holder, s.term, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts,
+            SELECT s.holder, s.term,
+                   CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                        ELSE @extschema@._le_session_lasts(s.session, v_pro) END AS lasts,
                    (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
               INTO own
               FROM @extschema@.leaderlock_slots s WHERE s.key = p_key AND s.slot = own.slot FOR SHARE;
@@ -2828,6 +3012,7 @@ BEGIN
     -- announced with their key's slots. A promotion extends only tenures
     -- within their key's slots of keys of many slots (as the compiled
     -- OUTLAST_FAILOVER_SLOTS): any other lasts until its own expires_at.
+    -- (One held under a session ends with its session, below.)
     FOR r IN
         WITH lapsed AS (
             SELECT l.key, l.slot, l.holder, l.term,
@@ -2835,7 +3020,7 @@ BEGIN
                                       >= GREATEST(l.slot, 2), false)
                         THEN GREATEST(l.expires_at, v_pro + l.ttl) ELSE l.expires_at END AS lasts
               FROM @extschema@.leaderlock_slots l
-             WHERE l.holder IS NOT NULL AND l.recheck_at <= t
+             WHERE l.holder IS NOT NULL AND l.recheck_at <= t AND l.session IS NULL
                AND NOT coalesce(l.expires_at > t, false)
                AND NOT coalesce(CASE WHEN coalesce((SELECT h.slots FROM @extschema@.leaderlock h
                                                      WHERE h.key = l.key) >= GREATEST(l.slot, 2), false)
@@ -2866,11 +3051,15 @@ BEGIN
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
-    -- and the keys held under a session that no longer exists
+    -- and the keys and tenures held under a session that no longer exists
     FOR r IN
-        SELECT DISTINCT l.session FROM @extschema@.leaderlock l
+        SELECT l.session FROM @extschema@.leaderlock l
          WHERE l.session IS NOT NULL AND l.holder IS NOT NULL
            AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = l.session)
+        UNION
+        SELECT y.session FROM @extschema@.leaderlock_slots y
+         WHERE y.session IS NOT NULL AND y.holder IS NOT NULL
+           AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_sessions x WHERE x.session = y.session)
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
@@ -3406,7 +3595,7 @@ BEGIN
     PERFORM @extschema@._le_session_arg($1);
     PERFORM @extschema@._le_name('key'::text, $2);
     PERFORM @extschema@._le_value($3);
-    PERFORM @extschema@._le_slots_in($4);
+    PERFORM @extschema@._le_slots($4);
     v_caller := @extschema@._le_caller();
     RETURN (SELECT a.o_outcome = 'acquired'
               FROM @extschema@._le_attempt($2, NULL::text, NULL::interval, $3, v_caller, NULL::bigint, $4, $1) a);
@@ -3424,7 +3613,7 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, $2);
     PERFORM @extschema@._le_wait($3);
     PERFORM @extschema@._le_value($4);
-    PERFORM @extschema@._le_slots_in($5);
+    PERFORM @extschema@._le_slots($5);
     PERFORM @extschema@._le_priority($6);
     RETURN @extschema@._le_acquire_wait($2, NULL::text, NULL::interval, $3, $4, $5, $1);
 END
@@ -3576,7 +3765,8 @@ END
 $fn$;
 
 -- Contract 17: the live holders of the key, one leaderlock_lease each, by
--- slot (of a key of one slot: its holder while live, as le_lease shows it).
+-- slot (of a key of one slot: its holder while live, as le_lease shows it;
+-- a tenure held under a session with its session's expiry, contract 21).
 CREATE FUNCTION @extschema@.le_holders(key text)
 RETURNS SETOF @extschema@.leaderlock_lease
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
@@ -3599,7 +3789,9 @@ BEGIN
     t := clock_timestamp();
     RETURN QUERY
         SELECT $1, s.holder, s.term, s.lasts, @extschema@._le_hours(s.lasts - t), s.value
-          FROM (SELECT x.slot, x.holder, x.term, x.value, GREATEST(x.expires_at, v_pro + x.ttl) AS lasts
+          FROM (SELECT x.slot, x.holder, x.term, x.value,
+                       CASE WHEN x.session IS NULL THEN GREATEST(x.expires_at, v_pro + x.ttl)
+                            ELSE @extschema@._le_session_lasts(x.session, v_pro) END AS lasts
                   FROM @extschema@.leaderlock_slots x
                  WHERE x.key = $1 AND x.holder IS NOT NULL) s
          WHERE s.lasts > t
@@ -3765,11 +3957,13 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_failover_record() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend(text, text, timestamptz, interval, oid, bigint, boolean, uuid)
     FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own(text, text, oid) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_slot(text, text, timestamptz, interval, oid, bigint, boolean, uuid)
+    FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_own_slot(text, text, oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_end_stale_tenures(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer,
-                                                         integer, boolean, timestamptz) FROM PUBLIC;
+                                                         integer, boolean, timestamptz, uuid, timestamptz)
+    FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_sessions(uuid, text, timestamptz, interval, oid, timestamptz)
     FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_end_session(uuid, boolean, timestamptz, text) FROM PUBLIC;

@@ -13,9 +13,9 @@ SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, 
   FROM pg_temp.leaderlock_carry;
 INSERT INTO leaderlock_slots
        (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-        owner, releases, expiries, changed_at)
+        owner, releases, expiries, changed_at, session, delayed_until)
 SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, value,
-       owner, releases, expiries, changed_at
+       owner, releases, expiries, changed_at, session, delayed_until
   FROM pg_temp.leaderlock_carry_slots;
 INSERT INTO leaderlock_sessions
        (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, lock_delay, keep_values,

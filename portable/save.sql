@@ -34,10 +34,11 @@ SELECT timeline, changed_at FROM leaderlock_failover;
 CREATE TEMP TABLE leaderlock_carry_slots (
     key text, slot integer, holder text, term bigint, acquired_at timestamptz, renewed_at timestamptz,
     expires_at timestamptz, ttl interval, recheck_at timestamptz, value jsonb, owner oid,
-    releases bigint, expiries bigint, changed_at timestamptz
+    releases bigint, expiries bigint, changed_at timestamptz, session uuid, delayed_until timestamptz
 ) ON COMMIT DROP;
--- Contract 21 (0.5.0): sessions, and each key's session and lock-delay.
--- Before, neither exists.
+-- Contract 21 (0.5.0): sessions, and each key's and tenure's session and
+-- lock-delay. Before, neither exists (nor, before keys of many slots were
+-- acquired under sessions, the tenures' columns).
 CREATE TEMP TABLE leaderlock_carry_sessions (
     session uuid, id text, owner oid, ttl interval, opened_at timestamptz, renewed_at timestamptz,
     expires_at timestamptz, recheck_at timestamptz, lock_delay interval, keep_values boolean,
@@ -73,6 +74,13 @@ BEGIN
         -- lease above)
         UPDATE pg_temp.leaderlock_carry c SET session = l.session, delayed_until = l.delayed_until
           FROM leaderlock l WHERE l.key = c.key;
+        IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema())
+                                                              || '.leaderlock_slots')
+                      AND a.attname = 'session' AND NOT a.attisdropped) THEN
+            UPDATE pg_temp.leaderlock_carry_slots c SET session = s.session, delayed_until = s.delayed_until
+              FROM leaderlock_slots s WHERE s.key = c.key AND s.slot = c.slot;
+        END IF;
         INSERT INTO pg_temp.leaderlock_carry_sessions
         SELECT x.session, x.id, x.owner, x.ttl, x.opened_at, x.renewed_at,
                GREATEST(x.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + x.ttl),

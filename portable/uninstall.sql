@@ -52,7 +52,7 @@ BEGIN
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
         '_le_session_bound(boolean)', '_le_session_arg(uuid)', '_le_keep_values(boolean)',
-        '_le_lock_delay(interval)', '_le_slots_in(integer)', '_le_priority(integer)',
+        '_le_lock_delay(interval)', '_le_priority(integer)',
         '_le_value(jsonb)', '_le_slots(integer)', '_le_escape_debug(text)',
         '_le_slots_differ(text, integer, integer)', '_le_due(timestamptz)',
         '_le_not_before_due(timestamptz, timestamptz)', '_le_misfire_grace(interval)', '_le_term(bigint, boolean)',
@@ -64,9 +64,9 @@ BEGIN
         '_le_failover_record()', '_le_unrestricted()',
         '_le_session_lasts(uuid, timestamptz)',
         '_le_extend(text, text, timestamptz, interval, oid, bigint, boolean, uuid)', '_le_lock_own(text, text, oid)',
-        '_le_extend_slot(text, text, timestamptz, interval, oid, bigint)', '_le_lock_own_slot(text, text, oid)',
-        '_le_end_stale_tenures(text, integer)',
-        '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz)',
+        '_le_extend_slot(text, text, timestamptz, interval, oid, bigint, boolean, uuid)',
+        '_le_lock_own_slot(text, text, oid)', '_le_end_stale_tenures(text, integer)',
+        '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz, uuid, timestamptz)',
         '_le_extend_sessions(uuid, text, timestamptz, interval, oid, timestamptz)',
         '_le_end_session(uuid, boolean, timestamptz, text)', '_le_end_lapsed_key(text, timestamptz)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint, integer, uuid)',
@@ -91,7 +91,11 @@ BEGIN
         '_le_extend(text, text, timestamptz, interval, oid, bigint)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint, integer)',
         '_le_setting_us(text, bigint)', '_le_failover_step()', '_le_failover_ready()',
-        '_le_expire(text)', '_le_touch(text)']) AS f;
+        '_le_expire(text)', '_le_touch(text)',
+        -- (before keys of many slots under sessions, contract 21)
+        '_le_slots_in(integer)', '_le_extend_slot(text, text, timestamptz, interval, oid, bigint)',
+        '_le_attempt_slots(text, text, interval, jsonb, oid, bigint, integer, integer, boolean, timestamptz)'])
+      AS f;
     BEGIN
         EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %1$I.leaderlock_status, %1$I.leaderlock_stats, '
                                   '%1$I.leaderlock_database_stats, %1$I._le_caller_key', s);

@@ -41,21 +41,23 @@ SELECT le_try_acquire('e-sem', 's2', '1 hour', slots => 3);
 SELECT le_try_acquire('e-sem', 's3', '1 hour', slots => 3);
 SELECT le_release('e-sem', 's3');
 -- contract 21: a live session of another role keeping values, with two
--- keys (one with a value), and a key vacated under a lock-delay
+-- keys (one with a value) and a tenure of a key of many slots (with a
+-- value), and a key and a slot vacated under a lock-delay
 SET ROLE ll_app;
 SELECT le_open_session('e-ses', '1 hour', keep_values => true) AS s \gset
-SELECT le_try_acquire_in(:'s', 'e-ses-1', '{"v": 1}'), le_try_acquire_in(:'s', 'e-ses-2');
+SELECT le_try_acquire_in(:'s', 'e-ses-1', '{"v": 1}'), le_try_acquire_in(:'s', 'e-ses-2'),
+       le_try_acquire_in(:'s', 'e-ses-pool', '{"v": 2}', slots => 2);
 SELECT le_open_session('e-ses-d', '200 milliseconds', lock_delay => '1 hour') AS d \gset
-SELECT le_try_acquire_in(:'d', 'e-ses-d');
+SELECT le_try_acquire_in(:'d', 'e-ses-d'), le_try_acquire_in(:'d', 'e-ses-dpool', slots => 2);
 RESET ROLE;
 SELECT pg_sleep(0.3);
-SELECT le_try_acquire('e-ses-d', 'x', '1 hour');   -- ends the lapsed session: the delay starts
+SELECT le_try_acquire('e-ses-d', 'x', '1 hour');   -- ends the lapsed session: the delays start
 SQL
 snapshot() {
   q -c "SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, tenures, releases,
                expiries, changed_at, slots, session, delayed_until FROM leaderlock ORDER BY key" \
     -c "SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, releases,
-               expiries, changed_at FROM leaderlock_slots ORDER BY key, slot" \
+               expiries, changed_at, session, delayed_until FROM leaderlock_slots ORDER BY key, slot" \
     -c "SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, lock_delay, keep_values
           FROM leaderlock_sessions ORDER BY session"
 }
@@ -83,13 +85,17 @@ SELECT le_try_acquire('e-sem', 's4', '1 hour', slots => 3);   -- the vacated slo
 SELECT le_try_acquire('e-sem', 's5', '1 hour', slots => 3);   -- every slot live
 SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'e-sem';
 SET ROLE ll_app;
-SELECT le_renew_session(session), le_assert_leader('e-ses-1', 'e-ses') FROM leaderlock_sessions WHERE id = 'e-ses';
+SELECT le_renew_session(session), le_assert_leader('e-ses-1', 'e-ses'), le_assert_leader('e-ses-pool', 'e-ses')
+  FROM leaderlock_sessions WHERE id = 'e-ses';
 RESET ROLE;
 SELECT le_try_acquire('e-ses-d', 'y', '1 hour'),
        (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes' FROM leaderlock WHERE key = 'e-ses-d');   -- the lock-delay goes on
+SELECT le_try_acquire('e-ses-dpool', 'y', '1 hour', slots => 2),   -- slot 2 (slot 1 delayed)
+       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes'
+          FROM leaderlock_slots WHERE key = 'e-ses-dpool' AND slot = 1);
 SQL
 )
-[ "$got" = $'t\nt\n3\nf\nt\nt\nf\ns1:1 s2:2 s4:4\nt|1\nf|t' ] || fail "after to-compiled: $got"
+[ "$got" = $'t\nt\n3\nf\nt\nt\nf\ns1:1 s2:2 s4:4\nt|1|1\nf|t\nt|t' ] || fail "after to-compiled: $got"
 log "portable -> compiled: $(echo "$before" | wc -l) rows identical, the worker serves the database, terms go on"
 
 # and back
@@ -111,13 +117,18 @@ SELECT le_release('e-sem', 's4');
 SELECT le_try_acquire('e-sem', 's6', '1 hour', slots => 3);   -- term 5
 SELECT string_agg(holder || ':' || term, ' ' ORDER BY slot) FROM leaderlock_slots WHERE key = 'e-sem';
 SET ROLE ll_app;
-SELECT le_renew_session(session), le_assert_leader('e-ses-2', 'e-ses'), le_close_session(session)
+SELECT le_renew_session(session), le_assert_leader('e-ses-2', 'e-ses'), le_assert_leader('e-ses-pool', 'e-ses'),
+       le_close_session(session)
   FROM leaderlock_sessions WHERE id = 'e-ses';
 RESET ROLE;
 SELECT le_try_acquire('e-ses-d', 'y', '1 hour'),
        (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes' FROM leaderlock WHERE key = 'e-ses-d');   -- the lock-delay goes on
+SELECT le_try_acquire('e-ses-dpool', 'z', '1 hour', slots => 2),   -- slot 1 delayed, slot 2 y's
+       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes'
+          FROM leaderlock_slots WHERE key = 'e-ses-dpool' AND slot = 1);
 SELECT value FROM leaderlock WHERE key = 'e-ses-1';  -- kept by the closed session
+SELECT value FROM leaderlock_slots WHERE key = 'e-ses-pool';  -- its tenure's too
 SQL
 )
-[ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5\nt|1|t\nf|t\n{"v": 1}' ] || fail "after to-portable: $got"
+[ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5\nt|1|1|t\nf|t\nf|t\n{"v": 1}\n{"v": 2}' ] || fail "after to-portable: $got"
 log "compiled -> portable: $(echo "$before" | wc -l) rows identical, terms go on"

@@ -528,9 +528,9 @@ SELECT * FROM _le_attempt('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regr
 SELECT * FROM _le_attempt('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, 1001);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM _le_attempt_slots('p-sem-direct', 'x', '1 min', NULL, 'll_p_sem_b'::regrole, NULL, 2, NULL, false,
-                                NULL);
+                                NULL, NULL, NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT _le_extend_slot('p-sem-own', 'w', clock_timestamp(), '1 hour', 'll_p_sem_b'::regrole, NULL);
+SELECT _le_extend_slot('p-sem-own', 'w', clock_timestamp(), '1 hour', 'll_p_sem_b'::regrole, NULL, true, NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM _le_lock_own_slot('p-sem-own', 'w', 'll_p_sem_b'::regrole);
 \echo :LAST_ERROR_SQLSTATE
@@ -634,7 +634,7 @@ SELECT _le_renew_session(:'ps', '0', 'll_p_ses_b'::regrole);
 \echo :LAST_ERROR_SQLSTATE
 SELECT _le_close_session(NULL, 'll_p_ses_b'::regrole);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM _le_attempt('p-ses-2', NULL, NULL, NULL, 'll_p_ses_b'::regrole, NULL, 2, :'ps');
+SELECT * FROM _le_attempt('p-ses-2', NULL, NULL, NULL, 'll_p_ses_b'::regrole, NULL, 1001, :'ps');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) AS sessions_of_b FROM leaderlock_sessions WHERE owner = 'll_p_ses_b'::regrole;
@@ -715,3 +715,103 @@ SELECT le_renew_session(:'pp') AS holder_renews, le_close_session(:'pp') AS hold
 SELECT le_close_session(:'ps') AS closed;
 DROP ROLE ll_p_ses_a;
 DROP ROLE ll_p_ses_b;
+
+-- Contracts 17 and 21: tenures of keys of many slots held under a session,
+-- where no worker runs. M3: refused calls on a lapsed session's tenure
+-- (renew, release, proclaim it; renew and release all of its id) write and
+-- lock nothing, and le_assert_leader raises as for a lapsed lease; a
+-- waiting le_acquire whose looks end the session and take
+-- nothing rolls each end back; le_expire_lapsed then ends it, its key of
+-- one slot too, and starts the delay from the session's expiry; the key
+-- counts the delayed slot as taken (another number of slots: 22023, as
+-- while a holder is live).
+SELECT le_open_session('p-sss', '200 milliseconds', lock_delay => '1 hour') AS pss \gset
+SELECT le_try_acquire_in(:'pss', 'p-sss-pool', slots => 2) AS pool, le_try_acquire_in(:'pss', 'p-sss-one') AS one,
+       le_try_acquire('p-sss-pool', 'p-other', '1 hour', slots => 2) AS other;
+SELECT pg_sleep(0.3);
+BEGIN;
+SELECT le_renew('p-sss-pool', 'p-sss') AS renewed, le_release('p-sss-pool', 'p-sss') AS released,
+       le_proclaim('p-sss-pool', 'p-sss', '1') AS proclaimed, le_renew_all('p-sss') AS renewed_all,
+       le_release_all('p-sss') AS released_all;
+SELECT le_assert_leader('p-sss-pool', 'p-sss');
+ROLLBACK;
+BEGIN;
+SELECT le_renew('p-sss-pool', 'p-sss') AS renewed, le_release('p-sss-pool', 'p-sss') AS released,
+       le_proclaim('p-sss-pool', 'p-sss', '1') AS proclaimed, le_renew_all('p-sss') AS renewed_all,
+       le_release_all('p-sss') AS released_all;
+SELECT (SELECT count(*) FROM leaderlock_sessions
+         WHERE session = :'pss'
+           AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296))
+     + (SELECT count(*) FROM leaderlock_slots
+         WHERE key = 'p-sss-pool'
+           AND (xmin::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296
+                OR xmax::text::bigint >= pg_current_xact_id()::text::bigint % 4294967296))
+       AS rows_written_or_locked;
+COMMIT;
+SELECT key, slot, holder, state FROM leaderlock_status WHERE key LIKE 'p-sss-%' ORDER BY key, slot;
+SELECT le_acquire('p-sss-pool', 'p-taker', '1 minute', '100 milliseconds', slots => 2) AS refused_during_the_delay;
+SELECT key, slot, holder, state FROM leaderlock_status WHERE key LIKE 'p-sss-%' ORDER BY key, slot;
+SELECT expires_at + lock_delay AS pss_delay_end FROM leaderlock_sessions WHERE session = :'pss' \gset
+SELECT le_expire_lapsed() >= 2 AS ended;
+SELECT key, slot, holder, delayed_until = :'pss_delay_end'::timestamptz AS delay_from_the_expiry
+  FROM leaderlock_slots WHERE key = 'p-sss-pool' AND slot = 1
+UNION ALL
+SELECT key, NULL, holder, delayed_until = :'pss_delay_end'::timestamptz FROM leaderlock WHERE key = 'p-sss-one';
+SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'pss';
+SELECT le_release('p-sss-pool', 'p-other') AS other_releases;
+SELECT le_try_acquire('p-sss-pool', 'p-taker', '1 minute', slots => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('p-sss-pool', 'p-taker', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_try_acquire('p-sss-pool', 'p-taker', '1 minute', slots => 2) AS takes_the_free_slot;
+SELECT slot, holder, state FROM leaderlock_status WHERE key = 'p-sss-pool' ORDER BY slot;
+-- A tenure naming a session whose row is gone (an earlier version could
+-- leave one) is lapsed: the next acquisition of its key vacates it alone
+-- (no lock-delay) and takes its slot; le_expire_lapsed vacates the others.
+SELECT le_open_session('p-sss-g', '1 hour') AS psg \gset
+SELECT le_try_acquire_in(:'psg', 'p-sss-gone1', slots => 2) AS g1,
+       le_try_acquire_in(:'psg', 'p-sss-gone2', slots => 2) AS g2;
+DELETE FROM leaderlock_sessions WHERE session = :'psg';
+SELECT key, slot, holder, state FROM leaderlock_status WHERE key LIKE 'p-sss-gone%' ORDER BY key, slot;
+SELECT le_try_acquire('p-sss-gone1', 'p-taker', '1 minute', slots => 2) AS takes_the_slot;
+SELECT key, slot, holder, state FROM leaderlock_status WHERE key LIKE 'p-sss-gone%' ORDER BY key, slot;
+SELECT le_expire_lapsed() >= 1 AS swept;
+SELECT key, slot, holder, state FROM leaderlock_status WHERE key LIKE 'p-sss-gone%' ORDER BY key, slot;
+SELECT key, slot, expiries, delayed_until FROM leaderlock_slots WHERE key LIKE 'p-sss-gone%' ORDER BY key, slot;
+-- M2: after a promotion (simulated), a tenure held under a session lasts
+-- as its session does (at least the promotion + the session's ttl, in
+-- le_holders and leaderlock_status), its slot's row and its session's row
+-- untouched by a rival that takes the other slot in an open transaction;
+-- once the session's raw expires_at has passed, no candidate takes its
+-- slot and le_expire_lapsed leaves it alone; le_renew of the tenure renews
+-- the session.
+SELECT le_open_session('p-sss-p', '1 second') AS psp \gset
+SELECT le_try_acquire_in(:'psp', 'p-sss-prom', slots => 2) AS acquired;
+SELECT pg_sleep(0.9);
+UPDATE leaderlock_failover SET timeline = 0, changed_at = NULL;
+BEGIN;
+SELECT le_try_acquire('p-sss-prom', 'r', '1 minute', slots => 2) AS rival_takes_the_other_slot;
+SELECT (SELECT count(*) FROM leaderlock_sessions
+         WHERE session = :'psp'
+           AND (xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text
+                OR xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text))
+     + (SELECT count(*) FROM leaderlock_slots
+         WHERE key = 'p-sss-prom' AND holder = 'p-sss-p'
+           AND (xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text
+                OR xmax::text = (pg_current_xact_id()::text::bigint % 4294967296)::text))
+       AS holders_rows_written_or_locked;
+SELECT h.expires_at >= f.changed_at + interval '1 second' AS outlasts_promotion,
+       h.expires_at > x.expires_at AS extended_beyond_raw
+  FROM le_holders('p-sss-prom') h, leaderlock_failover f, leaderlock_sessions x
+ WHERE h.holder = 'p-sss-p' AND x.session = :'psp';
+SELECT holder, state FROM leaderlock_status WHERE key = 'p-sss-prom' ORDER BY slot;
+COMMIT;
+SELECT pg_sleep(0.2);
+SELECT (SELECT expires_at < clock_timestamp() FROM leaderlock_sessions WHERE session = :'psp') AS raw_expiry_passed,
+       le_try_acquire('p-sss-prom', 'x', '1 minute', slots => 2) AS x_refused;
+SELECT le_expire_lapsed() >= 0 AS swept;
+SELECT holder, state FROM leaderlock_status WHERE key = 'p-sss-prom' ORDER BY slot;
+SELECT le_renew('p-sss-prom', 'p-sss-p') AS holder_renews_its_session,
+       (SELECT expires_at FROM leaderlock_slots WHERE key = 'p-sss-prom' AND holder = 'p-sss-p') AS stored,
+       le_close_session(:'psp') AS holder_closes, le_release('p-sss-prom', 'r') AS rival_releases;
