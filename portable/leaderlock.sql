@@ -1651,7 +1651,7 @@ BEGIN
     IF v_keys IS NOT NULL THEN
         UPDATE @extschema@.leaderlock l
            SET holder = NULL, value = CASE WHEN s.keep_values THEN l.value END, owner = NULL,
-               session_pid = NULL, session_start = NULL, expires_at = v_lasts,
+               session_pid = NULL, session_start = NULL, expires_at = v_lasts, session = NULL,
                releases = l.releases + CASE WHEN p_closed THEN 1 ELSE 0 END,
                expiries = l.expiries + CASE WHEN p_closed THEN 0 ELSE 1 END,
                delayed_until = CASE WHEN NOT p_closed AND s.lock_delay > interval '0'
@@ -1673,7 +1673,7 @@ BEGIN
         -- the same for each tenure, in its slot (the key's row untouched)
         UPDATE @extschema@.leaderlock_slots y
            SET holder = NULL, value = CASE WHEN s.keep_values THEN y.value END, owner = NULL,
-               expires_at = v_lasts,
+               expires_at = v_lasts, session = NULL,
                releases = y.releases + CASE WHEN p_closed THEN 1 ELSE 0 END,
                expiries = y.expiries + CASE WHEN p_closed THEN 0 ELSE 1 END,
                delayed_until = CASE WHEN NOT p_closed AND s.lock_delay > interval '0'

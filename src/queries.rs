@@ -1171,9 +1171,12 @@ statements! {
     /// not acquirable before `$4` (a lock-delay; NULL: none), expires_at `$5`
     /// (the release's instant, or the session's expiry), counted as
     /// releases when `$6`, else as expiries.
+    /// No longer naming the session, the new row versions stay out of the
+    /// index on `session`: one index entry fewer to write a key.
     VACATE_SESSION_KEYS = "UPDATE @extschema@.leaderlock \
             SET holder = NULL, value = CASE WHEN $3 THEN value END, session_pid = NULL, \
                 session_start = NULL, owner = NULL, expires_at = $5, delayed_until = $4, \
+                session = NULL, \
                 releases = releases + CASE WHEN $6 THEN 1 ELSE 0 END, \
                 expiries = expiries + CASE WHEN $6 THEN 0 ELSE 1 END, changed_at = $2 \
           WHERE key = ANY($1)";
@@ -1182,7 +1185,7 @@ statements! {
     /// ended session.
     VACATE_SESSION_SLOTS = "UPDATE @extschema@.leaderlock_slots s \
             SET holder = NULL, value = CASE WHEN $3 THEN s.value END, owner = NULL, \
-                expires_at = $5, delayed_until = $4, \
+                expires_at = $5, delayed_until = $4, session = NULL, \
                 releases = s.releases + CASE WHEN $6 THEN 1 ELSE 0 END, \
                 expiries = s.expiries + CASE WHEN $6 THEN 0 ELSE 1 END, changed_at = $2 \
            FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($7::int[])) AS v(key, slot) \

@@ -227,21 +227,27 @@ pub fn attempt(
                 input::slots_differ(key, has, slots);
             }
             if own.session.is_some() || under.is_some() {
-                let moved = own.session == under.map(|u| u.session)
-                    || rebind(key, id, ttl, under).is_some();
-                if !moved {
-                    return Outcome::Busy;
-                }
-                if let Some(value) = value {
-                    set_value(key, id, own.slot, own.term, now, value, has);
-                }
-                return Outcome::Acquired;
+                let done = if own.session == under.map(|u| u.session) {
+                    // Held under this very session, which is what lives:
+                    // nothing to extend; a value is set under the
+                    // tenure's lock, never waiting.
+                    value.is_none()
+                        || with_own_live(key, id, None, |slot, term, now| {
+                            set_value(key, id, slot, term, now, value, has)
+                        })
+                        .is_some()
+                } else {
+                    rebind(key, id, ttl, under, value, has).is_some()
+                };
+                return if done {
+                    Outcome::Acquired
+                } else {
+                    Outcome::Busy
+                };
             }
             return match extend(key, id, now, Some(ttl), None) {
                 Some(term) => {
-                    if let Some(value) = value {
-                        set_value(key, id, own.slot, term, now, value, has);
-                    }
+                    set_value(key, id, own.slot, term, now, value, has);
                     Outcome::Acquired
                 }
                 None => Outcome::Busy,
@@ -299,8 +305,16 @@ pub fn attempt(
 
 /// Moves the caller's live tenure of `key`, its row locked here (never
 /// waiting), into the session it acquires under or out of sessions (then
-/// by `ttl`). Its term; None when the row is locked or it lapsed.
-fn rebind(key: &str, id: &str, ttl: Ttl, under: Option<Under>) -> Option<i64> {
+/// by `ttl`), with `value` when given (the key admits `slots`). Its term;
+/// None when the row is locked or it lapsed.
+fn rebind(
+    key: &str,
+    id: &str,
+    ttl: Ttl,
+    under: Option<Under>,
+    value: Option<&str>,
+    slots: i32,
+) -> Option<i64> {
     with_own_live(key, id, None, |slot, _, now| {
         let (stored, _) = ends(now, ttl, under);
         let session = under.map_or_else(DatumWithOid::null::<Uuid>, |u| u.session.into());
@@ -320,6 +334,7 @@ fn rebind(key: &str, id: &str, ttl: Ttl, under: Option<Under>) -> Option<i64> {
         });
         worker_wakeup::expiry_written(stored);
         failover::commit_durably();
+        set_value(key, id, slot, term, now, value, slots);
         term
     })
 }
@@ -621,8 +636,12 @@ pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
     .is_some()
 }
 
-/// The holder extended its tenure with a value: set it and announce it.
-fn set_value(key: &str, id: &str, slot: i32, term: i64, now: i64, value: &str, slots: i32) {
+/// The holder extended its tenure with a value (if any): set it and
+/// announce it.
+fn set_value(key: &str, id: &str, slot: i32, term: i64, now: i64, value: Option<&str>, slots: i32) {
+    let Some(value) = value else {
+        return;
+    };
     plans::run(
         queries::SET_SLOT_VALUE,
         &[key.into(), slot.into(), value.into()],
