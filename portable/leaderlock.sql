@@ -2880,6 +2880,7 @@ DECLARE
     state text;
     msg text;
     v_pro timestamptz;
+    v_slots integer;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_name('id'::text, p_id);
@@ -2897,6 +2898,7 @@ BEGIN
       INTO r FROM @extschema@.leaderlock l WHERE l.key = p_key;
     found_row := FOUND;
     t := clock_timestamp();
+    v_slots := CASE WHEN found_row THEN r.slots ELSE 1 END;
     IF found_row AND r.slots > 1 THEN
         -- A key of many slots (contract 17): the caller's own tenure (its
         -- latest), share-locked when it is live, owned and of p_term; the
@@ -2942,6 +2944,8 @@ BEGIN
     END IF;
     IF NOT found_row THEN
         state := 'the key has never been acquired';
+    ELSIF r.holder IS NULL AND v_slots > 1 THEN
+        state := format('it holds none of the key''s %s slots (last term %s)', v_slots, r.term);
     ELSIF r.holder IS NULL THEN
         state := format('the lease is vacant (term %s)', r.term);
     ELSIF live AND NOT r.owned AND r.holder = p_id THEN

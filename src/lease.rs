@@ -865,6 +865,8 @@ pub struct NotLeader {
     pub live: bool,
     /// The lease is owned by a role the caller is not a member of.
     pub foreign_owner: bool,
+    /// How many holders the key admits (contract 17).
+    pub slots: i32,
 }
 
 impl NotLeader {
@@ -872,6 +874,10 @@ impl NotLeader {
         let (key, id) = (&self.key, &self.id);
         let state = match (&self.term, &self.holder, self.live) {
             (None, _, _) => "the key has never been acquired".to_string(),
+            (Some(term), None, _) if self.slots > 1 => format!(
+                "it holds none of the key's {} slots (last term {term})",
+                self.slots
+            ),
             (Some(term), None, _) => format!("the lease is vacant (term {term})"),
             (Some(term), Some(h), true) if self.foreign_owner && h == id => format!(
                 "the lease of \"{h}\" (term {term}) is owned by a role the current role \
@@ -905,8 +911,8 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
     // rival's lock would make the holder's renewals fail meanwhile).
     let args = [key.into(), caller().into()];
     let seen = plans::run(schema_version::read_lease(), &args, first_lease);
-    if seen.as_ref().is_some_and(|l| l.slots > 1) {
-        return assert_tenure(key, id, expected_term, seen.map_or(0, |l| l.term));
+    if let Some(l) = seen.as_ref().filter(|l| l.slots > 1) {
+        return assert_tenure(key, id, expected_term, l.term, l.slots);
     }
     let read_at = now();
     let lease = match seen {
@@ -924,6 +930,7 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
         holder: lease.and_then(|l| l.holder.clone()),
         live: lease.is_some_and(|l| l.is_live(now)),
         foreign_owner: lease.is_some_and(|l| !l.owned),
+        slots: 1,
     };
     match lease {
         Some(l) if l.is_led_by(id, expected_term, now) => Ok(l.term),
@@ -932,12 +939,14 @@ pub fn assert_leader(key: &str, id: &str, expected_term: Option<i64>) -> Result<
 }
 
 /// Contract 3.4 on a key of many slots (17): the caller's own tenure.
-/// `key_term`: the key's last term, named when `id` has none.
+/// `key_term`: the key's last term, named when `id` has none; the key
+/// admits `slots`.
 fn assert_tenure(
     key: &str,
     id: &str,
     expected_term: Option<i64>,
     key_term: i64,
+    slots: i32,
 ) -> Result<i64, NotLeader> {
     let own = slots::assert_own(key, id, expected_term);
     let now = now();
@@ -951,6 +960,7 @@ fn assert_tenure(
             holder: other.map(|_| id.to_string()),
             live: other.is_some_and(|o| o.is_live(now)),
             foreign_owner: other.is_some_and(|o| !o.owned),
+            slots,
         }),
     }
 }
