@@ -5,6 +5,7 @@ the time goes.
     python3 run.py [-k PATTERN]
 """
 
+import os
 import sys
 import time
 import unittest
@@ -24,12 +25,29 @@ class TimedResult(unittest.TextTestResult):
         super().stopTest(test)
 
 
+def without(suite, modules):
+    """The tests of `suite` outside `modules` (names of test_*.py files)."""
+    kept = unittest.TestSuite()
+    for test in suite:
+        if isinstance(test, unittest.TestSuite):
+            kept.addTest(without(test, modules))
+        elif test.id().split(".", 1)[0] not in modules:
+            kept.addTest(test)
+    return kept
+
+
 def main():
     pattern = sys.argv[2] if sys.argv[1:2] == ["-k"] else None
     loader = unittest.TestLoader()
     if pattern:
         loader.testNamePatterns = [f"*{pattern}*"]
     suite = loader.discover(".", pattern="test_*.py")
+    # LEADERLOCK_SKIP_MODULES: modules scripts/test.sh leaves out on some
+    # server versions (it says which, and why).
+    skipped = {m for m in os.environ.get("LEADERLOCK_SKIP_MODULES", "").split(",") if m}
+    if skipped:
+        print(f"left out on this version: {', '.join(sorted(skipped))}")
+        suite = without(suite, skipped)
     runner = unittest.TextTestRunner(verbosity=2, resultclass=TimedResult)
     result = runner.run(suite)
     print("\nslowest client tests:")

@@ -196,7 +196,10 @@ if wants client; then
     LEADERLOCK_EDITION=portable LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/leaderlock_client" \
       "$REPO/clients/go/test.sh" || FAILED+=("Go client")
     echo "=== client: the Node.js client (clients/node) against the portable edition"
-    (cd "$REPO/clients/node" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent && \
+    # (installed and built by the compiled edition's stage before this one,
+    # in scripts/test.sh; by itself here)
+    (cd "$REPO/clients/node" && \
+      { [ -d node_modules ] || { npm ci --no-audit --no-fund --loglevel=error && npm run build --silent; }; } && \
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/leaderlock_client" \
       node --test --test-concurrency=1 test/lead.test.mjs test/hostile.test.mjs) \
       || FAILED+=("Node.js client")
