@@ -528,15 +528,7 @@ fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
         pid,
         started,
     ];
-    let term = plans::run(queries::REBIND, &args, |t| {
-        t.first()
-            .get_one::<i64>()
-            .expect("term")
-            .expect("term is NOT NULL")
-    });
-    worker_wakeup::expiry_written(stored);
-    failover::commit_durably();
-    term
+    tenure::rebind(queries::REBIND, &args, stored)
 }
 
 /// The session binding (contract 10) a claim asks for: this backend's pid

@@ -283,10 +283,17 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
                 DatumWithOid::null::<TimestampWithTimeZone>()
             }
         };
+        // Keys of one slot, then slots of keys of many (by their numbers).
         let (slots, keys): (Vec<&Held>, Vec<&Held>) = held.iter().partition(|k| k.slot > 0);
-        if !keys.is_empty() {
-            let names: Vec<String> = keys.iter().map(|k| k.key.clone()).collect();
-            let args = [
+        for (sql, group) in [
+            (queries::VACATE_SESSION_KEYS, &keys),
+            (queries::VACATE_SESSION_SLOTS, &slots),
+        ] {
+            if group.is_empty() {
+                continue;
+            }
+            let names: Vec<String> = group.iter().map(|k| k.key.clone()).collect();
+            let mut args = vec![
                 names.into(),
                 ts(now).into(),
                 s.keep_values.into(),
@@ -294,21 +301,11 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
                 ts(stored_expiry).into(),
                 closed.into(),
             ];
-            plans::run(queries::VACATE_SESSION_KEYS, &args, |_| ());
-        }
-        if !slots.is_empty() {
-            let names: Vec<String> = slots.iter().map(|k| k.key.clone()).collect();
-            let numbers: Vec<i32> = slots.iter().map(|k| k.slot).collect();
-            let args = [
-                names.into(),
-                ts(now).into(),
-                s.keep_values.into(),
-                delayed_until(),
-                ts(stored_expiry).into(),
-                closed.into(),
-                numbers.into(),
-            ];
-            plans::run(queries::VACATE_SESSION_SLOTS, &args, |_| ());
+            if sql == queries::VACATE_SESSION_SLOTS {
+                let numbers: Vec<i32> = group.iter().map(|k| k.slot).collect();
+                args.push(numbers.into());
+            }
+            plans::run(sql, &args, |_| ());
         }
         failover::commit_durably();
         for Held {

@@ -28,7 +28,6 @@ use crate::queries;
 use crate::schema_version;
 use crate::session_leases;
 use crate::tenure;
-use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -326,14 +325,7 @@ fn rebind(
             ts(now).into(),
             slot.into(),
         ];
-        let term = plans::run(queries::REBIND_SLOT, &args, |t| {
-            t.first()
-                .get_one::<i64>()
-                .expect("term")
-                .expect("term is NOT NULL")
-        });
-        worker_wakeup::expiry_written(stored);
-        failover::commit_durably();
+        let term = tenure::rebind(queries::REBIND_SLOT, &args, stored);
         set_value(key, id, slot, term, now, value, slots);
         term
     })

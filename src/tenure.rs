@@ -155,3 +155,18 @@ pub fn extend(
     failover::commit_durably();
     Some(term)
 }
+
+/// Contract 21: runs a move of a live tenure, its row locked, into or out
+/// of a session (`queries::REBIND`, `REBIND_SLOT`), stored to expire at
+/// `stored`; gives the worker its cue and makes it durable. Its term.
+pub fn rebind(sql: &'static str, args: &[DatumWithOid<'_>], stored: i64) -> i64 {
+    let term = plans::run(sql, args, |t| {
+        t.first()
+            .get_one::<i64>()
+            .expect("term")
+            .expect("term is NOT NULL")
+    });
+    worker_wakeup::expiry_written(stored);
+    failover::commit_durably();
+    term
+}
