@@ -102,6 +102,30 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class Backend:
+    """One connection (autocommit) and its backend's CPU time and the WAL
+    position, for figures per call (renew_all.py, scale.py)."""
+
+    def __init__(self, port):
+        self.conn = connect(port)
+        self.cur = self.conn.cursor()
+        self.pid = self.one("SELECT pg_backend_pid()")
+
+    def one(self, sql, args=()):
+        self.cur.execute(sql, args)
+        return self.cur.fetchone()[0]
+
+    def run(self, sql, args=()):
+        self.cur.execute(sql, args)
+        return self.cur.rowcount
+
+    def cpu(self):
+        return cpu_seconds(self.pid)
+
+    def wal(self):
+        return int(self.one("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
+
+
 def say(text):
     print(text, flush=True)
 

@@ -71,29 +71,6 @@ def fail(message):
     raise SystemExit(f"renew_all.py: FAILED: {message}")
 
 
-class Pg:
-    """One connection (autocommit) and its backend's CPU time."""
-
-    def __init__(self, port):
-        self.conn = bench.connect(port)
-        self.cur = self.conn.cursor()
-        self.pid = self.one("SELECT pg_backend_pid()")
-
-    def one(self, sql, args=()):
-        self.cur.execute(sql, args)
-        return self.cur.fetchone()[0]
-
-    def run(self, sql, args=()):
-        self.cur.execute(sql, args)
-        return self.cur.rowcount
-
-    def cpu(self):
-        return bench.cpu_seconds(self.pid)
-
-    def wal(self):
-        return int(self.one("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
-
-
 # ---------------------------------------------------------------- setup
 
 def acquire_all(pg, keys):
@@ -269,7 +246,7 @@ def main():
     keys = [f"ra-{i:06d}" for i in range(n)]
     m = min(n, args.etcd_per_key)
 
-    pg = Pg(args.pg_port)
+    pg = bench.Backend(args.pg_port)
     e = Etcd(args.etcd_url)
     etcd_cpu = (lambda: bench.cpu_seconds(args.etcd_pid)) if args.etcd_pid else None
     env = bench.environment(pg.conn)

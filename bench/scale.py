@@ -123,19 +123,13 @@ def extension_build(pid):
     return None
 
 
-class Pg:
-    """One connection (autocommit) and its backend's CPU time."""
+class Pg(bench.Backend):
+    """bench.Backend, with its port, the server's version and rows."""
 
     def __init__(self, port):
+        super().__init__(port)
         self.port = port
-        self.conn = bench.connect(port)
-        self.cur = self.conn.cursor()
-        self.pid = self.one("SELECT pg_backend_pid()")
         self.version = self.one("SELECT current_setting('server_version_num')::int")
-
-    def one(self, sql, args=()):
-        self.cur.execute(sql, args)
-        return self.cur.fetchone()[0]
 
     def row(self, sql, args=()):
         self.cur.execute(sql, args)
@@ -144,16 +138,6 @@ class Pg:
     def rows(self, sql, args=()):
         self.cur.execute(sql, args)
         return self.cur.fetchall()
-
-    def run(self, sql, args=()):
-        self.cur.execute(sql, args)
-        return self.cur.rowcount
-
-    def cpu(self):
-        return bench.cpu_seconds(self.pid)
-
-    def wal(self):
-        return int(self.one("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
 
     def wal_fpi(self):
         """(WAL position, full-page images written so far by the server,

@@ -21,7 +21,7 @@ use crate::schema_version;
 use crate::session_leases;
 use crate::sessions;
 use crate::slots::{self, Outcome};
-use crate::tenure;
+use crate::tenure::{self, SessionClaim};
 use crate::value::JsonbText;
 use crate::waiters;
 use crate::worker_wakeup;
@@ -101,14 +101,6 @@ pub struct Claim<'a> {
     /// Contract 21: acquired under this session (the tenure lives as long
     /// as the session does).
     pub session: Option<SessionClaim>,
-}
-
-/// An acquisition under a session: its handle, and its expiry as of the
-/// look (what announcements of the tenure say).
-#[derive(Clone, Copy, Debug)]
-pub struct SessionClaim {
-    pub session: Uuid,
-    pub expires_at: i64,
 }
 
 impl Default for Claim<'_> {
@@ -369,10 +361,7 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         claim.value,
         claim.priority,
         deadline,
-        claim.session.map(|s| slots::Under {
-            session: s.session,
-            expires_at: s.expires_at,
-        }),
+        claim.session,
     ) {
         Outcome::Acquired => Some(Attempt::Acquired),
         Outcome::HeldUntil(t) => Some(Attempt::HeldUntil(t)),
@@ -485,7 +474,7 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     if !failover::ready_for_new_tenures() {
         return None;
     }
-    let (stored, expires_at) = ends(now, ttl, claim);
+    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
     let term = start_term(&tenure_args(key, id, now, stored, ttl, claim, caller()));
     tenure::started(
         key,
@@ -500,28 +489,15 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
     Some(Attempt::Acquired)
 }
 
-/// A new tenure's expiry at `now`, as stored and as announced: now + ttl;
-/// or, under a session, infinity (its session's row has the expiry) and the
-/// session's expiry (contract 21).
-fn ends(now: i64, ttl: Ttl, claim: Claim<'_>) -> (i64, i64) {
-    match claim.session {
-        Some(s) => (i64::MAX, s.expires_at),
-        None => {
-            let at = leaderlock_protocol::expiry(now, ttl.0);
-            (at, at)
-        }
-    }
-}
-
 /// Contract 21: the holder moves its live lease, its row locked, into the
 /// session it acquires under, or out of sessions (then by `ttl`). Same
 /// term.
 fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
-    let (stored, _) = ends(now, ttl, claim);
+    let (stored, _) = tenure::ends(now, ttl, claim.session);
     let (pid, started) = binding(claim);
     let args = [
         key.into(),
-        session_of(claim),
+        SessionClaim::arg(claim.session),
         ts(stored).into(),
         ttl.as_interval().into(),
         ts(now).into(),
@@ -543,13 +519,6 @@ fn binding(claim: Claim<'_>) -> (DatumWithOid<'static>, DatumWithOid<'static>) {
             DatumWithOid::null::<TimestampWithTimeZone>(),
         )
     }
-}
-
-/// The session (contract 21) a claim acquires under, or NULL.
-fn session_of(claim: Claim<'_>) -> DatumWithOid<'static> {
-    claim
-        .session
-        .map_or_else(DatumWithOid::null::<Uuid>, |s| s.session.into())
 }
 
 /// Starts a tenure on the locked row (`queries::START_TERM`); its term.
@@ -587,7 +556,7 @@ fn tenure_args<'a>(
         pid,
         started,
         owner.into(),
-        session_of(claim),
+        SessionClaim::arg(claim.session),
     ]
 }
 
@@ -603,7 +572,7 @@ fn insert_first_term(
         return Attempt::Busy;
     }
     let now = now();
-    let (stored, expires_at) = ends(now, ttl, claim);
+    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
     let args = tenure_args(key, id, now, stored, ttl, claim, caller());
     let inserted = tenure::insert_first(schema_version::insert_first_term(), &args, now, deadline);
     let Some(term) = inserted else {

@@ -247,10 +247,11 @@ impl Held {
 
 /// Vacates every key held under the session `s` (its row locked), keys of
 /// one slot and slots of keys of many alike, and announces each, then
-/// deletes the session's row if none is held any more (`finish`). `wait`: for rows other transactions hold (a guarded write of
-/// the holder ends first; le_close_session); otherwise they are skipped
-/// and the session stays, lapsed, for the worker's next look. How many
-/// keys it vacated, and whether the session's row is gone.
+/// deletes the session's row if none is held any more (`finish`). `wait`:
+/// for rows other transactions hold (a guarded write of the holder ends
+/// first; le_close_session); otherwise they are skipped and the session
+/// stays, lapsed, for the worker's next look. How many keys it vacated,
+/// and whether the session's row is gone.
 fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
     let (lock, lock_slots) = if wait {
         (
@@ -285,9 +286,9 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
         };
         // Keys of one slot, then slots of keys of many (by their numbers).
         let (slots, keys): (Vec<&Held>, Vec<&Held>) = held.iter().partition(|k| k.slot > 0);
-        for (sql, group) in [
-            (queries::VACATE_SESSION_KEYS, &keys),
-            (queries::VACATE_SESSION_SLOTS, &slots),
+        for (sql, group, numbered) in [
+            (queries::VACATE_SESSION_KEYS, &keys, false),
+            (queries::VACATE_SESSION_SLOTS, &slots, true),
         ] {
             if group.is_empty() {
                 continue;
@@ -301,7 +302,7 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
                 ts(stored_expiry).into(),
                 closed.into(),
             ];
-            if sql == queries::VACATE_SESSION_SLOTS {
+            if numbered {
                 let numbers: Vec<i32> = group.iter().map(|k| k.slot).collect();
                 args.push(numbers.into());
             }

@@ -27,7 +27,7 @@ use crate::plans;
 use crate::queries;
 use crate::schema_version;
 use crate::session_leases;
-use crate::tenure;
+use crate::tenure::{self, SessionClaim};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -55,14 +55,6 @@ pub struct Own {
     pub owned: bool,
     /// The session it is held under (contract 21).
     pub session: Option<Uuid>,
-}
-
-/// An acquisition under a session (contract 21): its handle, and its
-/// expiry as of the caller's look (the row key-share-locked meanwhile).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Under {
-    pub session: Uuid,
-    pub expires_at: i64,
 }
 
 impl Own {
@@ -172,7 +164,7 @@ pub fn attempt(
     value: Option<&str>,
     priority: i32,
     deadline: Option<i64>,
-    under: Option<Under>,
+    under: Option<SessionClaim>,
 ) -> Outcome {
     if holder_live {
         // A key of one slot with a live holder, asked for more.
@@ -310,16 +302,15 @@ fn rebind(
     key: &str,
     id: &str,
     ttl: Ttl,
-    under: Option<Under>,
+    under: Option<SessionClaim>,
     value: Option<&str>,
     slots: i32,
 ) -> Option<i64> {
     with_own_live(key, id, None, |slot, _, now| {
-        let (stored, _) = ends(now, ttl, under);
-        let session = under.map_or_else(DatumWithOid::null::<Uuid>, |u| u.session.into());
+        let (stored, _) = tenure::ends(now, ttl, under);
         let args = [
             key.into(),
-            session,
+            SessionClaim::arg(under),
             ts(stored).into(),
             ttl.as_interval().into(),
             ts(now).into(),
@@ -331,18 +322,6 @@ fn rebind(
     })
 }
 
-/// A new tenure's expiry at `now`, as stored and as announced: now + ttl,
-/// or, under a session, infinity and the session's expiry.
-fn ends(now: i64, ttl: Ttl, under: Option<Under>) -> (i64, i64) {
-    match under {
-        Some(u) => (i64::MAX, u.expires_at),
-        None => {
-            let at = leaderlock_protocol::expiry(now, ttl.0);
-            (at, at)
-        }
-    }
-}
-
 /// With the key's row locked: the first free slot of 1 to `slots`, a new
 /// term for it, the announcement.
 fn take_slot(
@@ -351,7 +330,7 @@ fn take_slot(
     ttl: Ttl,
     slots: i32,
     value: Option<&str>,
-    under: Option<Under>,
+    under: Option<SessionClaim>,
 ) -> Outcome {
     let head = plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| {
         t.into_iter().next().map(|row| {
@@ -457,7 +436,7 @@ fn first_tenure(
     slots: i32,
     value: Option<&str>,
     deadline: Option<i64>,
-    under: Option<Under>,
+    under: Option<SessionClaim>,
 ) -> Outcome {
     if !failover::ready_for_new_tenures() {
         return Outcome::Busy;
@@ -489,9 +468,9 @@ fn start(
     value: Option<&str>,
     slots: i32,
     previous_holder: Option<&str>,
-    under: Option<Under>,
+    under: Option<SessionClaim>,
 ) {
-    let (stored, expires_at) = ends(now, ttl, under);
+    let (stored, expires_at) = tenure::ends(now, ttl, under);
     let args = [
         key.into(),
         slot.into(),
@@ -502,7 +481,7 @@ fn start(
         ttl.as_interval().into(),
         value_arg(value),
         caller().into(),
-        under.map_or_else(DatumWithOid::null::<Uuid>, |u| u.session.into()),
+        SessionClaim::arg(under),
     ];
     plans::run(queries::START_SLOT, &args, |_| ());
     tenure::started(

@@ -14,6 +14,7 @@ use crate::waiters;
 use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
+use pgrx::Uuid;
 
 /// Shortest wait behind a concurrent first insert of the same key, in
 /// microseconds: enough for one that is committing, not for one left open.
@@ -169,4 +170,33 @@ pub fn rebind(sql: &'static str, args: &[DatumWithOid<'_>], stored: i64) -> i64 
     worker_wakeup::expiry_written(stored);
     failover::commit_durably();
     term
+}
+
+/// Contract 21: an acquisition under a session: its handle, and its expiry
+/// as of the look (what announcements of the tenure say; its row is
+/// key-share-locked meanwhile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionClaim {
+    pub session: Uuid,
+    pub expires_at: i64,
+}
+
+impl SessionClaim {
+    /// The session parameter of a tenure's statement: `claim`'s, or NULL.
+    pub fn arg(claim: Option<SessionClaim>) -> DatumWithOid<'static> {
+        claim.map_or_else(DatumWithOid::null::<Uuid>, |c| c.session.into())
+    }
+}
+
+/// A new tenure's expiry at `now`, as stored and as announced: now + ttl;
+/// or, under a session, infinity (its session's row has the expiry) and
+/// the session's expiry (contract 21).
+pub fn ends(now: i64, ttl: Ttl, under: Option<SessionClaim>) -> (i64, i64) {
+    match under {
+        Some(s) => (i64::MAX, s.expires_at),
+        None => {
+            let at = leaderlock_protocol::expiry(now, ttl.0);
+            (at, at)
+        }
+    }
 }
