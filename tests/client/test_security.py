@@ -175,7 +175,8 @@ class SecurityTest(unittest.TestCase):
         one(t, "SELECT count(*) FROM leaderlock_runs")
         # Sessions (contract 21): open, acquire under, renew (the session, a
         # key of it, all), fence, move a key out and back in, close; one
-        # the worker expires, one bound to the connection (ended below).
+        # the worker expires (with a slot), one bound to the connection
+        # (ended below).
         s = one(t, "SELECT le_open_session('trapper', '1 hour', lock_delay => '1 second', "
                    "keep_values => true)::text")
         self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s, '{\"v\": 1}')", (s, k + "-s1")))
@@ -186,10 +187,21 @@ class SecurityTest(unittest.TestCase):
         one(t, "SELECT le_assert_leader(%s, 'trapper')", (k + "-s1",))
         self.assertTrue(one(t, "SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k + "-s2",)))
         self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s)", (s, k + "-s2")))
+        # A slot of a key of many under it (contracts 17 and 21): acquire
+        # with a value, renew, fence, read, move out and back in.
+        pool = k + "-s-pool"
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s, '{\"v\": 2}', 2)", (s, pool)))
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s, '{\"v\": 3}', 2)", (s, pool)))
+        self.assertTrue(one(t, "SELECT le_renew(%s, 'trapper')", (pool,)))
+        one(t, "SELECT le_assert_leader(%s, 'trapper')", (pool,))
+        one(t, "SELECT count(*) FROM le_holders(%s)", (pool,))
+        self.assertTrue(one(t, "SELECT le_try_acquire(%s, 'trapper', '1 hour', slots => 2)", (pool,)))
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s, slots => 2)", (s, pool)))
         one(t, "SELECT count(*) FROM leaderlock_sessions")
         self.assertTrue(one(t, "SELECT le_close_session(%s)", (s,)))
         short = one(t, "SELECT le_open_session('trapper', '1 second', lock_delay => '1 second')::text")
         self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s)", (short, k + "-s-expires")))
+        self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s, slots => 2)", (short, k + "-s-expires-pool")))
         bound = one(t, "SELECT le_open_session('trapper', '1 hour', session_bound => true)::text")
         self.assertTrue(one(t, "SELECT le_try_acquire_in(%s, %s)", (bound, k + "-s-bound")))
         # Another role's calls in the same database, with the traps in place.
@@ -241,6 +253,9 @@ class SecurityTest(unittest.TestCase):
         for key in (k + "-s-expires", k + "-s-bound"):
             self.assertTrue(wait_for(lambda: one(self.admin, "SELECT holder FROM leaderlock WHERE key = %s",
                                                  (key,)) is None, timeout=10), key)
+        self.assertTrue(wait_for(lambda: one(self.admin, "SELECT count(*) FROM leaderlock_slots "
+                                                         "WHERE key = %s AND holder IS NOT NULL",
+                                             (k + "-s-expires-pool",)) == 0, timeout=10))
         self.assert_no_trap_ran(self.admin)
 
     def assert_no_trap_ran(self, conn):
