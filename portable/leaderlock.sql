@@ -379,6 +379,33 @@ CREATE TABLE @extschema@.leaderlock_failover (
     changed_at timestamptz
 );
 
+-- Contract 23: every transition, recorded by the transaction that makes it
+-- (with its notification). A position is given later, in commit order, by
+-- le_expire_lapsed (the compiled edition's worker): a number drawn inside a
+-- transaction is not commit order, so a reader resuming after position P
+-- could later meet a row numbered below P. Numbered rows never change.
+CREATE TABLE @extschema@.leaderlock_history (
+    position bigint,                  -- NULL until numbered; then unique, growing with commit order
+    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    at       timestamptz NOT NULL,    -- the transition's instant (lease clock)
+    event    text NOT NULL,           -- the notification's event
+    key      text,                    -- the lease's key, or the run's job
+    holder   text,
+    term     bigint,
+    role     oid,                     -- the role whose call made it; NULL: the worker
+    payload  jsonb NOT NULL           -- the notification, as sent
+);
+CREATE UNIQUE INDEX leaderlock_history_position_idx ON @extschema@.leaderlock_history (position)
+ WHERE position IS NOT NULL;
+-- The rows waiting for a position: what the numbering reads.
+CREATE INDEX leaderlock_history_pending_idx ON @extschema@.leaderlock_history (seq) WHERE position IS NULL;
+-- One row: its lock serializes the numbering (only the extension may lock
+-- it); pruned_through: positions up to it are deleted (retention).
+CREATE TABLE @extschema@.leaderlock_history_head (
+    one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    pruned_through bigint NOT NULL DEFAULT 0
+);
+INSERT INTO @extschema@.leaderlock_history_head DEFAULT VALUES;
 -- Who is calling (review round 2, N1). The SECURITY DEFINER entry points
 -- act for a role only when the le_* function that called them proves it
 -- ran as that role: _le_caller (SECURITY INVOKER) reads the caller key of
@@ -1071,6 +1098,96 @@ SET search_path = pg_catalog, pg_temp
 RETURN CASE WHEN isfinite(t) THEN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
             WHEN t > 'epoch'::timestamptz THEN 'infinity' ELSE '-infinity' END;
 
+-- Contract 23: records a transition, as notified, in the caller's
+-- transaction (in the history if and only if it commits), without a
+-- position: _le_number_history gives it one once committed. The role is
+-- the one the entry point acts for (_le_act_as), NULL in le_expire_lapsed
+-- (the compiled edition's worker).
+CREATE FUNCTION @extschema@._le_record(at timestamptz, event text, key text, holder text,
+                                       term bigint, payload text)
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    INSERT INTO @extschema@.leaderlock_history (at, event, key, holder, term, role, payload)
+    VALUES ($1, $2, $3, $4, $5, nullif(current_setting('leaderlock_portable.role', true), '')::oid,
+            $6::jsonb);
+END;
+
+-- Contract 23: numbers the committed rows without a position, in recording
+-- order, after the highest position given or pruned and at least the term
+-- floor (positions never go back after a failover), announces the last on
+-- channel leaderlock_history, and prunes the oldest by the retention
+-- (leaderlock.history_retention, leaderlock.history_max_rows), as a prefix
+-- of positions. Under the head row's lock, never waiting (another
+-- transaction numbering: it numbers them). By ctid: the recording order
+-- may repeat after a restore. Called by le_expire_lapsed, in autocommit.
+CREATE FUNCTION @extschema@._le_number_history() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_pruned bigint;
+    v_keep bigint := coalesce(nullif(btrim(current_setting('leaderlock.history_max_rows', true)), '')::bigint,
+                              1000000::bigint);
+    v_horizon timestamptz;
+    n bigint;
+    v_last bigint;
+BEGIN
+    SELECT h.pruned_through INTO v_pruned FROM @extschema@.leaderlock_history_head h
+       FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v_keep < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: invalid value for parameter "leaderlock.history_max_rows": "%s"',
+                             v_keep);
+    END IF;
+    v_horizon := clock_timestamp() - make_interval(secs => @extschema@._le_setting_us(
+        'leaderlock.history_retention'::text, 604800::bigint, 1::bigint, 2147483647::bigint)
+        / 1000000::numeric);
+    LOOP
+        WITH p AS (
+            SELECT ctid AS row_id, row_number() OVER (ORDER BY seq) AS n
+              FROM (SELECT x.ctid, x.seq FROM @extschema@.leaderlock_history x
+                     WHERE x.position IS NULL ORDER BY x.seq LIMIT 10000) pending),
+        base AS (
+            SELECT greatest(coalesce((SELECT max(y.position) FROM @extschema@.leaderlock_history y),
+                                     0::bigint),
+                            v_pruned, @extschema@._le_term_floor() - 1::bigint) AS b),
+        u AS (
+            UPDATE @extschema@.leaderlock_history h SET position = base.b + p.n
+              FROM p, base WHERE h.ctid = p.row_id AND h.position IS NULL
+            RETURNING h.position)
+        SELECT count(*), max(u.position) INTO n, v_last FROM u;
+        IF n > 0 THEN
+            PERFORM pg_notify('leaderlock_history', v_last::text);
+        END IF;
+        EXIT WHEN n < 10000;
+    END LOOP;
+    LOOP
+        WITH old AS (
+            SELECT h.position, (h.at < v_horizon OR h.position <=
+                       (SELECT max(y.position) FROM @extschema@.leaderlock_history y) - v_keep) AS go
+              FROM @extschema@.leaderlock_history h WHERE h.position > v_pruned
+             ORDER BY h.position LIMIT 10000),
+        cut AS (
+            SELECT max(o.position) AS through FROM old o
+             WHERE o.position < coalesce((SELECT min(x.position) FROM old x WHERE NOT x.go),
+                                         9223372036854775807::bigint)),
+        gone AS (
+            DELETE FROM @extschema@.leaderlock_history h USING cut
+             WHERE h.position > v_pruned AND h.position <= cut.through RETURNING 1)
+        SELECT count(*), (SELECT cut.through FROM cut) INTO n, v_last FROM gone;
+        EXIT WHEN v_last IS NULL;
+        UPDATE @extschema@.leaderlock_history_head SET pruned_through = v_last;
+        v_pruned := v_last;
+        EXIT WHEN n < 10000;
+    END LOOP;
+END
+$fn$;
+
 -- Contract 4: one notification on channel leaderlock, byte for byte the
 -- compiled edition's JSON (serde_json: no spaces, keys in this order;
 -- to_json escapes strings as serde_json does). Only fields of the event,
@@ -1109,6 +1226,7 @@ BEGIN
         payload := payload || ',"slots":' || $10::text;
     END IF;
     PERFORM pg_notify('leaderlock', payload || '}');
+    PERFORM @extschema@._le_record($5, $1, $2, $3, $4, payload || '}');
 END
 $fn$;
 
@@ -1147,6 +1265,7 @@ BEGIN
         payload := payload || ',"outcome":' || to_json($9)::text;
     END IF;
     PERFORM pg_notify('leaderlock', payload || '}');
+    PERFORM @extschema@._le_record($6, $1, $2, $4, $5, payload || '}');
 END
 $fn$;
 
@@ -1304,6 +1423,8 @@ BEGIN
             HINT = 'Call the le_* functions.';
     END IF;
     PERFORM set_config('leaderlock_portable.caller', '', true);   -- one use
+    -- Contract 23: the role the history records for what this call changes.
+    PERFORM set_config('leaderlock_portable.role', caller::text, true);
 END
 $fn$;
 
@@ -2990,6 +3111,10 @@ BEGIN
     IF pg_is_in_recovery() THEN
         RETURN 0;
     END IF;
+    -- Contract 23: the history records the calling role for what this vacates.
+    PERFORM set_config('leaderlock_portable.role',
+                       (SELECT a.oid FROM pg_roles a WHERE a.rolname = @extschema@._le_session_role())::text,
+                       true);
     PERFORM @extschema@._le_failover_record();
     v_pro := @extschema@._le_promoted_at();
     t := clock_timestamp();
@@ -3067,6 +3192,8 @@ BEGIN
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
+    -- Contract 23: no worker numbers the history here.
+    PERFORM @extschema@._le_number_history();
     RETURN n;
 END
 $fn$;
@@ -3732,6 +3859,63 @@ BEGIN
 END
 $fn$;
 
+-- Contract 23: reading the history (as the compiled edition's ddl/history.sql).
+-- The transitions numbered after position `after` (0: from the oldest
+-- kept), in position order, at most `max_rows`, for one key (for_key) or the keys
+-- starting with `key_prefix` when given. A position already pruned is an
+-- error (LE002), not an empty answer: the reader missed transitions.
+CREATE FUNCTION @extschema@.le_history(after bigint DEFAULT 0, for_key text DEFAULT NULL,
+                           key_prefix text DEFAULT NULL, max_rows integer DEFAULT 1000)
+RETURNS TABLE ("position" bigint, at timestamptz, event text, key text, holder text,
+               term bigint, role regrole, payload jsonb)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    pruned bigint;
+BEGIN
+    IF $1 IS NULL OR $1 < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: after must be 0 or a history position, not %s',
+                             coalesce($1::text, 'NULL'));
+    END IF;
+    IF $4 IS NULL OR $4 < 1 OR $4 > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: max_rows must be between 1 and 100000, not %s',
+                             coalesce($4::text, 'NULL'));
+    END IF;
+    IF $2 IS NOT NULL AND $3 IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'leaderlock: give for_key or key_prefix, not both';
+    END IF;
+    SELECT h.pruned_through INTO pruned FROM @extschema@.leaderlock_history_head h;
+    IF $1 < pruned THEN
+        RAISE EXCEPTION USING ERRCODE = 'LE002',
+            MESSAGE = format('leaderlock: history position %s is no longer kept: positions up to %s '
+                             'were pruned', $1, pruned),
+            DETAIL = 'Transitions after it were deleted by the retention (leaderlock.history_retention, '
+                     'leaderlock.history_max_rows) before they were read.',
+            HINT = 'Read the current state (leaderlock_status), then resume from le_history_position().';
+    END IF;
+    RETURN QUERY
+        SELECT h.position, h.at, h.event, h.key, h.holder, h.term, h.role::regrole, h.payload
+          FROM @extschema@.leaderlock_history h
+         WHERE h.position > $1
+           AND ($2 IS NULL OR h.key = $2)
+           AND ($3 IS NULL OR starts_with(h.key, $3))
+         ORDER BY h.position
+         LIMIT $4;
+END
+$fn$;
+
+-- The last position numbered (0 before the first): where a reader that
+-- wants only what happens from now on starts.
+CREATE FUNCTION @extschema@.le_history_position() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN greatest((SELECT max(h.position) FROM @extschema@.leaderlock_history h),
+                (SELECT h.pruned_through FROM @extschema@.leaderlock_history_head h), 0::bigint);
+
 CREATE FUNCTION @extschema@.le_lease(key text)
 RETURNS @extschema@.leaderlock_lease
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
@@ -3951,6 +4135,12 @@ REVOKE ALL ON @extschema@.leaderlock_database_stats FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_database_stats TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_history FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_history TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_history_head FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_history_head TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_record(timestamptz, text, text, text, bigint, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_number_history() FROM PUBLIC;
 REVOKE ALL ON @extschema@._le_secret FROM PUBLIC;
 REVOKE ALL ON @extschema@._le_caller_key FROM PUBLIC;
 GRANT SELECT ON @extschema@._le_caller_key TO PUBLIC;   -- each role sees its own key only
@@ -4003,6 +4193,8 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_end_lapsed_key(text, timestamptz) FRO
             pg_catalog.to_regclass(target || '.leaderlock_runs'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_sessions'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_history'), '');
     END IF;
     PERFORM pg_catalog.set_config('search_path', old_path, true);
 END

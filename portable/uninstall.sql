@@ -6,7 +6,7 @@
 -- is never dropped; if one depends on leaderlock, nothing is dropped and
 -- the error names it. Refuses to touch the compiled edition. The tables
 -- go too (leaderlock, leaderlock_slots, leaderlock_sessions,
--- leaderlock_jobs, leaderlock_runs): run save.sql first to keep the
+-- leaderlock_jobs, leaderlock_runs, leaderlock_history): run save.sql first to keep the
 -- leases, sessions and runs.
 SET LOCAL client_min_messages = warning;
 DO $uninstall$
@@ -48,7 +48,9 @@ BEGIN
         'le_open_session(text, interval, boolean, interval, boolean)', 'le_renew_session(uuid, interval)',
         'le_close_session(uuid)', 'le_try_acquire_in(uuid, text, jsonb, integer)',
         'le_acquire_in(uuid, text, interval, jsonb, integer, integer)',
+        'le_history(bigint, text, text, integer)', 'le_history_position()',
         -- the internals
+        '_le_record(timestamptz, text, text, text, bigint, text)', '_le_number_history()',
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',
         '_le_session_bound(boolean)', '_le_session_arg(uuid)', '_le_keep_values(boolean)',
@@ -104,6 +106,7 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_slots', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_sessions', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_history, %1$I.leaderlock_history_head', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_runs, %1$I.leaderlock_jobs', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);

@@ -344,6 +344,39 @@ GRANT SELECT ON leaderlock_jobs TO PUBLIC;
 REVOKE ALL ON leaderlock_runs FROM PUBLIC;
 GRANT SELECT ON leaderlock_runs TO PUBLIC;
 
+-- Contract 23: every transition, recorded by the transaction that makes it
+-- (with its notification). A position is given later, in commit order, by
+-- the worker (le_expire_lapsed where none serves): a number drawn inside a
+-- transaction is not commit order, so a reader resuming after position P
+-- could later meet a row numbered below P. Numbered rows never change.
+CREATE TABLE leaderlock_history (
+    position bigint,                  -- NULL until numbered; then unique, growing with commit order
+    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    at       timestamptz NOT NULL,    -- the transition's instant (lease clock)
+    event    text NOT NULL,           -- the notification's event
+    key      text,                    -- the lease's key, or the run's job
+    holder   text,
+    term     bigint,
+    role     oid,                     -- the role whose call made it; NULL: the worker
+    payload  jsonb NOT NULL           -- the notification, as sent
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_history', '');
+CREATE UNIQUE INDEX leaderlock_history_position_idx ON leaderlock_history (position)
+ WHERE position IS NOT NULL;
+-- The rows waiting for a position: what the numbering reads.
+CREATE INDEX leaderlock_history_pending_idx ON leaderlock_history (seq) WHERE position IS NULL;
+-- One row: its lock serializes the numbering (only the extension may lock
+-- it); pruned_through: positions up to it are deleted (retention).
+CREATE TABLE leaderlock_history_head (
+    one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    pruned_through bigint NOT NULL DEFAULT 0
+);
+INSERT INTO leaderlock_history_head DEFAULT VALUES;
+REVOKE ALL ON leaderlock_history FROM PUBLIC;
+GRANT SELECT ON leaderlock_history TO PUBLIC;
+REVOKE ALL ON leaderlock_history_head FROM PUBLIC;
+GRANT SELECT ON leaderlock_history_head TO PUBLIC;
+
 CREATE FUNCTION le_claim_run(
     job text, due timestamptz, id text, ttl interval, misfire_grace interval DEFAULT NULL
 ) RETURNS bigint
@@ -466,3 +499,60 @@ ALTER EVENT TRIGGER leaderlock_names_guard ENABLE ALWAYS;
 -- update) where a look-alike exists already.
 COMMENT ON FUNCTION @extschema@.leaderlock_names_guard() IS
     'leaderlock: refuses functions and types named like leaderlock''s functions';
+
+-- Contract 23: reading the history (the same as ddl/history.sql).
+-- The transitions numbered after position `after` (0: from the oldest
+-- kept), in position order, at most `max_rows`, for one key (for_key) or the keys
+-- starting with `key_prefix` when given. A position already pruned is an
+-- error (LE002), not an empty answer: the reader missed transitions.
+CREATE FUNCTION le_history(after bigint DEFAULT 0, for_key text DEFAULT NULL,
+                           key_prefix text DEFAULT NULL, max_rows integer DEFAULT 1000)
+RETURNS TABLE ("position" bigint, at timestamptz, event text, key text, holder text,
+               term bigint, role regrole, payload jsonb)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    pruned bigint;
+BEGIN
+    IF $1 IS NULL OR $1 < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: after must be 0 or a history position, not %s',
+                             coalesce($1::text, 'NULL'));
+    END IF;
+    IF $4 IS NULL OR $4 < 1 OR $4 > 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: max_rows must be between 1 and 100000, not %s',
+                             coalesce($4::text, 'NULL'));
+    END IF;
+    IF $2 IS NOT NULL AND $3 IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'leaderlock: give for_key or key_prefix, not both';
+    END IF;
+    SELECT h.pruned_through INTO pruned FROM @extschema@.leaderlock_history_head h;
+    IF $1 < pruned THEN
+        RAISE EXCEPTION USING ERRCODE = 'LE002',
+            MESSAGE = format('leaderlock: history position %s is no longer kept: positions up to %s '
+                             'were pruned', $1, pruned),
+            DETAIL = 'Transitions after it were deleted by the retention (leaderlock.history_retention, '
+                     'leaderlock.history_max_rows) before they were read.',
+            HINT = 'Read the current state (leaderlock_status), then resume from le_history_position().';
+    END IF;
+    RETURN QUERY
+        SELECT h.position, h.at, h.event, h.key, h.holder, h.term, h.role::regrole, h.payload
+          FROM @extschema@.leaderlock_history h
+         WHERE h.position > $1
+           AND ($2 IS NULL OR h.key = $2)
+           AND ($3 IS NULL OR starts_with(h.key, $3))
+         ORDER BY h.position
+         LIMIT $4;
+END
+$fn$;
+
+-- The last position numbered (0 before the first): where a reader that
+-- wants only what happens from now on starts.
+CREATE FUNCTION le_history_position() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN greatest((SELECT max(h.position) FROM @extschema@.leaderlock_history h),
+                (SELECT h.pruned_through FROM @extschema@.leaderlock_history_head h), 0::bigint);

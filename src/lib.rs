@@ -35,6 +35,7 @@ mod expiry;
 mod failover;
 mod guard;
 mod handover;
+mod history;
 mod hooks;
 mod input;
 mod launcher;

@@ -8,6 +8,7 @@
 //! escaped to six: 4590 bytes, plus the value) stays under the 8000-byte
 //! payload limit.
 
+use crate::history;
 use pgrx::prelude::*;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -200,9 +201,42 @@ impl Event<'_> {
         self.send_for(1);
     }
 
-    /// Queues the notification of a change to a key of `slots` slots.
+    /// Queues the notification of a change to a key of `slots` slots, and
+    /// records it in the history (contract 23).
     pub fn send_for(&self, slots: i32) {
-        queue(&self.payload_with(Some(slots)));
+        let payload = self.payload_with(Some(slots));
+        queue(&payload);
+        let (event, key, holder, term, at) = match *self {
+            Event::Acquired {
+                key,
+                holder,
+                term,
+                at,
+                ..
+            } => ("acquired", key, holder, term, at),
+            Event::Released {
+                key,
+                holder,
+                term,
+                at,
+                ..
+            } => ("released", key, holder, term, at),
+            Event::Expired {
+                key,
+                holder,
+                term,
+                at,
+                ..
+            } => ("expired", key, holder, term, at),
+            Event::Proclaimed {
+                key,
+                holder,
+                term,
+                at,
+                ..
+            } => ("proclaimed", key, holder, term, at),
+        };
+        history::record(at, event, key, Some(holder), Some(term), &payload);
     }
 }
 
@@ -285,13 +319,21 @@ impl RunEvent<'_> {
         serde_json::to_string(&p).expect("a payload of strings and integers always serializes")
     }
 
-    /// Queues the notification in the current transaction.
+    /// Queues the notification in the current transaction, and records it
+    /// in the history (contract 23) under the job's name.
     pub fn send(&self, job: &str, due: i64, at: i64) {
-        queue(&self.payload(job, due, at));
+        let payload = self.payload(job, due, at);
+        queue(&payload);
+        let (event, holder, term) = match *self {
+            RunEvent::Claimed { holder, term, .. } => ("run_claimed", Some(holder), Some(term)),
+            RunEvent::Finished { holder, term, .. } => ("run_finished", Some(holder), Some(term)),
+            RunEvent::Missed => ("run_missed", None, None),
+        };
+        history::record(at, event, job, holder, term, &payload);
     }
 }
 
-fn queue(payload: &str) {
+pub(crate) fn queue(payload: &str) {
     unsafe {
         pgrx::fcinfo::direct_function_call_as_datum(
             pg_sys::pg_notify,

@@ -1289,6 +1289,65 @@ statements! {
     /// (WAL flushed, and on synchronous standbys when there are any), until it
     /// ends; set when the session asked for less.
     SYNC_COMMIT_ON = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";
+
+    /// Contract 23: records a transition without a position. `$1` at, `$2`
+    /// event, `$3` key (or job), `$4` holder, `$5` term, `$6` the acting
+    /// role (NULL: the worker), `$7` the notification's payload as text.
+    RECORD_HISTORY = "INSERT INTO @extschema@.leaderlock_history \
+        (at, event, key, holder, term, role, payload) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)";
+
+    /// The history's head row, locked for numbering and pruning, never
+    /// waiting (a transaction doing so already numbers what is committed):
+    /// its pruned_through.
+    LOCK_HISTORY_HEAD = "SELECT pruned_through FROM @extschema@.leaderlock_history_head \
+        FOR NO KEY UPDATE SKIP LOCKED";
+
+    /// Gives the first `$3` committed rows without a position the next
+    /// positions, in recording order: after the highest given or pruned
+    /// (`$1`), and at least the term floor `$2`, so positions never go back
+    /// after a failover either (a new timeline's floor is above any position
+    /// an older one could give). Under the head row's lock. By ctid: the
+    /// recording order may repeat after a restore. How many, and the last,
+    /// announced on channel `leaderlock_history` (a hint: readers then read
+    /// the history, which they trust).
+    NUMBER_HISTORY = "WITH p AS (\
+            SELECT ctid AS row_id, pg_catalog.row_number() OVER (ORDER BY seq) AS n \
+              FROM (SELECT ctid, seq FROM @extschema@.leaderlock_history \
+                     WHERE position IS NULL ORDER BY seq LIMIT $3) pending), \
+          base AS (\
+            SELECT greatest(\
+                       coalesce((SELECT max(position) FROM @extschema@.leaderlock_history), 0::bigint), \
+                       $1, $2 - 1::bigint) AS b), \
+          u AS (\
+            UPDATE @extschema@.leaderlock_history h SET position = base.b + p.n \
+              FROM p, base WHERE h.ctid = p.row_id AND h.position IS NULL \
+            RETURNING h.position) \
+        SELECT count(*), max(position), \
+               CASE WHEN count(*) > 0 \
+                    THEN pg_catalog.pg_notify('leaderlock_history', max(position)::text) END \
+          FROM u";
+
+    /// Deletes the oldest numbered rows (after `$1`, the head's
+    /// pruned_through) older than `$2` or beyond the newest `$3`, at most
+    /// `$4`, as a prefix of positions only (so "pruned through" stays true
+    /// of every position up to it), and moves the head past them. Under the
+    /// head row's lock. How many went.
+    PRUNE_HISTORY = "WITH old AS (\
+            SELECT position, (at < $2 OR position <= \
+                       (SELECT max(position) FROM @extschema@.leaderlock_history) - $3) AS go \
+              FROM @extschema@.leaderlock_history WHERE position > $1 \
+             ORDER BY position LIMIT $4), \
+          cut AS (\
+            SELECT max(o.position) AS through FROM old o \
+             WHERE o.position < coalesce((SELECT min(x.position) FROM old x WHERE NOT x.go), \
+                                         9223372036854775807::bigint)), \
+          gone AS (\
+            DELETE FROM @extschema@.leaderlock_history h USING cut \
+             WHERE h.position > $1 AND h.position <= cut.through RETURNING 1), \
+          head AS (\
+            UPDATE @extschema@.leaderlock_history_head SET pruned_through = cut.through \
+              FROM cut WHERE cut.through IS NOT NULL) \
+        SELECT count(*) FROM gone";
 }
 
 /// Every statement of this file on the table `leaderlock`, by name, with

@@ -55,6 +55,14 @@ pub fn has_slots() -> bool {
     level() >= Level::V0_5
 }
 
+/// Whether the history of transitions exists in this schema (contract 23).
+pub fn has_history() -> bool {
+    unsafe {
+        pg_sys::get_relname_relid(c"leaderlock_history_head".as_ptr(), call::current().schema)
+            != pg_sys::InvalidOid
+    }
+}
+
 /// `pick`, with the statement for 0.5.0 (sessions, contract 21) apart.
 fn pick5(
     v0_5: &'static str,

@@ -19,6 +19,13 @@ pub static MAX_TTL: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 /// Default 7 days.
 pub static RUN_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(604_800);
 
+/// Contract 23: how long transitions are kept in the history, in seconds.
+/// Default 7 days.
+pub static HISTORY_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(604_800);
+
+/// Contract 23: the most transitions the history keeps. Default 1,000,000.
+pub static HISTORY_MAX_ROWS: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
+
 /// Longest sleep of the worker between two checks, in milliseconds. The
 /// worker normally sleeps until the next expiry and is woken early by a
 /// commit that sets an earlier one; this bounds the sleep regardless.
@@ -79,7 +86,7 @@ pub fn init() {
           expires lapsed leases and announces them there. Names are separated by commas; \
           a change takes effect on reload.",
         &DATABASES,
-        GucContext::Sighup,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_string_guc(
@@ -87,7 +94,7 @@ pub fn init() {
         c"Deprecated: one database to serve, used when leaderlock.databases is *.",
         c"Kept from version 0.3 and earlier, which served one database only.",
         &DATABASE,
-        GucContext::Sighup,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -112,6 +119,27 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
+        c"leaderlock.history_retention",
+        c"How long transitions are kept in the history.",
+        c"The worker (or le_expire_lapsed where no worker serves) deletes older ones from \
+          leaderlock_history, oldest first; reading from a position deleted is an error (LE002).",
+        &HISTORY_RETENTION,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"leaderlock.history_max_rows",
+        c"The most transitions the history keeps.",
+        c"Beyond it, the oldest are deleted as by leaderlock.history_retention.",
+        &HISTORY_MAX_ROWS,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"leaderlock.max_workers_per_owner",
         c"Databases owned by one role that is not a superuser that get a worker at once.",
         c"The launcher serves the oldest of them; the others keep lazy expiry (and refuse \
@@ -120,7 +148,7 @@ pub fn init() {
         &MAX_WORKERS_PER_OWNER,
         0,
         i32::MAX,
-        GucContext::Sighup,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -132,7 +160,7 @@ pub fn init() {
         &MAX_CANDIDATES_PER_ROLE,
         1,
         i32::MAX,
-        GucContext::Sighup,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -143,7 +171,7 @@ pub fn init() {
         &NAPTIME,
         10,
         3_600_000,
-        GucContext::Sighup,
+        GucContext::Suset,
         GucFlags::UNIT_MS,
     );
 }
@@ -217,6 +245,11 @@ pub fn max_ttl_micros() -> i64 {
 /// `leaderlock.run_retention` in microseconds.
 pub fn run_retention_micros() -> i64 {
     i64::from(RUN_RETENTION.get()) * 1_000_000
+}
+
+/// `leaderlock.history_retention` in microseconds.
+pub fn history_retention_micros() -> i64 {
+    i64::from(HISTORY_RETENTION.get()) * 1_000_000
 }
 
 /// `leaderlock.max_wait` in microseconds.

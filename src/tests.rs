@@ -929,7 +929,7 @@ mod tests {
         let payload = e.payload();
         assert!(payload.len() < 8000, "{} bytes", payload.len());
         // and PostgreSQL accepts it
-        e.send();
+        crate::notify::queue(&payload);
     }
 
     #[pg_test]

@@ -16,6 +16,7 @@ use crate::clock;
 use crate::databases::{self, Slot};
 use crate::expiry;
 use crate::failover;
+use crate::history;
 use crate::sessions::{self, Session};
 use crate::settings;
 use crate::worker_wakeup;
@@ -161,6 +162,10 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
                 return Some(0); // more are waiting: go again at once
             }
             next = expiry::next_check(now);
+        }
+        // Last, so the expiries above are numbered with the rest.
+        if history::number_and_prune(now) {
+            return Some(0); // more to number or prune: again at once
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
         Some(if state.ended_sessions.is_empty() {

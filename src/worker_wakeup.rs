@@ -41,6 +41,12 @@ pub fn expiry_written(expires_at: i64) {
     }
 }
 
+/// A transition was recorded (contract 23): the worker numbers it once
+/// this commits, so readers see it at once.
+pub fn history_written() {
+    expiry_written(i64::MIN);
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn on_xact_event(
     event: pg_sys::XactEvent::Type,

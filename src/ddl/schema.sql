@@ -267,3 +267,36 @@ REVOKE ALL ON leaderlock_runs FROM PUBLIC;
 GRANT SELECT ON leaderlock_runs TO PUBLIC;
 REVOKE ALL ON leaderlock_sessions FROM PUBLIC;
 GRANT SELECT ON leaderlock_sessions TO PUBLIC;
+
+-- Contract 23: every transition, recorded by the transaction that makes it
+-- (with its notification). A position is given later, in commit order, by
+-- the worker (le_expire_lapsed where none serves): a number drawn inside a
+-- transaction is not commit order, so a reader resuming after position P
+-- could later meet a row numbered below P. Numbered rows never change.
+CREATE TABLE leaderlock_history (
+    position bigint,                  -- NULL until numbered; then unique, growing with commit order
+    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    at       timestamptz NOT NULL,    -- the transition's instant (lease clock)
+    event    text NOT NULL,           -- the notification's event
+    key      text,                    -- the lease's key, or the run's job
+    holder   text,
+    term     bigint,
+    role     oid,                     -- the role whose call made it; NULL: the worker
+    payload  jsonb NOT NULL           -- the notification, as sent
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_history', '');
+CREATE UNIQUE INDEX leaderlock_history_position_idx ON leaderlock_history (position)
+ WHERE position IS NOT NULL;
+-- The rows waiting for a position: what the numbering reads.
+CREATE INDEX leaderlock_history_pending_idx ON leaderlock_history (seq) WHERE position IS NULL;
+-- One row: its lock serializes the numbering (only the extension may lock
+-- it); pruned_through: positions up to it are deleted (retention).
+CREATE TABLE leaderlock_history_head (
+    one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
+    pruned_through bigint NOT NULL DEFAULT 0
+);
+INSERT INTO leaderlock_history_head DEFAULT VALUES;
+REVOKE ALL ON leaderlock_history FROM PUBLIC;
+GRANT SELECT ON leaderlock_history TO PUBLIC;
+REVOKE ALL ON leaderlock_history_head FROM PUBLIC;
+GRANT SELECT ON leaderlock_history_head TO PUBLIC;
