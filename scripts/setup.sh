@@ -19,6 +19,8 @@ PACKAGES=(
   pgbouncer
   # certificates for the TLS tests (tests/client/test_tls.py)
   openssl
+  # renders `leaderlock history --svg` to pixels (tests/client/test_history.py)
+  librsvg2-bin
   # steps of the servers' wall clock (libfaketime) for tests/client/test_clock.py
   faketime
   # a real HA manager for the failover tests (tests/client/test_patroni.py),

@@ -2,6 +2,7 @@
 //! announcements. See the README's "Command line" section.
 mod duration;
 mod exit;
+mod history;
 mod log;
 mod man;
 mod metrics;
@@ -11,6 +12,7 @@ mod scheduled;
 mod status;
 mod supervisor;
 mod text;
+mod timeline;
 
 use std::ffi::OsString;
 
@@ -61,8 +63,41 @@ enum Commands {
         #[arg(long)]
         json: bool,
     },
-    /// Print each announcement (one JSON line per notification).
-    Watch { key: Option<String> },
+    /// Print each transition as it happens, one JSON line each (the
+    /// announcement with its "position" and "role"), read from the
+    /// server's history: a lost connection is made again and nothing is
+    /// missed or repeated. Exits 123 when the history no longer holds the
+    /// transitions after the position.
+    Watch {
+        key: Option<String>,
+        /// Start after this position (from an earlier line), not from now.
+        #[arg(long)]
+        since: Option<i64>,
+        /// Only keys starting with this.
+        #[arg(long, conflicts_with = "key")]
+        prefix: Option<String>,
+    },
+    /// Show the transitions the server kept (acquired, released, expired,
+    /// ...), oldest first: a table, JSON lines, or an SVG timeline of who
+    /// led each key.
+    History {
+        key: Option<String>,
+        /// Only keys starting with this.
+        #[arg(long, conflicts_with = "key")]
+        prefix: Option<String>,
+        /// From this instant (2026-11-28T03:12:00Z), or this long ago (2h).
+        #[arg(long)]
+        since: Option<String>,
+        /// Until this instant, or this long ago.
+        #[arg(long)]
+        until: Option<String>,
+        /// One JSON object per transition instead of the table.
+        #[arg(long, conflicts_with = "svg")]
+        json: bool,
+        /// Draw the timeline into FILE (SVG) instead.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<std::path::PathBuf>,
+    },
     /// Internal: writes the man pages (leaderlock.1 and one per command)
     /// into DIR, from this help text (the Debian package ships them).
     #[command(name = "__man", hide = true)]
@@ -104,7 +139,25 @@ fn main() {
         match cli.command {
             Commands::Run(args) => run::run(*args, dsn).await,
             Commands::Status { key, held, json } => status::status(dsn, key, held, json).await,
-            Commands::Watch { key } => status::watch(dsn, key).await,
+            Commands::Watch { key, since, prefix } => history::watch(dsn, key, prefix, since).await,
+            Commands::History {
+                key,
+                prefix,
+                since,
+                until,
+                json,
+                svg,
+            } => {
+                let args = history::Args {
+                    key,
+                    prefix,
+                    since,
+                    until,
+                    json,
+                    svg,
+                };
+                history::history(dsn, args).await
+            }
             Commands::Runs { job, limit, json } => runs::runs(dsn, job, limit, json).await,
             Commands::Supervise { .. } | Commands::Man { .. } => unreachable!("handled above"),
         }

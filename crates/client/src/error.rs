@@ -56,7 +56,8 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// True when retrying cannot help: bad input, no extension, no privilege,
-/// a wrong password or no such database.
+/// a wrong password or no such database, a history position no longer
+/// kept (contract 23).
 pub fn is_permanent(e: &tokio_postgres::Error) -> bool {
     const PERMANENT: [SqlState; 8] = [
         SqlState::INVALID_PARAMETER_VALUE,
@@ -68,7 +69,8 @@ pub fn is_permanent(e: &tokio_postgres::Error) -> bool {
         SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
         SqlState::INVALID_CATALOG_NAME,
     ];
-    e.code().is_some_and(|code| PERMANENT.contains(code))
+    e.code()
+        .is_some_and(|code| PERMANENT.contains(code) || code.code() == crate::history::PRUNED)
 }
 
 /// The DETAIL both editions give when a key with live holders is asked

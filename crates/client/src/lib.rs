@@ -23,6 +23,7 @@ mod config;
 mod dsn;
 mod elector;
 mod error;
+mod history;
 mod payload;
 mod schedule;
 mod session;
@@ -34,6 +35,7 @@ pub use config::{
 };
 pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
 pub use error::{describe_error, explain, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
+pub use history::{HistoryFilter, HistoryWatcher, Transition, PRUNED as HISTORY_PRUNED};
 pub use payload::Announcement;
 pub use schedule::{Heartbeat, Run, RunConfig, Schedule, Scheduler, Turn};
 pub use session::{Session, SessionConfig, SessionLease};

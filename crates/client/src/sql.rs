@@ -153,3 +153,15 @@ pub const TERM_IN_SESSION: &str = "SELECT term FROM leaderlock \
      WHERE key = $1 AND session = $2::text::uuid AND holder IS NOT NULL \
      UNION ALL SELECT term FROM leaderlock_slots \
      WHERE key = $1 AND session = $2::text::uuid AND holder IS NOT NULL";
+
+/// Contract 23: the transitions after a position, in order (one page).
+pub const HISTORY: &str = "SELECT \"position\", at, event, key, holder, term, role::text, \
+    payload::text FROM le_history(after => $1, for_key => $2, key_prefix => $3, max_rows => $4)";
+/// The last position numbered: where following "from now on" starts.
+pub const HISTORY_POSITION: &str = "SELECT le_history_position()";
+/// Where the server says it numbered transitions (a hint).
+pub const LISTEN_HISTORY: &str = "LISTEN leaderlock_history";
+/// Where no worker numbers the history: the changes too, as hints to
+/// number (le_expire_lapsed) and read.
+pub const LISTEN_HISTORY_AND_CHANGES: &str = "LISTEN leaderlock_history; LISTEN leaderlock";
+pub const HISTORY_CHANNEL: &str = "leaderlock_history";

@@ -73,7 +73,7 @@ ROLLBACK;
 SELECT * FROM jobs ORDER BY id;
 
 -- Keys with any characters are fine; they are values, never SQL.
-SELECT le_try_acquire($$it's "quoted" \ é 雪$$, 'x''); DROP TABLE jobs; --', '5 seconds');
+SELECT le_try_acquire($$it's "quoted" \ é 雪$$, 'x''); DROP TABLE jobs; --', '1 hour');
 SELECT le_leader($$it's "quoted" \ é 雪$$);
 SELECT count(*) AS jobs_still_there FROM jobs;
 

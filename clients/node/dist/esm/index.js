@@ -5,6 +5,8 @@ export const {
   BadArgumentError,
   ConnectionError,
   Elector,
+  HistoryPrunedError,
+  HistoryWatcher,
   LeaderlockError,
   LeaseLost,
   LeaseLostError,
@@ -21,4 +23,5 @@ export const {
   openSession,
   releaseOnSignals,
   schedule,
+  watchHistory,
 } = leaderlock;
