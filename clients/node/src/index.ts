@@ -2221,7 +2221,7 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
   private cursor: bigint | undefined;
   /** Rows read and not delivered yet, in order. */
   private readonly ready: Transition[] = [];
-  private conn: { client: PG.Client; ended: boolean } | null = null;
+  private conn: { client: PG.Client; ended: boolean; worker: boolean } | null = null;
   /** A connection being made (closed with the watcher). */
   private opening: PG.Client | null = null;
   /** The last read returned a short page: wait for a hint or the poll before the next. */
@@ -2353,6 +2353,9 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
     if (this.closed) return;
     if (conn.ended) throw new ConnectionError("the connection of the history watcher was lost");
     this.lastRead = now();
+    // No worker numbers the history here (the portable edition, or a library
+    // not preloaded): le_expire_lapsed() does, as clients there call it anyway.
+    if (!conn.worker) await bounded(conn.client, this.lastRead + HISTORY_CALL, "SELECT le_expire_lapsed()");
     const rows = await bounded(conn.client, this.lastRead + HISTORY_CALL, HISTORY,
                                [String(this.cursor), this.key, this.keyPrefix, HISTORY_PAGE]);
     this.failures = 0;
@@ -2381,9 +2384,11 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
       pending.then(drop, () => {});
       return;
     }
-    const conn = { client, ended: false };
+    const conn = { client, ended: false, worker: true };
     client.on("notification", (n) => {
-      if (n.channel !== HISTORY_CHANNEL || this.conn !== conn) return;
+      // Where no worker numbers, the changes themselves are the hints.
+      const hint = n.channel === HISTORY_CHANNEL || (!conn.worker && n.channel === "leaderlock");
+      if (!hint || this.conn !== conn) return;
       this.heardAt = now();
       this.wake?.();
     });
@@ -2394,7 +2399,8 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
     this.opening = client;
     try {
       const by = now() + HISTORY_CALL;
-      await bounded(client, by, `LISTEN ${HISTORY_CHANNEL}`);
+      conn.worker = (await bounded(client, by, WORKER_SERVES))[0].ok;
+      await bounded(client, by, conn.worker ? `LISTEN ${HISTORY_CHANNEL}` : `LISTEN ${HISTORY_CHANNEL}; LISTEN leaderlock`);
       if (this.cursor === undefined) this.cursor = BigInt((await bounded(client, by, HISTORY_POSITION))[0].position);
     } catch (e) {
       drop(client);

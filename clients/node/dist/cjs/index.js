@@ -2143,6 +2143,10 @@ class HistoryWatcher {
         if (conn.ended)
             throw new ConnectionError("the connection of the history watcher was lost");
         this.lastRead = now();
+        // No worker numbers the history here (the portable edition, or a library
+        // not preloaded): le_expire_lapsed() does, as clients there call it anyway.
+        if (!conn.worker)
+            await bounded(conn.client, this.lastRead + HISTORY_CALL, "SELECT le_expire_lapsed()");
         const rows = await bounded(conn.client, this.lastRead + HISTORY_CALL, HISTORY, [String(this.cursor), this.key, this.keyPrefix, HISTORY_PAGE]);
         this.failures = 0;
         for (const r of rows)
@@ -2170,9 +2174,11 @@ class HistoryWatcher {
             pending.then(drop, () => { });
             return;
         }
-        const conn = { client, ended: false };
+        const conn = { client, ended: false, worker: true };
         client.on("notification", (n) => {
-            if (n.channel !== HISTORY_CHANNEL || this.conn !== conn)
+            // Where no worker numbers, the changes themselves are the hints.
+            const hint = n.channel === HISTORY_CHANNEL || (!conn.worker && n.channel === "leaderlock");
+            if (!hint || this.conn !== conn)
                 return;
             this.heardAt = now();
             this.wake?.();
@@ -2185,7 +2191,8 @@ class HistoryWatcher {
         this.opening = client;
         try {
             const by = now() + HISTORY_CALL;
-            await bounded(client, by, `LISTEN ${HISTORY_CHANNEL}`);
+            conn.worker = (await bounded(client, by, WORKER_SERVES))[0].ok;
+            await bounded(client, by, conn.worker ? `LISTEN ${HISTORY_CHANNEL}` : `LISTEN ${HISTORY_CHANNEL}; LISTEN leaderlock`);
             if (this.cursor === undefined)
                 this.cursor = BigInt((await bounded(client, by, HISTORY_POSITION))[0].position);
         }
