@@ -29,6 +29,12 @@ INSERT INTO leaderlock_runs
        (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
 SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner
   FROM pg_temp.leaderlock_carry_runs;
+-- Rows not numbered yet are numbered by the new edition, after the rest.
+INSERT INTO leaderlock_history ("position", at, event, key, holder, term, role, payload)
+SELECT "position", at, event, key, holder, term, role, payload
+  FROM pg_temp.leaderlock_carry_history ORDER BY "position" NULLS LAST;
+UPDATE leaderlock_history_head h SET pruned_through = c.pruned_through
+  FROM pg_temp.leaderlock_carry_history_head c;
 UPDATE leaderlock_failover f
    SET timeline = c.timeline, changed_at = c.changed_at
   FROM pg_temp.leaderlock_carry_failover c

@@ -51,6 +51,14 @@ CREATE TEMP TABLE leaderlock_carry_runs (
     job text, due timestamptz, holder text, term bigint, claimed_at timestamptz, expires_at timestamptz,
     ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid
 ) ON COMMIT DROP;
+-- Contract 23 (0.5.0): the history, positions and all (a reader resuming
+-- from a position read before the move must find it after), and how far
+-- the retention deleted. Before, it does not exist.
+CREATE TEMP TABLE leaderlock_carry_history (
+    "position" bigint, at timestamptz, event text, key text, holder text, term bigint, role oid,
+    payload jsonb
+) ON COMMIT DROP;
+CREATE TEMP TABLE leaderlock_carry_history_head (pruned_through bigint) ON COMMIT DROP;
 DO $save$
 BEGIN
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_slots')
@@ -99,6 +107,15 @@ BEGIN
                     ELSE GREATEST(r.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + r.ttl) END,
                r.ttl, r.finished_at, r.outcome, r.detail, r.attempts, r.owner
           FROM leaderlock_runs r;
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_history')
+       IS NOT NULL THEN
+        -- last: only the numbering takes them, under the head's lock
+        LOCK TABLE leaderlock_history_head, leaderlock_history IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO pg_temp.leaderlock_carry_history
+        SELECT h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload
+          FROM leaderlock_history h ORDER BY h.position NULLS LAST, h.seq;
+        INSERT INTO pg_temp.leaderlock_carry_history_head SELECT pruned_through FROM leaderlock_history_head;
     END IF;
 END
 $save$;

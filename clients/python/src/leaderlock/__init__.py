@@ -27,6 +27,14 @@ all that run the same job (extension 0.5.0):
 
     nightly()                           # blocks; nightly.start() runs it in a thread
 
+Every transition (acquired, released, expired, ...), once, in order,
+through lost connections (contract 23, extension 0.5.0):
+
+    with leaderlock.watch(dsn, since=saved, key_prefix="shard/") as w:
+        for t in w:                     # async for, in asyncio code
+            handle(t.position, t.event, t.key, t.holder, t.term)
+            saved = w.position          # resume later with since=saved
+
 `timeout=None` waits for leadership (through lost connections and server
 restarts), `timeout=0` tries once; NotAcquired when it passes with the key
 held, Unavailable when it passes with the server out of reach. Refusals
@@ -38,6 +46,7 @@ from typing import Any, Optional
 from ._core import (BadArgument, Lease, LeaderlockError, LeaseLost, NotAcquired, NotInstalled, PrivilegeError,
                     Rejected, Unavailable, default_id)
 from ._elector import Elector
+from ._history import HistoryPruned, Transition, Watcher
 from ._session import Session, SessionLease, SessionLost, session
 from ._schedule import Run, RunLost, Schedule, Scheduled, run_scheduled, scheduled
 from ._shutdown import release_on_sigterm
@@ -59,7 +68,29 @@ def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None,
     return Leadership(dsn, key, ttl, timeout, id=id, value=value, poll=poll)
 
 
-__all__ = ["lead", "session", "Session", "SessionLease", "SessionLost", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
+def watch(dsn: str, since: Optional[int] = None, *, key: Optional[str] = None,
+          key_prefix: Optional[str] = None, poll: float = 1.0) -> Watcher:
+    """The transitions of leases and scheduled runs (leaderlock.Transition),
+    each once, in position order, as the server numbers them: iterate with
+    `for` (or `async for`), or call `next(timeout)` (`anext`).
+
+    since: deliver those after this position; None: only those numbered
+    after the first connection (it reads le_history_position()). key: one
+    key only; key_prefix: keys starting with it only. poll: seconds
+    between reads when no notification comes (notifications on
+    leaderlock_history make a read at once, at most every 50 ms).
+
+    A lost connection is made again (backoff from 100 ms doubling to 5 s)
+    and reading goes on after `position`, the last transition delivered:
+    keep it to resume later. HistoryPruned (SQLSTATE LE002) when the
+    retention deleted transitions after that position before they were
+    read; BadArgument for an argument the server refuses; either ends the
+    watcher. `close()` (`await aclose()`), or leaving its `with` (`async
+    with`) block, stops it."""
+    return Watcher(dsn, since, key=key, key_prefix=key_prefix, poll=poll)
+
+
+__all__ = ["watch", "Watcher", "Transition", "HistoryPruned", "lead", "session", "Session", "SessionLease", "SessionLost", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
            "run_scheduled", "scheduled", "Schedule", "Scheduled", "Run", "RunLost",
            "LeaderlockError", "LeaseLost", "NotAcquired", "Unavailable",
            "Rejected", "NotInstalled", "PrivilegeError", "BadArgument", "__version__"]

@@ -22,18 +22,18 @@ from ._core import Lease, LeaseLost, LeaderlockError, NotAcquired, Rejected, Una
 CALL_ERRORS = (psycopg.Error, TimeoutError)  # asyncio.TimeoutError is TimeoutError (3.11)
 
 
-async def connect(dsn: str, until: float) -> psycopg.AsyncConnection:
+async def connect(dsn: str, until: float, name: str = _core.APPLICATION_NAME) -> psycopg.AsyncConnection:
     left = until - time.monotonic()
     if left <= 0:
         raise TimeoutError("no time left to connect")
-    args = _core.connect_args(dsn, left)
+    args = _core.connect_args(dsn, left, name)
     return await asyncio.wait_for(psycopg.AsyncConnection.connect(dsn, **args), left)
 
 
 async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: tuple = (), *,
-                  row: bool = False) -> Any:
+                  row: bool = False, rows: bool = False) -> Any:
     """The first column of `sql`'s first row (None: no row; `row`: the
-    whole row). At `until`, Abandoned, and the connection is abandoned: a
+    whole row; `rows`: every row, a list). At `until`, Abandoned, and the connection is abandoned: a
     cancelled call waits for the server to answer the cancel request, which
     a frozen server never does, so the caller does not wait for it; the
     connection is closed once the call ends."""
@@ -43,6 +43,8 @@ async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: t
 
     async def call() -> Any:
         cur = await conn.execute(sql, args, prepare=False)
+        if rows:
+            return await cur.fetchall()
         r = await cur.fetchone() if cur.description else None
         return r if row else (r[0] if r else None)
     task = asyncio.ensure_future(call())

@@ -250,16 +250,16 @@ class Backoff:
         self.n = 0
 
 
-def connect_args(dsn: str, bound: float) -> dict:
+def connect_args(dsn: str, bound: float, name: str = APPLICATION_NAME) -> dict:
     """psycopg.connect's keyword arguments besides the DSN: autocommit; the
-    user's application_name (DSN or PGAPPNAME) kept, else ours; the user's
-    connect_timeout kept, else one that fits `bound`. A DSN libpq cannot
-    parse is a BadArgument."""
+    user's application_name (DSN or PGAPPNAME) kept, else `name`; the
+    user's connect_timeout kept, else one that fits `bound`. A DSN libpq
+    cannot parse is a BadArgument."""
     try:
         given = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as e:
         raise BadArgument(f"the connection string cannot be used: {e}") from e
-    args: dict = {"autocommit": True, "fallback_application_name": APPLICATION_NAME}
+    args: dict = {"autocommit": True, "fallback_application_name": name}
     if "connect_timeout" not in given and not os.environ.get("PGCONNECT_TIMEOUT"):
         args["connect_timeout"] = max(2, int(bound + 1))
     return args

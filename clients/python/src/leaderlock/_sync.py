@@ -30,11 +30,11 @@ class Session:
     then nothing else touches the connection (psycopg connections are not
     for two threads at once)."""
 
-    def __init__(self, dsn: str, until: float):
+    def __init__(self, dsn: str, until: float, name: str = _core.APPLICATION_NAME):
         self.conn: Optional[psycopg.Connection] = None
         self.abandoned = False
         self._lock = threading.Lock()
-        args = _core.connect_args(dsn, until - time.monotonic())
+        args = _core.connect_args(dsn, until - time.monotonic(), name)
         self.conn = self._bounded(until, lambda: psycopg.connect(dsn, **args))
         self.database = _core.database_of(self.conn)
 
@@ -92,6 +92,11 @@ class Session:
             cur = conn.execute(sql, args, prepare=False)
             return cur.fetchone() if cur.description else None  # LISTEN and the like have no rows
         return self._bounded(until, work)
+
+    def rows(self, until: float, sql: str, args: tuple = ()) -> list:
+        """Every row of `sql`."""
+        conn = self.conn
+        return self._bounded(until, lambda: conn.execute(sql, args, prepare=False).fetchall())
 
     def notifies(self, seconds: float) -> list:
         """The notifications that arrive within `seconds` (bounded too)."""
