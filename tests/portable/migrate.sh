@@ -55,8 +55,13 @@ snapshot() {
         -c "SELECT row(s.*)::text FROM leaderlock_slots s ORDER BY key, slot" \
         -c "SELECT row(j.*)::text FROM leaderlock_jobs j ORDER BY job" \
         -c "SELECT row(r.*)::text FROM leaderlock_runs r ORDER BY job, due" \
-        -c "SELECT row(x.*)::text FROM leaderlock_sessions x ORDER BY session"
+        -c "SELECT row(x.*)::text FROM leaderlock_sessions x ORDER BY session" \
+        -c "SELECT row(h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload)::text
+              FROM leaderlock_history h ORDER BY position" \
+        -c "SELECT row(d.*)::text FROM leaderlock_history_head d"
 }
+# every transition above numbered (contract 23: the history comes along, positions and all)
+q -At -c "SELECT _le_number_history()" >/dev/null
 before=$(snapshot)
 (cd "$REPO/portable" && q -f reinstall.sql) | sed 's/^/  /'
 after=$(snapshot)
