@@ -3860,8 +3860,8 @@ END
 $fn$;
 
 -- Contract 23: reading the history (as the compiled edition's ddl/history.sql).
--- The transitions numbered after position `after` (0: from the oldest
--- kept), in position order, at most `max_rows`, for one key (for_key) or the keys
+-- The transitions numbered after position `after` (0: from the first,
+-- an error once any was pruned), in position order, at most `max_rows`, for one key (for_key) or the keys
 -- starting with `key_prefix` when given. A position already pruned is an
 -- error (LE002), not an empty answer: the reader missed transitions.
 CREATE FUNCTION @extschema@.le_history(after bigint DEFAULT 0, for_key text DEFAULT NULL,

@@ -71,6 +71,9 @@ pub struct Slot {
     /// Set by a worker that left on request (a pause, or no longer
     /// included): the launcher starts the next one without backing off.
     pub stepped_aside: AtomicBool,
+    /// Contract 23: a committed transition waits for a position; the
+    /// commit that set it woke the worker (`worker_wakeup.rs`).
+    pub history_pending: AtomicBool,
     counters: [AtomicU64; COUNTERS],
     /// When the slot was claimed: the counters count since then.
     since: AtomicI64,
@@ -109,6 +112,7 @@ pub fn init() {
                     commands: AtomicI32::new(0),
                     commands_until: AtomicI64::new(0),
                     stepped_aside: AtomicBool::new(false),
+                    history_pending: AtomicBool::new(false),
                     counters: std::array::from_fn(|_| AtomicU64::new(0)),
                     since: AtomicI64::new(0),
                 }),

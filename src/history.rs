@@ -57,10 +57,7 @@ pub fn record(
         ],
         |_| (),
     );
-    if role.is_some() {
-        // The worker numbers what it records in the same transaction.
-        worker_wakeup::history_written();
-    }
+    worker_wakeup::history_written();
 }
 
 /// Numbers the committed rows still without a position, oldest recording

@@ -50,7 +50,19 @@ struct State {
     queue_overflows: u64,
     /// The session settings are still to be pinned (new, or re-created).
     pin_settings: bool,
+    /// When the history was last numbered (0: never).
+    last_numbered: i64,
 }
+
+/// Contract 23: the least time between two numberings of the history, in
+/// milliseconds. A transition is readable at most this long after its
+/// commit (plus the numbering itself); a burst of transitions costs one
+/// numbering (one commit) per gap, not one each.
+pub const HISTORY_GAP_MS: i64 = 20;
+
+/// The longest the history goes without a numbering round (its pruning
+/// by age, rows no commit announced: a worker started after them).
+const HISTORY_ROUND_MS: i64 = 1_000;
 
 #[pg_guard]
 #[unsafe(no_mangle)]
@@ -164,10 +176,20 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
             next = expiry::next_check(now);
         }
         // Last, so the expiries above are numbered with the rest.
-        if history::number_and_prune(now) {
-            return Some(0); // more to number or prune: again at once
+        let since_numbered = now - state.last_numbered;
+        let mut history_wait = None;
+        if since_numbered >= HISTORY_ROUND_MS * 1000
+            || (since_numbered >= HISTORY_GAP_MS * 1000 && worker_wakeup::take_history_pending())
+        {
+            state.last_numbered = now;
+            if history::number_and_prune(now) {
+                return Some(HISTORY_GAP_MS); // more to number or prune
+            }
+        } else if worker_wakeup::history_pending() {
+            history_wait = Some((HISTORY_GAP_MS * 1000 - since_numbered + 999) / 1000);
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
+        let sleep_ms = history_wait.map_or(sleep_ms, |w| sleep_ms.min(w.max(1)));
         Some(if state.ended_sessions.is_empty() {
             sleep_ms
         } else {

@@ -24,6 +24,8 @@ use std::sync::atomic::Ordering;
 thread_local! {
     /// Earliest expires_at written by the current transaction.
     static EARLIEST: Cell<Option<i64>> = const { Cell::new(None) };
+    /// The current transaction recorded a transition (contract 23).
+    static RECORDED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Called from `_PG_init` while preloading.
@@ -41,10 +43,25 @@ pub fn expiry_written(expires_at: i64) {
     }
 }
 
-/// A transition was recorded (contract 23): the worker numbers it once
-/// this commits, so readers see it at once.
+/// A transition was recorded (contract 23): once this commits, the worker
+/// numbers it. Only the first commit after a numbering wakes the worker;
+/// it numbers at most every `worker::HISTORY_GAP_MS`, so a burst of
+/// transitions costs it one round, not one each.
 pub fn history_written() {
-    expiry_written(i64::MIN);
+    if preload::preloaded() {
+        RECORDED.with(|r| r.set(true));
+    }
+}
+
+/// Worker side: whether transitions await a position; clears the flag
+/// (a commit from now on sets it again, and wakes us).
+pub fn take_history_pending() -> bool {
+    databases::mine().is_some_and(|slot| slot.history_pending.swap(false, Ordering::SeqCst))
+}
+
+/// Worker side: whether transitions await a position, leaving the flag.
+pub fn history_pending() -> bool {
+    databases::mine().is_some_and(|slot| slot.history_pending.load(Ordering::SeqCst))
 }
 
 #[pg_guard]
@@ -62,15 +79,24 @@ unsafe extern "C-unwind" fn on_xact_event(
                     }
                 }
             }
+            if RECORDED.with(|r| r.take()) {
+                if let Some(slot) = databases::mine() {
+                    if !slot.history_pending.swap(true, Ordering::SeqCst) {
+                        slot.wake_worker();
+                    }
+                }
+            }
             waiters::transaction_ended(true);
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             EARLIEST.with(|e| e.set(None));
+            RECORDED.with(|r| r.set(false));
             waiters::transaction_ended(false);
         }
         // A prepared transaction commits elsewhere; the worker's naptime covers it.
         XACT_EVENT_PREPARE => {
             EARLIEST.with(|e| e.set(None));
+            RECORDED.with(|r| r.set(false));
             waiters::transaction_prepared();
         }
         _ => {}

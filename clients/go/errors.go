@@ -34,14 +34,21 @@ var (
 	// empty, too long, a ttl above leaderlock.max_ttl), or a Config that
 	// NewElector refuses before anything connects.
 	ErrBadArgument = errors.New("leaderlock: bad argument")
+	// ErrHistoryPruned: a history watcher's position is older than what
+	// the retention keeps (SQLSTATE LE002, leaderlock.history_retention,
+	// leaderlock.history_max_rows): transitions after it were deleted
+	// before they were read. Read the current state, then watch again from
+	// now on (HistoryOptions.Since nil).
+	ErrHistoryPruned = errors.New("leaderlock: history position no longer kept")
 )
 
 // Error is a request refused for good: errors.Is(err, ErrRejected) holds,
 // and errors.Is(err, Kind). errors.As reaches the server's
 // *pgconn.PgError through Unwrap.
 type Error struct {
-	// Kind is ErrNotInstalled, ErrPrivilege, ErrBadArgument, or ErrRejected
-	// for other refusals (authentication failed, no such database).
+	// Kind is ErrNotInstalled, ErrPrivilege, ErrBadArgument,
+	// ErrHistoryPruned, or ErrRejected for other refusals (authentication
+	// failed, no such database).
 	Kind error
 	// SQLState is the server's, or "" for a Config refused before
 	// connecting.
@@ -132,6 +139,7 @@ const (
 	sqlstateUndefinedFunction = "42883"
 	sqlstateUndefinedTable    = "42P01"
 	sqlstateNotLeader         = "LE001"
+	sqlstateHistoryPruned     = "LE002"
 	sqlExtensionHere          = "SELECT pg_catalog.current_database()::pg_catalog.text, " +
 		"EXISTS (SELECT 1 FROM pg_catalog.pg_extension " +
 		"WHERE extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)"
@@ -178,6 +186,8 @@ func classify(conn *pgx.Conn, err error) error {
 			return err
 		}
 		return rejected(ErrBadArgument, "leaderlock: bad argument: "+described)
+	case sqlstateHistoryPruned:
+		return rejected(ErrHistoryPruned, "leaderlock: history pruned: "+described)
 	case "28P01", "28000", "3D000":
 		return rejected(ErrRejected, "leaderlock: connection refused for good: "+described)
 	}

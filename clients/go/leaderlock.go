@@ -20,6 +20,10 @@
 // A Session holds many keys under one renewal (sessions, contract 21),
 // with the same guarantees for the session and each of its keys: see
 // OpenSession and SessionLease.
+//
+// WatchHistory follows the history of transitions (contract 23): each
+// one delivered once, in order, across lost connections; see
+// HistoryWatcher.
 package leaderlock
 
 import (
@@ -165,22 +169,9 @@ func NewElector(cfg Config) (*Elector, error) {
 	if cfg.Identity == "" {
 		cfg.Identity = DefaultIdentity()
 	}
-	connCfg, err := pgx.ParseConfig(cfg.ConnString)
+	connCfg, err := parseConnString(cfg.ConnString, "leaderlock go")
 	if err != nil {
-		return nil, &Error{Kind: ErrBadArgument, Message: "leaderlock: bad argument: ConnString: " + err.Error(), Err: err}
-	}
-	// Named prepared statements (pgx's default) live in one server session:
-	// behind a transaction-pooling pgbouncer the next call may land on
-	// another, and fails ("prepared statement ... does not exist"). The
-	// describe cache sends each call whole (parse, bind, execute, sync), so
-	// it works behind any pooler; the client's statements are a handful.
-	if !connCfg.PreferSimpleProtocol {
-		connCfg.BuildStatementCache = func(conn *pgconn.PgConn) stmtcache.Cache {
-			return stmtcache.New(conn, stmtcache.ModeDescribe, 32)
-		}
-	}
-	if connCfg.RuntimeParams["application_name"] == "" {
-		connCfg.RuntimeParams["application_name"] = "leaderlock go"
+		return nil, err
 	}
 	var value *string
 	if cfg.Value != nil {
@@ -195,6 +186,30 @@ func NewElector(cfg Config) (*Elector, error) {
 	_, _ = cryptorand.Read(seed[:])
 	return &Elector{cfg: cfg, connCfg: connCfg, ttl: cfg.TTL, margin: cfg.TTL / 200, value: value,
 		rand: mathrand.New(mathrand.NewSource(int64(binary.LittleEndian.Uint64(seed[:]))))}, nil
+}
+
+// parseConnString parses a DSN into the settings every connection of the
+// package uses; appName names the connections unless the DSN does. Its
+// error matches ErrBadArgument.
+func parseConnString(dsn, appName string) (*pgx.ConnConfig, error) {
+	connCfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, &Error{Kind: ErrBadArgument, Message: "leaderlock: bad argument: ConnString: " + err.Error(), Err: err}
+	}
+	// Named prepared statements (pgx's default) live in one server session:
+	// behind a transaction-pooling pgbouncer the next call may land on
+	// another, and fails ("prepared statement ... does not exist"). The
+	// describe cache sends each call whole (parse, bind, execute, sync), so
+	// it works behind any pooler; the client's statements are a handful.
+	if !connCfg.PreferSimpleProtocol {
+		connCfg.BuildStatementCache = func(conn *pgconn.PgConn) stmtcache.Cache {
+			return stmtcache.New(conn, stmtcache.ModeDescribe, 32)
+		}
+	}
+	if connCfg.RuntimeParams["application_name"] == "" {
+		connCfg.RuntimeParams["application_name"] = appName
+	}
+	return connCfg, nil
 }
 
 func (e *Elector) logf(format string, args ...interface{}) {

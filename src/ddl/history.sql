@@ -5,8 +5,8 @@
 -- table is. STABLE: one snapshot for the retention check and the rows, so
 -- a prune committing in between cannot make a gap look like a clean read.
 
--- The transitions numbered after position `after` (0: from the oldest
--- kept), in position order, at most `max_rows`, for one key (for_key) or the keys
+-- The transitions numbered after position `after` (0: from the first,
+-- an error once any was pruned), in position order, at most `max_rows`, for one key (for_key) or the keys
 -- starting with `key_prefix` when given. A position already pruned is an
 -- error (LE002), not an empty answer: the reader missed transitions.
 CREATE FUNCTION le_history(after bigint DEFAULT 0, for_key text DEFAULT NULL,
