@@ -52,13 +52,16 @@ struct State {
     pin_settings: bool,
     /// When the history was last numbered (0: never).
     last_numbered: i64,
+    /// Since when committed transitions await a position (None: none known).
+    pending_since: Option<i64>,
 }
 
-/// Contract 23: the least time between two numberings of the history, in
-/// milliseconds. A transition is readable at most this long after its
-/// commit (plus the numbering itself); a burst of transitions costs one
-/// numbering (one commit) per gap, not one each.
-pub const HISTORY_GAP_MS: i64 = 20;
+/// Contract 23: how long after the first commit of a transition the
+/// history is numbered, in milliseconds. A transition is readable about
+/// this long after its commit; the transitions committed meanwhile cost one
+/// numbering (one commit), not one each, and it comes after a hand-over's
+/// critical moments, not during them.
+pub const HISTORY_GAP_MS: i64 = 50;
 
 /// The longest the history goes without a numbering round (its pruning
 /// by age, rows no commit announced: a worker started after them).
@@ -176,17 +179,22 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
             next = expiry::next_check(now);
         }
         // Last, so the expiries above are numbered with the rest.
-        let since_numbered = now - state.last_numbered;
+        if state.pending_since.is_none() && worker_wakeup::take_history_pending() {
+            state.pending_since = Some(now);
+        }
+        let due = state.pending_since.map(|t| t + HISTORY_GAP_MS * 1000);
         let mut history_wait = None;
-        if since_numbered >= HISTORY_ROUND_MS * 1000
-            || (since_numbered >= HISTORY_GAP_MS * 1000 && worker_wakeup::take_history_pending())
-        {
+        if now - state.last_numbered >= HISTORY_ROUND_MS * 1000 || due.is_some_and(|d| now >= d) {
             state.last_numbered = now;
+            state.pending_since = None;
+            // What commits before the numbering's snapshot it numbers; what
+            // commits after sets the flag again.
+            worker_wakeup::take_history_pending();
             if history::number_and_prune(now) {
-                return Some(HISTORY_GAP_MS); // more to number or prune
+                state.pending_since = Some(now); // more to number or prune
             }
-        } else if worker_wakeup::history_pending() {
-            history_wait = Some((HISTORY_GAP_MS * 1000 - since_numbered + 999) / 1000);
+        } else if let Some(d) = due {
+            history_wait = Some((d - now + 999) / 1000);
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
         let sleep_ms = history_wait.map_or(sleep_ms, |w| sleep_ms.min(w.max(1)));

@@ -44,9 +44,9 @@ pub fn expiry_written(expires_at: i64) {
 }
 
 /// A transition was recorded (contract 23): once this commits, the worker
-/// numbers it. Only the first commit after a numbering wakes the worker;
-/// it numbers at most every `worker::HISTORY_GAP_MS`, so a burst of
-/// transitions costs it one round, not one each.
+/// numbers it, `worker::HISTORY_GAP_MS` later. Only the first commit
+/// after the worker took the flag wakes it, so a burst of transitions costs
+/// it one round, not one each.
 pub fn history_written() {
     if preload::preloaded() {
         RECORDED.with(|r| r.set(true));
@@ -57,11 +57,6 @@ pub fn history_written() {
 /// (a commit from now on sets it again, and wakes us).
 pub fn take_history_pending() -> bool {
     databases::mine().is_some_and(|slot| slot.history_pending.swap(false, Ordering::SeqCst))
-}
-
-/// Worker side: whether transitions await a position, leaving the flag.
-pub fn history_pending() -> bool {
-    databases::mine().is_some_and(|slot| slot.history_pending.load(Ordering::SeqCst))
 }
 
 #[pg_guard]

@@ -184,6 +184,7 @@ if wants client; then
       LEADERLOCK_EDITION=portable LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$WORK/data \
       LEADERLOCK_DB=leaderlock_client LEADERLOCK_LAZY_DB=leaderlock_client_lazy \
       LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-10} PG_BIN=$BINDIR PG_MAJOR=$MAJOR \
+      LEADERLOCK_HISTORY_CHAOS_SECONDS=${LEADERLOCK_HISTORY_CHAOS_SECONDS:-10} \
       /usr/bin/python3 -m unittest "${modules[@]}") || FAILED+=("client")
     # The clients' tests of what they do on their own (a paused process,
     # SIGTERM, a restart, the npm install) are the same against either
