@@ -2085,9 +2085,14 @@ export async function schedule(config: ConnectionConfig, job: string, options: S
 // repeated. The Rust client's HistoryWatcher (crates/client/src/history.rs)
 // is the reference. Positions and terms are bigints (exact), as Run.term.
 
-const HISTORY = "SELECT \"position\"::text AS position, floor(extract(epoch FROM at) * 1000)::float8 AS at_ms, event, key, " +
-  "holder, term::text AS term, role::text AS role, payload::text AS payload " +
-  "FROM le_history(after => $1::bigint, for_key => $2, key_prefix => $3, max_rows => $4)";
+// With the last position numbered, read in the same statement (one snapshot:
+// both functions are STABLE): after a short page, every transition the filter
+// selects up to it has been read. No transition: one row, NULL but that.
+const HISTORY = "SELECT h.\"position\"::text AS position, floor(extract(epoch FROM h.at) * 1000)::float8 AS at_ms, " +
+  "h.event, h.key, h.holder, h.term::text AS term, h.role::text AS role, h.payload::text AS payload, p.head::text AS head " +
+  "FROM (SELECT le_history_position() AS head) p " +
+  "LEFT JOIN le_history(after => $1::bigint, for_key => $2, key_prefix => $3, max_rows => $4) h ON true " +
+  "ORDER BY h.\"position\"";
 /** The last position numbered: where a watcher of "only what happens from now on" starts. */
 const HISTORY_POSITION = "SELECT le_history_position()::text AS position";
 const HISTORY_CHANNEL = "leaderlock_history";
@@ -2219,6 +2224,8 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
   private readonly stopped: Promise<null>;
   /** The last position delivered (or the start). */
   private cursor: bigint | undefined;
+  /** After a short page: the last position numbered, delivered with its last row. */
+  private through: bigint | undefined;
   /** Rows read and not delivered yet, in order. */
   private readonly ready: Transition[] = [];
   private conn: { client: PG.Client; ended: boolean; worker: boolean } | null = null;
@@ -2259,7 +2266,7 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
 
   private readonly onAbort = (): void => this.shut();
 
-  /** The position of the last transition delivered (before any, the start; undefined until known): resume after it with `since`. */
+  /** The position up to which every transition of its filter was delivered (the last one delivered, or, when nothing more was for the filter, the last position numbered; before any, the start; undefined until known): resume after it with `since`. */
   get position(): bigint | undefined { return this.cursor; }
 
   /** How many times the connection was lost and made again. */
@@ -2312,7 +2319,10 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
       if (this.closed) return { done: true, value: undefined };
       const t = this.ready.shift();
       if (t) {
-        this.cursor = t.position; // delivered
+        // delivered; the last of a short page: everything up to its head too
+        this.cursor = this.ready.length === 0 && this.through !== undefined && this.through > t.position
+          ? this.through : t.position;
+        if (this.ready.length === 0) this.through = undefined;
         return { done: false, value: t };
       }
       try {
@@ -2359,8 +2369,16 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
     const rows = await bounded(conn.client, this.lastRead + HISTORY_CALL, HISTORY,
                                [String(this.cursor), this.key, this.keyPrefix, HISTORY_PAGE]);
     this.failures = 0;
-    for (const r of rows) this.ready.push(transitionOf(r));
-    this.caughtUp = rows.length < HISTORY_PAGE;
+    const head = rows.length > 0 ? BigInt(rows[0].head) : undefined;
+    const found = rows.filter((r: any) => r.position !== null);
+    for (const r of found) this.ready.push(transitionOf(r));
+    this.caughtUp = found.length < HISTORY_PAGE;
+    // A short page: nothing more up to head is for this filter, so a
+    // watcher of a quiet key is not passed by the retention.
+    if (this.caughtUp && head !== undefined && head > (this.cursor ?? 0n)) {
+      if (found.length === 0) this.cursor = head;
+      else this.through = head;
+    }
   }
 
   /** Until a hint heard since the last read started, the poll interval from it, the connection's end, or close(). */

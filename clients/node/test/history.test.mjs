@@ -240,10 +240,10 @@ test("bad options are BadArgumentError at once", () => {
   assert.ok(new HistoryWatcher(DSN, { since: 0 }) instanceof HistoryWatcher);
 });
 
-test("a position the retention pruned: HistoryPrunedError (LE002), and the watcher stops", async () => {
+test("a position the retention pruned: HistoryPrunedError (LE002), and the watcher stops; a quiet watcher is not passed", async () => {
   const prefix = `${fresh("history-pruned")}/`;
   const app = `leaderlock watch ${prefix}`;
-  // a watcher of a quiet prefix: its position stays where it started, while the history moves on
+  // a watcher of a quiet prefix, while the history moves on
   const quiet = watchHistory(named(app), { keyPrefix: `${prefix}quiet/`, pollMs: 100 });
   try {
     await pruned(quiet, prefix, app);
@@ -254,7 +254,7 @@ test("a position the retention pruned: HistoryPrunedError (LE002), and the watch
 
 async function pruned(quiet, prefix, app) {
   const pending = quiet.next();
-  pending.catch(() => {}); // awaited below
+  pending.catch(() => {}); // closed at the end
   assert.ok(await until(() => quiet.position !== undefined, 5000));
   const start = quiet.position;
   // Keep 5 rows, unless another test on this server keeps fewer now (then it resets the setting; if it
@@ -270,30 +270,36 @@ async function pruned(quiet, prefix, app) {
       }
       await sql("SELECT le_try_acquire(key => $1, id => 'a', ttl => '10s')", [busy]);
       await sql("SELECT le_release(key => $1, id => 'a')", [busy]);
+      await sql("SELECT le_expire_lapsed()"); // where no worker serves, it numbers and prunes
       return (await prunedThrough()) > start;
-    }, 10000), "the retention did not prune past the watcher's position");
+    }, 10000), "the retention did not prune past the quiet watcher's start");
   } finally {
     if (ours) {
       await sql("ALTER SYSTEM RESET leaderlock.history_max_rows");
       await sql("SELECT pg_reload_conf()");
     }
   }
-  const isPruned = (e) => e instanceof HistoryPrunedError && e instanceof RejectedError && e.sqlstate === "LE002" &&
-    e.position === start && /no longer kept/.test(e.message);
-  await assert.rejects(within(pending, 3000), isPruned);
-  // stopped, never skipping on: the same error again, and its connection closed
-  assert.ok(quiet.closed);
-  assert.ok(isPruned(quiet.failed));
-  await assert.rejects(within(quiet.next(), 1000), isPruned);
-  assert.equal(quiet.position, start);
-  assert.ok(await until(async () => (await sql("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1", [app])) === 0, 3000),
-            "the watcher's connection is still open");
+  // The quiet watcher is not passed: with nothing for its filter, its
+  // position follows the last one numbered (read in the same statement).
+  assert.ok(await until(async () => quiet.position >= (await prunedThrough()), 5000),
+            "the quiet watcher's position stayed behind the retention");
+  assert.ok(!quiet.closed && !quiet.failed);
 
-  // since a pruned position: the first read refuses it
+  // since a pruned position: the first read refuses it, and the watcher stops
   const through = await prunedThrough();
-  const late = watchHistory(DSN, { since: through - 1n });
+  const lateApp = `${app} late`;
+  const late = watchHistory(named(lateApp), { since: through - 1n });
+  const isPruned = (e) => e instanceof HistoryPrunedError && e instanceof RejectedError && e.sqlstate === "LE002" &&
+    e.position === through - 1n && /no longer kept/.test(e.message);
   try {
-    await assert.rejects(within(late.next(), 3000), (e) => e instanceof HistoryPrunedError && e.position === through - 1n);
+    await assert.rejects(within(late.next(), 3000), isPruned);
+    // stopped, never skipping on: the same error again, and its connection closed
+    assert.ok(late.closed);
+    assert.ok(isPruned(late.failed));
+    await assert.rejects(within(late.next(), 1000), isPruned);
+    assert.equal(late.position, through - 1n);
+    assert.ok(await until(async () => (await sql("SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1", [lateApp])) === 0, 3000),
+              "the watcher's connection is still open");
   } finally {
     await late.close();
   }

@@ -120,8 +120,10 @@ impl HistoryWatcher {
         self
     }
 
-    /// The position of the last transition delivered: keep it to resume
-    /// from it later (as `since`).
+    /// The position up to which every transition the filter selects was
+    /// delivered (the last one delivered, or, when nothing more was for the
+    /// filter, the last position numbered): keep it to resume later (as
+    /// `since`).
     pub fn position(&self) -> Option<i64> {
         self.delivered
     }
@@ -140,7 +142,13 @@ impl HistoryWatcher {
     pub async fn next(&mut self) -> Result<Transition, Error> {
         loop {
             if let Some(t) = self.ready.pop_front() {
-                self.delivered = Some(t.position);
+                // The last of a short page: everything the filter selects
+                // up to the position read is delivered.
+                let through = match self.ready.is_empty() {
+                    true => self.read.map_or(t.position, |r| r.max(t.position)),
+                    false => t.position,
+                };
+                self.delivered = Some(through);
                 return Ok(t);
             }
             match self.read_more().await {
@@ -187,6 +195,20 @@ impl HistoryWatcher {
             .await
             .map_err(|_| Error::Unreachable("reading the history timed out".into()))?
             .map_err(|e| Error::from_pg(&e))?;
+        let head: i64 = rows.first().map_or(0, |r| r.get(8));
+        let transitions: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.get::<_, Option<i64>>(0).is_some())
+            .collect();
+        if transitions.len() < PAGE as usize && head > after {
+            // A short page: nothing more up to `head` is for this filter, so
+            // a watcher of a quiet key is not passed by the retention.
+            self.read = Some(head);
+            if transitions.is_empty() && self.ready.is_empty() {
+                self.delivered = Some(head);
+            }
+        }
+        let rows = transitions;
         if rows.is_empty() {
             // Nothing new: wait for a hint, or poll.
             tokio::select! {
@@ -212,7 +234,7 @@ impl HistoryWatcher {
                 role: row.get(6),
                 payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
             };
-            self.read = Some(t.position);
+            self.read = Some(self.read.map_or(t.position, |r| r.max(t.position)));
             self.ready.push_back(t);
         }
         Ok(())

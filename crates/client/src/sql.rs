@@ -154,9 +154,16 @@ pub const TERM_IN_SESSION: &str = "SELECT term FROM leaderlock \
      UNION ALL SELECT term FROM leaderlock_slots \
      WHERE key = $1 AND session = $2::text::uuid AND holder IS NOT NULL";
 
-/// Contract 23: the transitions after a position, in order (one page).
-pub const HISTORY: &str = "SELECT \"position\", at, event, key, holder, term, role::text, \
-    payload::text FROM le_history(after => $1, for_key => $2, key_prefix => $3, max_rows => $4)";
+/// Contract 23: the transitions after a position, in order (one page),
+/// each with the last position numbered, read in the same statement (one
+/// snapshot: both functions are STABLE): after a short page, every
+/// transition the filter selects up to it has been read. No transition:
+/// one row, NULL but the last position.
+pub const HISTORY: &str = "SELECT h.\"position\", h.at, h.event, h.key, h.holder, h.term, \
+    h.role::text, h.payload::text, p.head \
+    FROM (SELECT le_history_position() AS head) p \
+    LEFT JOIN le_history(after => $1, for_key => $2, key_prefix => $3, max_rows => $4) h ON true \
+    ORDER BY h.\"position\"";
 /// The last position numbered: where following "from now on" starts.
 pub const HISTORY_POSITION: &str = "SELECT le_history_position()";
 /// Where the server says it numbered transitions (a hint).

@@ -442,6 +442,8 @@ export declare class HistoryWatcher implements AsyncIterableIterator<Transition>
     private readonly stopped;
     /** The last position delivered (or the start). */
     private cursor;
+    /** After a short page: the last position numbered, delivered with its last row. */
+    private through;
     /** Rows read and not delivered yet, in order. */
     private readonly ready;
     private conn;
@@ -460,7 +462,7 @@ export declare class HistoryWatcher implements AsyncIterableIterator<Transition>
     failed: LeaderlockError | undefined;
     constructor(config: ConnectionConfig, options?: HistoryOptions);
     private readonly onAbort;
-    /** The position of the last transition delivered (before any, the start; undefined until known): resume after it with `since`. */
+    /** The position up to which every transition of its filter was delivered (the last one delivered, or, when nothing more was for the filter, the last position numbered; before any, the start; undefined until known): resume after it with `since`. */
     get position(): bigint | undefined;
     /** How many times the connection was lost and made again. */
     get reconnects(): number;

@@ -1908,9 +1908,14 @@ async function schedule(config, job, options, fn) {
 // reading goes on after the last position delivered: nothing is missed or
 // repeated. The Rust client's HistoryWatcher (crates/client/src/history.rs)
 // is the reference. Positions and terms are bigints (exact), as Run.term.
-const HISTORY = "SELECT \"position\"::text AS position, floor(extract(epoch FROM at) * 1000)::float8 AS at_ms, event, key, " +
-    "holder, term::text AS term, role::text AS role, payload::text AS payload " +
-    "FROM le_history(after => $1::bigint, for_key => $2, key_prefix => $3, max_rows => $4)";
+// With the last position numbered, read in the same statement (one snapshot:
+// both functions are STABLE): after a short page, every transition the filter
+// selects up to it has been read. No transition: one row, NULL but that.
+const HISTORY = "SELECT h.\"position\"::text AS position, floor(extract(epoch FROM h.at) * 1000)::float8 AS at_ms, " +
+    "h.event, h.key, h.holder, h.term::text AS term, h.role::text AS role, h.payload::text AS payload, p.head::text AS head " +
+    "FROM (SELECT le_history_position() AS head) p " +
+    "LEFT JOIN le_history(after => $1::bigint, for_key => $2, key_prefix => $3, max_rows => $4) h ON true " +
+    "ORDER BY h.\"position\"";
 /** The last position numbered: where a watcher of "only what happens from now on" starts. */
 const HISTORY_POSITION = "SELECT le_history_position()::text AS position";
 const HISTORY_CHANNEL = "leaderlock_history";
@@ -2005,6 +2010,8 @@ class HistoryWatcher {
     stopped;
     /** The last position delivered (or the start). */
     cursor;
+    /** After a short page: the last position numbered, delivered with its last row. */
+    through;
     /** Rows read and not delivered yet, in order. */
     ready = [];
     conn = null;
@@ -2047,7 +2054,7 @@ class HistoryWatcher {
             this.onAbort();
     }
     onAbort = () => this.shut();
-    /** The position of the last transition delivered (before any, the start; undefined until known): resume after it with `since`. */
+    /** The position up to which every transition of its filter was delivered (the last one delivered, or, when nothing more was for the filter, the last position numbered; before any, the start; undefined until known): resume after it with `since`. */
     get position() { return this.cursor; }
     /** How many times the connection was lost and made again. */
     get reconnects() { return this.lost; }
@@ -2094,7 +2101,11 @@ class HistoryWatcher {
                 return { done: true, value: undefined };
             const t = this.ready.shift();
             if (t) {
-                this.cursor = t.position; // delivered
+                // delivered; the last of a short page: everything up to its head too
+                this.cursor = this.ready.length === 0 && this.through !== undefined && this.through > t.position
+                    ? this.through : t.position;
+                if (this.ready.length === 0)
+                    this.through = undefined;
                 return { done: false, value: t };
             }
             try {
@@ -2149,9 +2160,19 @@ class HistoryWatcher {
             await bounded(conn.client, this.lastRead + HISTORY_CALL, "SELECT le_expire_lapsed()");
         const rows = await bounded(conn.client, this.lastRead + HISTORY_CALL, HISTORY, [String(this.cursor), this.key, this.keyPrefix, HISTORY_PAGE]);
         this.failures = 0;
-        for (const r of rows)
+        const head = rows.length > 0 ? BigInt(rows[0].head) : undefined;
+        const found = rows.filter((r) => r.position !== null);
+        for (const r of found)
             this.ready.push(transitionOf(r));
-        this.caughtUp = rows.length < HISTORY_PAGE;
+        this.caughtUp = found.length < HISTORY_PAGE;
+        // A short page: nothing more up to head is for this filter, so a
+        // watcher of a quiet key is not passed by the retention.
+        if (this.caughtUp && head !== undefined && head > (this.cursor ?? 0n)) {
+            if (found.length === 0)
+                this.cursor = head;
+            else
+                this.through = head;
+        }
     }
     /** Until a hint heard since the last read started, the poll interval from it, the connection's end, or close(). */
     hintOrPoll() {

@@ -32,9 +32,13 @@ from ._sync import CALL_ERRORS, Session
 
 # Every statement takes bind parameters, arguments by name, one round trip
 # (as the Rust client's, crates/client/src/sql.rs).
-HISTORY = ('SELECT "position", at, event, key, holder, term, role::text, payload '
-           "FROM le_history(after => %s::bigint, for_key => %s::text, key_prefix => %s::text, "
-           "max_rows => %s::integer)")
+# With the last position numbered, read in the same statement (one snapshot:
+# both functions are STABLE): after a short page, every transition the filter
+# selects up to it has been read. No transition: one row, NULL but that.
+HISTORY = ('SELECT h."position", h.at, h.event, h.key, h.holder, h.term, h.role::text, h.payload, p.head '
+           "FROM (SELECT le_history_position() AS head) p "
+           "LEFT JOIN le_history(after => %s::bigint, for_key => %s::text, key_prefix => %s::text, "
+           'max_rows => %s::integer) h ON true ORDER BY h."position"')
 HISTORY_POSITION = "SELECT le_history_position()"
 LISTEN = "LISTEN leaderlock_history"
 # Where no worker numbers the history (the portable edition, a library not
@@ -143,8 +147,10 @@ class Watcher:
 
     @property
     def position(self) -> Optional[int]:
-        """The position of the last transition delivered (`since` before
-        the first; with since=None, None until the first connection reads
+        """The position up to which every transition of this watcher's filter
+        was delivered: the last one delivered, or, when nothing more was for
+        the filter, the last position numbered (`since` before the first;
+        with since=None, None until the first connection reads
         le_history_position()). Keep it to resume later: watch(since=...)."""
         return self._delivered
 
@@ -173,11 +179,19 @@ class Watcher:
     def _took(self, rows: list, sent: float) -> None:
         """A read sent at `sent` returned `rows`."""
         self._last_read = sent
-        for position, at, event, key, holder, term, role, payload in rows:
+        head = rows[0][8] if rows else None
+        rows = [r for r in rows if r[0] is not None]
+        for position, at, event, key, holder, term, role, payload, _ in rows:
             if self._read is not None and position <= self._read:
                 continue  # never the case: positions only grow; never delivered twice either way
             self._ready.append(Transition(position, at.astimezone(UTC), event, key, holder, term, role, payload))
             self._read = position
+        if len(rows) < PAGE and head is not None and head > (self._read or 0):
+            # a short page: nothing more up to head is for this filter (a
+            # watcher of a quiet key is not passed by the retention)
+            self._read = head
+            if not self._ready:
+                self._delivered = head
         # a full page: the next at once; else at the poll (or a notification)
         self._due = sent if len(rows) >= PAGE else sent + self.poll
         self._outage.ended()
@@ -195,7 +209,8 @@ class Watcher:
 
     def _deliver(self) -> Transition:
         t = self._ready.popleft()
-        self._delivered = t.position
+        # the last of a short page: everything up to the position read is delivered
+        self._delivered = t.position if self._ready else max(t.position, self._read or t.position)
         return t
 
     def _refusal(self, e: BaseException, database: Optional[str], api: Optional[str],
