@@ -10,7 +10,8 @@ BEGIN;
 DROP EXTENSION leaderlock;
 \if :{?owner}
 GRANT SELECT ON pg_temp.leaderlock_carry, pg_temp.leaderlock_carry_failover, pg_temp.leaderlock_carry_slots,
-    pg_temp.leaderlock_carry_sessions, pg_temp.leaderlock_carry_jobs, pg_temp.leaderlock_carry_runs
+    pg_temp.leaderlock_carry_sessions, pg_temp.leaderlock_carry_jobs, pg_temp.leaderlock_carry_runs,
+    pg_temp.leaderlock_carry_history, pg_temp.leaderlock_carry_history_head
     TO :"owner";
 SET LOCAL ROLE :"owner";
 \endif

@@ -61,6 +61,16 @@ snapshot() {
     -c "SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, lock_delay, keep_values
           FROM leaderlock_sessions ORDER BY session"
 }
+# Contract 23: the history comes along, positions and all (the rows
+# numbered before a move, identical after it; later ones are numbered above).
+history_upto() {
+  q -c "SELECT row(h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload)::text
+          FROM leaderlock_history h WHERE h.position <= $1 ORDER BY h.position"
+}
+q -c "SELECT _le_number_history()" >/dev/null
+hmax=$(q -c "SELECT coalesce(max(position), 0) FROM leaderlock_history")
+[ "$hmax" -gt 0 ] || fail "no history to carry"
+hist_before=$(history_upto "$hmax")
 before=$(snapshot)
 
 # to the compiled edition (as a superuser; the compiled files are installed)
@@ -69,6 +79,7 @@ before=$(snapshot)
   || fail "the compiled edition is not installed"
 after=$(snapshot)
 [ "$before" = "$after" ] || { diff <(echo "$before") <(echo "$after") || true; fail "rows differ after to-compiled"; }
+[ "$(history_upto "$hmax")" = "$hist_before" ] || fail "the history differs after to-compiled"
 for _ in $(seq 100); do [ "$(q -c "SELECT le_worker_running()")" = t ] && break; sleep 0.1; done
 [ "$(q -c "SELECT le_worker_running()")" = t ] || fail "no worker serves the database after to-compiled"
 got=$(q <<'SQL'
@@ -99,12 +110,18 @@ SQL
 log "portable -> compiled: $(echo "$before" | wc -l) rows identical, the worker serves the database, terms go on"
 
 # and back
+for _ in $(seq 100); do
+  [ "$(q -c "SELECT count(*) FROM leaderlock_history WHERE position IS NULL")" = 0 ] && break; sleep 0.1
+done
+hmax=$(q -c "SELECT coalesce(max(position), 0) FROM leaderlock_history")
+hist_before=$(history_upto "$hmax")
 before=$(snapshot)
 (cd "$REPO_ROOT/portable" && psql_at "$PORT" -d editions -v owner=ll_admin -f to-portable.sql >/dev/null)
 [ -z "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'")" ] || fail "the extension is still there"
 [ "$(q -c "SELECT le_capabilities()->>'edition'")" = portable ] || fail "not the portable edition after to-portable"
 after=$(snapshot)
 [ "$before" = "$after" ] || { diff <(echo "$before") <(echo "$after") || true; fail "rows differ after to-portable"; }
+[ "$(history_upto "$hmax")" = "$hist_before" ] || fail "the history differs after to-portable"
 got=$(q <<'SQL'
 SELECT le_release('e-vacant', 'd');
 SELECT le_try_acquire('e-vacant', 'e', '1 hour');
@@ -131,4 +148,4 @@ SELECT value FROM leaderlock_slots WHERE key = 'e-ses-pool';  -- its tenure's to
 SQL
 )
 [ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5\nt|1|1|t\nf|t\nf|t\n{"v": 1}\n{"v": 2}' ] || fail "after to-portable: $got"
-log "compiled -> portable: $(echo "$before" | wc -l) rows identical, terms go on"
+log "compiled -> portable: $(echo "$before" | wc -l) rows identical, and $(echo "$hist_before" | wc -l) of the history, terms go on"
