@@ -367,7 +367,7 @@ test_on_a_cluster() {
     # demo, the examples and scheduled runs (clients, whatever the server's
     # version) run on 15, with the other clients' suites, and the
     # crash-and-failover chaos runs 20 s there (15 s elsewhere), the CLI's
-    # chaos 15 s, the history's watcher chaos 30 s (60 by hand: docs/history.md),
+    # chaos 15 s, the history's watcher chaos 20 s (60 by hand: docs/history.md),
     # the scheduled runs' chaos 90 due instants 200 ms apart,
     # the many-clients stress 12 s on 15 (5 s elsewhere): the test command
     # keeps under its hour.
@@ -387,7 +387,7 @@ test_on_a_cluster() {
       LEADERLOCK_SKIP_MODULES=$skip \
       LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
       LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-15} \
-      LEADERLOCK_HISTORY_CHAOS_SECONDS=${LEADERLOCK_HISTORY_CHAOS_SECONDS:-30} \
+      LEADERLOCK_HISTORY_CHAOS_SECONDS=${LEADERLOCK_HISTORY_CHAOS_SECONDS:-20} \
       LEADERLOCK_STRESS_SECONDS=${LEADERLOCK_STRESS_SECONDS:-$stress} \
       LEADERLOCK_RUNS_SLOTS=${LEADERLOCK_RUNS_SLOTS:-90} LEADERLOCK_RUNS_PERIOD_MS=${LEADERLOCK_RUNS_PERIOD_MS:-200} \
       /usr/bin/python3 run.py ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
