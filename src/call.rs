@@ -36,6 +36,8 @@ pub struct Context {
     pub schema: pg_sys::Oid,
     /// Its name now, quoted as an identifier.
     pub schema_name: String,
+    /// A worker's check, not a role's call.
+    pub worker: bool,
 }
 
 thread_local! {
@@ -102,6 +104,7 @@ pub unsafe fn enter(fcinfo: pg_sys::FunctionCallInfo, access: Access) -> Entered
         caller,
         schema,
         schema_name: quoted_schema_name(schema),
+        worker: false,
     });
     Entered {
         previous,
@@ -117,6 +120,7 @@ pub fn enter_worker(schema: pg_sys::Oid) -> Entered {
         caller: unsafe { pg_sys::GetUserId() },
         schema,
         schema_name: quoted_schema_name(schema),
+        worker: true,
     });
     Entered {
         previous,

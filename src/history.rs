@@ -43,7 +43,8 @@ pub fn record(
         return; // a schema from before 0.5.0, until ALTER EXTENSION UPDATE
     }
     // The worker acts for no role.
-    let role = (!unsafe { pg_sys::IsBackgroundWorker }).then(call::caller);
+    let context = call::current();
+    let role = (!context.worker).then_some(context.caller);
     plans::run(
         queries::RECORD_HISTORY,
         &[
