@@ -158,12 +158,7 @@ fn print_table(
 
 /// `text` cut to WIDEST characters, the last one `…`.
 pub fn shortened(text: &str) -> String {
-    if text.chars().count() <= WIDEST {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(WIDEST - 1).collect();
-    cut.push('…');
-    cut
+    text::cut(text, WIDEST)
 }
 
 /// One JSON line per announcement on the `leaderlock` channel (only those

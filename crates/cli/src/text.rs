@@ -48,6 +48,16 @@ pub fn json_line(value: &Value) -> String {
     out
 }
 
+/// `text` cut to `widest` characters, the last one `…`.
+pub fn cut(text: &str, widest: usize) -> String {
+    if text.chars().count() <= widest {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(widest - 1).collect();
+    cut.push('…');
+    cut
+}
+
 /// `rows` under `header` in left-aligned columns two spaces apart (cells
 /// already [`shown`]).
 pub fn table(

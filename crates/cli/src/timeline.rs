@@ -88,7 +88,7 @@ pub fn render(rows: &[Row], from: DateTime<Utc>, to: DateTime<Utc>) -> String {
                     .set("fill", "#f4f4f4"),
             )
             .add(
-                Text::new(short(&text::shown(key)))
+                Text::new(text::cut(&text::shown(key), LABEL_CHARS))
                     .set("x", LEFT - 8.0)
                     .set("y", y + ROW * 0.7)
                     .set("text-anchor", "end")
@@ -187,7 +187,7 @@ pub fn render(rows: &[Row], from: DateTime<Utc>, to: DateTime<Utc>) -> String {
     let mut holders: Vec<(&&str, &&str)> = colours.iter().collect();
     holders.sort();
     for (holder, colour) in holders {
-        let name = short(&text::shown(holder));
+        let name = text::cut(&text::shown(holder), LABEL_CHARS);
         legend = legend
             .add(
                 Rectangle::new()
@@ -304,15 +304,6 @@ fn lanes(rows: &[Row], x: &dyn Fn(DateTime<Utc>) -> f64) -> Vec<(String, Vec<Bar
             (key, bars, marks)
         })
         .collect()
-}
-
-fn short(s: &str) -> String {
-    if s.chars().count() <= LABEL_CHARS {
-        return s.to_owned();
-    }
-    let mut cut: String = s.chars().take(LABEL_CHARS - 1).collect();
-    cut.push('…');
-    cut
 }
 
 /// Black or white, whichever reads on `colour`.
