@@ -130,7 +130,10 @@ class HistoryTest(unittest.TestCase):
             self.assertFalse(maker.is_alive())
 
             expected = settled(self.prefix, start)
-            self.assertGreaterEqual(len(expected), 180)
+            # About 190 where each call answers at once; fewer where the
+            # machine is busy (a short lease still held when its key comes
+            # round again): enough that the ten terminations fall among them.
+            self.assertGreaterEqual(len(expected), 100)
             self.assertTrue(wait(lambda: w.position == expected[-1] or failure, 5.0),
                             f"the watcher stopped at {w.position}, the last is {expected[-1]}")
             w.close()
