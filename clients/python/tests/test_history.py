@@ -134,7 +134,9 @@ class HistoryTest(unittest.TestCase):
             # machine is busy (a short lease still held when its key comes
             # round again): enough that the ten terminations fall among them.
             self.assertGreaterEqual(len(expected), 100)
-            self.assertTrue(wait(lambda: w.position == expected[-1] or failure, 5.0),
+            # (its position may pass the prefix's last: after a short page it
+            # moves up to the last numbered, other tests' transitions too)
+            self.assertTrue(wait(lambda: (w.position or 0) >= expected[-1] or failure, 5.0),
                             f"the watcher stopped at {w.position}, the last is {expected[-1]}")
             w.close()
             follower.join(2.0)
@@ -145,7 +147,7 @@ class HistoryTest(unittest.TestCase):
             self.assertEqual(len(delivered), len(set(delivered)), "a transition was delivered twice")
             self.assertTrue(all(a < b for a, b in zip(delivered, delivered[1:])), "out of order")
             self.assertEqual(delivered, expected)
-            self.assertEqual(w.position, expected[-1])
+            self.assertGreaterEqual(w.position, expected[-1])
             terms = {}
             for t in got:
                 self.assertTrue(t.key.startswith(self.prefix))
