@@ -13,7 +13,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import test_security
-from harness import PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, one, promotion_paths, wait_for
+from harness import (PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, one, promotion_paths, sqlstate,
+                     wait_for)
 from test_concurrency import STRESS_KEYS, TenureChecks, stress_client
 
 # Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
@@ -22,6 +23,13 @@ TERMS_PER_TIMELINE = 2 ** 32
 
 def acquire(conn, key, who, ttl="10 seconds"):
     return one(conn, "SELECT le_try_acquire(%s, %s, %s)", (key, who, ttl))
+
+
+def numbered(conn):
+    """Waits until every transition recorded in `conn`'s database has its
+    position (le_expire_lapsed numbers them where no worker serves)."""
+    assert wait_for(lambda: one(conn, "SELECT le_expire_lapsed() IS NOT NULL AND NOT EXISTS "
+                                      "(SELECT FROM leaderlock_history WHERE \"position\" IS NULL)"), timeout=10)
 
 
 def past(t):
@@ -137,6 +145,11 @@ class FailoverTest(unittest.TestCase):
         s = standby.connect()
         self.assertTrue(wait_for(lambda: term_of(s, "held") == 1, timeout=30))
         self.assertTrue(wait_for(lambda: standby.worker_pid("postgres") is not None, timeout=10))
+        # (a standby's launcher cannot see which databases have the
+        # extension: a worker looks, finds none and leaves, not to come
+        # back before the launcher's reprobe; seen running for a moment on 18)
+        self.assertTrue(wait_for(lambda: all(standby.worker_pid(f"without_extension_{i}") is None
+                                             for i in range(8)), timeout=10))
         for _ in range(20):
             for i in range(8):
                 self.assertIsNone(standby.worker_pid(f"without_extension_{i}"))
@@ -364,6 +377,7 @@ class FailoverTest(unittest.TestCase):
         for who in ("A", "B"):
             self.assertTrue(acquire(src, "k", who))
             self.assertTrue(one(src, "SELECT le_release('k', %s)", (who,)))
+        numbered(src)
         dump = os.path.join(c.pgdata, "source.dump")
         as_postgres(f"{PG_BIN}/pg_dump", "-h", "127.0.0.1", "-p", str(c.port), "-U", "postgres", "-Fc",
                     "-f", dump, "source")
@@ -371,6 +385,11 @@ class FailoverTest(unittest.TestCase):
             self.assertTrue(acquire(src, "k", who))
             self.assertTrue(one(src, "SELECT le_release('k', %s)", (who,)))
         issued = term_of(src, "k")
+        # The history's positions (contract 23) have the same hazard: a
+        # reader that followed the source past the dump holds `read`.
+        numbered(src)
+        read = one(src, "SELECT le_history_position()")
+        self.assertEqual(one(src, "SELECT count(*) FROM le_history(0, 'k')"), 8)
         src.close()
         for db in ("restored_as_is", "restored_and_bumped"):
             as_postgres(f"{PG_BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(c.port), "-U", "postgres",
@@ -378,11 +397,29 @@ class FailoverTest(unittest.TestCase):
         as_is = c.connect("restored_as_is")
         self.assertTrue(acquire(as_is, "k", "E"))
         self.assertLessEqual(term_of(as_is, "k"), issued, "the hazard docs/failure-behaviour.md describes")
+        numbered(as_is)
+        self.assertLessEqual(one(as_is, "SELECT le_history_position()"), read, "the same for positions")
+        self.assertEqual(one(as_is, "SELECT count(*) FROM le_history(%s)", (read,)), 0,
+                         "the reader skips E's tenure")
         as_is.close()
         bumped = c.connect("restored_and_bumped")
-        one(bumped, "UPDATE leaderlock SET term = term + 4294967296")  # the documented step
+        # the documented steps
+        one(bumped, "UPDATE leaderlock SET term = term + 4294967296")
+        one(bumped, "UPDATE leaderlock_history_head SET pruned_through = le_history_position() + 4294967296")
         self.assertTrue(acquire(bumped, "k", "E"))
         self.assertGreater(term_of(bumped, "k"), issued)
+        numbered(bumped)
+        self.assertGreater(one(bumped, "SELECT le_history_position()"), read)
+        for after in (0, read):  # a reader from before the dump, one that followed the source past it
+            self.assertEqual(sqlstate(bumped, "SELECT count(*) FROM le_history(%s)", (after,)), "LE002")
+        self.assertEqual(one(bumped, "SELECT event FROM le_history(le_history_position() - 1)"), "acquired")
+        # The restored rows stay until the retention deletes them, the head not going back.
+        self.assertEqual(one(bumped, "SELECT count(*) FROM leaderlock_history WHERE term <= 2"), 4)
+        head = one(bumped, "SELECT pruned_through FROM leaderlock_history_head")
+        one(bumped, "SET leaderlock.history_max_rows = 1")
+        one(bumped, "SELECT le_expire_lapsed()")
+        self.assertEqual(one(bumped, "SELECT count(*) FROM leaderlock_history"), 1)
+        self.assertEqual(one(bumped, "SELECT pruned_through FROM leaderlock_history_head"), head)
         bumped.close()
         conn.close()
 
