@@ -400,10 +400,13 @@ CREATE UNIQUE INDEX leaderlock_history_position_idx ON @extschema@.leaderlock_hi
 -- The rows waiting for a position: what the numbering reads.
 CREATE INDEX leaderlock_history_pending_idx ON @extschema@.leaderlock_history (seq) WHERE position IS NULL;
 -- One row: its lock serializes the numbering (only the extension may lock
--- it); pruned_through: positions up to it are deleted (retention).
+-- it); pruned_through: positions up to it are deleted (retention); kept:
+-- how many numbered rows are kept, what leaderlock.history_max_rows bounds
+-- (positions jump at a failover, so their difference is no count).
 CREATE TABLE @extschema@.leaderlock_history_head (
     one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
-    pruned_through bigint NOT NULL DEFAULT 0
+    pruned_through bigint NOT NULL DEFAULT 0,
+    kept bigint NOT NULL DEFAULT 0
 );
 INSERT INTO @extschema@.leaderlock_history_head DEFAULT VALUES;
 -- Who is calling (review round 2, N1). The SECURITY DEFINER entry points
@@ -1162,27 +1165,30 @@ BEGIN
             RETURNING h.position)
         SELECT count(*), max(u.position) INTO n, v_last FROM u;
         IF n > 0 THEN
+            UPDATE @extschema@.leaderlock_history_head SET kept = kept + n;
             PERFORM pg_notify('leaderlock_history', v_last::text);
         END IF;
         EXIT WHEN n < 10000;
     END LOOP;
     LOOP
         WITH old AS (
-            SELECT h.position, (h.at < v_horizon OR h.position <=
-                       (SELECT max(y.position) FROM @extschema@.leaderlock_history y) - v_keep) AS go
-              FROM @extschema@.leaderlock_history h WHERE h.position > v_pruned
-             ORDER BY h.position LIMIT 10000),
+            SELECT f.position, (f.at < v_horizon OR row_number() OVER (ORDER BY f.position) <=
+                       (SELECT d.kept FROM @extschema@.leaderlock_history_head d) - v_keep) AS go
+              FROM (SELECT h.position, h.at FROM @extschema@.leaderlock_history h
+                     WHERE h.position IS NOT NULL ORDER BY h.position LIMIT 10000) f),
         cut AS (
             SELECT max(o.position) AS through FROM old o
              WHERE o.position < coalesce((SELECT min(x.position) FROM old x WHERE NOT x.go),
                                          9223372036854775807::bigint)),
         gone AS (
             DELETE FROM @extschema@.leaderlock_history h USING cut
-             WHERE h.position > v_pruned AND h.position <= cut.through RETURNING 1)
+             WHERE h.position <= cut.through RETURNING 1)
         SELECT count(*), (SELECT cut.through FROM cut) INTO n, v_last FROM gone;
         EXIT WHEN v_last IS NULL;
-        UPDATE @extschema@.leaderlock_history_head SET pruned_through = v_last;
-        v_pruned := v_last;
+        -- (rows at or below it exist only after the documented step that
+        -- follows a restore: deleted by the retention, the head never back)
+        UPDATE @extschema@.leaderlock_history_head
+           SET pruned_through = greatest(pruned_through, v_last), kept = greatest(kept - n, 0);
         EXIT WHEN n < 10000;
     END LOOP;
 END

@@ -33,7 +33,9 @@ SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome
 INSERT INTO leaderlock_history ("position", at, event, key, holder, term, role, payload)
 SELECT "position", at, event, key, holder, term, role, payload
   FROM pg_temp.leaderlock_carry_history ORDER BY "position" NULLS LAST;
-UPDATE leaderlock_history_head h SET pruned_through = c.pruned_through
+UPDATE leaderlock_history_head h
+   SET pruned_through = c.pruned_through,
+       kept = (SELECT count(*) FROM leaderlock_history x WHERE x."position" IS NOT NULL)
   FROM pg_temp.leaderlock_carry_history_head c;
 UPDATE leaderlock_failover f
    SET timeline = c.timeline, changed_at = c.changed_at

@@ -366,10 +366,13 @@ CREATE UNIQUE INDEX leaderlock_history_position_idx ON leaderlock_history (posit
 -- The rows waiting for a position: what the numbering reads.
 CREATE INDEX leaderlock_history_pending_idx ON leaderlock_history (seq) WHERE position IS NULL;
 -- One row: its lock serializes the numbering (only the extension may lock
--- it); pruned_through: positions up to it are deleted (retention).
+-- it); pruned_through: positions up to it are deleted (retention); kept:
+-- how many numbered rows are kept, what leaderlock.history_max_rows bounds
+-- (positions jump at a failover, so their difference is no count).
 CREATE TABLE leaderlock_history_head (
     one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
-    pruned_through bigint NOT NULL DEFAULT 0
+    pruned_through bigint NOT NULL DEFAULT 0,
+    kept bigint NOT NULL DEFAULT 0
 );
 INSERT INTO leaderlock_history_head DEFAULT VALUES;
 REVOKE ALL ON leaderlock_history FROM PUBLIC;

@@ -1321,31 +1321,39 @@ statements! {
           u AS (\
             UPDATE @extschema@.leaderlock_history h SET position = base.b + p.n \
               FROM p, base WHERE h.ctid = p.row_id AND h.position IS NULL \
-            RETURNING h.position) \
+            RETURNING h.position), \
+          k AS (\
+            UPDATE @extschema@.leaderlock_history_head SET kept = kept + (SELECT count(*) FROM u) \
+             WHERE EXISTS (SELECT FROM u)) \
         SELECT count(*), max(position), \
                CASE WHEN count(*) > 0 \
                     THEN pg_catalog.pg_notify('leaderlock_history', max(position)::text) END \
           FROM u";
 
-    /// Deletes the oldest numbered rows (after `$1`, the head's
-    /// pruned_through) older than `$2` or beyond the newest `$3`, at most
-    /// `$4`, as a prefix of positions only (so "pruned through" stays true
-    /// of every position up to it), and moves the head past them. Under the
-    /// head row's lock. How many went.
+    /// Deletes the oldest numbered rows older than `$2` or beyond the
+    /// newest `$3` (by the head's count of rows kept: positions jump at a
+    /// failover), at most `$4`, as a prefix of positions only (so "pruned
+    /// through" stays true of every position up to it), and moves the head
+    /// (`$1`, its pruned_through) past them. Rows at or below `$1` exist only
+    /// after the documented step that follows a restore (pruned_through set
+    /// above them, docs/history.md): the retention deletes them too, and the
+    /// head never goes back. Under the head row's lock. How many went.
     PRUNE_HISTORY = "WITH old AS (\
-            SELECT position, (at < $2 OR position <= \
-                       (SELECT max(position) FROM @extschema@.leaderlock_history) - $3) AS go \
-              FROM @extschema@.leaderlock_history WHERE position > $1 \
-             ORDER BY position LIMIT $4), \
+            SELECT f.position, (f.at < $2 OR pg_catalog.row_number() OVER (ORDER BY f.position) <= \
+                       (SELECT d.kept FROM @extschema@.leaderlock_history_head d) - $3) AS go \
+              FROM (SELECT position, at FROM @extschema@.leaderlock_history \
+                     WHERE position IS NOT NULL ORDER BY position LIMIT $4) f), \
           cut AS (\
             SELECT max(o.position) AS through FROM old o \
              WHERE o.position < coalesce((SELECT min(x.position) FROM old x WHERE NOT x.go), \
                                          9223372036854775807::bigint)), \
           gone AS (\
             DELETE FROM @extschema@.leaderlock_history h USING cut \
-             WHERE h.position > $1 AND h.position <= cut.through RETURNING 1), \
+             WHERE h.position <= cut.through RETURNING 1), \
           head AS (\
-            UPDATE @extschema@.leaderlock_history_head SET pruned_through = cut.through \
+            UPDATE @extschema@.leaderlock_history_head \
+               SET pruned_through = greatest($1, cut.through), \
+                   kept = greatest(kept - (SELECT count(*) FROM gone), 0::bigint) \
               FROM cut WHERE cut.through IS NOT NULL) \
         SELECT count(*) FROM gone";
 }

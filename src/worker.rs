@@ -54,6 +54,8 @@ struct State {
     last_numbered: i64,
     /// Since when committed transitions await a position (None: none known).
     pending_since: Option<i64>,
+    /// The check found the history due for numbering (done after it commits).
+    number_due: bool,
 }
 
 /// Contract 23: how long after the first commit of a transition the
@@ -111,6 +113,14 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
         }
         worker_wakeup::check_started();
         match check(&mut state, &database) {
+            Some(sleep_ms) if std::mem::take(&mut state.number_due) => {
+                let more = number_history(&mut state, &database);
+                bgworker::wait(if more {
+                    sleep_ms.min(HISTORY_GAP_MS)
+                } else {
+                    sleep_ms
+                })
+            }
             Some(sleep_ms) => bgworker::wait(sleep_ms),
             None => {
                 // Not installed: the launcher starts a worker again when a
@@ -178,21 +188,13 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
             }
             next = expiry::next_check(now);
         }
-        // Last, so the expiries above are numbered with the rest.
         if state.pending_since.is_none() && worker_wakeup::take_history_pending() {
             state.pending_since = Some(now);
         }
         let due = state.pending_since.map(|t| t + HISTORY_GAP_MS * 1000);
         let mut history_wait = None;
         if now - state.last_numbered >= HISTORY_ROUND_MS * 1000 || due.is_some_and(|d| now >= d) {
-            state.last_numbered = now;
-            state.pending_since = None;
-            // What commits before the numbering's snapshot it numbers; what
-            // commits after sets the flag again.
-            worker_wakeup::take_history_pending();
-            if history::number_and_prune(now) {
-                state.pending_since = Some(now); // more to number or prune
-            }
+            state.number_due = true; // number_history, once this commits
         } else if let Some(d) = due {
             history_wait = Some((d - now + 999) / 1000);
         }
@@ -204,6 +206,33 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
             // some of their leases were locked: again soon, backing off
             sleep_ms.min(state.session_retry_ms)
         })
+    })
+}
+
+/// Contract 23: numbers and prunes the history, in a transaction of its
+/// own after the check's: the check's expiries commit (their rows free for
+/// takers, their announcements sent) without waiting for a numbering a
+/// flood of transitions made long, and are numbered here with the rest.
+/// Whether rows are left for another round.
+fn number_history(state: &mut State, database: &str) -> bool {
+    let mut state = std::panic::AssertUnwindSafe(state);
+    BackgroundWorker::transaction(move || {
+        let state = &mut **state;
+        let Some(schema) = extension_ready(state, database) else {
+            return false;
+        };
+        let _call = call::enter_worker(schema);
+        let now = clock::now();
+        state.last_numbered = now;
+        state.pending_since = None;
+        // What commits before the numbering's snapshot it numbers; what
+        // commits after sets the flag again.
+        worker_wakeup::take_history_pending();
+        let more = history::number_and_prune(now);
+        if more {
+            state.pending_since = Some(now);
+        }
+        more
     })
 }
 

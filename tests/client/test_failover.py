@@ -83,8 +83,10 @@ class FailoverTest(unittest.TestCase):
         standby = self.own(primary.standby("behind-standby"))
         p = primary.connect()
         self.assertTrue(acquire(p, "k", "A", "2 seconds"))
+        numbered(p)
         s = standby.connect()
-        self.assertTrue(wait_for(lambda: term_of(s, "k") == 1, timeout=30))
+        self.assertTrue(wait_for(lambda: term_of(s, "k") == 1 and one(
+            s, "SELECT count(*) FROM leaderlock_history WHERE \"position\" IS NOT NULL") == 1, timeout=30))
         s.close()
         standby.stop()  # from here on it receives nothing
 
@@ -115,6 +117,17 @@ class FailoverTest(unittest.TestCase):
         self.assertTrue(one(s, "SELECT le_release('k', 'C')"))
         self.assertTrue(acquire(s, "k", "E"))
         self.assertEqual(term_of(s, "k"), TERMS_PER_TIMELINE + 2)
+        # The history (contract 23): the old timeline's rows are kept (the
+        # count bound counts rows, not the positions' span, which the new
+        # timeline's floor widened by 2^32), and positions go on above them.
+        numbered(s)
+        with s.cursor() as cur:
+            cur.execute("SELECT \"position\", event, holder, term FROM le_history(0, for_key => 'k')")
+            history = cur.fetchall()
+        self.assertEqual(history[0][1:], ("acquired", "A", 1), history)
+        self.assertLess(history[0][0], TERMS_PER_TIMELINE)
+        self.assertTrue(all(h[0] >= TERMS_PER_TIMELINE for h in history[1:]), history)
+        self.assertEqual(history[-1][1:], ("acquired", "E", TERMS_PER_TIMELINE + 2), history)
         s.close()
 
     @promotion_paths
@@ -413,13 +426,16 @@ class FailoverTest(unittest.TestCase):
         for after in (0, read):  # a reader from before the dump, one that followed the source past it
             self.assertEqual(sqlstate(bumped, "SELECT count(*) FROM le_history(%s)", (after,)), "LE002")
         self.assertEqual(one(bumped, "SELECT event FROM le_history(le_history_position() - 1)"), "acquired")
-        # The restored rows stay until the retention deletes them, the head not going back.
+        # The restored rows stay until the retention deletes them, the head
+        # not going back (the worker prunes: its settings).
         self.assertEqual(one(bumped, "SELECT count(*) FROM leaderlock_history WHERE term <= 2"), 4)
         head = one(bumped, "SELECT pruned_through FROM leaderlock_history_head")
-        one(bumped, "SET leaderlock.history_max_rows = 1")
-        one(bumped, "SELECT le_expire_lapsed()")
-        self.assertEqual(one(bumped, "SELECT count(*) FROM leaderlock_history"), 1)
-        self.assertEqual(one(bumped, "SELECT pruned_through FROM leaderlock_history_head"), head)
+        time.sleep(1.1)
+        one(bumped, "ALTER SYSTEM SET leaderlock.history_retention = 1")
+        one(bumped, "SELECT pg_reload_conf()")
+        self.assertTrue(wait_for(lambda: one(bumped, "SELECT le_expire_lapsed() IS NOT NULL AND NOT EXISTS "
+                                                     "(SELECT FROM leaderlock_history)"), timeout=10))
+        self.assertGreaterEqual(one(bumped, "SELECT pruned_through FROM leaderlock_history_head"), head)
         bumped.close()
         conn.close()
 

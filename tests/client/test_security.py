@@ -73,7 +73,8 @@ def plant_traps(t, temp_views=True):
         one(t, f"""CREATE FUNCTION public.{name}({args}) RETURNS {returns} LANGUAGE plpgsql AS $$
                    BEGIN PERFORM public.ll_trap('{name}({args})'); {body}; END $$""")
         planted += 1
-    for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease") if temp_views else ():
+    for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease",
+                 "leaderlock_history", "leaderlock_history_head") if temp_views else ():
         one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
     one(t, "SET search_path = public, pg_temp")
     return planted
@@ -144,6 +145,7 @@ class SecurityTest(unittest.TestCase):
         t = self.plant_traps(connect(user=TRAPPER))
         self.addCleanup(t.close)
         k = self.key
+        start = one(self.admin, "SELECT le_history_position()")
         for sql, args in (
             ("SELECT le_try_acquire(%s, 'trapper', '1 hour')", (k,)),
             ("SELECT le_renew(%s, 'trapper')", (k,)),
@@ -161,6 +163,12 @@ class SecurityTest(unittest.TestCase):
             ("SELECT le_release(%s, 'trapper')", (k,)),
             ("SELECT le_try_acquire(%s, 'trapper', '1 second')", (k + "-expires",)),
             ("SELECT le_try_acquire(%s, 'trapper', '1 hour', true)", (k + "-session",)),
+            # The history (contract 23): numbered by le_expire_lapsed where
+            # no worker serves, read by the invoker's functions.
+            ("SELECT le_expire_lapsed()", ()),
+            ("SELECT le_history_position()", ()),
+            ("SELECT count(*) FROM le_history(%s, key_prefix => %s)", (start, k)),
+            ("SELECT count(*) FROM le_history(%s, for_key => %s, max_rows => 5)", (start, k)),
         ):
             one(t, sql, args)
         self.assertTrue(one(t, "SELECT le_release(%s, 'trapper')", (k + "-b",)))
@@ -256,6 +264,17 @@ class SecurityTest(unittest.TestCase):
         self.assertTrue(wait_for(lambda: one(self.admin, "SELECT count(*) FROM leaderlock_slots "
                                                          "WHERE key = %s AND holder IS NOT NULL",
                                              (k + "-s-expires-pool",)) == 0, timeout=10))
+        # Every transition of the test numbered (by the worker, or by
+        # le_expire_lapsed) and read back by the trapper, the traps still in
+        # place.
+        r = connect(user=TRAPPER)
+        self.addCleanup(r.close)
+        one(r, "SET search_path = public, pg_temp")
+        self.assertTrue(wait_for(lambda: one(r, "SELECT le_expire_lapsed() IS NOT NULL AND NOT EXISTS ("
+                                                "SELECT FROM leaderlock_history WHERE \"position\" IS NULL "
+                                                "AND starts_with(key, %s))", (k,)), timeout=10))
+        self.assertGreaterEqual(one(r, "SELECT count(*) FROM le_history(%s, key_prefix => %s, max_rows => 100000)",
+                                    (start, k)), 20)
         self.assert_no_trap_ran(self.admin)
 
     def assert_no_trap_ran(self, conn):
