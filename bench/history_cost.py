@@ -16,12 +16,7 @@ median of the rounds' ratios (the arms of a round ran back to back). Not in the 
 the history's own vacuuming (each row is written twice, recorded and then
 numbered), which autovacuum does in the background.
 
-With --unnumbered, a third arm records without numbering (another
-connection holds the head row locked through the arm, so every numbering
-skips; the rows are numbered after it): what the recording costs apart
-from the numbering.
-
-Usage: history_cost.py PORT [--rounds N] [--seconds S] [--handovers N] [--unnumbered] [--json FILE]
+Usage: history_cost.py PORT [--rounds N] [--seconds S] [--handovers N] [--json FILE]
 """
 import argparse
 import json
@@ -56,7 +51,6 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--handovers", type=int, default=100)
-    ap.add_argument("--unnumbered", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
     c = connect(args.port)
@@ -67,20 +61,17 @@ def main():
     renew = "SELECT le_renew('w1-' || :client_id, 'c' || :client_id, '10 seconds');\n"
     cycle = ("SELECT le_try_acquire('hc-' || :client_id, 'c' || :client_id, '10 seconds');\n"
              "SELECT le_release('hc-' || :client_id, 'c' || :client_id);\n")
-    arms = ("with", "without") + (("unnumbered",) if args.unnumbered else ())
-    figures = {arm: {"w1_tps": [], "handover_tps": [], "w4_p50_ms": [], "w4_p99_ms": []} for arm in arms}
+    figures = {arm: {"w1_tps": [], "handover_tps": [], "w4_p50_ms": [], "w4_p99_ms": []}
+               for arm in ("with", "without")}
     recorded = {}
-    holder = connect(args.port, autocommit=False)
     for r in range(args.rounds):
-        for arm in (arms if r % 2 == 0 else arms[::-1]):
-            history(c, arm != "without")
+        for arm in (("with", "without") if r % 2 == 0 else ("without", "with")):
+            history(c, arm == "with")
             # Each arm from the same state: the last arm's dead rows vacuumed
             # and its dirty pages written, not left to fall on this one.
             q(c, "VACUUM leaderlock, leaderlock_history")
             q(c, "CHECKPOINT")
             before = one(c, "SELECT count(*) FROM leaderlock_history")
-            if arm == "unnumbered":
-                one(holder, "SELECT 1 FROM leaderlock_history_head FOR NO KEY UPDATE")
             f = figures[arm]
             f["w1_tps"].append(median_tps(args.port, renew, args.clients, args.seconds, 1,
                                           before=lambda: hold_keys(c, args.clients))["median"])
@@ -89,7 +80,6 @@ def main():
             f["w4_p50_ms"].append(w4["p50"])
             f["w4_p99_ms"].append(w4["p99"])
             recorded[arm] = recorded.get(arm, 0) + one(c, "SELECT count(*) FROM leaderlock_history") - before
-            holder.rollback()  # (the unnumbered arm's: the worker numbers its rows now)
             say(f"  round {r + 1} {arm:<7}  W1 {f['w1_tps'][-1]:8.0f} tps   hand-overs "
                 f"{f['handover_tps'][-1]:7.0f} tps   W4 p50 {w4['p50']:.2f} ms p99 {w4['p99']:.2f} ms")
     history(c, True)
@@ -97,19 +87,16 @@ def main():
     # Paired: each round's two arms ran back to back, so the median of the
     # rounds' ratios is less exposed to the machine's drift than the ratio
     # of the medians.
-    ratios = {arm: {k: statistics.median(w / o for w, o in zip(figures[arm][k], figures["without"][k]))
-                    for k in medians[arm]} for arm in arms if arm != "without"}
+    ratios = {k: statistics.median(w / o for w, o in zip(figures["with"][k], figures["without"][k]))
+              for k in medians["with"]}
     # the prune in the rounds without ran nowhere: rows recorded "without" must be none
     assert recorded.get("without", 0) == 0, f"recorded {recorded['without']} rows with the history off"
     print()
-    extra = args.unnumbered
-    print("| figure | with the history (median of rounds) | without | with / without (median of the rounds' ratios) |"
-          + (" recorded, not numbered | its ratio |" if extra else ""))
-    print("|---|---|---|---|" + ("---|---|" if extra else ""))
+    print("| figure | with the history (median of rounds) | without | with / without (median of the rounds' ratios) |")
+    print("|---|---|---|---|")
     for k, label in [("w1_tps", "W1 renew own key, tx/s"), ("handover_tps", "acquire + release cycles, tx/s"),
                      ("w4_p50_ms", "W4 hand-over p50, ms"), ("w4_p99_ms", "W4 hand-over p99, ms")]:
-        print(f"| {label} | {medians['with'][k]:.2f} | {medians['without'][k]:.2f} | {ratios['with'][k]:.3f} |"
-              + (f" {medians['unnumbered'][k]:.2f} | {ratios['unnumbered'][k]:.3f} |" if extra else ""))
+        print(f"| {label} | {medians['with'][k]:.2f} | {medians['without'][k]:.2f} | {ratios[k]:.3f} |")
     print(f"\nrows recorded: {recorded.get('with', 0)} with, {recorded.get('without', 0)} without")
     if args.json:
         with open(args.json, "w") as out:
