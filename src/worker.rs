@@ -113,15 +113,15 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
         }
         worker_wakeup::check_started();
         match check(&mut state, &database) {
-            Some(sleep_ms) if std::mem::take(&mut state.number_due) => {
-                let more = number_history(&mut state, &database);
+            Some(sleep_ms) => {
+                let more =
+                    std::mem::take(&mut state.number_due) && number_history(&mut state, &database);
                 bgworker::wait(if more {
                     sleep_ms.min(HISTORY_GAP_MS)
                 } else {
                     sleep_ms
                 })
             }
-            Some(sleep_ms) => bgworker::wait(sleep_ms),
             None => {
                 // Not installed: the launcher starts a worker again when a
                 // CREATE EXTENSION commits here.

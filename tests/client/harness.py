@@ -61,6 +61,14 @@ def one(conn, sql, args=()):
         return first[0] if first else None
 
 
+def numbered(conn):
+    """Whether every transition recorded in `conn`'s database has its
+    history position (contract 23), after asking for the numbering: where
+    no worker serves, le_expire_lapsed numbers; where one does, it wakes it."""
+    one(conn, "SELECT le_expire_lapsed()")
+    return one(conn, "SELECT count(*) = 0 FROM leaderlock_history WHERE position IS NULL")
+
+
 def sqlstate(conn, sql, args=()):
     """The SQLSTATE `sql` fails with (None when it succeeds)."""
     try:

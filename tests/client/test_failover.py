@@ -13,8 +13,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import test_security
-from harness import (PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, one, promotion_paths, sqlstate,
-                     wait_for)
+from harness import (PG_BIN, WORK, Cluster, as_postgres, connect, give_to_server, numbered, one, promotion_paths,
+                     sqlstate, wait_for)
 from test_concurrency import STRESS_KEYS, TenureChecks, stress_client
 
 # Terms one timeline can issue: a new timeline's terms start above (contract 8.1).
@@ -23,13 +23,6 @@ TERMS_PER_TIMELINE = 2 ** 32
 
 def acquire(conn, key, who, ttl="10 seconds"):
     return one(conn, "SELECT le_try_acquire(%s, %s, %s)", (key, who, ttl))
-
-
-def numbered(conn):
-    """Waits until every transition recorded in `conn`'s database has its
-    position (le_expire_lapsed numbers them where no worker serves)."""
-    assert wait_for(lambda: one(conn, "SELECT le_expire_lapsed() IS NOT NULL AND NOT EXISTS "
-                                      "(SELECT FROM leaderlock_history WHERE \"position\" IS NULL)"), timeout=10)
 
 
 def past(t):
@@ -83,7 +76,7 @@ class FailoverTest(unittest.TestCase):
         standby = self.own(primary.standby("behind-standby"))
         p = primary.connect()
         self.assertTrue(acquire(p, "k", "A", "2 seconds"))
-        numbered(p)
+        self.assertTrue(wait_for(lambda: numbered(p), timeout=10))
         s = standby.connect()
         self.assertTrue(wait_for(lambda: term_of(s, "k") == 1 and one(
             s, "SELECT count(*) FROM leaderlock_history WHERE \"position\" IS NOT NULL") == 1, timeout=30))
@@ -120,7 +113,7 @@ class FailoverTest(unittest.TestCase):
         # The history (contract 23): the old timeline's rows are kept (the
         # count bound counts rows, not the positions' span, which the new
         # timeline's floor widened by 2^32), and positions go on above them.
-        numbered(s)
+        self.assertTrue(wait_for(lambda: numbered(s), timeout=10))
         with s.cursor() as cur:
             cur.execute("SELECT \"position\", event, holder, term FROM le_history(0, for_key => 'k')")
             history = cur.fetchall()
@@ -390,7 +383,7 @@ class FailoverTest(unittest.TestCase):
         for who in ("A", "B"):
             self.assertTrue(acquire(src, "k", who))
             self.assertTrue(one(src, "SELECT le_release('k', %s)", (who,)))
-        numbered(src)
+        self.assertTrue(wait_for(lambda: numbered(src), timeout=10))
         dump = os.path.join(c.pgdata, "source.dump")
         as_postgres(f"{PG_BIN}/pg_dump", "-h", "127.0.0.1", "-p", str(c.port), "-U", "postgres", "-Fc",
                     "-f", dump, "source")
@@ -400,7 +393,7 @@ class FailoverTest(unittest.TestCase):
         issued = term_of(src, "k")
         # The history's positions (contract 23) have the same hazard: a
         # reader that followed the source past the dump holds `read`.
-        numbered(src)
+        self.assertTrue(wait_for(lambda: numbered(src), timeout=10))
         read = one(src, "SELECT le_history_position()")
         self.assertEqual(one(src, "SELECT count(*) FROM le_history(0, 'k')"), 8)
         src.close()
@@ -410,7 +403,7 @@ class FailoverTest(unittest.TestCase):
         as_is = c.connect("restored_as_is")
         self.assertTrue(acquire(as_is, "k", "E"))
         self.assertLessEqual(term_of(as_is, "k"), issued, "the hazard docs/failure-behaviour.md describes")
-        numbered(as_is)
+        self.assertTrue(wait_for(lambda: numbered(as_is), timeout=10))
         self.assertLessEqual(one(as_is, "SELECT le_history_position()"), read, "the same for positions")
         self.assertEqual(one(as_is, "SELECT count(*) FROM le_history(%s)", (read,)), 0,
                          "the reader skips E's tenure")
@@ -421,7 +414,7 @@ class FailoverTest(unittest.TestCase):
         one(bumped, "UPDATE leaderlock_history_head SET pruned_through = le_history_position() + 4294967296")
         self.assertTrue(acquire(bumped, "k", "E"))
         self.assertGreater(term_of(bumped, "k"), issued)
-        numbered(bumped)
+        self.assertTrue(wait_for(lambda: numbered(bumped), timeout=10))
         self.assertGreater(one(bumped, "SELECT le_history_position()"), read)
         for after in (0, read):  # a reader from before the dump, one that followed the source past it
             self.assertEqual(sqlstate(bumped, "SELECT count(*) FROM le_history(%s)", (after,)), "LE002")

@@ -18,7 +18,7 @@ import time
 import unittest
 import zlib
 
-from harness import DB, HOST, PORT, PORTABLE, client_side, connect, one, wait_for
+from harness import DB, HOST, PORT, PORTABLE, client_side, connect, numbered, one, wait_for
 
 CLI = os.environ.get("LEADERLOCK_CLI", "")
 CHAOS_SECONDS = float(os.environ.get("LEADERLOCK_HISTORY_CHAOS_SECONDS", "60"))
@@ -32,12 +32,6 @@ def history(conn, after, prefix):
         cur.execute('SELECT "position", event, key, holder, term FROM le_history(%s, key_prefix => %s, '
                     "max_rows => 100000)", (after, prefix))
         return cur.fetchall()
-
-
-def numbered(conn):
-    """Where no worker serves, le_expire_lapsed numbers (as the watcher does)."""
-    one(conn, "SELECT le_expire_lapsed()")
-    return one(conn, "SELECT count(*) = 0 FROM leaderlock_history WHERE position IS NULL")
 
 
 def keep_rows(test, conn, n):
