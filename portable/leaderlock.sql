@@ -1171,15 +1171,25 @@ BEGIN
         EXIT WHEN n < 10000;
     END LOOP;
     LOOP
-        WITH old AS (
-            SELECT f.position, (f.at < v_horizon OR row_number() OVER (ORDER BY f.position) <=
-                       (SELECT d.kept FROM @extschema@.leaderlock_history_head d) - v_keep) AS go
-              FROM (SELECT h.position, h.at FROM @extschema@.leaderlock_history h
-                     WHERE h.position IS NOT NULL ORDER BY h.position LIMIT 10000) f),
+        -- Reads only the rows that go and two more (it runs at every
+        -- le_expire_lapsed): c is the first row within the count, k the
+        -- first from there young enough to stay.
+        WITH c AS (
+            SELECT h.position FROM @extschema@.leaderlock_history h WHERE h.position IS NOT NULL
+             ORDER BY h.position
+            OFFSET least(greatest((SELECT d.kept FROM @extschema@.leaderlock_history_head d) - v_keep,
+                                  0::bigint), 10000::bigint)
+             LIMIT 1),
+        k AS (
+            SELECT h.position FROM @extschema@.leaderlock_history h
+             WHERE h.position >= (SELECT c.position FROM c) AND h.at >= v_horizon
+             ORDER BY h.position LIMIT 1),
         cut AS (
-            SELECT max(o.position) AS through FROM old o
-             WHERE o.position < coalesce((SELECT min(x.position) FROM old x WHERE NOT x.go),
-                                         9223372036854775807::bigint)),
+            SELECT max(f.position) AS through FROM (
+                SELECT h.position FROM @extschema@.leaderlock_history h
+                 WHERE h.position IS NOT NULL
+                   AND h.position < coalesce((SELECT k.position FROM k), 9223372036854775807::bigint)
+                 ORDER BY h.position LIMIT 10000) f),
         gone AS (
             DELETE FROM @extschema@.leaderlock_history h USING cut
              WHERE h.position <= cut.through RETURNING 1)

@@ -54,6 +54,11 @@ pub fn reload_config() {
     }
 }
 
+/// Whether a SIGHUP asked for the settings to be read again.
+pub fn reload_pending() -> bool {
+    unsafe { pg_sys::ConfigReloadPending != 0 }
+}
+
 /// Waits up to `sleep_ms`, but wakes at least every `beat_ms`; true when
 /// the latch was set (someone asked for a round), false on a timeout.
 pub fn wait_woken(sleep_ms: i64, beat_ms: i64) -> bool {

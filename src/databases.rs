@@ -74,6 +74,9 @@ pub struct Slot {
     /// Contract 23: a committed transition waits for a position; the
     /// commit that set it woke the worker (`worker_wakeup.rs`).
     pub history_pending: AtomicBool,
+    /// Set with every wake-up but the history's: the worker checks again
+    /// (one for the history alone only notes it, see `worker.rs`).
+    check_wanted: AtomicBool,
     counters: [AtomicU64; COUNTERS],
     /// When the slot was claimed: the counters count since then.
     since: AtomicI64,
@@ -113,6 +116,7 @@ pub fn init() {
                     commands_until: AtomicI64::new(0),
                     stepped_aside: AtomicBool::new(false),
                     history_pending: AtomicBool::new(false),
+                    check_wanted: AtomicBool::new(false),
                     counters: std::array::from_fn(|_| AtomicU64::new(0)),
                     since: AtomicI64::new(0),
                 }),
@@ -240,6 +244,8 @@ impl Slot {
         self.commands.store(0, Ordering::SeqCst);
         self.commands_until.store(0, Ordering::SeqCst);
         self.stepped_aside.store(false, Ordering::SeqCst);
+        self.history_pending.store(false, Ordering::SeqCst);
+        self.check_wanted.store(false, Ordering::SeqCst);
         self.planned_wake.store(CHECKING, Ordering::SeqCst);
         self.database.store(0, Ordering::SeqCst);
     }
@@ -248,9 +254,22 @@ impl Slot {
         std::array::from_fn(|i| self.counters[i].load(Ordering::Relaxed))
     }
 
-    /// Sets the latch of the worker serving this database, if any.
+    /// Sets the latch of the worker serving this database, if any, for a
+    /// check.
     pub fn wake_worker(&self) {
+        self.check_wanted.store(true, Ordering::SeqCst);
         set_latch(self.worker_procno.load(Ordering::SeqCst));
+    }
+
+    /// Sets the worker's latch for the history alone (contract 23): it
+    /// notes that rows wait and numbers them when due, without a check.
+    pub fn wake_worker_for_history(&self) {
+        set_latch(self.worker_procno.load(Ordering::SeqCst));
+    }
+
+    /// Worker side: whether anyone asked for a check since the last call.
+    pub fn take_check_wanted(&self) -> bool {
+        self.check_wanted.swap(false, Ordering::SeqCst)
     }
 
     /// Sets the worker's latch for a caller that asked for a check, unless

@@ -1334,19 +1334,29 @@ statements! {
     /// newest `$3` (by the head's count of rows kept: positions jump at a
     /// failover), at most `$4`, as a prefix of positions only (so "pruned
     /// through" stays true of every position up to it), and moves the head
-    /// (`$1`, its pruned_through) past them. Rows at or below `$1` exist only
+    /// (`$1`, its pruned_through) past them. Reads only the rows that go
+    /// and two more (it runs at every numbering): `c` is the first row
+    /// within the count, `k` the first from there young enough to stay.
+    /// Rows at or below `$1` exist only
     /// after the documented step that follows a restore (pruned_through set
     /// above them, docs/history.md): the retention deletes them too, and the
     /// head never goes back. Under the head row's lock. How many went.
-    PRUNE_HISTORY = "WITH old AS (\
-            SELECT f.position, (f.at < $2 OR pg_catalog.row_number() OVER (ORDER BY f.position) <= \
-                       (SELECT d.kept FROM @extschema@.leaderlock_history_head d) - $3) AS go \
-              FROM (SELECT position, at FROM @extschema@.leaderlock_history \
-                     WHERE position IS NOT NULL ORDER BY position LIMIT $4) f), \
+    PRUNE_HISTORY = "WITH c AS (\
+            SELECT h.position FROM @extschema@.leaderlock_history h WHERE h.position IS NOT NULL \
+             ORDER BY h.position \
+            OFFSET least(greatest((SELECT d.kept FROM @extschema@.leaderlock_history_head d) - $3, \
+                                  0::bigint), $4) \
+             LIMIT 1), \
+          k AS (\
+            SELECT h.position FROM @extschema@.leaderlock_history h \
+             WHERE h.position >= (SELECT c.position FROM c) AND h.at >= $2 \
+             ORDER BY h.position LIMIT 1), \
           cut AS (\
-            SELECT max(o.position) AS through FROM old o \
-             WHERE o.position < coalesce((SELECT min(x.position) FROM old x WHERE NOT x.go), \
-                                         9223372036854775807::bigint)), \
+            SELECT max(f.position) AS through FROM (\
+              SELECT h.position FROM @extschema@.leaderlock_history h \
+               WHERE h.position IS NOT NULL \
+                 AND h.position < coalesce((SELECT k.position FROM k), 9223372036854775807::bigint) \
+               ORDER BY h.position LIMIT $4) f), \
           gone AS (\
             DELETE FROM @extschema@.leaderlock_history h USING cut \
              WHERE h.position <= cut.through RETURNING 1), \

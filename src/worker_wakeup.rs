@@ -77,7 +77,7 @@ unsafe extern "C-unwind" fn on_xact_event(
             if RECORDED.with(|r| r.take()) {
                 if let Some(slot) = databases::mine() {
                     if !slot.history_pending.swap(true, Ordering::SeqCst) {
-                        slot.wake_worker();
+                        slot.wake_worker_for_history();
                     }
                 }
             }
@@ -164,11 +164,19 @@ unsafe extern "C-unwind" fn unregister_worker(_code: i32, _arg: pg_sys::Datum) {
     databases::wake_launcher();
 }
 
-/// Worker side: a check starts; any commit from now on wakes us again.
+/// Worker side: a check starts; any commit from now on wakes us again,
+/// for another check.
 pub fn check_started() {
     if let Some(slot) = databases::mine() {
         slot.planned_wake.store(CHECKING, Ordering::SeqCst);
+        slot.take_check_wanted();
     }
+}
+
+/// Worker side: whether a wake-up since the last check asked for a check
+/// (every one but the history's does).
+pub fn check_wanted() -> bool {
+    databases::mine().is_some_and(|slot| slot.take_check_wanted())
 }
 
 /// Worker side: we will sleep until `wake_at` unless woken earlier.

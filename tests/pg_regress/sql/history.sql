@@ -116,6 +116,20 @@ SELECT count(*) AS readable_of_above
   FROM le_history((SELECT pruned_through FROM leaderlock_history_head)) WHERE key LIKE 'h-%';
 RESET leaderlock.history_retention;
 
+-- The pruning runs at every numbering: it reads only the rows that go, not
+-- the oldest ten thousand each time (20,000 kept rows, none due: a few
+-- rows fetched; the numbering itself reads the last position only).
+INSERT INTO leaderlock_history ("position", at, event, payload)
+SELECT le_history_position() + g, le_now(), 'acquired', '{}' FROM generate_series(1, 20000) g;
+UPDATE leaderlock_history_head SET kept = kept + 20000;
+BEGIN;
+SELECT le_expire_lapsed() >= 0 AS numbered_and_pruned;
+SELECT idx_tup_fetch < 100 AS read_few FROM pg_stat_xact_user_tables WHERE relname = 'leaderlock_history';
+COMMIT;
+SELECT count(*) AS kept FROM leaderlock_history WHERE event = 'acquired' AND key IS NULL;
+DELETE FROM leaderlock_history WHERE event = 'acquired' AND key IS NULL;
+UPDATE leaderlock_history_head SET kept = greatest(kept - 20000, 0);
+
 SELECT le_release_all('replica-1') >= 0 AS cleaned;
 SELECT le_release_all('replica-2') >= 0 AS cleaned;
 DROP ROLE ll_hist_a;
