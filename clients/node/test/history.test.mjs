@@ -271,11 +271,16 @@ async function pruned(quiet, prefix, app) {
         await sql("ALTER SYSTEM SET leaderlock.history_max_rows = 5");
         await sql("SELECT pg_reload_conf()");
       }
+      const before = BigInt(await sql("SELECT le_history_position()"));
       await sql("SELECT le_try_acquire(key => $1, id => 'a', ttl => '10s')", [busy]);
       await sql("SELECT le_release(key => $1, id => 'a')", [busy]);
       // where no worker serves, it numbers and prunes
       await sql(portable ? "SELECT le_expire_lapsed() FROM (SELECT set_config('leaderlock.history_max_rows', '5', false)) s"
                          : "SELECT le_expire_lapsed()");
+      // One pair a numbering (the worker's come at most four a second): a
+      // round that numbered more rows than the 5 kept would prune past any
+      // reader that had not read since the round before, the quiet one too.
+      await until(async () => BigInt(await sql("SELECT le_history_position()")) > before, 2000);
       return (await prunedThrough()) > start;
     }, 10000), "the retention did not prune past the quiet watcher's start");
   } finally {

@@ -3,12 +3,13 @@
 use crate::dsn;
 use crate::error::{causes, Error};
 use crate::tls::{SslMode, TlsSettings};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_postgres::config::TargetSessionAttrs;
-use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres::{AsyncMessage, Client, Notification};
 
 /// Settings of an [`crate::Elector`]. `ElectorConfig::new(key)` gives the
 /// defaults; every field can be changed before `Elector::start`.
@@ -176,6 +177,26 @@ impl SessionAttrs {
 
 /// A connection's messages (notifications, notices), polled in a task.
 pub type Messages = Pin<Box<dyn Stream<Item = Result<AsyncMessage, tokio_postgres::Error>> + Send>>;
+
+/// Polls `messages` in a task and passes on the notifications `keep`
+/// chooses, until the connection ends (the receiver then finds the
+/// channel closed: the connection is gone) or the receiver is dropped.
+pub(crate) fn forward_notifications(
+    mut messages: Messages,
+    keep: fn(&Notification) -> bool,
+) -> mpsc::UnboundedReceiver<Notification> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(message)) = messages.next().await {
+            if let AsyncMessage::Notification(n) = message {
+                if keep(&n) && tx.send(n).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    rx
+}
 
 impl ConnectConfig {
     /// `pg` with `tls`; the certificate and key files are read now, so a

@@ -8,15 +8,14 @@ use std::fmt;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{AsyncMessage, Client, Notification};
+use tokio_postgres::{Client, Notification};
 
-use crate::config::{random_hex, ConnectConfig, ElectorConfig};
+use crate::config::{forward_notifications, random_hex, ConnectConfig, ElectorConfig};
 use crate::error::{self, Error};
 use crate::payload::Announcement;
 use crate::sql;
@@ -552,18 +551,9 @@ impl Task {
         if db.pg.get_application_name().is_none() {
             db.pg.application_name("leaderlock elector");
         }
-        let (client, mut messages) = db.connect().await.map_err(classify)?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Some(Ok(message)) = messages.next().await {
-                if let AsyncMessage::Notification(n) = message {
-                    if tx.send(n).is_err() {
-                        break;
-                    }
-                }
-            }
-            // Dropping tx tells the elector the connection is gone.
-        });
+        let (client, messages) = db.connect().await.map_err(classify)?;
+        // Closed when the connection is gone: the elector then knows.
+        let rx = forward_notifications(messages, |_| true);
         client.batch_execute(sql::LISTEN).await.map_err(classify)?;
         let token: &(dyn ToSql + Sync) = &self.probe_token;
         client

@@ -18,13 +18,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout, Instant};
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres::{Client, Notification};
 
-use crate::config::ConnectConfig;
+use crate::config::{forward_notifications, ConnectConfig};
 use crate::error::Error;
 use crate::sql;
 
@@ -82,7 +81,7 @@ pub struct HistoryWatcher {
     /// The last position read: rows up to it wait in `ready`.
     read: Option<i64>,
     ready: VecDeque<Transition>,
-    conn: Option<(Client, mpsc::UnboundedReceiver<()>)>,
+    conn: Option<(Client, mpsc::UnboundedReceiver<Notification>)>,
     /// No worker numbers the history: le_expire_lapsed() before each read.
     number_here: bool,
     backoff: Duration,
@@ -241,21 +240,13 @@ impl HistoryWatcher {
     }
 
     async fn connect(&mut self) -> Result<(), Error> {
-        let (client, mut messages) = timeout(CALL_TIMEOUT, self.db.connect())
+        let (client, messages) = timeout(CALL_TIMEOUT, self.db.connect())
             .await
             .map_err(|_| Error::Unreachable("connecting timed out".into()))?
             .map_err(|e| Error::from_pg(&e))?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Some(Ok(message)) = messages.next().await {
-                if let AsyncMessage::Notification(n) = message {
-                    let hint = n.channel() == sql::HISTORY_CHANNEL || n.channel() == sql::CHANNEL;
-                    if hint && tx.send(()).is_err() {
-                        break;
-                    }
-                }
-            }
-            // Dropping tx tells the watcher the connection is gone.
+        // Hints; closed when the connection is gone: the watcher then knows.
+        let rx = forward_notifications(messages, |n| {
+            n.channel() == sql::HISTORY_CHANNEL || n.channel() == sql::CHANNEL
         });
         let call = async {
             let worker: bool = client.query_one(sql::WORKER_SERVES, &[]).await?.get(0);

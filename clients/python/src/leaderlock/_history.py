@@ -103,6 +103,10 @@ class Transition:
     payload: Any
 
 
+#: Watcher._now: nothing to return yet, read (or wait) on.
+_READ_ON = object()
+
+
 class Watcher:
     """Follows the history; what `leaderlock.watch()` returns. See `watch`."""
 
@@ -238,6 +242,20 @@ class Watcher:
             raise refusal from e
         return self._outage.failed(e)
 
+    def _now(self, until: float, tried: bool) -> Any:
+        """What next() and anext() return now (a transition, or None: closed,
+        or `until` passed after one try), or _READ_ON; raises what ended the
+        watcher."""
+        if self._error is not None:
+            raise self._error
+        if self._stopped():
+            return None
+        if self._ready:
+            return self._deliver()
+        if tried and time.monotonic() >= until:
+            return None
+        return _READ_ON
+
     def _until(self, timeout: Optional[float]) -> float:
         if timeout is None:
             return float("inf")
@@ -256,15 +274,7 @@ class Watcher:
         until = self._until(timeout)
         with self._reader():
             tried = False
-            while True:
-                if self._error is not None:
-                    raise self._error
-                if self._stopped():
-                    return None
-                if self._ready:
-                    return self._deliver()
-                if tried and time.monotonic() >= until:
-                    return None
+            while (got := self._now(until, tried)) is _READ_ON:
                 tried = True
                 try:
                     self._step(until)
@@ -273,6 +283,7 @@ class Watcher:
                     self._drop()
                     delay = self._failed(e, refusal)
                     self._closed.wait(max(0.0, min(delay, until - time.monotonic())))
+            return got
 
     def __iter__(self) -> Iterator[Transition]:
         return self
@@ -363,15 +374,7 @@ class Watcher:
         with self._reader():
             try:
                 tried = False
-                while True:
-                    if self._error is not None:
-                        raise self._error
-                    if self._stopped():
-                        return None
-                    if self._ready:
-                        return self._deliver()
-                    if tried and time.monotonic() >= until:
-                        return None
+                while (got := self._now(until, tried)) is _READ_ON:
                     tried = True
                     try:
                         await self._astep(until)
@@ -380,6 +383,7 @@ class Watcher:
                         await self._adrop(e)
                         delay = self._failed(e, refusal)
                         await self._asleep(max(0.0, min(delay, until - time.monotonic())))
+                return got
             finally:
                 if self._closed.is_set():
                     await self._adrop()  # (before _reader's end: aclose() leaves it to this reader)
