@@ -47,7 +47,7 @@
 #                   the CLI's, the demo's, the examples' and scheduled
 #                   runs' tests on 15 only; the modules of the SQL
 #                   logic (acquire, slots, priority, sessions, runs...) on
-#                   15 and 18 (the same Rust everywhere; pg_regress and
+#                   15 only (the same Rust everywhere; pg_regress and
 #                   isolation check that logic on every version); the
 #                   crash-and-failover chaos for 20 s on 15, 15 s elsewhere
 #                   (LEADERLOCK_CHAOS_SECONDS overrides);
