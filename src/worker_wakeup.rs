@@ -44,9 +44,10 @@ pub fn expiry_written(expires_at: i64) {
 }
 
 /// A transition was recorded (contract 23): once this commits, the worker
-/// numbers it, `worker::HISTORY_GAP_MS` later. Only the first commit
-/// after the worker took the flag wakes it, so a burst of transitions costs
-/// it one round, not one each.
+/// numbers it, `worker::HISTORY_GAP_MS` later (or at its next round, while
+/// transitions keep coming). Only the first commit after the worker took
+/// the flag wakes it, and only to note the time, so a burst of transitions
+/// costs it one round, not one each.
 pub fn history_written() {
     if preload::preloaded() {
         RECORDED.with(|r| r.set(true));
