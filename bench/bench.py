@@ -438,28 +438,31 @@ def handover_leaderlock(port, rounds):
     leader, follower = connect(port), connect(port)
     reset(leader, "w4-")
     q(follower, "LISTEN leaderlock")
-    lags = []
-    for r in range(rounds):
-        key = f"w4-{r}"
-        assert one(leader, "SELECT le_try_acquire(%s, 'leader', '10 seconds')", (key,))
-        follower.poll()
-        follower.notifies.clear()
-        got = {}
-
-        def follow():
-            got["at"], event = follow_and_acquire(follower, key, "released", "10 seconds")
-            got["released"] = parse_time(event["at"])
-
-        t = threading.Thread(target=follow)
-        t.start()
-        time.sleep(0.01)
-        one(leader, "SELECT le_release(%s, 'leader')", (key,))
-        t.join(15)
-        assert "at" in got, "W4: follower did not take over"
-        lags.append((got["at"] - got["released"]) * 1000)
+    lags = [handover_once(leader, follower, f"w4-{r}") for r in range(rounds)]
     leader.close()
     follower.close()
     return summary(lags)
+
+
+def handover_once(leader, follower, key):
+    """One W4 hand-over of `key` (the follower LISTENing on leaderlock):
+    the follower's lag in ms, from the release's `at` to its acquisition."""
+    assert one(leader, "SELECT le_try_acquire(%s, 'leader', '10 seconds')", (key,))
+    follower.poll()
+    follower.notifies.clear()
+    got = {}
+
+    def follow():
+        got["at"], event = follow_and_acquire(follower, key, "released", "10 seconds")
+        got["released"] = parse_time(event["at"])
+
+    t = threading.Thread(target=follow)
+    t.start()
+    time.sleep(0.01)
+    one(leader, "SELECT le_release(%s, 'leader')", (key,))
+    t.join(15)
+    assert "at" in got, "W4: follower did not take over"
+    return (got["at"] - got["released"]) * 1000
 
 
 def handover_advisory(port, rounds):

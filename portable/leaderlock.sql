@@ -380,13 +380,13 @@ CREATE TABLE @extschema@.leaderlock_failover (
 );
 
 -- Contract 23: every transition, recorded by the transaction that makes it
--- (with its notification). A position is given later, in commit order, by
--- le_expire_lapsed (the compiled edition's worker): a number drawn inside a
--- transaction is not commit order, so a reader resuming after position P
--- could later meet a row numbered below P. Numbered rows never change.
+-- (with its notification) in leaderlock_history_pending, without a
+-- position. le_expire_lapsed (the compiled edition's worker) moves the committed ones
+-- here, numbered in commit order: a number drawn inside a transaction is
+-- not commit order, so a reader resuming after position P could later
+-- meet a row numbered below P. Numbered rows never change.
 CREATE TABLE @extschema@.leaderlock_history (
-    position bigint,                  -- NULL until numbered; then unique, growing with commit order
-    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    position bigint PRIMARY KEY,      -- unique, growing with commit order
     at       timestamptz NOT NULL,    -- the transition's instant (lease clock)
     event    text NOT NULL,           -- the notification's event
     key      text,                    -- the lease's key, or the run's job
@@ -395,10 +395,21 @@ CREATE TABLE @extschema@.leaderlock_history (
     role     oid,                     -- the role whose call made it; NULL: the worker
     payload  jsonb NOT NULL           -- the notification, as sent
 );
-CREATE UNIQUE INDEX leaderlock_history_position_idx ON @extschema@.leaderlock_history (position)
- WHERE position IS NOT NULL;
--- The rows waiting for a position: what the numbering reads.
-CREATE INDEX leaderlock_history_pending_idx ON @extschema@.leaderlock_history (seq) WHERE position IS NULL;
+-- The transitions waiting for a position, oldest recording first. Every
+-- transition writes one, so this row is what every hand-over pays for: kept
+-- light (one plain index, the payload as the text sent, parsed when
+-- numbered), written once and deleted when numbered.
+CREATE TABLE @extschema@.leaderlock_history_pending (
+    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    at       timestamptz NOT NULL,
+    event    text NOT NULL,
+    key      text,
+    holder   text,
+    term     bigint,
+    role     oid,
+    payload  text NOT NULL
+);
+CREATE INDEX leaderlock_history_pending_seq_idx ON @extschema@.leaderlock_history_pending (seq);
 -- One row: its lock serializes the numbering (only the extension may lock
 -- it); pruned_through: positions up to it are deleted (retention); kept:
 -- how many numbered rows are kept, what leaderlock.history_max_rows bounds
@@ -1112,19 +1123,18 @@ RETURNS void
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    INSERT INTO @extschema@.leaderlock_history (at, event, key, holder, term, role, payload)
-    VALUES ($1, $2, $3, $4, $5, nullif(current_setting('leaderlock_portable.role', true), '')::oid,
-            $6::jsonb);
+    INSERT INTO @extschema@.leaderlock_history_pending (at, event, key, holder, term, role, payload)
+    VALUES ($1, $2, $3, $4, $5, nullif(current_setting('leaderlock_portable.role', true), '')::oid, $6);
 END;
 
--- Contract 23: numbers the committed rows without a position, in recording
--- order, after the highest position given or pruned and at least the term
--- floor (positions never go back after a failover), announces the last on
--- channel leaderlock_history, and prunes the oldest by the retention
--- (leaderlock.history_retention, leaderlock.history_max_rows), as a prefix
--- of positions. Under the head row's lock, never waiting (another
--- transaction numbering: it numbers them). By ctid: the recording order
--- may repeat after a restore. Called by le_expire_lapsed, in autocommit.
+-- Contract 23: moves the committed rows of leaderlock_history_pending into
+-- the history, numbered in recording order, after the highest position
+-- given or pruned and at least the term floor (positions never go back
+-- after a failover), announces the last on channel leaderlock_history, and
+-- prunes the oldest by the retention (leaderlock.history_retention,
+-- leaderlock.history_max_rows), as a prefix of positions. Under the head
+-- row's lock, never waiting (another transaction numbering: it numbers
+-- them). Called by le_expire_lapsed, in autocommit.
 CREATE FUNCTION @extschema@._le_number_history() RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -1152,17 +1162,22 @@ BEGIN
         / 1000000::numeric);
     LOOP
         WITH p AS (
-            SELECT ctid AS row_id, row_number() OVER (ORDER BY seq) AS n
-              FROM (SELECT x.ctid, x.seq FROM @extschema@.leaderlock_history x
-                     WHERE x.position IS NULL ORDER BY x.seq LIMIT 10000) pending),
+            SELECT x.ctid AS row_id FROM @extschema@.leaderlock_history_pending x
+             ORDER BY x.seq LIMIT 10000),
+        d AS (
+            DELETE FROM @extschema@.leaderlock_history_pending x
+             WHERE x.ctid = ANY (ARRAY(SELECT p.row_id FROM p))
+            RETURNING x.seq, x.at, x.event, x.key, x.holder, x.term, x.role, x.payload),
         base AS (
             SELECT greatest(coalesce((SELECT max(y.position) FROM @extschema@.leaderlock_history y),
                                      0::bigint),
                             v_pruned, @extschema@._le_term_floor() - 1::bigint) AS b),
         u AS (
-            UPDATE @extschema@.leaderlock_history h SET position = base.b + p.n
-              FROM p, base WHERE h.ctid = p.row_id AND h.position IS NULL
-            RETURNING h.position)
+            INSERT INTO @extschema@.leaderlock_history (position, at, event, key, holder, term, role, payload)
+            SELECT base.b + row_number() OVER (ORDER BY d.seq), d.at, d.event, d.key, d.holder, d.term,
+                   d.role, d.payload::jsonb
+              FROM d, base
+            RETURNING position)
         SELECT count(*), max(u.position) INTO n, v_last FROM u;
         IF n > 0 THEN
             UPDATE @extschema@.leaderlock_history_head SET kept = kept + n;
@@ -1175,7 +1190,7 @@ BEGIN
         -- le_expire_lapsed): c is the first row within the count, k the
         -- first from there young enough to stay.
         WITH c AS (
-            SELECT h.position FROM @extschema@.leaderlock_history h WHERE h.position IS NOT NULL
+            SELECT h.position FROM @extschema@.leaderlock_history h
              ORDER BY h.position
             OFFSET least(greatest((SELECT d.kept FROM @extschema@.leaderlock_history_head d) - v_keep,
                                   0::bigint), 10000::bigint)
@@ -1187,8 +1202,7 @@ BEGIN
         cut AS (
             SELECT max(f.position) AS through FROM (
                 SELECT h.position FROM @extschema@.leaderlock_history h
-                 WHERE h.position IS NOT NULL
-                   AND h.position < coalesce((SELECT k.position FROM k), 9223372036854775807::bigint)
+                 WHERE h.position < coalesce((SELECT k.position FROM k), 9223372036854775807::bigint)
                  ORDER BY h.position LIMIT 10000) f),
         gone AS (
             DELETE FROM @extschema@.leaderlock_history h USING cut
@@ -4153,6 +4167,8 @@ REVOKE ALL ON @extschema@.leaderlock_failover FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_failover TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_history FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_history TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_history_pending FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_history_pending TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_history_head FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_history_head TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_record(timestamptz, text, text, text, bigint, text) FROM PUBLIC;
@@ -4211,6 +4227,10 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_end_lapsed_key(text, timestamptz) FRO
             pg_catalog.to_regclass(target || '.leaderlock_sessions'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_history'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_history_pending'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_history_pending_seq_seq'), '');
     END IF;
     PERFORM pg_catalog.set_config('search_path', old_path, true);
 END

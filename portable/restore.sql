@@ -29,13 +29,16 @@ INSERT INTO leaderlock_runs
        (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
 SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner
   FROM pg_temp.leaderlock_carry_runs;
--- Rows not numbered yet are numbered by the new edition, after the rest.
 INSERT INTO leaderlock_history ("position", at, event, key, holder, term, role, payload)
 SELECT "position", at, event, key, holder, term, role, payload
-  FROM pg_temp.leaderlock_carry_history ORDER BY "position" NULLS LAST;
+  FROM pg_temp.leaderlock_carry_history WHERE "position" IS NOT NULL;
+-- Rows not numbered yet are numbered by the new edition, in their order.
+INSERT INTO leaderlock_history_pending (at, event, key, holder, term, role, payload)
+SELECT at, event, key, holder, term, role, payload::text
+  FROM pg_temp.leaderlock_carry_history WHERE "position" IS NULL ORDER BY seq;
 UPDATE leaderlock_history_head h
    SET pruned_through = c.pruned_through,
-       kept = (SELECT count(*) FROM leaderlock_history x WHERE x."position" IS NOT NULL)
+       kept = (SELECT count(*) FROM leaderlock_history)
   FROM pg_temp.leaderlock_carry_history_head c;
 UPDATE leaderlock_failover f
    SET timeline = c.timeline, changed_at = c.changed_at

@@ -56,7 +56,7 @@ CREATE TEMP TABLE leaderlock_carry_runs (
 -- the retention deleted. Before, it does not exist.
 CREATE TEMP TABLE leaderlock_carry_history (
     "position" bigint, at timestamptz, event text, key text, holder text, term bigint, role oid,
-    payload jsonb
+    payload jsonb, seq bigint  -- position NULL: not numbered yet, seq its order of recording
 ) ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_history_head (pruned_through bigint) ON COMMIT DROP;
 DO $save$
@@ -111,10 +111,14 @@ BEGIN
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_history')
        IS NOT NULL THEN
         -- last: only the numbering takes them, under the head's lock
-        LOCK TABLE leaderlock_history_head, leaderlock_history IN ACCESS EXCLUSIVE MODE;
+        LOCK TABLE leaderlock_history_head, leaderlock_history, leaderlock_history_pending
+            IN ACCESS EXCLUSIVE MODE;
         INSERT INTO pg_temp.leaderlock_carry_history
-        SELECT h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload
-          FROM leaderlock_history h ORDER BY h.position NULLS LAST, h.seq;
+        SELECT h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload, NULL
+          FROM leaderlock_history h;
+        INSERT INTO pg_temp.leaderlock_carry_history
+        SELECT NULL, x.at, x.event, x.key, x.holder, x.term, x.role, x.payload::pg_catalog.jsonb, x.seq
+          FROM leaderlock_history_pending x;
         INSERT INTO pg_temp.leaderlock_carry_history_head SELECT pruned_through FROM leaderlock_history_head;
     END IF;
 END

@@ -106,7 +106,8 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_slots', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_sessions', s);
-        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_history, %1$I.leaderlock_history_head', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_history, %1$I.leaderlock_history_pending, '
+                                  '%1$I.leaderlock_history_head', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_runs, %1$I.leaderlock_jobs', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);

@@ -1290,11 +1290,12 @@ statements! {
     /// ends; set when the session asked for less.
     SYNC_COMMIT_ON = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";
 
-    /// Contract 23: records a transition without a position. `$1` at, `$2`
+    /// Contract 23: records a transition, to be numbered. `$1` at, `$2`
     /// event, `$3` key (or job), `$4` holder, `$5` term, `$6` the acting
-    /// role (NULL: the worker), `$7` the notification's payload as text.
-    RECORD_HISTORY = "INSERT INTO @extschema@.leaderlock_history \
-        (at, event, key, holder, term, role, payload) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)";
+    /// role (NULL: the worker), `$7` the notification's payload, kept as
+    /// the text sent (parsed when numbered, off the transition's path).
+    RECORD_HISTORY = "INSERT INTO @extschema@.leaderlock_history_pending \
+        (at, event, key, holder, term, role, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
     /// The history's head row, locked for numbering and pruning, never
     /// waiting (a transaction doing so already numbers what is committed):
@@ -1302,26 +1303,31 @@ statements! {
     LOCK_HISTORY_HEAD = "SELECT pruned_through FROM @extschema@.leaderlock_history_head \
         FOR NO KEY UPDATE SKIP LOCKED";
 
-    /// Gives the first `$3` committed rows without a position the next
-    /// positions, in recording order: after the highest given or pruned
-    /// (`$1`), and at least the term floor `$2`, so positions never go back
-    /// after a failover either (a new timeline's floor is above any position
-    /// an older one could give). Under the head row's lock. By ctid: the
-    /// recording order may repeat after a restore. How many, and the last,
-    /// announced on channel `leaderlock_history` (a hint: readers then read
-    /// the history, which they trust).
+    /// Moves the first `$3` committed pending rows into the history, with
+    /// the next positions in recording order: after the highest given or
+    /// pruned (`$1`), and at least the term floor `$2`, so positions never
+    /// go back after a failover either (a new timeline's floor is above any
+    /// position an older one could give). Under the head row's lock. How
+    /// many, and the last, announced on channel `leaderlock_history` (a
+    /// hint: readers then read the history, which they trust).
     NUMBER_HISTORY = "WITH p AS (\
-            SELECT ctid AS row_id, pg_catalog.row_number() OVER (ORDER BY seq) AS n \
-              FROM (SELECT ctid, seq FROM @extschema@.leaderlock_history \
-                     WHERE position IS NULL ORDER BY seq LIMIT $3) pending), \
+            SELECT x.ctid AS row_id FROM @extschema@.leaderlock_history_pending x \
+             ORDER BY x.seq LIMIT $3), \
+          d AS (\
+            DELETE FROM @extschema@.leaderlock_history_pending x \
+             WHERE x.ctid = ANY (ARRAY(SELECT p.row_id FROM p)) \
+            RETURNING x.seq, x.at, x.event, x.key, x.holder, x.term, x.role, x.payload), \
           base AS (\
             SELECT greatest(\
                        coalesce((SELECT max(position) FROM @extschema@.leaderlock_history), 0::bigint), \
                        $1, $2 - 1::bigint) AS b), \
           u AS (\
-            UPDATE @extschema@.leaderlock_history h SET position = base.b + p.n \
-              FROM p, base WHERE h.ctid = p.row_id AND h.position IS NULL \
-            RETURNING h.position), \
+            INSERT INTO @extschema@.leaderlock_history \
+                   (position, at, event, key, holder, term, role, payload) \
+            SELECT base.b + pg_catalog.row_number() OVER (ORDER BY d.seq), d.at, d.event, d.key, \
+                   d.holder, d.term, d.role, d.payload::pg_catalog.jsonb \
+              FROM d, base \
+            RETURNING position), \
           k AS (\
             UPDATE @extschema@.leaderlock_history_head SET kept = kept + (SELECT count(*) FROM u) \
              WHERE EXISTS (SELECT FROM u)) \
@@ -1342,8 +1348,7 @@ statements! {
     /// above them, docs/history.md): the retention deletes them too, and the
     /// head never goes back. Under the head row's lock. How many went.
     PRUNE_HISTORY = "WITH c AS (\
-            SELECT h.position FROM @extschema@.leaderlock_history h WHERE h.position IS NOT NULL \
-             ORDER BY h.position \
+            SELECT h.position FROM @extschema@.leaderlock_history h ORDER BY h.position \
             OFFSET least(greatest((SELECT d.kept FROM @extschema@.leaderlock_history_head d) - $3, \
                                   0::bigint), $4) \
              LIMIT 1), \
@@ -1354,8 +1359,7 @@ statements! {
           cut AS (\
             SELECT max(f.position) AS through FROM (\
               SELECT h.position FROM @extschema@.leaderlock_history h \
-               WHERE h.position IS NOT NULL \
-                 AND h.position < coalesce((SELECT k.position FROM k), 9223372036854775807::bigint) \
+               WHERE h.position < coalesce((SELECT k.position FROM k), 9223372036854775807::bigint) \
                ORDER BY h.position LIMIT $4) f), \
           gone AS (\
             DELETE FROM @extschema@.leaderlock_history h USING cut \

@@ -259,7 +259,7 @@ func TestHistoryWatcherSurvivesTerminationsAndDeliversEachTransitionOnce(t *test
 	eventually(t, 3*time.Second, func() bool {
 		query(t, "SELECT le_expire_lapsed()") // where no worker serves, it expires and numbers
 		return query(t, `SELECT (SELECT count(*) FROM leaderlock WHERE starts_with(key, $1) AND holder IS NOT NULL)
-			+ (SELECT count(*) FROM leaderlock_history WHERE starts_with(key, $1) AND "position" IS NULL)`, prefix).(int64) == 0
+			+ (SELECT count(*) FROM leaderlock_history_pending WHERE starts_with(key, $1))`, prefix).(int64) == 0
 	})
 	end := historyPosition(t)
 	caughtUp := time.Now()

@@ -269,13 +269,13 @@ REVOKE ALL ON leaderlock_sessions FROM PUBLIC;
 GRANT SELECT ON leaderlock_sessions TO PUBLIC;
 
 -- Contract 23: every transition, recorded by the transaction that makes it
--- (with its notification). A position is given later, in commit order, by
--- the worker (le_expire_lapsed where none serves): a number drawn inside a
--- transaction is not commit order, so a reader resuming after position P
--- could later meet a row numbered below P. Numbered rows never change.
+-- (with its notification) in leaderlock_history_pending, without a
+-- position. The worker (le_expire_lapsed where none serves) moves the committed ones
+-- here, numbered in commit order: a number drawn inside a transaction is
+-- not commit order, so a reader resuming after position P could later
+-- meet a row numbered below P. Numbered rows never change.
 CREATE TABLE leaderlock_history (
-    position bigint,                  -- NULL until numbered; then unique, growing with commit order
-    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    position bigint PRIMARY KEY,      -- unique, growing with commit order
     at       timestamptz NOT NULL,    -- the transition's instant (lease clock)
     event    text NOT NULL,           -- the notification's event
     key      text,                    -- the lease's key, or the run's job
@@ -285,10 +285,24 @@ CREATE TABLE leaderlock_history (
     payload  jsonb NOT NULL           -- the notification, as sent
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_history', '');
-CREATE UNIQUE INDEX leaderlock_history_position_idx ON leaderlock_history (position)
- WHERE position IS NOT NULL;
--- The rows waiting for a position: what the numbering reads.
-CREATE INDEX leaderlock_history_pending_idx ON leaderlock_history (seq) WHERE position IS NULL;
+-- The transitions waiting for a position, oldest recording first. Every
+-- transition writes one, so this row is what every hand-over pays for: kept
+-- light (one plain index, the payload as the text sent, parsed when
+-- numbered), written once and deleted when numbered.
+CREATE TABLE leaderlock_history_pending (
+    seq      bigint GENERATED ALWAYS AS IDENTITY, -- order of recording (numbering follows it)
+    at       timestamptz NOT NULL,
+    event    text NOT NULL,
+    key      text,
+    holder   text,
+    term     bigint,
+    role     oid,
+    payload  text NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_history_pending', '');
+-- (its sequence too: a restored row keeps its place before new ones)
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_history_pending_seq_seq', '');
+CREATE INDEX leaderlock_history_pending_seq_idx ON leaderlock_history_pending (seq);
 -- One row: its lock serializes the numbering (only the extension may lock
 -- it); pruned_through: positions up to it are deleted (retention); kept:
 -- how many numbered rows are kept, what leaderlock.history_max_rows bounds
@@ -301,5 +315,7 @@ CREATE TABLE leaderlock_history_head (
 INSERT INTO leaderlock_history_head DEFAULT VALUES;
 REVOKE ALL ON leaderlock_history FROM PUBLIC;
 GRANT SELECT ON leaderlock_history TO PUBLIC;
+REVOKE ALL ON leaderlock_history_pending FROM PUBLIC;
+GRANT SELECT ON leaderlock_history_pending TO PUBLIC;
 REVOKE ALL ON leaderlock_history_head FROM PUBLIC;
 GRANT SELECT ON leaderlock_history_head TO PUBLIC;

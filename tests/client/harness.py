@@ -66,7 +66,7 @@ def numbered(conn):
     history position (contract 23), after asking for the numbering: where
     no worker serves, le_expire_lapsed numbers; where one does, it wakes it."""
     one(conn, "SELECT le_expire_lapsed()")
-    return one(conn, "SELECT count(*) = 0 FROM leaderlock_history WHERE position IS NULL")
+    return one(conn, "SELECT count(*) = 0 FROM leaderlock_history_pending")
 
 
 def sqlstate(conn, sql, args=()):

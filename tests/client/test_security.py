@@ -74,7 +74,8 @@ def plant_traps(t, temp_views=True):
                    BEGIN PERFORM public.ll_trap('{name}({args})'); {body}; END $$""")
         planted += 1
     for name in ("leaderlock", "leaderlock_failover", "leaderlock_status", "leaderlock_lease",
-                 "leaderlock_history", "leaderlock_history_head") if temp_views else ():
+                 "leaderlock_history", "leaderlock_history_pending", "leaderlock_history_head") \
+            if temp_views else ():
         one(t, f"CREATE TEMP VIEW {name} AS SELECT public.ll_trap('pg_temp.{name}') AS key")
     one(t, "SET search_path = public, pg_temp")
     return planted

@@ -35,7 +35,7 @@ const positions = async (after, prefix) => (await rows(
 // Where no worker serves (the portable edition), le_expire_lapsed numbers.
 const numbered = (prefix) => until(async () =>
   (await sql("SELECT le_expire_lapsed()")) >= 0 &&
-  (await sql("SELECT count(*)::int FROM leaderlock_history WHERE position IS NULL AND starts_with(key, $1)", [prefix])) === 0, 5000);
+  (await sql("SELECT count(*)::int FROM leaderlock_history_pending WHERE starts_with(key, $1)", [prefix])) === 0, 5000);
 
 const historyHead = async () => BigInt(await sql("SELECT le_history_position()::text"));
 const prunedThrough = async () => BigInt(await sql("SELECT pruned_through::text FROM leaderlock_history_head"));

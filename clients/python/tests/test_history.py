@@ -34,8 +34,8 @@ def numbered(prefix):
     """Whether every transition of keys starting with `prefix` has its
     position (where no worker serves, le_expire_lapsed numbers them)."""
     sql("SELECT le_expire_lapsed()")
-    return not sql("SELECT EXISTS (SELECT FROM leaderlock_history WHERE \"position\" IS NULL "
-                   "AND starts_with(key, %s))", (prefix,))
+    return not sql("SELECT EXISTS (SELECT FROM leaderlock_history_pending WHERE starts_with(key, %s))",
+                   (prefix,))
 
 
 def positions(after, prefix):
@@ -224,7 +224,7 @@ class HistoryTest(unittest.TestCase):
             # reads the setting on reload), then put the setting back.
             churn(self.prefix, 2)
             self.assertTrue(wait(lambda: numbered(self.prefix), 5.0))
-            keep = max(sql("SELECT count(*) FROM leaderlock_history WHERE \"position\" IS NOT NULL") - 1, 1)
+            keep = max(sql("SELECT count(*) FROM leaderlock_history") - 1, 1)
             if sql("SELECT le_capabilities()->>'edition'") == "portable":
                 # No worker, and no such setting for ALTER SYSTEM: the
                 # numbering of le_expire_lapsed reads the session's.

@@ -71,10 +71,13 @@ SELECT * FROM le_history(0, for_key => 'a', key_prefix => 'a');
 -- Readable by every role, written by none.
 SET ROLE ll_hist_b;
 SELECT count(*) > 0 AS readable FROM leaderlock_history;
+SELECT count(*) >= 0 AS readable FROM leaderlock_history_pending;
 \set VERBOSITY sqlstate
 DELETE FROM leaderlock_history;
 UPDATE leaderlock_history_head SET pruned_through = 0;
 INSERT INTO leaderlock_history (at, event, payload) VALUES (now(), 'acquired', '{}');
+INSERT INTO leaderlock_history_pending (at, event, payload) VALUES (now(), 'acquired', '{}');
+DELETE FROM leaderlock_history_pending;
 \set VERBOSITY default
 RESET ROLE;
 
