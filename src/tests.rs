@@ -1723,4 +1723,50 @@ mod tests {
             Some("-|1|-|-")
         );
     }
+
+    /// Contract 23: a transition's row is written into
+    /// leaderlock_history_pending without a statement (`history::record`):
+    /// as INSERT would write it, found through its index as the numbering
+    /// reads it; and a table changed behind the extension is refused
+    /// (55000), not written around (another index would miss the row).
+    #[pg_test]
+    fn history_row_written_directly_and_refused_into_a_changed_table() {
+        assert!(bool_of("SELECT le_try_acquire('hp', 'a', '10 seconds')"));
+        assert!(bool_of(
+            "SELECT count(*) = 1 FROM leaderlock_history_pending \
+              WHERE key = 'hp' AND event = 'acquired' AND holder = 'a' AND term = 1 \
+                AND role = (SELECT oid FROM pg_roles WHERE rolname = current_user) \
+                AND at = (SELECT acquired_at FROM leaderlock WHERE key = 'hp') \
+                AND payload::jsonb->>'key' = 'hp' AND payload::jsonb->>'holder' = 'a'"
+        ));
+        Spi::run("SET LOCAL enable_seqscan = off").expect("set");
+        assert_eq!(
+            i64_of("SELECT count(*) FROM leaderlock_history_pending WHERE seq > 0"),
+            i64_of("SELECT count(*) FROM leaderlock_history_pending WHERE seq > 0 OR seq IS NULL")
+        );
+        Spi::run("CREATE INDEX hp_extra ON leaderlock_history_pending (at)").expect("index");
+        let (code, message) = error_of("SELECT le_release('hp', 'a')").expect("refused");
+        assert_eq!(
+            code,
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+        );
+        assert!(
+            message.contains("not as the extension made them"),
+            "{message}"
+        );
+        Spi::run("DROP INDEX hp_extra").expect("drop");
+        Spi::run(
+            "CREATE FUNCTION hp_t() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; \
+             CREATE TRIGGER hp_t BEFORE INSERT ON leaderlock_history_pending \
+                 FOR EACH ROW EXECUTE FUNCTION hp_t()",
+        )
+        .expect("trigger");
+        assert!(error_of("SELECT le_release('hp', 'a')").is_some());
+        Spi::run("DROP TRIGGER hp_t ON leaderlock_history_pending").expect("drop");
+        assert!(bool_of("SELECT le_release('hp', 'a')"));
+        assert_eq!(
+            i64_of("SELECT count(*) FROM leaderlock_history_pending WHERE key = 'hp'"),
+            2
+        );
+    }
 }
