@@ -21,8 +21,9 @@ use crate::queries;
 use crate::schema_version;
 use crate::settings;
 use crate::worker_wakeup;
-use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
+use pgrx::PgTupleDesc;
 
 extension_sql_file!("ddl/history.sql", name = "history", requires = ["schema"]);
 
@@ -66,56 +67,106 @@ pub fn record(
         role.is_none(),
         false,
     ];
-    unsafe { insert_pending(context.schema, &mut values, &mut nulls) };
+    if !unsafe { insert_pending(context.schema, &mut values, &mut nulls) } {
+        // Not as made (below): the statement does what INSERT does.
+        plans::run(
+            queries::RECORD_HISTORY,
+            &[
+                ts(at).into(),
+                event.into(),
+                key.into(),
+                holder.map_or_else(DatumWithOid::null::<&str>, Into::into),
+                term.map_or_else(DatumWithOid::null::<i64>, Into::into),
+                role.map_or_else(DatumWithOid::null::<pg_sys::Oid>, Into::into),
+                payload.into(),
+            ],
+            |_| (),
+        );
+    }
     worker_wakeup::history_written();
 }
 
-/// Writes a row of `leaderlock_history_pending` (columns as in
-/// `ddl/schema.sql`, `seq` drawn here) and its index entry directly, as
-/// `INSERT` would, without a statement: every transition's transaction
-/// pays for this row, a hand-over twice, and an executor set up for one
-/// row was a third of it (bench/README.md). The table and its index are
-/// found in the extension's schema by name, not by the search path. A
-/// table that is not as created (another index, a trigger, a rule, an
-/// access method other than heap: each a superuser's doing) is refused
-/// rather than written around.
+/// The columns of `leaderlock_history_pending`, in order (`ddl/schema.sql`).
+const PENDING_TYPES: [pg_sys::Oid; 8] = [
+    pg_sys::INT8OID,
+    pg_sys::TIMESTAMPTZOID,
+    pg_sys::TEXTOID,
+    pg_sys::TEXTOID,
+    pg_sys::TEXTOID,
+    pg_sys::INT8OID,
+    pg_sys::OIDOID,
+    pg_sys::TEXTOID,
+];
+
+/// Writes a row of `leaderlock_history_pending` (`seq` drawn here) and its
+/// index entry directly, as `INSERT` would, without a statement: every
+/// transition's transaction pays for this row, a hand-over twice, and an
+/// executor set up for one row was a third of it (bench/README.md). Only
+/// into the table exactly as the extension made it (found in its schema
+/// by name, never by the search path): its columns, heap storage, no
+/// trigger, rule or check, one ready plain btree index on `seq`. Anything
+/// else (an index being rebuilt by REINDEX CONCURRENTLY, one added)
+/// returns false, and the caller runs the INSERT statement, which
+/// maintains whatever is there.
 unsafe fn insert_pending(
     schema: pg_sys::Oid,
     values: &mut [pg_sys::Datum; 8],
     nulls: &mut [bool; 8],
-) {
-    let oid = |name: &std::ffi::CStr| {
-        let oid = pg_sys::get_relname_relid(name.as_ptr(), schema);
-        if oid == pg_sys::InvalidOid {
-            not_as_made(&format!("{} is missing", name.to_string_lossy()));
-        }
-        oid
-    };
-    let table = oid(c"leaderlock_history_pending");
-    let index = oid(c"leaderlock_history_pending_seq_idx");
+) -> bool {
+    let oid = |name: &std::ffi::CStr| pg_sys::get_relname_relid(name.as_ptr(), schema);
+    let (table, index, sequence) = (
+        oid(c"leaderlock_history_pending"),
+        oid(c"leaderlock_history_pending_seq_idx"),
+        oid(c"leaderlock_history_pending_seq_seq"),
+    );
+    if [table, index, sequence].contains(&pg_sys::InvalidOid) {
+        return false;
+    }
     let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
     let indexes = pg_sys::RelationGetIndexList(rel);
     let only_ours =
         !indexes.is_null() && (*indexes).length == 1 && (*(*indexes).elements).oid_value == index;
     pg_sys::list_free(indexes);
-    if !only_ours
-        || (*(*rel).rd_att).natts != 8
-        || (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID
-        || !(*rel).trigdesc.is_null()
-        || !(*rel).rd_rules.is_null()
+    let desc = PgTupleDesc::from_pg_unchecked((*rel).rd_att);
+    let constr = (*(*rel).rd_att).constr;
+    let as_made = only_ours
+        && (*(*rel).rd_rel).relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char
+        && (*(*rel).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID
+        && (*rel).trigdesc.is_null()
+        && (*rel).rd_rules.is_null()
+        && (constr.is_null() || (*constr).num_check == 0)
+        && desc.len() == PENDING_TYPES.len()
+        && desc
+            .iter()
+            .zip(PENDING_TYPES)
+            .all(|(a, t)| !a.attisdropped && a.atttypid == t);
+    if !as_made {
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        return false;
+    }
+    let idx = pg_sys::index_open(index, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+    let info = pg_sys::BuildIndexInfo(idx);
+    if !((*info).ii_Am == pg_sys::BTREE_AM_OID
+        && (*info).ii_NumIndexAttrs == 1
+        && (*info).ii_IndexAttrNumbers[0] == 1
+        && (*info).ii_Expressions.is_null()
+        && (*info).ii_Predicate.is_null()
+        && !(*info).ii_Unique
+        && (*info).ii_ReadyForInserts)
     {
-        not_as_made("leaderlock_history_pending has been changed");
+        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        return false;
     }
     // nextval checks USAGE on the sequence: the call acts as the
     // extension's owner, the worker as a superuser.
     values[0] = pg_sys::OidFunctionCall1Coll(
         pg_sys::Oid::from(pg_sys::F_NEXTVAL),
         pg_sys::InvalidOid,
-        pg_sys::Datum::from(oid(c"leaderlock_history_pending_seq_seq")),
+        pg_sys::Datum::from(sequence),
     );
     let tuple = pg_sys::heap_form_tuple((*rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
     pg_sys::simple_heap_insert(rel, tuple);
-    let idx = pg_sys::index_open(index, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
     let mut key = [values[0]];
     let mut key_null = [false];
     pg_sys::index_insert(
@@ -126,28 +177,12 @@ unsafe fn insert_pending(
         rel,
         pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO,
         false,
-        pg_sys::BuildIndexInfo(idx),
+        info,
     );
     pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
     pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
     pg_sys::heap_freetuple(tuple);
-}
-
-/// Refuses to record into objects changed behind the extension (55000).
-fn not_as_made(what: &str) -> ! {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("leaderlock: the history's objects are not as the extension made them: {what}"),
-        "leaderlock",
-    )
-    .set_detail(
-        "A transition writes its row into leaderlock_history_pending directly: the table must keep \
-         its columns, its one index (leaderlock_history_pending_seq_idx), heap storage, and no \
-         trigger or rule.",
-    )
-    .set_hint("Undo the change, or reinstall the extension.")
-    .report(PgLogLevel::ERROR);
-    unreachable!("an ERROR does not return")
+    true
 }
 
 /// Numbers the committed rows still without a position, oldest recording

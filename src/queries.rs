@@ -1290,6 +1290,14 @@ statements! {
     /// ends; set when the session asked for less.
     SYNC_COMMIT_ON = "SELECT pg_catalog.set_config('synchronous_commit', 'on', true)";
 
+    /// Contract 23: records a transition, to be numbered, where
+    /// `history::record` cannot write the row directly (the table changed
+    /// behind the extension). `$1` at, `$2` event, `$3` key (or job), `$4`
+    /// holder, `$5` term, `$6` the acting role (NULL: the worker), `$7` the
+    /// notification's payload, kept as the text sent.
+    RECORD_HISTORY = "INSERT INTO @extschema@.leaderlock_history_pending \
+        (at, event, key, holder, term, role, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
     /// The history's head row, locked for numbering and pruning, never
     /// waiting (a transaction doing so already numbers what is committed):
     /// its pruned_through.
