@@ -151,14 +151,11 @@ def main():
     for arm, lags in w4.items():
         medians[arm]["w4_p50_ms"] = percentile(lags, 50)
         medians[arm]["w4_p99_ms"] = percentile(lags, 99)
-    blocks = range(0, args.handovers, args.block)
-    ratios["w4_p50_ms"] = statistics.median(
-        percentile(w4["with"][b:b + args.block], 50) / percentile(w4["without"][b:b + args.block], 50)
-        for b in blocks)
+    by_block = [percentile(w4["with"][b:b + args.block], 50) / percentile(w4["without"][b:b + args.block], 50)
+                for b in range(0, args.handovers, args.block)]
+    ratios["w4_p50_ms"] = statistics.median(by_block)
     ratios["w4_p99_ms"] = medians["with"]["w4_p99_ms"] / medians["without"]["w4_p99_ms"]
-    say("  W4 p50 ratio by block of " + str(args.block) + ": " + " ".join(
-        f"{percentile(w4['with'][b:b + args.block], 50) / percentile(w4['without'][b:b + args.block], 50):.2f}"
-        for b in blocks))
+    say(f"  W4 p50 ratio by block of {args.block}: " + " ".join(f"{r:.2f}" for r in by_block))
 
     print()
     print("| figure | with the history | without | with / without |")

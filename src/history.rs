@@ -68,20 +68,16 @@ pub fn record(
         false,
     ];
     if !unsafe { insert_pending(context.schema, &mut values, &mut nulls) } {
-        // Not as made (below): the statement does what INSERT does.
-        plans::run(
-            queries::RECORD_HISTORY,
-            &[
-                ts(at).into(),
-                event.into(),
-                key.into(),
-                holder.map_or_else(DatumWithOid::null::<&str>, Into::into),
-                term.map_or_else(DatumWithOid::null::<i64>, Into::into),
-                role.map_or_else(DatumWithOid::null::<pg_sys::Oid>, Into::into),
-                payload.into(),
-            ],
-            |_| (),
-        );
+        // Not as made (below): the statement does what INSERT does, with
+        // the same values (all but seq, which it draws).
+        let params: Vec<DatumWithOid> = (1..PENDING_TYPES.len())
+            .map(|i| match nulls[i] {
+                true => DatumWithOid::null_oid(PENDING_TYPES[i]),
+                // SAFETY: values[i] was made above as a PENDING_TYPES[i].
+                false => unsafe { DatumWithOid::new(values[i], PENDING_TYPES[i]) },
+            })
+            .collect();
+        plans::run(queries::RECORD_HISTORY, &params, |_| ());
     }
     worker_wakeup::history_written();
 }
