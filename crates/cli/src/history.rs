@@ -18,19 +18,10 @@ use crate::{duration, exit, text, timeline};
 /// Rows read per query.
 const PAGE: i64 = 10_000;
 
-const READ: &str = "SELECT h.\"position\", h.at, h.event, h.key, h.holder, h.term, \
-    h.role::regrole::text, h.payload::text \
-    FROM leaderlock_history h \
-    WHERE h.\"position\" > $1 AND ($2::timestamptz IS NULL OR h.at >= $2) \
-      AND ($3::timestamptz IS NULL OR h.at <= $3) \
-      AND ($4::text IS NULL OR h.key = $4) AND ($5::text IS NULL OR starts_with(h.key, $5)) \
-    ORDER BY h.\"position\" LIMIT $6";
-
-/// A time given as an instant the server parses, or as a duration back
-/// from the server's lease clock ("2h": two hours ago).
-const AGO: &str = "SELECT le_now() - $1::float8 * interval '1 second'";
-const INSTANT: &str = "SELECT $1::text::timestamptz";
-const NOW: &str = "SELECT le_now()";
+use leaderlock_client::sql::LE_NOW as NOW;
+use leaderlock_client::sql::{
+    HISTORY_AGO as AGO, HISTORY_INSTANT as INSTANT, HISTORY_READ as READ,
+};
 
 pub struct Args {
     pub key: Option<String>,
@@ -136,7 +127,7 @@ pub async fn history(dsn: Option<&str>, args: Args) -> i32 {
                 vec![
                     position.to_string(),
                     r.at.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string(),
-                    r.event.clone(),
+                    text::shown(&r.event),
                     text::shown(&r.key),
                     r.holder.as_deref().map(text::shown).unwrap_or_default(),
                     r.term.map(|t| t.to_string()).unwrap_or_default(),
@@ -160,7 +151,7 @@ pub async fn history(dsn: Option<&str>, args: Args) -> i32 {
 /// `text` as an instant: a duration back from the server's lease clock, or
 /// an instant the server parses; None when not given.
 async fn bound(
-    client: &tokio_postgres::Client,
+    client: &leaderlock_client::Db,
     text: Option<String>,
 ) -> Result<Option<DateTime<Utc>>, tokio_postgres::Error> {
     let Some(text) = text else {

@@ -93,9 +93,9 @@ fn print(
         .iter()
         .map(|r| {
             vec![
-                r.get::<_, String>(1),
+                text::shown(&r.get::<_, String>(1)),
                 shown(Some(r.get(0))),
-                r.get::<_, String>(2),
+                text::shown(&r.get::<_, String>(2)),
                 r.get::<_, Option<i64>>(4)
                     .map_or_else(dash, |t| t.to_string()),
                 r.get::<_, i32>(5).to_string(),

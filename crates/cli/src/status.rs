@@ -4,9 +4,11 @@
 use std::io::Write;
 
 use futures_util::StreamExt;
-use leaderlock_client::{describe_error, is_permanent, pg_config_from_env, Announcement};
+use leaderlock_client::{
+    describe_error, is_permanent, pg_config_from_env, Announcement, Db, Error,
+};
 use tokio_postgres::types::Type;
-use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres::AsyncMessage;
 
 use crate::{exit, text};
 
@@ -21,7 +23,7 @@ pub fn say(message: &str) {
 
 pub async fn connect(
     dsn: Option<&str>,
-) -> Result<(Client, tokio::sync::mpsc::UnboundedReceiver<String>), i32> {
+) -> Result<(Db, tokio::sync::mpsc::UnboundedReceiver<String>), i32> {
     let config = pg_config_from_env(dsn).map_err(|e| {
         say(&e.to_string());
         exit::USAGE
@@ -42,7 +44,16 @@ pub async fn connect(
             }
         }
     });
-    Ok((client, rx))
+    // Where leaderlock is: never the session's search_path.
+    let db = Db::attach(client, config.schema()).await.map_err(|e| {
+        say(&e.to_string());
+        match e {
+            Error::Config(_) => exit::USAGE,
+            Error::Rejected { .. } => exit::REJECTED,
+            _ => exit::UNREACHABLE,
+        }
+    })?;
+    Ok((db, rx))
 }
 
 /// The same codes as `leaderlock run`: 123 when retrying cannot help (no
@@ -57,8 +68,10 @@ fn exit_code(e: &tokio_postgres::Error) -> i32 {
 
 /// Says what went wrong with a call on `client` (a missing extension by
 /// name, `leaderlock_client::explain`); the exit code for it.
-pub async fn db_error(client: &tokio_postgres::Client, e: tokio_postgres::Error) -> i32 {
-    say(&leaderlock_client::explain(client, &e).await.to_string());
+pub async fn db_error(db: &Db, e: tokio_postgres::Error) -> i32 {
+    say(&leaderlock_client::explain(db.client(), &e)
+        .await
+        .to_string());
     exit_code(&e)
 }
 

@@ -125,6 +125,9 @@ pub struct ConnectConfig {
     tls: TlsSettings,
     rustls: Arc<rustls::ClientConfig>,
     session_attrs: SessionAttrs,
+    /// The schema leaderlock is in, when the settings name it (only needed
+    /// where the portable edition's script put it in several).
+    schema: Option<String>,
 }
 
 /// libpq's `target_session_attrs`: which of several hosts to settle on.
@@ -217,6 +220,9 @@ impl ConnectConfig {
             tls,
             rustls,
             session_attrs,
+            schema: std::env::var("LEADERLOCK_SCHEMA")
+                .ok()
+                .filter(|s| !s.is_empty()),
         })
     }
 
@@ -251,6 +257,17 @@ impl ConnectConfig {
     /// Sets [`ConnectConfig::session_attrs`].
     pub fn set_session_attrs(&mut self, attrs: SessionAttrs) {
         self.session_attrs = attrs;
+    }
+
+    /// The schema leaderlock is looked for in (`LEADERLOCK_SCHEMA`), or
+    /// None: wherever it is installed ([`crate::Db::attach`]).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// Sets [`ConnectConfig::schema`].
+    pub fn set_schema(&mut self, schema: Option<String>) {
+        self.schema = schema;
     }
 
     /// The tokio-postgres TLS modes to try, in order. As libpq: no TLS on a
@@ -316,7 +333,8 @@ const LIBPQ_PARAMS: [&str; 5] = [
 /// `application_name` comes from PGSSLMODE, PGSSLROOTCERT, PGSSLCERT,
 /// PGSSLKEY, PGTARGETSESSIONATTRS, PGCONNECT_TIMEOUT and PGAPPNAME. Without
 /// a password, one is looked up in the password file as libpq does
-/// (PGPASSFILE, else ~/.pgpass).
+/// (PGPASSFILE, else ~/.pgpass). `LEADERLOCK_SCHEMA` names the schema
+/// leaderlock is in, where more than one holds it (the portable edition).
 pub fn pg_config_from_env(dsn: Option<&str>) -> Result<ConnectConfig, Error> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     connect_config(dsn, &env).map_err(Error::Config)
@@ -389,6 +407,7 @@ fn connect_config(
     if let Some(attrs) = attrs {
         connect.set_session_attrs(attrs);
     }
+    connect.set_schema(env("LEADERLOCK_SCHEMA"));
     Ok(connect)
 }
 

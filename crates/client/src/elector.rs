@@ -13,9 +13,10 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Notification};
+use tokio_postgres::Notification;
 
 use crate::config::{forward_notifications, random_hex, ConnectConfig, ElectorConfig};
+use crate::db::Db;
 use crate::error::{self, Error};
 use crate::payload::Announcement;
 use crate::sql;
@@ -250,7 +251,7 @@ impl Drop for Elector {
 /// The connection, with its notifications forwarded by the task that
 /// drives it.
 struct Conn {
-    client: Client,
+    client: Db,
     notifications: mpsc::UnboundedReceiver<Notification>,
     /// A worker serves the database (le_capabilities).
     worker: bool,
@@ -527,7 +528,7 @@ impl Task {
     }
 
     /// The connection, opened (with LISTEN and a probe) if there is none.
-    async fn client(&mut self, by: Instant) -> Result<&Client, Error> {
+    async fn client(&mut self, by: Instant) -> Result<&Db, Error> {
         if self.conn.is_none() {
             let conn = timeout_at(by, self.connect())
                 .await
@@ -554,6 +555,7 @@ impl Task {
         let (client, messages) = db.connect().await.map_err(classify)?;
         // Closed when the connection is gone: the elector then knows.
         let rx = forward_notifications(messages, |_| true);
+        let client = Db::attach(client, db.schema()).await?;
         client.batch_execute(sql::LISTEN).await.map_err(classify)?;
         let token: &(dyn ToSql + Sync) = &self.probe_token;
         client
@@ -565,7 +567,7 @@ impl Task {
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_FUNCTION) => {
                 match client.query_typed(sql::WORKER_RUNNING, &[]).await {
                     Ok(rows) => rows[0].get::<_, bool>(0),
-                    Err(e) => return Err(error::explain(&client, &e).await),
+                    Err(e) => return Err(error::explain(client.client(), &e).await),
                 }
             }
             Err(e) => return Err(classify(e)),
@@ -832,7 +834,7 @@ pub fn no_worker_poll_every(ttl: Duration) -> Duration {
 /// argument), by `by`; on a schema before 0.5.0, which has no such
 /// argument, without it. Its boolean answer.
 async fn call_named(
-    client: &Client,
+    client: &Db,
     by: Instant,
     sql: &'static str,
     args: &[(&(dyn ToSql + Sync), Type)],

@@ -21,9 +21,10 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout, Instant};
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Notification};
+use tokio_postgres::Notification;
 
 use crate::config::{forward_notifications, ConnectConfig};
+use crate::db::Db;
 use crate::error::Error;
 use crate::sql;
 
@@ -81,7 +82,7 @@ pub struct HistoryWatcher {
     /// The last position read: rows up to it wait in `ready`.
     read: Option<i64>,
     ready: VecDeque<Transition>,
-    conn: Option<(Client, mpsc::UnboundedReceiver<Notification>)>,
+    conn: Option<(Db, mpsc::UnboundedReceiver<Notification>)>,
     /// No worker numbers the history: le_expire_lapsed() before each read.
     number_here: bool,
     backoff: Duration,
@@ -248,6 +249,9 @@ impl HistoryWatcher {
         let rx = forward_notifications(messages, |n| {
             n.channel() == sql::HISTORY_CHANNEL || n.channel() == sql::CHANNEL
         });
+        let client = timeout(CALL_TIMEOUT, Db::attach(client, self.db.schema()))
+            .await
+            .map_err(|_| Error::Unreachable("connecting timed out".into()))??;
         let call = async {
             let worker: bool = client.query_one(sql::WORKER_SERVES, &[]).await?.get(0);
             client

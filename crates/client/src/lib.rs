@@ -20,6 +20,7 @@
 //! # }
 //! ```
 mod config;
+mod db;
 mod dsn;
 mod elector;
 mod error;
@@ -33,6 +34,7 @@ mod tls;
 pub use config::{
     default_id, pg_config_from_env, ConnectConfig, ElectorConfig, Messages, SessionAttrs,
 };
+pub use db::Db;
 pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
 pub use error::{describe_error, explain, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
 pub use history::{HistoryFilter, HistoryWatcher, Transition, PRUNED as HISTORY_PRUNED};

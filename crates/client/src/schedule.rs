@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use tokio::time::{sleep, timeout, Instant};
-use tokio_postgres::Client;
 
 use crate::config::{micros, ConnectConfig};
+use crate::db::Db;
 use crate::error::{explain, Error};
 use crate::sql;
 
@@ -238,7 +238,7 @@ pub struct Scheduler {
     db: ConnectConfig,
     schedule: Schedule,
     config: RunConfig,
-    client: Option<Client>,
+    client: Option<Db>,
     /// The next due instant not yet looked at.
     cursor: Option<DateTime<Utc>>,
     /// Due runs not settled yet, with when to look at each again, and how
@@ -282,7 +282,7 @@ impl Scheduler {
         (self.config.ttl / 3).max(Duration::from_millis(100))
     }
 
-    async fn client(&mut self) -> Result<&Client, Error> {
+    async fn client(&mut self) -> Result<&Db, Error> {
         if self.client.is_none() {
             let (client, mut messages) = timeout(self.call_timeout(), self.db.connect())
                 .await
@@ -297,6 +297,10 @@ impl Scheduler {
                     }
                 }
             });
+            let limit = self.call_timeout();
+            let client = timeout(limit, Db::attach(client, self.db.schema()))
+                .await
+                .map_err(|_| Error::Unreachable("connecting timed out".into()))??;
             self.client = Some(client);
         }
         Ok(self.client.as_ref().expect("just set"))
@@ -317,7 +321,7 @@ impl Scheduler {
                 self.heartbeat.beat();
                 return Ok(row);
             }
-            Ok(Err(e)) => Err(explain(client, &e).await),
+            Ok(Err(e)) => Err(explain(client.client(), &e).await),
         };
         if matches!(result, Err(Error::Unreachable(_))) {
             self.client = None;

@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout, Instant};
-use tokio_postgres::Client;
 
 use crate::config::ConnectConfig;
+use crate::db::Db;
 use crate::error::{explain, Error};
 use crate::sql;
 
@@ -104,13 +104,13 @@ impl SessionLease {
 /// A session of the server, renewed in the background; see the module.
 pub struct Session {
     config: SessionConfig,
-    client: Client,
+    client: Db,
     handle: String,
     shared: Arc<Shared>,
     renewer: JoinHandle<()>,
 }
 
-async fn connect(db: &ConnectConfig, limit: Duration) -> Result<Client, Error> {
+async fn connect(db: &ConnectConfig, limit: Duration) -> Result<Db, Error> {
     let (client, mut messages) = timeout(limit, db.connect())
         .await
         .map_err(|_| Error::Unreachable("connecting timed out".into()))?
@@ -124,7 +124,9 @@ async fn connect(db: &ConnectConfig, limit: Duration) -> Result<Client, Error> {
             }
         }
     });
-    Ok(client)
+    timeout(limit, Db::attach(client, db.schema()))
+        .await
+        .map_err(|_| Error::Unreachable("connecting timed out".into()))?
 }
 
 fn secs(d: Duration) -> f64 {
@@ -153,7 +155,7 @@ impl Session {
         .map_err(|_| Error::Unreachable("opening the session timed out".into()))?;
         let handle: String = match row {
             Ok(row) => row.get(0),
-            Err(e) => return Err(explain(&client, &e).await),
+            Err(e) => return Err(explain(client.client(), &e).await),
         };
         let shared = Arc::new(Shared {
             deadline: Mutex::new(sent + config.ttl.saturating_sub(config.margin)),
@@ -268,7 +270,7 @@ impl Session {
         .map_err(|_| Error::Unreachable("the acquisition timed out".into()))?;
         let term = match asked {
             Ok(t) => t,
-            Err(e) => return Err(explain(&self.client, &e).await),
+            Err(e) => return Err(explain(self.client.client(), &e).await),
         };
         // Ours from the answer on, until the session's deadline.
         Ok(term.filter(|_| self.is_alive()).map(|term| SessionLease {
@@ -286,7 +288,7 @@ impl Session {
             .await
         {
             Ok(row) => Ok(row.get(0)),
-            Err(e) => Err(explain(&self.client, &e).await),
+            Err(e) => Err(explain(self.client.client(), &e).await),
         }
     }
 
@@ -301,7 +303,7 @@ impl Session {
             .await
         {
             Ok(row) => Ok(row.get(0)),
-            Err(e) => Err(explain(&self.client, &e).await),
+            Err(e) => Err(explain(self.client.client(), &e).await),
         }
     }
 }
@@ -317,7 +319,7 @@ impl Drop for Session {
 /// server refuses a renewal (lost for good) or the session is dropped.
 async fn renew_loop(db: ConnectConfig, config: SessionConfig, handle: String, shared: Arc<Shared>) {
     let every = (config.ttl / 3).max(Duration::from_millis(10));
-    let mut client: Option<Client> = None;
+    let mut client: Option<Db> = None;
     loop {
         sleep(every).await;
         if shared.lost.load(Ordering::SeqCst) {

@@ -40,6 +40,11 @@ restarts), `timeout=0` tries once; NotAcquired when it passes with the key
 held, Unavailable when it passes with the server out of reach. Refusals
 retrying cannot change: NotInstalled, PrivilegeError, BadArgument (all
 Rejected). Logs go to the logger "leaderlock".
+
+No statement depends on the session's search_path: each names leaderlock's
+schema, looked up on each connection (the one schema that holds it), or
+the one given by `schema=` (wherever a DSN is) or LEADERLOCK_SCHEMA, and
+PostgreSQL's own functions, operators and types in pg_catalog.
 """
 from typing import Any, Optional
 
@@ -56,7 +61,8 @@ __version__ = "0.5.0"
 
 
 def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None, *,
-         id: Optional[str] = None, value: Any = None, poll: Optional[float] = None) -> Leadership:
+         id: Optional[str] = None, value: Any = None, poll: Optional[float] = None,
+         schema: Optional[str] = None) -> Leadership:
     """Leadership of `key` for the body of a `with` or `async with` block.
 
     ttl: seconds each acquire and renewal asks for (renewed every ttl/3).
@@ -64,12 +70,15 @@ def lead(dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None,
     once. id: this candidate's id (default host:pid:random). value: a JSON
     value announced with the leadership (le_proclaim). poll: seconds
     between tries without a notification (default: 1 s, ttl/2 once a worker
-    announces expiries, ttl/4 where none does)."""
-    return Leadership(dsn, key, ttl, timeout, id=id, value=value, poll=poll)
+    announces expiries, ttl/4 where none does). schema: leaderlock's schema
+    (default: LEADERLOCK_SCHEMA, else the one schema that holds it, looked
+    up on each connection); every statement names it, whatever the
+    search_path."""
+    return Leadership(dsn, key, ttl, timeout, id=id, value=value, poll=poll, schema=schema)
 
 
 def watch(dsn: str, since: Optional[int] = None, *, key: Optional[str] = None,
-          key_prefix: Optional[str] = None, poll: float = 1.0) -> Watcher:
+          key_prefix: Optional[str] = None, poll: float = 1.0, schema: Optional[str] = None) -> Watcher:
     """The transitions of leases and scheduled runs (leaderlock.Transition),
     each once, in position order, as the server numbers them: iterate with
     `for` (or `async for`), or call `next(timeout)` (`anext`).
@@ -86,8 +95,8 @@ def watch(dsn: str, since: Optional[int] = None, *, key: Optional[str] = None,
     retention deleted transitions after that position before they were
     read; BadArgument for an argument the server refuses; either ends the
     watcher. `close()` (`await aclose()`), or leaving its `with` (`async
-    with`) block, stops it."""
-    return Watcher(dsn, since, key=key, key_prefix=key_prefix, poll=poll)
+    with`) block, stops it. schema: as lead()'s."""
+    return Watcher(dsn, since, key=key, key_prefix=key_prefix, poll=poll, schema=schema)
 
 
 __all__ = ["watch", "Watcher", "Transition", "HistoryPruned", "lead", "session", "Session", "SessionLease", "SessionLost", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",

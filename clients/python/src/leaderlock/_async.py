@@ -19,15 +19,33 @@ from psycopg.types.json import Jsonb
 from . import _core, _shutdown
 from ._core import Lease, LeaseLost, LeaderlockError, NotAcquired, Rejected, Unavailable
 
-CALL_ERRORS = (psycopg.Error, TimeoutError)  # asyncio.TimeoutError is TimeoutError (3.11)
+# asyncio.TimeoutError is TimeoutError (3.11); Rejected: what a new
+# connection's lookup of leaderlock's schema may end with (as _sync's)
+CALL_ERRORS = (psycopg.Error, TimeoutError, Rejected)
 
 
-async def connect(dsn: str, until: float, name: str = _core.APPLICATION_NAME) -> psycopg.AsyncConnection:
+async def connect(dsn: str, until: float, name: str = _core.APPLICATION_NAME,
+                  named: Optional[str] = None) -> psycopg.AsyncConnection:
+    """A connection, with leaderlock's schema looked up on it (SCHEMA_OF,
+    with `named`: the schema option) within the same bound: NotInstalled
+    when no schema holds it, BadArgument when several do and none is
+    named. `bounded` names that schema in every statement."""
     left = until - time.monotonic()
     if left <= 0:
         raise TimeoutError("no time left to connect")
     args = _core.connect_args(dsn, left, name)
-    return await asyncio.wait_for(psycopg.AsyncConnection.connect(dsn, **args), left)
+
+    async def make() -> psycopg.AsyncConnection:
+        conn = await psycopg.AsyncConnection.connect(dsn, **args)
+        try:
+            return _core.attach_schema(conn, await _core.afind_schema(conn, named))
+        except BaseException:
+            try:
+                await asyncio.wait_for(conn.close(), 1.0)
+            except BaseException:
+                pass
+            raise
+    return await asyncio.wait_for(make(), left)
 
 
 async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: tuple = (), *,
@@ -42,7 +60,7 @@ async def bounded(conn: psycopg.AsyncConnection, until: float, sql: str, args: t
         raise TimeoutError("no time left for the call")
 
     async def call() -> Any:
-        cur = await conn.execute(sql, args, prepare=False)
+        cur = await conn.execute(_core.bind(sql, _core.schema_of(conn)), args, prepare=False)
         if rows:
             return await cur.fetchall()
         r = await cur.fetchone() if cur.description else None
@@ -127,7 +145,7 @@ class AsyncLeadership:
                 await self.abort()
             raise
         try:
-            await bounded(self.conn, time.monotonic() + s.timing.call_timeout, "UNLISTEN *")
+            await bounded(self.conn, time.monotonic() + s.timing.call_timeout, _core.UNLISTEN)
         except CALL_ERRORS as e:
             await self.drop(e)  # the renewals make a new one
         self.body = asyncio.current_task()
@@ -157,7 +175,7 @@ class AsyncLeadership:
         bound = t.connect_bound
         if give_up is not None:
             bound = min(bound, max(give_up - now, t.call_timeout, 2.0))
-        self.conn = conn = await connect(self.spec.dsn, now + bound)
+        self.conn = conn = await connect(self.spec.dsn, now + bound, named=self.spec.schema)
         by = time.monotonic() + max(t.call_timeout, 2.0)
         self.worker = await worker_serves(conn, by)
         self.expire_lapsed = not self.worker
@@ -211,7 +229,9 @@ class AsyncLeadership:
                                           (s.key, s.id, Jsonb(s.value)))
                         outage.ended()
                         _core.log.info("leaderlock: %r: leading as %r in term %s", s.key, s.id, term)
-                        return Lease(s.key, s.id, term, s.value, start + t.ttl - t.margin)
+                        lease = Lease(s.key, s.id, term, s.value, start + t.ttl - t.margin)
+                        lease._schema = _core.schema_of(conn)
+                        return lease
                 outage.ended()
                 now = time.monotonic()
                 if give_up is not None and now >= give_up:
@@ -240,15 +260,9 @@ class AsyncLeadership:
 
     async def rejection(self, e: BaseException) -> Optional[Rejected]:
         conn = self.conn
-        database = _core.database_of(conn) if conn is not None else None
-        schema = None
-        if _core.needs_schema(e) and conn is not None:
-            try:
-                schema = await bounded(conn, time.monotonic() + 2.0, _core.FIND_API)
-            except CALL_ERRORS as e2:
-                if isinstance(e2, Abandoned):
-                    self.conn = None
-        return _core.rejection(e, database, schema)
+        if conn is None:
+            return _core.rejection(e)
+        return _core.rejection(e, _core.database_of(conn), _core.schema_of(conn))
 
     async def probe(self, by: float) -> bool:
         """Whether a notification this session sends itself comes back."""
@@ -293,7 +307,7 @@ class AsyncLeadership:
             by = min(start + t.call_timeout, lease.deadline)
             try:
                 if self.conn is None:
-                    self.conn = await connect(self.spec.dsn, by)
+                    self.conn = await connect(self.spec.dsn, by, named=self.spec.schema)
                 if await call_named(self.conn, by, _core.RENEW, (lease.key, lease.id, t.ttl, lease.term)):
                     if not lease._extend(start + t.ttl - t.margin):
                         return self.lose()  # the deadline passed meanwhile: a loss is final
@@ -339,7 +353,7 @@ class AsyncLeadership:
         s = self.spec
         by = time.monotonic() + s.timing.call_timeout
         try:
-            conn = await connect(s.dsn, by)
+            conn = await connect(s.dsn, by, named=s.schema)
             try:
                 await call_named(conn, by, _core.RELEASE, (s.key, s.id, None))
             finally:
@@ -365,7 +379,7 @@ class AsyncLeadership:
                 by = time.monotonic() + self.spec.timing.call_timeout
                 try:
                     if self.conn is None:
-                        self.conn = await connect(self.spec.dsn, by)
+                        self.conn = await connect(self.spec.dsn, by, named=self.spec.schema)
                     if await call_named(self.conn, by, _core.RELEASE, (lease.key, lease.id, lease.term)):
                         _core.log.info("leaderlock: %r: released term %s", lease.key, lease.term)
                 except CALL_ERRORS as e:

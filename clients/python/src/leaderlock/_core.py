@@ -32,21 +32,58 @@ APPLICATION_NAME = "leaderlock python"
 
 # Every statement takes bind parameters and is one round trip, so they work
 # through pgbouncer's transaction pooling. Arguments go by name.
-TRY_ACQUIRE = "SELECT le_try_acquire(key => %s, id => %s, ttl => make_interval(secs => %s))"
+#
+# No statement depends on the session's search_path (a database owner sets
+# it for every role: ALTER DATABASE ... SET search_path): every function,
+# aggregate, operator and type of PostgreSQL's is named in pg_catalog
+# (pg_catalog.make_interval, OPERATOR(pg_catalog.=), ::pg_catalog.text),
+# and every object of leaderlock in its schema, written EXTSCHEMA and
+# replaced, when the statement is sent, by the schema SCHEMA_OF found on
+# that connection (as the server quoted it). tests/test_statements.py
+# checks every statement here and in the other modules.
+EXTSCHEMA = "@extschema@"
+# Run once on each new connection, before any other statement of
+# leaderlock: the extension's schema, quoted by quote_ident. `schema`: the
+# one the user named (the schema option, LEADERLOCK_SCHEMA), else NULL.
+# Installed by CREATE EXTENSION, pg_extension names the one schema; the
+# portable edition installed by its script has no row there: then every
+# schema holding a le_capabilities() is a candidate. The same statement in
+# every leaderlock client.
+SCHEMA_OF = """SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text)
+FROM pg_catalog.pg_namespace n
+WHERE (%(schema)s::pg_catalog.text IS NULL OR n.nspname OPERATOR(pg_catalog.=) %(schema)s::pg_catalog.name)
+  AND CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_extension e
+                        WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)
+      THEN n.oid OPERATOR(pg_catalog.=) ANY (ARRAY(
+             SELECT e.extnamespace FROM pg_catalog.pg_extension e
+             WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name))
+      ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p
+                   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid
+                     AND p.proname OPERATOR(pg_catalog.=) 'le_capabilities'::pg_catalog.name
+                     AND p.pronargs OPERATOR(pg_catalog.=) 0::pg_catalog.int2)
+  END
+ORDER BY 1"""
+# The schema option's default.
+SCHEMA_ENV = "LEADERLOCK_SCHEMA"
+
+TRY_ACQUIRE = ("SELECT @extschema@.le_try_acquire(key => %s, id => %s, "
+               "ttl => pg_catalog.make_interval(secs => %s))")
 # the term: a renewal extends that tenure only, never a later one of the same id
-RENEW = "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s), term => %s)"
+RENEW = ("SELECT @extschema@.le_renew(key => %s, id => %s, ttl => pg_catalog.make_interval(secs => %s), "
+         "term => %s::bigint)")
 # the term (None after an interrupted try): never ends a later tenure of the same id
-RELEASE = "SELECT le_release(key => %s, id => %s, term => %s::bigint)"
+RELEASE = "SELECT @extschema@.le_release(key => %s, id => %s, term => %s::bigint)"
 # The same on a schema before 0.5.0 (no `term`): a client updated before
 # the extension keeps working, without that protection (UPDATING.md).
 LEGACY = {
-    RENEW: "SELECT le_renew(key => %s, id => %s, ttl => make_interval(secs => %s))",
-    RELEASE: "SELECT le_release(key => %s, id => %s)",
+    RENEW: "SELECT @extschema@.le_renew(key => %s, id => %s, ttl => pg_catalog.make_interval(secs => %s))",
+    RELEASE: "SELECT @extschema@.le_release(key => %s, id => %s)",
 }
 # After a release sent again was answered false: whether `id` still holds
 # that tenure live (the release met its row locked by another transaction).
-HOLDS = ("SELECT EXISTS (SELECT FROM le_holders(key => %s) "
-         "WHERE holder = %s AND (term = %s OR %s::bigint IS NULL))")
+HOLDS = ("SELECT EXISTS (SELECT FROM @extschema@.le_holders(key => %s) "
+         "WHERE holder OPERATOR(pg_catalog.=) %s "
+         "AND (term OPERATOR(pg_catalog.=) %s::bigint OR %s::bigint IS NULL))")
 
 # Releases that heard no answer, by (dsn, key, id): their term (None for an
 # interrupted try's). Such a release may still reach the server, so a
@@ -76,26 +113,29 @@ def unanswered_release(dsn: str, key: str, id: str) -> tuple[bool, Optional[int]
     with _unanswered_lock:
         k = (dsn, key, id)
         return (k in _unanswered, _unanswered.get(k))
-TERM_OF = "SELECT term, value::text FROM le_lease(key => %s) WHERE holder = %s"
+
+
+TERM_OF = ("SELECT term, value::pg_catalog.text FROM @extschema@.le_lease(key => %s) "
+           "WHERE holder OPERATOR(pg_catalog.=) %s")
 # After a refused renewal: who holds the key now, in which term, and whether
 # live by the server's own lease clock (`remaining` is NULL unless live; the
 # server's clock, le_now() where it has one, need not be clock_timestamp()).
-HOLDER_OF = "SELECT holder, term, remaining IS NOT NULL FROM le_lease(key => %s)"
-ASSERT_LEADER = "SELECT le_assert_leader(key => %s, id => %s, term => %s)"
-LEADER = "SELECT le_leader(key => %s)"
-PROCLAIM = "SELECT le_proclaim(key => %s, id => %s, value => %s)"
-WORKER_SERVES = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)"
-WORKER_RUNNING = "SELECT le_worker_running()"
-EXPIRE_LAPSED = "SELECT le_expire_lapsed()"
-# Where leaderlock's functions are, when a call did not find them.
-FIND_API = ("SELECT n.nspname FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n "
-            "ON n.oid = p.pronamespace WHERE p.proname = 'le_try_acquire' ORDER BY 1 LIMIT 1")
+HOLDER_OF = "SELECT holder, term, remaining IS NOT NULL FROM @extschema@.le_lease(key => %s)"
+ASSERT_LEADER = "SELECT @extschema@.le_assert_leader(key => %s, id => %s, term => %s::bigint)"
+LEADER = "SELECT @extschema@.le_leader(key => %s)"
+PROCLAIM = "SELECT @extschema@.le_proclaim(key => %s, id => %s, value => %s)"
+WORKER_SERVES = ("SELECT coalesce((@extschema@.le_capabilities() OPERATOR(pg_catalog.->>) 'worker')::boolean, "
+                 "true)")
+WORKER_RUNNING = "SELECT @extschema@.le_worker_running()"
+EXPIRE_LAPSED = "SELECT @extschema@.le_expire_lapsed()"
 LISTEN = "LISTEN leaderlock"
+# Once won: the campaign's connection renews, without notifications.
+UNLISTEN = "UNLISTEN *"
 CHANNEL = "leaderlock"
 # Whether notifications reach this session at all (not behind transaction
 # pooling): it listens on a channel of its own and notifies itself.
 PROBE_LISTEN = "LISTEN leaderlock_probe"
-PROBE = "SELECT pg_notify('leaderlock_probe', %s)"
+PROBE = "SELECT pg_catalog.pg_notify('leaderlock_probe', %s)"
 
 # Notifications are hints, and any role may send them (docs/clients.md): a
 # hint brings the next try forward, but never to less than HINT_FLOOR
@@ -170,15 +210,22 @@ class Rejected(LeaderlockError):
 
 
 class NotInstalled(Rejected):
-    """leaderlock is not installed in the database connected to (or its
-    functions are in a schema that is not on the search_path)."""
+    """leaderlock is not installed in the database connected to, or not in
+    the schema named by the `schema` option (or LEADERLOCK_SCHEMA), or a
+    function this client calls is missing from its schema there (an older
+    version). `schema`: the schema named, or the one that lacks it."""
 
-    def __init__(self, database: Optional[str], schema: Optional[str] = None, sqlstate: Optional[str] = "42883"):
+    def __init__(self, database: Optional[str], schema: Optional[str] = None, sqlstate: Optional[str] = "42883",
+                 *, missing: Optional[str] = None):
         self.database, self.schema = database, schema
         where = f'database "{database}"' if database else "the database"
-        if schema:
-            msg = (f'extension leaderlock is not on the search_path in {where}: its functions are in schema '
-                   f'"{schema}" (add it to the search_path of the role or database)')
+        if missing is not None:
+            msg = (f"extension leaderlock in schema {schema!r} of {where} lacks a function this client calls "
+                   f"({missing}): update it (ALTER EXTENSION leaderlock UPDATE)")
+        elif schema:
+            msg = (f"extension leaderlock is not installed in schema {schema!r} of {where} (the schema option "
+                   f"or {SCHEMA_ENV} named that schema; CREATE EXTENSION leaderlock, or install the portable "
+                   "edition)")
         else:
             msg = (f"extension leaderlock is not installed in {where} "
                    "(CREATE EXTENSION leaderlock, or install the portable edition)")
@@ -191,7 +238,9 @@ class PrivilegeError(Rejected):
 
 
 class BadArgument(Rejected, ValueError):
-    """A ttl, key, id, timeout or poll this client or the server refuses."""
+    """A ttl, key, id, timeout or poll this client or the server refuses;
+    or no schema option where leaderlock's functions are in several
+    schemas."""
 
 
 def default_id() -> str:
@@ -272,6 +321,63 @@ def database_of(conn: Any) -> Optional[str]:
         return None
 
 
+def schema_option(schema: Optional[str]) -> Optional[str]:
+    """The schema a user named: `schema`, else LEADERLOCK_SCHEMA (when set
+    and not empty), else None (found by SCHEMA_OF). BadArgument for one
+    that is not a non-empty string."""
+    if schema is None:
+        return os.environ.get(SCHEMA_ENV) or None
+    if not isinstance(schema, str) or not schema:
+        raise BadArgument(f"schema must be None or a schema's name, not {schema!r}")
+    return schema
+
+
+def found_schema(rows: list, database: Optional[str], named: Optional[str]) -> str:
+    """What SCHEMA_OF answered (its rows), as the schema to use: NotInstalled
+    when none, BadArgument when several."""
+    if len(rows) == 1:
+        return rows[0][0]
+    if not rows:
+        raise NotInstalled(database, named, "42883")
+    where = f'database "{database}"' if database else "the database"
+    raise BadArgument(f"leaderlock's functions are in several schemas of {where}: "
+                      f"{', '.join(repr(r[0]) for r in rows)}; name the one to use with the schema option "
+                      f"(schema=...) or {SCHEMA_ENV}")
+
+
+def find_schema(conn: Any, named: Optional[str]) -> str:
+    """SCHEMA_OF on a new connection (sync): leaderlock's schema, quoted."""
+    rows = conn.execute(SCHEMA_OF, {"schema": named}, prepare=False).fetchall()
+    return found_schema(rows, database_of(conn), named)
+
+
+async def afind_schema(conn: Any, named: Optional[str]) -> str:
+    """`find_schema` on an asyncio connection."""
+    cur = await conn.execute(SCHEMA_OF, {"schema": named}, prepare=False)
+    return found_schema(await cur.fetchall(), database_of(conn), named)
+
+
+def attach_schema(conn: Any, schema: str) -> Any:
+    """Marks a connection of the library with leaderlock's schema there."""
+    conn._leaderlock_schema = schema
+    return conn
+
+
+def schema_of(conn: Any) -> Optional[str]:
+    """leaderlock's schema on a connection of the library (None: not looked up)."""
+    return getattr(conn, "_leaderlock_schema", None)
+
+
+def bind(sql: str, schema: Optional[str]) -> str:
+    """A statement with EXTSCHEMA replaced by leaderlock's schema (as
+    SCHEMA_OF quoted it)."""
+    if EXTSCHEMA not in sql:
+        return sql
+    if schema is None:
+        raise LeaderlockError("leaderlock: a statement was to be sent before leaderlock's schema was looked up")
+    return sql.replace(EXTSCHEMA, schema)
+
+
 # What a server says, at connection time, when retrying cannot help (English
 # messages: libpq gives no SQLSTATE for a failed connection). Anything else
 # (refused, timed out, starting up, shutting down, not the primary) is
@@ -305,7 +411,9 @@ def _connect_refusal(message: str) -> Optional[Rejected]:
 def rejection(e: BaseException, database: Optional[str] = None, schema: Optional[str] = None) -> Optional[Rejected]:
     """The typed error for a refusal that retrying cannot change (extension
     missing, privilege, a bad argument), or None: retry (a connection lost,
-    a server starting up or shutting down, a standby, a call cancelled)."""
+    a server starting up or shutting down, a standby, a call cancelled).
+    `schema`: leaderlock's schema on the connection that failed, when it
+    was found (a function missing there: an older version)."""
     if isinstance(e, Rejected):
         return e
     if not isinstance(e, psycopg.Error):
@@ -319,7 +427,9 @@ def rejection(e: BaseException, database: Optional[str] = None, schema: Optional
         return None
     first = str(e).splitlines()[0] if str(e) else code
     if code == "42883":
-        return NotInstalled(database, schema, code)
+        if schema is not None:
+            return NotInstalled(database, schema, code, missing=first)
+        return NotInstalled(database, None, code)
     if code == "42501":
         where = f' in database "{database}"' if database else ""
         return PrivilegeError(f"the role may not use leaderlock{where}: {first}", code)
@@ -329,8 +439,9 @@ def rejection(e: BaseException, database: Optional[str] = None, schema: Optional
 
 
 def needs_schema(e: BaseException) -> bool:
-    """Whether `rejection` would call it NotInstalled: then a look at where
-    the functions are (FIND_API) makes the message precise."""
+    """Whether `rejection` would call it NotInstalled (42883: a function not
+    found in leaderlock's schema): then a look at which functions are there
+    (HAS_RUNS, HAS_HISTORY) may say it is an older version."""
     return isinstance(e, psycopg.Error) and getattr(e, "sqlstate", None) == "42883"
 
 
@@ -432,7 +543,9 @@ class Lease(Tenure):
 
     `term` is the fencing token; `guard(conn)` (`aguard` for asyncio) runs
     le_assert_leader(key, id, term) in the caller's transaction, so the
-    writes made in that transaction commit only while this process leads.
+    writes made in that transaction commit only while this process leads
+    (in leaderlock's schema where the lease was acquired, whatever the
+    search_path of `conn`).
 
     `lost` (a threading.Event) is set once the lease ends: something to
     wait on (lease.lost.wait(5) instead of time.sleep(5)), not a guard."""
@@ -440,6 +553,8 @@ class Lease(Tenure):
     def __init__(self, key: str, id: str, term: int, value: Any, deadline: float):
         super().__init__(deadline)
         self.key, self.id, self.term, self.value = key, id, term, value
+        # leaderlock's schema where it was acquired (guard's statement names it)
+        self._schema: Optional[str] = None
 
     def __repr__(self) -> str:
         state = "alive" if self.reason is None else f"lost: {self.reason}"
@@ -466,10 +581,13 @@ class Lease(Tenure):
         the server says otherwise, after which the transaction can only be
         rolled back. Returns the term."""
         self.check()
+        schema = self._schema or schema_of(conn)
         try:
-            conn.execute(ASSERT_LEADER, (self.key, self.id, self.term), prepare=False)
+            if schema is None:  # a Lease this library did not make
+                schema = find_schema(conn, schema_option(None))
+            conn.execute(bind(ASSERT_LEADER, schema), (self.key, self.id, self.term), prepare=False)
         except psycopg.Error as e:
-            raise self._guard_error(e, conn) from e
+            raise self._guard_error(e, conn, schema) from e
         self._in_transaction(conn)
         return self.term
 
@@ -477,18 +595,21 @@ class Lease(Tenure):
         """`guard` for an asyncio connection: `async with
         conn.transaction(): await lease.aguard(conn); await conn.execute(...)`."""
         self.check()
+        schema = self._schema or schema_of(conn)
         try:
-            await conn.execute(ASSERT_LEADER, (self.key, self.id, self.term), prepare=False)
+            if schema is None:  # a Lease this library did not make
+                schema = await afind_schema(conn, schema_option(None))
+            await conn.execute(bind(ASSERT_LEADER, schema), (self.key, self.id, self.term), prepare=False)
         except psycopg.Error as e:
-            raise self._guard_error(e, conn) from e
+            raise self._guard_error(e, conn, schema) from e
         self._in_transaction(conn)
         return self.term
 
-    def _guard_error(self, e: psycopg.Error, conn: Any) -> BaseException:
+    def _guard_error(self, e: psycopg.Error, conn: Any, schema: Optional[str]) -> BaseException:
         if getattr(e, "sqlstate", None) == "LE001":
             self._end(LeaseLost.NOT_LEADER, (str(e).splitlines() or [""])[0])
             return LeaseLost(self.key, self.term, LeaseLost.NOT_LEADER, self.detail)
-        return rejection(e, database_of(conn)) or e
+        return rejection(e, database_of(conn), schema) or e
 
     def _in_transaction(self, conn: Any) -> None:
         if conn.info.transaction_status == pq.TransactionStatus.IDLE:

@@ -30,7 +30,10 @@ class Elector(threading.Thread):
     after a tenure ends (reason: a LeaseLost constant). on_new_leader(holder):
     when the holder a follower sees changes (None: vacant). on_failed(error):
     the server refused for good (NotInstalled, PrivilegeError, BadArgument),
-    after which the elector ends; `error` keeps it."""
+    after which the elector ends; `error` keeps it.
+
+    schema: leaderlock's schema (default LEADERLOCK_SCHEMA; None: the one
+    that holds it, found on each connection), named in every statement."""
 
     def __init__(self, dsn: str, key: str, ttl: float = 10.0, *, id: Optional[str] = None,
                  value: Any = None, poll: Optional[float] = None,
@@ -38,9 +41,9 @@ class Elector(threading.Thread):
                  on_started: Optional[Callable[[Lease], None]] = None,
                  on_stopped: Optional[Callable[[Lease, str], None]] = None,
                  on_new_leader: Optional[Callable[[Optional[str]], None]] = None,
-                 on_failed: Optional[Callable[[BaseException], None]] = None):
+                 on_failed: Optional[Callable[[BaseException], None]] = None, schema: Optional[str] = None):
         super().__init__(name=f"leaderlock elector {key}", daemon=True)
-        self.spec = Leadership(dsn, key, ttl, None, id=id, value=value, poll=poll)
+        self.spec = Leadership(dsn, key, ttl, None, id=id, value=value, poll=poll, schema=schema)
         self.work = work
         self.on_started, self.on_stopped, self.on_new_leader = on_started, on_stopped, on_new_leader
         self.on_failed = on_failed
@@ -98,7 +101,8 @@ class Elector(threading.Thread):
             while not self.stopping.is_set():
                 if not self.previous_work_done():
                     return
-                campaign = Campaign(s.dsn, s.key, s.id, s.timing, s.value, self.stopping, self.refused)
+                campaign = Campaign(s.dsn, s.key, s.id, s.timing, s.value, self.stopping, self.refused,
+                                    schema=s.schema)
                 try:
                     lease = campaign.run(None)
                 except NotAcquired:  # stopped
@@ -139,7 +143,7 @@ class Elector(threading.Thread):
 
     def lead(self, lease: Lease, campaign: Campaign) -> None:
         s, t = self.spec, self.spec.timing
-        renewer = Renewer(s.dsn, campaign.take(), lease, t)
+        renewer = Renewer(s.dsn, campaign.take(), lease, t, schema=s.schema)
         renewer.start()
         _shutdown.register(lease)
         self.lease, self._seen = lease, s.id

@@ -31,24 +31,29 @@ from ._core import BadArgument, Rejected, log
 from ._sync import CALL_ERRORS, Session
 
 # Every statement takes bind parameters, arguments by name, one round trip
-# (as the Rust client's, crates/client/src/sql.rs).
+# (as the Rust client's, crates/client/src/sql.rs); every object of
+# leaderlock in its schema (_core.EXTSCHEMA), PostgreSQL's in pg_catalog:
+# none depends on the search_path (_core.py).
 # With the last position numbered, read in the same statement (one snapshot:
 # both functions are STABLE): after a short page, every transition the filter
 # selects up to it has been read. No transition: one row, NULL but that.
-HISTORY = ('SELECT h."position", h.at, h.event, h.key, h.holder, h.term, h.role::text, h.payload, p.head '
-           "FROM (SELECT le_history_position() AS head) p "
-           "LEFT JOIN le_history(after => %s::bigint, for_key => %s::text, key_prefix => %s::text, "
-           'max_rows => %s::integer) h ON true ORDER BY h."position"')
-HISTORY_POSITION = "SELECT le_history_position()"
+HISTORY = ('SELECT h."position", h.at, h.event, h.key, h.holder, h.term, h.role::pg_catalog.text, h.payload, '
+           "p.head FROM (SELECT @extschema@.le_history_position() AS head) p "
+           "LEFT JOIN @extschema@.le_history(after => %s::bigint, for_key => %s::pg_catalog.text, "
+           'key_prefix => %s::pg_catalog.text, max_rows => %s::integer) h ON true ORDER BY h."position"')
+HISTORY_POSITION = "SELECT @extschema@.le_history_position()"
 LISTEN = "LISTEN leaderlock_history"
 # Where no worker numbers the history (the portable edition, a library not
 # preloaded): le_expire_lapsed() numbers it before each read (clients there
 # call it anyway), and the changes on channel leaderlock are hints too.
 LISTEN_CHANGES = "LISTEN leaderlock"
-NUMBER = "SELECT le_expire_lapsed()"
+NUMBER = "SELECT @extschema@.le_expire_lapsed()"
 CHANNEL = "leaderlock_history"
-# Whether the history is there (extension 0.5.0), when le_history was not found.
-HAS_HISTORY = "SELECT EXISTS (SELECT FROM pg_catalog.pg_proc WHERE proname = 'le_history')"
+# After a 42883: whether the history is in leaderlock's schema there
+# (extension 0.5.0). The schema as SCHEMA_OF quoted it.
+HAS_HISTORY = ("SELECT EXISTS (SELECT FROM pg_catalog.pg_proc "
+               "WHERE pronamespace OPERATOR(pg_catalog.=) %s::pg_catalog.regnamespace "
+               "AND proname OPERATOR(pg_catalog.=) 'le_history'::pg_catalog.name)")
 
 #: The SQLSTATE of a position the retention no longer keeps.
 PRUNED = "LE002"
@@ -111,10 +116,11 @@ class Watcher:
     """Follows the history; what `leaderlock.watch()` returns. See `watch`."""
 
     def __init__(self, dsn: str, since: Optional[int] = None, *, key: Optional[str] = None,
-                 key_prefix: Optional[str] = None, poll: float = POLL_EVERY):
+                 key_prefix: Optional[str] = None, poll: float = POLL_EVERY, schema: Optional[str] = None):
         if not isinstance(dsn, str):
             raise BadArgument("dsn must be a connection string")
         _core.connect_args(dsn, 0)  # BadArgument now rather than at the first read
+        self.schema = _core.schema_option(schema)
         if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
             raise BadArgument(f"since must be None or a history position (an int, at least 0), not {since!r}")
         if key is not None:
@@ -217,18 +223,18 @@ class Watcher:
         self._delivered = t.position if self._ready else max(t.position, self._read or t.position)
         return t
 
-    def _refusal(self, e: BaseException, database: Optional[str], api: Optional[str],
+    def _refusal(self, e: BaseException, database: Optional[str], schema: Optional[str],
                  has_history: Optional[bool]) -> Optional[Rejected]:
-        """The typed error when retrying cannot help, else None. `api` and
-        `has_history`: where leaderlock's functions are and whether
-        le_history is among them, looked up after a 42883."""
+        """The typed error when retrying cannot help, else None. `schema`:
+        leaderlock's schema on the connection (None: not found);
+        `has_history`: whether le_history is there, looked up after a 42883."""
         if getattr(e, "sqlstate", None) == PRUNED:
             first = (str(e).splitlines() or [PRUNED])[0]
             return HistoryPruned(first, self._read or 0)
-        if _core.needs_schema(e) and api is not None and has_history is False:
+        if _core.needs_schema(e) and schema is not None and has_history is False:
             return Rejected("leaderlock here has no history of transitions (le_history): it needs version "
                             "0.5.0 or later (ALTER EXTENSION leaderlock UPDATE)", "42883")
-        return _core.rejection(e, database, api)
+        return _core.rejection(e, database, schema)
 
     def _failed(self, e: BaseException, refusal: Optional[Rejected]) -> float:
         """After a failed call (the connection dropped): raises the typed
@@ -296,7 +302,7 @@ class Watcher:
 
     def _session(self) -> Session:
         if self._s is None:
-            self._s = s = Session(self.dsn, time.monotonic() + CALL_TIMEOUT, APPLICATION_NAME)
+            self._s = s = Session(self.dsn, time.monotonic() + CALL_TIMEOUT, APPLICATION_NAME, named=self.schema)
             by = time.monotonic() + CALL_TIMEOUT
             self._number = not s.one(by, _core.WORKER_SERVES)
             s.one(by, LISTEN)  # before the position: no notification after it is missed
@@ -321,14 +327,14 @@ class Watcher:
                     self._hinted(n.payload)
 
     def _sync_refusal(self, e: BaseException) -> Optional[Rejected]:
-        s, api, has = self._s, None, None
-        if _core.needs_schema(e) and s is not None and not s.abandoned and s.conn is not None:
+        s, has = self._s, None
+        schema = s.schema if s is not None else None
+        if _core.needs_schema(e) and s is not None and not s.abandoned and s.conn is not None and schema:
             try:
-                api = s.one(time.monotonic() + 2.0, _core.FIND_API)
-                has = bool(s.one(time.monotonic() + 2.0, HAS_HISTORY))
+                has = bool(s.one(time.monotonic() + 2.0, HAS_HISTORY, (schema,)))
             except CALL_ERRORS:
                 pass
-        return self._refusal(e, s.database if s is not None else None, api, has)
+        return self._refusal(e, s.database if s is not None else None, schema, has)
 
     def _drop(self) -> None:
         s, self._s = self._s, None
@@ -399,7 +405,8 @@ class Watcher:
 
     async def _aconnection(self) -> psycopg.AsyncConnection:
         if self._aconn is None:
-            self._aconn = conn = await _async.connect(self.dsn, time.monotonic() + CALL_TIMEOUT, APPLICATION_NAME)
+            self._aconn = conn = await _async.connect(self.dsn, time.monotonic() + CALL_TIMEOUT, APPLICATION_NAME,
+                                                      named=self.schema)
             by = time.monotonic() + CALL_TIMEOUT
             self._number = not await _async.bounded(conn, by, _core.WORKER_SERVES)
             await _async.bounded(conn, by, LISTEN)
@@ -429,15 +436,15 @@ class Watcher:
             await asyncio.sleep(min(left, SLICE))
 
     async def _async_refusal(self, e: BaseException) -> Optional[Rejected]:
-        conn, api, has = self._aconn, None, None
-        if _core.needs_schema(e) and conn is not None and not isinstance(e, _async.Abandoned):
+        conn, has = self._aconn, None
+        schema = _core.schema_of(conn) if conn is not None else None
+        if _core.needs_schema(e) and conn is not None and not isinstance(e, _async.Abandoned) and schema:
             try:
-                api = await _async.bounded(conn, time.monotonic() + 2.0, _core.FIND_API)
-                has = bool(await _async.bounded(conn, time.monotonic() + 2.0, HAS_HISTORY))
+                has = bool(await _async.bounded(conn, time.monotonic() + 2.0, HAS_HISTORY, (schema,)))
             except CALL_ERRORS as e2:
                 if isinstance(e2, _async.Abandoned):
                     self._aconn = None  # closed once its call ends
-        return self._refusal(e, _core.database_of(conn) if conn is not None else None, api, has)
+        return self._refusal(e, _core.database_of(conn) if conn is not None else None, schema, has)
 
     async def _adrop(self, e: Optional[BaseException] = None) -> None:
         conn, self._aconn = self._aconn, None

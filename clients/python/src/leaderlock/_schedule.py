@@ -34,28 +34,37 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
 # Every statement takes bind parameters, arguments by name, one round trip
-# (as the Rust client's, crates/client/src/sql.rs).
-LE_NOW = "SELECT le_now()"
+# (as the Rust client's, crates/client/src/sql.rs); every object of
+# leaderlock in its schema (_core.EXTSCHEMA), PostgreSQL's in pg_catalog:
+# none depends on the search_path (_core.py).
+LE_NOW = "SELECT @extschema@.le_now()"
 # job, due, id, ttl in seconds, misfire grace in seconds (NULL: none): the term, or NULL
-CLAIM_RUN = ("SELECT le_claim_run(job => %s, due => %s, id => %s, ttl => make_interval(secs => %s), "
-             "misfire_grace => make_interval(secs => %s::float8))")
+CLAIM_RUN = ("SELECT @extschema@.le_claim_run(job => %s, due => %s, id => %s, "
+             "ttl => pg_catalog.make_interval(secs => %s), "
+             "misfire_grace => pg_catalog.make_interval(secs => %s::double precision))")
 # job, due, id, ttl in seconds, the claim's term
-RENEW_RUN = ("SELECT le_renew_run(job => %s, due => %s, id => %s, ttl => make_interval(secs => %s), "
-             "term => %s::bigint)")
+RENEW_RUN = ("SELECT @extschema@.le_renew_run(job => %s, due => %s, id => %s, "
+             "ttl => pg_catalog.make_interval(secs => %s), term => %s::bigint)")
 # job, due, id, term, succeeded, detail
-FINISH_RUN = ("SELECT le_finish_run(job => %s, due => %s, id => %s, term => %s::bigint, succeeded => %s, "
-              "detail => %s::text)")
+FINISH_RUN = ("SELECT @extschema@.le_finish_run(job => %s, due => %s, id => %s, term => %s::bigint, "
+              "succeeded => %s, detail => %s::pg_catalog.text)")
 # After a refused claim, what the run is now: finished (or missed), seconds
 # until its live claim ends (NULL: none live), its outcome. job, due.
 RUN_STATE = ("SELECT r.finished_at IS NOT NULL, "
-             "CASE WHEN r.holder IS NOT NULL AND r.expires_at > n.now "
-             "THEN extract(epoch FROM r.expires_at - n.now)::float8 END, r.outcome "
-             "FROM leaderlock_runs r, (SELECT le_now() AS now) n WHERE r.job = %s AND r.due = %s")
+             "CASE WHEN r.holder IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) n.now "
+             "THEN extract(epoch FROM r.expires_at OPERATOR(pg_catalog.-) n.now)::double precision END, "
+             "r.outcome "
+             "FROM @extschema@.leaderlock_runs r, (SELECT @extschema@.le_now() AS now) n "
+             "WHERE r.job OPERATOR(pg_catalog.=) %s AND r.due OPERATOR(pg_catalog.=) %s")
 # After a refused renewal: who claimed the run last, in which term, and
 # whether it is finished (to say why it is lost). job, due.
-RUN_HOLDER = "SELECT holder, term, finished_at IS NOT NULL FROM leaderlock_runs WHERE job = %s AND due = %s"
-# Whether the functions of scheduled runs are there (extension 0.5.0).
-HAS_RUNS = "SELECT EXISTS (SELECT FROM pg_catalog.pg_proc WHERE proname = 'le_claim_run')"
+RUN_HOLDER = ("SELECT holder, term, finished_at IS NOT NULL FROM @extschema@.leaderlock_runs "
+              "WHERE job OPERATOR(pg_catalog.=) %s AND due OPERATOR(pg_catalog.=) %s")
+# After a 42883: whether the functions of scheduled runs are in leaderlock's
+# schema there (extension 0.5.0). The schema as SCHEMA_OF quoted it.
+HAS_RUNS = ("SELECT EXISTS (SELECT FROM pg_catalog.pg_proc "
+            "WHERE pronamespace OPERATOR(pg_catalog.=) %s::pg_catalog.regnamespace "
+            "AND proname OPERATOR(pg_catalog.=) 'le_claim_run'::pg_catalog.name)")
 
 # A run whose row a refused claim cannot find this many times in a row is
 # dropped: older than the retention (a row that races a first claim
@@ -346,9 +355,10 @@ class RunRenewer(Renewer):
     `run.lost` at the deadline), except that a refused renewal ends the run
     at once: another replica claimed it, or it lapsed there."""
 
-    def __init__(self, dsn: str, s: Optional[Session], run: Run, timing: Timing, sent: float):
+    def __init__(self, dsn: str, s: Optional[Session], run: Run, timing: Timing, sent: float,
+                 schema: Optional[str] = None):
         self.sent = sent
-        super().__init__(dsn, s, run, timing)
+        super().__init__(dsn, s, run, timing, schema=schema)
 
     def first_renewal(self) -> float:
         return self.sent + self.timing.renew_every
@@ -390,10 +400,12 @@ class Scheduler:
 
     def __init__(self, dsn: str, job: str, schedule: Schedule, *, ttl: Seconds = 10.0,
                  misfire_grace: Optional[Seconds] = None, id: Optional[str] = None,
-                 poll: Seconds = POLL_EVERY, stop: Optional[threading.Event] = None):
+                 poll: Seconds = POLL_EVERY, stop: Optional[threading.Event] = None,
+                 schema: Optional[str] = None):
         if not isinstance(dsn, str):
             raise BadArgument("dsn must be a connection string")
         _core.connect_args(dsn, 0)  # BadArgument now rather than at the first call
+        self.schema = _core.schema_option(schema)
         if not isinstance(schedule, Schedule):
             raise BadArgument(f"schedule must be a leaderlock.Schedule, not {schedule!r}")
         self.dsn, self.schedule = dsn, schedule
@@ -416,7 +428,7 @@ class Scheduler:
 
     def session(self) -> Session:
         if self.s is None:
-            self.s = Session(self.dsn, time.monotonic() + self.timing.connect_bound)
+            self.s = Session(self.dsn, time.monotonic() + self.timing.connect_bound, named=self.schema)
         return self.s
 
     def one(self, sql: str, args: tuple = ()) -> Any:
@@ -451,9 +463,9 @@ class Scheduler:
 
     def refusal(self, e: BaseException) -> Optional[Rejected]:
         s = self.s
-        if _core.needs_schema(e) and s is not None and not s.abandoned:
+        if _core.needs_schema(e) and s is not None and not s.abandoned and s.schema is not None:
             try:  # leaderlock there, but before 0.5.0: say so
-                if s.one(time.monotonic() + 2.0, _core.FIND_API) and not s.one(time.monotonic() + 2.0, HAS_RUNS):
+                if not s.one(time.monotonic() + 2.0, HAS_RUNS, (s.schema,)):
                     return Rejected("leaderlock here has no scheduled runs (le_claim_run): they need "
                                     "version 0.5.0 or later (ALTER EXTENSION leaderlock UPDATE)", "42883")
             except CALL_ERRORS:
@@ -545,7 +557,7 @@ class Scheduler:
         failure and raised again."""
         t = self.timing
         s, self.s = self.s, None
-        renewer = RunRenewer(self.dsn, s, run, t, run._sent)
+        renewer = RunRenewer(self.dsn, s, run, t, run._sent, schema=self.schema)
         renewer.start()
         _shutdown.register(run)
         log.info("leaderlock: job %r: running the run due %s, term %s", self.job, format_due(run.due), run.term)
@@ -594,6 +606,8 @@ class Scheduler:
                 refusal = self.refusal(e)
                 self.drop()
                 if refusal is not None:
+                    if refusal is e:
+                        raise
                     raise refusal from e
                 if attempt + 1 < FINISH_TRIES:
                     time.sleep(self.timing.retry_every)
@@ -653,13 +667,16 @@ class Scheduled:
     start() (a Rejected: retrying cannot help), else None."""
 
     def __init__(self, dsn: str, job: str, fn: Callable[[Run], Any], schedule: Schedule, *,
-                 ttl: Seconds = 10.0, misfire_grace: Optional[Seconds] = None, id: Optional[str] = None):
+                 ttl: Seconds = 10.0, misfire_grace: Optional[Seconds] = None, id: Optional[str] = None,
+                 schema: Optional[str] = None):
         if not callable(fn):
             raise BadArgument(f"the job's function must be callable, not {fn!r}")
         self.fn, self.schedule = fn, schedule
         self.dsn, self.job, self.ttl, self.misfire_grace = dsn, job, ttl, misfire_grace
         self.id = _core.check_name("id", id) if id is not None else _core.default_id()
-        Scheduler(dsn, job, schedule, ttl=ttl, misfire_grace=misfire_grace, id=self.id)  # BadArgument now
+        self.schema = _core.schema_option(schema)
+        Scheduler(dsn, job, schedule, ttl=ttl, misfire_grace=misfire_grace, id=self.id,
+                  schema=self.schema)  # BadArgument now
         self.stopping = threading.Event()
         self.error: Optional[BaseException] = None
         self._thread: Optional[threading.Thread] = None
@@ -672,7 +689,7 @@ class Scheduled:
         `stop` (default: this object's, see stop()) is set; a run under
         way goes on to its end and its outcome is recorded first."""
         Scheduler(self.dsn, self.job, self.schedule, ttl=self.ttl, misfire_grace=self.misfire_grace,
-                  id=self.id, stop=stop if stop is not None else self.stopping).loop(self.fn)
+                  id=self.id, stop=stop if stop is not None else self.stopping, schema=self.schema).loop(self.fn)
 
     __call__ = run
 
@@ -703,22 +720,25 @@ class Scheduled:
 def run_scheduled(dsn: str, job: str, fn: Callable[[Run], Any], *, every: Optional[Seconds] = None,
                   cron: Optional[str] = None, tz: Optional[str] = None, schedule: Optional[Schedule] = None,
                   ttl: Seconds = 10.0, misfire_grace: Optional[Seconds] = None, id: Optional[str] = None,
-                  stop: Optional[threading.Event] = None) -> None:
+                  stop: Optional[threading.Event] = None, schema: Optional[str] = None) -> None:
     """Calls `fn(run)` once per due instant of the schedule, on one replica
-    among all that run the same job; blocks until `stop` is set."""
+    among all that run the same job; blocks until `stop` is set. schema:
+    leaderlock's schema (default: LEADERLOCK_SCHEMA, else the one schema
+    that holds it, looked up on each connection)."""
     Scheduled(dsn, job, fn, schedule_of(every, cron, tz, schedule), ttl=ttl, misfire_grace=misfire_grace,
-              id=id).run(stop if stop is not None else threading.Event())
+              id=id, schema=schema).run(stop if stop is not None else threading.Event())
 
 
 def scheduled(dsn: str, job: str, *, every: Optional[Seconds] = None, cron: Optional[str] = None,
               tz: Optional[str] = None, schedule: Optional[Schedule] = None, ttl: Seconds = 10.0,
-              misfire_grace: Optional[Seconds] = None,
-              id: Optional[str] = None) -> Callable[[Callable[[Run], Any]], Scheduled]:
+              misfire_grace: Optional[Seconds] = None, id: Optional[str] = None,
+              schema: Optional[str] = None) -> Callable[[Callable[[Run], Any]], Scheduled]:
     """Decorator: `@leaderlock.scheduled(dsn, "nightly", cron="0 3 * * *")`
     over `def nightly(run): ...` makes `nightly` a Scheduled: `nightly()`
-    runs the loop (blocking), `nightly.start()` in a thread."""
+    runs the loop (blocking), `nightly.start()` in a thread. schema: as
+    run_scheduled's."""
     sched = schedule_of(every, cron, tz, schedule)
 
     def decorate(fn: Callable[[Run], Any]) -> Scheduled:
-        return Scheduled(dsn, job, fn, sched, ttl=ttl, misfire_grace=misfire_grace, id=id)
+        return Scheduled(dsn, job, fn, sched, ttl=ttl, misfire_grace=misfire_grace, id=id, schema=schema)
     return decorate

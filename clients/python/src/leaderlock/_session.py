@@ -35,19 +35,22 @@ from ._sync import CALL_ERRORS, Renewer, release_again
 from ._sync import Session as Conn
 
 # Every statement takes bind parameters, arguments by name, one round trip.
-OPEN_SESSION = ("SELECT le_open_session(id => %s, ttl => make_interval(secs => %s), "
-                "lock_delay => make_interval(secs => %s), keep_values => %s)")
-RENEW_SESSION = "SELECT le_renew_session(session => %s)"
-CLOSE_SESSION = "SELECT le_close_session(session => %s)"
-TRY_ACQUIRE_IN = "SELECT le_try_acquire_in(session => %s, key => %s, value => %s)"
-ACQUIRE_IN = ("SELECT le_acquire_in(session => %s, key => %s, wait => make_interval(secs => %s), value => %s, "
-              "priority => %s)")
+# Every object of leaderlock in its schema (_core.EXTSCHEMA), PostgreSQL's
+# in pg_catalog: none depends on the search_path (_core.py).
+OPEN_SESSION = ("SELECT @extschema@.le_open_session(id => %s, ttl => pg_catalog.make_interval(secs => %s), "
+                "lock_delay => pg_catalog.make_interval(secs => %s), keep_values => %s)")
+RENEW_SESSION = "SELECT @extschema@.le_renew_session(session => %s)"
+CLOSE_SESSION = "SELECT @extschema@.le_close_session(session => %s)"
+TRY_ACQUIRE_IN = "SELECT @extschema@.le_try_acquire_in(session => %s, key => %s, value => %s)"
+ACQUIRE_IN = ("SELECT @extschema@.le_acquire_in(session => %s, key => %s, "
+              "wait => pg_catalog.make_interval(secs => %s), value => %s, priority => %s)")
 # In the acquisition's transaction: the key's term, held by this session.
-TERM_IN = "SELECT term FROM leaderlock WHERE key = %s AND holder = %s AND session = %s"
+TERM_IN = ("SELECT term FROM @extschema@.leaderlock WHERE key OPERATOR(pg_catalog.=) %s "
+           "AND holder OPERATOR(pg_catalog.=) %s AND session OPERATOR(pg_catalog.=) %s")
 # After le_acquire_in said no: who holds the key, and whether the session
 # still has its row on the server (gone: it ended there).
-AFTER_REFUSAL = ("SELECT le_leader(key => %s), "
-                 "EXISTS (SELECT FROM leaderlock_sessions WHERE session = %s)")
+AFTER_REFUSAL = ("SELECT @extschema@.le_leader(key => %s), "
+                 "EXISTS (SELECT FROM @extschema@.leaderlock_sessions WHERE session OPERATOR(pg_catalog.=) %s)")
 # How many idle connections a session keeps for acquisitions and releases.
 IDLE_CONNECTIONS = 4
 
@@ -142,10 +145,11 @@ class Session(_core.Tenure):
     ended: to wait on, not to guard with."""
 
     def __init__(self, dsn: str, ttl: float = 10.0, *, id: Optional[str] = None, lock_delay: float = 0.0,
-                 keep_values: bool = False):
+                 keep_values: bool = False, schema: Optional[str] = None):
         if not isinstance(dsn, str):
             raise BadArgument("dsn must be a connection string")
         _core.connect_args(dsn, 0)  # BadArgument now rather than at the open
+        self.schema = _core.schema_option(schema)
         self.timing = Timing.of(ttl, None)
         self.id = _core.check_name("id", id) if id is not None else _core.default_id()
         if isinstance(lock_delay, bool) or not (isinstance(lock_delay, (int, float)) and 0 <= lock_delay < math.inf):
@@ -226,7 +230,7 @@ class Session(_core.Tenure):
         t = self.timing
         conn: Optional[Conn] = None
         try:
-            conn = Conn(self.dsn, time.monotonic() + t.connect_bound)
+            conn = Conn(self.dsn, time.monotonic() + t.connect_bound, named=self.schema)
             # the deadline counts from the moment the open is sent
             sent = time.monotonic()
             handle = conn.one(sent + t.call_timeout, OPEN_SESSION, (self.id, t.ttl, self.lock_delay, self.keep_values))
@@ -243,7 +247,7 @@ class Session(_core.Tenure):
         with self._lock:
             self._deadline = sent + t.ttl - t.margin
         self.handle = handle
-        self._renewer = SessionRenewer(self.dsn, conn, self, t)
+        self._renewer = SessionRenewer(self.dsn, conn, self, t, schema=self.schema)
         self._renewer.start()
         _shutdown.register(self)
         log.info("leaderlock: session %s of %r opened (ttl %g s)", handle, self.id, t.ttl)
@@ -273,7 +277,7 @@ class Session(_core.Tenure):
             by = time.monotonic() + self.timing.call_timeout
             try:
                 if conn is None:
-                    conn = Conn(self.dsn, by)
+                    conn = Conn(self.dsn, by, named=self.schema)
                 closed = bool(conn.one(by, CLOSE_SESSION, (self.handle,)))
             except CALL_ERRORS as e:
                 log.warning("leaderlock: session %s of %r: could not close it (%s); its keys lapse with its ttl",
@@ -363,6 +367,8 @@ class Session(_core.Tenure):
         except CALL_ERRORS as e:
             refusal = _core.rejection(e)
             if refusal is not None:
+                if refusal is e:
+                    raise
                 raise refusal from e
             # it may still arrive: sent again (and answered) before this key is acquired again
             _core.release_unanswered(self.dsn, key, self.id, term)
@@ -380,17 +386,20 @@ class Session(_core.Tenure):
         held)."""
         handle, me = self.handle, self.id
 
-        def attempt(conn: Any) -> tuple:
+        def attempt(conn: Any, schema: Optional[str]) -> tuple:
             with conn.transaction():
-                won = conn.execute(sql, args, prepare=False).fetchone()[0]
-                row = conn.execute(TERM_IN, (key, me, handle), prepare=False).fetchone() if won else None
-                after = None if row else conn.execute(AFTER_REFUSAL, (key, handle), prepare=False).fetchone()
+                won = conn.execute(_core.bind(sql, schema), args, prepare=False).fetchone()[0]
+                row = conn.execute(_core.bind(TERM_IN, schema), (key, me, handle), prepare=False).fetchone() \
+                    if won else None
+                after = None if row else \
+                    conn.execute(_core.bind(AFTER_REFUSAL, schema), (key, handle), prepare=False).fetchone()
             return row, after
         try:
             with self._conn(by) as c:
                 if not release_again(c, by, self.dsn, key, me):
                     return None
-                row, after = c._bounded(by, lambda: attempt(c.conn))
+                schema = c.schema
+                row, after = c._bounded(by, lambda: attempt(c.conn, schema))
         except CALL_ERRORS as e:
             refusal = _core.rejection(e)
             if refusal is not None:
@@ -402,6 +411,7 @@ class Session(_core.Tenure):
         if row is None:
             return tuple(after) if after else None
         lease = SessionLease(self, key, row[0], value)
+        lease._schema = schema
         with self._state:
             self._leases[key] = lease  # (the same id acquiring again keeps the term)
         log.debug("leaderlock: %r: held under session %s in term %s", key, handle, lease.term)
@@ -416,7 +426,7 @@ class Session(_core.Tenure):
                 raise LeaderlockError("the session is closed")
             c = self._idle.pop() if self._idle else None
         if c is None:
-            c = Conn(self.dsn, max(by, time.monotonic() + self.timing.connect_bound))
+            c = Conn(self.dsn, max(by, time.monotonic() + self.timing.connect_bound), named=self.schema)
         try:
             yield c
         except BaseException:
@@ -435,16 +445,18 @@ def _json(value: Any) -> Optional[Jsonb]:
 
 
 def session(dsn: str, ttl: float = 10.0, *, id: Optional[str] = None, lock_delay: float = 0.0,
-            keep_values: bool = False) -> Session:
+            keep_values: bool = False, schema: Optional[str] = None) -> Session:
     """A session for the body of a `with` block (or open()/close()): many
     keys held under one ttl, renewed together every ttl/3.
 
     ttl: seconds the session lives without a renewal. id: the holder's id
     (default host:pid:random). lock_delay: seconds a key of it stays
     unacquirable after the session lapsed (not after a close or release).
-    keep_values: a vacated key keeps its last value. Arguments are checked
-    here (BadArgument); the server is reached at the `with`."""
-    return Session(dsn, ttl, id=id, lock_delay=lock_delay, keep_values=keep_values)
+    keep_values: a vacated key keeps its last value. schema: leaderlock's
+    schema (default: LEADERLOCK_SCHEMA, else the one schema that holds it,
+    looked up on each connection). Arguments are checked here
+    (BadArgument); the server is reached at the `with`."""
+    return Session(dsn, ttl, id=id, lock_delay=lock_delay, keep_values=keep_values, schema=schema)
 
 
 __all__ = ["session", "Session", "SessionLease", "SessionLost"]

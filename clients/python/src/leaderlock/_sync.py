@@ -18,8 +18,9 @@ from . import _core, _shutdown
 from ._core import Lease, LeaseLost, LeaderlockError, NotAcquired, Rejected, Timing, Unavailable
 
 # What a call may end with when the server, or the way to it, misbehaves:
-# sorted by _core.rejection into "retry" and "give up".
-CALL_ERRORS = (psycopg.Error, TimeoutError)
+# sorted by _core.rejection into "retry" and "give up". Rejected: what a
+# new connection's lookup of leaderlock's schema may end with (give up).
+CALL_ERRORS = (psycopg.Error, TimeoutError, Rejected)
 
 
 class Session:
@@ -28,15 +29,29 @@ class Session:
     (a frozen server ignores cancel requests) is abandoned with its
     connection, which that thread closes once the server answers. Until
     then nothing else touches the connection (psycopg connections are not
-    for two threads at once)."""
+    for two threads at once).
 
-    def __init__(self, dsn: str, until: float, name: str = _core.APPLICATION_NAME):
+    Connecting includes the lookup of leaderlock's schema (SCHEMA_OF, with
+    `named`: the schema option), within the same bound: NotInstalled when
+    no schema holds it, BadArgument when several do and none is named.
+    Every statement sent names the schema found (`schema`)."""
+
+    def __init__(self, dsn: str, until: float, name: str = _core.APPLICATION_NAME, named: Optional[str] = None):
         self.conn: Optional[psycopg.Connection] = None
         self.abandoned = False
         self._lock = threading.Lock()
         args = _core.connect_args(dsn, until - time.monotonic(), name)
-        self.conn = self._bounded(until, lambda: psycopg.connect(dsn, **args))
+
+        def connect() -> psycopg.Connection:
+            conn = psycopg.connect(dsn, **args)
+            try:
+                return _core.attach_schema(conn, _core.find_schema(conn, named))
+            except BaseException:
+                conn.close()
+                raise
+        self.conn = self._bounded(until, connect)
         self.database = _core.database_of(self.conn)
+        self.schema: Optional[str] = _core.schema_of(self.conn)
 
     def _bounded(self, until: float, work: Callable[[], Any]) -> Any:
         left = until - time.monotonic()
@@ -89,13 +104,14 @@ class Session:
         conn = self.conn
 
         def work() -> Any:
-            cur = conn.execute(sql, args, prepare=False)
+            cur = conn.execute(_core.bind(sql, self.schema), args, prepare=False)
             return cur.fetchone() if cur.description else None  # LISTEN and the like have no rows
         return self._bounded(until, work)
 
     def rows(self, until: float, sql: str, args: tuple = ()) -> list:
         """Every row of `sql`."""
         conn = self.conn
+        sql = _core.bind(sql, self.schema)
         return self._bounded(until, lambda: conn.execute(sql, args, prepare=False).fetchall())
 
     def notifies(self, seconds: float) -> list:
@@ -105,15 +121,8 @@ class Session:
                              lambda: list(conn.notifies(timeout=max(seconds, 0.0), stop_after=1)))
 
     def rejection(self, e: BaseException) -> Optional[Rejected]:
-        """_core.rejection, with where the functions are when they were not
-        found (one more call on this connection)."""
-        schema = None
-        if _core.needs_schema(e) and not self.abandoned and self.conn is not None:
-            try:
-                schema = self.one(time.monotonic() + 2.0, _core.FIND_API)
-            except CALL_ERRORS:
-                pass
-        return _core.rejection(e, self.database, schema)
+        """_core.rejection, with this connection's database and schema."""
+        return _core.rejection(e, self.database, self.schema)
 
     def close(self) -> None:
         with self._lock:
@@ -188,8 +197,9 @@ class Campaign:
 
     def __init__(self, dsn: str, key: str, me: str, timing: Timing, value: Any,
                  stop: Optional[threading.Event] = None,
-                 refused: Optional[Callable[[Optional[str]], None]] = None):
+                 refused: Optional[Callable[[Optional[str]], None]] = None, schema: Optional[str] = None):
         self.dsn, self.key, self.me, self.timing, self.value = dsn, key, me, timing, value
+        self.schema = schema  # the schema option (None: found by SCHEMA_OF)
         self.stop, self.refused = stop, refused
         self.s: Optional[Session] = None
         self.last_try = float("-inf")  # when the last try started (HINT_FLOOR)
@@ -207,7 +217,7 @@ class Campaign:
             bound = t.connect_bound
             if self.give_up is not None:  # not much past the timeout
                 bound = min(bound, max(self.give_up - now, t.call_timeout, 2.0))
-            s = Session(self.dsn, now + bound)
+            s = Session(self.dsn, now + bound, named=self.schema)
             self.s = s
             by = time.monotonic() + max(t.call_timeout, 2.0)
             self.worker = worker_serves(s, by)
@@ -251,7 +261,9 @@ class Campaign:
             return None
         if self.value is not None:
             s.one(by, _core.PROCLAIM, (self.key, self.me, Jsonb(self.value)))
-        return Lease(self.key, self.me, term, self.value, start + t.ttl - t.margin)
+        lease = Lease(self.key, self.me, term, self.value, start + t.ttl - t.margin)
+        lease._schema = s.schema
+        return lease
 
     def run(self, timeout: Optional[float]) -> Lease:
         give_up = None if timeout is None else time.monotonic() + timeout
@@ -318,7 +330,7 @@ class Campaign:
         s, self.s = self.s, None
         if s is not None:
             try:
-                s.one(time.monotonic() + self.timing.call_timeout, "UNLISTEN *")
+                s.one(time.monotonic() + self.timing.call_timeout, _core.UNLISTEN)
             except CALL_ERRORS:
                 s.close()
                 return None
@@ -335,7 +347,7 @@ class Campaign:
         release, at most ttl/3 later."""
         self.drop()
         try:
-            s = Session(self.dsn, time.monotonic() + self.timing.call_timeout)
+            s = Session(self.dsn, time.monotonic() + self.timing.call_timeout, named=self.schema)
             try:
                 call_named(s, time.monotonic() + self.timing.call_timeout, _core.RELEASE, (self.key, self.me, None))
             finally:
@@ -350,9 +362,11 @@ class Renewer(threading.Thread):
     deadline. At the deadline a timer marks the lease lost even if a call
     hangs (`lease.alive` would say so by itself; the timer wakes waiters)."""
 
-    def __init__(self, dsn: str, s: Optional[Session], lease: _core.Tenure, timing: Timing):
+    def __init__(self, dsn: str, s: Optional[Session], lease: _core.Tenure, timing: Timing,
+                 schema: Optional[str] = None):
         super().__init__(name=f"leaderlock renewer {lease.key}", daemon=True)
         self.dsn, self.s, self.lease, self.timing = dsn, s, lease, timing
+        self.schema = schema  # the schema option, for new connections
         self.stopping = threading.Event()
         self.finished = threading.Event()  # run() returned
         self.watchdog: Optional[threading.Timer] = None
@@ -393,7 +407,7 @@ class Renewer(threading.Thread):
             by = min(start + t.call_timeout, lease.deadline)
             try:
                 if self.s is None:
-                    self.s = Session(self.dsn, by)
+                    self.s = Session(self.dsn, by, named=self.schema)
                 if self.renewed(by):
                     if not lease._extend(start + t.ttl - t.margin):
                         return  # the deadline passed meanwhile: a loss is final
@@ -452,7 +466,7 @@ class Renewer(threading.Thread):
         by = time.monotonic() + self.timing.call_timeout
         try:
             if self.s is None:
-                self.s = Session(self.dsn, by)
+                self.s = Session(self.dsn, by, named=self.schema)
             released = bool(call_named(self.s, by, _core.RELEASE, (self.lease.key, self.lease.id, self.lease.term)))
         except CALL_ERRORS as e:
             _core.release_unanswered(self.dsn, self.lease.key, self.lease.id, self.lease.term)
@@ -469,11 +483,13 @@ class Leadership:
     `async with` (_async.py)."""
 
     def __init__(self, dsn: str, key: str, ttl: float = 10.0, timeout: Optional[float] = None, *,
-                 id: Optional[str] = None, value: Any = None, poll: Optional[float] = None):
+                 id: Optional[str] = None, value: Any = None, poll: Optional[float] = None,
+                 schema: Optional[str] = None):
         if not isinstance(dsn, str):
             raise _core.BadArgument("dsn must be a connection string")
         _core.connect_args(dsn, 0)  # BadArgument now rather than at the first try
         self.dsn = dsn
+        self.schema = _core.schema_option(schema)
         self.key = _core.check_name("key", key)
         self.id = _core.check_name("id", id) if id is not None else _core.default_id()
         self.timing = Timing.of(ttl, poll)
@@ -485,7 +501,7 @@ class Leadership:
 
     def __enter__(self) -> Lease:
         t = self.timing
-        campaign = Campaign(self.dsn, self.key, self.id, t, self.value)
+        campaign = Campaign(self.dsn, self.key, self.id, t, self.value, schema=self.schema)
         try:
             lease = campaign.run(self.timeout)
         except BaseException as e:
@@ -494,7 +510,7 @@ class Leadership:
             else:
                 campaign.abort()
             raise
-        self._renewer = Renewer(self.dsn, campaign.take(), lease, t)
+        self._renewer = Renewer(self.dsn, campaign.take(), lease, t, schema=self.schema)
         self._renewer.start()
         _shutdown.register(lease)
         return lease

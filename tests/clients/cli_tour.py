@@ -1,0 +1,103 @@
+"""The CLI's tour (tests/clients/tours.py): every command that talks to the
+database, each checked by what it prints or returns.
+
+    cli_tour.py DSN PREFIX [--pooled]
+
+LEADERLOCK_CLI is the CLI.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+CLI = os.environ.get("LEADERLOCK_CLI", "leaderlock")
+
+
+def main():
+    dsn, prefix = sys.argv[1], sys.argv[2]
+    failures = []
+
+    def cli(*args, timeout=30, expect=0):
+        try:
+            p = subprocess.run([CLI, "--dsn", dsn, *args], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            failures.append(f"leaderlock {' '.join(args)} did not end within {timeout} s")
+            return ""
+        print(f"leaderlock {' '.join(args)}: exit {p.returncode}", flush=True)
+        if p.returncode != expect:
+            failures.append(f"leaderlock {' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-500:]}")
+        return p.stdout
+
+    def until_stopped(seconds, *args):
+        """Runs a command that does not end by itself for `seconds`, then
+        SIGTERM; its output."""
+        p = subprocess.Popen([CLI, "--dsn", dsn, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        time.sleep(seconds)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+        print(f"leaderlock {' '.join(args)} (stopped after {seconds} s): exit {p.returncode}", flush=True)
+        if "leaderlock-trap" in err or "SQLSTATE" in err:
+            failures.append(f"leaderlock {' '.join(args)}: {err.strip()[-500:]}")
+        return out
+
+    key = f"{prefix}-lead"
+    cli("run", "--key", key, "--ttl", "2s", "--", "true")
+    cli("run", "--key", f"{prefix}-slots", "--slots", "2", "--ttl", "2s", "--", "true")
+    if os.environ.get("LEADERLOCK_TOUR_EDITION") != "portable":  # priorities need shared memory
+        cli("run", "--key", f"{prefix}-ranked", "--priority", "1", "--ttl", "2s", "--", "true")
+    # A leader that holds on while the tour reads it.
+    holder = subprocess.Popen([CLI, "--dsn", dsn, "run", "--key", f"{prefix}-held", "--ttl", "3s", "--",
+                               "sleep", "30"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    job = f"{prefix}-job"
+    until_stopped(2.5, "run", "--job", job, "--every", "1s", "--ttl", "2s", "--", "true")
+    deadline = time.monotonic() + 10
+    held = []
+    while time.monotonic() < deadline and not held:
+        held = [json.loads(line) for line in cli("status", "--held", "--json").splitlines()
+                if json.loads(line)["key"] == f"{prefix}-held"]
+        time.sleep(0.1)
+    if not held:
+        failures.append("status --held --json never showed the held key")
+    if f"{prefix}-held" not in cli("status"):
+        failures.append("status does not show the held key")
+    cli("status", f"{prefix}-lead")
+    runs = [json.loads(line) for line in cli("runs", "--job", job, "--json").splitlines()]
+    if not any(r["state"] == "succeeded" for r in runs):
+        failures.append(f"runs --job --json shows no run that succeeded: {runs}")
+    if job not in cli("runs"):
+        failures.append("runs does not show the job")
+    holder.send_signal(signal.SIGTERM)
+    holder.communicate(timeout=30)
+    # The history followed live (where no worker serves, the watcher
+    # numbers it), then as JSON lines, a table and an SVG.
+    watched = until_stopped(2.0, "watch", "--prefix", prefix, "--since", "0")
+    if key not in watched:
+        failures.append("watch --since printed nothing of the tour's keys")
+    until_stopped(1.0, "watch", key)
+    deadline = time.monotonic() + 10
+    events = []
+    while time.monotonic() < deadline and not any(e.get("key") == f"{prefix}-held" and e["event"] == "released"
+                                                  for e in events):
+        events = [json.loads(line) for line in cli("history", "--prefix", prefix, "--json").splitlines()]
+        time.sleep(0.2)
+    if not any(e.get("key") == key and e["event"] == "acquired" for e in events):
+        failures.append(f"history --json has no acquisition of {key}")
+    if key not in cli("history", "--prefix", prefix, "--since", "1h"):
+        failures.append("history (the table) does not show the key")
+    svg = f"/tmp/{prefix}.svg"
+    cli("history", key, "--svg", svg, "--until", "2100-01-01T00:00:00Z")
+    if not os.path.exists(svg):
+        failures.append("history --svg wrote nothing")
+    else:
+        os.unlink(svg)
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures), flush=True)
+        sys.exit(1)
+    print("the CLI's tour passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
