@@ -59,12 +59,40 @@ function loadPg(): typeof PG {
 
 const pg = loadPg();
 
-// One round trip each, bind parameters, arguments by name.
-const TRY_ACQUIRE = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok";
+// One round trip each, bind parameters, arguments by name. No statement
+// depends on the session's search_path (SECURITY.md; a database owner may
+// put her own functions, operators, types and views first on it): every
+// function and type of PostgreSQL's is written pg_catalog.name, every
+// operator OPERATOR(pg_catalog.op), and every object of leaderlock
+// @extschema@.name, where @extschema@ is the extension's schema as the
+// server quoted it (FIND_SCHEMA, on each new connection), put in when the
+// statement is sent (bounded()). test/statements.test.mjs checks them all.
+const EXTSCHEMA = "@extschema@";
+/**
+ * The extension's schema, quoted by the server: where CREATE EXTENSION put
+ * it, else (the portable edition, installed by its script) every schema
+ * holding a le_capabilities(); $1 the schema named (the `schema` option or
+ * LEADERLOCK_SCHEMA), or NULL. The same statement in every client.
+ */
+const FIND_SCHEMA = `SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text)
+FROM pg_catalog.pg_namespace n
+WHERE ($1::pg_catalog.text IS NULL OR n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.name)
+  AND CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_extension e
+                        WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)
+      THEN n.oid OPERATOR(pg_catalog.=) ANY (ARRAY(
+             SELECT e.extnamespace FROM pg_catalog.pg_extension e
+             WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name))
+      ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p
+                   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid
+                     AND p.proname OPERATOR(pg_catalog.=) 'le_capabilities'::pg_catalog.name
+                     AND p.pronargs OPERATOR(pg_catalog.=) 0::pg_catalog.int2)
+  END
+ORDER BY 1`;
+const TRY_ACQUIRE = "SELECT @extschema@.le_try_acquire(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3)) AS ok";
 // the term: a renewal extends that tenure only, never a later one of the same id
-const RENEW = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4) AS ok";
+const RENEW = "SELECT @extschema@.le_renew(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3), term => $4) AS ok";
 // the term: a release sent in one tenure never ends a later one of the same id
-const RELEASE = "SELECT le_release(key => $1, id => $2, term => $3) AS ok";
+const RELEASE = "SELECT @extschema@.le_release(key => $1, id => $2, term => $3) AS ok";
 
 // Releases that heard no answer, by server, key and id: their term. Such a
 // release may still reach the server, so a campaign under the same id sends
@@ -77,25 +105,28 @@ const releaseSlot = (config: ConnectionConfig, key: string, id: string): string 
                   key, id]);
 // The same on a schema before 0.5.0 (no `term`): a client updated before the extension keeps working,
 // without that protection (UPDATING.md).
-const LEGACY = new Map([
-  [RENEW, "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3)) AS ok"],
-  [RELEASE, "SELECT le_release(key => $1, id => $2) AS ok"],
-]);
+const RENEW_LEGACY = "SELECT @extschema@.le_renew(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3)) AS ok";
+const RELEASE_LEGACY = "SELECT @extschema@.le_release(key => $1, id => $2) AS ok";
+const LEGACY = new Map([[RENEW, RENEW_LEGACY], [RELEASE, RELEASE_LEGACY]]);
 // After a release sent again was answered false: whether `id` still holds that tenure live
 // (the release met its row locked by another transaction).
-const HOLDS = "SELECT EXISTS (SELECT FROM le_holders(key => $1) WHERE holder = $2 AND term = $3::bigint) AS ok";
-const TERM_OF = "SELECT term::text AS term FROM le_lease(key => $1) WHERE holder = $2";
+const HOLDS = "SELECT EXISTS (SELECT FROM @extschema@.le_holders(key => $1) " +
+  "WHERE holder OPERATOR(pg_catalog.=) $2 AND term OPERATOR(pg_catalog.=) $3::bigint) AS ok";
+const TERM_OF = "SELECT term::pg_catalog.text AS term FROM @extschema@.le_lease(key => $1) WHERE holder OPERATOR(pg_catalog.=) $2";
 // live by the server's own lease clock: `remaining` is NULL unless live (expires_at is on
 // that clock, le_now() where the server has one, which need not agree with clock_timestamp())
 const STILL_OURS =
-  "SELECT coalesce(holder = $1 AND term = $2::bigint AND remaining IS NOT NULL, false) AS ok " +
-  "FROM le_lease(key => $3)";
-const LEADER = "SELECT le_leader(key => $1) AS holder";
-const ASSERT_LEADER = "SELECT le_assert_leader(key => $1, id => $2, term => $3::bigint)::text AS term";
-const WORKER_SERVES = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true) AS ok";
-const WORKER_RUNNING = "SELECT le_worker_running() AS ok";
-const EXPIRE_LAPSED = "SELECT le_expire_lapsed() AS n";
-const SESSION_KIND = "SELECT current_setting('transaction_read_only') = 'on' AS read_only, pg_is_in_recovery() AS standby";
+  "SELECT coalesce(holder OPERATOR(pg_catalog.=) $1 AND term OPERATOR(pg_catalog.=) $2::bigint " +
+  "AND remaining IS NOT NULL, false) AS ok FROM @extschema@.le_lease(key => $3)";
+const LEADER = "SELECT @extschema@.le_leader(key => $1) AS holder";
+const ASSERT_LEADER = "SELECT @extschema@.le_assert_leader(key => $1, id => $2, term => $3::bigint)::pg_catalog.text AS term";
+const PROCLAIM = "SELECT @extschema@.le_proclaim(key => $1, id => $2, value => $3::pg_catalog.jsonb) AS ok";
+const WORKER_SERVES = "SELECT coalesce((@extschema@.le_capabilities() OPERATOR(pg_catalog.->>) 'worker')::boolean, true) AS ok";
+const WORKER_RUNNING = "SELECT @extschema@.le_worker_running() AS ok";
+const EXPIRE_LAPSED = "SELECT @extschema@.le_expire_lapsed() AS n";
+const SESSION_KIND = "SELECT pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' AS read_only, " +
+  "pg_catalog.pg_is_in_recovery() AS standby";
+const NOTIFY_PROBE = "SELECT pg_catalog.pg_notify('leaderlock_probe', $1)";
 const UNDEFINED_FUNCTION = "42883";
 /** le_assert_leader's refusal: the id is not the live holder in that term. */
 const NOT_LEADER = "LE001";
@@ -171,10 +202,15 @@ export class RejectedError extends LeaderlockError {
   }
 }
 
-/** The database has no leaderlock functions (no CREATE EXTENSION, or the portable schema is not on the search_path). */
+/**
+ * The database has no leaderlock functions (no CREATE EXTENSION, no schema
+ * holding the portable edition's), or not in `schema`, the one named (the
+ * `schema` option or LEADERLOCK_SCHEMA).
+ */
 export class NotInstalledError extends RejectedError {
-  constructor(readonly database: string, cause?: unknown) {
+  constructor(readonly database: string, cause?: unknown, readonly schema: string | null = null) {
     super(`extension leaderlock is not installed in database ${database}` +
+          (schema !== null ? ` (schema ${JSON.stringify(schema)} does not hold leaderlock's functions)` : "") +
           ((cause as any)?.message ? ` (${(cause as any).message})` : ""), cause);
   }
 }
@@ -237,6 +273,16 @@ export interface LeadOptions {
   value?: unknown;
   /** lead() only: aborting it stops the waiting (lead() rejects with its reason) or, while leading, releases the lease. */
   signal?: AbortSignal;
+  /**
+   * The schema that holds leaderlock, to name when several do (the portable
+   * edition installed by its script next to another copy). Default: the
+   * environment variable LEADERLOCK_SCHEMA, else the schema CREATE EXTENSION
+   * put it in (or the one schema holding the portable edition's functions),
+   * found on each new connection. Every statement names that schema, never
+   * the session's search_path (SECURITY.md). The same in every option
+   * object that connects.
+   */
+  schema?: string | null;
 }
 
 /**
@@ -434,6 +480,53 @@ function where(h: PG.ClientConfig): string {
   return `${h.host ?? "the default host"}${h.port ? `:${h.port}` : ""}`;
 }
 
+/**
+ * Where leaderlock is: `named`, the schema the `schema` option or
+ * LEADERLOCK_SCHEMA names (null: any one); `found`, the schema the last
+ * connection found (FIND_SCHEMA), as the server quoted it: what a guarded
+ * write on the application's own connection names.
+ */
+interface Schema {
+  readonly named: string | null;
+  found?: string;
+}
+
+/** The `schema` option, else LEADERLOCK_SCHEMA (read now), else null. */
+function schemaOf(option: unknown): Schema {
+  const named = option ?? (process.env.LEADERLOCK_SCHEMA || null);
+  if (named !== null && (typeof named !== "string" || named === "")) {
+    throw new BadArgumentError(`schema must be a non-empty string, not ${JSON.stringify(named)}`);
+  }
+  return { named };
+}
+
+/** Each connection's leaderlock schema, as the server quoted it: what bounded() puts for @extschema@. */
+const extSchemas = new WeakMap<PG.Client, string>();
+
+/** `text` naming `schema` (quoted by the server) where it says @extschema@. */
+function inSchema(text: string, schema: string | undefined): string {
+  if (!text.includes(EXTSCHEMA)) return text;
+  if (schema === undefined) throw new LeaderlockError("leaderlock: a statement before its schema was found");
+  return text.replaceAll(EXTSCHEMA, schema);
+}
+
+/**
+ * Finds leaderlock's schema on a new connection (FIND_SCHEMA): the one
+ * schema, else NotInstalledError (none) or BadArgumentError (several: the
+ * `schema` option or LEADERLOCK_SCHEMA must name one).
+ */
+async function findSchema(c: PG.Client, until: number, schema: Schema, database: string | undefined): Promise<void> {
+  const found: string[] = (await bounded(c, until, FIND_SCHEMA, [schema.named])).map((r) => Object.values(r)[0] as string);
+  if (found.length === 0) throw new NotInstalledError(database ?? "(unknown)", undefined, schema.named);
+  if (found.length > 1) {
+    throw new BadArgumentError(`leaderlock's functions are in several schemas of database ${database ?? "(unknown)"}: ` +
+                               `${found.map((f) => JSON.stringify(f)).join(", ")}; name the one to use with the schema ` +
+                               "option or LEADERLOCK_SCHEMA");
+  }
+  extSchemas.set(c, found[0]);
+  schema.found = found[0];
+}
+
 /** One host, given up after `timeoutMs` (a frozen server accepts and never answers). */
 async function connectOne(h: PG.ClientConfig, timeoutMs: number, applicationName = "leaderlock node"): Promise<PG.Client> {
   const c = new pg.Client({ application_name: applicationName, ...h,
@@ -451,11 +544,12 @@ async function connectOne(h: PG.ClientConfig, timeoutMs: number, applicationName
 /**
  * A connection to the first host (in order) that answers and, per
  * target_session_attrs, is the kind of session asked for; prefer-standby
- * goes round the hosts once for a standby, then takes any. Throws a
+ * goes round the hosts once for a standby, then takes any. Its leaderlock
+ * schema is found before it is returned (findSchema). Throws a
  * RejectedError when a host refused for good and none would do, else a
  * ConnectionError.
  */
-async function connect(config: ConnectionConfig, timeoutMs: number, applicationName?: string): Promise<PG.Client> {
+async function connect(config: ConnectionConfig, schema: Schema, timeoutMs: number, applicationName?: string): Promise<PG.Client> {
   const { hosts, attrs, database } = targets(config);
   const rounds: SessionAttrs[] = attrs === "prefer-standby" ? ["standby", "any"] : [attrs];
   let rejected: LeaderlockError | undefined;
@@ -465,14 +559,20 @@ async function connect(config: ConnectionConfig, timeoutMs: number, applicationN
       let c: PG.Client | null = null;
       try {
         c = await connectOne(h, timeoutMs, applicationName);
-        if (want === "any") return c;
-        const kind = (await bounded(c, now() + timeoutMs, SESSION_KIND))[0];
-        const fits = want === "read-write" ? !kind.read_only : want === "read-only" ? kind.read_only
-          : want === "primary" ? !kind.standby : kind.standby;
-        if (fits) return c;
-        drop(c);
-        last = new ConnectionError(`${where(h)} is ${kind.standby ? "a standby" : kind.read_only ? "read-only" : "read-write"}, ` +
-                                   `not ${want} (target_session_attrs)`);
+        const by = now() + timeoutMs;
+        if (want !== "any") {
+          const kind = (await bounded(c, by, SESSION_KIND))[0];
+          const fits = want === "read-write" ? !kind.read_only : want === "read-only" ? kind.read_only
+            : want === "primary" ? !kind.standby : kind.standby;
+          if (!fits) {
+            drop(c);
+            last = new ConnectionError(`${where(h)} is ${kind.standby ? "a standby" : kind.read_only ? "read-only" : "read-write"}, ` +
+                                       `not ${want} (target_session_attrs)`);
+            continue;
+          }
+        }
+        await findSchema(c, by, schema, c.database ?? database);
+        return c;
       } catch (e) {
         const err = classify(e, c?.database ?? database);
         drop(c);
@@ -516,7 +616,8 @@ async function releaseAgain(c: PG.Client, until: number, slot: string, key: stri
 async function bounded(c: PG.Client, until: number, text: string, values: unknown[] = []): Promise<any[]> {
   const left = Math.floor(until - now());
   if (left <= 0) throw new TimeoutError("the call's time ran out");
-  return (await c.query({ text, values, query_timeout: Math.min(left, MAX_DELAY) } as PG.QueryConfig)).rows;
+  const query = { text: inSchema(text, extSchemas.get(c)), values, query_timeout: Math.min(left, MAX_DELAY) };
+  return (await c.query(query as PG.QueryConfig)).rows;
 }
 
 class TimeoutError extends Error {}
@@ -548,7 +649,7 @@ async function probe(c: PG.Client, until: number): Promise<boolean> {
   });
   try {
     await bounded(c, until, "LISTEN leaderlock_probe");
-    await bounded(c, until, "SELECT pg_notify('leaderlock_probe', $1)", [token]);
+    await bounded(c, until, NOTIFY_PROBE, [token]);
     return await back;
   } finally {
     c.off("notification", heard);
@@ -669,8 +770,7 @@ async function campaign(c: PG.Client, key: string, id: string, t: Timing, giveUp
         const rows = await bounded(c, sent + t.callTimeout, TERM_OF, [key, id]);
         if (rows.length) {
           if (value !== undefined) {
-            await bounded(c, sent + t.callTimeout, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb) AS ok",
-                          [key, id, JSON.stringify(value)]);
+            await bounded(c, sent + t.callTimeout, PROCLAIM, [key, id, JSON.stringify(value)]);
           }
           return { term: Number(rows[0].term), deadline: sent + t.ttl * 1000 - t.margin };
         }
@@ -706,6 +806,7 @@ interface Won {
 }
 
 interface ElectOptions {
+  schema: Schema;
   timeout?: number | null;
   stop?: AbortSignal;
   refused?: (holder: string | null) => void;
@@ -731,7 +832,7 @@ async function elect(config: ConnectionConfig, key: string, id: string, t: Timin
     let c: PG.Client | null = null;
     try {
       const connectFor = Math.min(Math.max(t.callTimeout, 2000), Math.max(giveUp - now(), 1000));
-      c = await connect(config, connectFor);
+      c = await connect(config, o.schema, connectFor);
       const won = await campaign(c, key, id, t, giveUp, o.stop, o.refused, o.value, () => { failures = 0; },
                                  releaseSlot(config, key, id));
       return { ...won, conn: c };
@@ -768,6 +869,8 @@ interface Fenced {
   readonly key: string;
   readonly id: string;
   readonly term: number;
+  /** Where leaderlock was found (the lease's own connections). */
+  readonly schema: Schema;
   check(): void;
   lose(reason: LossReason, detail: string, cause?: unknown): LeaseLost;
 }
@@ -777,7 +880,8 @@ async function guardWith(l: Fenced, client: PG.ClientBase | Queryable): Promise<
   l.check();
   let rows;
   try {
-    rows = (await (client as Queryable).query({ text: ASSERT_LEADER, values: [l.key, l.id, String(l.term)] })).rows;
+    const text = inSchema(ASSERT_LEADER, l.schema.found);
+    rows = (await (client as Queryable).query({ text, values: [l.key, l.id, String(l.term)] })).rows;
   } catch (e: any) {
     if (e?.code === NOT_LEADER) throw l.lose("fenced", `the server refused a guarded write: ${e.message}`, e);
     throw e;
@@ -826,7 +930,7 @@ abstract class Renewing {
   protected running?: Promise<void>;
 
   constructor(public deadline: number, protected conn: PG.Client | null,
-              protected readonly config: ConnectionConfig, protected readonly t: Timing) {
+              protected readonly config: ConnectionConfig, readonly schema: Schema, protected readonly t: Timing) {
     // The signal's own `aborted` and `reason` read the clock first: after a
     // pause of the process, code that looks at the signal before the timer
     // below has run still sees the deadline.
@@ -881,7 +985,7 @@ abstract class Renewing {
     // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
     const by = Math.min(start + this.t.callTimeout, this.deadline);
     try {
-      this.conn ??= await connect(this.config, by - now());
+      this.conn ??= await connect(this.config, this.schema, by - now());
       const sent = now();
       const outcome = await this.renewOnce(this.conn, by);
       if (outcome === true) {
@@ -918,9 +1022,9 @@ class Tenure extends Renewing implements Lease {
   private finishing?: Promise<boolean>;
 
   constructor(readonly key: string, readonly id: string, readonly term: number, deadline: number,
-              conn: PG.Client | null, config: ConnectionConfig, t: Timing,
+              conn: PG.Client | null, config: ConnectionConfig, schema: Schema, t: Timing,
               readonly value: unknown = undefined) {
-    super(deadline, conn, config, t);
+    super(deadline, conn, config, schema, t);
   }
 
   check(): void {
@@ -962,7 +1066,7 @@ class Tenure extends Renewing implements Lease {
       this.lose("released", "released");
       const by = now() + this.t.callTimeout;
       try {
-        this.conn ??= await connect(this.config, this.t.callTimeout);
+        this.conn ??= await connect(this.config, this.schema, this.t.callTimeout);
         released = await callNamed(this.conn, by, RELEASE, [this.key, this.id, String(this.term)]);
       } catch {
         released = false;
@@ -992,15 +1096,16 @@ export async function lead<T>(config: ConnectionConfig, key: string, options: Le
   checkName("key", key);
   const id = options.id === undefined ? defaultId() : checkName("id", options.id);
   const t = timing(options);
+  const schema = schemaOf(options.schema);
   const stop = options.signal;
   let won: Won;
   try {
-    won = await elect(config, key, id, t, { timeout: options.timeout, stop, value: options.value });
+    won = await elect(config, key, id, t, { schema, timeout: options.timeout, stop, value: options.value });
   } catch (e) {
     if (e instanceof Stopped) throw stop!.reason;
     throw e;
   }
-  const tenure = new Tenure(key, id, won.term, won.deadline, await quiet(won.conn, t), config, t, options.value);
+  const tenure = new Tenure(key, id, won.term, won.deadline, await quiet(won.conn, t), config, schema, t, options.value);
   const onAbort = () => { void tenure.release(); };
   stop?.addEventListener("abort", onAbort);
   if (stop?.aborted) onAbort();
@@ -1024,6 +1129,7 @@ export interface ElectorOptions extends Omit<LeadOptions, "signal" | "timeout"> 
 export class Elector extends EventEmitter {
   private readonly stopper = new AbortController();
   private loop?: Promise<void>;
+  private readonly schema: Schema;
   readonly id: string;
   /** The error that stopped this elector, if one did. */
   failed: LeaderlockError | undefined;
@@ -1033,6 +1139,7 @@ export class Elector extends EventEmitter {
     checkName("key", key);
     this.id = options.id === undefined ? defaultId() : checkName("id", options.id);
     timing(options);
+    this.schema = schemaOf(options.schema);
   }
 
   start(): this {
@@ -1077,14 +1184,15 @@ export class Elector extends EventEmitter {
       let won: Won;
       try {
         won = await elect(this.config, this.key, this.id, t, {
-          timeout: null, stop, refused, value: this.options.value,
+          schema: this.schema, timeout: null, stop, refused, value: this.options.value,
           retrying: (err, ms) => this.tell("retrying", err, ms),
         });
       } catch (e) {
         if (e instanceof Stopped) return;
         return this.fail(classify(e, databaseOf(this.config)));
       }
-      const tenure = new Tenure(this.key, this.id, won.term, won.deadline, await quiet(won.conn, t), this.config, t, this.options.value);
+      const tenure = new Tenure(this.key, this.id, won.term, won.deadline, await quiet(won.conn, t), this.config, this.schema, t,
+                                this.options.value);
       let released = false;
       try {
         this.tell("leader", (seen = this.id));
@@ -1163,18 +1271,20 @@ export function releaseOnSignals(target: Lease | Elector | Session,
 // not released. Acquisitions and releases run on other connections (a few
 // kept idle), so a waiting acquire never holds a renewal back.
 
-const OPEN_SESSION = "SELECT le_open_session(id => $1, ttl => make_interval(secs => $2), " +
-  "lock_delay => make_interval(secs => $3), keep_values => $4)::text AS session";
-const RENEW_SESSION = "SELECT le_renew_session(session => $1::uuid) AS ok";
-const CLOSE_SESSION = "SELECT le_close_session(session => $1::uuid) AS ok";
-const TRY_ACQUIRE_IN = "SELECT le_try_acquire_in(session => $1::uuid, key => $2, value => $3::jsonb) AS ok";
-const ACQUIRE_IN = "SELECT le_acquire_in(session => $1::uuid, key => $2, wait => make_interval(secs => $3), " +
-  "value => $4::jsonb, priority => $5) AS ok";
+const OPEN_SESSION = "SELECT @extschema@.le_open_session(id => $1, ttl => pg_catalog.make_interval(secs => $2), " +
+  "lock_delay => pg_catalog.make_interval(secs => $3), keep_values => $4)::pg_catalog.text AS session";
+const RENEW_SESSION = "SELECT @extschema@.le_renew_session(session => $1::pg_catalog.uuid) AS ok";
+const CLOSE_SESSION = "SELECT @extschema@.le_close_session(session => $1::pg_catalog.uuid) AS ok";
+const TRY_ACQUIRE_IN = "SELECT @extschema@.le_try_acquire_in(session => $1::pg_catalog.uuid, key => $2, " +
+  "value => $3::pg_catalog.jsonb) AS ok";
+const ACQUIRE_IN = "SELECT @extschema@.le_acquire_in(session => $1::pg_catalog.uuid, key => $2, " +
+  "wait => pg_catalog.make_interval(secs => $3), value => $4::pg_catalog.jsonb, priority => $5) AS ok";
 /** In the acquisition's transaction: the key's term, held by this session. */
-const TERM_IN = "SELECT term::text AS term FROM leaderlock WHERE key = $1 AND holder = $2 AND session = $3::uuid";
+const TERM_IN = "SELECT term::pg_catalog.text AS term FROM @extschema@.leaderlock WHERE key OPERATOR(pg_catalog.=) $1 " +
+  "AND holder OPERATOR(pg_catalog.=) $2 AND session OPERATOR(pg_catalog.=) $3::pg_catalog.uuid";
 /** After a refused acquisition: who holds the key, and whether the session still has its row on the server (gone: it ended there). */
-const AFTER_REFUSAL = "SELECT le_leader(key => $1) AS holder, " +
-  "EXISTS (SELECT FROM leaderlock_sessions WHERE session = $2::uuid) AS live";
+const AFTER_REFUSAL = "SELECT @extschema@.le_leader(key => $1) AS holder, " +
+  "EXISTS (SELECT FROM @extschema@.leaderlock_sessions WHERE session OPERATOR(pg_catalog.=) $2::pg_catalog.uuid) AS live";
 /** How many idle connections a session keeps for acquisitions and releases. */
 const IDLE_CONNECTIONS = 4;
 
@@ -1187,6 +1297,8 @@ export interface SessionOptions {
   lockDelay?: number;
   /** A vacated key keeps its last value. Default false. */
   keepValues?: boolean;
+  /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
+  schema?: string | null;
 }
 
 /** A key held under a session: a Lease, alive while its session is and the key was not released. `release()` releases this key alone. */
@@ -1253,8 +1365,8 @@ class OpenSession extends Renewing implements Session {
   private readonly idle: PG.Client[] = [];
 
   constructor(readonly handle: string, readonly id: string, deadline: number, conn: PG.Client | null,
-              config: ConnectionConfig, t: Timing) {
-    super(deadline, conn, config, t);
+              config: ConnectionConfig, schema: Schema, t: Timing) {
+    super(deadline, conn, config, schema, t);
   }
 
   get ttl(): number { return this.t.ttl; }
@@ -1374,7 +1486,7 @@ class OpenSession extends Renewing implements Session {
     if (this.closing) throw new LeaderlockError("the session is closed");
     let c: PG.Client | null = this.idle.pop() ?? null;
     try {
-      c ??= await connect(this.config, Math.max(by - now(), this.t.callTimeout, 2000));
+      c ??= await connect(this.config, this.schema, Math.max(by - now(), this.t.callTimeout, 2000));
       const result = await fn(c);
       if (this.closing || this.idle.length >= IDLE_CONNECTIONS) drop(c);
       else this.idle.push(c);
@@ -1399,7 +1511,7 @@ class OpenSession extends Renewing implements Session {
     }
     let closed = false;
     try {
-      this.conn ??= await connect(this.config, Math.max(this.t.callTimeout, 2000));
+      this.conn ??= await connect(this.config, this.schema, Math.max(this.t.callTimeout, 2000));
       closed = (await bounded(this.conn, now() + this.t.callTimeout, CLOSE_SESSION, [this.handle]))[0].ok;
     } catch (e) {
       process.emitWarning(`leaderlock: session ${this.handle} of ${JSON.stringify(this.id)}: could not close it ` +
@@ -1421,6 +1533,8 @@ class KeyLease implements SessionLease {
   }
 
   get id(): string { return this.session.id; }
+
+  get schema(): Schema { return this.session.schema; }
 
   get signal(): AbortSignal { return this.controller.signal; }
 
@@ -1489,13 +1603,14 @@ export async function openSession(config: ConnectionConfig | (SessionOptions & {
   }
   const keepValues = options.keepValues ?? false;
   if (typeof keepValues !== "boolean") throw new BadArgumentError(`keepValues must be true or false, not ${keepValues}`);
+  const schema = schemaOf(options.schema);
   let c: PG.Client | null = null;
   try {
-    c = await connect(config, Math.max(t.callTimeout, 2000));
+    c = await connect(config, schema, Math.max(t.callTimeout, 2000));
     // the deadline counts from the moment the open is sent
     const sent = now();
     const handle = (await bounded(c, sent + t.callTimeout, OPEN_SESSION, [id, t.ttl, lockDelay, keepValues]))[0].session;
-    return new OpenSession(handle, id, sent + t.ttl * 1000 - t.margin, c, config, t);
+    return new OpenSession(handle, id, sent + t.ttl * 1000 - t.margin, c, config, schema, t);
   } catch (e) {
     const database = c?.database ?? databaseOf(config);
     drop(c);
@@ -1518,17 +1633,19 @@ export async function openSession(config: ConnectionConfig | (SessionOptions & {
 // Instants go to the server as ISO 8601 text (exact, whatever pg's Date
 // settings); terms come back as text and go as text (bigint, exact).
 /** The lease clock, in whole milliseconds, rounded down: a due instant at or before it is due on the server too. */
-const LE_NOW_MS = "SELECT floor(extract(epoch FROM le_now()) * 1000)::float8 AS ms";
-const CLAIM_RUN = "SELECT le_claim_run(job => $1, due => $2::timestamptz, id => $3, ttl => make_interval(secs => $4), " +
-  "misfire_grace => make_interval(secs => $5))::text AS term";
-const RENEW_RUN = "SELECT le_renew_run(job => $1, due => $2::timestamptz, id => $3, ttl => make_interval(secs => $4), " +
-  "term => $5::bigint) AS ok";
-const FINISH_RUN = "SELECT le_finish_run(job => $1, due => $2::timestamptz, id => $3, term => $4::bigint, " +
+const LE_NOW_MS = "SELECT pg_catalog.floor(extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.float8 AS ms";
+const CLAIM_RUN = "SELECT @extschema@.le_claim_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
+  "ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))::pg_catalog.text AS term";
+const RENEW_RUN = "SELECT @extschema@.le_renew_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
+  "ttl => pg_catalog.make_interval(secs => $4), term => $5::bigint) AS ok";
+const FINISH_RUN = "SELECT @extschema@.le_finish_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, term => $4::bigint, " +
   "succeeded => $5, detail => $6) AS ok";
 /** After a refused claim: finished (or missed)? seconds until its live claim ends (NULL: none live), its outcome. */
 const RUN_STATE = "SELECT r.finished_at IS NOT NULL AS finished, " +
-  "CASE WHEN r.holder IS NOT NULL AND r.expires_at > n.now THEN extract(epoch FROM r.expires_at - n.now)::float8 END AS remaining, " +
-  "r.outcome FROM leaderlock_runs r, (SELECT le_now() AS now) n WHERE r.job = $1 AND r.due = $2::timestamptz";
+  "CASE WHEN r.holder IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) n.now " +
+  "THEN extract(epoch FROM r.expires_at OPERATOR(pg_catalog.-) n.now)::pg_catalog.float8 END AS remaining, " +
+  "r.outcome FROM @extschema@.leaderlock_runs r, (SELECT @extschema@.le_now() AS now) n " +
+  "WHERE r.job OPERATOR(pg_catalog.=) $1 AND r.due OPERATOR(pg_catalog.=) $2::pg_catalog.timestamptz";
 /** A run whose row a refused claim cannot find this many times in a row is given up (older than the retention). */
 const ABSENT_TRIES = 100;
 /** Looks again every RACE_RETRY this many times before backing off. */
@@ -1578,6 +1695,8 @@ export interface ScheduleOptions extends DueRule {
    * "released"), and finished with the callback's outcome first.
    */
   signal?: AbortSignal;
+  /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
+  schema?: string | null;
 }
 
 /** A run this replica claimed: act for it only while `isOurs()`. */
@@ -1858,14 +1977,14 @@ class Claimer {
   /** Due runs not settled yet: when to look at each again (performance.now()), how often it was found without a row. */
   private readonly pending = new Map<number, { at: number; tries: number }>();
 
-  constructor(private readonly config: ConnectionConfig, readonly job: string, readonly id: string, private readonly rule: Rule,
-              readonly t: Timing, private readonly grace: number | null, private readonly poll: number) {}
+  constructor(private readonly config: ConnectionConfig, private readonly schema: Schema, readonly job: string, readonly id: string,
+              private readonly rule: Rule, readonly t: Timing, private readonly grace: number | null, private readonly poll: number) {}
 
   /** One statement, bounded by the call timeout (and `until`); a connection that failed or timed out is dropped. */
   async query(text: string, values: unknown[], until = Infinity): Promise<any[]> {
     const by = Math.min(now() + this.t.callTimeout, until);
     try {
-      this.conn ??= await connect(this.config, by - now());
+      this.conn ??= await connect(this.config, this.schema, by - now());
       return await bounded(this.conn, by, text, values);
     } catch (e) {
       const err = classify(e, this.conn?.database ?? databaseOf(this.config));
@@ -2047,7 +2166,7 @@ export async function schedule(config: ConnectionConfig, job: string, options: S
     throw new BadArgumentError(`pollMs must be a positive number of milliseconds, not ${poll}`);
   }
   const stop = options.signal;
-  const claimer = new Claimer(config, job, id, rule, timing({ ttl: ttlMs / 1000 }), grace, poll);
+  const claimer = new Claimer(config, schemaOf(options.schema), job, id, rule, timing({ ttl: ttlMs / 1000 }), grace, poll);
   let failures = 0;
   try {
     while (!stop?.aborted) {
@@ -2088,13 +2207,15 @@ export async function schedule(config: ConnectionConfig, job: string, options: S
 // With the last position numbered, read in the same statement (one snapshot:
 // both functions are STABLE): after a short page, every transition the filter
 // selects up to it has been read. No transition: one row, NULL but that.
-const HISTORY = "SELECT h.\"position\"::text AS position, floor(extract(epoch FROM h.at) * 1000)::float8 AS at_ms, " +
-  "h.event, h.key, h.holder, h.term::text AS term, h.role::text AS role, h.payload::text AS payload, p.head::text AS head " +
-  "FROM (SELECT le_history_position() AS head) p " +
-  "LEFT JOIN le_history(after => $1::bigint, for_key => $2, key_prefix => $3, max_rows => $4) h ON true " +
+const HISTORY = "SELECT h.\"position\"::pg_catalog.text AS position, " +
+  "pg_catalog.floor(extract(epoch FROM h.at) OPERATOR(pg_catalog.*) 1000)::pg_catalog.float8 AS at_ms, " +
+  "h.event, h.key, h.holder, h.term::pg_catalog.text AS term, h.role::pg_catalog.text AS role, " +
+  "h.payload::pg_catalog.text AS payload, p.head::pg_catalog.text AS head " +
+  "FROM (SELECT @extschema@.le_history_position() AS head) p " +
+  "LEFT JOIN @extschema@.le_history(after => $1::bigint, for_key => $2, key_prefix => $3, max_rows => $4) h ON true " +
   "ORDER BY h.\"position\"";
 /** The last position numbered: where a watcher of "only what happens from now on" starts. */
-const HISTORY_POSITION = "SELECT le_history_position()::text AS position";
+const HISTORY_POSITION = "SELECT @extschema@.le_history_position()::pg_catalog.text AS position";
 const HISTORY_CHANNEL = "leaderlock_history";
 /** le_history's refusal: the position asked for is older than the retention keeps. */
 const PRUNED = "LE002";
@@ -2162,6 +2283,8 @@ export interface HistoryOptions {
   pollMs?: number;
   /** Aborting it closes the watcher (a pending next() resolves done). */
   signal?: AbortSignal;
+  /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
+  schema?: string | null;
 }
 
 /**
@@ -2220,6 +2343,7 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
   private readonly keyPrefix: string | null;
   private readonly poll: number;
   private readonly signal: AbortSignal | undefined;
+  private readonly schema: Schema;
   private readonly stopper = new AbortController();
   private readonly stopped: Promise<null>;
   /** The last position delivered (or the start). */
@@ -2254,6 +2378,7 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
       throw new BadArgumentError(`pollMs must be a positive number of milliseconds, not ${poll}`);
     }
     targets(config); // a configuration this client refuses, refused now
+    this.schema = schemaOf(options.schema);
     this.key = key;
     this.keyPrefix = keyPrefix;
     this.poll = Math.max(poll, MIN_READ_GAP);
@@ -2365,7 +2490,7 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
     this.lastRead = now();
     // No worker numbers the history here (the portable edition, or a library
     // not preloaded): le_expire_lapsed() does, as clients there call it anyway.
-    if (!conn.worker) await bounded(conn.client, this.lastRead + HISTORY_CALL, "SELECT le_expire_lapsed()");
+    if (!conn.worker) await bounded(conn.client, this.lastRead + HISTORY_CALL, EXPIRE_LAPSED);
     const rows = await bounded(conn.client, this.lastRead + HISTORY_CALL, HISTORY,
                                [String(this.cursor), this.key, this.keyPrefix, HISTORY_PAGE]);
     this.failures = 0;
@@ -2396,7 +2521,7 @@ export class HistoryWatcher implements AsyncIterableIterator<Transition> {
   }
 
   private async open(): Promise<void> {
-    const pending = connect(this.config, HISTORY_CALL, "leaderlock watch");
+    const pending = connect(this.config, this.schema, HISTORY_CALL, "leaderlock watch");
     const client = await Promise.race([pending, this.stopped]);
     if (!client) {
       pending.then(drop, () => {});

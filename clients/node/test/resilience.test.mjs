@@ -11,7 +11,11 @@
 // - lead() and Elector waiting through a server restart, then leading;
 // - several hosts, target_session_attrs=read-write;
 // - typed errors; an Elector stops at a permanent one, reporting it once;
-// - releaseOnSignals: SIGTERM releases, the follower leads at once.
+// - releaseOnSignals: SIGTERM releases, the follower leads at once;
+// - leaderlock's schema: one that needs quoting (found, quoted by the
+//   server), the portable edition in two schemas (the `schema` option or
+//   LEADERLOCK_SCHEMA names one; else BadArgumentError), a named schema that
+//   does not hold it (NotInstalledError).
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
@@ -25,7 +29,8 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import {
-  lead, Elector, LeaseLost, NotInstalledError, PrivilegeError, BadArgumentError, ConnectionError, RejectedError,
+  lead, Elector, LeaseLost, NotInstalledError, PrivilegeError, BadArgumentError, ConnectionError, RejectedError, openSession,
+  watchHistory,
 } from "../dist/esm/index.js";
 import { DSN, fresh, sleep, sql, until } from "./support.mjs";
 
@@ -35,6 +40,9 @@ const CANDIDATE = fileURLToPath(new URL("./candidate.mjs", import.meta.url));
 const NOEXT_DB = "ll_node_noext";
 const PRIV_DB = "ll_node_priv";
 const NOEXEC = "ll_node_noexec";
+const QUOTED_DB = "ll_node_quoted_schema";
+const TWO_DB = "ll_node_two_schemas";
+const PORTABLE = fileURLToPath(new URL("../../../portable/leaderlock.sql", import.meta.url));
 
 
 
@@ -79,7 +87,7 @@ function candidate(key, id, ttl, records, idiom) {
 function waiting(key, id) {
   return until(async () => Boolean(await sql(
     "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' " +
-    "AND (query LIKE 'SELECT le_try_acquire%' OR query LIKE 'SELECT le_leader%')", [appName(key, id)])), 10000);
+    "AND (query LIKE 'SELECT %.le_try_acquire(%' OR query LIKE 'SELECT %.le_leader(%')", [appName(key, id)])), 10000);
 }
 
 /** A session that LISTENs for the key's announcements. */
@@ -405,4 +413,102 @@ describe("releaseOnSignals: SIGTERM releases, then the process exits", { concurr
       }
     });
   }
+});
+
+describe("leaderlock's schema, found on each connection, never the search_path", () => {
+  const quoted = dsnWith({ database: QUOTED_DB });
+  const two = dsnWith({ database: TWO_DB });
+  before(async () => {
+    for (const db of [QUOTED_DB, TWO_DB]) {
+      await sql(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+      await sql(`CREATE DATABASE ${db}`);
+    }
+    // the compiled edition in a schema whose name needs quoting, not on the search_path
+    await sql('CREATE SCHEMA "ll Node"', [], quoted);
+    await sql('CREATE EXTENSION leaderlock SCHEMA "ll Node"', [], quoted);
+    // the portable edition in two schemas
+    const script = readFileSync(PORTABLE, "utf8");
+    for (const schema of ["ll_one", "ll_two"]) {
+      const c = new pg.Client({ connectionString: two });
+      await c.connect();
+      try {
+        await c.query(`CREATE SCHEMA ${schema}`);
+        await c.query(`SET search_path = ${schema}`);
+        await c.query(script);
+      } finally {
+        await c.end();
+      }
+    }
+  });
+  after(async () => {
+    for (const db of [QUOTED_DB, TWO_DB]) await sql(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+  });
+
+  test("a schema whose name needs quoting: leads, guards, sessions and the history name it", async () => {
+    const key = fresh("quoted");
+    const term = await lead(quoted, key, { ttl: 2, timeout: 5 }, async (lease) => {
+      const c = new pg.Client({ connectionString: quoted });
+      await c.connect();
+      try {
+        assert.equal(await lease.guarded(c, async () => "written"), "written");
+      } finally {
+        await c.end();
+      }
+      return lease.term;
+    });
+    assert.ok(term > 0);
+    const s = await openSession(quoted, { ttl: 2 });
+    try {
+      assert.ok((await s.tryAcquire(`${key}-s`)) !== null);
+    } finally {
+      assert.equal(await s.close(), true);
+    }
+    const w = watchHistory(quoted, { since: 0, key });
+    try {
+      assert.equal((await w.next()).value.event, "acquired");
+    } finally {
+      await w.close();
+    }
+    assert.equal(Number(await sql('SELECT count(*) FROM "ll Node".leaderlock WHERE key = $1', [key], quoted)), 1);
+  });
+
+  test("two schemas: BadArgumentError naming both, unless the option or LEADERLOCK_SCHEMA names one", async () => {
+    const saved = process.env.LEADERLOCK_SCHEMA;
+    delete process.env.LEADERLOCK_SCHEMA;
+    try {
+      await assert.rejects(lead(two, fresh("two"), { ttl: 2, timeout: 5 }, async () => {}),
+        (e) => e instanceof BadArgumentError && e.sqlstate === undefined &&
+               e.message.includes(`several schemas of database ${TWO_DB}: "ll_one", "ll_two"`) &&
+               e.message.includes("LEADERLOCK_SCHEMA"));
+      const errors = [];
+      const e = new Elector(two, fresh("two-elector"), { ttl: 2 }).on("error", (err) => errors.push(err)).start();
+      assert.ok(await until(() => errors.length > 0, 5000));
+      assert.ok(errors[0] instanceof BadArgumentError);
+      await e.stop();
+      const key = fresh("two-named");
+      await lead(two, key, { ttl: 2, timeout: 5, schema: "ll_two" }, async () => {
+        assert.equal(await sql("SELECT ll_two.le_leader($1)", [key], two) !== null, true);
+        assert.equal(await sql("SELECT ll_one.le_leader($1)", [key], two), null);
+      });
+      process.env.LEADERLOCK_SCHEMA = "ll_one";
+      await lead(two, key, { ttl: 2, timeout: 5 }, async (lease) => {
+        assert.equal(await sql("SELECT ll_one.le_leader($1)", [key], two), lease.id);
+      });
+      // the option wins over the environment
+      await lead(two, key, { ttl: 2, timeout: 5, schema: "ll_two" }, async (lease) => {
+        assert.equal(await sql("SELECT ll_two.le_leader($1)", [key], two), lease.id);
+      });
+    } finally {
+      if (saved === undefined) delete process.env.LEADERLOCK_SCHEMA;
+      else process.env.LEADERLOCK_SCHEMA = saved;
+    }
+  });
+
+  test("a named schema that does not hold leaderlock: NotInstalledError; an empty one: BadArgumentError", async () => {
+    await assert.rejects(lead(DSN, fresh("not-here"), { ttl: 2, timeout: 5, schema: "pg_catalog" }, async () => {}),
+      (e) => e instanceof NotInstalledError && e.schema === "pg_catalog" &&
+             /not installed in database .* \(schema "pg_catalog" does not hold leaderlock's functions\)/.test(e.message));
+    await assert.rejects(openSession(DSN, { schema: "" }), BadArgumentError);
+    assert.throws(() => new Elector(DSN, "k", { schema: 7 }), BadArgumentError);
+  });
 });

@@ -41,10 +41,15 @@ export declare class RejectedError extends LeaderlockError {
     readonly sqlstate: string | undefined;
     constructor(message: string, cause?: unknown);
 }
-/** The database has no leaderlock functions (no CREATE EXTENSION, or the portable schema is not on the search_path). */
+/**
+ * The database has no leaderlock functions (no CREATE EXTENSION, no schema
+ * holding the portable edition's), or not in `schema`, the one named (the
+ * `schema` option or LEADERLOCK_SCHEMA).
+ */
 export declare class NotInstalledError extends RejectedError {
     readonly database: string;
-    constructor(database: string, cause?: unknown);
+    readonly schema: string | null;
+    constructor(database: string, cause?: unknown, schema?: string | null);
 }
 /** The role may not do this: no EXECUTE on leaderlock's functions (42501), or the server refuses its login (28xxx). */
 export declare class PrivilegeError extends RejectedError {
@@ -76,6 +81,16 @@ export interface LeadOptions {
     value?: unknown;
     /** lead() only: aborting it stops the waiting (lead() rejects with its reason) or, while leading, releases the lease. */
     signal?: AbortSignal;
+    /**
+     * The schema that holds leaderlock, to name when several do (the portable
+     * edition installed by its script next to another copy). Default: the
+     * environment variable LEADERLOCK_SCHEMA, else the schema CREATE EXTENSION
+     * put it in (or the one schema holding the portable edition's functions),
+     * found on each new connection. Every statement names that schema, never
+     * the session's search_path (SECURITY.md). The same in every option
+     * object that connects.
+     */
+    schema?: string | null;
 }
 /**
  * What to connect to: a connection string (postgresql://user@host1:5432,host2:5432/db?target_session_attrs=read-write)
@@ -173,6 +188,7 @@ export declare class Elector extends EventEmitter {
     private readonly options;
     private readonly stopper;
     private loop?;
+    private readonly schema;
     readonly id: string;
     /** The error that stopped this elector, if one did. */
     failed: LeaderlockError | undefined;
@@ -211,6 +227,8 @@ export interface SessionOptions {
     lockDelay?: number;
     /** A vacated key keeps its last value. Default false. */
     keepValues?: boolean;
+    /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
+    schema?: string | null;
 }
 /** A key held under a session: a Lease, alive while its session is and the key was not released. `release()` releases this key alone. */
 export interface SessionLease extends Lease {
@@ -319,6 +337,8 @@ export interface ScheduleOptions extends DueRule {
      * "released"), and finished with the callback's outcome first.
      */
     signal?: AbortSignal;
+    /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
+    schema?: string | null;
 }
 /** A run this replica claimed: act for it only while `isOurs()`. */
 export interface Run {
@@ -406,6 +426,8 @@ export interface HistoryOptions {
     pollMs?: number;
     /** Aborting it closes the watcher (a pending next() resolves done). */
     signal?: AbortSignal;
+    /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
+    schema?: string | null;
 }
 /**
  * le_history refused the watcher's position (SQLSTATE LE002): the retention
@@ -438,6 +460,7 @@ export declare class HistoryWatcher implements AsyncIterableIterator<Transition>
     private readonly keyPrefix;
     private readonly poll;
     private readonly signal;
+    private readonly schema;
     private readonly stopper;
     private readonly stopped;
     /** The last position delivered (or the start). */
