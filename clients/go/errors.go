@@ -23,8 +23,10 @@ var (
 	// and matches one of the more precise kinds below when one applies.
 	ErrRejected = errors.New("leaderlock: rejected")
 	// ErrNotInstalled: the extension's functions are not in the database
-	// (CREATE EXTENSION leaderlock was not run there, or the portable
-	// edition's schema is not on the search_path).
+	// (CREATE EXTENSION leaderlock was not run there, nor the portable
+	// edition's script), or not in the schema that Schema (or
+	// LEADERLOCK_SCHEMA) names. Found missing on connecting, its SQLState
+	// is 42883 and it wraps no server error.
 	ErrNotInstalled = errors.New("leaderlock: extension not installed")
 	// ErrPrivilege: the role may not call the extension's functions
 	// (EXECUTE revoked), or acts as a holder another role owns (SQLSTATE
@@ -166,12 +168,12 @@ func classify(conn *pgx.Conn, err error) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			var database string
 			var installed bool
-			qerr := conn.QueryRow(ctx, sqlExtensionHere).Scan(&database, &installed)
+			qerr := conn.QueryRow(ctx, sent(sqlExtensionHere)).Scan(&database, &installed)
 			cancel()
 			if qerr == nil && !installed {
 				return rejected(ErrNotInstalled, fmt.Sprintf("leaderlock: extension leaderlock is not installed in database %q: "+
-					"a superuser runs CREATE EXTENSION leaderlock there (for the portable edition: its schema is not on "+
-					"the search_path) (%s)", database, described))
+					"a superuser runs CREATE EXTENSION leaderlock there (the portable edition: no schema there holds "+
+					"its le_capabilities()) (%s)", database, described))
 			}
 			if qerr == nil {
 				return rejected(ErrNotInstalled, fmt.Sprintf("leaderlock: extension leaderlock in database %q lacks a function "+

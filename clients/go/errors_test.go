@@ -116,13 +116,41 @@ func TestRefusalsForGoodEndRunWithTypedErrors(t *testing.T) {
 	t.Run("no extension", func(t *testing.T) {
 		err, _ := runBriefly(t, Config{ConnString: withDatabase(t, db, ""), Key: "k", TTL: 2 * time.Second})
 		if !errors.Is(err, ErrNotInstalled) || !errors.Is(err, ErrRejected) || !errors.As(err, &typed) ||
-			!errors.As(err, &pe) || !strings.Contains(err.Error(), fmt.Sprintf("%q", db)) {
+			!strings.Contains(err.Error(), fmt.Sprintf("is not installed in database %q", db)) {
 			t.Fatalf("got %v", err)
 		}
-		if pe.Code != "42883" || typed.SQLState != "42883" {
-			t.Fatalf("SQLSTATE %s", pe.Code)
+		if typed.SQLState != "42883" {
+			t.Fatalf("SQLSTATE %s", typed.SQLState)
 		}
 	})
+
+	// The portable edition's functions in two schemas (stand-ins: a
+	// le_capabilities() in each): which to use is the user's to say.
+	execIn(t, withDatabase(t, db, ""), "CREATE SCHEMA ll_one", "CREATE SCHEMA \"ll Two\"",
+		"CREATE FUNCTION ll_one.le_capabilities() RETURNS jsonb LANGUAGE sql AS $$SELECT '{}'::jsonb$$",
+		"CREATE FUNCTION \"ll Two\".le_capabilities() RETURNS jsonb LANGUAGE sql AS $$SELECT '{}'::jsonb$$")
+	t.Run("several schemas", func(t *testing.T) {
+		t.Setenv("LEADERLOCK_SCHEMA", "")
+		err, _ := runBriefly(t, Config{ConnString: withDatabase(t, db, ""), Key: "k", TTL: 2 * time.Second})
+		if !errors.Is(err, ErrBadArgument) || !errors.Is(err, ErrRejected) ||
+			!strings.Contains(err.Error(), `in several schemas of database "`+db+`": "\"ll Two\"", "ll_one"; `) ||
+			!strings.Contains(err.Error(), "LEADERLOCK_SCHEMA") {
+			t.Fatalf("got %v", err)
+		}
+		// named (the schema's name, not quoted): that one, whose functions
+		// other than le_capabilities() are missing
+		_, err = OpenSession(context.Background(), withDatabase(t, db, ""), SessionConfig{TTL: time.Second, Schema: "ll Two"})
+		if !errors.Is(err, ErrNotInstalled) || !errors.As(err, &pe) || pe.Code != "42883" ||
+			!strings.Contains(pe.Message, "ll Two.le_open_session") {
+			t.Fatalf("got %v", err)
+		}
+		t.Setenv("LEADERLOCK_SCHEMA", "ll_one")
+		_, err = OpenSession(context.Background(), withDatabase(t, db, ""), SessionConfig{TTL: time.Second})
+		if !errors.Is(err, ErrNotInstalled) || !errors.As(err, &pe) || !strings.Contains(pe.Message, "ll_one.le_open_session") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	execIn(t, withDatabase(t, db, ""), "DROP SCHEMA ll_one CASCADE", "DROP SCHEMA \"ll Two\" CASCADE")
 
 	execIn(t, withDatabase(t, db, ""), "CREATE EXTENSION leaderlock",
 		"REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC")
@@ -149,6 +177,18 @@ func TestRefusalsForGoodEndRunWithTypedErrors(t *testing.T) {
 		}
 		if r := <-reason; r != StopFailed {
 			t.Fatalf("reason %v", r)
+		}
+	})
+
+	t.Run("a schema that does not hold it", func(t *testing.T) {
+		err, _ := runBriefly(t, Config{ConnString: withDatabase(t, db, ""), Key: "k", TTL: 2 * time.Second, Schema: "pg_catalog"})
+		if !errors.Is(err, ErrNotInstalled) || !errors.As(err, &typed) || typed.SQLState != "42883" ||
+			!strings.Contains(err.Error(), fmt.Sprintf(`schema "pg_catalog" of database %q does not hold leaderlock`, db)) {
+			t.Fatalf("got %v", err)
+		}
+		_, err = WatchHistory(context.Background(), withDatabase(t, db, ""), HistoryOptions{Schema: "nowhere"})
+		if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), `schema "nowhere"`) {
+			t.Fatalf("got %v", err)
 		}
 	})
 

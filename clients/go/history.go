@@ -33,11 +33,12 @@ const (
 	// the same snapshot (one statement; both functions are STABLE): when
 	// the page is short, every transition the filter selects up to it has
 	// been read. No transition: one row, of NULLs but head.
-	sqlHistory = `SELECT h."position", h.at, h.event, h.key, h.holder, h.term, h.role::text, h.payload::text, p.head ` +
-		`FROM (SELECT le_history_position() AS head) p ` +
-		`LEFT JOIN le_history(after => $1, for_key => $2, key_prefix => $3, max_rows => $4) h ON true ` +
+	sqlHistory = `SELECT h."position", h.at, h.event, h.key, h.holder, h.term, ` +
+		`h.role::pg_catalog.text, h.payload::pg_catalog.text, p.head ` +
+		`FROM (SELECT @extschema@.le_history_position() AS head) p ` +
+		`LEFT JOIN @extschema@.le_history(after => $1, for_key => $2, key_prefix => $3, max_rows => $4) h ON true ` +
 		`ORDER BY h."position"`
-	sqlHistoryPosition = "SELECT le_history_position()"
+	sqlHistoryPosition = "SELECT @extschema@.le_history_position()"
 	sqlListenHistory   = "LISTEN leaderlock_history"
 	historyChannel     = "leaderlock_history"
 	// historyPage: rows per read.
@@ -75,6 +76,9 @@ type HistoryOptions struct {
 	// before the next attempt and the position it resumes after) and per
 	// error that stops the watcher.
 	Logf func(format string, args ...interface{})
+	// Schema names the schema that holds leaderlock's functions, as
+	// Config.Schema; default the environment variable LEADERLOCK_SCHEMA.
+	Schema string
 }
 
 // Transition is one row of the history.
@@ -102,6 +106,7 @@ type Transition struct {
 type HistoryWatcher struct {
 	opts     HistoryOptions
 	connCfg  *pgx.ConnConfig
+	ext      *extSchema // where leaderlock is, found on each new connection
 	poll     time.Duration
 	position atomic.Int64 // every selected transition up to it delivered
 	hinted   atomic.Bool  // a notification since the last read
@@ -147,7 +152,7 @@ func WatchHistory(ctx context.Context, dsn string, opts HistoryOptions) (*Histor
 	}
 	var seed [8]byte
 	_, _ = cryptorand.Read(seed[:])
-	w := &HistoryWatcher{opts: opts, connCfg: connCfg, poll: opts.PollInterval, done: make(chan struct{}),
+	w := &HistoryWatcher{opts: opts, connCfg: connCfg, ext: newExtSchema(opts.Schema), poll: opts.PollInterval, done: make(chan struct{}),
 		rand: mathrand.New(mathrand.NewSource(int64(binary.LittleEndian.Uint64(seed[:]))))}
 	if w.poll == 0 {
 		w.poll = time.Second
@@ -298,14 +303,15 @@ func (w *HistoryWatcher) interrupted(parent context.Context) error {
 	return parent.Err()
 }
 
-// connect makes the connection and listens; first: read where to start.
+// connect makes the connection (finding the extension's schema on it) and
+// listens; first: read where to start.
 func (w *HistoryWatcher) connect(ctx context.Context, first bool) error {
 	timeout := w.connCfg.ConnectTimeout
 	if timeout <= 0 {
 		timeout = historyCallTimeout
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	c, err := pgx.ConnectConfig(cctx, w.connCfg.Copy())
+	c, err := w.ext.dial(cctx, w.connCfg)
 	cancel()
 	if err != nil {
 		return err
@@ -316,16 +322,16 @@ func (w *HistoryWatcher) connect(ctx context.Context, first bool) error {
 	// not preloaded): le_expire_lapsed() does, before each read, as clients
 	// there call it anyway; LISTEN to the changes as hints too.
 	var worker bool
-	if err = c.QueryRow(cctx, sqlWorkerServes).Scan(&worker); err == nil {
+	if err = c.QueryRow(cctx, w.ext.sql(sqlWorkerServes)).Scan(&worker); err == nil {
 		w.number.Store(!worker)
-		_, err = c.Exec(cctx, sqlListenHistory)
+		_, err = c.Exec(cctx, sent(sqlListenHistory))
 	}
 	if err == nil && !worker {
-		_, err = c.Exec(cctx, "LISTEN leaderlock")
+		_, err = c.Exec(cctx, sent(sqlListen))
 	}
 	if err == nil && first {
 		var p int64
-		if err = c.QueryRow(cctx, sqlHistoryPosition).Scan(&p); err == nil {
+		if err = c.QueryRow(cctx, w.ext.sql(sqlHistoryPosition)).Scan(&p); err == nil {
 			w.position.Store(p)
 		}
 	}
@@ -353,11 +359,11 @@ func (w *HistoryWatcher) read(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, historyCallTimeout)
 	defer cancel()
 	if w.number.Load() {
-		if _, err := w.conn.Exec(cctx, "SELECT le_expire_lapsed()"); err != nil {
+		if _, err := w.conn.Exec(cctx, w.ext.sql(sqlExpire)); err != nil {
 			return err
 		}
 	}
-	rows, err := w.conn.Query(cctx, sqlHistory, w.position.Load(), key, prefix, int32(historyPage))
+	rows, err := w.conn.Query(cctx, w.ext.sql(sqlHistory), w.position.Load(), key, prefix, int32(historyPage))
 	if err != nil {
 		return err
 	}

@@ -45,26 +45,35 @@ import (
 	"github.com/jackc/pgx/v4"
 )
 
-// One round trip each, bind parameters, arguments by name.
+// One round trip each, bind parameters, arguments by name; every name
+// qualified (schema.go: @extschema@ is the extension's schema).
 const (
-	sqlTryAcquire = "SELECT le_try_acquire(key => $1, id => $2, ttl => make_interval(secs => $3))"
-	sqlRenew      = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3), term => $4)"
-	sqlRelease    = "SELECT le_release(key => $1, id => $2, term => $3)"
+	sqlTryAcquire = "SELECT @extschema@.le_try_acquire(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3))"
+	sqlRenew      = "SELECT @extschema@.le_renew(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3), term => $4)"
+	sqlRelease    = "SELECT @extschema@.le_release(key => $1, id => $2, term => $3)"
 	// The same on a schema before 0.5.0 (no term): a client updated before
 	// the extension keeps working, without that protection (UPDATING.md).
-	sqlRenewLegacy   = "SELECT le_renew(key => $1, id => $2, ttl => make_interval(secs => $3))"
-	sqlReleaseLegacy = "SELECT le_release(key => $1, id => $2)"
+	sqlRenewLegacy   = "SELECT @extschema@.le_renew(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3))"
+	sqlReleaseLegacy = "SELECT @extschema@.le_release(key => $1, id => $2)"
 	// After a release sent again was answered false: whether the identity
 	// still holds that tenure live (the release met its row locked).
-	sqlHolds  = "SELECT EXISTS (SELECT FROM le_holders(key => $1) WHERE holder = $2 AND (term = $3 OR $3::bigint IS NULL))"
-	sqlTermOf = "SELECT term FROM le_lease(key => $1) WHERE holder = $2"
+	sqlHolds = "SELECT EXISTS (SELECT FROM @extschema@.le_holders(key => $1) WHERE holder OPERATOR(pg_catalog.=) $2 " +
+		"AND (term OPERATOR(pg_catalog.=) $3 OR $3::bigint IS NULL))"
+	sqlTermOf = "SELECT term FROM @extschema@.le_lease(key => $1) WHERE holder OPERATOR(pg_catalog.=) $2"
 	// live by the server's lease clock: remaining is NULL unless live
 	// (expires_at need not compare with clock_timestamp(): le_now())
-	sqlStillOurs    = "SELECT coalesce(holder = $1 AND term = $2 AND remaining IS NOT NULL, false) FROM le_lease(key => $3)"
-	sqlLeader       = "SELECT le_leader(key => $1)"
-	sqlWorkerServes = "SELECT coalesce((le_capabilities()->>'worker')::boolean, true)"
-	sqlWorkerRuns   = "SELECT le_worker_running()"
-	sqlExpire       = "SELECT le_expire_lapsed()"
+	sqlStillOurs = "SELECT coalesce(holder OPERATOR(pg_catalog.=) $1 AND term OPERATOR(pg_catalog.=) $2 " +
+		"AND remaining IS NOT NULL, false) FROM @extschema@.le_lease(key => $3)"
+	sqlLeader       = "SELECT @extschema@.le_leader(key => $1)"
+	sqlWorkerServes = "SELECT coalesce((@extschema@.le_capabilities() OPERATOR(pg_catalog.->>) 'worker')::boolean, true)"
+	sqlWorkerRuns   = "SELECT @extschema@.le_worker_running()"
+	sqlExpire       = "SELECT @extschema@.le_expire_lapsed()"
+	sqlProclaim     = "SELECT @extschema@.le_proclaim(key => $1, id => $2, value => $3::pg_catalog.jsonb)"
+	sqlListen       = "LISTEN leaderlock"
+	sqlUnlisten     = "UNLISTEN *"
+	// the notification probe: a notification this session sends itself
+	sqlListenProbe = "LISTEN leaderlock_probe"
+	sqlNotifyProbe = "SELECT pg_catalog.pg_notify('leaderlock_probe', $1)"
 	// SQLSTATE 22023 with this DETAIL (both editions): the key's live
 	// holders hold it with another number of slots than asked (contract
 	// 17). The key is not ours now, not a request to give up.
@@ -119,6 +128,14 @@ type Config struct {
 	// *log.Logger's Printf. Keys and holders are quoted with %q.
 	Logf      func(format string, args ...interface{})
 	Callbacks LeaderCallbacks
+	// Schema names the schema that holds leaderlock's functions; default
+	// the environment variable LEADERLOCK_SCHEMA, else the one each new
+	// connection finds: the extension's (CREATE EXTENSION), or the one
+	// schema that holds the portable edition's. Needed only when several
+	// schemas hold functions named as the portable edition's. No statement
+	// depends on the search_path: leaderlock's objects are named in this
+	// schema, PostgreSQL's in pg_catalog.
+	Schema string
 }
 
 // Elector campaigns for Config.Key.
@@ -130,7 +147,8 @@ type Elector struct {
 	mu      sync.Mutex
 	seen    *string
 	rand    *mathrand.Rand
-	value   *string // Config.Value as JSON
+	value   *string    // Config.Value as JSON
+	ext     *extSchema // where leaderlock is, found on each new connection
 }
 
 // Releases that heard no answer, by server, key and identity: their term
@@ -184,8 +202,11 @@ func NewElector(cfg Config) (*Elector, error) {
 	}
 	var seed [8]byte
 	_, _ = cryptorand.Read(seed[:])
+	if cfg.Schema == "" {
+		cfg.Schema = os.Getenv(schemaEnv)
+	}
 	return &Elector{cfg: cfg, connCfg: connCfg, ttl: cfg.TTL, margin: cfg.TTL / 200, value: value,
-		rand: mathrand.New(mathrand.NewSource(int64(binary.LittleEndian.Uint64(seed[:]))))}, nil
+		ext: newExtSchema(cfg.Schema), rand: mathrand.New(mathrand.NewSource(int64(binary.LittleEndian.Uint64(seed[:]))))}, nil
 }
 
 // parseConnString parses a DSN into the settings every connection of the
@@ -219,8 +240,8 @@ func (e *Elector) logf(format string, args ...interface{}) {
 }
 
 // connect names its connections "leaderlock go" unless the DSN names them,
-// and gives up after the DSN's connect_timeout, else after
-// max(2 s, ttl/3).
+// finds the extension's schema on each (its errors: schema.go), and gives
+// up after the DSN's connect_timeout, else after max(2 s, ttl/3).
 func (e *Elector) connect(ctx context.Context) (*pgx.Conn, error) {
 	timeout := e.connCfg.ConnectTimeout
 	if timeout <= 0 {
@@ -231,7 +252,7 @@ func (e *Elector) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return pgx.ConnectConfig(cctx, e.connCfg.Copy())
+	return e.ext.dial(cctx, e.connCfg)
 }
 
 // clamp keeps d within [lo, hi].
@@ -293,10 +314,10 @@ func (e *Elector) probe(ctx context.Context, conn *pgx.Conn) bool {
 	token := randomHex(8)
 	pctx, cancel := context.WithTimeout(ctx, e.callTimeout())
 	defer cancel()
-	if _, err := conn.Exec(pctx, "LISTEN leaderlock_probe"); err != nil {
+	if _, err := conn.Exec(pctx, sent(sqlListenProbe)); err != nil {
 		return false
 	}
-	if _, err := conn.Exec(pctx, "SELECT pg_notify('leaderlock_probe', $1)", token); err != nil {
+	if _, err := conn.Exec(pctx, sent(sqlNotifyProbe), token); err != nil {
 		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -390,7 +411,7 @@ func RunOrDie(ctx context.Context, cfg Config) {
 
 func (e *Elector) call(ctx context.Context, conn *pgx.Conn, until time.Time, sql string, args ...interface{}) (pgx.Row, context.CancelFunc) {
 	cctx, cancel := context.WithDeadline(ctx, until)
-	return conn.QueryRow(cctx, sql, args...), cancel
+	return conn.QueryRow(cctx, e.ext.sql(sql), args...), cancel
 }
 
 func scanBool(ctx context.Context, e *Elector, conn *pgx.Conn, until time.Time, sql string, args ...interface{}) (bool, error) {
@@ -488,7 +509,7 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 	}
 	expire := !worker
 	lctx, cancel := context.WithTimeout(ctx, e.callTimeout())
-	_, err = conn.Exec(lctx, "LISTEN leaderlock")
+	_, err = conn.Exec(lctx, sent(sqlListen))
 	cancel()
 	if err != nil {
 		return fail(err)
@@ -544,15 +565,14 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 			if err == nil {
 				if e.value != nil {
 					pctx, cancel := context.WithDeadline(ctx, start.Add(e.callTimeout()))
-					_, err = conn.Exec(pctx, "SELECT le_proclaim(key => $1, id => $2, value => $3::jsonb)",
-						e.cfg.Key, e.cfg.Identity, *e.value)
+					_, err = conn.Exec(pctx, e.ext.sql(sqlProclaim), e.cfg.Key, e.cfg.Identity, *e.value)
 					cancel()
 					if err != nil {
 						return fail(err)
 					}
 				}
 				uctx, cancel := context.WithDeadline(ctx, time.Now().Add(e.callTimeout()))
-				_, err = conn.Exec(uctx, "UNLISTEN *")
+				_, err = conn.Exec(uctx, sent(sqlUnlisten))
 				cancel()
 				if err != nil {
 					return fail(err)
@@ -776,7 +796,7 @@ func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline
 	if cb := e.cfg.Callbacks.OnStartedLeading; cb != nil {
 		go func() {
 			defer close(done)
-			cb(lctx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, t: t})
+			cb(lctx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, t: t, ext: e.ext})
 		}()
 	} else {
 		close(done)

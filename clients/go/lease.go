@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v4"
 )
 
-const sqlAssertLeader = "SELECT le_assert_leader(key => $1, id => $2, term => $3)"
+// In the caller's transaction (Guard), with the schema its lease's connections found.
+const sqlAssertLeader = "SELECT @extschema@.le_assert_leader(key => $1, id => $2, term => $3)"
 
 // tenure is one term of leadership: its local deadline, and why it ended.
 type tenure struct {
@@ -116,6 +117,7 @@ type Lease struct {
 	// Value is Config.Value, announced with this leadership.
 	Value interface{}
 	t     *tenure
+	ext   *extSchema
 }
 
 // Check returns nil while this process may act as leader: the lease is
@@ -151,13 +153,14 @@ func (l Lease) Deadline() time.Time {
 // says another leads (LE001) the tenure ends (OnStartedLeading's context
 // is cancelled) and Guard returns an error matching ErrLeaseLost: roll tx
 // back. Keep guarded transactions shorter than ttl/3 (a renewal waits
-// for them no longer than that).
+// for them no longer than that). tx is in the database the Elector's
+// connections go to: le_assert_leader is called in the schema they found.
 func (l Lease) Guard(ctx context.Context, tx pgx.Tx) error {
 	if err := l.Check(); err != nil {
 		return err
 	}
 	var term int64
-	err := tx.QueryRow(ctx, sqlAssertLeader, l.Key, l.Identity, l.Term).Scan(&term)
+	err := tx.QueryRow(ctx, l.ext.sql(sqlAssertLeader), l.Key, l.Identity, l.Term).Scan(&term)
 	if err == nil {
 		return nil
 	}

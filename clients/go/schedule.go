@@ -22,22 +22,23 @@ import (
 )
 
 // One round trip each, bind parameters, arguments by name (as the Rust
-// client's sql.rs).
+// client's sql.rs); every name qualified (schema.go).
 const (
-	sqlLeNow = "SELECT le_now()"
+	sqlLeNow = "SELECT @extschema@.le_now()"
 	// $5 NULL: no misfire grace
-	sqlClaimRun = "SELECT le_claim_run(job => $1, due => $2, id => $3, " +
-		"ttl => make_interval(secs => $4), misfire_grace => make_interval(secs => $5))"
-	sqlRenewRun = "SELECT le_renew_run(job => $1, due => $2, id => $3, " +
-		"ttl => make_interval(secs => $4), term => $5)"
-	sqlFinishRun = "SELECT le_finish_run(job => $1, due => $2, id => $3, " +
+	sqlClaimRun = "SELECT @extschema@.le_claim_run(job => $1, due => $2, id => $3, " +
+		"ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))"
+	sqlRenewRun = "SELECT @extschema@.le_renew_run(job => $1, due => $2, id => $3, " +
+		"ttl => pg_catalog.make_interval(secs => $4), term => $5)"
+	sqlFinishRun = "SELECT @extschema@.le_finish_run(job => $1, due => $2, id => $3, " +
 		"term => $4, succeeded => $5, detail => $6)"
 	// After a refused claim, what the run is now: finished (or missed), how
 	// long until its live claim ends (NULL: none live), its outcome.
 	sqlRunState = "SELECT r.finished_at IS NOT NULL, " +
-		"CASE WHEN r.holder IS NOT NULL AND r.expires_at > n.now " +
-		"THEN extract(epoch FROM r.expires_at - n.now)::float8 END, r.outcome " +
-		"FROM leaderlock_runs r, (SELECT le_now() AS now) n WHERE r.job = $1 AND r.due = $2"
+		"CASE WHEN r.holder IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) n.now " +
+		"THEN extract(epoch FROM r.expires_at OPERATOR(pg_catalog.-) n.now)::pg_catalog.float8 END, r.outcome " +
+		"FROM @extschema@.leaderlock_runs r, (SELECT @extschema@.le_now() AS now) n " +
+		"WHERE r.job OPERATOR(pg_catalog.=) $1 AND r.due OPERATOR(pg_catalog.=) $2"
 )
 
 const (
@@ -102,6 +103,9 @@ type ScheduleConfig struct {
 	// attention: each run claimed and finished, runs settled elsewhere,
 	// reconnections, failed renewals, a lost claim, a refusal for good.
 	Logf func(format string, args ...interface{})
+	// Schema names the schema that holds leaderlock's functions, as
+	// Config.Schema; default the environment variable LEADERLOCK_SCHEMA.
+	Schema string
 }
 
 // RunFunc runs one due run. Its context ends when the run is lost (a
@@ -212,11 +216,12 @@ func NewScheduler(cfg ScheduleConfig) (*Scheduler, error) {
 		secs := grace.Seconds()
 		s.grace, s.lookback = &secs, grace
 	}
-	e, err := NewElector(Config{ConnString: cfg.ConnString, Key: cfg.Job, Identity: cfg.Identity, TTL: cfg.TTL, Logf: cfg.Logf})
+	e, err := NewElector(Config{ConnString: cfg.ConnString, Key: cfg.Job, Identity: cfg.Identity, TTL: cfg.TTL, Logf: cfg.Logf,
+		Schema: cfg.Schema})
 	if err != nil {
 		return nil, err
 	}
-	cfg.Identity, cfg.TTL = e.cfg.Identity, e.ttl
+	cfg.Identity, cfg.TTL, cfg.Schema = e.cfg.Identity, e.ttl, e.cfg.Schema
 	s.cfg, s.e = cfg, e
 	return s, nil
 }

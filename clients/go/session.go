@@ -24,17 +24,21 @@ import (
 	"github.com/jackc/pgx/v4"
 )
 
-// One round trip each, bind parameters, arguments by name.
+// One round trip each, bind parameters, arguments by name; every name
+// qualified (schema.go).
 const (
-	sqlOpenSession = "SELECT le_open_session(id => $1, ttl => make_interval(secs => $2), " +
-		"lock_delay => make_interval(secs => $3), keep_values => $4)::text"
-	sqlRenewSession = "SELECT le_renew_session(session => $1::uuid, ttl => make_interval(secs => $2))"
-	sqlCloseSession = "SELECT le_close_session(session => $1::uuid)"
-	sqlTryAcquireIn = "SELECT le_try_acquire_in(session => $1::uuid, key => $2)"
-	sqlAcquireIn    = "SELECT le_acquire_in(session => $1::uuid, key => $2, wait => make_interval(secs => $3))"
+	sqlOpenSession = "SELECT @extschema@.le_open_session(id => $1, ttl => pg_catalog.make_interval(secs => $2), " +
+		"lock_delay => pg_catalog.make_interval(secs => $3), keep_values => $4)::pg_catalog.text"
+	sqlRenewSession = "SELECT @extschema@.le_renew_session(session => $1::pg_catalog.uuid, " +
+		"ttl => pg_catalog.make_interval(secs => $2))"
+	sqlCloseSession = "SELECT @extschema@.le_close_session(session => $1::pg_catalog.uuid)"
+	sqlTryAcquireIn = "SELECT @extschema@.le_try_acquire_in(session => $1::pg_catalog.uuid, key => $2)"
+	sqlAcquireIn    = "SELECT @extschema@.le_acquire_in(session => $1::pg_catalog.uuid, key => $2, " +
+		"wait => pg_catalog.make_interval(secs => $3))"
 	// In the acquisition's transaction, right after it: the row is locked
 	// by it, so the term is the tenure's.
-	sqlSessionTerm = "SELECT term FROM leaderlock WHERE key = $1 AND holder = $2 AND session = $3::uuid"
+	sqlSessionTerm = "SELECT term FROM @extschema@.leaderlock WHERE key OPERATOR(pg_catalog.=) $1 " +
+		"AND holder OPERATOR(pg_catalog.=) $2 AND session OPERATOR(pg_catalog.=) $3::pg_catalog.uuid"
 )
 
 // maxIdle: connections a session keeps for its acquisitions and releases
@@ -66,6 +70,9 @@ type SessionConfig struct {
 	// attention: failed renewals and reconnections, the session's loss and
 	// close, releases that heard no answer. IDs and keys are quoted with %q.
 	Logf func(format string, args ...interface{})
+	// Schema names the schema that holds leaderlock's functions, as
+	// Config.Schema; default the environment variable LEADERLOCK_SCHEMA.
+	Schema string
 }
 
 // Session is a server session (its handle a uuid) renewed by one
@@ -107,7 +114,7 @@ func OpenSession(ctx context.Context, dsn string, cfg SessionConfig) (*Session, 
 	if cfg.ID == "" {
 		cfg.ID = DefaultIdentity()
 	}
-	e, err := NewElector(Config{ConnString: dsn, Key: cfg.ID, Identity: cfg.ID, TTL: cfg.TTL})
+	e, err := NewElector(Config{ConnString: dsn, Key: cfg.ID, Identity: cfg.ID, TTL: cfg.TTL, Schema: cfg.Schema})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +279,7 @@ func (l *SessionLease) Guard(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	var term int64
-	err := tx.QueryRow(ctx, sqlAssertLeader, l.Key, l.Identity, l.Term).Scan(&term)
+	err := tx.QueryRow(ctx, l.s.e.ext.sql(sqlAssertLeader), l.Key, l.Identity, l.Term).Scan(&term)
 	if err == nil {
 		return nil
 	}
@@ -368,12 +375,12 @@ func (s *Session) acquireIn(ctx context.Context, c *pgx.Conn, key string, wait *
 	var held bool
 	var term int64
 	if wait == nil {
-		err = tx.QueryRow(ctx, sqlTryAcquireIn, s.handle, key).Scan(&held)
+		err = tx.QueryRow(ctx, s.e.ext.sql(sqlTryAcquireIn), s.handle, key).Scan(&held)
 	} else {
-		err = tx.QueryRow(ctx, sqlAcquireIn, s.handle, key, wait.Seconds()).Scan(&held)
+		err = tx.QueryRow(ctx, s.e.ext.sql(sqlAcquireIn), s.handle, key, wait.Seconds()).Scan(&held)
 	}
 	if err == nil && held {
-		err = tx.QueryRow(ctx, sqlSessionTerm, key, s.cfg.ID, s.handle).Scan(&term)
+		err = tx.QueryRow(ctx, s.e.ext.sql(sqlSessionTerm), key, s.cfg.ID, s.handle).Scan(&term)
 	}
 	if err != nil {
 		err = classify(c, err)

@@ -13,7 +13,9 @@
 # LEADERLOCK_PGDATA and PG_BIN, see restart_test.go).
 # `test.sh --candidate FILE` builds the scenario suite's candidate
 # (internal/candidate) into FILE instead; `test.sh --run-candidate FILE`
-# its runner of scheduled runs (internal/runcandidate).
+# its runner of scheduled runs (internal/runcandidate); `test.sh --tour
+# FILE` the tour of every statement (internal/tour), which
+# tests/clients/hostile.py runs as GO_TOUR.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 GOCODE=${LEADERLOCK_GOCODE:-/usr/share/gocode/src}
@@ -91,6 +93,10 @@ if [ "${1:-}" = --candidate ]; then
 fi
 if [ "${1:-}" = --run-candidate ]; then
   go build -o "$2" ./internal/runcandidate
+  exit 0
+fi
+if [ "${1:-}" = --tour ]; then
+  go build -o "$2" ./internal/tour
   exit 0
 fi
 unformatted=$(gofmt -l "$HERE")
