@@ -379,6 +379,11 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_history_pending', '');
 -- (its sequence too: a restored row keeps its place before new ones)
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_history_pending_seq_seq', '');
 CREATE INDEX leaderlock_history_pending_seq_idx ON leaderlock_history_pending (seq);
+-- No primary key (the numbering deletes rows by ctid): the whole row
+-- identifies one, so that a publication of deletes from every table (FOR
+-- ALL TABLES: CDC, a migration by logical replication) lets the numbering
+-- delete them.
+ALTER TABLE leaderlock_history_pending REPLICA IDENTITY FULL;
 -- One row: its lock serializes the numbering (only the extension may lock
 -- it); pruned_through: positions up to it are deleted (retention); kept:
 -- how many numbered rows are kept, what leaderlock.history_max_rows bounds
@@ -513,6 +518,57 @@ CREATE EVENT TRIGGER leaderlock_names_guard ON ddl_command_end
     EXECUTE FUNCTION @extschema@.leaderlock_names_guard();
 -- Also under session_replication_role = replica (a superuser's setting).
 ALTER EVENT TRIGGER leaderlock_names_guard ENABLE ALWAYS;
+
+-- The extension's indexes stay (SECURITY.md): the owner of the schema it
+-- is installed in (on PostgreSQL 15 and later the database's owner owns
+-- public) may drop any object in it, and plain indexes, unlike tables,
+-- cannot be extension members. Without them every renewal of many keys
+-- and the worker's checks scan the table, and a later update naming an
+-- index fails. A DROP that takes one of them (an index of leaderlock's
+-- name pattern in its schema) while no table goes with it is refused; a
+-- DROP EXTENSION, or of the schema with it, finds the extension gone and
+-- passes. (An administrator who must drop one: ALTER EVENT TRIGGER
+-- leaderlock_index_guard DISABLE first.)
+CREATE FUNCTION leaderlock_index_guard() RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $guard$
+DECLARE
+    home name;
+    gone text;
+BEGIN
+    SELECT n.nspname INTO home FROM pg_catalog.pg_extension e
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+     WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name;
+    IF home IS NULL THEN
+        RETURN; -- being dropped
+    END IF;
+    SELECT o.object_name INTO gone FROM pg_catalog.pg_event_trigger_dropped_objects() o
+     WHERE o.object_type OPERATOR(pg_catalog.=) 'index'
+       AND o.schema_name OPERATOR(pg_catalog.=) home::pg_catalog.text
+       AND o.object_name OPERATOR(pg_catalog.~) '^leaderlock_.*_idx$'
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() t
+                        WHERE t.object_type OPERATOR(pg_catalog.=) 'table')
+     LIMIT 1;
+    IF gone IS NOT NULL THEN
+        -- The name is one of ours (it matched the pattern): safe to print.
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('leaderlock: index "%s" is leaderlock''s and stays', gone),
+            DETAIL = 'Without it, calls and the background worker scan the table, and updates of '
+                     'the extension fail.',
+            HINT = 'A superuser who must drop it disables the event trigger leaderlock_index_guard '
+                   'first.';
+    END IF;
+END
+$guard$;
+
+REVOKE ALL ON FUNCTION @extschema@.leaderlock_index_guard() FROM PUBLIC;
+
+CREATE EVENT TRIGGER leaderlock_index_guard ON sql_drop
+    EXECUTE FUNCTION @extschema@.leaderlock_index_guard();
+ALTER EVENT TRIGGER leaderlock_index_guard ENABLE ALWAYS;
+
 
 -- A DDL command: the guard's first run, which refuses the install (or the
 -- update) where a look-alike exists already.

@@ -18,9 +18,15 @@
 //! its ttl from the call that set it; a credited stall makes it end later.
 //!
 //! Across a restart on the same boot of the host the clock goes on from a
-//! file the launcher writes every second (`init`); after a reboot it starts
-//! afresh, and held leases are honoured for their ttl from the start
-//! (`fresh_since`, used by `failover.rs`).
+//! file the launcher writes every second (`init`), counting the time the
+//! server was down (crash recovery included: nobody reads the clock before
+//! it ends, and the first reading after a start credits nothing); after a
+//! reboot it starts afresh, and held leases are honoured for their ttl from
+//! the start (`fresh_since`, used by `failover.rs`). A credit is written to
+//! the file before the offset takes it, while every reader waits: a crash
+//! right after a stall restarts the clock from the credited reading, never
+//! from the one before the stall, which would put it ahead by the stall and
+//! end every lease renewed since that much early.
 //!
 //! Not preloaded there is no shared memory: the clock is the server's wall
 //! clock (`clock_timestamp()`), as in the portable edition.
@@ -28,7 +34,7 @@ use crate::preload;
 use pgrx::prelude::*;
 use pgrx::shmem::AssertPGRXSharedMemory;
 use pgrx::{pg_shmem_init, PgAtomic};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// How often the launcher beats.
 pub const BEAT_US: i64 = 100_000;
@@ -48,11 +54,16 @@ struct Anchor {
     fresh_since: AtomicI64,
     /// `CLOCK_MONOTONIC` at the last beat; `CREDITING` while a stall is
     /// being taken out of `offset` (readers wait for it: no reader may see
-    /// the beat moved and the offset not yet).
+    /// the beat moved and the offset not yet); `STARTED` until the first
+    /// reading after the server's start (nothing to credit before it).
     beat: AtomicI64,
+    /// Held by whoever writes the file: the launcher's round, or a reader
+    /// crediting a stall (`file_lock`).
+    writing: AtomicBool,
 }
 
 const CREDITING: i64 = i64::MIN;
+const STARTED: i64 = i64::MIN + 1;
 
 static ANCHOR: PgAtomic<AssertPGRXSharedMemory<Anchor>> =
     unsafe { PgAtomic::new(c"leaderlock lease clock") };
@@ -90,7 +101,8 @@ pub fn init() {
             AssertPGRXSharedMemory::new(Anchor {
                 offset: AtomicI64::new(start - mono),
                 fresh_since: AtomicI64::new(if fresh { start } else { i64::MIN }),
-                beat: AtomicI64::new(mono),
+                beat: AtomicI64::new(STARTED),
+                writing: AtomicBool::new(false),
             })
         }
     );
@@ -122,23 +134,50 @@ fn read_file() -> Option<(String, i64, i64)> {
     ))
 }
 
-/// Launcher: writes the lease clock to the data directory (a new file
-/// renamed over the old, flushed), so that a restart goes on from it.
+/// Launcher: writes the lease clock to the data directory, so that a
+/// restart goes on from it.
 pub fn persist() {
+    let anchor = ANCHOR.get();
+    beat_at(anchor, monotonic()); // a stall is credited (and written) first
+    let _lock = file_lock(anchor);
+    // Read under the lock: a credit's write, made under it too, is never
+    // followed by a reading from before the credit.
+    let _ = write_file(anchor.offset.load(Ordering::SeqCst), monotonic());
+}
+
+/// The file's lock (a spinning flag: held for one small write, never
+/// across an error, never by a process that then waits for a credit).
+fn file_lock(anchor: &Anchor) -> impl Drop + '_ {
+    while anchor
+        .writing
+        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    struct Held<'a>(&'a AtomicBool);
+    impl Drop for Held<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    Held(&anchor.writing)
+}
+
+/// Writes `offset + mono` at `mono` to the file (a new file, flushed,
+/// renamed over the old), under `file_lock`.
+fn write_file(offset: i64, mono: i64) -> std::io::Result<()> {
     let (Some(path), Some(boot)) = (data_file(), boot_id()) else {
-        return;
+        return Err(std::io::Error::other("no data directory or boot id"));
     };
-    let mono = monotonic();
-    let line = format!("{boot} {} {mono}\n", now_at(ANCHOR.get(), mono));
+    let line = format!("{boot} {} {mono}\n", offset + mono);
     let new = path.with_extension("clock.new");
-    let written = std::fs::File::create(&new).and_then(|mut f| {
+    std::fs::File::create(&new).and_then(|mut f| {
         use std::io::Write;
         f.write_all(line.as_bytes())?;
         f.sync_all()
-    });
-    if written.is_ok() {
-        let _ = std::fs::rename(&new, &path);
-    }
+    })?;
+    std::fs::rename(&new, &path)
 }
 
 /// `CLOCK_MONOTONIC`, in microseconds.
@@ -184,6 +223,14 @@ fn beat_at(anchor: &Anchor, mono: i64) {
             std::hint::spin_loop();
             continue;
         }
+        if last == STARTED {
+            // The first reading since the server started: the time before
+            // it (down, in crash recovery) counts, as the file says.
+            let _ = anchor
+                .beat
+                .compare_exchange(last, mono, Ordering::SeqCst, Ordering::SeqCst);
+            continue;
+        }
         let gap = mono - last;
         if gap <= READER_BEAT_US {
             return;
@@ -206,10 +253,29 @@ fn beat_at(anchor: &Anchor, mono: i64) {
             .compare_exchange(last, CREDITING, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
-            // Only the time beyond a launcher's beat is the stall's.
+            // Only the time beyond a launcher's beat is the stall's. Written
+            // to the file before the offset takes it (every reader waits
+            // meanwhile): if it cannot be, the stall is not credited, and
+            // counts as time passed (a lease then ends at its ttl in real
+            // time, never sooner).
             let stall = gap - BEAT_US;
-            anchor.offset.fetch_sub(stall, Ordering::SeqCst);
+            let credited = {
+                let _lock = file_lock(anchor);
+                let offset = anchor.offset.load(Ordering::SeqCst) - stall;
+                let written = write_file(offset, monotonic());
+                if written.is_ok() {
+                    anchor.offset.store(offset, Ordering::SeqCst);
+                }
+                written
+            };
             anchor.beat.store(mono, Ordering::SeqCst);
+            if let Err(e) = credited {
+                log!(
+                    "leaderlock: a stall of the server of {} ms is not credited to the lease \
+                     clock: its file could not be written ({e})",
+                    stall / 1000
+                );
+            }
             return;
         }
     }

@@ -22,6 +22,7 @@ use crate::schema_version;
 use crate::settings;
 use crate::worker_wakeup;
 use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgTupleDesc;
 
@@ -179,6 +180,27 @@ unsafe fn insert_pending(
     pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
     pg_sys::heap_freetuple(tuple);
     true
+}
+
+/// `number_and_prune` until no rows are left for another round, in a
+/// subtransaction: a numbering that fails (a table changed behind the
+/// extension, a publication it cannot delete under) is rolled back alone
+/// and told as a WARNING, never undoing what the caller's transaction did
+/// before it (le_expire_lapsed's expiries); the next call tries again.
+pub fn number_all_or_warn(now: i64) {
+    if let Err((code, message)) = plans::caught(|| while number_and_prune(now) {}) {
+        ErrorReport::new(
+            code,
+            format!("leaderlock: the history was not numbered: {message}"),
+            "number_all_or_warn",
+        )
+        .set_detail(format!(
+            "The expiries of this call are kept; the numbering is tried again at the next \
+             call (SQLSTATE {}).",
+            plans::sqlstate(code)
+        ))
+        .report(PgLogLevel::WARNING);
+    }
 }
 
 /// Numbers the committed rows still without a position, oldest recording

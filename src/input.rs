@@ -472,8 +472,13 @@ pub fn session_bound_offered() -> bool {
         && databases::worker_serves_this_database()
 }
 
+/// Longest lock-delay (contract 21), as Consul's: a session's keys are not
+/// kept from everyone for longer by one role that walked away.
+pub const MAX_LOCK_DELAY_S: i64 = 60;
+
 /// `lock_delay` of le_open_session (contract 21): not NULL, no month part,
-/// between 0 and `leaderlock.max_ttl`; in microseconds.
+/// between 0 and `MAX_LOCK_DELAY_S` (or `leaderlock.max_ttl` when lower);
+/// in microseconds.
 pub fn lock_delay(value: Option<Interval>) -> i64 {
     let Some(value) = value else {
         reject(
@@ -483,13 +488,13 @@ pub fn lock_delay(value: Option<Interval>) -> i64 {
         );
     };
     let total = total_micros(&value);
-    let max = settings::max_ttl_micros();
+    let max = settings::max_ttl_micros().min(MAX_LOCK_DELAY_S * 1_000_000);
     if value.months() != 0 || total < 0 || total > i128::from(max) {
         reject(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!(
-                "leaderlock: lock_delay must be between 0 and leaderlock.max_ttl ({}) without a \
-                 month or year part (got {value})",
+                "leaderlock: lock_delay must be between 0 and {} (and at most leaderlock.max_ttl) \
+                 without a month or year part (got {value})",
                 seconds(max)
             ),
             None,

@@ -790,7 +790,9 @@ fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
 /// right to do so is checked by the API.
 pub fn force_release(key: &str) -> bool {
     let Some(lease) = plans::run(schema_version::lock_live(), &[key.into()], first_lease) else {
-        return slots::force_release(key) > 0;
+        // No live tenure of one slot: the slots' tenures, and a lock-delay.
+        let vacated = slots::force_release(key) > 0;
+        return session_leases::lift_delay(key) || vacated;
     };
     let now = now();
     if !lease.is_live(now) {

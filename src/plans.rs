@@ -114,6 +114,48 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool
     .execute()
 }
 
+/// Runs `f` in a subtransaction: kept when it returns, rolled back when it
+/// raises an error, which is then returned (SQLSTATE and message) instead
+/// of aborting the caller's transaction: for work whose failure must not
+/// undo what the transaction did before it (the history's numbering after
+/// expiries).
+pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, (PgSqlErrorCode, String)> {
+    let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    let back_to_parent = move || unsafe {
+        pg_sys::MemoryContextSwitchTo(cxt);
+        pg_sys::CurrentResourceOwner = owner;
+    };
+    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        let result = f();
+        unsafe { pg_sys::ReleaseCurrentSubTransaction() };
+        back_to_parent();
+        Ok(result)
+    }))
+    .catch_others(|e| {
+        unsafe {
+            pg_sys::MemoryContextSwitchTo(cxt);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        back_to_parent();
+        let report = match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r)
+            | pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r,
+        };
+        Err((report.sql_error_code(), report.message().to_owned()))
+    })
+    .execute()
+}
+
+/// The five characters of `code`'s SQLSTATE (PostgreSQL's unpack_sql_state).
+pub fn sqlstate(code: PgSqlErrorCode) -> String {
+    let packed = code as i32;
+    (0..5)
+        .map(|i| char::from(b'0' + ((packed >> (6 * i)) & 0x3F) as u8))
+        .collect()
+}
+
 /// Runs `lock` (a `SELECT ... FOR NO KEY UPDATE SKIP LOCKED`) and, when it
 /// locked a row, `write` under that lock, in one subtransaction: kept when
 /// `write` changed something, rolled back otherwise.

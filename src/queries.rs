@@ -1200,6 +1200,17 @@ statements! {
     LOCK_SESSION_TO_DELETE = "SELECT true FROM @extschema@.leaderlock_sessions \
           WHERE session = $1 FOR UPDATE SKIP LOCKED";
 
+    /// Lift the lock-delay of key `$1` at `$2` (le_force_release, contract
+    /// 21): a vacant key of one slot, and the vacant slots of a key of many,
+    /// kept from takers by a delay still running. How many.
+    LIFT_DELAY = "WITH one AS ( \
+            UPDATE @extschema@.leaderlock SET delayed_until = NULL \
+             WHERE key = $1 AND holder IS NULL AND delayed_until > $2 RETURNING 1), \
+          many AS ( \
+            UPDATE @extschema@.leaderlock_slots SET delayed_until = NULL \
+             WHERE key = $1 AND holder IS NULL AND delayed_until > $2 RETURNING 1) \
+          SELECT (SELECT pg_catalog.count(*) FROM one) + (SELECT pg_catalog.count(*) FROM many)";
+
     /// Session `$1` ended at `$2` but keeps its row (a key still held under
     /// it, locked by another transaction, or not visible to this
     /// transaction's snapshot): lapsed from now, so that nothing renews it

@@ -359,6 +359,24 @@ fn finish(session: Uuid, now: i64, closed: bool, wait: bool) -> bool {
     true
 }
 
+/// le_force_release of a key that a lock-delay keeps from takers (no
+/// tenure holds it): the delay is lifted, and waiting le_acquire calls are
+/// woken when this commits; nothing is announced (no tenure ended). True
+/// when there was one.
+pub fn lift_delay(key: &str) -> bool {
+    if !crate::schema_version::has_slots() {
+        return false;
+    }
+    let lifted = plans::run(queries::LIFT_DELAY, &[key.into(), ts(now()).into()], |t| {
+        t.first().get_one::<i64>().ok().flatten().unwrap_or(0)
+    });
+    if lifted > 0 {
+        crate::waiters::wake_at_commit(key);
+        failover::commit_durably();
+    }
+    lifted > 0
+}
+
 /// Contract 21, le_close_session: releases every key of the caller's live
 /// session, waiting for acquisitions under it in flight and for rows a
 /// guarded write holds, and ends it. False when it is not the caller's

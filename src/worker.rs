@@ -17,6 +17,7 @@ use crate::databases::{self, Slot};
 use crate::expiry;
 use crate::failover;
 use crate::history;
+use crate::plans;
 use crate::sessions::{self, Session};
 use crate::settings;
 use crate::worker_wakeup;
@@ -59,7 +60,14 @@ struct State {
     /// The last check found a primary with the failover step taken: the
     /// history may be numbered.
     primary: bool,
+    /// Numberings failed since the last one that did not, and when one was
+    /// last logged.
+    numbering_failures: u64,
+    failure_logged_at: i64,
 }
+
+/// A numbering that keeps failing is logged at most this often.
+const FAILURE_LOG_MS: i64 = 60_000;
 
 /// Contract 23: how long after the first commit of a transition the
 /// history is numbered, in milliseconds. A transition is readable about
@@ -276,7 +284,31 @@ fn number_history(state: &mut State) -> Option<bool> {
         // What commits before the numbering's snapshot it numbers; what
         // commits after sets the flag again.
         worker_wakeup::take_history_pending();
-        Some(history::number_and_prune(now))
+        // A numbering that fails (a publication it cannot delete under, a
+        // table changed behind the extension) is rolled back alone, logged,
+        // and tried again at the next round: it never takes the worker,
+        // and so the expiries, down with it.
+        match plans::caught(|| history::number_and_prune(now)) {
+            Ok(more) => {
+                state.numbering_failures = 0;
+                Some(more)
+            }
+            Err((code, message)) => {
+                state.numbering_failures += 1;
+                if state.numbering_failures == 1
+                    || now - state.failure_logged_at >= FAILURE_LOG_MS * 1000
+                {
+                    state.failure_logged_at = now;
+                    warning!(
+                        "leaderlock worker: the history was not numbered ({} time(s) since it \
+                         last was): {message} (SQLSTATE {}); tried again every second",
+                        state.numbering_failures,
+                        plans::sqlstate(code)
+                    );
+                }
+                Some(false)
+            }
+        }
     })
 }
 

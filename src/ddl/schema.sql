@@ -303,6 +303,11 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_history_pending', '');
 -- (its sequence too: a restored row keeps its place before new ones)
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_history_pending_seq_seq', '');
 CREATE INDEX leaderlock_history_pending_seq_idx ON leaderlock_history_pending (seq);
+-- No primary key (the numbering deletes rows by ctid): the whole row
+-- identifies one, so that a publication of deletes from every table (FOR
+-- ALL TABLES: CDC, a migration by logical replication) lets the numbering
+-- delete them.
+ALTER TABLE leaderlock_history_pending REPLICA IDENTITY FULL;
 -- One row: its lock serializes the numbering (only the extension may lock
 -- it); pruned_through: positions up to it are deleted (retention); kept:
 -- how many numbered rows are kept, what leaderlock.history_max_rows bounds

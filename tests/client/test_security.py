@@ -448,6 +448,43 @@ class SecurityTest(unittest.TestCase):
         self.assertEqual(one(o, "SELECT count(*) FROM public_real.leaderlock WHERE key = 'k'"), 1)
         self.assertFalse(self.superuser(owner))
 
+    def test_the_database_owner_cannot_drop_the_extension_s_indexes(self):
+        """The owner of the schema the extension is in (on PostgreSQL 15+
+        the database's owner owns public) may drop objects in it, and plain
+        indexes are no extension members: each DROP INDEX of one of
+        leaderlock's is refused with 42501 (by the event trigger
+        leaderlock_index_guard), the index stays; her own index of the same
+        pattern on her own table goes with the table; DROP EXTENSION still
+        works."""
+        owner, db = "ll_sec_idxowner", "ll_sec_indexes"
+        one(self.admin, f"DROP DATABASE IF EXISTS {db}")
+        one(self.admin, f"DROP ROLE IF EXISTS {owner}")
+        one(self.admin, f"CREATE ROLE {owner} LOGIN")
+        one(self.admin, f"CREATE DATABASE {db} OWNER {owner}")
+        self.addCleanup(one, self.admin, f"DROP ROLE IF EXISTS {owner}")
+        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        su = connect(db)
+        self.addCleanup(su.close)
+        one(su, "CREATE EXTENSION leaderlock")
+        one(su, f"ALTER SCHEMA public OWNER TO {owner}")  # as PostgreSQL 15+ has it (pg_database_owner)
+        ours = "SELECT array_agg(indexrelid::regclass::text ORDER BY indexrelid::regclass::text) FROM pg_index i " \
+               "JOIN pg_depend d ON d.objid = i.indrelid AND d.deptype = 'e' " \
+               "AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'leaderlock') " \
+               "WHERE NOT i.indisprimary"
+        indexes = one(su, ours)
+        self.assertGreaterEqual(len(indexes), 12, indexes)
+        o = connect(db, user=owner)
+        self.addCleanup(o.close)
+        for index in indexes:
+            self.assertEqual(sqlstate(o, f"DROP INDEX {index}"), "42501", index)
+            self.assertEqual(sqlstate(o, f"DROP INDEX CONCURRENTLY {index}"), "42501", index)
+        self.assertEqual(one(su, ours), indexes)
+        one(o, "CREATE TABLE public.mine (k text)")
+        one(o, "CREATE INDEX leaderlock_mine_idx ON public.mine (k)")
+        one(o, "DROP TABLE public.mine")
+        one(su, "DROP EXTENSION leaderlock")
+        self.assertIsNone(one(su, "SELECT oid FROM pg_extension WHERE extname = 'leaderlock'"))
+
     # --- code PostgreSQL runs as a table's owner ---
 
     def test_security_restricted_operations_never_act_for_the_session_s_user(self):

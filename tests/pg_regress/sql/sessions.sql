@@ -97,7 +97,7 @@ SELECT le_release('ses/a', 'worker-2');
 -- A lapsed session: its keys are lapsed (never live past it), and the
 -- first acquisition of one ends the whole session; keep_values keeps the
 -- values of the vacated keys; the lock-delay keeps them from everyone.
-SELECT le_open_session('worker-3', '300 milliseconds', lock_delay => '1 hour', keep_values => true) AS s3 \gset
+SELECT le_open_session('worker-3', '300 milliseconds', lock_delay => '1 minute', keep_values => true) AS s3 \gset
 SELECT le_try_acquire_in(:'s3', 'ses/x', '{"v": 1}') AS x, le_try_acquire_in(:'s3', 'ses/y') AS y;
 SELECT pg_sleep(0.35);
 SELECT key, holder, state FROM leaderlock_status WHERE key IN ('ses/x', 'ses/y') ORDER BY key;
@@ -109,12 +109,17 @@ SELECT le_renew('ses/x', 'worker-3') AS renew_key_of_lapsed;
 SELECT le_try_acquire_in(:'s3', 'ses/z') AS acquire_under_lapsed;
 SELECT le_try_acquire('ses/x', 'worker-4', '1 minute') AS during_lock_delay;
 SELECT s.key, s.holder, s.term, s.state, l.value,
-       l.delayed_until > le_now() + interval '59 minutes' AS delayed
+       l.delayed_until > le_now() + interval '59 seconds' AS delayed
   FROM leaderlock_status s JOIN leaderlock l ON l.key = s.key
  WHERE s.key IN ('ses/x', 'ses/y') ORDER BY s.key;
 SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'s3';
 SELECT le_try_acquire('ses/y', 'worker-3', '1 minute') AS same_id_delayed_too;
 RESET ROLE;
+-- The remedy for a key kept by a lock-delay: le_force_release lifts it
+-- (true; nothing is announced: no tenure ended); a key without one: false.
+SELECT le_force_release('ses/x') AS lifted, le_force_release('ses/x') AS lifted_again;
+SELECT le_try_acquire('ses/x', 'worker-4', '1 minute') AS after_lifting;
+SELECT le_release('ses/x', 'worker-4');
 
 -- Without a lock-delay and values: le_expire_lapsed ends lapsed sessions.
 SET ROLE ll_ses_a;
@@ -145,6 +150,8 @@ SELECT le_open_session('w', '1 minute', lock_delay => NULL);
 SELECT le_open_session('w', '1 minute', lock_delay => '-1 second');
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_open_session('w', '1 minute', lock_delay => '1000 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT le_open_session('w', '1 minute', lock_delay => '61 seconds');
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_open_session('w', '1 minute', keep_values => NULL);
 \echo :LAST_ERROR_SQLSTATE

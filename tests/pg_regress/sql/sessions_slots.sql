@@ -96,7 +96,7 @@ SELECT le_close_session(:'s2') AS closed_s2, le_close_session(:'s3') AS closed_s
 -- acquisition of the key ends the whole session; keep_values keeps the
 -- slot's value; the lock-delay keeps the slot from everyone, the same id
 -- too, and the key counts it as taken until the delay ends.
-SELECT le_open_session('w5', '300 milliseconds', lock_delay => '1 hour', keep_values => true) AS s5 \gset
+SELECT le_open_session('w5', '300 milliseconds', lock_delay => '1 minute', keep_values => true) AS s5 \gset
 SELECT le_try_acquire_in(:'s5', 'sls/lapse', '{"v": 5}', slots => 2) AS w5,
        le_try_acquire('sls/lapse', 'w6', '1 hour', slots => 2) AS w6;
 SELECT pg_sleep(0.35);
@@ -106,7 +106,7 @@ SELECT le_assert_leader('sls/lapse', 'w5');
 \echo :LAST_ERROR_SQLSTATE
 SELECT le_renew('sls/lapse', 'w5') AS renew_of_lapsed;
 SELECT le_try_acquire('sls/lapse', 'w7', '1 minute', slots => 2) AS w7_during_lock_delay;
-SELECT slot, st.holder, st.state, st.value, s.delayed_until > le_now() + interval '59 minutes' AS delayed
+SELECT slot, st.holder, st.state, st.value, s.delayed_until > le_now() + interval '59 seconds' AS delayed
   FROM leaderlock_status st JOIN leaderlock_slots s USING (key, slot)
  WHERE key = 'sls/lapse' ORDER BY slot;
 SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'s5';
@@ -127,6 +127,11 @@ SELECT slot, holder, state, value FROM leaderlock_status WHERE key = 'sls/exp' O
 SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'s8';
 SELECT le_try_acquire('sls/exp', 'w9', '1 minute', slots => 3) AS free_at_once;
 RESET ROLE;
+-- le_force_release vacates the key's tenures and lifts a slot's lock-delay.
+SELECT le_force_release('sls/lapse') AS forced;
+SELECT count(*) FILTER (WHERE delayed_until > le_now()) AS delayed,
+       count(*) FILTER (WHERE holder IS NOT NULL) AS held
+  FROM leaderlock_slots WHERE key = 'sls/lapse';
 
 -- Bad slots under a session: the SQLSTATE, nothing written.
 SELECT le_try_acquire_in(:'s3', 'sls/bad', slots => 0);
