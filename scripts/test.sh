@@ -45,7 +45,9 @@
 #                   the background worker, restarts, a standby, failover,
 #                   `leaderlock run` under chaos and through pgbouncer (tests/client);
 #                   the CLI's, the demo's, the examples' and scheduled
-#                   runs' tests on 15 only; the modules of the SQL
+#                   runs' tests on 15 only; every client's tour against a
+#                   database set against its clients (tests/clients/hostile.py:
+#                   no statement depends on the search_path) on 15 only; the modules of the SQL
 #                   logic (acquire, slots, priority, sessions, runs...) on
 #                   15 only (the same Rust everywhere; pg_regress and
 #                   isolation check that logic on every version); the
@@ -359,6 +361,16 @@ test_on_a_cluster() {
         /usr/bin/python3 "$REPO_ROOT/tests/clients/runs_scenario.py" \
         --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" \
       || fail "client scenarios"
+    stage "no client statement depends on the search_path (tests/clients/hostile.py: every client's tour, both editions)"
+    (cd "$REPO_ROOT" && cargo build -q --locked --profile cli -p leaderlock-client --example tour) \
+      && "$REPO_ROOT/clients/go/test.sh" --tour "$VWORK/go-tour" \
+      && hostile() { GO_TOUR="$VWORK/go-tour" LEADERLOCK_RUST_TOUR="$REPO_ROOT/target/cli/examples/tour" \
+           PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
+           /usr/bin/python3 "$REPO_ROOT/tests/clients/hostile.py" \
+           --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" "$@"; } \
+      && hostile \
+      && LEADERLOCK_SCHEMA=leaderlock hostile --edition portable --targets direct \
+      || fail "clients' statements and the search_path"
   fi
 
   if wants client; then

@@ -39,8 +39,9 @@ def main():
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=30)
         print(f"leaderlock {' '.join(args)} (stopped after {seconds} s): exit {p.returncode}", flush=True)
-        if "leaderlock-trap" in err or "SQLSTATE" in err:
-            failures.append(f"leaderlock {' '.join(args)}: {err.strip()[-500:]}")
+        bad = [line for line in err.splitlines() if "leaderlock-trap" in line or "SQLSTATE" in line]
+        if bad:
+            failures.append(f"leaderlock {' '.join(args)}: {' / '.join(bad)[-1000:]}")
         return out
 
     key = f"{prefix}-lead"

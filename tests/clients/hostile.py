@@ -27,7 +27,7 @@ against it, directly and through pgbouncer in transaction pooling mode,
 then checks that no trap ran:
 
     hostile.py --dsn postgresql://postgres@HOST:PORT/postgres [--edition compiled|portable]
-               [--tours cli,rust,python,node,go] [--no-pgbouncer]
+               [--tours cli,rust,python,node,go] [--targets direct,superuser,pgbouncer] [--keep]
 
 Needs psycopg2; LEADERLOCK_CLI (the CLI, for cli), PY_CLIENT_PYTHON (a
 Python with psycopg 3, for python), GO_TOUR (the Go tour, built by
@@ -35,6 +35,7 @@ clients/go/test.sh --tour FILE), node with clients/node built, and for
 rust LEADERLOCK_RUST_TOUR (crates/client's tour example, built).
 """
 import argparse
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -280,6 +281,16 @@ def plant(admin_dsn, db, edition="compiled"):
     return schema, n + views
 
 
+def drop(admin_dsn, db):
+    """Drops the planted database and its roles."""
+    a = psycopg2.connect(admin_dsn)
+    a.autocommit = True
+    run(a, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    for role in roles(db):
+        run(a, f"DROP ROLE IF EXISTS {role}")
+    a.close()
+
+
 def hits(admin_dsn, db):
     c = psycopg2.connect(with_db(admin_dsn, db, options=SAFE))
     try:
@@ -325,7 +336,7 @@ def start_pgbouncer(dsn, work, users):
     with open(os.path.join(d, "pgbouncer.ini"), "w") as f:
         f.write(f"[databases]\n{db} = host={u.hostname} port={u.port} dbname={db}\n[pgbouncer]\n"
                 f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\n"
-                f"auth_file = {d}/users.txt\npool_mode = transaction\ndefault_pool_size = 2\n")
+                f"auth_file = {d}/users.txt\npool_mode = transaction\ndefault_pool_size = 20\n")
     as_user = ["sudo", "-u", "postgres"] if os.geteuid() == 0 else []
     if as_user:
         subprocess.run(["chown", "-R", "postgres", work], check=False)
@@ -345,7 +356,9 @@ def main():
     ap.add_argument("--edition", choices=("compiled", "portable"), default="compiled")
     ap.add_argument("--db", help="the database to plant (default ll_hostile_TOURS)")
     ap.add_argument("--tours", default="cli,rust,python,node,go")
-    ap.add_argument("--no-pgbouncer", action="store_true")
+    ap.add_argument("--targets", default="direct,superuser,pgbouncer",
+                    help="as the role of no rights directly, as the superuser, through pgbouncer")
+    ap.add_argument("--keep", action="store_true", help="keep the planted database")
     args = ap.parse_args()
     tours = args.tours.split(",")
     args.db = args.db or "ll_hostile_" + "_".join(tours)
@@ -357,10 +370,12 @@ def main():
     assert_planted(args.dsn, args.db, USER)
     base = hits(args.dsn, args.db)
     import tours as tour_programs
-    targets = [("direct", with_db(args.dsn, args.db, user=USER), False),
-               ("direct, superuser", with_db(args.dsn, args.db), False)]
+    wanted = args.targets.split(",")
+    targets = [t for t, name in ((("direct", with_db(args.dsn, args.db, user=USER), False), "direct"),
+                                 (("direct, superuser", with_db(args.dsn, args.db), False), "superuser"))
+               if name in wanted]
     bouncer = None
-    if not args.no_pgbouncer:
+    if "pgbouncer" in wanted:
         import tempfile
         work = tempfile.mkdtemp(prefix="leaderlock-hostile-")
         bouncer_dsn, bouncer = start_pgbouncer(with_db(args.dsn, args.db), work, [USER])
@@ -368,20 +383,32 @@ def main():
     failed = []
     try:
         for n, (name, dsn, pooled) in enumerate(targets):
-            for tour in tours:
-                t0 = time.monotonic()
-                before = hits(args.dsn, args.db)
-                ok, out = tour_programs.run(tour, dsn, pooled, f"{tour}-{'p' if pooled else 'd'}-{n}")
-                caught = hits(args.dsn, args.db) - before
-                verdict = "ok" if ok and caught == 0 else "FAILED"
-                print(f"{tour:7} {name}: {verdict} ({caught} traps ran, {time.monotonic() - t0:.1f} s)", flush=True)
-                if verdict != "ok":
+            # The tours of a direct target side by side (their keys and jobs
+            # apart by prefix; through the pooler one after the other: a
+            # tour that ends a server session of its own would end another
+            # tour's there): the traps count per target; a trap that ran
+            # names itself in the server's log.
+            t0 = time.monotonic()
+            before = hits(args.dsn, args.db)
+            with concurrent.futures.ThreadPoolExecutor(1 if pooled else len(tours)) as pool:
+                results = dict(zip(tours, pool.map(
+                    lambda tour: tour_programs.run(tour, dsn, pooled, f"{tour}-{'p' if pooled else 'd'}-{n}"),
+                    tours)))
+            caught = hits(args.dsn, args.db) - before
+            for tour, (ok, out) in results.items():
+                print(f"{tour:7} {name}: {'ok' if ok else 'FAILED'}", flush=True)
+                if not ok:
                     failed.append(f"{tour} ({name})")
                     print(out[-4000:], flush=True)
+            print(f"{name}: {caught} traps ran ({time.monotonic() - t0:.1f} s)", flush=True)
+            if caught:
+                failed.append(f"{caught} traps ({name})")
     finally:
         if bouncer is not None:
             bouncer.terminate()
     total = hits(args.dsn, args.db) - base
+    if not args.keep:
+        drop(args.dsn, args.db)
     if failed or total:
         print(f"FAILED: {', '.join(failed)}; {total} traps ran", flush=True)
         sys.exit(1)

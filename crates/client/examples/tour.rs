@@ -9,6 +9,7 @@ use leaderlock_client::{
     HistoryWatcher, Session, SessionConfig,
 };
 use tokio::time::{sleep, timeout, Instant};
+use tokio_postgres::types::Type;
 
 fn fail(what: String) -> ! {
     println!("FAILED: {what}");
@@ -69,7 +70,9 @@ async fn main() {
         .unwrap_or_else(|e| fail(e.to_string()));
     let assert = "SELECT @extschema@.le_assert_leader(key => $1, id => $2)";
     let id = format!("{prefix}-a");
-    if other.query_one(assert, &[&key, &id]).await.is_err() {
+    let args: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+        [(&key, Type::TEXT), (&id, Type::TEXT)];
+    if other.query_one(assert, &args).await.is_err() {
         fail("le_assert_leader refused the leader".into());
     }
     let mut deferred = false;
@@ -191,6 +194,8 @@ async fn main() {
             key_prefix: None,
         },
     );
+    // Connected first (nothing to read yet): "now" is before the leader.
+    let _ = timeout(Duration::from_millis(500), from_now.next()).await;
     let mut later = elector(&db, format!("{prefix}-later"), |_| {});
     leading(&mut later, Duration::from_secs(5)).await;
     match timeout(Duration::from_secs(5), from_now.next()).await {

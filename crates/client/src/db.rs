@@ -93,28 +93,30 @@ impl Db {
         self.client.query_typed(&self.sql(statement), params).await
     }
 
-    pub async fn query(
-        &self,
-        statement: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, tokio_postgres::Error> {
-        self.client.query(&*self.sql(statement), params).await
-    }
-
-    pub async fn query_one(
-        &self,
-        statement: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Row, tokio_postgres::Error> {
-        self.client.query_one(&*self.sql(statement), params).await
-    }
-
+    /// `query_typed`'s first row, if any. (Every statement goes with its
+    /// parameters' types in one round trip: tokio-postgres's untyped calls
+    /// prepare a named statement first, which pgbouncer's transaction
+    /// pooling may send to another server.)
     pub async fn query_opt(
         &self,
         statement: &str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Option<Row>, tokio_postgres::Error> {
-        self.client.query_opt(&*self.sql(statement), params).await
+        Ok(self
+            .query_typed(statement, params)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// `query_typed`'s one row (a statement that always returns one).
+    pub async fn query_one(
+        &self,
+        statement: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let mut rows = self.query_typed(statement, params).await?.into_iter();
+        Ok(rows.next().expect("the statement returns one row"))
     }
 
     pub async fn batch_execute(&self, statements: &str) -> Result<(), tokio_postgres::Error> {

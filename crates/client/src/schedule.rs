@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use tokio::time::{sleep, timeout, Instant};
+use tokio_postgres::types::Type;
 
 use crate::config::{micros, ConnectConfig};
 use crate::db::Db;
@@ -311,7 +312,7 @@ impl Scheduler {
     async fn query_opt(
         &mut self,
         statement: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
     ) -> Result<Option<tokio_postgres::Row>, Error> {
         let limit = self.call_timeout();
         let client = self.client().await?;
@@ -389,7 +390,16 @@ impl Scheduler {
         let grace = c.misfire_grace.map(|g| g.as_secs_f64());
         let sent = Instant::now();
         let row = self
-            .query_opt(sql::CLAIM_RUN, &[&job, &due, &id, &ttl, &grace])
+            .query_opt(
+                sql::CLAIM_RUN,
+                &[
+                    (&job, Type::TEXT),
+                    (&due, Type::TIMESTAMPTZ),
+                    (&id, Type::TEXT),
+                    (&ttl, Type::FLOAT8),
+                    (&grace, Type::FLOAT8),
+                ],
+            )
             .await?;
         let term: Option<i64> = row.and_then(|r| r.get(0));
         if let Some(term) = term {
@@ -401,7 +411,12 @@ impl Scheduler {
                 deadline,
             })));
         }
-        let state = self.query_opt(sql::RUN_STATE, &[&job, &due]).await?;
+        let state = self
+            .query_opt(
+                sql::RUN_STATE,
+                &[(&job, Type::TEXT), (&due, Type::TIMESTAMPTZ)],
+            )
+            .await?;
         let here = Instant::now();
         let poll = self.config.poll_every;
         match state {
@@ -452,7 +467,16 @@ impl Scheduler {
         let (job, id, ttl) = (c.job.clone(), c.id.clone(), c.ttl.as_secs_f64());
         let sent = Instant::now();
         let row = self
-            .query_opt(sql::RENEW_RUN, &[&job, &run.due, &id, &ttl, &run.term])
+            .query_opt(
+                sql::RENEW_RUN,
+                &[
+                    (&job, Type::TEXT),
+                    (&run.due, Type::TIMESTAMPTZ),
+                    (&id, Type::TEXT),
+                    (&ttl, Type::FLOAT8),
+                    (&run.term, Type::INT8),
+                ],
+            )
             .await?;
         let renewed = row.is_some_and(|r| r.get::<_, bool>(0));
         if renewed {
@@ -473,7 +497,14 @@ impl Scheduler {
         let row = self
             .query_opt(
                 sql::FINISH_RUN,
-                &[&job, &run.due, &id, &run.term, &succeeded, &detail],
+                &[
+                    (&job, Type::TEXT),
+                    (&run.due, Type::TIMESTAMPTZ),
+                    (&id, Type::TEXT),
+                    (&run.term, Type::INT8),
+                    (&succeeded, Type::BOOL),
+                    (&detail, Type::TEXT),
+                ],
             )
             .await?;
         Ok(row.is_some_and(|r| r.get::<_, bool>(0)))

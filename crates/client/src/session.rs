@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout, Instant};
+use tokio_postgres::types::Type;
 
 use crate::config::ConnectConfig;
 use crate::db::Db;
@@ -144,10 +145,10 @@ impl Session {
             client.query_one(
                 sql::OPEN_SESSION,
                 &[
-                    &config.id,
-                    &secs(config.ttl),
-                    &secs(config.lock_delay),
-                    &config.keep_values,
+                    (&config.id, Type::TEXT),
+                    (&secs(config.ttl), Type::FLOAT8),
+                    (&secs(config.lock_delay), Type::FLOAT8),
+                    (&config.keep_values, Type::BOOL),
                 ],
             ),
         )
@@ -246,12 +247,27 @@ impl Session {
             let taken: bool = match wait {
                 None => {
                     self.client
-                        .query_one(statement, &[&self.handle, &key_owned, &slots])
+                        .query_one(
+                            statement,
+                            &[
+                                (&self.handle, Type::TEXT),
+                                (&key_owned, Type::TEXT),
+                                (&slots, Type::INT4),
+                            ],
+                        )
                         .await?
                 }
                 Some(_) => {
                     self.client
-                        .query_one(statement, &[&self.handle, &key_owned, &wait_secs, &slots])
+                        .query_one(
+                            statement,
+                            &[
+                                (&self.handle, Type::TEXT),
+                                (&key_owned, Type::TEXT),
+                                (&wait_secs, Type::FLOAT8),
+                                (&slots, Type::INT4),
+                            ],
+                        )
                         .await?
                 }
             }
@@ -262,7 +278,10 @@ impl Session {
             // Held under our live session: nobody else can change its term.
             let row = self
                 .client
-                .query_opt(sql::TERM_IN_SESSION, &[&key_owned, &self.handle])
+                .query_opt(
+                    sql::TERM_IN_SESSION,
+                    &[(&key_owned, Type::TEXT), (&self.handle, Type::TEXT)],
+                )
                 .await?;
             Ok::<_, tokio_postgres::Error>(row.map(|r| r.get::<_, i64>(0)))
         })
@@ -284,7 +303,14 @@ impl Session {
     pub async fn release(&self, lease: &SessionLease) -> Result<bool, Error> {
         match self
             .client
-            .query_one(sql::RELEASE, &[&lease.key, &self.config.id, &lease.term])
+            .query_one(
+                sql::RELEASE,
+                &[
+                    (&lease.key, Type::TEXT),
+                    (&self.config.id, Type::TEXT),
+                    (&lease.term, Type::INT8),
+                ],
+            )
             .await
         {
             Ok(row) => Ok(row.get(0)),
@@ -299,7 +325,7 @@ impl Session {
         self.renewer.abort();
         match self
             .client
-            .query_one(sql::CLOSE_SESSION, &[&self.handle])
+            .query_one(sql::CLOSE_SESSION, &[(&self.handle, Type::TEXT)])
             .await
         {
             Ok(row) => Ok(row.get(0)),
@@ -332,7 +358,12 @@ async fn renew_loop(db: ConnectConfig, config: SessionConfig, handle: String, sh
         let Some(c) = client.as_ref() else {
             continue;
         };
-        match timeout(every, c.query_one(sql::RENEW_SESSION, &[&handle])).await {
+        match timeout(
+            every,
+            c.query_one(sql::RENEW_SESSION, &[(&handle, Type::TEXT)]),
+        )
+        .await
+        {
             Ok(Ok(row)) if row.get::<_, bool>(0) => {
                 let mut deadline = shared.deadline.lock().unwrap_or_else(|e| e.into_inner());
                 *deadline = sent + config.ttl.saturating_sub(config.margin);
