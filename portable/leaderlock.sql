@@ -59,7 +59,11 @@
 -- * leaderlock.max_ttl and leaderlock.max_wait are read with
 --   current_setting(): without the library they are placeholder settings
 --   that any role may SET for its own session (compiled: superuser only).
---   Unset, they are 1 day and 5 minutes.
+--   Unset, they are 1 day and 5 minutes. The retention settings
+--   (leaderlock.history_retention, leaderlock.history_max_rows,
+--   leaderlock.run_retention) delete other roles' rows: they are read from
+--   pg_db_role_setting (ALTER DATABASE ... SET, else ALTER ROLE ALL SET),
+--   never from the session (_le_admin_setting).
 -- * Contract 8.2 (held leases outlast a promotion): the promotion is
 --   recorded in leaderlock_failover only, and liveness is computed as
 --   greatest(expires_at, promotion + ttl), for the claims of scheduled runs
@@ -410,6 +414,12 @@ CREATE TABLE @extschema@.leaderlock_history_pending (
     payload  text NOT NULL
 );
 CREATE INDEX leaderlock_history_pending_seq_idx ON @extschema@.leaderlock_history_pending (seq);
+-- It has no primary key (on purpose: see above); every other table has
+-- one. A publication that publishes deletes (FOR ALL TABLES: CDC, a
+-- logical-replication migration) refuses a DELETE from a table without a
+-- replica identity, which would stop the numbering (audit of 0.5.0, B).
+-- FULL logs a deleted row whole, and only at wal_level = logical.
+ALTER TABLE @extschema@.leaderlock_history_pending REPLICA IDENTITY FULL;
 -- One row: its lock serializes the numbering (only the extension may lock
 -- it); pruned_through: positions up to it are deleted (retention); kept:
 -- how many numbered rows are kept, what leaderlock.history_max_rows bounds
@@ -619,16 +629,46 @@ SET search_path = pg_catalog, pg_temp
 RETURN CASE WHEN us % 1000000::numeric = 0::numeric THEN (us / 1000000::numeric)::bigint::text || 's'
             ELSE rtrim(to_char(us / 1000000.0, 'FM999999999990.000000'), '0') || 's' END;
 
--- A setting in microseconds: leaderlock.max_ttl / leaderlock.max_wait as the
--- session sees them (an integer of seconds, or a number with a unit us, ms,
--- s, min, h, d), or the default when unset.
+-- Audit of 0.5.0, A: the retention settings (leaderlock.history_retention,
+-- leaderlock.history_max_rows, leaderlock.run_retention) decide what is
+-- deleted of every role's transitions and runs: they are the
+-- administrator's, never a caller's. Without the library they are
+-- placeholders that any role may SET for its session (or PGOPTIONS), so
+-- they are read from pg_db_role_setting, not current_setting(): ALTER
+-- DATABASE <this database> SET, else ALTER ROLE ALL SET, else NULL (the
+-- default). For a setting no library defines, the first needs a superuser
+-- (on PostgreSQL 15+, or the database's owner granted SET ON PARAMETER),
+-- the second a superuser. A role's ALTER ROLE ... SET (setrole <> 0),
+-- postgresql.conf and ALTER SYSTEM never count. Read at each call.
+CREATE FUNCTION @extschema@._le_admin_setting(setting text) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT substr(c.item, strpos(c.item, '=') + 1)
+          FROM pg_catalog.pg_db_role_setting s
+               CROSS JOIN LATERAL unnest(s.setconfig) WITH ORDINALITY AS c(item, n)
+         WHERE s.setrole = 0::oid
+           AND (s.setdatabase = 0::oid
+                OR s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d
+                                     WHERE d.datname = current_database()))
+           AND lower(split_part(c.item, '=', 1)) = lower(setting)
+         ORDER BY s.setdatabase = 0::oid, c.n DESC
+         LIMIT 1);
+
+-- A setting in microseconds (an integer of seconds, or a number with a
+-- unit us, ms, s, min, h, d), or the default when unset: leaderlock.max_ttl
+-- and leaderlock.max_wait as the session sees them; the retention settings
+-- (leaderlock.history_retention, leaderlock.run_retention) as the
+-- administrator set them (_le_admin_setting).
 CREATE FUNCTION @extschema@._le_setting_us(name text, default_s bigint, min_s bigint, max_s bigint)
 RETURNS numeric
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    raw text := btrim(coalesce(current_setting(name, true), ''));
+    raw text := btrim(coalesce(CASE WHEN lower(name) IN ('leaderlock.history_retention', 'leaderlock.run_retention',
+                                                         'leaderlock.history_max_rows')
+                                    THEN @extschema@._le_admin_setting(name)
+                                    ELSE current_setting(name, true) END, ''));
     m text[];
     us numeric;
 BEGIN
@@ -1132,7 +1172,8 @@ END;
 -- given or pruned and at least the term floor (positions never go back
 -- after a failover), announces the last on channel leaderlock_history, and
 -- prunes the oldest by the retention (leaderlock.history_retention,
--- leaderlock.history_max_rows), as a prefix of positions. Under the head
+-- leaderlock.history_max_rows: the administrator's, _le_admin_setting),
+-- as a prefix of positions. Under the head
 -- row's lock, never waiting (another transaction numbering: it numbers
 -- them). Called by le_expire_lapsed, in autocommit.
 CREATE FUNCTION @extschema@._le_number_history() RETURNS void
@@ -1141,7 +1182,9 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_pruned bigint;
-    v_keep bigint := coalesce(nullif(btrim(current_setting('leaderlock.history_max_rows', true)), '')::bigint,
+    -- the administrator's, never the caller's (audit of 0.5.0, A)
+    v_keep bigint := coalesce(nullif(btrim(@extschema@._le_admin_setting('leaderlock.history_max_rows'::text)),
+                                     '')::bigint,
                               1000000::bigint);
     v_horizon timestamptz;
     n bigint;
@@ -3222,8 +3265,19 @@ BEGIN
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
-    -- Contract 23: no worker numbers the history here.
-    PERFORM @extschema@._le_number_history();
+    -- Contract 23: no worker numbers the history here. A numbering that
+    -- fails (e.g. a publication that publishes deletes and a
+    -- leaderlock_history_pending without a replica identity) never takes
+    -- this call's expiries with it (audit of 0.5.0, B): its subtransaction
+    -- alone is rolled back, the rows wait for the next call.
+    BEGIN
+        PERFORM @extschema@._le_number_history();
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING USING
+            MESSAGE = format('leaderlock: the history was not numbered: %s', SQLERRM),
+            DETAIL = format('The expiries of this call are kept; the numbering is tried again at the next call '
+                            '(SQLSTATE %s).', SQLSTATE);
+    END;
     RETURN n;
 END
 $fn$;

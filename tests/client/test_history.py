@@ -36,10 +36,19 @@ def history(conn, after, prefix):
 
 def keep_rows(test, conn, n):
     """The retention by count, as the numbering sees it: the worker's
-    configuration; in the portable edition (no worker, and no such setting
-    for ALTER SYSTEM) `conn`'s session, whose le_expire_lapsed numbers."""
+    configuration; in the portable edition (no worker: every
+    le_expire_lapsed numbers) the administrator's, set for the database
+    and read at each call (a session's SET is ignored there)."""
     if PORTABLE:
-        one(conn, f"SET leaderlock.history_max_rows = {int(n)}")
+        one(conn, "DO $$ BEGIN EXECUTE 'ALTER DATABASE ' || quote_ident(current_database()) "
+                  f"|| ' SET leaderlock.history_max_rows = {int(n)}'; END $$")
+
+        def reset_database():
+            c = connect()
+            one(c, "DO $$ BEGIN EXECUTE 'ALTER DATABASE ' || quote_ident(current_database()) "
+                   "|| ' RESET leaderlock.history_max_rows'; END $$")
+            c.close()
+        test.addCleanup(reset_database)
         return
     one(conn, f"ALTER SYSTEM SET leaderlock.history_max_rows = {int(n)}")
     one(conn, "SELECT pg_reload_conf()")

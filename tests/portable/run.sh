@@ -18,7 +18,11 @@
 #      editions, with the CLI named by LEADERLOCK_CLI;
 #   6. the install-time and cross-session security checks
 #      (tests/portable/security.sh: a dedicated schema, refused schemas,
-#      planted operators, uninstall, SET membership, after a promotion).
+#      planted operators, uninstall, SET membership, after a promotion,
+#      the retention settings a role sets for its own session), and in
+#      the same step a publication FOR ALL TABLES
+#      (tests/portable/publication.sh: the cluster runs with wal_level =
+#      logical for it).
 #
 # Usage: tests/portable/run.sh [--bindir DIR] [--keep] [--only regress,isolation,notify,concurrency,migrate,client,security]
 #   --bindir   PostgreSQL's bin directory (default /usr/lib/postgresql/15/bin;
@@ -73,7 +77,7 @@ trap cleanup EXIT
 echo "=== PostgreSQL $MAJOR ($BINDIR), port $PORT, in $WORK"
 "${as_server[@]}" "$BINDIR/initdb" -D "$WORK/data" -U postgres -E UTF8 --locale=C.UTF-8 -A trust >/dev/null
 "${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w \
-  -o "-p $PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$WORK -c shared_preload_libraries='' -c max_prepared_transactions=2" \
+  -o "-p $PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$WORK -c shared_preload_libraries='' -c max_prepared_transactions=2 -c wal_level=logical" \
   start >/dev/null
 
 PSQL=("$BINDIR/psql" -X -q -h 127.0.0.1 -p "$PORT" -v ON_ERROR_STOP=1)
@@ -225,6 +229,9 @@ fi
 if wants security; then
   echo "=== security: install schema checks, planted operators, uninstall, act-as, failover"
   bash "$HERE/security.sh" "$BINDIR/psql" 127.0.0.1 "$PORT" "$MAJOR" || FAILED+=("security")
+  # (in the security step: scripts/test.sh names the steps it runs)
+  echo "=== security: a publication FOR ALL TABLES (wal_level = logical): the history numbered, expiries kept if not"
+  bash "$HERE/publication.sh" "$BINDIR/psql" 127.0.0.1 "$PORT" || FAILED+=("security: publication")
 fi
 
 if [ "${#FAILED[@]}" -gt 0 ]; then

@@ -139,6 +139,59 @@ wait "$rival"
   && ok "N2: the dead leader's lease taken ${taken}s after the promotion's first sight, the rival's transaction still open" \
   || bad "N2: taken='$taken' (rival still open: $open_still)"
 
+# Audit of 0.5.0, A: the retention settings (leaderlock.history_retention,
+# history_max_rows, run_retention) are the administrator's (ALTER DATABASE
+# ... SET, else ALTER ROLE ALL SET), never a caller's: mallory setting them
+# for her session (SET, PGOPTIONS, or ALTER ROLE mallory SET made for her)
+# and calling le_expire_lapsed, or claiming a new run of alice's job,
+# deletes none of alice's transitions or runs; the administrator's do.
+due=$(q postgres ll_sec -c "SELECT date_trunc('second', le_now()) - interval '1 hour'")
+p0=$(q postgres ll_sec -c "SELECT le_history_position()")
+q ll_sec_alice ll_sec -c "SELECT le_try_acquire('ret-a', 'alice-1', '1 min')" -c "SELECT le_release('ret-a', 'alice-1')" \
+  -c "SELECT le_claim_run('ret-job', '$due', 'alice-1', '1 min')" \
+  -c "SELECT le_finish_run(job, due, holder, term, true) FROM leaderlock.leaderlock_runs WHERE job = 'ret-job'" >/dev/null
+q ll_sec_admin ll_sec -c "SELECT le_expire_lapsed()" >/dev/null
+sleep 1.1   # older than a retention of 1 s
+kept() {  # alice's transitions kept, the history's pruned_through, alice's runs of ret-job, pruned past hers
+  q postgres ll_sec -c "SELECT (SELECT count(*) FROM leaderlock.leaderlock_history WHERE role = 'll_sec_alice'::regrole)
+                          || ' ' || (SELECT pruned_through FROM leaderlock.leaderlock_history_head)
+                          || ' ' || (SELECT count(*) FROM leaderlock.leaderlock_runs WHERE job = 'ret-job' AND holder = 'alice-1')
+                          || ' ' || (SELECT pruned_before > '$due' FROM leaderlock.leaderlock_jobs WHERE job = 'ret-job')"
+}
+before=$(kept)
+q postgres ll_sec -c "ALTER ROLE ll_sec_mallory SET leaderlock.history_max_rows = 1" \
+  -c "ALTER ROLE ll_sec_mallory IN DATABASE ll_sec SET leaderlock.history_retention = 1" >/dev/null
+out=$(q ll_sec_mallory ll_sec -c "SET leaderlock.history_max_rows = 1" -c "SET leaderlock.history_retention = 1" \
+        -c "SET leaderlock.run_retention = 1" -c "SELECT le_expire_lapsed() >= 0" \
+        -c "SELECT le_claim_run('ret-job', le_now() - interval '1 millisecond', 'mallory', '1 min') > 0" 2>&1 || true)
+out+=$'\n'$(PGOPTIONS="-c leaderlock.history_max_rows=1 -c leaderlock.history_retention=1 -c leaderlock.run_retention=1" \
+       q ll_sec_mallory ll_sec -c "SELECT le_expire_lapsed() >= 0" \
+       -c "SELECT le_claim_run('ret-job', le_now() - interval '1 millisecond', 'mallory', '1 min') > 0" 2>&1 || true)
+q postgres ll_sec -c "ALTER ROLE ll_sec_mallory RESET ALL" -c "ALTER ROLE ll_sec_mallory IN DATABASE ll_sec RESET ALL" >/dev/null
+after=$(kept)
+read -r n_before pruned_before runs_before job_before <<<"$before"
+if [ "$n_before" -ge 4 ] && [ "$runs_before $job_before" = "1 false" ] && [ "$after" = "$before" ] && [ "$out" = $'t\nt\nt\nt' ] \
+   && q ll_sec_alice ll_sec -c "SELECT count(*) FROM le_history($p0)" >/dev/null 2>&1; then
+  ok "A: a role's own retention settings delete nothing of another role's (kept: $after)"
+else bad "A: mallory's settings: before '$before', after '$after' ($out)"; fi
+# the administrator's: the database's wins over ALTER ROLE ALL's, which applies without it
+q postgres ll_sec -c "ALTER ROLE ALL SET leaderlock.history_max_rows = 1" \
+  -c "ALTER DATABASE ll_sec SET leaderlock.history_max_rows = 1000" >/dev/null
+q ll_sec_mallory ll_sec -c "SELECT le_expire_lapsed()" >/dev/null
+same=$(kept)
+q postgres ll_sec -c "ALTER DATABASE ll_sec RESET leaderlock.history_max_rows" >/dev/null
+q ll_sec_mallory ll_sec -c "SELECT le_expire_lapsed()" >/dev/null
+q postgres ll_sec -c "ALTER ROLE ALL RESET leaderlock.history_max_rows" \
+  -c "ALTER DATABASE ll_sec SET leaderlock.run_retention = 1" >/dev/null
+q ll_sec_mallory ll_sec -c "SELECT le_claim_run('ret-job', le_now() - interval '1 millisecond', 'mallory', '1 min')" >/dev/null
+q postgres ll_sec -c "ALTER DATABASE ll_sec RESET leaderlock.run_retention" >/dev/null
+read -r n_after pruned_after runs_after job_pruned <<<"$(kept)"
+kept_rows=$(q postgres ll_sec -c "SELECT count(*) FROM leaderlock.leaderlock_history")
+if [ "$same" = "$before" ] && [ "$kept_rows" = 1 ] && [ "$n_after" = 0 ] && [ "$pruned_after" -gt "$pruned_before" ] \
+   && [ "$runs_after" = 0 ] && [ "$job_pruned" = true ]; then
+  ok "A: the administrator's settings prune (ALTER DATABASE over ALTER ROLE ALL; 1 row kept, alice's run pruned)"
+else bad "A: the administrator's settings: '$before' -> '$same' -> '$n_after $pruned_after $runs_after $job_pruned' ($kept_rows kept)"; fi
+
 # L2: PostgreSQL 16+: membership without SET
 if [ "$MAJOR" -ge 16 ]; then
   q postgres ll_sec -c "CREATE ROLE ll_sec_app" -c "GRANT ll_sec_app TO ll_sec_alice WITH INHERIT FALSE, SET FALSE" >/dev/null

@@ -260,10 +260,14 @@ async function pruned(quiet, prefix, app) {
   // Keep 5 rows, unless another test on this server keeps fewer now (then it resets the setting; if it
   // does so before the retention has passed our start, we set it ourselves).
   let ours = false;
-  // The portable edition has no worker and no such setting for ALTER SYSTEM:
-  // the numbering of le_expire_lapsed reads the session's.
+  // The portable edition has no worker: the numbering of le_expire_lapsed
+  // reads the administrator's setting, the database's (a session's SET is
+  // ignored there), at each call.
   const portable = (await sql("SELECT le_capabilities()->>'edition'")) === "portable";
+  const database = (what) =>
+    sql(`DO $$ BEGIN EXECUTE 'ALTER DATABASE ' || quote_ident(current_database()) || ' ${what}'; END $$`);
   try {
+    if (portable) await database("SET leaderlock.history_max_rows = 5");
     const busy = `${prefix}busy`;
     assert.ok(await until(async () => {
       if (!portable && !ours && Number(await sql("SELECT current_setting('leaderlock.history_max_rows')")) > 5) {
@@ -275,8 +279,7 @@ async function pruned(quiet, prefix, app) {
       await sql("SELECT le_try_acquire(key => $1, id => 'a', ttl => '10s')", [busy]);
       await sql("SELECT le_release(key => $1, id => 'a')", [busy]);
       // where no worker serves, it numbers and prunes
-      await sql(portable ? "SELECT le_expire_lapsed() FROM (SELECT set_config('leaderlock.history_max_rows', '5', false)) s"
-                         : "SELECT le_expire_lapsed()");
+      await sql("SELECT le_expire_lapsed()");
       // One pair a numbering (the worker's come at most four a second): a
       // round that numbered more rows than the 5 kept would prune past any
       // reader that had not read since the round before, the quiet one too.
@@ -284,6 +287,7 @@ async function pruned(quiet, prefix, app) {
       return (await prunedThrough()) > start;
     }, 10000), "the retention did not prune past the quiet watcher's start");
   } finally {
+    if (portable) await database("RESET leaderlock.history_max_rows");
     if (ours) {
       await sql("ALTER SYSTEM RESET leaderlock.history_max_rows");
       await sql("SELECT pg_reload_conf()");

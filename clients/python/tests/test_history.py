@@ -226,9 +226,16 @@ class HistoryTest(unittest.TestCase):
             self.assertTrue(wait(lambda: numbered(self.prefix), 5.0))
             keep = max(sql("SELECT count(*) FROM leaderlock_history") - 1, 1)
             if sql("SELECT le_capabilities()->>'edition'") == "portable":
-                # No worker, and no such setting for ALTER SYSTEM: the
-                # numbering of le_expire_lapsed reads the session's.
-                sql(f"SET leaderlock.history_max_rows = {int(keep)}; SELECT le_expire_lapsed()")
+                # No worker: the numbering of le_expire_lapsed reads the
+                # administrator's setting, the database's (a session's SET
+                # is ignored there), at each call.
+                try:
+                    sql("DO $$ BEGIN EXECUTE 'ALTER DATABASE ' || quote_ident(current_database()) "
+                        f"|| ' SET leaderlock.history_max_rows = {int(keep)}'; END $$")
+                    sql("SELECT le_expire_lapsed()")
+                finally:
+                    sql("DO $$ BEGIN EXECUTE 'ALTER DATABASE ' || quote_ident(current_database()) "
+                        "|| ' RESET leaderlock.history_max_rows'; END $$")
             else:
                 try:
                     sql(f"ALTER SYSTEM SET leaderlock.history_max_rows = {int(keep)}")

@@ -83,7 +83,12 @@ RESET ROLE;
 
 -- Retention by count: the oldest go, as a prefix of positions; reading
 -- from before the kept ones is LE002, from the last pruned one is fine.
-SET leaderlock.history_max_rows = 3;
+-- The retention is the administrator's: set for the database (the
+-- compiled edition reads it at connect, the portable edition at each call
+-- and never a session's SET: portable/README.md, difference 5), then a new
+-- connection.
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.history_max_rows = 3', pg_catalog.current_database()); END $$;
+\c
 SELECT le_expire_lapsed() >= 0 AS pruned;
 SELECT count(*) AS kept FROM leaderlock_history;
 SELECT pruned_through - :p0 AS pruned_through FROM leaderlock_history_head;
@@ -108,8 +113,9 @@ SELECT le_expire_lapsed() >= 0 AS numbered;
 SELECT "position" - :p0 AS pos, event, key FROM le_history(le_history_position() - 1);
 -- Retention by age: everything older than a second goes.
 SELECT pg_sleep(1.1);
-SET leaderlock.history_retention = 1;
-RESET leaderlock.history_max_rows;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.history_retention = 1', pg_catalog.current_database()); END $$;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.history_max_rows', pg_catalog.current_database()); END $$;
+\c
 SELECT le_expire_lapsed() >= 0 AS pruned;
 -- (a lease of an earlier file may lapse meanwhile: only the old are checked)
 SELECT count(*) FILTER (WHERE at < le_now() - interval '1 second') AS older_kept
@@ -117,7 +123,8 @@ SELECT count(*) FILTER (WHERE at < le_now() - interval '1 second') AS older_kept
 SELECT pruned_through - :p0 >= 11 AS pruned_past_all_above FROM leaderlock_history_head;
 SELECT count(*) AS readable_of_above
   FROM le_history((SELECT pruned_through FROM leaderlock_history_head)) WHERE key LIKE 'h-%';
-RESET leaderlock.history_retention;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.history_retention', pg_catalog.current_database()); END $$;
+\c
 
 -- The pruning runs at every numbering: it reads only the rows that go, not
 -- the oldest ten thousand each time (20,000 kept rows, none due: a few

@@ -94,17 +94,21 @@ SELECT job, term FROM leaderlock_jobs WHERE job = 'hourly';
 -- run still going on keeps its row, and its runner renews and finishes it.
 -- A run pruned is never claimed again, whatever the retention later; one
 -- due before the retention is refused, nothing written. The terms stay.
+-- The retention is the administrator's: set for the database, then a new
+-- connection (see history.sql).
 SET ROLE ll_runs_a;
 SELECT le_claim_run('kept', :'due', 'r1', '1 hour') AS old_live;
 SELECT le_claim_run('kept', (:'due'::timestamptz + interval '1 second'), 'r1', '1 hour') AS old_finished;
 SELECT le_finish_run('kept', (:'due'::timestamptz + interval '1 second'), 'r1', 2, true) AS finished;
 RESET ROLE;
-SET leaderlock.run_retention = '10s';
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.run_retention = ''10s''', pg_catalog.current_database()); END $$;
+\c
 SET ROLE ll_runs_a;
 SELECT le_claim_run('kept', date_trunc('second', le_now()), 'r1', '1 hour') AS new_run;
 SELECT le_claim_run('kept-too-old', :'due', 'r1', '1 hour') AS too_old;
 RESET ROLE;
-RESET leaderlock.run_retention;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.run_retention', pg_catalog.current_database()); END $$;
+\c
 SELECT due - :'due'::timestamptz > interval '20 seconds' AS new, term, outcome
   FROM leaderlock_runs WHERE job = 'kept' ORDER BY due;
 SELECT job, term, pruned_before IS NOT NULL AS pruned FROM leaderlock_jobs WHERE job LIKE 'kept%' ORDER BY job;

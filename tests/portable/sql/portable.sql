@@ -293,6 +293,33 @@ SELECT le_acquire('p-big', 'a', '1 hour', '1 second');
 \echo :LAST_ERROR_SQLSTATE
 RESET leaderlock.max_wait;
 SELECT count(*) AS big_rows FROM leaderlock WHERE key = 'p-big';
+-- Audit of 0.5.0, A: the retention settings are the administrator's, the
+-- database's (ALTER DATABASE ... SET), read at each call; a session's SET
+-- is ignored (tests/portable/security.sh: another role's rows kept). A bad
+-- value of the database's is refused as the session's was: le_claim_run
+-- raises 22023; le_expire_lapsed's numbering warns and the call goes on.
+SET leaderlock.run_retention = 'soon';
+SET leaderlock.history_max_rows = 'none';
+SELECT le_claim_run('p-ret', le_now() - interval '1 second', 'a', '1 minute') > 0 AS session_value_ignored;
+SELECT le_expire_lapsed() >= 0 AS session_value_ignored;
+RESET leaderlock.run_retention;
+RESET leaderlock.history_max_rows;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.run_retention = ''soon''', current_database()); END $$;
+SELECT le_claim_run('p-ret', le_now() - interval '1 second', 'b', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.run_retention = 0', current_database()); END $$;
+SELECT le_claim_run('p-ret', le_now() - interval '1 second', 'b', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.run_retention', current_database()); END $$;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.history_max_rows = 0', current_database()); END $$;
+SELECT le_expire_lapsed() >= 0 AS goes_on;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.history_max_rows', current_database()); END $$;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.history_retention = ''1 week''', current_database()); END $$;
+SELECT le_expire_lapsed() >= 0 AS goes_on;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.history_retention', current_database()); END $$;
+SELECT count(*) AS waiting FROM leaderlock_history_pending WHERE key = 'p-ret';
+DELETE FROM leaderlock_runs WHERE job = 'p-ret';
+DELETE FROM leaderlock_jobs WHERE job = 'p-ret';
 -- N7: a day part too large to turn into hours (net 1 hour here), and an
 -- infinite interval (PostgreSQL 17+), get 22023 with a message that says so.
 SELECT le_try_acquire('p-big', 'a', '100000000 days -2399999999 hours');
