@@ -319,9 +319,11 @@ ALTER FUNCTION le_holders(text) SET enable_seqscan = off;
 CREATE TABLE leaderlock_jobs (
     job  text PRIMARY KEY,
     term bigint NOT NULL DEFAULT 0,
-    pruned_before timestamptz
+    pruned_before timestamptz,
+    owner oid
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_jobs', '');
+CREATE INDEX leaderlock_jobs_owner_idx ON leaderlock_jobs (owner) WHERE owner IS NOT NULL;
 CREATE TABLE leaderlock_runs (
     job         text NOT NULL,
     due         timestamptz NOT NULL,
@@ -339,6 +341,7 @@ CREATE TABLE leaderlock_runs (
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
 CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
+CREATE INDEX leaderlock_runs_due_idx ON leaderlock_runs (due);
 REVOKE ALL ON leaderlock_jobs FROM PUBLIC;
 GRANT SELECT ON leaderlock_jobs TO PUBLIC;
 REVOKE ALL ON leaderlock_runs FROM PUBLIC;

@@ -659,7 +659,10 @@ fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     if unsafe { pg_sys::RecoveryInProgress() } {
         return 0;
     }
-    i32::try_from(expiry::expire_all_lapsed()).unwrap_or(i32::MAX)
+    let vacated = expiry::expire_all_lapsed();
+    // No worker prunes runs here either (contract 22).
+    runs::prune_expired_or_warn(clock::now());
+    i32::try_from(vacated).unwrap_or(i32::MAX)
 }
 
 // le_assert_leader is a plain V1 C function (le_assert_leader_c below):

@@ -886,8 +886,48 @@ statements! {
 
     /// Contract 22: a job's row, made by its first claim; may wait only for a
     /// concurrent first claim (bounded by `tenure::insert_first`). `$1` job.
-    INSERT_JOB = "INSERT INTO @extschema@.leaderlock_jobs (job, term) VALUES ($1, 0) \
+    INSERT_JOB = "INSERT INTO @extschema@.leaderlock_jobs (job, term, owner) \
+         SELECT $1, coalesce((SELECT f.term FROM @extschema@.leaderlock_jobs f WHERE f.job = ''), 0), \
+                $2::oid \
          ON CONFLICT (job) DO NOTHING RETURNING term";
+
+    /// How many jobs role `$1` made that are still kept (contract 22's
+    /// bound per role).
+    JOBS_MADE_BY = "SELECT pg_catalog.count(*) FROM @extschema@.leaderlock_jobs WHERE owner = $1::oid";
+
+    /// Retention, for every job: up to `$3` runs due before `$1` that are
+    /// finished or have no live claim at `$2`, never waiting; their jobs,
+    /// with no run due before `$1` claimed again from now on.
+    PRUNE_EXPIRED_RUNS = concat!(
+        "WITH gone AS ( \
+           DELETE FROM @extschema@.leaderlock_runs r \
+            WHERE (r.job, r.due) IN (SELECT job, due FROM @extschema@.leaderlock_runs \
+                                     WHERE due < $1 AND (finished_at IS NOT NULL OR ",
+        not_live!("$2"),
+        ") ORDER BY due LIMIT $3 FOR UPDATE SKIP LOCKED) \
+           RETURNING r.job) \
+         UPDATE @extschema@.leaderlock_jobs j SET pruned_before = GREATEST(j.pruned_before, $1) \
+          WHERE j.job IN (SELECT DISTINCT g.job FROM gone g) \
+         RETURNING j.job, (SELECT pg_catalog.count(*) FROM gone)"
+    );
+
+    /// Of jobs `$1` (whose runs a prune just deleted), those with no run
+    /// left go, never waiting (a claim in progress keeps its job); the row
+    /// of job '' keeps the highest term they had, which a job made again
+    /// starts from. How many went.
+    FORGET_JOBS = "WITH gone AS ( \
+           DELETE FROM @extschema@.leaderlock_jobs j \
+            WHERE j.job IN (SELECT k.job FROM @extschema@.leaderlock_jobs k \
+                             WHERE k.job = ANY($1::text[]) AND k.job <> '' \
+                               AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r \
+                                                WHERE r.job = k.job) \
+                             FOR UPDATE SKIP LOCKED) \
+           RETURNING j.term), \
+         floor AS ( \
+           INSERT INTO @extschema@.leaderlock_jobs (job, term) \
+           SELECT '', pg_catalog.max(g.term) FROM gone g HAVING pg_catalog.count(*) > 0 \
+           ON CONFLICT (job) DO UPDATE SET term = GREATEST(leaderlock_jobs.term, excluded.term)) \
+         SELECT pg_catalog.count(*) FROM gone";
 
     /// Whether job `$1`'s row exists (a snapshot read: a claim inserts it only
     /// when it does not, since an insert that meets a row another

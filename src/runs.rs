@@ -18,6 +18,7 @@ use crate::queries;
 use crate::settings;
 use crate::tenure;
 use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 /// What a claim did under the job's lock.
@@ -42,7 +43,9 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>) -> Opt
         return None; // (held claims outlast a failover first, 8.2)
     }
     if !plans::run(queries::JOB_EXISTS, &[job.into()], |t| !t.is_empty()) {
-        tenure::insert_first(queries::INSERT_JOB, &[job.into()], now, Some(now));
+        may_make_a_job();
+        let args = [job.into(), call::caller().into()];
+        tenure::insert_first(queries::INSERT_JOB, &args, now, Some(now));
     }
     let floor = failover::term_floor();
     let late = grace.is_some_and(|g| now > due.saturating_add(g));
@@ -130,6 +133,95 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>) -> Opt
             RunEvent::Missed.send(job, due, now);
             None
         }
+    }
+}
+
+/// Contract 22's bound per role: a role that is not a superuser makes at
+/// most `leaderlock.max_jobs_per_role` jobs still kept (53400 beyond,
+/// before anything is written), so that no role fills the database with
+/// job names.
+fn may_make_a_job() {
+    let caller = call::caller();
+    if unsafe { pg_sys::superuser_arg(caller) } {
+        return;
+    }
+    let limit = i64::from(settings::MAX_JOBS_PER_ROLE.get());
+    let made = plans::run(queries::JOBS_MADE_BY, &[caller.into()], |t| {
+        t.first().get_one::<i64>().ok().flatten().unwrap_or(0)
+    });
+    if made >= limit {
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            format!(
+                "leaderlock: this role has made leaderlock.max_jobs_per_role ({limit}) jobs; \
+                 no new job is made"
+            ),
+            "may_make_a_job",
+        )
+        .set_hint(
+            "A job is forgotten once its runs all passed leaderlock.run_retention; a \
+             superuser may raise the limit.",
+        )
+        .report(PgLogLevel::ERROR);
+    }
+}
+
+/// Contract 22's retention, for every job (the worker, or le_expire_lapsed
+/// where none serves): runs due before now - `leaderlock.run_retention`
+/// that are finished or not claimed live go, a batch at a time (at most
+/// `ROUNDS`), and then the jobs that have no run left (the row of job ''
+/// keeps their highest term). Never waits. How many runs went.
+pub fn prune_expired(now: i64) -> i64 {
+    const BATCH: i64 = 1_000;
+    const ROUNDS: usize = 10;
+    if !crate::schema_version::has_slots() {
+        return 0; // (scheduled runs came with 0.5.0's schema, as slots did)
+    }
+    let horizon = ts(now.saturating_sub(settings::run_retention_micros()));
+    let mut deleted = 0;
+    for _ in 0..ROUNDS {
+        let (jobs, n) = plans::run(
+            queries::PRUNE_EXPIRED_RUNS,
+            &[horizon.into(), ts(now).into(), BATCH.into()],
+            |t| {
+                let mut n = 0;
+                let jobs: Vec<String> = t
+                    .into_iter()
+                    .map(|row| {
+                        n = row.get::<i64>(2).ok().flatten().unwrap_or(0);
+                        row.get::<String>(1).ok().flatten().unwrap_or_default()
+                    })
+                    .collect();
+                (jobs, n)
+            },
+        );
+        if !jobs.is_empty() {
+            plans::run(queries::FORGET_JOBS, &[jobs.into()], |_| ());
+        }
+        deleted += n;
+        if n < BATCH {
+            break;
+        }
+    }
+    deleted
+}
+
+/// `prune_expired` in a subtransaction, for le_expire_lapsed: a failure is
+/// rolled back alone and told as a WARNING, never undoing the call's
+/// expiries.
+pub fn prune_expired_or_warn(now: i64) {
+    if let Err((code, message)) = plans::caught(|| prune_expired(now)) {
+        ErrorReport::new(
+            code,
+            format!("leaderlock: the runs' retention did not run: {message}"),
+            "prune_expired_or_warn",
+        )
+        .set_detail(format!(
+            "The expiries of this call are kept; it is tried again at the next call \
+             (SQLSTATE {}).",
+            plans::sqlstate(code)
+        ))
+        .report(PgLogLevel::WARNING);
     }
 }
 

@@ -50,6 +50,11 @@ pub static MAX_WORKERS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(2);
 /// `candidates::CAPACITY` for the whole server).
 pub static MAX_CANDIDATES_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(64);
 
+/// Jobs of scheduled runs one role that is not a superuser may have made
+/// and not yet forgotten (contract 22: a job goes once its runs all passed
+/// the retention).
+pub static MAX_JOBS_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(1_000);
+
 pub fn init() {
     // A setting read only at server start can be defined only then:
     // PostgreSQL refuses it from a library loaded later (XX000).
@@ -108,10 +113,22 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
+        c"leaderlock.max_jobs_per_role",
+        c"Jobs of scheduled runs one role may have made at once.",
+        c"A claim that would make another job for a role that is not a superuser is refused \
+          (53400). A job is forgotten once its runs all passed leaderlock.run_retention.",
+        &MAX_JOBS_PER_ROLE,
+        1,
+        1_000_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"leaderlock.run_retention",
         c"How long scheduled runs are kept after their due instant.",
-        c"A claim of a job's new run deletes that job's runs due longer ago than this \
-          (leaderlock_runs); the job's terms are kept.",
+        c"The worker (or le_expire_lapsed where no worker serves) deletes runs due longer ago \
+          than this that are finished or not claimed live (leaderlock_runs), and then the \
+          jobs that have no run left; no term is issued twice.",
         &RUN_RETENTION,
         1,
         i32::MAX,

@@ -18,6 +18,7 @@ use crate::expiry;
 use crate::failover;
 use crate::history;
 use crate::plans;
+use crate::runs;
 use crate::sessions::{self, Session};
 use crate::settings;
 use crate::worker_wakeup;
@@ -64,7 +65,12 @@ struct State {
     /// last logged.
     numbering_failures: u64,
     failure_logged_at: i64,
+    /// When the runs' retention last ran.
+    last_runs_pruned: i64,
 }
+
+/// The runs' retention runs at most this often.
+const RUNS_PRUNE_MS: i64 = 1_000;
 
 /// A numbering that keeps failing is logged at most this often.
 const FAILURE_LOG_MS: i64 = 60_000;
@@ -288,6 +294,16 @@ fn number_history(state: &mut State) -> Option<bool> {
         // table changed behind the extension) is rolled back alone, logged,
         // and tried again at the next round: it never takes the worker,
         // and so the expiries, down with it.
+        // The runs' retention, at most once a second (contract 22).
+        if now - state.last_runs_pruned >= RUNS_PRUNE_MS * 1000 {
+            state.last_runs_pruned = now;
+            if let Err((code, message)) = plans::caught(|| runs::prune_expired(now)) {
+                warning!(
+                    "leaderlock worker: the runs' retention did not run: {message} (SQLSTATE {})",
+                    plans::sqlstate(code)
+                );
+            }
+        }
         match plans::caught(|| history::number_and_prune(now)) {
             Ok(more) => {
                 state.numbering_failures = 0;

@@ -207,15 +207,21 @@ SELECT l.key, l.tenures,
 
 -- Contract 22: scheduled runs. A job's terms come from one sequence for
 -- all its runs, so a later run's claim fences off an earlier run's
--- runner; its row is never deleted, so its terms outlive the runs'
--- retention (and, as the table's, a dump and restore).
+-- runner. Its row goes once its runs all passed the retention, and the
+-- row of job '' (a name no claim can use; made by the first such
+-- deletion, so that a dump's copy of it restores) keeps the highest term
+-- such a row had: a job made again starts above it, so no term is issued
+-- twice (and, as the table's, the rows outlive a dump and restore).
 CREATE TABLE leaderlock_jobs (
     job  text PRIMARY KEY,
     term bigint NOT NULL DEFAULT 0,   -- the job's last term issued
-    pruned_before timestamptz         -- its runs due before it were deleted (retention):
+    pruned_before timestamptz,        -- its runs due before it were deleted (retention):
                                       -- they are never claimed again
+    owner oid                         -- the role whose claim made it (leaderlock.max_jobs_per_role)
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_jobs', '');
+-- The jobs a role made (counted when it makes another).
+CREATE INDEX leaderlock_jobs_owner_idx ON leaderlock_jobs (owner) WHERE owner IS NOT NULL;
 
 -- One row per run (job, due instant), made by its first claim, deleted
 -- once its due instant is older than leaderlock.run_retention.
@@ -238,6 +244,8 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
 -- Runs not finished yet: what a promotion extends (failover.rs) and what
 -- "running" lists. Renewals change no column of it: HOT.
 CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
+-- The runs the retention deletes, whatever their job.
+CREATE INDEX leaderlock_runs_due_idx ON leaderlock_runs (due);
 
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (

@@ -485,6 +485,58 @@ class SecurityTest(unittest.TestCase):
         one(su, "DROP EXTENSION leaderlock")
         self.assertIsNone(one(su, "SELECT oid FROM pg_extension WHERE extname = 'leaderlock'"))
 
+    def test_runs_and_jobs_do_not_grow_without_bound(self):
+        """Contract 22: the retention reaches every job (the worker deletes
+        runs past leaderlock.run_retention that are finished or not claimed
+        live, then the jobs left without a run; the row of job '' keeps
+        their highest term, which a job made again starts above); a role
+        that is not a superuser makes at most leaderlock.max_jobs_per_role
+        jobs (53400 beyond, nothing written); a run still claimed live keeps
+        its row and its job."""
+        k = self.key
+        admin = self.admin
+        self.addCleanup(lambda: (one(admin, "ALTER SYSTEM RESET leaderlock.run_retention"),
+                                 one(admin, "ALTER SYSTEM RESET leaderlock.max_jobs_per_role"),
+                                 one(admin, "SELECT pg_reload_conf()")))
+        one(admin, "ALTER SYSTEM SET leaderlock.run_retention = 2")
+        one(admin, "SELECT pg_reload_conf()")
+        r = connect(user=RIVAL)
+        self.addCleanup(r.close)
+        self.assertTrue(wait_for(lambda: one(r, "SHOW leaderlock.run_retention") == "2s", timeout=5))
+        # 30 jobs of one run each, finished, due a second ago; and a run
+        # claimed live for an hour, due as long ago.
+        due = one(r, "SELECT le_now() - interval '1 second'")
+        terms = []
+        for i in range(30):
+            term = one(r, "SELECT le_claim_run(%s, %s, 'spam', '1 hour')", (f"{k}-{i}", due))
+            self.assertIsNotNone(term)
+            self.assertTrue(one(r, "SELECT le_finish_run(%s, %s, 'spam', %s, true)", (f"{k}-{i}", due, term)))
+            terms.append(term)
+        self.assertIsNotNone(one(r, "SELECT le_claim_run(%s, %s, 'busy', '1 hour')", (f"{k}-live", due)))
+        jobs = f"SELECT count(*) FROM leaderlock_jobs WHERE job LIKE '{k}-%%'"
+        runs = f"SELECT count(*) FROM leaderlock_runs WHERE job LIKE '{k}-%%'"
+        self.assertEqual((one(admin, jobs), one(admin, runs)), (31, 31))
+        self.assertTrue(wait_for(lambda: one(admin, runs) == 1, timeout=10), "the worker pruned no run")
+        self.assertTrue(wait_for(lambda: one(admin, jobs) == 1, timeout=5), "the jobs left without runs stay")
+        self.assertEqual(one(admin, "SELECT job FROM leaderlock_jobs WHERE job LIKE %s", (f"{k}-%",)), f"{k}-live")
+        floor = one(admin, "SELECT term FROM leaderlock_jobs WHERE job = ''")
+        self.assertGreaterEqual(floor, max(terms))
+        again = one(r, "SELECT le_claim_run(%s, le_now(), 'spam', '1 hour')", (f"{k}-0",))
+        self.assertGreater(again, floor, "a job made again reissued a term")
+        # The bound per role: with 2 of its jobs kept, 3 allowed.
+        one(admin, "ALTER SYSTEM SET leaderlock.max_jobs_per_role = 3")
+        one(admin, "SELECT pg_reload_conf()")
+        self.assertTrue(wait_for(lambda: one(r, "SHOW leaderlock.max_jobs_per_role") == "3", timeout=5))
+        self.assertIsNotNone(one(r, "SELECT le_claim_run(%s, le_now(), 'spam', '1 hour')", (f"{k}-new1",)))
+        before = (one(admin, jobs), one(admin, runs))
+        self.assertEqual(sqlstate(r, "SELECT le_claim_run(%s, le_now(), 'spam', '1 hour')", (f"{k}-new2",)),
+                         "53400")
+        self.assertEqual((one(admin, jobs), one(admin, runs)), before)
+        # (its jobs' other runs are not refused; a superuser is not limited)
+        self.assertIsNotNone(one(r, "SELECT le_claim_run(%s, le_now() + interval '0 s', 'spam', '1 hour') "
+                                    "FROM pg_sleep(0.01)", (f"{k}-new1",)))
+        self.assertIsNotNone(one(admin, "SELECT le_claim_run(%s, le_now(), 'root', '1 hour')", (f"{k}-root",)))
+
     # --- code PostgreSQL runs as a table's owner ---
 
     def test_security_restricted_operations_never_act_for_the_session_s_user(self):
