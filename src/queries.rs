@@ -1467,6 +1467,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("SHARE_LOCK_SLOT", "", SHARE_LOCK_SLOT),
     ("VACATE_SLOT", "", VACATE_SLOT),
     ("SET_SLOT_VALUE", "", SET_SLOT_VALUE),
+    ("LIFT_DELAY", "", LIFT_DELAY),
     ("LOCK_LIVE_SLOTS", "", LOCK_LIVE_SLOTS),
     ("HOLDERS", "", HOLDERS),
     ("LOCK_LAPSED_SLOTS", "", LOCK_LAPSED_SLOTS),

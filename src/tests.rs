@@ -1186,6 +1186,7 @@ mod tests {
             ("SHARE_LOCK_SLOT", "'s2', 1, 10"),
             ("VACATE_SLOT", "'s2', 1, now()"),
             ("SET_SLOT_VALUE", "'s2', 1, NULL"),
+            ("LIFT_DELAY", "'k2', now()"),
             ("LOCK_LIVE_SLOTS", "'s2'"),
             ("HOLDERS", "'s2', now()"),
             ("LOCK_LAPSED_SLOTS", "now() + interval '1 hour', 1000"),
