@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""Fails when the extension's modules (src/*.rs) import each other in a
-circle: every module should use only modules below it. Prints each
-module's imports with --list. Run by scripts/test.sh."""
+"""Fails when the modules of the extension (src/*.rs) or of a crate
+(crates/*/src/*.rs) import each other in a circle: every module should
+use only modules below it. Prints each module's imports with --list. Run
+by scripts/test.sh."""
 import os
 import re
 import sys
 
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SOURCES = [os.path.join(REPO, "src")] + sorted(
+    os.path.join(REPO, "crates", c, "src") for c in os.listdir(os.path.join(REPO, "crates")))
 
 
-def imports():
-    mods = {f[:-3] for f in os.listdir(SRC) if f.endswith(".rs")} - {"lib"}
+def imports(src):
+    mods = {f[:-3] for f in os.listdir(src) if f.endswith(".rs")} - {"lib", "main"}
     deps = {}
     for m in mods:
-        with open(os.path.join(SRC, m + ".rs"), encoding="utf-8") as f:
+        with open(os.path.join(src, m + ".rs"), encoding="utf-8") as f:
             text = f.read()
         used = set(re.findall(r"crate::(\w+)", text))
         for group in re.findall(r"use crate::\{([^}]*)\}", text, re.S):
@@ -54,14 +57,17 @@ def circles(deps):
 
 
 def main():
-    deps = imports()
-    if "--list" in sys.argv:
-        for m in sorted(deps):
-            print(f"{m}: {' '.join(deps[m])}")
-    found = circles(deps)
-    for c in found:
-        print("import circle among src/" + ".rs, src/".join(c) + ".rs", file=sys.stderr)
-    sys.exit(1 if found else 0)
+    failed = False
+    for src in SOURCES:
+        where = os.path.relpath(src, REPO) + "/"
+        deps = imports(src)
+        if "--list" in sys.argv:
+            for m in sorted(deps):
+                print(f"{where}{m}: {' '.join(deps[m])}")
+        for c in circles(deps):
+            print(f"import circle among {where}" + f".rs, {where}".join(c) + ".rs", file=sys.stderr)
+            failed = True
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,10 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The SQLSTATE of a history position the retention no longer keeps
+/// (contract 23).
+pub const PRUNED: &str = "LE002";
+
 /// True when retrying cannot help: bad input, no extension, no privilege,
 /// a wrong password or no such database, a history position no longer
 /// kept (contract 23).
@@ -70,7 +74,7 @@ pub fn is_permanent(e: &tokio_postgres::Error) -> bool {
         SqlState::INVALID_CATALOG_NAME,
     ];
     e.code()
-        .is_some_and(|code| PERMANENT.contains(code) || code.code() == crate::history::PRUNED)
+        .is_some_and(|code| PERMANENT.contains(code) || code.code() == PRUNED)
 }
 
 /// The DETAIL both editions give when a key with live holders is asked

@@ -28,8 +28,7 @@ use crate::db::Db;
 use crate::error::Error;
 use crate::sql;
 
-/// The SQLSTATE of a position the retention no longer keeps.
-pub const PRUNED: &str = "LE002";
+pub use crate::error::PRUNED;
 
 /// Rows read per call.
 const PAGE: i32 = 1000;
