@@ -1,4 +1,4 @@
-// The statements of the library, read from src/index.ts with the
+// The statements of the library, read from every module of src/ with the
 // TypeScript compiler's parser (a devDependency), and the check that none
 // depends on the session's search_path (SECURITY.md): every function of
 // PostgreSQL's written pg_catalog.name(...), every operator
@@ -6,25 +6,36 @@
 // pg_catalog.type, every object of leaderlock @extschema@.name. Used by
 // statements.test.mjs (no server) and by the tour (tour.mjs), which says
 // which constants it did not reach.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
 const require = createRequire(import.meta.url);
-const SOURCE = fileURLToPath(new URL("../src/index.ts", import.meta.url));
+const SRC = fileURLToPath(new URL("../src/", import.meta.url));
+
+/** Every module of the library: file name -> source. */
+function sources() {
+  return new Map(readdirSync(SRC).filter((f) => f.endsWith(".ts")).sort().map((f) => [f, readFileSync(SRC + f, "utf8")]));
+}
 
 /** What a statement starts with (a string literal of the library that is SQL). */
 const SQL_START = /^\s*(SELECT|WITH|LISTEN|UNLISTEN|BEGIN|COMMIT|ROLLBACK|SET|SHOW|INSERT|UPDATE|DELETE)\b/;
 
 /**
- * Every SQL text of the library: { name, text, line }, `name` the constant
- * it is (null for one written inline, as in bounded(c, by, "BEGIN")). A
- * constant is a string literal, or literals joined by `+`; a template
- * literal's substitutions read as `x`.
+ * Every SQL text of the library: { name, text, file, line }, `name` the
+ * constant it is (null for one written inline, as in bounded(c, by,
+ * "BEGIN")). A constant is a string literal, or literals joined by `+`; a
+ * template literal's substitutions read as `x`. `source`: a text to read
+ * instead of the modules.
  */
-export function statements(source = readFileSync(SOURCE, "utf8")) {
+export function statements(source) {
+  const modules = source === undefined ? sources() : new Map([["source.ts", source]]);
+  return [...modules].flatMap(([name, text]) => statementsOf(name, text));
+}
+
+function statementsOf(fileName, source) {
   const ts = require("typescript");
-  const file = ts.createSourceFile("index.ts", source, ts.ScriptTarget.ES2022, true);
+  const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, true);
   const found = [];
   const textOf = (node) => {
     if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return node.text;
@@ -42,7 +53,7 @@ export function statements(source = readFileSync(SOURCE, "utf8")) {
     if (text !== null && (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) ||
                           ts.isTemplateExpression(node) || ts.isBinaryExpression(node))) {
       if (SQL_START.test(text)) {
-        found.push({ name, text, line: file.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
+        found.push({ name, text, file: fileName, line: file.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
       }
       return; // its parts are not statements of their own
     }
@@ -55,9 +66,14 @@ export function statements(source = readFileSync(SOURCE, "utf8")) {
   return found;
 }
 
-/** The named statements of the library: name -> text. */
+/** The named statements of the library: name -> text (a name given two texts, in two modules, is an error). */
 export function constants(source) {
-  return new Map(statements(source).filter((s) => s.name).map((s) => [s.name, s.text]));
+  const named = new Map();
+  for (const s of statements(source).filter((s) => s.name)) {
+    if (named.has(s.name) && named.get(s.name) !== s.text) throw new Error(`two statements named ${s.name} (${s.file}:${s.line})`);
+    named.set(s.name, s.text);
+  }
+  return named;
 }
 
 // `name(` that is grammar, not a function looked up on the path.

@@ -11,7 +11,7 @@
 // names leaderlock's schema (the portable edition installed by its script,
 // next to a look-alike). Every statement sent is recorded (pg.Client's
 // query, which the library calls): at the end the tour names the statement
-// constants of src/index.ts it did not reach, and why, and fails on any it
+// constants of src/ it did not reach, and why, and fails on any it
 // should have reached. Its own statements (a second connection: locks,
 // rivals, checks) are written as the library's must be: qualified.
 import pg from "pg";

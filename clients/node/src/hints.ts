@@ -1,0 +1,79 @@
+// Notifications as hints: whether they reach this session at all (probe;
+// not behind transaction pooling), and the wait for one that says a key is
+// free, at a bounded rate (a campaign's wait between tries).
+import { randomBytes } from "node:crypto";
+import type PG from "pg";
+import { bounded } from "./connect.js";
+import { later, now } from "./options.js";
+import { NOTIFY_PROBE } from "./statements.js";
+
+/**
+ * Notifications are hints, and any role may send them (docs/clients.md): a
+ * hint brings the next try forward, but never to less than HINT_FLOOR ms
+ * after the start of the previous one; hints that arrive meanwhile make
+ * that one try, and the first hint after a quiet period is acted on at
+ * once. The same rule, and the same name, in every leaderlock client.
+ */
+const HINT_FLOOR = 10;
+
+/** Whether a notification this session sends itself comes back (not behind transaction pooling). */
+export async function probe(c: PG.Client, until: number): Promise<boolean> {
+  const token = randomBytes(8).toString("hex");
+  let heard: (n: PG.Notification) => void = () => {};
+  const back = new Promise<boolean>((resolve) => {
+    const timer = later(() => resolve(false), 200);
+    heard = (n) => { if (n.channel === "leaderlock_probe" && n.payload === token) { clearTimeout(timer); resolve(true); } };
+    c.on("notification", heard);
+  });
+  try {
+    await bounded(c, until, "LISTEN leaderlock_probe");
+    await bounded(c, until, NOTIFY_PROBE, [token]);
+    return await back;
+  } finally {
+    c.off("notification", heard);
+  }
+}
+
+export function frees(payload: string | undefined, key: string): boolean {
+  try {
+    const a = JSON.parse(payload ?? "");
+    return a?.key === key && (a.event === "released" || a.event === "expired");
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Until a notification says `key` is free (a hint only; never sooner than
+ * HINT_FLOOR after `lastTry`, the start of the last try: hints heard
+ * meanwhile make one try), `ms` pass, the connection ends, or `stop` aborts.
+ * `heardAt`: when the campaign last heard such a hint; one heard since
+ * `lastTry` began (while that try was in flight, when no wait listened)
+ * counts too, or a release announced during a try would wait for the poll.
+ */
+export function hint(c: PG.Client, key: string, ms: number, lastTry: number, stop?: AbortSignal,
+              heardAt = -Infinity): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      c.off("notification", heard);
+      c.off("end", done);
+      stop?.removeEventListener("abort", done);
+      resolve();
+    };
+    let until = now() + Math.max(ms, 0);
+    const heard = (n: PG.Notification) => {
+      if (!frees(n.payload, key)) return;
+      const due = Math.max(now(), lastTry + HINT_FLOOR);
+      if (due >= until) return; // a try is due by then anyway
+      until = due;
+      clearTimeout(timer);
+      timer = later(done, due - now());
+    };
+    if (heardAt >= lastTry) until = Math.min(until, Math.max(now(), lastTry + HINT_FLOOR));
+    let timer = later(done, until - now());
+    c.on("notification", heard);
+    c.on("end", done); // dropped: the next call fails and the candidate reconnects
+    stop?.addEventListener("abort", done);
+  });
+}
