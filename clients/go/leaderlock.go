@@ -367,7 +367,7 @@ func (e *Elector) observe(holder string) {
 func (e *Elector) Run(ctx context.Context) error {
 	bo := &backoff{e: e}
 	for ctx.Err() == nil {
-		conn, term, deadline, err := e.campaign(ctx, bo)
+		conn, term, sent, err := e.campaign(ctx, bo)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -386,7 +386,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		return e.lead(ctx, conn, term, deadline)
+		return e.lead(ctx, conn, term, sent)
 	}
 	return nil
 }
@@ -479,8 +479,8 @@ func slotsDiffer(err error) bool {
 }
 
 // campaign connects and tries until it leads (it returns the connection,
-// the term and the local deadline) or fails; a failure for good is an
-// *Error.
+// the term and the send time of the try that won: the tenure's start) or
+// fails; a failure for good is an *Error.
 func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, time.Time, error) {
 	conn, err := e.connect(ctx)
 	if err != nil {
@@ -577,7 +577,7 @@ func (e *Elector) campaign(ctx context.Context, bo *backoff) (*pgx.Conn, int64, 
 				if err != nil {
 					return fail(err)
 				}
-				return conn, term, start.Add(e.ttl - e.margin), nil
+				return conn, term, start, nil
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return fail(err)
@@ -674,177 +674,54 @@ func (e *Elector) waitForHint(ctx context.Context, conn *pgx.Conn, d time.Durati
 	return nil
 }
 
-// renewal renews a tenure every ttl/3, on a new connection after a
-// failure, each call bounded by ttl/3 and by the local deadline. A lease
-// (lead) and a scheduled run (loop.runOne) share its step so that their
-// timing and their handling of failures cannot drift apart; the statement,
-// the connection, the log lines and what a refused renewal means stay the
-// caller's.
-type renewal struct {
-	e              *Elector
-	t              *tenure
-	ctx            context.Context // the tenure's: calls end with it
-	conn           **pgx.Conn      // the caller's connection (nil: reconnect first)
-	wait, watchdog *time.Timer     // the next renewal; the local deadline's
-	// the renewal, its call bounded by by; the logs of a failed
-	// reconnection and of a failed renewal (while the tenure lasts)
-	renew                 func(c *pgx.Conn, by time.Time) (bool, error)
-	cannotConnect, failed func(err error, left time.Duration)
-	failure               error     // a refusal for good: it ended the tenure
-	start, by, deadline   time.Time // the last step's start, call bound, and deadline then
-}
-
-// newRenewal is the renewal step of a tenure (a lease's, a session's): renew
-// makes one call, and logf tells of a failed reconnection or renewal.
-func newRenewal(e *Elector, t *tenure, ctx context.Context, conn **pgx.Conn, wait, watchdog *time.Timer,
-	logf func(string, ...any), renew func(c *pgx.Conn, by time.Time) (bool, error)) *renewal {
-	return &renewal{e: e, t: t, ctx: ctx, conn: conn, wait: wait, watchdog: watchdog, renew: renew,
-		cannotConnect: func(err error, left time.Duration) {
-			logf("cannot reconnect to renew (%v); %v to the local deadline", err, left)
-		},
-		failed: func(err error, left time.Duration) {
-			logf("renewal failed (%v); retrying on a new connection, %v to the local deadline", err, left)
-		}}
-}
-
-// step renews once, reconnecting first if need be: a success moves the
-// deadline and the watchdog and renews again ttl/3 after the start, a
-// failure drops the connection and retries after retryEvery, a refusal
-// for good ends the tenure (StopFailed). True when the server refused the
-// renewal (answered false): the caller decides what that means.
-func (r *renewal) step() bool {
-	e, t := r.e, r.t
-	r.start = time.Now()
-	_, _, r.deadline = t.state()
-	if *r.conn == nil {
-		c, err := e.connect(r.ctx)
-		if err == nil {
-			*r.conn = c
-		} else if err = classify(nil, err); permanent(err) {
-			r.fail(err)
-			return false
-		} else {
-			r.cannotConnect(err, r.left())
-			r.retry()
-			return false
-		}
-	}
-	// one call may take ttl/3 at most (then reconnect and retry), never
-	// past the deadline; the watchdog does not wait for it either way
-	r.by = r.start.Add(e.callTimeout())
-	if r.by.After(r.deadline) {
-		r.by = r.deadline
-	}
-	ok, err := r.renew(*r.conn, r.by)
-	switch {
-	case err != nil:
-		if err = classify(*r.conn, err); permanent(err) {
-			r.fail(err)
-			return false
-		}
-		if t.check() == nil {
-			r.failed(err, r.left())
-		}
-		r.drop()
-		r.retry()
-	case ok:
-		if d, extended := t.extend(r.start, e.ttl-e.margin); extended {
-			r.watchdog.Reset(time.Until(d))
-			r.wait.Reset(time.Until(r.start.Add(e.ttl / 3)))
-		} // else the deadline passed meanwhile: the loss stands
-	default:
-		return true
-	}
-	return false
-}
-
-// fail ends the tenure with a refusal for good.
-func (r *renewal) fail(err error) {
-	r.failure = err
-	r.t.end(StopFailed, err)
-}
-
-// retry renews again retryEvery after the step's start.
-func (r *renewal) retry() { r.wait.Reset(time.Until(r.start.Add(r.e.retryEvery()))) }
-
-// drop closes the connection: the next step makes a new one.
-func (r *renewal) drop() {
-	(*r.conn).Close(context.Background())
-	*r.conn = nil
-}
-
-// left is the time to the step's deadline, for logs.
-func (r *renewal) left() time.Duration { return time.Until(r.deadline).Round(time.Millisecond) }
-
-// lead holds the lease: renewals in this goroutine, OnStartedLeading in
-// its own, the local deadline read by its context's Err and Lease.Check on
-// every call and enforced by a timer that closes its Done.
-func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, deadline time.Time) error {
-	t := newTenure(ctx, deadline)
-	lctx := leaseContext{t}
+// lead holds the lease won by the acquire sent at sent: renewals in this
+// goroutine, OnStartedLeading in its own, the local deadline read by its
+// context's Err and Lease.Check on every call and enforced by a timer that
+// closes its Done (tenure.go).
+func (e *Elector) lead(ctx context.Context, conn *pgx.Conn, term int64, sent time.Time) error {
+	r := e.startTenure(ctx, sent)
+	t := r.t
 	e.observe(e.cfg.Identity)
 	e.logf("leading in term %d", term)
-	watchdog := time.AfterFunc(time.Until(deadline), t.expireIfDue)
-	go func() {
-		select {
-		case <-ctx.Done():
-			t.end(StopShutdown, ctx.Err())
-		case <-t.done:
-		}
-	}()
 	done := make(chan struct{})
 	if cb := e.cfg.Callbacks.OnStartedLeading; cb != nil {
 		go func() {
 			defer close(done)
-			cb(lctx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, t: t, ext: e.ext})
+			cb(r.ctx, Lease{Key: e.cfg.Key, Identity: e.cfg.Identity, Term: term, Value: e.cfg.Value, t: t, ext: e.ext})
 		}()
 	} else {
 		close(done)
 	}
 	secs := e.ttl.Seconds()
-	next := deadline.Add(e.margin - e.ttl + e.ttl/3)
-	wait := time.NewTimer(time.Until(next))
-	r := newRenewal(e, t, lctx, &conn, wait, watchdog, e.logf,
-		func(c *pgx.Conn, by time.Time) (bool, error) {
-			return callNamed(lctx, e, c, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
-		})
-	for {
-		select {
-		case <-t.done:
-		case <-wait.C:
-		}
-		if t.check() != nil {
-			break
-		}
-		if !r.step() {
-			continue
-		}
-		// refused: the lease is another's, or its row was locked
-		still, err := scanBool(lctx, e, conn, r.by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
-		if err != nil {
-			err = classify(conn, err)
-		}
-		switch {
-		case permanent(err):
-			r.fail(err)
-		case err != nil: // unanswered: renew again on a new connection
-			if t.check() == nil {
-				e.logf("renewal refused, and whose lease it is unknown (%v); retrying on a new connection, %v to the local deadline",
-					err, r.left())
+	r.run(renewing{conn: &conn, logf: e.logf, renew: "renew", renewal: "renewal",
+		call: func(ctx context.Context, c *pgx.Conn, by time.Time) (bool, error) {
+			return callNamed(ctx, e, c, by, sqlRenew, e.cfg.Key, e.cfg.Identity, secs, term)
+		},
+		// the lease is another's, or its row was locked
+		refused: func() {
+			still, err := scanBool(r.ctx, e, conn, r.by, sqlStillOurs, e.cfg.Identity, term, e.cfg.Key)
+			if err != nil {
+				err = classify(conn, err)
 			}
-			r.drop()
-			r.retry()
-		case still:
-			// its row was locked (a guarded transaction, a failover's
-			// step): retry until the deadline
-			e.logf("renewal deferred: the lease's row is locked; retrying, %v to the local deadline", r.left())
-			r.retry()
-		default:
-			t.end(StopRefused, nil)
-		}
-	}
-	wait.Stop()
-	watchdog.Stop()
+			switch {
+			case permanent(err):
+				r.fail(err)
+			case err != nil: // unanswered: renew again on a new connection
+				if t.check() == nil {
+					e.logf("renewal refused, and whose lease it is unknown (%v); retrying on a new connection, %v to the local deadline",
+						err, r.left())
+				}
+				r.drop()
+				r.retry()
+			case still:
+				// its row was locked (a guarded transaction, a failover's
+				// step): retry until the deadline
+				e.logf("renewal deferred: the lease's row is locked; retrying, %v to the local deadline", r.left())
+				r.retry()
+			default:
+				t.end(StopRefused, nil)
+			}
+		}}, nil)
 	<-done
 	reason, cause, deadline := t.state()
 	released := false

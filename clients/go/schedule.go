@@ -582,52 +582,27 @@ func (l *loop) runOne(ctx context.Context, tn turn, fn RunFunc) error {
 		e.logf("shutting down: the run due %s (term %d) is not started; its claim lapses", due, tn.term)
 		return nil
 	}
-	deadline := tn.sent.Add(e.ttl - e.margin)
-	t := newTenure(ctx, deadline)
-	lctx := leaseContext{t}
+	r := e.startTenure(ctx, tn.sent)
+	t := r.t
 	run := &ScheduledRun{Job: s.cfg.Job, Identity: s.cfg.Identity, Due: tn.due, Term: tn.term, t: t}
 	e.logf("running the run due %s, term %d", due, tn.term)
-	watchdog := time.AfterFunc(time.Until(deadline), t.expireIfDue)
-	go func() {
-		select {
-		case <-ctx.Done():
-			t.end(StopShutdown, ctx.Err())
-		case <-t.done:
-		}
-	}()
-	result := make(chan error, 1)
-	go func() { result <- fn(lctx, run) }()
-	secs := e.ttl.Seconds()
-	wait := time.NewTimer(time.Until(tn.sent.Add(e.ttl / 3)))
-	r := &renewal{e: e, t: t, ctx: lctx, conn: &l.conn, wait: wait, watchdog: watchdog,
-		renew: func(c *pgx.Conn, by time.Time) (bool, error) {
-			return scanBool(lctx, e, c, by, sqlRenewRun, s.cfg.Job, tn.due, s.cfg.Identity, secs, tn.term)
-		},
-		cannotConnect: func(err error, left time.Duration) {
-			e.logf("cannot reconnect to renew the run due %s (%v); %v to the local deadline", due, err, left)
-		},
-		failed: func(err error, left time.Duration) {
-			e.logf("renewal of the run due %s failed (%v); retrying on a new connection, %v to the local deadline",
-				due, err, left)
-		}}
 	var fnErr error
-renewals:
-	for {
-		select {
-		case fnErr = <-result:
-			break renewals
-		case <-t.done: // lost, past the deadline, or shutdown: no renewal
-			fnErr = <-result
-			break renewals
-		case <-wait.C:
-		}
-		if t.check() == nil && r.step() {
+	returned := make(chan struct{})
+	go func() {
+		fnErr = fn(r.ctx, run)
+		close(returned)
+	}()
+	secs := e.ttl.Seconds()
+	// renewed until fn returns or the run is lost (refused, past the deadline, shut down)
+	r.run(renewing{conn: &l.conn, logf: e.logf, renew: "renew the run due " + due, renewal: "renewal of the run due " + due,
+		call: func(ctx context.Context, c *pgx.Conn, by time.Time) (bool, error) {
+			return scanBool(ctx, e, c, by, sqlRenewRun, s.cfg.Job, tn.due, s.cfg.Identity, secs, tn.term)
+		},
+		refused: func() {
 			e.logf("the claim of the run due %s (term %d) is lost: its renewal was refused", due, tn.term)
 			t.end(StopRefused, nil)
-		}
-	}
-	wait.Stop()
-	watchdog.Stop()
+		}}, returned)
+	<-returned
 	// Returning after the run was lost (stopped at its deadline, taken
 	// over, shut down) is no success: recorded failed, as by every client.
 	lostBefore := run.Check()

@@ -133,10 +133,10 @@ func OpenSession(ctx context.Context, dsn string, cfg SessionConfig) (*Session, 
 		conn.Close(context.Background())
 		return nil, err
 	}
-	deadline := start.Add(e.ttl - e.margin)
-	s := &Session{cfg: cfg, e: e, handle: handle, t: newTenure(context.Background(), deadline),
+	r := e.startTenure(context.Background(), start)
+	s := &Session{cfg: cfg, e: e, handle: handle, t: r.t,
 		stopped: make(chan struct{}), leases: map[string]*SessionLease{}, unanswered: map[string]int64{}}
-	go s.renew(conn, deadline)
+	go s.renew(r, conn)
 	return s, nil
 }
 
@@ -148,34 +148,18 @@ func (s *Session) logf(format string, args ...interface{}) {
 
 // renew is the session's one renewer: le_renew_session every ttl/3 on the
 // session's connection (a new one after a failure), until the session is
-// lost or closed. The renewal step is the leases'.
-func (s *Session) renew(conn *pgx.Conn, deadline time.Time) {
+// lost or closed. The renewal is every tenure's (tenure.go).
+func (s *Session) renew(r *renewal, conn *pgx.Conn) {
 	defer close(s.stopped)
-	e, t := s.e, s.t
-	lctx := leaseContext{t} // calls end when the session does
-	watchdog := time.AfterFunc(time.Until(deadline), t.expireIfDue)
-	wait := time.NewTimer(time.Until(deadline.Add(e.margin - e.ttl + e.ttl/3)))
+	e, t := s.e, r.t
 	secs := e.ttl.Seconds()
-	r := newRenewal(e, t, lctx, &conn, wait, watchdog, s.logf,
-		func(c *pgx.Conn, by time.Time) (bool, error) {
+	r.run(renewing{conn: &conn, logf: s.logf, renew: "renew", renewal: "renewal",
+		call: func(ctx context.Context, c *pgx.Conn, by time.Time) (bool, error) {
 			s.renewals.Add(1)
-			return scanBool(lctx, e, c, by, sqlRenewSession, s.handle, secs)
-		})
-	for {
-		select {
-		case <-t.done:
-		case <-wait.C:
-		}
-		if t.check() != nil {
-			break
-		}
-		if r.step() {
-			// not live on the server (closed, ended, lapsed): every key is gone
-			t.end(StopRefused, nil)
-		}
-	}
-	wait.Stop()
-	watchdog.Stop()
+			return scanBool(ctx, e, c, by, sqlRenewSession, s.handle, secs)
+		},
+		// not live on the server (closed, ended, lapsed): every key is gone
+		refused: func() { t.end(StopRefused, nil) }}, nil)
 	if conn != nil {
 		conn.Close(context.Background())
 	}
