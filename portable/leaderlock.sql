@@ -332,20 +332,29 @@ CREATE INDEX leaderlock_sessions_pid_idx ON @extschema@.leaderlock_sessions (ses
 -- column, with CHECK constraints as above. A job's terms come from its row
 -- in leaderlock_jobs, one sequence for all its runs (a later run's claim
 -- fences off an earlier run's runner), issued under that row's lock, which
--- only claims take (never waiting); the row is never deleted, so its terms
--- outlive the runs' retention.
+-- only claims take (never waiting). The row goes once its runs all passed
+-- the retention (le_expire_lapsed, _le_prune_runs), and the row of job ''
+-- (a name no claim can use; made by the first such deletion, so that a
+-- dump's copy of it restores: absent, it counts as 0) keeps the highest
+-- term such a row had: a job made again starts above it, so no term is
+-- issued twice. A role that is not a superuser makes at most
+-- leaderlock.max_jobs_per_role of the rows kept (owner).
 CREATE TABLE @extschema@.leaderlock_jobs (
     job  text PRIMARY KEY,
     term bigint NOT NULL DEFAULT 0,   -- the job's last term issued
     pruned_before timestamptz,        -- its runs due before it were deleted (retention):
                                       -- they are never claimed again
-    CONSTRAINT leaderlock_jobs_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
+    owner oid,                        -- the role whose claim made it (leaderlock.max_jobs_per_role)
+    CONSTRAINT leaderlock_jobs_job_check CHECK (octet_length(job) BETWEEN 1 AND 255
+        OR (job = '' AND pruned_before IS NULL AND owner IS NULL)),
     CONSTRAINT leaderlock_jobs_term_check CHECK (term >= 0::bigint)
 );
+-- The jobs a role made (counted when it makes another).
+CREATE INDEX leaderlock_jobs_owner_idx ON @extschema@.leaderlock_jobs (owner) WHERE owner IS NOT NULL;
 
--- One row per run (job, due instant), made by its first claim, deleted by
--- a claim of a new run of its job once its due instant is older than
--- leaderlock.run_retention.
+-- One row per run (job, due instant), made by its first claim, deleted
+-- once its due instant is older than leaderlock.run_retention (by a claim
+-- of a new run of its job, and by le_expire_lapsed for every job).
 CREATE TABLE @extschema@.leaderlock_runs (
     job         text NOT NULL,
     due         timestamptz NOT NULL, -- the run's due instant, on the lease clock (le_now)
@@ -372,6 +381,8 @@ CREATE TABLE @extschema@.leaderlock_runs (
 );
 -- Runs not finished yet. Renewals change no column of it: HOT.
 CREATE INDEX leaderlock_runs_unfinished_idx ON @extschema@.leaderlock_runs (job, due) WHERE finished_at IS NULL;
+-- The runs the retention deletes, whatever their job.
+CREATE INDEX leaderlock_runs_due_idx ON @extschema@.leaderlock_runs (due);
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -855,10 +866,11 @@ BEGIN
 END
 $fn$;
 
--- Contract 21: lock_delay of le_open_session: not NULL, 0 to
--- leaderlock.max_ttl, without a month or year part (an infinite interval,
--- PostgreSQL 17+, has one, as compiled). Returns it normalized (its day
--- part as hours, as a ttl).
+-- Contract 21: lock_delay of le_open_session: not NULL, 0 to 60 seconds
+-- (as Consul's: one role that walked away keeps a session's keys from
+-- everyone no longer) or leaderlock.max_ttl when lower, without a month or
+-- year part (an infinite interval, PostgreSQL 17+, has one, as compiled).
+-- Returns it normalized (its day part as hours, as a ttl).
 CREATE FUNCTION @extschema@._le_lock_delay(v interval) RETURNS interval
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -872,19 +884,20 @@ BEGIN
             MESSAGE = 'leaderlock: lock_delay must not be NULL',
             HINT = 'Give ''0'' for no lock-delay.';
     END IF;
-    max_us := @extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint);
+    max_us := LEAST(@extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint),
+                    60000000::numeric);
     bad := NOT isfinite(v);
     IF NOT bad THEN
         bad := extract(year FROM v) <> 0 OR extract(month FROM v) <> 0;
     END IF;
     IF NOT bad THEN
-        -- (above max_ttl also covers a day part _le_hours could not turn
-        -- into hours: max_ttl is at most 24855 days)
+        -- (above the bound also covers a day part _le_hours could not
+        -- turn into hours)
         bad := @extschema@._le_us(v) < 0::numeric OR @extschema@._le_us(v) > max_us;
     END IF;
     IF bad THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('leaderlock: lock_delay must be between 0 and leaderlock.max_ttl (%s) without a month or year part (got %s)',
+            MESSAGE = format('leaderlock: lock_delay must be between 0 and %s (and at most leaderlock.max_ttl) without a month or year part (got %s)',
                              @extschema@._le_seconds(max_us), v);
     END IF;
     RETURN @extschema@._le_hours(v);
@@ -1258,6 +1271,99 @@ BEGIN
            SET pruned_through = greatest(pruned_through, v_last), kept = greatest(kept - n, 0);
         EXIT WHEN n < 10000;
     END LOOP;
+END
+$fn$;
+
+-- Contract 22: the runs' retention, for every job (compiled: the worker,
+-- at most once a second, or le_expire_lapsed where no worker serves).
+-- Runs due before now - leaderlock.run_retention (the administrator's,
+-- _le_admin_setting) that are finished or have no live claim (a run still
+-- going on keeps its row) go, up to 1000 at a time and 10 times a call,
+-- with their jobs' pruned_before moved up to that horizon; then those jobs
+-- that have no run left go, and the row of job '' keeps the highest term
+-- they had (a job made again starts above it: no term is issued twice).
+-- Never waits on a claim: the runs and then their jobs are locked SKIP
+-- LOCKED (a claim in progress keeps its job and, until a later call, the
+-- job's runs); only two calls forgetting jobs at once take turns on the
+-- row of job ''. Called by le_expire_lapsed (as the owner), in a
+-- subtransaction of its own. Returns how many runs went.
+CREATE FUNCTION @extschema@._le_prune_runs() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz := clock_timestamp();
+    v_pro timestamptz := @extschema@._le_promoted_at();
+    v_horizon timestamptz;
+    v_jobs text[];
+    v_dues timestamptz[];
+    v_locked text[];
+    v_skipped text[] := '{}'::text[];
+    v_floor bigint;
+    n integer;
+    gone bigint;
+    deleted bigint := 0;
+BEGIN
+    v_horizon := t - make_interval(secs => (@extschema@._le_setting_us('leaderlock.run_retention'::text,
+        604800::bigint, 1::bigint, 2147483647::bigint) / 1000000::numeric)::float8);
+    FOR i IN 1 .. 10 LOOP
+        -- the runs (locked, never waiting; not those of a job a claim held
+        -- in an earlier round of this call)
+        SELECT array_agg(x.job), array_agg(x.due) INTO v_jobs, v_dues
+          FROM (SELECT r.job, r.due FROM @extschema@.leaderlock_runs r
+                 WHERE r.due < v_horizon AND r.job <> ALL (v_skipped)
+                   AND (r.finished_at IS NOT NULL OR r.holder IS NULL
+                        OR NOT coalesce(GREATEST(r.expires_at, v_pro + r.ttl) > t, false))
+                 ORDER BY r.due
+                 LIMIT 1000
+                   FOR UPDATE SKIP LOCKED) x;
+        n := coalesce(array_length(v_jobs, 1), 0);
+        EXIT WHEN n = 0;
+        -- their jobs, locked as a claim locks them, never waiting: those a
+        -- claim holds keep their runs until a later call
+        SELECT array_agg(y.job) INTO v_locked
+          FROM (SELECT j.job FROM @extschema@.leaderlock_jobs j
+                 WHERE j.job = ANY (v_jobs)
+                 ORDER BY j.job
+                   FOR UPDATE SKIP LOCKED) y;
+        v_locked := coalesce(v_locked, '{}'::text[]);
+        -- (a run whose job's row is gone has no claim to wait for)
+        DELETE FROM @extschema@.leaderlock_runs r
+         USING unnest(v_jobs, v_dues) AS u(job, due)
+         WHERE r.job = u.job AND r.due = u.due
+           AND (r.job = ANY (v_locked)
+                OR NOT EXISTS (SELECT FROM @extschema@.leaderlock_jobs j WHERE j.job = r.job));
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        deleted := deleted + gone;
+        v_skipped := v_skipped || ARRAY(SELECT DISTINCT u.job FROM unnest(v_jobs) AS u(job)
+                                         WHERE u.job <> ALL (v_locked)
+                                           AND EXISTS (SELECT FROM @extschema@.leaderlock_jobs j
+                                                        WHERE j.job = u.job));
+        -- no run due before the horizon is ever claimed again
+        UPDATE @extschema@.leaderlock_jobs j
+           SET pruned_before = GREATEST(j.pruned_before, v_horizon)
+         WHERE j.job = ANY (v_locked);
+        -- the jobs without a run left (this statement's snapshot sees every
+        -- run committed so far, and no claim adds one while the job is
+        -- locked), and their highest term kept by the row of job ''
+        WITH g AS (
+            DELETE FROM @extschema@.leaderlock_jobs j
+             WHERE j.job = ANY (v_locked) AND j.job <> ''
+               AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r WHERE r.job = j.job)
+            RETURNING j.term)
+        SELECT max(g.term) INTO v_floor FROM g;
+        IF v_floor IS NOT NULL THEN
+            INSERT INTO @extschema@.leaderlock_jobs AS f (job, term) VALUES ('', v_floor)
+            ON CONFLICT (job) DO UPDATE SET term = GREATEST(f.term, excluded.term);
+        END IF;
+        EXIT WHEN n < 1000;
+    END LOOP;
+    IF deleted > 0 THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN deleted;
 END
 $fn$;
 
@@ -2969,6 +3075,10 @@ $fn$;
 -- Contract 13: vacates the live lease of p_key whoever holds it; for
 -- superusers and members of role leaderlock_admin. Waits for a transaction
 -- that holds the row locked (a guarded write in progress ends first).
+-- Contract 21: a key no live tenure holds has its lock-delay in force
+-- lifted (a vacant key of one slot, the vacant slots of a key of many):
+-- announced by nothing (no tenure ended; waiters poll). True when it
+-- vacated or lifted anything.
 CREATE FUNCTION @extschema@._le_force_release(p_key text, p_caller oid) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -2984,6 +3094,8 @@ DECLARE
     v_holders text[];
     v_terms bigint[];
     n integer := 0;
+    v_lifted integer := 0;
+    v_lifted_slots integer := 0;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, p_key);
     PERFORM @extschema@._le_act_as(p_caller);
@@ -3017,12 +3129,9 @@ BEGIN
                             ELSE @extschema@._le_session_lasts(s.session, v_pro) END > clock_timestamp()
                  ORDER BY s.slot
                    FOR NO KEY UPDATE) x;
-        IF v_slot_list IS NULL THEN
-            RETURN false;
-        END IF;
         t := clock_timestamp();
         SELECT l.slots INTO v_slots FROM @extschema@.leaderlock l WHERE l.key = p_key;
-        FOR i IN 1 .. pg_catalog.array_length(v_slot_list, 1) LOOP
+        FOR i IN 1 .. coalesce(pg_catalog.array_length(v_slot_list, 1), 0) LOOP
             UPDATE @extschema@.leaderlock_slots s
                SET holder = NULL, expires_at = t, value = NULL, owner = NULL, releases = s.releases + 1,
                    changed_at = t
@@ -3035,10 +3144,19 @@ BEGIN
                 n := n + 1;
             END IF;
         END LOOP;
-        IF n > 0 THEN
+        -- Contract 21: a lock-delay in force lifted (waiting le_acquire
+        -- calls poll: nothing to wake), announced by nothing.
+        t := clock_timestamp();
+        UPDATE @extschema@.leaderlock l SET delayed_until = NULL
+         WHERE l.key = p_key AND l.holder IS NULL AND l.delayed_until > t;
+        GET DIAGNOSTICS v_lifted = ROW_COUNT;
+        UPDATE @extschema@.leaderlock_slots s SET delayed_until = NULL
+         WHERE s.key = p_key AND s.holder IS NULL AND s.delayed_until > t;
+        GET DIAGNOSTICS v_lifted_slots = ROW_COUNT;
+        IF n > 0 OR v_lifted > 0 OR v_lifted_slots > 0 THEN
             PERFORM @extschema@._le_durable();
         END IF;
-        RETURN n > 0;
+        RETURN n > 0 OR v_lifted > 0 OR v_lifted_slots > 0;
     END IF;
     t := clock_timestamp();
     IF NOT coalesce(r.lasts > t, false) THEN
@@ -3265,6 +3383,17 @@ BEGIN
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
+    -- Contract 22: no worker applies the runs' retention here either; as
+    -- the numbering below, a failure never takes this call's expiries
+    -- with it: its subtransaction alone is rolled back.
+    BEGIN
+        PERFORM @extschema@._le_prune_runs();
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING USING
+            MESSAGE = format('leaderlock: the runs'' retention did not run: %s', SQLERRM),
+            DETAIL = format('The expiries of this call are kept; it is tried again at the next call '
+                            '(SQLSTATE %s).', SQLSTATE);
+    END;
     -- Contract 23: no worker numbers the history here. A numbering that
     -- fails (e.g. a publication that publishes deletes and a
     -- leaderlock_history_pending without a replica identity) never takes
@@ -3429,6 +3558,8 @@ DECLARE
     prev record;
     claimed record;
     old_lock_timeout text;
+    v_raw text;
+    v_max_jobs integer;
 BEGIN
     PERFORM @extschema@._le_name('job'::text, p_job);
     PERFORM @extschema@._le_due(p_due);
@@ -3458,12 +3589,36 @@ BEGIN
     -- insert that meets a row another transaction updated waits for it).
     -- Waits only for a concurrent first claim of the job, and at most 10 ms
     -- (compiled: tenure::insert_first): one still open finds the row
-    -- locked below.
+    -- locked below. It starts at the term of job '' (the highest a deleted
+    -- job had), and owner is the calling role, which makes at most
+    -- leaderlock.max_jobs_per_role of them unless it is a superuser
+    -- (53400 before anything is written; claims of existing jobs are never
+    -- refused by it).
     IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_jobs j WHERE j.job = p_job) THEN
+        IF NOT coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false) THEN
+            v_raw := btrim(coalesce(@extschema@._le_admin_setting('leaderlock.max_jobs_per_role'::text), ''));
+            v_max_jobs := CASE WHEN v_raw = '' THEN 1000
+                               WHEN v_raw ~ '^[0-9]{1,7}$' THEN v_raw::integer END;
+            IF v_max_jobs IS NULL OR v_max_jobs NOT BETWEEN 1 AND 1000000 THEN
+                RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                    MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"',
+                                     'leaderlock.max_jobs_per_role', v_raw),
+                    DETAIL = 'It must be between 1 and 1000000, as in the compiled edition.';
+            END IF;
+            IF (SELECT count(*) FROM @extschema@.leaderlock_jobs j WHERE j.owner = p_caller) >= v_max_jobs THEN
+                RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded',
+                    MESSAGE = format('leaderlock: this role has made leaderlock.max_jobs_per_role (%s) jobs; '
+                                     'no new job is made', v_max_jobs),
+                    HINT = 'A job is forgotten once its runs all passed leaderlock.run_retention; '
+                           'a superuser may raise the limit.';
+            END IF;
+        END IF;
         old_lock_timeout := current_setting('lock_timeout');
         BEGIN
             PERFORM set_config('lock_timeout', '10ms', true);
-            INSERT INTO @extschema@.leaderlock_jobs AS j (job, term) VALUES (p_job, 0)
+            INSERT INTO @extschema@.leaderlock_jobs AS j (job, term, owner)
+            SELECT p_job, coalesce((SELECT f.term FROM @extschema@.leaderlock_jobs f WHERE f.job = ''), 0::bigint),
+                   p_caller
             ON CONFLICT (job) DO NOTHING;
             PERFORM set_config('lock_timeout', old_lock_timeout, true);
         EXCEPTION WHEN lock_not_available THEN
@@ -4227,6 +4382,7 @@ REVOKE ALL ON @extschema@.leaderlock_history_head FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_history_head TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_record(timestamptz, text, text, text, bigint, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_number_history() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_prune_runs() FROM PUBLIC;
 REVOKE ALL ON @extschema@._le_secret FROM PUBLIC;
 REVOKE ALL ON @extschema@._le_caller_key FROM PUBLIC;
 GRANT SELECT ON @extschema@._le_caller_key TO PUBLIC;   -- each role sees its own key only

@@ -23,8 +23,11 @@ INSERT INTO leaderlock_sessions
 SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, lock_delay, keep_values,
        session_pid, session_start
   FROM pg_temp.leaderlock_carry_sessions;
-INSERT INTO leaderlock_jobs (job, term, pruned_before)
-SELECT job, term, pruned_before FROM pg_temp.leaderlock_carry_jobs;
+-- (the row of job '' too: it keeps the highest term of the jobs forgotten,
+-- above any an edition made at its install)
+INSERT INTO leaderlock_jobs AS j (job, term, pruned_before, owner)
+SELECT job, term, pruned_before, owner FROM pg_temp.leaderlock_carry_jobs
+    ON CONFLICT (job) DO UPDATE SET term = GREATEST(j.term, excluded.term);
 INSERT INTO leaderlock_runs
        (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
 SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner

@@ -44,9 +44,12 @@ CREATE TEMP TABLE leaderlock_carry_sessions (
     expires_at timestamptz, recheck_at timestamptz, lock_delay interval, keep_values boolean,
     session_pid integer, session_start timestamptz
 ) ON COMMIT DROP;
--- Contract 22 (0.5.0): scheduled runs and each job's last term. Before,
--- neither exists.
-CREATE TEMP TABLE leaderlock_carry_jobs (job text, term bigint, pruned_before timestamptz) ON COMMIT DROP;
+-- Contract 22 (0.5.0): scheduled runs and each job's last term, the row
+-- of job '' (the highest term of the jobs forgotten) and the role that
+-- made each job included. Before, neither exists (nor, before the bound
+-- per role, a job's owner).
+CREATE TEMP TABLE leaderlock_carry_jobs (job text, term bigint, pruned_before timestamptz, owner oid)
+    ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_runs (
     job text, due timestamptz, holder text, term bigint, claimed_at timestamptz, expires_at timestamptz,
     ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid
@@ -100,6 +103,12 @@ BEGIN
         -- after the others, jobs before runs, as le_claim_run takes them
         LOCK TABLE leaderlock_jobs, leaderlock_runs IN ACCESS EXCLUSIVE MODE;
         INSERT INTO pg_temp.leaderlock_carry_jobs SELECT j.job, j.term, j.pruned_before FROM leaderlock_jobs j;
+        IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema())
+                                                              || '.leaderlock_jobs')
+                      AND a.attname = 'owner' AND NOT a.attisdropped) THEN
+            UPDATE pg_temp.leaderlock_carry_jobs c SET owner = j.owner FROM leaderlock_jobs j WHERE j.job = c.job;
+        END IF;
         -- a claim held across a promotion, as a lease above
         INSERT INTO pg_temp.leaderlock_carry_runs
         SELECT r.job, r.due, r.holder, r.term, r.claimed_at,

@@ -50,7 +50,7 @@ BEGIN
         'le_acquire_in(uuid, text, interval, jsonb, integer, integer)',
         'le_history(bigint, text, text, integer)', 'le_history_position()',
         -- the internals
-        '_le_record(timestamptz, text, text, text, bigint, text)', '_le_number_history()',
+        '_le_record(timestamptz, text, text, text, bigint, text)', '_le_number_history()', '_le_prune_runs()',
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_admin_setting(text)',
         '_le_setting_us(text, bigint, bigint, bigint)',
         '_le_us(interval)', '_le_hours(interval)', '_le_ttl(interval, boolean)', '_le_wait(interval)',

@@ -895,38 +895,60 @@ statements! {
     /// bound per role).
     JOBS_MADE_BY = "SELECT pg_catalog.count(*) FROM @extschema@.leaderlock_jobs WHERE owner = $1::oid";
 
-    /// Retention, for every job: up to `$3` runs due before `$1` that are
-    /// finished or have no live claim at `$2`, never waiting; their jobs,
-    /// with no run due before `$1` claimed again from now on.
-    PRUNE_EXPIRED_RUNS = concat!(
+    /// Retention, for every job: the jobs of up to `$3` runs due before
+    /// `$1` that are finished or have no live claim at `$2`, locked to be
+    /// pruned, never waiting (a job a claim holds waits for a later prune,
+    /// and its claims skip it meanwhile: they take turns on its row).
+    LOCK_JOBS_TO_PRUNE = concat!(
+        "SELECT j.job FROM @extschema@.leaderlock_jobs j \
+          WHERE j.job IN (SELECT r.job FROM @extschema@.leaderlock_runs r \
+                           WHERE r.due < $1 AND (r.finished_at IS NOT NULL OR ",
+        not_live!("$2"),
+        ") ORDER BY r.due LIMIT $3) \
+          FOR UPDATE SKIP LOCKED"
+    );
+
+    /// The runs of the locked jobs `$1` due before `$2` that are finished
+    /// or have no live claim at `$3` (a run still going on keeps its row),
+    /// never waiting (a run another transaction holds goes at a later
+    /// prune); and no run due before `$2` of those jobs is claimed again.
+    /// How many runs went.
+    PRUNE_JOBS_RUNS = concat!(
         "WITH gone AS ( \
            DELETE FROM @extschema@.leaderlock_runs r \
             WHERE (r.job, r.due) IN (SELECT job, due FROM @extschema@.leaderlock_runs \
-                                     WHERE due < $1 AND (finished_at IS NOT NULL OR ",
-        not_live!("$2"),
-        ") ORDER BY due LIMIT $3 FOR UPDATE SKIP LOCKED) \
-           RETURNING r.job) \
-         UPDATE @extschema@.leaderlock_jobs j SET pruned_before = GREATEST(j.pruned_before, $1) \
-          WHERE j.job IN (SELECT DISTINCT g.job FROM gone g) \
-         RETURNING j.job, (SELECT pg_catalog.count(*) FROM gone)"
+                                     WHERE job = ANY($1::text[]) AND due < $2 \
+                                       AND (finished_at IS NOT NULL OR ",
+        not_live!("$3"),
+        ") FOR UPDATE SKIP LOCKED) \
+           RETURNING 1), \
+         marked AS ( \
+           UPDATE @extschema@.leaderlock_jobs SET pruned_before = GREATEST(pruned_before, $2) \
+            WHERE job = ANY($1::text[]) RETURNING 1) \
+         SELECT pg_catalog.count(*) FROM gone"
     );
 
-    /// Of jobs `$1` (whose runs a prune just deleted), those with no run
-    /// left go, never waiting (a claim in progress keeps its job); the row
+    /// The row of job '' (the highest term of jobs forgotten), made by the
+    /// first prune that forgets a job. Its term.
+    MAKE_JOBS_FLOOR = "INSERT INTO @extschema@.leaderlock_jobs (job, term) VALUES ('', 0) \
+         ON CONFLICT (job) DO NOTHING RETURNING term";
+
+    /// The row of job '' locked without waiting: whether it exists (its
+    /// lock then taken, or not: another prune holds it).
+    LOCK_JOBS_FLOOR = "SELECT EXISTS (SELECT FROM @extschema@.leaderlock_jobs WHERE job = ''), \
+                (SELECT true FROM @extschema@.leaderlock_jobs WHERE job = '' FOR UPDATE SKIP LOCKED)";
+
+    /// Of the locked jobs `$1`, those with no run left go; the locked row
     /// of job '' keeps the highest term they had, which a job made again
-    /// starts from. How many went.
+    /// starts from (contract 22: no term issued twice). How many went.
     FORGET_JOBS = "WITH gone AS ( \
            DELETE FROM @extschema@.leaderlock_jobs j \
-            WHERE j.job IN (SELECT k.job FROM @extschema@.leaderlock_jobs k \
-                             WHERE k.job = ANY($1::text[]) AND k.job <> '' \
-                               AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r \
-                                                WHERE r.job = k.job) \
-                             FOR UPDATE SKIP LOCKED) \
+            WHERE j.job = ANY($1::text[]) AND j.job <> '' \
+              AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r WHERE r.job = j.job) \
            RETURNING j.term), \
          floor AS ( \
-           INSERT INTO @extschema@.leaderlock_jobs (job, term) \
-           SELECT '', pg_catalog.max(g.term) FROM gone g HAVING pg_catalog.count(*) > 0 \
-           ON CONFLICT (job) DO UPDATE SET term = GREATEST(leaderlock_jobs.term, excluded.term)) \
+           UPDATE @extschema@.leaderlock_jobs SET term = GREATEST(term, (SELECT pg_catalog.max(g.term) FROM gone g)) \
+            WHERE job = '' AND EXISTS (SELECT FROM gone) RETURNING 1) \
          SELECT pg_catalog.count(*) FROM gone";
 
     /// Whether job `$1`'s row exists (a snapshot read: a claim inserts it only

@@ -167,10 +167,12 @@ fn may_make_a_job() {
 }
 
 /// Contract 22's retention, for every job (the worker, or le_expire_lapsed
-/// where none serves): runs due before now - `leaderlock.run_retention`
-/// that are finished or not claimed live go, a batch at a time (at most
-/// `ROUNDS`), and then the jobs that have no run left (the row of job ''
-/// keeps their highest term). Never waits. How many runs went.
+/// where none serves): the jobs of runs due before now -
+/// `leaderlock.run_retention` are locked (never waiting: a claim's job
+/// waits for a later prune), their runs that are finished or not claimed
+/// live go, and then the jobs left without a run (the row of job '', locked
+/// first, keeps their highest term); a batch at a time, at most `ROUNDS`.
+/// How many runs went.
 pub fn prune_expired(now: i64) -> i64 {
     const BATCH: i64 = 1_000;
     const ROUNDS: usize = 10;
@@ -179,31 +181,61 @@ pub fn prune_expired(now: i64) -> i64 {
     }
     let horizon = ts(now.saturating_sub(settings::run_retention_micros()));
     let mut deleted = 0;
+    let mut floor_locked = false;
     for _ in 0..ROUNDS {
-        let (jobs, n) = plans::run(
-            queries::PRUNE_EXPIRED_RUNS,
+        let jobs: Vec<String> = plans::run(
+            queries::LOCK_JOBS_TO_PRUNE,
             &[horizon.into(), ts(now).into(), BATCH.into()],
             |t| {
-                let mut n = 0;
-                let jobs: Vec<String> = t
-                    .into_iter()
-                    .map(|row| {
-                        n = row.get::<i64>(2).ok().flatten().unwrap_or(0);
-                        row.get::<String>(1).ok().flatten().unwrap_or_default()
-                    })
-                    .collect();
-                (jobs, n)
+                t.into_iter()
+                    .filter_map(|row| row.get::<String>(1).ok().flatten())
+                    .collect()
             },
         );
-        if !jobs.is_empty() {
-            plans::run(queries::FORGET_JOBS, &[jobs.into()], |_| ());
+        if jobs.is_empty() {
+            break;
         }
+        // The floor's row locked before any run goes, so that a job whose
+        // runs go here is forgotten here too (another prune holding it:
+        // this one leaves everything to a later round).
+        if !floor_locked {
+            floor_locked = lock_jobs_floor(now);
+            if !floor_locked {
+                break;
+            }
+        }
+        let n = plans::run(
+            queries::PRUNE_JOBS_RUNS,
+            &[jobs.clone().into(), horizon.into(), ts(now).into()],
+            |t| t.first().get_one::<i64>().ok().flatten().unwrap_or(0),
+        );
+        plans::run(queries::FORGET_JOBS, &[jobs.into()], |_| ());
         deleted += n;
         if n < BATCH {
             break;
         }
     }
     deleted
+}
+
+/// Locks the row of job '' without waiting, making it when no prune has
+/// yet (a first made by another transaction not committed yet: waited for
+/// `tenure::insert_first`'s bound at most). Whether this transaction holds it.
+fn lock_jobs_floor(now: i64) -> bool {
+    let (exists, locked) = plans::run(queries::LOCK_JOBS_FLOOR, &[], |t| {
+        let row = t.first();
+        (
+            row.get::<bool>(1).ok().flatten().unwrap_or(false),
+            row.get::<bool>(2).ok().flatten().unwrap_or(false),
+        )
+    });
+    match (exists, locked) {
+        (_, true) => true,
+        (true, false) => false,
+        (false, false) => {
+            tenure::insert_first(queries::MAKE_JOBS_FLOOR, &[], now, Some(now)).is_some()
+        }
+    }
 }
 
 /// `prune_expired` in a subtransaction, for le_expire_lapsed: a failure is

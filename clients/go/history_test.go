@@ -436,8 +436,9 @@ func TestHistoryWatcherStopsWithErrHistoryPruned(t *testing.T) {
 		return query(t, "SELECT pruned_through FROM leaderlock_history_head").(int64)
 	}
 	if prunedThrough() == 0 && query(t, "SELECT le_capabilities()->>'edition'").(string) == "portable" {
-		// No worker, and no such setting for ALTER SYSTEM: the numbering
-		// of le_expire_lapsed reads the session's.
+		// No worker: the numbering of le_expire_lapsed prunes, by the
+		// administrator's setting, the database's (ALTER DATABASE ... SET,
+		// read at each call; a session's SET is ignored).
 		prefix := newKey("pruned") + "/"
 		m := newTransitions(t)
 		for i := 0; i < 2; i++ {
@@ -445,7 +446,13 @@ func TestHistoryWatcherStopsWithErrHistoryPruned(t *testing.T) {
 			m.acquire(key, "a", time.Minute)
 			m.release(key, "a")
 		}
-		execIn(t, dsn(t), "SET leaderlock.history_max_rows = 1", "SELECT le_expire_lapsed()")
+		forDatabase := func(change string) string {
+			return "DO $$ BEGIN EXECUTE 'ALTER DATABASE ' || quote_ident(current_database()) || ' " + change + "'; END $$"
+		}
+		restore := func() { execIn(t, dsn(t), forDatabase("RESET leaderlock.history_max_rows")) }
+		defer restore()
+		execIn(t, dsn(t), forDatabase("SET leaderlock.history_max_rows = 1"), "SELECT le_expire_lapsed()")
+		restore()
 	}
 	if prunedThrough() == 0 {
 		restore := func() {

@@ -495,6 +495,8 @@ class SecurityTest(unittest.TestCase):
         its row and its job."""
         k = self.key
         admin = self.admin
+        one(admin, "DELETE FROM leaderlock_runs WHERE job LIKE %s", (k + "-%",))
+        one(admin, "DELETE FROM leaderlock_jobs WHERE job LIKE %s", (k + "-%",))
         self.addCleanup(lambda: (one(admin, "ALTER SYSTEM RESET leaderlock.run_retention"),
                                  one(admin, "ALTER SYSTEM RESET leaderlock.max_jobs_per_role"),
                                  one(admin, "SELECT pg_reload_conf()")))
@@ -516,6 +518,17 @@ class SecurityTest(unittest.TestCase):
         jobs = f"SELECT count(*) FROM leaderlock_jobs WHERE job LIKE '{k}-%%'"
         runs = f"SELECT count(*) FROM leaderlock_runs WHERE job LIKE '{k}-%%'"
         self.assertEqual((one(admin, jobs), one(admin, runs)), (31, 31))
+        # A claim held open in a transaction (its job's row locked): the
+        # worker's prune skips that job and never waits; expiries go on.
+        held = connect(user=RIVAL, autocommit=False)
+        self.addCleanup(held.close)
+        self.assertIsNotNone(one(held, "SELECT le_claim_run(%s, le_now(), 'open', '1 hour')", (f"{k}-29",)))
+        self.assertTrue(one(admin, "SELECT le_try_acquire(%s, 'brief', '200 milliseconds')", (f"{k}-lease",)))
+        self.assertTrue(wait_for(lambda: one(admin, "SELECT holder IS NULL FROM leaderlock WHERE key = %s",
+                                             (f"{k}-lease",)), timeout=5), "the worker stalled behind the claim")
+        # (every run but the live one and the held job's goes)
+        self.assertTrue(wait_for(lambda: one(admin, runs) == 2, timeout=10), "the worker pruned no run")
+        held.rollback()
         self.assertTrue(wait_for(lambda: one(admin, runs) == 1, timeout=10), "the worker pruned no run")
         self.assertTrue(wait_for(lambda: one(admin, jobs) == 1, timeout=5), "the jobs left without runs stay")
         self.assertEqual(one(admin, "SELECT job FROM leaderlock_jobs WHERE job LIKE %s", (f"{k}-%",)), f"{k}-live")

@@ -2,7 +2,8 @@
 # Portable -> portable: portable/reinstall.sql keeps every lease, term and
 # counter (live, vacant, lapsed leases, values, owners; the tenures of a key
 # of many slots, live, lapsed and vacant, in leaderlock_slots; scheduled
-# runs, live, finished and missed, and their job's term, contract 22;
+# runs, live, finished and missed, their job's term and owner, and the row
+# of job '' that keeps the highest term of the jobs forgotten, contract 22;
 # sessions, their keys and tenures and a lock-delay, contract 21), and the
 # functions go on from there. Usage: migrate.sh PSQL CONNINFO REPO
 set -euo pipefail
@@ -37,6 +38,8 @@ RESET ROLE;
 SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '2 minutes', 'r2', '1 hour');
 SELECT le_finish_run('m-job', :'now0'::timestamptz - interval '2 minutes', 'r2', 2, true, 'done');
 SELECT le_claim_run('m-job', :'now0'::timestamptz - interval '3 minutes', 'r3', '1 hour', '1 second');
+-- and the row of job '' (the highest term of the jobs the retention forgot)
+INSERT INTO leaderlock_jobs (job, term) VALUES ('', 41);
 -- contract 21: a live session of another role keeping values, with two
 -- keys (one with a value) and a tenure of a key of many slots (with a
 -- value), and a key and a slot vacated under a lock-delay
@@ -44,7 +47,7 @@ SET ROLE ll_mig_app;
 SELECT le_open_session('m-ses', '1 hour', keep_values => true) AS ms \gset
 SELECT le_try_acquire_in(:'ms', 'm-ses-1', '{"v": 1}'), le_try_acquire_in(:'ms', 'm-ses-2'),
        le_try_acquire_in(:'ms', 'm-ses-pool', '{"v": 2}', slots => 2);
-SELECT le_open_session('m-ses-d', '200 milliseconds', lock_delay => '1 hour') AS md \gset
+SELECT le_open_session('m-ses-d', '200 milliseconds', lock_delay => '1 minute') AS md \gset
 SELECT le_try_acquire_in(:'md', 'm-ses-d'), le_try_acquire_in(:'md', 'm-ses-dpool', slots => 2);
 RESET ROLE;
 SELECT pg_sleep(0.3);
@@ -125,19 +128,21 @@ SELECT le_renew_session((SELECT session FROM leaderlock_sessions WHERE id = 'm-s
        le_assert_leader('m-ses-pool', 'm-ses');                                          -- its tenure too
 RESET ROLE;
 SELECT le_try_acquire('m-ses-d', 'y', '1 hour'),
-       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes' FROM leaderlock WHERE key = 'm-ses-d'),                                         -- the lock-delay goes on
+       (SELECT holder IS NULL AND delayed_until > now() FROM leaderlock WHERE key = 'm-ses-d'),                                         -- the lock-delay goes on
        le_try_acquire('m-ses-dpool', 'y', '1 hour', slots => 2),                                  -- slot 2 (slot 1 delayed)
-       (SELECT holder IS NULL AND delayed_until > now() + interval '50 minutes'
+       (SELECT holder IS NULL AND delayed_until > now()
           FROM leaderlock_slots WHERE key = 'm-ses-dpool' AND slot = 1);
 SET ROLE ll_mig_app;
 SELECT le_close_session((SELECT session FROM leaderlock_sessions WHERE id = 'm-ses'));
 RESET ROLE;
 SELECT value FROM leaderlock WHERE key = 'm-ses-1';                                      -- kept by the session
 SELECT value FROM leaderlock_slots WHERE key = 'm-ses-pool';                              -- its tenure's too
+SELECT le_claim_run('m-new', date_trunc('second', le_now()), 'r1', '1 hour');  -- a new job starts above job '': 42
+SELECT owner::regrole FROM leaderlock_jobs WHERE job = 'm-job';                           -- the role that made it
 DROP ROLE ll_mig_other;
 SQL
 )
-expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3\nf\nt|1|1\nf|t|t|t\nt\n{"v": 1}\n{"v": 2}'
+expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3\nf\nt|1|1\nf|t|t|t\nt\n{"v": 1}\n{"v": 2}\n42\nll_mig_app'
 if [ "$out" != "$expected" ]; then
   echo "  FAIL: after the reinstall got:"; echo "$out"; exit 1
 fi

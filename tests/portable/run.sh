@@ -19,7 +19,8 @@
 #   6. the install-time and cross-session security checks
 #      (tests/portable/security.sh: a dedicated schema, refused schemas,
 #      planted operators, uninstall, SET membership, after a promotion,
-#      the retention settings a role sets for its own session), and in
+#      the retention settings a role sets for its own session, the runs'
+#      retention for every job and the bound on jobs per role), and in
 #      the same step a publication FOR ALL TABLES
 #      (tests/portable/publication.sh: the cluster runs with wal_level =
 #      logical for it).

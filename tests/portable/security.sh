@@ -192,6 +192,62 @@ if [ "$same" = "$before" ] && [ "$kept_rows" = 1 ] && [ "$n_after" = 0 ] && [ "$
   ok "A: the administrator's settings prune (ALTER DATABASE over ALTER ROLE ALL; 1 row kept, alice's run pruned)"
 else bad "A: the administrator's settings: '$before' -> '$same' -> '$n_after $pruned_after $runs_after $job_pruned' ($kept_rows kept)"; fi
 
+# Audit of 0.5.0, contract 22: runs and jobs do not grow without bound (a
+# new job name per claim made a job row never deleted and a run no later
+# claim pruned). Every le_expire_lapsed deletes every job's runs past the
+# administrator's retention that are finished or have no live claim (a run
+# still claimed live keeps its row and its job), then the jobs left without
+# a run, the row of job '' keeping their highest term: a job made again
+# starts above it. A role that is not a superuser makes at most
+# leaderlock.max_jobs_per_role jobs (53400, nothing written); claims of its
+# existing jobs go on, a superuser is not limited.
+q ll_sec_admin ll_sec -c "DELETE FROM leaderlock.leaderlock_runs" -c "DELETE FROM leaderlock.leaderlock_jobs" >/dev/null
+q postgres ll_sec -c "ALTER DATABASE ll_sec SET leaderlock.run_retention = '2s'" >/dev/null
+q ll_sec_alice ll_sec >/dev/null <<'SQL'
+SELECT le_claim_run('grow-' || i, le_now() - interval '100 milliseconds', 'alice-1', '1 second') FROM generate_series(1, 30) i;
+SELECT le_finish_run(job, due, holder, term, i % 2 = 0) FROM leaderlock.leaderlock_runs,
+       LATERAL (SELECT substr(job, 6)::int AS i) n WHERE job LIKE 'grow-%' AND i <= 10;
+SELECT le_claim_run('grow-30', le_now() - interval '90 milliseconds', 'alice-1', '1 second');
+SELECT le_claim_run('grow-30', le_now() - interval '80 milliseconds', 'alice-1', '1 second');
+SELECT le_claim_run('grow-live', le_now() - interval '100 milliseconds', 'alice-1', '1 minute');
+SELECT le_claim_run('grow-live', le_now() - interval '90 milliseconds', 'alice-1', '1 second');
+SELECT le_finish_run('grow-live', due, 'alice-1', 2, true) FROM leaderlock.leaderlock_runs WHERE job = 'grow-live' AND term = 2;
+SQL
+made=$(q postgres ll_sec -c "SELECT count(*) || ' ' || max(term) FROM leaderlock.leaderlock_jobs WHERE job ~ '^grow-[0-9]+$'")
+sleep 2.2   # past the retention and the 1 s claims
+q ll_sec_mallory ll_sec -c "SELECT le_expire_lapsed()" >/dev/null
+left=$(q postgres ll_sec -c "SELECT (SELECT count(*) FROM leaderlock.leaderlock_runs WHERE job ~ '^grow-[0-9]+$')
+                               || ' ' || (SELECT count(*) FROM leaderlock.leaderlock_jobs WHERE job ~ '^grow-[0-9]+$')
+                               || ' ' || (SELECT coalesce(string_agg(term::text, ','), 'none') FROM leaderlock.leaderlock_jobs WHERE job = '')
+                               || ' ' || (SELECT coalesce(string_agg(term || ':' || (finished_at IS NULL), ','), 'none') FROM leaderlock.leaderlock_runs WHERE job = 'grow-live')
+                               || ' ' || coalesce((SELECT (pruned_before IS NOT NULL)::text FROM leaderlock.leaderlock_jobs WHERE job = 'grow-live'), 'gone')")
+again=$(q ll_sec_alice ll_sec -c "SELECT le_claim_run('grow-7', le_now() - interval '10 milliseconds', 'alice-2', '1 minute')" 2>&1 || true)
+read -r n_made hi <<<"$made"
+if [ "$n_made" = 30 ] && [ "$hi" = 3 ] && [ "$left" = "0 0 3 1:true true" ]; then
+  ok "runs: le_expire_lapsed deleted the 30 jobs' runs and rows past the retention (floor term $hi); the live run and its job kept"
+else bad "runs: made '$made', left '$left' (expected '0 0 $hi 1:true true')"; fi
+[ "$again" = 4 ] && ok "runs: a forgotten job's name claimed again gets term $again, above the floor" \
+  || bad "runs: grow-7 claimed again: term '$again' (the floor was $hi)"
+# the bound per role (from no job at all): alice makes 5 jobs, the 6th is refused
+q postgres ll_sec -c "DELETE FROM leaderlock.leaderlock_runs" -c "DELETE FROM leaderlock.leaderlock_jobs" \
+  -c "ALTER DATABASE ll_sec SET leaderlock.max_jobs_per_role = 5" >/dev/null
+made=$(q ll_sec_alice ll_sec -c "SELECT count(le_claim_run('cap-' || i, le_now() - interval '10 milliseconds', 'alice-1', '1 minute')) FROM generate_series(1, 5) i" 2>&1 || true)
+rows() { q postgres ll_sec -c "SELECT (SELECT count(*) FROM leaderlock.leaderlock_jobs) || ' ' || (SELECT count(*) FROM leaderlock.leaderlock_runs)
+                                     || ' ' || (SELECT count(*) FROM leaderlock.leaderlock_history_pending)"; }
+before=$(rows)
+out=$(q ll_sec_alice ll_sec -v VERBOSITY=verbose -c "SELECT le_claim_run('cap-6', le_now() - interval '10 milliseconds', 'alice-1', '1 minute')" 2>&1 || true)
+after=$(rows)
+existing=$(q ll_sec_alice ll_sec -c "SELECT le_claim_run('cap-1', le_now() - interval '5 milliseconds', 'alice-1', '1 minute') > 0" 2>&1 || true)
+others=$(q ll_sec_mallory ll_sec -c "SELECT le_claim_run('cap-m', le_now() - interval '5 milliseconds', 'mallory', '1 minute') > 0" 2>&1 || true)
+root=$(q postgres ll_sec -c "SELECT count(le_claim_run('cap-root-' || i, le_now() - interval '5 milliseconds', 'root', '1 minute')) FROM generate_series(1, 6) i" 2>&1 || true)
+if [ "$made" = 5 ] && echo "$out" | grep -q "ERROR:  53400: leaderlock: this role has made leaderlock.max_jobs_per_role (5) jobs; no new job is made" \
+   && echo "$out" | grep -q "HINT:  A job is forgotten once its runs all passed leaderlock.run_retention; a superuser may raise the limit." \
+   && [ "$after" = "$before" ] && [ "$existing $others $root" = "t t 6" ]; then
+  ok "runs: a role's 6th new job refused (53400, nothing written), its existing jobs claimed, another role's and a superuser's made"
+else bad "runs: bound per role: made '$made', refusal '$out', rows '$before' -> '$after', existing/others/superuser '$existing $others $root'"; fi
+q postgres ll_sec -c "ALTER DATABASE ll_sec RESET leaderlock.max_jobs_per_role" -c "ALTER DATABASE ll_sec RESET leaderlock.run_retention" \
+  -c "DELETE FROM leaderlock.leaderlock_runs" -c "DELETE FROM leaderlock.leaderlock_jobs" >/dev/null
+
 # L2: PostgreSQL 16+: membership without SET
 if [ "$MAJOR" -ge 16 ]; then
   q postgres ll_sec -c "CREATE ROLE ll_sec_app" -c "GRANT ll_sec_app TO ll_sec_alice WITH INHERIT FALSE, SET FALSE" >/dev/null

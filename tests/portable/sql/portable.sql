@@ -307,6 +307,12 @@ RESET leaderlock.history_max_rows;
 DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.run_retention = ''soon''', current_database()); END $$;
 SELECT le_claim_run('p-ret', le_now() - interval '1 second', 'b', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
+-- Contract 22: le_expire_lapsed's runs' retention (every job's) fails with
+-- it, a WARNING: the expiries of the call are kept.
+SELECT le_try_acquire('p-ret-lapsed', 'a', '10 milliseconds') AS lapses;
+SELECT pg_sleep(0.05);
+SELECT le_expire_lapsed() >= 1 AS expiries_kept;
+SELECT holder FROM leaderlock WHERE key = 'p-ret-lapsed';
 DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET leaderlock.run_retention = 0', current_database()); END $$;
 SELECT le_claim_run('p-ret', le_now() - interval '1 second', 'b', '1 minute');
 \echo :LAST_ERROR_SQLSTATE
@@ -320,6 +326,11 @@ DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET leaderlock.history_retention
 SELECT count(*) AS waiting FROM leaderlock_history_pending WHERE key = 'p-ret';
 DELETE FROM leaderlock_runs WHERE job = 'p-ret';
 DELETE FROM leaderlock_jobs WHERE job = 'p-ret';
+-- The compiled edition's indexes of the runs and jobs (contract 22: the
+-- retention finds every job's runs by due instant, the bound per role a
+-- role's jobs by owner).
+SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
+   AND tablename IN ('leaderlock_jobs', 'leaderlock_runs') ORDER BY indexname;
 -- N7: a day part too large to turn into hours (net 1 hour here), and an
 -- infinite interval (PostgreSQL 17+), get 22023 with a message that says so.
 SELECT le_try_acquire('p-big', 'a', '100000000 days -2399999999 hours');
@@ -703,7 +714,7 @@ SELECT count(*) AS sessions_left FROM leaderlock_sessions WHERE session = :'pl';
 -- (its lock-delay runs) rolls each end back, keeping nothing locked while
 -- it sleeps: the session and its keys are as they were, and whoever ends
 -- it later starts the same delay, from the session's expiry.
-SELECT le_open_session('p-ses-w', '100 milliseconds', lock_delay => '1 hour') AS pw \gset
+SELECT le_open_session('p-ses-w', '100 milliseconds', lock_delay => '1 minute') AS pw \gset
 SELECT le_try_acquire_in(:'pw', 'p-ses-w1') AS w1, le_try_acquire_in(:'pw', 'p-ses-w2') AS w2;
 SELECT pg_sleep(0.15);
 SELECT le_acquire('p-ses-w1', 'p-taker', '1 minute', '100 milliseconds') AS refused_during_the_delay;
@@ -752,7 +763,7 @@ DROP ROLE ll_p_ses_b;
 -- one slot too, and starts the delay from the session's expiry; the key
 -- counts the delayed slot as taken (another number of slots: 22023, as
 -- while a holder is live).
-SELECT le_open_session('p-sss', '200 milliseconds', lock_delay => '1 hour') AS pss \gset
+SELECT le_open_session('p-sss', '200 milliseconds', lock_delay => '1 minute') AS pss \gset
 SELECT le_try_acquire_in(:'pss', 'p-sss-pool', slots => 2) AS pool, le_try_acquire_in(:'pss', 'p-sss-one') AS one,
        le_try_acquire('p-sss-pool', 'p-other', '1 hour', slots => 2) AS other;
 SELECT pg_sleep(0.3);
