@@ -85,6 +85,36 @@ fn execute<'conn>(
 /// `keep` says so of its result, rolled back otherwise: what it wrote is
 /// undone, and the locks it took (rows, and the table's own) are released.
 pub fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool) -> T {
+    subtransaction(f, keep, |e| e.rethrow())
+}
+
+/// Runs `f` in a subtransaction: kept when it returns, rolled back when it
+/// raises an error, which is then returned (SQLSTATE and message) instead
+/// of aborting the caller's transaction: for work whose failure must not
+/// undo what the transaction did before it (the history's numbering after
+/// expiries).
+pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, (PgSqlErrorCode, String)> {
+    subtransaction(
+        || Ok(f()),
+        |_| true,
+        |e| {
+            let report = match e {
+                pg_sys::panic::CaughtError::PostgresError(r)
+                | pg_sys::panic::CaughtError::ErrorReport(r)
+                | pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r,
+            };
+            Err((report.sql_error_code(), report.message().to_owned()))
+        },
+    )
+}
+
+/// `f` in a subtransaction, kept when `keep` says so of its result, rolled
+/// back otherwise; an error raised in it rolls it back and is `failed`'s.
+fn subtransaction<T>(
+    f: impl FnOnce() -> T,
+    keep: impl FnOnce(&T) -> bool,
+    failed: fn(pg_sys::panic::CaughtError) -> T,
+) -> T {
     let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
     let back_to_parent = move || unsafe {
         pg_sys::MemoryContextSwitchTo(cxt);
@@ -103,47 +133,13 @@ pub fn in_subtransaction<T>(f: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool
         back_to_parent();
         result
     }))
-    .catch_others(|e| {
+    .catch_others(move |e| {
         unsafe {
             pg_sys::MemoryContextSwitchTo(cxt);
             pg_sys::RollbackAndReleaseCurrentSubTransaction();
         }
         back_to_parent();
-        e.rethrow()
-    })
-    .execute()
-}
-
-/// Runs `f` in a subtransaction: kept when it returns, rolled back when it
-/// raises an error, which is then returned (SQLSTATE and message) instead
-/// of aborting the caller's transaction: for work whose failure must not
-/// undo what the transaction did before it (the history's numbering after
-/// expiries).
-pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, (PgSqlErrorCode, String)> {
-    let (cxt, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
-    let back_to_parent = move || unsafe {
-        pg_sys::MemoryContextSwitchTo(cxt);
-        pg_sys::CurrentResourceOwner = owner;
-    };
-    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
-    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
-        let result = f();
-        unsafe { pg_sys::ReleaseCurrentSubTransaction() };
-        back_to_parent();
-        Ok(result)
-    }))
-    .catch_others(|e| {
-        unsafe {
-            pg_sys::MemoryContextSwitchTo(cxt);
-            pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        }
-        back_to_parent();
-        let report = match e {
-            pg_sys::panic::CaughtError::PostgresError(r)
-            | pg_sys::panic::CaughtError::ErrorReport(r)
-            | pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r,
-        };
-        Err((report.sql_error_code(), report.message().to_owned()))
+        failed(e)
     })
     .execute()
 }

@@ -115,6 +115,21 @@ class SecurityTest(unittest.TestCase):
         self.addCleanup(su.close)
         return su
 
+    def owned_database(self, owner, db):
+        """Database `db` made anew, owned by the new role `owner` (dropped at
+        the end), with the extension, `owner` owning its schema public as on
+        PostgreSQL 15+ (pg_database_owner); a superuser's connection to it."""
+        one(self.admin, f"DROP DATABASE IF EXISTS {db}")
+        one(self.admin, f"DROP ROLE IF EXISTS {owner}")
+        one(self.admin, f"CREATE ROLE {owner} LOGIN")
+        one(self.admin, f"CREATE DATABASE {db} OWNER {owner}")
+        self.addCleanup(one, self.admin, f"DROP ROLE IF EXISTS {owner}")
+        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        su = connect(db)
+        one(su, "CREATE EXTENSION leaderlock")
+        one(su, f"ALTER SCHEMA public OWNER TO {owner}")
+        return su
+
     def superuser(self, role):
         return one(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,))
 
@@ -411,16 +426,7 @@ class SecurityTest(unittest.TestCase):
         extension still works on its own table, by the schema's OID, and
         nothing of the look-alike runs."""
         owner, db = "ll_sec_dbowner", "ll_sec_rename"
-        one(self.admin, f"DROP DATABASE IF EXISTS {db}")
-        one(self.admin, f"DROP ROLE IF EXISTS {owner}")
-        one(self.admin, f"CREATE ROLE {owner} LOGIN")
-        one(self.admin, f"CREATE DATABASE {db} OWNER {owner}")
-        self.addCleanup(one, self.admin, f"DROP ROLE IF EXISTS {owner}")
-        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        su = connect(db)
-        one(su, "CREATE EXTENSION leaderlock")
-        one(su, f"ALTER SCHEMA public OWNER TO {owner}")  # as PostgreSQL 15+ has it (pg_database_owner)
-        su.close()
+        self.owned_database(owner, db).close()
         o = connect(db, user=owner)
         self.addCleanup(o.close)
         one(o, "ALTER SCHEMA public RENAME TO public_real")
@@ -457,16 +463,8 @@ class SecurityTest(unittest.TestCase):
         pattern on her own table goes with the table; DROP EXTENSION still
         works."""
         owner, db = "ll_sec_idxowner", "ll_sec_indexes"
-        one(self.admin, f"DROP DATABASE IF EXISTS {db}")
-        one(self.admin, f"DROP ROLE IF EXISTS {owner}")
-        one(self.admin, f"CREATE ROLE {owner} LOGIN")
-        one(self.admin, f"CREATE DATABASE {db} OWNER {owner}")
-        self.addCleanup(one, self.admin, f"DROP ROLE IF EXISTS {owner}")
-        self.addCleanup(one, self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        su = connect(db)
+        su = self.owned_database(owner, db)
         self.addCleanup(su.close)
-        one(su, "CREATE EXTENSION leaderlock")
-        one(su, f"ALTER SCHEMA public OWNER TO {owner}")  # as PostgreSQL 15+ has it (pg_database_owner)
         ours = "SELECT array_agg(indexrelid::regclass::text ORDER BY indexrelid::regclass::text) FROM pg_index i " \
                "JOIN pg_depend d ON d.objid = i.indrelid AND d.deptype = 'e' " \
                "AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'leaderlock') " \

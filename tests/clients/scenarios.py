@@ -908,18 +908,21 @@ def frozen_server(sc):
     return out
 
 
-def start_pgbouncer(dsn, work, pool):
-    """pgbouncer in transaction pooling mode in front of `dsn`'s database;
-    returns (the DSN through it, its process)."""
+def start_pgbouncer(dsn, work, pool, users=None):
+    """pgbouncer in transaction pooling mode in front of `dsn`'s database,
+    for `users` (default: the DSN's); returns (the DSN through it for the
+    first user, its process)."""
     u = urlparse(dsn)
-    db, user = u.path.lstrip("/"), u.username or "postgres"
+    db = u.path.lstrip("/")
+    users = users or [u.username or "postgres"]
+    user = users[0]
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     d = tempfile.mkdtemp(prefix="pgbouncer-", dir=work)
     with open(os.path.join(d, "users.txt"), "w") as f:
-        f.write(f'"{user}" ""\n')
+        f.write("".join(f'"{name}" ""\n' for name in users))
     with open(os.path.join(d, "pgbouncer.ini"), "w") as f:
         f.write(f"[databases]\n{db} = host={u.hostname} port={u.port} dbname={db}\n[pgbouncer]\n"
                 f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\n"

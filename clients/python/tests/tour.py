@@ -39,23 +39,8 @@ HAS_SCHEMA_OPTION = "schema" in leaderlock.lead.__code__.co_varnames
 LIMIT = 90.0  # seconds: the whole tour
 X = ""  # leaderlock's schema, quoted (the tour's lookup)
 
-# The lookup of the brief (docs/clients.md), for the tour's own statements.
-SCHEMA_OF = """
-SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text)
-FROM pg_catalog.pg_namespace n
-WHERE (%(schema)s::pg_catalog.text IS NULL OR n.nspname OPERATOR(pg_catalog.=) %(schema)s::pg_catalog.name)
-  AND CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_extension e
-                        WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)
-      THEN n.oid OPERATOR(pg_catalog.=) ANY (ARRAY(
-             SELECT e.extnamespace FROM pg_catalog.pg_extension e
-             WHERE e.extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name))
-      ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p
-                   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid
-                     AND p.proname OPERATOR(pg_catalog.=) 'le_capabilities'::pg_catalog.name
-                     AND p.pronargs OPERATOR(pg_catalog.=) 0::pg_catalog.int2)
-  END
-ORDER BY 1
-"""
+# The library's own lookup (docs/clients.md), for the tour's own statements.
+SCHEMA_OF = _core.SCHEMA_OF
 
 # What the library sends, recorded.
 SENT: list = []
