@@ -203,6 +203,25 @@ class CliSecurityTest(CliCase):
         rows = [line for line in everything.stdout.splitlines() if "FAKE LOG LINE" in line]
         self.assertTrue(rows and all("\\u{1b}" in line for line in rows), rows)
 
+    def test_history_escapes_every_column(self):
+        """`leaderlock history` prints every column escaped, whatever the
+        row holds (here a row a superuser wrote with control characters in
+        its event, key and holder): no raw control character reaches the
+        terminal, in the table or in JSON lines."""
+        key = self.key + HOSTILE
+        position = one(self.conn, "SELECT greatest(le_history_position(), "
+                                  "(SELECT coalesce(max(position), 0) FROM leaderlock_history)) + 1000")
+        one(self.conn, "INSERT INTO leaderlock_history (position, at, event, key, holder, term, role, payload) "
+                       "VALUES (%s, le_now(), %s, %s, %s, 1, NULL, "
+                       "jsonb_build_object('event', %s::text, 'key', %s::text, 'holder', %s::text))",
+            (position, HOSTILE, key, HOSTILE, HOSTILE, key, HOSTILE))
+        self.addCleanup(one, self.conn, "DELETE FROM leaderlock_history WHERE position = %s", (position,))
+        for args in ((), ("--json",)):
+            out = cli("--dsn", dsn(), "history", "--prefix", self.key, *args)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("FAKE LOG LINE", out.stdout)
+            self.assertEqual(raw_controls(out.stdout), [], out.stdout)
+
     def test_watch_prints_only_what_the_history_holds(self):
         """Any role may notify on leaderlock and leaderlock_history: watch
         reads the history on a hint and prints its rows only (a forged
