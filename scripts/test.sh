@@ -130,6 +130,8 @@ if wants lint; then
   (cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
   printf '\n=== modules import downward only (scripts/check_imports.py)\n'
   python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
+  printf '\n=== the model calls only what the code calls (scripts/check_core.py)\n'
+  python3 "$REPO_ROOT/scripts/check_core.py" || FAILED+=("the model's functions")
   printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
   python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
   printf '\n=== %s\n' "no documentation paragraph over 1,500 characters (scripts/check_docs.py)"; python3 "$REPO_ROOT/scripts/check_docs.py" || FAILED+=("docs paragraphs")

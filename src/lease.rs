@@ -25,6 +25,8 @@ use crate::tenure::{self, SessionClaim};
 use crate::value::JsonbText;
 use crate::waiters;
 use crate::worker_wakeup;
+use leaderlock_protocol::acquire::{Ask, Facts, Row};
+use leaderlock_protocol::{acquisition, Acquisition};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
@@ -50,11 +52,6 @@ impl Lease {
         leaderlock_protocol::is_live(self.holder.is_some(), self.expires_at, now)
     }
 
-    /// Held by `id`, and the caller may act as its owner.
-    fn is_own(&self, id: &str) -> bool {
-        self.holder.as_deref() == Some(id) && self.owned
-    }
-
     /// Contract 3.4: `id` leads in it (in `term`, when named), and the
     /// caller may act as its owner.
     fn is_led_by(&self, id: &str, term: Option<i64>, now: i64) -> bool {
@@ -64,6 +61,62 @@ impl Lease {
             expires_at: self.expires_at.unwrap_or(i64::MIN),
         };
         self.owned && leaderlock_protocol::leads(&lease, &id, term, now)
+    }
+}
+
+impl Lease {
+    /// As the decision core reads it (`leaderlock_protocol::acquire`).
+    fn row(&self) -> Row<&str, Uuid> {
+        Row {
+            holder: self.holder.as_deref(),
+            term: self.term,
+            expires_at: self.expires_at,
+            owned: self.owned,
+            slots: self.slots,
+            session: self.session,
+            delayed_until: self.delayed_until,
+        }
+    }
+}
+
+/// What a look at a key knows besides its row, read only when the decision
+/// asks (a renewal through le_try_acquire asks for none of it).
+struct LookFacts<'a> {
+    key: &'a str,
+    priority: i32,
+    locked: bool,
+    /// A waiting le_acquire (a release may have handed it the lease).
+    waiting: bool,
+}
+
+impl Facts for LookFacts<'_> {
+    fn locked(&self) -> bool {
+        self.locked
+    }
+    fn floor(&mut self) -> i64 {
+        failover::term_floor()
+    }
+    fn ready(&mut self) -> bool {
+        failover::ready_for_new_tenures()
+    }
+    fn outranked_until(&mut self) -> Option<i64> {
+        candidates::outranked(self.key, self.priority)
+    }
+    fn handed(&mut self) -> Option<i64> {
+        self.waiting
+            .then(candidates::granted)
+            .flatten()
+            .map(|(term, _)| term)
+    }
+}
+
+/// What `claim` asks of the decision core.
+fn ask<'a>(id: &'a &'a str, claim: Claim<'_>) -> Ask<'a, &'a str, Uuid> {
+    Ask {
+        id,
+        slots: claim.slots,
+        session: claim.session.map(|s| s.session),
+        value: claim.value.is_some(),
     }
 }
 
@@ -322,7 +375,9 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     }
 }
 
-/// `attempt`'s look, the session (if any) checked.
+/// `attempt`'s look, the session (if any) checked: read without locking,
+/// decided by the core (`leaderlock_protocol::acquisition`), and what it
+/// decided written; a new tenure on an existing row only under its lock.
 fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) -> Attempt {
     // Read without locking first: a rival that cannot win must never lock
     // the holder's row, or the holder's renewals would fail meanwhile.
@@ -339,91 +394,72 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         // back otherwise, and the lock-delay counts from the session's
         // expiry, whoever ends it.)
         end_lapsed_session(lease, read_at);
-        // Contract 21: vacant with a lock-delay running: nobody takes it
-        // yet, whatever the slots asked.
-        if lease.holder.is_none() {
-            if let Some(until) = lease.delayed_until.filter(|d| *d > read_at) {
-                return Attempt::HeldUntil(until);
-            }
-        }
     }
-    let own_live = seen
-        .as_ref()
-        .is_some_and(|l| l.is_led_by(id, None, read_at));
-    // A key of many slots, or asked for: its tenures are `slots.rs`'s.
-    let many = |has: Option<i32>, live: bool| match slots::attempt(
+    let mut facts = LookFacts {
         key,
-        id,
-        ttl,
-        claim.slots,
-        has,
-        live,
-        claim.value,
-        claim.priority,
-        deadline,
-        claim.session,
-    ) {
-        Outcome::Acquired => Some(Attempt::Acquired),
-        Outcome::HeldUntil(t) => Some(Attempt::HeldUntil(t)),
-        Outcome::Busy => Some(Attempt::Busy),
-        Outcome::OneSlot => None,
+        priority: claim.priority,
+        locked: false,
+        waiting: deadline.is_some(),
     };
-    match seen {
-        None if claim.slots > 1 => return many(None, false).unwrap_or(Attempt::Busy),
-        None => {
-            if let Some(until) = candidates::outranked(key, claim.priority) {
-                return Attempt::HeldUntil(until);
+    let row = seen.as_ref().map(Lease::row);
+    let mut decided = acquisition(row.as_ref(), &ask(&id, claim), &mut facts, read_at);
+    if decided == Acquisition::ManySlots {
+        // A key of many slots, or asked for: its tenures are `slots.rs`'s.
+        let has = seen.as_ref().map(|l| l.slots);
+        let live = seen.as_ref().is_some_and(|l| l.is_live(read_at));
+        let outcome = slots::attempt(
+            key,
+            id,
+            ttl,
+            claim.slots,
+            has,
+            live,
+            claim.value,
+            claim.priority,
+            deadline,
+            claim.session,
+        );
+        decided = match (outcome, &row) {
+            (Outcome::Acquired, _) => return Attempt::Acquired,
+            (Outcome::HeldUntil(t), _) => return Attempt::HeldUntil(t),
+            (Outcome::Busy, _) | (Outcome::OneSlot, None) => return Attempt::Busy,
+            // Now a key of one slot, its row locked by us: decided as one.
+            (Outcome::OneSlot, Some(r)) => {
+                let one = Row { slots: 1, ..*r };
+                acquisition(Some(&one), &ask(&id, claim), &mut facts, read_at)
             }
-            return insert_first_term(key, id, ttl, claim, deadline);
-        }
-        Some(lease) if lease.slots > 1 || claim.slots > 1 => {
-            if let Some(outcome) = many(Some(lease.slots), lease.is_live(read_at)) {
-                return outcome;
-            }
-            // Now a key of one slot, its row locked by us: on below.
-        }
-        Some(lease) if lease.is_live(read_at) => {
-            if !lease.is_own(id) {
-                return Attempt::HeldUntil(lease.expires_at.unwrap_or(i64::MAX));
-            }
-            if lease.session.is_some() || claim.session.is_some() {
-                if lease.session == claim.session.map(|s| s.session) && claim.value.is_none() {
-                    // Held under this very session, which is what lives:
-                    // nothing to extend. (A value is set under the lock
-                    // below, which never waits.)
-                    return Attempt::Acquired;
-                }
-                // Into another session or out of one: under the lock below.
-            } else {
-                // Handed to this waiting call by a release (`hand_over`), as
-                // it asked for it: nothing left to write.
-                // (True as of this read, as any answer is as of its call: a
-                // le_force_release may follow, and the term tells.)
-                let handed = deadline.and(candidates::granted());
-                if let Some(tenure) = handed.filter(|(term, _)| *term == lease.term) {
-                    candidates::took(key, id, tenure);
-                    return Attempt::Acquired;
-                }
-                // Ours: extend it as le_renew does, in one statement that never
-                // waits, without the subtransaction and lock below (this is how
-                // holders that call le_try_acquire periodically renew). If that
-                // fails (lapsed meanwhile, or the row is locked), the locking
-                // path decides.
-                if let Some(term) = extend(key, id, read_at, Some(ttl), None) {
-                    proclaim_extended(key, id, term, read_at, claim.value);
-                    return Attempt::Acquired;
-                }
-            }
-        }
-        Some(_) => {}
+        };
     }
-
-    // Contract 18: a new tenure waits for every candidate of higher
-    // priority (a live holder extends whatever waits).
-    if !own_live {
-        if let Some(until) = candidates::outranked(key, claim.priority) {
-            return Attempt::HeldUntil(until);
+    match decided {
+        Acquisition::Wait(until) => return Attempt::HeldUntil(until),
+        Acquisition::NotNow | Acquisition::ManySlots => return Attempt::Busy,
+        // Held under this very session, which is what lives: nothing to
+        // extend (a value is set under the lock, which never waits).
+        Acquisition::Held => return Attempt::Acquired,
+        Acquisition::Handed => {
+            // Handed to this waiting call by a release (`hand_over`), as it
+            // asked for it: nothing left to write. (True as of this read, as
+            // any answer is as of its call: a le_force_release may follow,
+            // and the term tells.)
+            if let Some(tenure) = candidates::granted() {
+                candidates::took(key, id, tenure);
+                return Attempt::Acquired;
+            }
         }
+        Acquisition::Extend => {
+            // Ours: extended as le_renew does, in one statement that never
+            // waits, without the subtransaction and lock below (this is how
+            // holders that call le_try_acquire periodically renew). If that
+            // fails (lapsed meanwhile, or the row is locked), the lock
+            // decides.
+            if let Some(term) = extend(key, id, read_at, Some(ttl), None) {
+                proclaim_extended(key, id, term, read_at, claim.value);
+                return Attempt::Acquired;
+            }
+        }
+        // A key never used: its first tenure.
+        Acquisition::Start { .. } => return insert_first_term(key, id, ttl, claim, deadline),
+        Acquisition::Lock | Acquisition::Rebind => {}
     }
     // Lock it only if we may take or extend it (SKIP LOCKED: never wait),
     // and write under that lock.
@@ -440,52 +476,32 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
     .unwrap_or(Attempt::Busy)
 }
 
-/// With the lease's row locked (`under_lock`): extend it, or start a new
-/// tenure. None when neither can be done now.
+/// With the lease's row locked (`under_lock`): what the core decides on
+/// it, written: an extension (same term; the session binding stays with
+/// the session that acquired it), a move into or out of a session, or a
+/// new tenure. None when nothing can be done now.
 fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) -> Option<Attempt> {
     let now = now();
-    if lease.is_live(now) {
-        // Live and, by the lock's condition, ours: extend, same term; the
-        // session binding stays with the session that acquired it.
-        let term = if lease.session.is_some() || claim.session.is_some() {
-            if lease.session == claim.session.map(|s| s.session) {
-                lease.term
-            } else {
-                rebind(key, now, ttl, claim)
-            }
-        } else {
-            extend(key, id, now, Some(ttl), None)?
-        };
-        proclaim_extended(key, id, term, now, claim.value);
-        return Some(Attempt::Acquired);
-    }
-    if lease.holder.is_none() && lease.delayed_until.is_some_and(|d| d > now) {
-        // A lock-delay began since our read: the next look waits for it.
-        return None;
-    }
-    if lease.session.is_some() && lease.holder.is_some() {
-        // Ours, under a session that lapsed and is not ended yet (its row
-        // locked by another transaction): its lock-delay, if any, starts
-        // when it ends; until then the key is the session's.
-        return None;
-    }
-
-    // Vacant or lapsed: a new tenure, once held leases outlast a failover.
-    if !failover::ready_for_new_tenures() {
-        return None;
-    }
-    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
-    let term = start_term(&tenure_args(key, id, now, stored, ttl, claim, caller()));
-    tenure::started(
+    let mut facts = LookFacts {
         key,
-        id,
-        term,
-        now,
-        expires_at,
-        lease.holder.as_deref(),
-        claim.value,
-        1,
-    );
+        priority: claim.priority,
+        locked: true,
+        waiting: false,
+    };
+    let term = match acquisition(Some(&lease.row()), &ask(&id, claim), &mut facts, now) {
+        Acquisition::Held => lease.term,
+        Acquisition::Rebind => rebind(key, now, ttl, claim),
+        Acquisition::Extend => extend(key, id, now, Some(ttl), None)?,
+        Acquisition::Start { .. } => {
+            let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
+            let term = start_term(&tenure_args(key, id, now, stored, ttl, claim, caller()));
+            let previous = lease.holder.as_deref();
+            tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
+            return Some(Attempt::Acquired);
+        }
+        _ => return None,
+    };
+    proclaim_extended(key, id, term, now, claim.value);
     Some(Attempt::Acquired)
 }
 
@@ -568,9 +584,6 @@ fn insert_first_term(
     claim: Claim<'_>,
     deadline: Option<i64>,
 ) -> Attempt {
-    if !failover::ready_for_new_tenures() {
-        return Attempt::Busy;
-    }
     let now = now();
     let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
     let args = tenure_args(key, id, now, stored, ttl, claim, caller());

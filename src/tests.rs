@@ -1005,6 +1005,9 @@ mod tests {
                                     "leads" => p::leads(&lease, &"a", named, now).to_string(),
                                     "next_term" => p::next_term(Some(term), floor).to_string(),
                                     "expiry" => p::expiry(now, ttl).to_string(),
+                                    "expiry_after_promotion" => {
+                                        p::expiry_after_promotion(now, ttl).to_string()
+                                    }
                                     other => panic!("no Rust twin for the SQL rule {other}"),
                                 };
                                 let args = [
@@ -1019,7 +1022,7 @@ mod tests {
                                     ),
                                     term.into(),
                                 ];
-                                let got = if *rule == "expiry" {
+                                let got = if rule.starts_with("expiry") {
                                     let q = query.replace("::text FROM", "::timestamptz FROM");
                                     let t =
                                         Spi::get_one_with_args::<TimestampWithTimeZone>(&q, &args)

@@ -1,6 +1,7 @@
 //! The rules that decide a lease's outcomes, as plain functions: no I/O, no
 //! PostgreSQL, no clock reads (every time is an argument). The extension
-//! decides with them, the Rust client keeps its local deadline with them,
+//! decides with them (`acquire`: what an acquisition does, from what it
+//! read), the Rust client keeps its local deadline with them,
 //! and the model in `tests/model.rs` explores every interleaving of calls,
 //! replies, pauses, clock drift, a promotion and a clock step through them,
 //! so the model checks the rules the code runs (docs/verification.md).
@@ -11,8 +12,11 @@
 //! deadline. Ids are whatever identifies a holder (`&str` in the
 //! extension, small integers in the model).
 
+pub mod acquire;
 pub mod history;
 pub mod sql;
+
+pub use acquire::{acquisition, Acquisition};
 
 /// Microseconds.
 pub type Micros = i64;
@@ -69,33 +73,6 @@ pub fn next_term(previous: Option<i64>, floor: i64) -> i64 {
     previous.map_or(floor, |p| (p + 1).max(floor))
 }
 
-/// What le_try_acquire does with a key of one slot (contract 3.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Acquire {
-    /// A new tenure in this term, expiring at now + ttl.
-    Start { term: i64 },
-    /// The caller holds it live: extended to now + ttl, same term.
-    Extend,
-    /// Another holds it live.
-    Refuse,
-}
-
-/// Contract 3.1: `lease` None for a key never used.
-pub fn acquire<Id: PartialEq>(
-    lease: Option<&Lease<Id>>,
-    id: &Id,
-    now: Micros,
-    floor: i64,
-) -> Acquire {
-    match lease {
-        Some(l) if l.is_held_by(id, now) => Acquire::Extend,
-        Some(l) if l.is_live(now) => Acquire::Refuse,
-        other => Acquire::Start {
-            term: next_term(other.map(|l| l.term), floor),
-        },
-    }
-}
-
 /// Contract 3.2 to 3.4: `id` leads, so that its renewal, release or
 /// assertion acts: it holds the lease live (a lapsed one must be acquired
 /// again, in a new term) and, when the call names a term, in that term: a
@@ -141,22 +118,11 @@ pub fn window(ttl: Micros, margin: Micros) -> Micros {
     ttl - margin
 }
 
-/// The client's local deadline, on its own monotonic clock.
-pub fn local_deadline(sent: Micros, ttl: Micros, margin: Micros) -> Micros {
-    sent.saturating_add(window(ttl, margin))
-}
-
 /// Contract 18: the order in which waiting candidates are served, greatest
 /// first: higher priority, then the one waiting longer (`waiting_since`
 /// earlier). A release hands the lease to the greatest (contract 9).
 pub fn serving_rank(priority: i32, waiting_since: Micros) -> (i32, std::cmp::Reverse<Micros>) {
     (priority, std::cmp::Reverse(waiting_since))
-}
-
-/// A fenced resource accepts a write carrying `term` when no higher term
-/// has written before (`highest`: the highest it has accepted).
-pub fn fence_accepts(highest: Option<i64>, term: i64) -> bool {
-    highest.is_none_or(|h| term >= h)
 }
 
 #[cfg(test)]
@@ -188,9 +154,6 @@ mod tests {
         };
         assert!(l.is_live(9));
         assert!(!l.is_live(10));
-        assert_eq!(acquire(Some(&l), &2, 9, 1), Acquire::Refuse);
-        assert_eq!(acquire(Some(&l), &1, 9, 1), Acquire::Extend);
-        assert_eq!(acquire(Some(&l), &2, 10, 1), Acquire::Start { term: 2 });
         assert!(!leads(&l, &1, None, 10));
         assert!(leads(&l, &1, Some(1), 9));
         assert!(!leads(&l, &1, Some(0), 9));
@@ -204,6 +167,6 @@ mod tests {
         assert_eq!(margin(4, 250_000), 1);
         assert_eq!(margin(3, 250_000), 1);
         assert_eq!(margin(4, 0), 0);
-        assert_eq!(local_deadline(100, 30, 1), 129);
+        assert_eq!(window(30, 1), 29);
     }
 }

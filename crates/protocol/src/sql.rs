@@ -129,6 +129,7 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     ("next_term", next_term!("$4")),
     ("expiry", expiry!("$1", "ttl")),
+    ("expiry_after_promotion", expiry!("$1", "ttl")),
 ];
 
 #[cfg(test)]

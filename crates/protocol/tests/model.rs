@@ -94,6 +94,42 @@ struct Config {
     slots: usize,
 }
 
+/// The extension's decision (`leaderlock_protocol::acquisition`) for a key
+/// of one slot, as the extension takes it under the row's lock: no session,
+/// no candidate of higher priority, the failover step taken.
+fn acquisition(lease: Option<&p::Lease<u8>>, id: &u8, now: i64, floor: i64) -> p::Acquisition {
+    let row = lease.map(|l| p::acquire::Row::<u8, ()> {
+        holder: l.holder,
+        term: l.term,
+        expires_at: Some(l.expires_at),
+        owned: true,
+        slots: 1,
+        session: None,
+        delayed_until: None,
+    });
+    let ask = p::acquire::Ask {
+        id,
+        slots: 1,
+        session: None,
+        value: false,
+    };
+    let mut facts = p::acquire::Context {
+        locked: true,
+        floor,
+        ready: true,
+        outranked_until: None,
+        handed: None,
+    };
+    p::acquisition(row.as_ref(), &ask, &mut facts, now)
+}
+
+/// The fenced resource downstream (a user's, not the extension's): it
+/// accepts a write carrying `term` when no higher term has written before
+/// (`highest`: the highest it has accepted).
+fn fence_accepts(highest: Option<i64>, term: i64) -> bool {
+    highest.is_none_or(|h| term >= h)
+}
+
 /// The horizon in ticks: MODEL_HORIZON, else `default`.
 fn horizon(default: i64) -> i64 {
     std::env::var("MODEL_HORIZON")
@@ -443,8 +479,8 @@ impl LeaseModel {
             {
                 None
             }
-            Req::Acquire => match p::acquire(s.primary.as_ref(), &id, now, self.floor(s)) {
-                p::Acquire::Start { term } => {
+            Req::Acquire => match acquisition(s.primary.as_ref(), &id, now, self.floor(s)) {
+                p::Acquisition::Start { term } => {
                     if term <= s.highest_issued {
                         s.term_reissued = true;
                     }
@@ -457,14 +493,14 @@ impl LeaseModel {
                     });
                     Some(term)
                 }
-                p::Acquire::Extend => {
+                p::Acquisition::Extend => {
                     let l = s.primary.as_mut().expect("held");
                     let expires_at = p::expiry(now, ttl);
                     s.expiry_went_back |= expires_at < l.expires_at;
                     l.expires_at = expires_at;
                     Some(l.term)
                 }
-                p::Acquire::Refuse => None,
+                _ => None,
             },
             Req::Renew(term) => {
                 let named = match self.cfg.variant {
@@ -744,7 +780,7 @@ impl Model for LeaseModel {
                     Variant::DeadlineFromReply => now,
                     _ => local_sent,
                 };
-                let deadline = p::local_deadline(from, ttl, self.cfg.margin());
+                let deadline = from.saturating_add(p::window(ttl, self.cfg.margin()));
                 let inside = self.inside(&s, c);
                 let client = &mut s.clients[c];
                 client.call = None;
@@ -829,7 +865,7 @@ impl Model for LeaseModel {
             Action::StepClock => s.wall_offset = self.cfg.step,
             Action::Write(c) => {
                 let (term, _) = s.clients[c].lead.expect("leading");
-                if p::fence_accepts(s.fence, term) {
+                if fence_accepts(s.fence, term) {
                     s.fence_went_back |= s.fence.is_some_and(|h| term < h);
                     s.fence = Some(term);
                 } else {
