@@ -1,61 +1,33 @@
 //! leaderlock: leader election inside PostgreSQL.
 //!
-//! Modules, from the bottom up (each uses only modules above it in this
+//! Parts, from the bottom up (each uses only the parts above it in this
 //! list; scripts/check_imports.py keeps it so):
-//! - `clock` (the lease clock), `settings` (GUCs), `preload` (the one
-//!   switch: preloaded or not), `notify` (LISTEN/NOTIFY payloads), `value`
-//!   (the leader value's jsonb), `queries` (all SQL text the extension
-//!   runs), `guard` (what a statement may touch);
-//! - `call` (the acting role and the extension's schema during a call),
-//!   `plans` (runs statements: SPI plan cache, subtransactions),
-//!   `schema_version` (which statements fit the installed schema),
-//!   `bgworker` (what every background process shares);
-//! - `databases` (shared memory per database), `waiters` (where le_acquire
-//!   waits), `worker_wakeup` (waking the worker early), `sessions` (ends of
-//!   sessions holding session-bound leases), `input` (argument checks);
-//! - `failover` (terms and durability across crashes and failover),
-//!   `session_leases` (contract 21's sessions: one ttl for many keys),
-//!   `lease` (the holder's state transitions), `expiry` (the worker's
-//!   steps), `runs` (scheduled runs: claims, renewals, outcomes);
-//! - `worker` (the background worker of one database), `launcher` (a
-//!   worker per database), `hooks` (utility commands that concern the
-//!   workers), `api` (the SQL-callable functions).
+//! - `base`: the lease clock, settings, the preload switch, names, values;
+//! - `store`: the statements by table and how they run (SPI plans, the
+//!   acting role, the installed schema's version, the last check);
+//! - `shmem`: shared memory (databases, candidates, waiters, wake-ups);
+//! - `announce`: notifications and the history;
+//! - `lease`: a key's transitions (one slot or many, sessions, runs,
+//!   terms across failover, the worker's vacating);
+//! - `workers`: the launcher, the workers, the utility hook;
+//! - `api`: the SQL face and its argument checks.
 //!
 //! DDL lives in `src/ddl/*.sql`.
 
 use pgrx::prelude::*;
 
+mod announce;
 mod api;
-mod bgworker;
-mod call;
-mod candidates;
-mod clock;
-mod databases;
-mod expiry;
-mod failover;
-mod guard;
-mod handover;
-mod history;
-mod hooks;
-mod input;
-mod launcher;
+mod base;
 mod lease;
-mod names;
-mod notify;
-mod plans;
-mod preload;
-mod queries;
-mod runs;
-mod schema_version;
-mod session_leases;
-mod sessions;
-mod settings;
-mod slots;
-mod tenure;
-mod value;
-mod waiters;
-mod worker;
-mod worker_wakeup;
+mod shmem;
+mod store;
+mod workers;
+
+use base::{clock, preload, settings};
+use shmem::{candidates, databases, handover, sessions, waiters, worker_wakeup};
+use store::guard;
+use workers::{hooks, launcher};
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;

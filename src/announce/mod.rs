@@ -1,0 +1,6 @@
+//! What a transition tells: its notification on channel `leaderlock`
+//! (`notify`) and its row of the history (`history`), both in the
+//! transaction that makes it.
+
+pub mod history;
+pub mod notify;

@@ -1,0 +1,236 @@
+//! What a holder does with its lease of a key of one slot, and the calls
+//! on every lease of an id (contracts 3.2, 3.3, 9, 11, 13, 16): extend,
+//! renew, release and hand over, vacate, force release, set the value.
+
+use crate::announce::notify::Event;
+use crate::base::clock::{micros, now, ts};
+use crate::base::ttl::Ttl;
+use crate::lease::failover;
+use crate::lease::row::{caller, counted, extend, first_lease, start_term, tenure_args, Claim};
+use crate::lease::session_leases;
+use crate::lease::slots::{self};
+use crate::lease::tenure::{self};
+use crate::shmem::candidates;
+use crate::shmem::databases::{self, Counter};
+use crate::shmem::waiters;
+use crate::shmem::worker_wakeup;
+use crate::store::call;
+use crate::store::plans;
+use crate::store::queries;
+use crate::store::schema_version;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+
+/// Contract 3.2: with `term`, only the tenure of that term.
+pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
+    // (a renewal never shortens a lease: it needs no failover step first)
+    let now = now();
+    let renewed = extend(key, id, now, ttl, term).is_some()
+        || slots::extend(key, id, now, ttl, term).is_some()
+        || (schema_version::has_slots() && session_leases::renew_key(key, id, ttl, term));
+    counted(renewed, Counter::Renewed)
+}
+
+/// Contract 16, le_renew_all: extends every lease `id` holds live (and the
+/// caller may act on as owner) by its own ttl, in one statement that never
+/// waits. Returns how many.
+pub fn renew_all(id: &str) -> i64 {
+    let now = now();
+    let args = [id.into(), ts(now).into(), caller().into()];
+    let (renewed, earliest) = plans::run(schema_version::renew_all(), &args, |t| {
+        let row = t.first();
+        (
+            row.get::<i64>(1).expect("count").unwrap_or(0),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
+        )
+    });
+    let (tenures, earliest_tenure) = slots::renew_all(id, now);
+    let (held, earliest_session) = if schema_version::has_slots() {
+        session_leases::renew_all(id, now)
+    } else {
+        (0, None)
+    };
+    let renewed = renewed + tenures + held;
+    let earliest = [earliest, earliest_tenure, earliest_session]
+        .into_iter()
+        .flatten()
+        .min();
+    if let Some(earliest) = earliest {
+        worker_wakeup::expiry_written(earliest);
+        failover::commit_durably();
+    }
+    databases::count_n(Counter::Renewed, renewed);
+    renewed
+}
+
+/// Contract 16, le_release_all: releases every lease `id` holds live (and
+/// the caller may act on as owner), skipping rows locked by another
+/// transaction, and announces each. Returns how many.
+pub fn release_all(id: &str) -> i64 {
+    let keys: Vec<String> = plans::run(
+        schema_version::lock_all_own(),
+        &[id.into(), caller().into()],
+        |t| {
+            t.into_iter()
+                .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
+                .collect()
+        },
+    );
+    let tenures = slots::release_all(id) as i64;
+    if keys.is_empty() {
+        return tenures;
+    }
+    // Read after the locks, as `release` does.
+    let now = now();
+    let released: Vec<(String, i64)> = plans::run(
+        queries::VACATE_LIVE_KEYS,
+        &[keys.into(), ts(now).into()],
+        |t| {
+            t.into_iter()
+                .map(|row| {
+                    (
+                        row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+                        row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+                    )
+                })
+                .collect()
+        },
+    );
+    for (key, term) in &released {
+        tenure::released(key, id, *term, now, false, 1);
+    }
+    released.len() as i64 + tenures
+}
+
+/// Locks the lease `id` holds live (in `term`, when given) and runs `write`
+/// with its term and the time it was found live (`under_lock`). None when
+/// not held live by `id` in that term, or locked by another transaction.
+fn with_own_live<T>(
+    key: &str,
+    id: &str,
+    term: Option<i64>,
+    write: impl FnOnce(i64, i64) -> T,
+) -> Option<T> {
+    plans::under_lock(
+        || {
+            let args = [key.into(), id.into(), caller().into()];
+            plans::run(schema_version::lock_own(), &args, |t| {
+                let row = t.into_iter().next()?;
+                Some((
+                    row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
+                    micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
+                ))
+            })
+        },
+        |(held, expires_at)| {
+            let now = now();
+            let lease = leaderlock_protocol::Lease {
+                holder: Some(id),
+                term: held,
+                expires_at,
+            };
+            leaderlock_protocol::leads(&lease, &id, term, now).then(|| write(held, now))
+        },
+    )
+}
+
+/// Contract 3.3.
+/// Contract 3.3: with `term`, only the tenure of that term.
+pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
+    // Asked before `with_own_live`'s subtransaction, inside which every
+    // transaction looks like a block.
+    let implicit = !unsafe { pg_sys::IsTransactionBlock() };
+    with_own_live(key, id, term, |term, now| {
+        vacate(key, id, term, now, false);
+        if implicit {
+            hand_over(key, now);
+        }
+    })
+    .is_some()
+        || slots::release(key, id, term)
+}
+
+/// Contract 9: a release hands the lease it just vacated to the candidate
+/// its key serves first, when that one is grantable (`grantable`), in the
+/// releasing transaction: one commit for the handover, not the release's
+/// and then the winner's. Only when that transaction is implicit too (it
+/// ends with its statement), and once new tenures may start. Should the
+/// candidate stop waiting first, the tenure goes to the worker
+/// (`handover.rs`).
+fn hand_over(key: &str, now: i64) {
+    // (The worker's statement for a tenure never taken up is written for
+    // the current schema.)
+    if !schema_version::has_slots() || !failover::ready_for_new_tenures() {
+        return;
+    }
+    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
+    if xid == 0 {
+        return;
+    }
+    let Some(grant) = candidates::claim_grant(key, xid, call::caller(), now) else {
+        return;
+    };
+    // Known to the commit and abort callbacks from here on: should the
+    // tenure fail to start, the abort frees the candidate's entry.
+    waiters::granted_at_commit(key, grant.clone());
+    let ttl = Ttl(grant.asked.ttl_us);
+    let (id, expires_at) = (grant.id.text(), leaderlock_protocol::expiry(now, ttl.0));
+    let args = tenure_args(
+        key,
+        &id,
+        now,
+        expires_at,
+        ttl,
+        Claim::default(),
+        grant.asked.role,
+    );
+    let term = start_term(&args);
+    waiters::grant_started(term);
+    tenure::started(key, &id, term, now, expires_at, None, None, 1);
+}
+
+/// Vacates a locked, live lease and announces it.
+fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
+    plans::run(
+        schema_version::vacate(),
+        &[key.into(), ts(now).into()],
+        |_| (),
+    );
+    tenure::released(key, holder, term, now, forced, 1);
+}
+
+/// Contract 13, le_force_release: vacates the live lease of `key`, whoever
+/// holds it; false when it is vacant, lapsed or unknown. The caller's
+/// right to do so is checked by the API.
+pub fn force_release(key: &str) -> bool {
+    let Some(lease) = plans::run(schema_version::lock_live(), &[key.into()], first_lease) else {
+        // No live tenure of one slot: the slots' tenures, and a lock-delay.
+        let vacated = slots::force_release(key) > 0;
+        return session_leases::lift_delay(key) || vacated;
+    };
+    let now = now();
+    if !lease.is_live(now) {
+        return false; // lapsed while we waited for the lock: the worker's
+    }
+    let holder = lease.holder.as_deref().expect("a live lease has a holder");
+    vacate(key, holder, lease.term, now, true);
+    true
+}
+
+/// Contract 11: sets the value of the lease `id` holds live.
+pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
+    let set = |term| {
+        let value_arg = value.map_or_else(DatumWithOid::null::<&str>, Into::into);
+        plans::run(queries::SET_VALUE, &[key.into(), value_arg], |_| ());
+        failover::commit_durably();
+        Event::Proclaimed {
+            key,
+            holder: id,
+            term,
+            at: now(),
+            value,
+        }
+        .send();
+    };
+    with_own_live(key, id, None, |term, _| set(term)).is_some() || slots::proclaim(key, id, value)
+}

@@ -1,0 +1,24 @@
+//! A key's transitions (contracts 2, 3, 8-11, 13, 16-18, 21, 22): each
+//! reads what it needs, asks `leaderlock_protocol` what to do, and writes
+//! it. `take` acquires (a key of one slot; `slots` those of many), `keep`
+//! is what a holder does with its lease, `read` what anyone may ask of a
+//! key; `tenure` is what follows every change of holder, `failover` keeps
+//! terms and leases across crashes and promotions, `session_leases` holds
+//! contract 21's sessions, `runs` the scheduled runs, `expiry` the
+//! worker's vacating.
+
+pub mod expiry;
+pub mod failover;
+mod keep;
+mod read;
+mod row;
+pub mod runs;
+pub mod session_leases;
+pub mod slots;
+mod take;
+pub mod tenure;
+
+pub use keep::{force_release, proclaim, release, release_all, renew, renew_all};
+pub use read::{assert_leader, holders, leader, lease_now, LeaseNow};
+pub use row::Claim;
+pub use take::{acquire, acquire_in, try_acquire, SlotsDiffer};

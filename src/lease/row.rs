@@ -1,0 +1,186 @@
+//! A key's row in `leaderlock` as the transitions read and write it: the
+//! lease read, what a caller asks for, the parameters of a new tenure, and
+//! a holder's extension (shared by acquiring and renewing).
+
+use crate::base::clock::{micros, ts};
+use crate::base::ttl::Ttl;
+use crate::lease::failover;
+use crate::lease::tenure::{self, SessionClaim};
+use crate::shmem::databases::{self, Counter};
+use crate::shmem::sessions;
+use crate::store::call;
+use crate::store::plans;
+use crate::store::schema_version;
+use leaderlock_protocol::acquire::Row;
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiTupleTable;
+use pgrx::Uuid;
+
+/// One lease row: holder, term, expires_at (a session's, for a tenure
+/// held under one: contract 21), whether the caller may act as its owner
+/// (contract 13), how many slots the key admits (17; 1 where the statement
+/// does not say), its session and its lock-delay (21; None where it does
+/// not say).
+pub(super) struct Lease {
+    pub(super) holder: Option<String>,
+    pub(super) term: i64,
+    pub(super) expires_at: Option<i64>,
+    pub(super) owned: bool,
+    pub(super) slots: i32,
+    pub(super) session: Option<Uuid>,
+    pub(super) delayed_until: Option<i64>,
+}
+
+impl Lease {
+    pub(super) fn is_live(&self, now: i64) -> bool {
+        leaderlock_protocol::is_live(self.holder.is_some(), self.expires_at, now)
+    }
+
+    /// Contract 3.4: `id` leads in it (in `term`, when named), and the
+    /// caller may act as its owner.
+    pub(super) fn is_led_by(&self, id: &str, term: Option<i64>, now: i64) -> bool {
+        let lease = leaderlock_protocol::Lease {
+            holder: self.holder.as_deref(),
+            term: self.term,
+            expires_at: self.expires_at.unwrap_or(i64::MIN),
+        };
+        self.owned && leaderlock_protocol::leads(&lease, &id, term, now)
+    }
+}
+
+impl Lease {
+    /// As the decision core reads it (`leaderlock_protocol::acquire`).
+    pub(super) fn row(&self) -> Row<&str, Uuid> {
+        Row {
+            holder: self.holder.as_deref(),
+            term: self.term,
+            expires_at: self.expires_at,
+            owned: self.owned,
+            slots: self.slots,
+            session: self.session,
+            delayed_until: self.delayed_until,
+        }
+    }
+}
+
+pub(super) fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
+    let row = table.into_iter().next()?;
+    Some(Lease {
+        holder: row.get::<String>(1).expect("holder"),
+        term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+        expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
+        owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+        slots: row.get::<i32>(5).ok().flatten().unwrap_or(1),
+        session: row.get::<Uuid>(6).ok().flatten(),
+        delayed_until: micros(row.get::<TimestampWithTimeZone>(7).ok().flatten()),
+    })
+}
+
+/// The acting role (contract 13): current_user at the call (`call.rs`).
+pub(super) fn caller() -> pg_sys::Oid {
+    call::caller()
+}
+
+/// What a caller asks for besides key, id and ttl (contracts 10, 11, 17).
+#[derive(Clone, Copy, Debug)]
+pub struct Claim<'a> {
+    /// The lease also ends when this session ends.
+    pub session_bound: bool,
+    /// The leader value (jsonb text); None: none for a new tenure, kept
+    /// for an extension.
+    pub value: Option<&'a str>,
+    /// How many holders the key admits at once.
+    pub slots: i32,
+    /// Contract 18: while a candidate of higher priority waits for the key,
+    /// this one starts no tenure (le_try_acquire's is 0).
+    pub priority: i32,
+    /// Contract 21: acquired under this session (the tenure lives as long
+    /// as the session does).
+    pub session: Option<SessionClaim>,
+}
+
+impl Default for Claim<'_> {
+    fn default() -> Self {
+        Claim {
+            session_bound: false,
+            value: None,
+            slots: 1,
+            priority: 0,
+            session: None,
+        }
+    }
+}
+
+/// Counts a call's outcome (contract 14): `success` when it succeeded,
+/// else a refusal. Returns `succeeded`.
+pub(super) fn counted(succeeded: bool, success: Counter) -> bool {
+    databases::count(if succeeded { success } else { Counter::Refused });
+    succeeded
+}
+
+/// The session binding (contract 10) a claim asks for: this backend's pid
+/// and start, or NULLs.
+pub(super) fn binding(claim: Claim<'_>) -> (DatumWithOid<'static>, DatumWithOid<'static>) {
+    if claim.session_bound {
+        let s = sessions::this_session();
+        (s.pid.into(), ts(s.started).into())
+    } else {
+        (
+            DatumWithOid::null::<i32>(),
+            DatumWithOid::null::<TimestampWithTimeZone>(),
+        )
+    }
+}
+
+/// Starts a tenure on the locked row (`queries::START_TERM`); its term.
+pub(super) fn start_term(args: &[DatumWithOid<'_>; 11]) -> i64 {
+    plans::run(schema_version::start_term(), args, |t| {
+        t.first()
+            .get_one::<i64>()
+            .expect("term")
+            .expect("term is NOT NULL")
+    })
+}
+
+/// The parameters of `queries::INSERT_FIRST_TERM` and `START_TERM`, for a
+/// tenure owned by `owner` (contract 13).
+pub(super) fn tenure_args<'a>(
+    key: &'a str,
+    id: &'a str,
+    now: i64,
+    expires_at: i64,
+    ttl: Ttl,
+    claim: Claim<'a>,
+    owner: pg_sys::Oid,
+) -> [DatumWithOid<'a>; 11] {
+    let (pid, started) = binding(claim);
+    [
+        key.into(),
+        id.into(),
+        ts(now).into(),
+        ts(expires_at).into(),
+        ttl.as_interval().into(),
+        failover::term_floor().into(),
+        claim
+            .value
+            .map_or_else(DatumWithOid::null::<&str>, Into::into),
+        pid,
+        started,
+        owner.into(),
+        SessionClaim::arg(claim.session),
+    ]
+}
+
+/// Extends the lease `id` holds live at `now` by `ttl` (the stored one when
+/// None), same term: one statement that never waits (`queries::RENEW`).
+/// Its term, or None when it was not extended.
+pub(super) fn extend(
+    key: &str,
+    id: &str,
+    now: i64,
+    ttl: Option<Ttl>,
+    term: Option<i64>,
+) -> Option<i64> {
+    tenure::extend(schema_version::renew(), key, id, now, ttl, term)
+}
