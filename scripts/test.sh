@@ -22,7 +22,7 @@
 # root, it runs them as you; the extension is installed into the
 # PostgreSQL tested, so that one must be writable by you (--pg-config).
 #
-# Once:             cargo fmt --check; no import circle in src/; documentation
+# Once:             cargo fmt --check; src/'s parts import downward only; documentation
 #                   links resolve; pyflakes; the client library and CLI (crates/):
 #                   clippy, cargo test, build; as root, the test command as
 #                   a contributor runs it (tests/contributor/run.sh: not
@@ -129,7 +129,7 @@ if wants lint; then
   printf '\n=== format\n'
   (cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
   printf '\n=== modules import downward only (scripts/check_imports.py)\n'
-  python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("import circle in src/")
+  python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("imports or file length in src/")
   printf '\n=== the model calls only what the code calls (scripts/check_core.py)\n'
   python3 "$REPO_ROOT/scripts/check_core.py" || FAILED+=("the model's functions")
   printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
