@@ -153,7 +153,7 @@ if wants unit; then
   (cd "$REPO_ROOT" && cargo test --locked -q -p leaderlock-client -p leaderlock-cli) || FAILED+=("cargo test (client, cli)")
   # The model explores millions of states: optimised (the CLI's profile,
   # built anyway), it takes about 20 s; unoptimised, minutes.
-  printf '\n=== the lease rules, model-checked (crates/protocol/tests/model.rs, key_rules.rs)\n'
+  printf '\n=== the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, runs_model.rs)\n'
   (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol -- --nocapture --test-threads=1) \
     || FAILED+=("the model of the lease rules")
 fi

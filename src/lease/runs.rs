@@ -17,6 +17,7 @@ use crate::lease::tenure;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
+use leaderlock_protocol::runs::{run_claim, run_forgotten, RunClaim};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -38,7 +39,7 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
     // A run due longer ago than the retention is never claimed (its row may
     // be gone): refused before anything is written.
     let horizon = now.saturating_sub(settings::run_retention_micros());
-    if due < horizon || !failover::ready_for_new_tenures() {
+    if run_forgotten(due, horizon) || !failover::ready_for_new_tenures() {
         return None; // (held claims outlast a failover first, 8.2)
     }
     if !plans::run(queries::JOB_EXISTS, &[job.into()], |t| !t.is_empty()) {
@@ -47,7 +48,6 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
         tenure::insert_first(queries::INSERT_JOB, &args, now, Some(now));
     }
     let floor = failover::term_floor();
-    let late = grace.is_some_and(|g| now > due.saturating_add(g));
     let done = plans::under_lock(
         || {
             plans::run(queries::LOCK_JOB, &[job.into()], |t| {
@@ -58,7 +58,7 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
             })
         },
         |pruned_before| {
-            if pruned_before.is_some_and(|p| due < p) {
+            if pruned_before.is_some_and(|p| run_forgotten(due, p)) {
                 return None; // pruned by a shorter retention: never again
             }
             let run = [job.into(), ts(due).into()];
@@ -75,8 +75,10 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
                 let holder = row.get::<String>(1).expect("holder");
                 let term = row.get::<i64>(2).expect("term");
                 Some((holder, term))
-            })?;
-            if late {
+            });
+            let decided = run_claim(due, now, grace, last.is_some());
+            let last = last?;
+            if decided == RunClaim::Missed {
                 let why = match last {
                     (Some(_), Some(term)) => format!(
                         "its claim of term {term} lapsed unfinished and its misfire grace has passed"

@@ -28,6 +28,8 @@ use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
+use leaderlock_protocol::acquire::{Ask, Facts};
+use leaderlock_protocol::slots::{self as rules, slot_acquisition, SlotAcquisition};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -170,132 +172,169 @@ pub fn attempt(
     deadline: Option<i64>,
     under: Option<SessionClaim>,
 ) -> Outcome {
-    if holder_live {
-        // A key of one slot with a live holder, asked for more.
-        return Outcome::SlotsDiffer(has.unwrap_or(1));
-    }
-    // Contract 18: no new tenure while a candidate of higher priority waits.
-    let outranked = || candidates::outranked(key, priority);
-    let Some(has) = has else {
-        if let Some(until) = outranked() {
-            return Outcome::HeldUntil(until);
-        }
-        return match first_tenure(key, id, ttl, slots, value, deadline, under) {
-            // A concurrent first acquisition of the key won: a free slot
-            // may be left in it.
-            Outcome::Busy => match key_slots(key) {
-                Some(has) if has > 1 => attempt(
-                    key,
-                    id,
-                    ttl,
-                    slots,
-                    Some(has),
-                    false,
-                    value,
-                    priority,
-                    deadline,
-                    under,
-                ),
-                _ => Outcome::Busy,
-            },
-            outcome => outcome,
-        };
+    let mut facts = SlotFacts { key, priority };
+    let ask = Ask {
+        id: &id,
+        slots,
+        session: under.map(|u| u.session),
+        value: value.is_some(),
     };
     let mut now = now();
-    if has > 1 && schema_version::has_slots() {
-        end_lapsed_sessions(key, now);
-        now = crate::base::clock::now();
-    }
-    if has > 1 {
-        let own = read_own(key, id).filter(|o| o.is_live(now));
-        // The id's live tenure, owned by a role the caller is not a member
-        // of: as for a key of one slot, not the caller's to extend, nor to
-        // hold twice (contract 13).
-        if let Some(other) = own.filter(|o| !o.owned) {
-            return Outcome::HeldUntil(other.expires_at.unwrap_or(i64::MAX));
-        }
-        // The caller's own live tenure: extend it, same term; under a
-        // session, it lives as the session does; into another session or
-        // out of one: moved, same slot and term.
-        if let Some(own) = own {
-            if has != slots {
-                return Outcome::SlotsDiffer(has);
+    let read = match has {
+        Some(has) if has > 1 && !holder_live => {
+            if schema_version::has_slots() {
+                end_lapsed_sessions(key, now);
+                now = crate::base::clock::now();
             }
-            if own.session.is_some() || under.is_some() {
-                let done = if own.session == under.map(|u| u.session) {
-                    // Held under this very session, which is what lives:
-                    // nothing to extend; a value is set under the
-                    // tenure's lock, never waiting.
-                    value.is_none()
-                        || with_own_live(key, id, None, |slot, term, now| {
-                            set_value(key, id, slot, term, now, value, has)
-                        })
-                        .is_some()
-                } else {
-                    rebind(key, id, ttl, under, value, has).is_some()
-                };
-                return if done {
-                    Outcome::Acquired
-                } else {
-                    Outcome::Busy
-                };
+            summary(key, id, has, now)
+        }
+        _ => rules::Read {
+            has,
+            holder_live,
+            own: None,
+            taken: 0,
+            earliest: None,
+        },
+    };
+    match slot_acquisition(&read, &ask, &mut facts) {
+        SlotAcquisition::SlotsDiffer(has) => Outcome::SlotsDiffer(has),
+        SlotAcquisition::Wait(until) => Outcome::HeldUntil(until),
+        SlotAcquisition::NotNow => Outcome::Busy,
+        SlotAcquisition::FirstTenure => {
+            match first_tenure(key, id, ttl, slots, value, deadline, under) {
+                // A concurrent first acquisition of the key won: a free slot
+                // may be left in it.
+                Outcome::Busy => match key_slots(key) {
+                    Some(has) if has > 1 => attempt(
+                        key,
+                        id,
+                        ttl,
+                        slots,
+                        Some(has),
+                        false,
+                        value,
+                        priority,
+                        deadline,
+                        under,
+                    ),
+                    _ => Outcome::Busy,
+                },
+                outcome => outcome,
             }
-            return match extend(key, id, now, Some(ttl), None) {
-                Some(term) => {
-                    set_value(key, id, own.slot, term, now, value, has);
-                    Outcome::Acquired
-                }
-                None => Outcome::Busy,
-            };
         }
-    }
-    let (count, earliest) = if has > 1 { live(key, now) } else { (0, None) };
-    if has != slots && count > 0 {
-        return Outcome::SlotsDiffer(has);
-    }
-    if slots == 1 {
-        if let Some(until) = outranked() {
-            return Outcome::HeldUntil(until);
+        // Held under this very session, which is what lives: nothing to
+        // extend; a value is set under the tenure's lock, never waiting.
+        SlotAcquisition::Held => done(
+            value.is_none()
+                || with_own_live(key, id, None, |slot, term, now| {
+                    set_value(key, id, slot, term, now, value, slots)
+                })
+                .is_some(),
+        ),
+        // Into another session or out of one: moved, same slot and term.
+        SlotAcquisition::Rebind => done(rebind(key, id, ttl, under, value, slots).is_some()),
+        SlotAcquisition::Extend => match extend(key, id, now, Some(ttl), None) {
+            Some(term) => {
+                let slot = read.own.map_or(0, |o| o.slot);
+                set_value(key, id, slot, term, now, value, slots);
+                Outcome::Acquired
+            }
+            None => Outcome::Busy,
+        },
+        SlotAcquisition::OneSlot => {
+            let has = read.has.unwrap_or(1);
+            // No live holder: the key becomes one of one slot.
+            plans::in_subtransaction(
+                || {
+                    let locked =
+                        plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| !t.is_empty());
+                    if !locked {
+                        return Outcome::Busy;
+                    }
+                    // Counted before the lock: a tenure may have started since.
+                    let now = crate::base::clock::now();
+                    if has != 1 && live(key, now).0 > 0 {
+                        return Outcome::SlotsDiffer(has);
+                    }
+                    if expiry::end_stale_tenures(key, 1, now).is_none() {
+                        return Outcome::Busy;
+                    }
+                    plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
+                    Outcome::OneSlot
+                },
+                |o| *o == Outcome::OneSlot,
+            )
         }
-        if !failover::ready_for_new_tenures() {
-            return Outcome::Busy;
+        // Lock the key's row, find a free slot, issue a term: in a
+        // subtransaction kept only if it acquired, so a candidate that
+        // finds every slot taken keeps no lock.
+        SlotAcquisition::Take => plans::in_subtransaction(
+            || take_slot(key, id, ttl, slots, value, under),
+            |o| *o == Outcome::Acquired,
+        ),
+    }
+}
+
+fn done(acquired: bool) -> Outcome {
+    if acquired {
+        Outcome::Acquired
+    } else {
+        Outcome::Busy
+    }
+}
+
+/// What `slot_acquisition` asks besides the read: the candidates of key
+/// `key` (contract 18) and the failover step (8.2).
+struct SlotFacts<'a> {
+    key: &'a str,
+    priority: i32,
+}
+
+impl Facts for SlotFacts<'_> {
+    fn locked(&self) -> bool {
+        false
+    }
+    fn floor(&mut self) -> i64 {
+        failover::term_floor()
+    }
+    fn ready(&mut self) -> bool {
+        failover::ready_for_new_tenures()
+    }
+    fn outranked_until(&mut self) -> Option<i64> {
+        candidates::outranked(self.key, self.priority)
+    }
+    fn handed(&mut self) -> Option<i64> {
+        None
+    }
+}
+
+/// A key of `has` slots as an acquisition by `id` at `now` reads it, in
+/// one statement (`queries::SLOT_SUMMARY`): the slots taken, and the id's
+/// live tenure.
+fn summary(key: &str, id: &str, has: i32, now: i64) -> rules::Read<Uuid> {
+    let args = [key.into(), ts(now).into(), id.into(), caller().into()];
+    plans::run(queries::SLOT_SUMMARY, &args, |t| {
+        let row = t.first();
+        let own = row.get::<i32>(3).expect("slot").map(|slot| Own {
+            slot,
+            term: row.get::<i64>(4).expect("term").unwrap_or(0),
+            expires_at: micros(row.get::<TimestampWithTimeZone>(5).expect("expires_at")),
+            owned: row.get::<bool>(6).expect("owned").unwrap_or(false),
+            session: row.get::<Uuid>(7).expect("session"),
+        });
+        rules::Read {
+            has: Some(has),
+            holder_live: false,
+            own: own.filter(|o| o.is_live(now)).map(|o| rules::Own {
+                expires_at: o.expires_at,
+                owned: o.owned,
+                session: o.session,
+                slot: o.slot,
+            }),
+            taken: row.get::<i64>(1).expect("count").unwrap_or(0),
+            earliest: micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
         }
-        // No live holder: the key becomes one of one slot.
-        return plans::in_subtransaction(
-            || {
-                let locked = plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| !t.is_empty());
-                if !locked {
-                    return Outcome::Busy;
-                }
-                // Counted before the lock: a tenure may have started since.
-                let now = crate::base::clock::now();
-                if has != 1 && live(key, now).0 > 0 {
-                    return Outcome::SlotsDiffer(has);
-                }
-                if expiry::end_stale_tenures(key, 1, now).is_none() {
-                    return Outcome::Busy;
-                }
-                plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
-                Outcome::OneSlot
-            },
-            |o| *o == Outcome::OneSlot,
-        );
-    }
-    if has == slots && count >= i64::from(slots) {
-        return Outcome::HeldUntil(earliest.unwrap_or(i64::MAX));
-    }
-    if slots > 1 {
-        if let Some(until) = outranked() {
-            return Outcome::HeldUntil(until);
-        }
-    }
-    // Lock the key's row, find a free slot, issue a term: in a
-    // subtransaction kept only if it acquired, so a candidate that finds
-    // every slot taken keeps no lock.
-    plans::in_subtransaction(
-        || take_slot(key, id, ttl, slots, value, under),
-        |o| *o == Outcome::Acquired,
-    )
+    })
 }
 
 /// Moves the caller's live tenure of `key`, its row locked here (never

@@ -27,6 +27,7 @@ use crate::store::queries;
 use crate::store::schema_version;
 use leaderlock_protocol::acquire::{Ask, Facts, Row};
 use leaderlock_protocol::{acquisition, Acquisition};
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
@@ -390,6 +391,16 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         Acquisition::Start { .. } => return insert_first_term(key, id, ttl, claim, deadline),
         Acquisition::Lock | Acquisition::Rebind => {}
     }
+    // A takeover of a row that was not live as read: in one statement that
+    // takes it only if it is still as read, never waiting; else the lock
+    // below decides again.
+    if decided == Acquisition::Lock {
+        if let Some(lease) = seen.as_ref().filter(|l| !l.is_live(read_at)) {
+            if let Some(attempt) = take_as_read(key, id, ttl, claim, lease) {
+                return attempt;
+            }
+        }
+    }
     // Lock it only if we may take or extend it (SKIP LOCKED: never wait),
     // and write under that lock.
     plans::under_lock(
@@ -431,6 +442,58 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
         _ => return None,
     };
     proclaim_extended(key, id, term, now, claim.value);
+    Some(Attempt::Acquired)
+}
+
+/// A takeover of `lease` as read without locking: decided on the row as
+/// if locked (`acquisition`), then written by `queries::TAKE_AS_READ`,
+/// which takes the row only if no write has ended, moved or delayed its
+/// tenure since the read and it is still not live (the term, holder,
+/// session and lock-delay read are unchanged, and the row is not locked).
+/// The clock is read before the row is locked: any write to the row after
+/// this read changes one of those, or makes it live, so the take does not
+/// happen, and writes stay ordered by clock as by lock. None when it did
+/// not take the row (the caller locks it and decides again).
+fn take_as_read(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: &Lease) -> Option<Attempt> {
+    if !schema_version::has_slots() {
+        return None;
+    }
+    let now = now();
+    let mut facts = LookFacts {
+        key,
+        priority: claim.priority,
+        locked: true,
+        waiting: false,
+    };
+    let Acquisition::Start { .. } =
+        acquisition(Some(&lease.row()), &ask(&id, claim), &mut facts, now)
+    else {
+        return None;
+    };
+    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
+    let mut args = Vec::from(tenure_args(key, id, now, stored, ttl, claim, caller()));
+    args.extend([
+        lease.term.into(),
+        lease
+            .holder
+            .as_deref()
+            .map_or_else(DatumWithOid::null::<&str>, Into::into),
+        lease
+            .session
+            .map_or_else(DatumWithOid::null::<Uuid>, Into::into),
+        lease
+            .delayed_until
+            .map_or_else(DatumWithOid::null::<TimestampWithTimeZone>, |d| {
+                ts(d).into()
+            }),
+    ]);
+    let term = plans::run(queries::TAKE_AS_READ, &args, |t| {
+        t.into_iter()
+            .next()
+            .and_then(|row| row.get::<i64>(1).expect("term"))
+    })?;
+    let previous = lease.holder.as_deref();
+    tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
     Some(Attempt::Acquired)
 }
 

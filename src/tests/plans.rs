@@ -94,6 +94,7 @@ mod tests {
         let insert_args = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}, NULL");
         let start_args = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}, NULL");
         let insert_args_0_4 = format!("'new', 'h', now(), now(), '1 second', 1, {tenure}");
+        let take_args = format!("{start_args}, 3, 'h', NULL, NULL::timestamptz");
         let start_args_0_4 = format!("'k2', 'h', now(), now(), '1 second', 1, {tenure}");
         let session = "'00000000-0000-0000-0000-000000000001'::uuid";
         let vacate_session = "ARRAY['k2'], now(), false, NULL, now(), true";
@@ -110,6 +111,7 @@ mod tests {
             ("LOCK_LIVE_0_4", "'k2'"),
             ("INSERT_FIRST_TERM", insert_args.as_str()),
             ("START_TERM", start_args.as_str()),
+            ("TAKE_AS_READ", take_args.as_str()),
             ("SET_VALUE", "'k2', '{}'"),
             ("LOCK_SESSION_LEASES", "12345, now()"),
             ("SESSION_LEASES_LEFT", "12345, now()"),
@@ -135,6 +137,7 @@ mod tests {
             ("SET_ONE_SLOT", "'k2'"),
             ("LIVE_SLOTS", "'s2', now()"),
             ("READ_OWN_SLOT", "'s2', 'h20', 10"),
+            ("SLOT_SUMMARY", "'s2', now(), 'h20', 10"),
             ("LOCK_FREE_SLOT", "'s2', 10"),
             ("NEW_SLOT", "'s2', 10"),
             (

@@ -14,6 +14,8 @@
 
 pub mod acquire;
 pub mod history;
+pub mod runs;
+pub mod slots;
 pub mod sql;
 
 pub use acquire::{acquisition, Acquisition};

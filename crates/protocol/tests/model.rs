@@ -412,12 +412,48 @@ impl LeaseModel {
         let ttl = self.cfg.ttl;
         match req {
             Req::Acquire => {
-                if let Some(l) = s.rows.iter_mut().find(|l| l.is_held_by(&id, now)) {
-                    l.expires_at = p::expiry(now, ttl);
-                    return Some(l.term);
+                // What the extension reads without locking, decided by the
+                // extension's function; the slot and the term are chosen
+                // under the key's row lock, as its statements do.
+                let bounded = self.cfg.variant != Variant::SlotsUnbounded;
+                let live = || s.rows.iter().filter(|l| l.is_live(now));
+                let own = s.rows.iter().position(|l| l.is_held_by(&id, now));
+                let read = p::slots::Read::<()> {
+                    has: (s.key_term > 0).then_some(self.cfg.slots as i32),
+                    holder_live: false,
+                    own: own.map(|i| p::slots::Own {
+                        slot: i as i32,
+                        expires_at: Some(s.rows[i].expires_at),
+                        owned: true,
+                        session: None,
+                    }),
+                    taken: if bounded { live().count() as i64 } else { 0 },
+                    earliest: live().map(|l| l.expires_at).min(),
+                };
+                let ask = p::acquire::Ask {
+                    id: &id,
+                    slots: self.cfg.slots as i32,
+                    session: None,
+                    value: false,
+                };
+                let mut facts = p::acquire::Context {
+                    locked: false,
+                    floor: self.floor(s),
+                    ready: true,
+                    outranked_until: None,
+                    handed: None,
+                };
+                match p::slots::slot_acquisition(&read, &ask, &mut facts) {
+                    p::slots::SlotAcquisition::Extend => {
+                        let l = &mut s.rows[own.expect("its own tenure")];
+                        l.expires_at = p::expiry(now, ttl);
+                        return Some(l.term);
+                    }
+                    p::slots::SlotAcquisition::Take | p::slots::SlotAcquisition::FirstTenure => {}
+                    p::slots::SlotAcquisition::Wait(_) => return None,
+                    other => panic!("not a decision for this key: {other:?}"),
                 }
                 let free = s.rows.iter().position(|l| !l.is_live(now));
-                let bounded = self.cfg.variant != Variant::SlotsUnbounded;
                 let slot = match free {
                     Some(i) if bounded => i,
                     _ if s.rows.len() < self.cfg.slots || !bounded => {

@@ -100,6 +100,28 @@ statements! {
                 expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
           WHERE key = $1 \
       RETURNING term");
+    /// A takeover decided on a read without locking (`READ_LEASE`), in one
+    /// statement: `START_TERM`, on the row only if, locked now without
+    /// waiting, it is still as read (`$12` term, `$13` holder, `$14`
+    /// session, `$15` lock-delay: the tenure the decision saw, which no
+    /// write since has ended, moved or delayed) and not live. No row when
+    /// it changed or is locked: the caller locks it and decides again.
+    /// The other parameters are `START_TERM`'s.
+    TAKE_AS_READ = concat!("UPDATE @extschema@.leaderlock \
+            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
+                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+                value = $7::jsonb, session_pid = $8, session_start = $9, \
+                owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
+                session = $11::uuid, delayed_until = NULL, \
+                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
+          WHERE key = $1 AND key = (SELECT l.key FROM @extschema@.leaderlock l \
+                 WHERE l.key = $1 AND l.slots = 1 AND l.term = $12 \
+                   AND l.holder IS NOT DISTINCT FROM $13 \
+                   AND l.session IS NOT DISTINCT FROM $14::uuid \
+                   AND l.delayed_until IS NOT DISTINCT FROM $15 AND ",
+        not_live!("l.", "@extschema@.le_now()"),
+        " FOR NO KEY UPDATE SKIP LOCKED) \
+      RETURNING term");
     /// Release a locked, live lease: vacant, term kept; no value, no binding,
     /// no owner. `$1` key, `$2` now.
     VACATE = "UPDATE @extschema@.leaderlock \

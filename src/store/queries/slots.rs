@@ -12,6 +12,24 @@ statements! {
         expiry_of!("leaderlock_slots."),
         " END AS e FROM @extschema@.leaderlock_slots WHERE key = $1) t \
          WHERE e > $2");
+    /// What an acquisition of key `$1` at `$2` reads, without locking, in
+    /// one statement: how many slots are taken (live, or in a lock-delay)
+    /// and the earliest end, then id `$3`'s latest tenure (slot, term,
+    /// expires_at, whether the caller `$4` may act as its owner, session),
+    /// NULLs when it has none.
+    SLOT_SUMMARY = concat!(
+        "SELECT t.n, t.earliest, o.slot, o.term, o.e, o.owned, o.session FROM \
+           (SELECT count(*) AS n, min(e) AS earliest FROM ( \
+              SELECT CASE WHEN holder IS NULL THEN delayed_until ELSE ",
+        expiry_of!("leaderlock_slots."),
+        " END AS e FROM @extschema@.leaderlock_slots WHERE key = $1) s WHERE e > $2) t \
+         LEFT JOIN LATERAL (SELECT slot, term, ",
+        expiry_of!("leaderlock_slots."),
+        " AS e, ",
+        owned_by!("$4"),
+        " AS owned, session FROM @extschema@.leaderlock_slots \
+            WHERE key = $1 AND holder = $3 ORDER BY 4 DESC, 3 DESC LIMIT 1) o ON true"
+    );
     /// Snapshot read of the tenure `$2` holds on key `$1` (its latest one),
     /// without locking: slot, term, expires_at, and whether the caller `$3`
     /// may act as its owner.
