@@ -76,6 +76,8 @@ def main():
         )
         if r == 0:
             continue  # plans were being prepared
+        # nested statements are counted (track = all), or nothing is measured
+        assert all(got[p] > 0 for p in ("acquire a free key", "renew", "claim a run")), got
         for p in PATHS:
             counts[p].append(got[p])
     cur.execute("SELECT extversion FROM pg_extension WHERE extname = 'leaderlock'")

@@ -68,7 +68,7 @@
 #                   and the Python and Rust clients' scenarios (tests/portable)
 #   bench smoke     on 15: ./bench/run.sh --quick, and bench/worker_lag.sh,
 #                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
-#                   session_end.sh, scale.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh,
+#                   session_end.sh, scale.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh, paths.sh,
 #                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
 #
@@ -447,6 +447,7 @@ bench_smoke() {
     || fail "editions side-by-side smoke"
   timed renew_all "$REPO_ROOT/bench/renew_all.sh" --pg "$PG_MAJOR" --keys 200 --rounds 2 --release-rounds 1 \
     || fail "many keys, one holder smoke"
+  timed paths "$REPO_ROOT/bench/paths.sh" --pg "$PG_MAJOR" --rounds 2 || fail "statements per call smoke"
   timed history_cost "$REPO_ROOT/bench/history_cost.sh" --pg "$PG_MAJOR" --rounds 1 --seconds 1 --clients 2 \
     --handovers 5 || fail "history cost smoke"
   if [ "$PG_MAJOR" = 15 ]; then  # the clients do not depend on the server's version
