@@ -450,10 +450,12 @@ fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) ->
 /// which takes the row only if no write has ended, moved or delayed its
 /// tenure since the read and it is still not live (the term, holder,
 /// session and lock-delay read are unchanged, and the row is not locked).
-/// The clock is read before the row is locked: any write to the row after
-/// this read changes one of those, or makes it live, so the take does not
-/// happen, and writes stay ordered by clock as by lock. None when it did
-/// not take the row (the caller locks it and decides again).
+/// The clock is read before the row is locked, and the row must not be
+/// live at that instant: a write to it since (a renewal that made it live
+/// again included) changes one of those or its expiry, so the take does not
+/// happen, and a new tenure never starts before the expiry of the one it
+/// follows. None when it did not take the row (the caller locks it and
+/// decides again).
 fn take_as_read(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: &Lease) -> Option<Attempt> {
     if !schema_version::has_slots() {
         return None;
@@ -487,11 +489,19 @@ fn take_as_read(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: &Lease) 
                 ts(d).into()
             }),
     ]);
-    let term = plans::run(queries::TAKE_AS_READ, &args, |t| {
-        t.into_iter()
-            .next()
-            .and_then(|row| row.get::<i64>(1).expect("term"))
-    })?;
+    // In a subtransaction rolled back when nothing was taken: a row written
+    // since the statement's snapshot is locked in its latest version before
+    // the re-check, and would stay locked (`plans::under_lock`).
+    let term = plans::in_subtransaction(
+        || {
+            plans::run(queries::TAKE_AS_READ, &args, |t| {
+                t.into_iter()
+                    .next()
+                    .and_then(|row| row.get::<i64>(1).expect("term"))
+            })
+        },
+        Option::is_some,
+    )?;
     let previous = lease.holder.as_deref();
     tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
     Some(Attempt::Acquired)

@@ -67,6 +67,60 @@ class RaceTest(unittest.TestCase):
         c.close()
 
 
+class TakeoverLosersLockNothingTest(unittest.TestCase):
+    """Rivals racing to take over a lapsed key, each in a transaction it
+    keeps open when it loses, while the winner commits at once: no loser
+    keeps the winner's row locked (a row taken by a transaction that
+    committed after a loser's snapshot is locked in its latest version
+    before the loser's check fails; the loser must release that lock), so
+    the winner renews, and another session locks the row with NOWAIT."""
+    CLIENTS = 6
+    ROUNDS = 60
+
+    def test_losers_of_a_takeover_keep_no_lock(self):
+        setup = connect()
+        self.addCleanup(setup.close)
+        conns = [connect(autocommit=False) for _ in range(self.CLIENTS)]
+        for c in conns:
+            self.addCleanup(c.close)
+        for r in range(self.ROUNDS):
+            key = f"takeover-losers-{r}-{time.time_ns()}"
+            one(setup, "SELECT le_try_acquire(%s, 'setup', '1 millisecond')", (key,))
+            one(setup, "SELECT pg_sleep(0.002)")
+            barrier = threading.Barrier(self.CLIENTS)
+            won, errors = [], []
+
+            def run(i):
+                try:
+                    barrier.wait()
+                    if one(conns[i], "SELECT le_try_acquire(%s, %s, '1 minute')", (key, f"c{i}")):
+                        conns[i].commit()  # the winner commits at once
+                        won.append(i)
+                except Exception as e:  # reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(self.CLIENTS)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            self.assertEqual(errors, [])
+            self.assertEqual(len(won), 1, key)
+            # The losers' transactions are still open.
+            other = connect(autocommit=False)
+            try:
+                one(other, "SELECT 1 FROM leaderlock WHERE key = %s FOR NO KEY UPDATE NOWAIT", (key,))
+            except psycopg2.errors.LockNotAvailable:
+                self.fail(f"round {r}: a loser kept the winner's row of {key} locked")
+            finally:
+                other.rollback()
+                other.close()
+            w = conns[won[0]]
+            self.assertTrue(one(w, "SELECT le_renew(%s, %s)", (key, f"c{won[0]}")))
+            for c in conns:
+                c.rollback()
+
+
 class RefusedCallsLockNothingTest(unittest.TestCase):
     """A rival's refused calls, in a transaction it keeps open, leave the
     holder's rows unlocked (contract 3: a refused call changes nothing and

@@ -104,7 +104,8 @@ statements! {
     /// statement: `START_TERM`, on the row only if, locked now without
     /// waiting, it is still as read (`$12` term, `$13` holder, `$14`
     /// session, `$15` lock-delay: the tenure the decision saw, which no
-    /// write since has ended, moved or delayed) and not live. No row when
+    /// write since has ended, moved or delayed) and not live at `$3`, the
+    /// new tenure's start (a renewal since would have made it so). No row when
     /// it changed or is locked: the caller locks it and decides again.
     /// The other parameters are `START_TERM`'s.
     TAKE_AS_READ = concat!("UPDATE @extschema@.leaderlock \
@@ -119,7 +120,7 @@ statements! {
                    AND l.holder IS NOT DISTINCT FROM $13 \
                    AND l.session IS NOT DISTINCT FROM $14::uuid \
                    AND l.delayed_until IS NOT DISTINCT FROM $15 AND ",
-        not_live!("l.", "@extschema@.le_now()"),
+        not_live!("l.", "$3"),
         " FOR NO KEY UPDATE SKIP LOCKED) \
       RETURNING term");
     /// Release a locked, live lease: vacant, term kept; no value, no binding,
