@@ -18,8 +18,9 @@
 //! `cargo test -p leaderlock-protocol --test key_rules` (seconds).
 use leaderlock_protocol as p;
 use p::acquire::{Ask, Context, Row};
-use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::time::Instant;
+use stateright::{Checker, Model, Property};
+
+mod common;
 
 const TTL: i64 = 2;
 const LOCK_DELAY: i64 = 2;
@@ -110,6 +111,7 @@ enum Action {
     EndSession(usize),
 }
 
+#[derive(Clone)]
 struct KeyModel {
     variant: Variant,
 }
@@ -339,40 +341,26 @@ impl Model for KeyModel {
 }
 
 fn check(variant: Variant, property: Option<&'static str>) -> impl Checker<KeyModel> {
-    let started = Instant::now();
-    let mut builder = KeyModel { variant }.checker().threads(2);
-    if let Some(property) = property {
-        builder = builder.finish_when(HasDiscoveries::AnyOf([property].into_iter().collect()));
-    }
-    let checker = builder.spawn_bfs().join();
-    println!(
-        "key rules {variant:?}: {} states ({} unique), depth {}, {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
+    common::check(
+        &format!("key rules {variant:?}"),
+        KeyModel { variant },
+        property,
+    )
 }
 
 /// The variant must break `property`, with a trace printed.
 fn must_catch(variant: Variant, property: &'static str) {
-    let checker = check(variant, Some(property));
-    let Some(path) = checker.discovery(property) else {
-        panic!("the model did not catch {variant:?}: no counterexample to {property:?}");
-    };
-    let model = KeyModel { variant };
-    let mut out = String::new();
-    for (s, action) in path.into_vec() {
-        out += &format!(
-            "  t={} row {:?} sessions {:?} waiting {:?}\n",
-            s.t, s.row, s.sessions, s.waiting
-        );
-        if let Some(a) = action {
-            out += &format!("    -> {}\n", model.format_action(&a));
-        }
-    }
-    println!("{variant:?} breaks {property:?}:\n{out}");
+    common::must_catch(
+        &format!("key rules {variant:?}"),
+        KeyModel { variant },
+        property,
+        |s| {
+            format!(
+                "t={} row {:?} sessions {:?} waiting {:?}",
+                s.t, s.row, s.sessions, s.waiting
+            )
+        },
+    );
 }
 
 #[test]

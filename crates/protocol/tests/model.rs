@@ -19,8 +19,9 @@
 //! `cargo test -p leaderlock-protocol --test model` runs the small
 //! configurations (seconds); `-- --ignored` the larger one.
 use leaderlock_protocol as p;
-use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::time::Instant;
+use stateright::{Checker, Model, Property};
+
+mod common;
 
 /// The rules, or one of them broken on purpose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -355,6 +356,7 @@ enum Action {
     Write(usize),
 }
 
+#[derive(Clone)]
 struct LeaseModel {
     cfg: Config,
 }
@@ -1023,54 +1025,35 @@ impl Model for LeaseModel {
 /// shortest one), or until `property` has one; prints the state count and
 /// time. Returns the checker.
 fn check(name: &str, cfg: Config, property: Option<&'static str>) -> impl Checker<LeaseModel> {
-    let started = Instant::now();
-    let mut builder = LeaseModel { cfg }.checker().threads(2);
-    if let Some(property) = property {
-        builder = builder.finish_when(HasDiscoveries::AnyOf([property].into_iter().collect()));
-    }
-    let checker = builder.spawn_bfs().join();
-    println!(
-        "model {name}: {} states ({} unique), depth {}, {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
+    common::check(&format!("model {name}"), LeaseModel { cfg }, property)
 }
 
-/// A readable trace of a counterexample: each state, then the step taken.
-fn trace(model: &LeaseModel, path: stateright::Path<State, Action>) -> String {
-    let mut out = String::new();
-    for (s, action) in path.into_vec() {
-        let leads: Vec<String> = (0..s.clients.len())
-            .map(|c| match s.clients[c].lead {
-                Some((term, deadline)) if model.inside(&s, c) => {
-                    format!(
-                        "client {c} leads in term {term} until {deadline} on its clock (now {})",
-                        model.local_now(&s, c)
-                    )
-                }
-                _ => format!("client {c} does not lead"),
-            })
-            .collect();
-        out += &format!(
-            "  t={} timeline {} primary {:?} standby {:?}; {}\n",
-            s.t,
-            s.timeline,
-            s.primary
-                .into_iter()
-                .chain(s.rows.iter().copied())
-                .map(|l| (l.holder, l.term, l.expires_at))
-                .collect::<Vec<_>>(),
-            s.standby.map(|l| (l.holder, l.term, l.expires_at)),
-            leads.join(", ")
-        );
-        if let Some(a) = action {
-            out += &format!("    -> {}\n", model.format_action(&a));
-        }
-    }
-    out + "  (leases as (holder, term, expires_at))\n"
+/// One state of a counterexample, readable: the leases as (holder, term,
+/// expires_at), and who leads.
+fn state_line(model: &LeaseModel, s: &State) -> String {
+    let leads: Vec<String> = (0..s.clients.len())
+        .map(|c| match s.clients[c].lead {
+            Some((term, deadline)) if model.inside(s, c) => {
+                format!(
+                    "client {c} leads in term {term} until {deadline} on its clock (now {})",
+                    model.local_now(s, c)
+                )
+            }
+            _ => format!("client {c} does not lead"),
+        })
+        .collect();
+    format!(
+        "t={} timeline {} primary {:?} standby {:?}; {}",
+        s.t,
+        s.timeline,
+        s.primary
+            .into_iter()
+            .chain(s.rows.iter().copied())
+            .map(|l| (l.holder, l.term, l.expires_at))
+            .collect::<Vec<_>>(),
+        s.standby.map(|l| (l.holder, l.term, l.expires_at)),
+        leads.join(", ")
+    )
 }
 
 #[test]
@@ -1104,13 +1087,12 @@ fn the_rules_hold_with_an_asynchronous_standby() {
 /// The model must find a counterexample to `property` in `cfg`, printed
 /// as a trace; a test fails otherwise.
 fn must_find(name: &str, cfg: Config, property: &'static str) {
-    let checker = check(name, cfg.clone(), Some(property));
-    let Some(path) = checker.discovery(property) else {
-        panic!("the model did not catch {name}: no counterexample to {property:?}");
-    };
-    println!(
-        "{name} breaks {property:?}:\n{}",
-        trace(&LeaseModel { cfg }, path)
+    let model = LeaseModel { cfg: cfg.clone() };
+    common::must_catch(
+        &format!("model {name}"),
+        LeaseModel { cfg },
+        property,
+        move |s| state_line(&model, s),
     );
 }
 

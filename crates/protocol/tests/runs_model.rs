@@ -16,8 +16,9 @@
 //! `cargo test -p leaderlock-protocol --test runs_model` (seconds).
 use leaderlock_protocol as p;
 use p::runs::RunClaim;
-use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::time::Instant;
+use stateright::{Checker, Model, Property};
+
+mod common;
 
 const DUE: [i64; 2] = [1, 2];
 const GRACE: i64 = 1;
@@ -73,6 +74,7 @@ enum Action {
     Finish(u8, usize),
 }
 
+#[derive(Clone)]
 struct RunsModel {
     variant: Variant,
 }
@@ -225,37 +227,21 @@ impl Model for RunsModel {
 }
 
 fn check(variant: Variant, property: Option<&'static str>) -> impl Checker<RunsModel> {
-    let started = Instant::now();
-    let mut builder = RunsModel { variant }.checker().threads(2);
-    if let Some(property) = property {
-        builder = builder.finish_when(HasDiscoveries::AnyOf([property].into_iter().collect()));
-    }
-    let checker = builder.spawn_bfs().join();
-    println!(
-        "runs {variant:?}: {} states ({} unique), depth {}, {:.1} s",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed().as_secs_f64()
-    );
-    checker
+    common::check(
+        &format!("runs {variant:?}"),
+        RunsModel { variant },
+        property,
+    )
 }
 
 /// The variant must break `property`, with a trace printed.
 fn must_catch(variant: Variant, property: &'static str) {
-    let checker = check(variant, Some(property));
-    let Some(path) = checker.discovery(property) else {
-        panic!("the model did not catch {variant:?}: no counterexample to {property:?}");
-    };
-    let model = RunsModel { variant };
-    let mut out = String::new();
-    for (s, action) in path.into_vec() {
-        out += &format!("  t={} runs {:?} job term {}\n", s.t, s.runs, s.job_term);
-        if let Some(a) = action {
-            out += &format!("    -> {}\n", model.format_action(&a));
-        }
-    }
-    println!("{variant:?} breaks {property:?}:\n{out}");
+    common::must_catch(
+        &format!("runs {variant:?}"),
+        RunsModel { variant },
+        property,
+        |s| format!("t={} runs {:?} job term {}", s.t, s.runs, s.job_term),
+    );
 }
 
 #[test]
