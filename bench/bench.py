@@ -465,6 +465,39 @@ def handover_once(leader, follower, key):
     return (got["at"] - got["released"]) * 1000
 
 
+def w4_paired(arms, handovers, block, prefix):
+    """W4 in several arms, one hand-over at a time, alternating (each arm
+    named, at (port, database)), fresh connections every `block`
+    hand-overs: each arm's latencies in ms, in the order they ran."""
+    names = list(arms)
+    lags = {arm: [] for arm in names}
+    pairs = {}
+    for i in range(handovers):
+        if i % block == 0:
+            for leader, follower in pairs.values():
+                leader.close()
+                follower.close()
+            pairs = {arm: (connect(port, dbname=db), connect(port, dbname=db))
+                     for arm, (port, db) in arms.items()}
+            for leader, follower in pairs.values():
+                q(leader, "DELETE FROM leaderlock WHERE key LIKE %s", (prefix + "%",))
+                q(follower, "LISTEN leaderlock")
+        for arm in (names if i % 2 == 0 else names[::-1]):
+            lags[arm].append(handover_once(*pairs[arm], f"{prefix}{i}"))
+    for leader, follower in pairs.values():
+        leader.close()
+        follower.close()
+    return lags
+
+
+def hold_keys(conn, n):
+    """W1's keys, each held by its client for an hour, the table analyzed."""
+    q(conn, "DELETE FROM leaderlock WHERE key LIKE 'w1-%%'")
+    for i in range(n):
+        one(conn, "SELECT le_try_acquire(%s, %s, '1 hour')", (f"w1-{i}", f"c{i}"))
+    q(conn, "VACUUM ANALYZE leaderlock")
+
+
 def handover_advisory(port, rounds):
     """Session advisory lock: the follower blocks in pg_advisory_lock."""
     leader, follower = connect(port), connect(port)

@@ -26,40 +26,13 @@ import sys
 import tempfile
 
 import bench
-from bench import connect, handover_once, median_tps, one, percentile, q, say
+from bench import connect, hold_keys, median_tps, percentile, q, say, w4_paired
 
 ARMS = ("before", "after")
 
 
-def hold_keys(conn, n):
-    q(conn, "DELETE FROM leaderlock WHERE key LIKE 'w1-%%'")
-    for i in range(n):
-        one(conn, "SELECT le_try_acquire(%s, %s, '1 hour')", (f"w1-{i}", f"c{i}"))
-    q(conn, "VACUUM ANALYZE leaderlock")
-
-
 def spread(ratios):
     return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
-
-
-def w4_paired(ports, handovers, block):
-    lags = {arm: [] for arm in ARMS}
-    pairs = {}
-    for i in range(handovers):
-        if i % block == 0:
-            for leader, follower in pairs.values():
-                leader.close()
-                follower.close()
-            pairs = {arm: (connect(ports[arm]), connect(ports[arm])) for arm in ARMS}
-            for leader, follower in pairs.values():
-                q(leader, "DELETE FROM leaderlock WHERE key LIKE 'w4b-%%'")
-                q(follower, "LISTEN leaderlock")
-        for arm in (ARMS if i % 2 == 0 else ARMS[::-1]):
-            lags[arm].append(handover_once(*pairs[arm], f"w4b-{i}"))
-    for leader, follower in pairs.values():
-        leader.close()
-        follower.close()
-    return lags
 
 
 def acquire_wake(port):
@@ -113,7 +86,7 @@ def main():
         for arm in (ARMS if r % 2 == 0 else ARMS[::-1]):
             figures[arm]["wake_p99_ms"].append(acquire_wake(ports[arm]))
             say(f"  acquire_wake round {r + 1} {arm:<6}  p99 {figures[arm]['wake_p99_ms'][-1]:.2f} ms")
-    w4 = w4_paired(ports, args.handovers, args.block)
+    w4 = w4_paired({arm: (ports[arm], "postgres") for arm in ARMS}, args.handovers, args.block, "w4b-")
 
     medians = {arm: {k: statistics.median(v) for k, v in figures[arm].items() if v} for arm in ARMS}
     ratios = {k: spread([a / b for a, b in zip(figures["after"][k], figures["before"][k])])

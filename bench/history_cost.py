@@ -38,7 +38,7 @@ import sys
 import time
 
 import bench
-from bench import connect, handover_once, median_tps, one, percentile, q, say
+from bench import connect, hold_keys, median_tps, one, percentile, q, say, w4_paired
 
 HEAD, OFF = "leaderlock_history_head", "leaderlock_history_head_off"
 # W4's second database: the history renamed away for good
@@ -51,36 +51,6 @@ def history(conn, on):
     if present != on:
         q(conn, f"ALTER TABLE {OFF if on else HEAD} RENAME TO {HEAD if on else OFF}")
     # the backends' and the worker's plans follow the rename at their next call
-
-
-def w4_paired(port, handovers, block):
-    """W4 in both arms, one hand-over at a time (see above): each arm's
-    latencies in ms, in the order they ran."""
-    lags = {"with": [], "without": []}
-    pairs = {}
-    for i in range(handovers):
-        if i % block == 0:
-            for leader, follower in pairs.values():
-                leader.close()
-                follower.close()
-            pairs = {arm: (connect(port, dbname=db), connect(port, dbname=db))
-                     for arm, db in (("with", "postgres"), ("without", OFF_DB))}
-            for leader, follower in pairs.values():
-                q(leader, "DELETE FROM leaderlock WHERE key LIKE 'w4p-%%'")
-                q(follower, "LISTEN leaderlock")
-        for arm in (("with", "without") if i % 2 == 0 else ("without", "with")):
-            lags[arm].append(handover_once(*pairs[arm], f"w4p-{i}"))
-    for leader, follower in pairs.values():
-        leader.close()
-        follower.close()
-    return lags
-
-
-def hold_keys(conn, n):
-    q(conn, "DELETE FROM leaderlock WHERE key LIKE 'w1-%%'")
-    for i in range(n):
-        one(conn, "SELECT le_try_acquire(%s, %s, '1 hour')", (f"w1-{i}", f"c{i}"))
-    q(conn, "VACUUM ANALYZE leaderlock")
 
 
 def main():
@@ -143,7 +113,8 @@ def main():
     q(c, "VACUUM leaderlock, leaderlock_history, leaderlock_history_pending")
     q(c, "CHECKPOINT")
     before = one(c, rows)
-    w4 = w4_paired(args.port, args.handovers, args.block)
+    w4 = w4_paired({"with": (args.port, "postgres"), "without": (args.port, OFF_DB)},
+                   args.handovers, args.block, "w4p-")
     assert one(c, rows) - before >= 3 * args.handovers, "W4 with the history: three rows a hand-over"
     assert one(off, rows) == 0, "W4 without the history recorded rows"
     off.close()
