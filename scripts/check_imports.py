@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fails when the modules of the extension (src/, in folders) or of a crate
 (crates/*/src/) import each other in a circle, when a part of src/ imports
-a part above it (the order is PARTS, lib.rs's list), or when a file of
-src/ is longer than MAX_LINES. A module is a file: src/lease/take.rs is
+a part above it (the order is PARTS, lib.rs's list), or when a source
+file (src/ or a crate's) is longer than MAX_LINES. A module is a file: src/lease/take.rs is
 `lease::take`, src/lease/mod.rs is `lease`. Prints each module's imports
 with --list. Run by scripts/test.sh."""
 import os
@@ -133,7 +133,7 @@ def main():
                 print(f"{where}: {m} imports {u}, a part above it (order: "
                       f"{' < '.join(PARTS)})", file=sys.stderr)
                 failed = True
-        for path, n in long_files(src) if where == "src/" else []:
+        for path, n in long_files(src):
             print(f"{path}: {n} lines (at most {MAX_LINES})", file=sys.stderr)
             failed = True
     sys.exit(1 if failed else 0)
