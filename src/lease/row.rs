@@ -6,12 +6,13 @@ use crate::base::clock::{micros, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
 use crate::lease::tenure::{self, SessionClaim};
+use crate::shmem::candidates;
 use crate::shmem::databases::{self, Counter};
 use crate::shmem::sessions;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::schema_version;
-use leaderlock_protocol::acquire::Row;
+use leaderlock_protocol::acquire::{Facts, Row};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
@@ -183,4 +184,38 @@ pub(super) fn extend(
     term: Option<i64>,
 ) -> Option<i64> {
     tenure::extend(schema_version::renew(), key, id, now, ttl, term)
+}
+
+/// What an acquisition of a key knows besides what it read, asked only
+/// when the decision needs it (a renewal through le_try_acquire asks for
+/// none of it): the term floor and the failover step (8), a candidate of
+/// higher priority waiting (18), a tenure handed to a waiting le_acquire
+/// (9). For keys of one slot (`take.rs`) and of many (`slots.rs`) alike.
+pub(super) struct KeyFacts<'a> {
+    pub(super) key: &'a str,
+    pub(super) priority: i32,
+    pub(super) locked: bool,
+    /// A waiting le_acquire (a release may have handed it the lease).
+    pub(super) waiting: bool,
+}
+
+impl Facts for KeyFacts<'_> {
+    fn locked(&self) -> bool {
+        self.locked
+    }
+    fn floor(&mut self) -> i64 {
+        failover::term_floor()
+    }
+    fn ready(&mut self) -> bool {
+        failover::ready_for_new_tenures()
+    }
+    fn outranked_until(&mut self) -> Option<i64> {
+        candidates::outranked(self.key, self.priority)
+    }
+    fn handed(&mut self) -> Option<i64> {
+        self.waiting
+            .then(candidates::granted)
+            .flatten()
+            .map(|(term, _)| term)
+    }
 }

@@ -76,23 +76,26 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
                 let term = row.get::<i64>(2).expect("term");
                 Some((holder, term))
             });
-            let decided = run_claim(due, now, grace, last.is_some());
-            let last = last?;
-            if decided == RunClaim::Missed {
-                let why = match last {
-                    (Some(_), Some(term)) => format!(
-                        "its claim of term {term} lapsed unfinished and its misfire grace has passed"
-                    ),
-                    _ => "not claimed within its misfire grace".to_string(),
-                };
-                let args = [
-                    job.into(),
-                    ts(due).into(),
-                    ts(now).into(),
-                    why.as_str().into(),
-                ];
-                plans::run(queries::MISS_RUN, &args, |_| ());
-                return Some(Claimed::Missed);
+            match run_claim(due, now, grace, last.is_some()) {
+                RunClaim::Refuse => return None,
+                RunClaim::Claim => {}
+                RunClaim::Missed => {
+                    let why = match last {
+                        Some((Some(_), Some(term))) => format!(
+                            "its claim of term {term} lapsed unfinished and its misfire \
+                             grace has passed"
+                        ),
+                        _ => "not claimed within its misfire grace".to_string(),
+                    };
+                    let args = [
+                        job.into(),
+                        ts(due).into(),
+                        ts(now).into(),
+                        why.as_str().into(),
+                    ];
+                    plans::run(queries::MISS_RUN, &args, |_| ());
+                    return Some(Claimed::Missed);
+                }
             }
             let term = plans::run(queries::NEXT_JOB_TERM, &[job.into(), floor.into()], |t| {
                 t.into_iter()

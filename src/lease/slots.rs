@@ -21,14 +21,14 @@ use crate::base::clock::{micros, now, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::expiry;
 use crate::lease::failover;
+use crate::lease::row::KeyFacts;
 use crate::lease::session_leases;
 use crate::lease::tenure::{self, SessionClaim};
-use crate::shmem::candidates;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
-use leaderlock_protocol::acquire::{Ask, Facts};
+use leaderlock_protocol::acquire::Ask;
 use leaderlock_protocol::slots::{self as rules, slot_acquisition, SlotAcquisition};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -172,7 +172,12 @@ pub fn attempt(
     deadline: Option<i64>,
     under: Option<SessionClaim>,
 ) -> Outcome {
-    let mut facts = SlotFacts { key, priority };
+    let mut facts = KeyFacts {
+        key,
+        priority,
+        locked: false,
+        waiting: false,
+    };
     let ask = Ask {
         id: &id,
         slots,
@@ -283,31 +288,6 @@ fn done(acquired: bool) -> Outcome {
     }
 }
 
-/// What `slot_acquisition` asks besides the read: the candidates of key
-/// `key` (contract 18) and the failover step (8.2).
-struct SlotFacts<'a> {
-    key: &'a str,
-    priority: i32,
-}
-
-impl Facts for SlotFacts<'_> {
-    fn locked(&self) -> bool {
-        false
-    }
-    fn floor(&mut self) -> i64 {
-        failover::term_floor()
-    }
-    fn ready(&mut self) -> bool {
-        failover::ready_for_new_tenures()
-    }
-    fn outranked_until(&mut self) -> Option<i64> {
-        candidates::outranked(self.key, self.priority)
-    }
-    fn handed(&mut self) -> Option<i64> {
-        None
-    }
-}
-
 /// A key of `has` slots as an acquisition by `id` at `now` reads it, in
 /// one statement (`queries::SLOT_SUMMARY`): the slots taken, and the id's
 /// live tenure.
@@ -315,9 +295,8 @@ fn summary(key: &str, id: &str, has: i32, now: i64) -> rules::Read<Uuid> {
     let args = [key.into(), ts(now).into(), id.into(), caller().into()];
     plans::run(queries::SLOT_SUMMARY, &args, |t| {
         let row = t.first();
-        let own = row.get::<i32>(3).expect("slot").map(|slot| Own {
+        let own = row.get::<i32>(3).expect("slot").map(|slot| rules::Own {
             slot,
-            term: row.get::<i64>(4).expect("term").unwrap_or(0),
             expires_at: micros(row.get::<TimestampWithTimeZone>(5).expect("expires_at")),
             owned: row.get::<bool>(6).expect("owned").unwrap_or(false),
             session: row.get::<Uuid>(7).expect("session"),
@@ -325,12 +304,7 @@ fn summary(key: &str, id: &str, has: i32, now: i64) -> rules::Read<Uuid> {
         rules::Read {
             has: Some(has),
             holder_live: false,
-            own: own.filter(|o| o.is_live(now)).map(|o| rules::Own {
-                expires_at: o.expires_at,
-                owned: o.owned,
-                session: o.session,
-                slot: o.slot,
-            }),
+            own: own.filter(|o| leaderlock_protocol::is_live(true, o.expires_at, now)),
             taken: row.get::<i64>(1).expect("count").unwrap_or(0),
             earliest: micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
         }

@@ -11,9 +11,8 @@
 use crate::announce::notify::Event;
 use crate::base::clock::{now, ts};
 use crate::base::ttl::Ttl;
-use crate::lease::failover;
 use crate::lease::row::{
-    binding, caller, counted, extend, first_lease, start_term, tenure_args, Claim, Lease,
+    binding, caller, counted, extend, first_lease, start_term, tenure_args, Claim, KeyFacts, Lease,
 };
 use crate::lease::session_leases;
 use crate::lease::slots::{self, Outcome};
@@ -25,42 +24,11 @@ use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
-use leaderlock_protocol::acquire::{Ask, Facts, Row};
+use leaderlock_protocol::acquire::{Ask, Row};
 use leaderlock_protocol::{acquisition, Acquisition};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
-
-/// What a look at a key knows besides its row, read only when the decision
-/// asks (a renewal through le_try_acquire asks for none of it).
-struct LookFacts<'a> {
-    key: &'a str,
-    priority: i32,
-    locked: bool,
-    /// A waiting le_acquire (a release may have handed it the lease).
-    waiting: bool,
-}
-
-impl Facts for LookFacts<'_> {
-    fn locked(&self) -> bool {
-        self.locked
-    }
-    fn floor(&mut self) -> i64 {
-        failover::term_floor()
-    }
-    fn ready(&mut self) -> bool {
-        failover::ready_for_new_tenures()
-    }
-    fn outranked_until(&mut self) -> Option<i64> {
-        candidates::outranked(self.key, self.priority)
-    }
-    fn handed(&mut self) -> Option<i64> {
-        self.waiting
-            .then(candidates::granted)
-            .flatten()
-            .map(|(term, _)| term)
-    }
-}
 
 /// What `claim` asks of the decision core.
 fn ask<'a>(id: &'a &'a str, claim: Claim<'_>) -> Ask<'a, &'a str, Uuid> {
@@ -324,7 +292,7 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         // expiry, whoever ends it.)
         end_lapsed_session(lease, read_at);
     }
-    let mut facts = LookFacts {
+    let mut facts = KeyFacts {
         key,
         priority: claim.priority,
         locked: false,
@@ -422,26 +390,49 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
 /// new tenure. None when nothing can be done now.
 fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) -> Option<Attempt> {
     let now = now();
-    let mut facts = LookFacts {
+    let term = match decide_locked(key, id, claim, &lease, now) {
+        Acquisition::Held => lease.term,
+        Acquisition::Rebind => rebind(key, now, ttl, claim),
+        Acquisition::Extend => extend(key, id, now, Some(ttl), None)?,
+        Acquisition::Start { .. } => {
+            let previous = lease.holder.as_deref();
+            return start(key, id, ttl, claim, now, previous, |args| {
+                Some(start_term(&args))
+            });
+        }
+        _ => return None,
+    };
+    proclaim_extended(key, id, term, now, claim.value);
+    Some(Attempt::Acquired)
+}
+
+/// What the core decides on `lease` as its row lock holds it (or as a
+/// statement that takes the row only unchanged will find it).
+fn decide_locked(key: &str, id: &str, claim: Claim<'_>, lease: &Lease, now: i64) -> Acquisition {
+    let mut facts = KeyFacts {
         key,
         priority: claim.priority,
         locked: true,
         waiting: false,
     };
-    let term = match acquisition(Some(&lease.row()), &ask(&id, claim), &mut facts, now) {
-        Acquisition::Held => lease.term,
-        Acquisition::Rebind => rebind(key, now, ttl, claim),
-        Acquisition::Extend => extend(key, id, now, Some(ttl), None)?,
-        Acquisition::Start { .. } => {
-            let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
-            let term = start_term(&tenure_args(key, id, now, stored, ttl, claim, caller()));
-            let previous = lease.holder.as_deref();
-            tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
-            return Some(Attempt::Acquired);
-        }
-        _ => return None,
-    };
-    proclaim_extended(key, id, term, now, claim.value);
+    acquisition(Some(&lease.row()), &ask(&id, claim), &mut facts, now)
+}
+
+/// A new tenure of `key` for `id` at `now`, following `previous`: written
+/// by `write` from `START_TERM`'s parameters (its term; None when it wrote
+/// nothing), then followed (`tenure::started`).
+fn start<'a>(
+    key: &'a str,
+    id: &'a str,
+    ttl: Ttl,
+    claim: Claim<'a>,
+    now: i64,
+    previous: Option<&str>,
+    write: impl FnOnce([DatumWithOid<'a>; 11]) -> Option<i64>,
+) -> Option<Attempt> {
+    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
+    let term = write(tenure_args(key, id, now, stored, ttl, claim, caller()))?;
+    tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
     Some(Attempt::Acquired)
 }
 
@@ -461,20 +452,10 @@ fn take_as_read(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: &Lease) 
         return None;
     }
     let now = now();
-    let mut facts = LookFacts {
-        key,
-        priority: claim.priority,
-        locked: true,
-        waiting: false,
-    };
-    let Acquisition::Start { .. } =
-        acquisition(Some(&lease.row()), &ask(&id, claim), &mut facts, now)
-    else {
+    let Acquisition::Start { .. } = decide_locked(key, id, claim, lease, now) else {
         return None;
     };
-    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
-    let mut args = Vec::from(tenure_args(key, id, now, stored, ttl, claim, caller()));
-    args.extend([
+    let seen = [
         lease.term.into(),
         lease
             .holder
@@ -488,23 +469,24 @@ fn take_as_read(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: &Lease) 
             .map_or_else(DatumWithOid::null::<TimestampWithTimeZone>, |d| {
                 ts(d).into()
             }),
-    ]);
-    // In a subtransaction rolled back when nothing was taken: a row written
-    // since the statement's snapshot is locked in its latest version before
-    // the re-check, and would stay locked (`plans::under_lock`).
-    let term = plans::in_subtransaction(
-        || {
-            plans::run(queries::TAKE_AS_READ, &args, |t| {
-                t.into_iter()
-                    .next()
-                    .and_then(|row| row.get::<i64>(1).expect("term"))
-            })
-        },
-        Option::is_some,
-    )?;
-    let previous = lease.holder.as_deref();
-    tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
-    Some(Attempt::Acquired)
+    ];
+    start(key, id, ttl, claim, now, lease.holder.as_deref(), |args| {
+        let args: Vec<_> = args.into_iter().chain(seen).collect();
+        // In a subtransaction rolled back when nothing was taken: a row
+        // written since the statement's snapshot is locked in its latest
+        // version before the re-check, and would stay locked
+        // (`plans::under_lock`).
+        plans::in_subtransaction(
+            || {
+                plans::run(queries::TAKE_AS_READ, &args, |t| {
+                    t.into_iter()
+                        .next()
+                        .and_then(|row| row.get::<i64>(1).expect("term"))
+                })
+            },
+            Option::is_some,
+        )
+    })
 }
 
 /// Contract 21: the holder moves its live lease, its row locked, into the

@@ -3,44 +3,57 @@
 
 use leaderlock_protocol::{held_by, lapsed, live, not_live, of_term};
 
+/// The taken slots of key `$1` at `$now`: how many (`n`) and the earliest
+/// end (`earliest`). Taken: a live tenure (under a session, while the
+/// session is live), or a vacant slot whose lock-delay runs (contract 21).
+macro_rules! taken_slots {
+    ($now:literal) => {
+        concat!(
+            "SELECT count(*) AS n, min(e) AS earliest FROM ( \
+               SELECT CASE WHEN holder IS NULL THEN delayed_until ELSE ",
+            expiry_of!("leaderlock_slots."),
+            " END AS e FROM @extschema@.leaderlock_slots WHERE key = $1) t \
+             WHERE e > ",
+            $now
+        )
+    };
+}
+
+/// The latest tenure id `$id` holds on key `$1`, read without locking:
+/// slot, term, expires_at (`e`), whether the caller `$caller` may act as
+/// its owner (`owned`), session.
+macro_rules! own_slot {
+    ($id:literal, $caller:literal) => {
+        concat!(
+            "SELECT slot, term, ",
+            expiry_of!("leaderlock_slots."),
+            " AS e, ",
+            owned_by!($caller),
+            " AS owned, session FROM @extschema@.leaderlock_slots \
+              WHERE key = $1 AND holder = ",
+            $id,
+            " ORDER BY 4 DESC, 3 DESC LIMIT 1"
+        )
+    };
+}
+
 statements! {
     /// The taken slots of key `$1` at `$2`: how many, and the earliest end.
-    /// Taken: a live tenure (under a session, while the session is live),
-    /// or a vacant slot whose lock-delay runs (contract 21).
-    LIVE_SLOTS = concat!("SELECT count(*), min(e) FROM ( \
-           SELECT CASE WHEN holder IS NULL THEN delayed_until ELSE ",
-        expiry_of!("leaderlock_slots."),
-        " END AS e FROM @extschema@.leaderlock_slots WHERE key = $1) t \
-         WHERE e > $2");
+    LIVE_SLOTS = taken_slots!("$2");
     /// What an acquisition of key `$1` at `$2` reads, without locking, in
-    /// one statement: how many slots are taken (live, or in a lock-delay)
-    /// and the earliest end, then id `$3`'s latest tenure (slot, term,
-    /// expires_at, whether the caller `$4` may act as its owner, session),
-    /// NULLs when it has none.
+    /// one statement: the taken slots, then id `$3`'s latest tenure as
+    /// `READ_OWN_SLOT` reads it for the caller `$4` (NULLs when it has none).
     SLOT_SUMMARY = concat!(
-        "SELECT t.n, t.earliest, o.slot, o.term, o.e, o.owned, o.session FROM \
-           (SELECT count(*) AS n, min(e) AS earliest FROM ( \
-              SELECT CASE WHEN holder IS NULL THEN delayed_until ELSE ",
-        expiry_of!("leaderlock_slots."),
-        " END AS e FROM @extschema@.leaderlock_slots WHERE key = $1) s WHERE e > $2) t \
-         LEFT JOIN LATERAL (SELECT slot, term, ",
-        expiry_of!("leaderlock_slots."),
-        " AS e, ",
-        owned_by!("$4"),
-        " AS owned, session FROM @extschema@.leaderlock_slots \
-            WHERE key = $1 AND holder = $3 ORDER BY 4 DESC, 3 DESC LIMIT 1) o ON true"
+        "SELECT t.n, t.earliest, o.slot, o.term, o.e, o.owned, o.session FROM (",
+        taken_slots!("$2"),
+        ") t LEFT JOIN LATERAL (",
+        own_slot!("$3", "$4"),
+        ") o ON true"
     );
     /// Snapshot read of the tenure `$2` holds on key `$1` (its latest one),
     /// without locking: slot, term, expires_at, and whether the caller `$3`
     /// may act as its owner.
-    READ_OWN_SLOT = concat!(
-        "SELECT slot, term, ",
-        expiry_of!("leaderlock_slots."),
-        ", ",
-        owned_by!("$3"),
-        ", session FROM @extschema@.leaderlock_slots WHERE key = $1 AND holder = $2 \
-         ORDER BY 4 DESC, 3 DESC LIMIT 1"
-    );
+    READ_OWN_SLOT = own_slot!("$2", "$3");
     /// Under the key's row lock: the earliest end of a live tenure of key
     /// `$1` held by id `$2` (whoever owns it), or NULL. An id holds one
     /// tenure of a key at most, as it holds a key of one slot.
