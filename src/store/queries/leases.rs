@@ -3,6 +3,25 @@
 
 use leaderlock_protocol::{held_by, lapsed, live, next_term, not_live, of_term};
 
+/// A new tenure on the row of key `$1` (`START_TERM`'s parameters): the
+/// UPDATE up to its WHERE, which a statement may narrow.
+macro_rules! start_term {
+    () => {
+        concat!(
+            "UPDATE @extschema@.leaderlock \
+               SET holder = $2, term = ",
+            next_term!("$6"),
+            ", acquired_at = $3, \
+                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
+                value = $7::jsonb, session_pid = $8, session_start = $9, \
+                owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
+                session = $11::uuid, delayed_until = NULL, \
+                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
+             WHERE key = $1"
+        )
+    };
+}
+
 statements! {
     /// Contract 11: the leader value of a locked lease. `$1` key, `$2` value as
     /// jsonb text or NULL.
@@ -91,15 +110,7 @@ statements! {
     /// The value, the session binding and the owner are the new tenure's own.
     /// A lapsed lease taken over before the worker vacated it counts as an
     /// expiry too. Parameters as for `INSERT_FIRST_TERM`.
-    START_TERM = concat!("UPDATE @extschema@.leaderlock \
-            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
-                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
-                value = $7::jsonb, session_pid = $8, session_start = $9, \
-                owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
-                session = $11::uuid, delayed_until = NULL, \
-                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
-          WHERE key = $1 \
-      RETURNING term");
+    START_TERM = concat!(start_term!(), " RETURNING term");
     /// A takeover decided on a read without locking (`READ_LEASE`), in one
     /// statement: `START_TERM`, on the row only if, locked now without
     /// waiting, it is still as read (`$12` term, `$13` holder, `$14`
@@ -108,14 +119,7 @@ statements! {
     /// new tenure's start (a renewal since would have made it so). No row when
     /// it changed or is locked: the caller locks it and decides again.
     /// The other parameters are `START_TERM`'s.
-    TAKE_AS_READ = concat!("UPDATE @extschema@.leaderlock \
-            SET holder = $2, term = ", next_term!("$6"), ", acquired_at = $3, \
-                renewed_at = $3, expires_at = $4, ttl = $5, recheck_at = $4, \
-                value = $7::jsonb, session_pid = $8, session_start = $9, \
-                owner = $10::oid, tenures = tenures + 1, changed_at = $3, \
-                session = $11::uuid, delayed_until = NULL, \
-                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
-          WHERE key = $1 AND key = (SELECT l.key FROM @extschema@.leaderlock l \
+    TAKE_AS_READ = concat!(start_term!(), " AND key = (SELECT l.key FROM @extschema@.leaderlock l \
                  WHERE l.key = $1 AND l.slots = 1 AND l.term = $12 \
                    AND l.holder IS NOT DISTINCT FROM $13 \
                    AND l.session IS NOT DISTINCT FROM $14::uuid \
