@@ -333,7 +333,7 @@ CREATE TABLE leaderlock_runs (
     expires_at  timestamptz,
     ttl         interval,
     finished_at timestamptz,
-    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed')),
+    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed', 'replaced')),
     detail      text,
     attempts    integer NOT NULL DEFAULT 0,
     owner       oid,
@@ -427,6 +427,91 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_finish_run_wrapper';
 ALTER FUNCTION le_finish_run(text, timestamptz, text, bigint, boolean, text) SET enable_seqscan = off;
+
+-- Contract 24: schedules kept in the database.
+CREATE TABLE leaderlock_schedules (
+    job           text PRIMARY KEY,
+    every         interval,
+    cron          text,
+    tz            text NOT NULL DEFAULT 'UTC',
+    misfire_grace interval NOT NULL,
+    overlap       text NOT NULL DEFAULT 'allow' CHECK (overlap IN ('allow', 'forbid', 'replace')),
+    paused        boolean NOT NULL DEFAULT false,
+    active_since  timestamptz NOT NULL,
+    settled_to    timestamptz NOT NULL,
+    next_check    timestamptz,
+    owner         oid NOT NULL,
+    changed_at    timestamptz NOT NULL,
+    CHECK ((every IS NULL) <> (cron IS NULL))
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_schedules', '');
+CREATE INDEX leaderlock_schedules_check_idx ON leaderlock_schedules (next_check)
+    WHERE next_check IS NOT NULL;
+REVOKE ALL ON leaderlock_schedules FROM PUBLIC;
+GRANT SELECT ON leaderlock_schedules TO PUBLIC;
+
+CREATE FUNCTION le_schedule(
+    job text, every interval DEFAULT NULL, cron text DEFAULT NULL, tz text DEFAULT 'UTC',
+    misfire_grace interval DEFAULT NULL, overlap text DEFAULT 'allow'
+) RETURNS timestamptz
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_schedule_wrapper';
+ALTER FUNCTION le_schedule(text, interval, text, text, interval, text) SET enable_seqscan = off;
+
+CREATE FUNCTION le_unschedule(job text) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_unschedule_wrapper';
+ALTER FUNCTION le_unschedule(text) SET enable_seqscan = off;
+
+CREATE FUNCTION le_pause_schedule(job text) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_pause_schedule_wrapper';
+ALTER FUNCTION le_pause_schedule(text) SET enable_seqscan = off;
+
+CREATE FUNCTION le_resume_schedule(job text) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_resume_schedule_wrapper';
+ALTER FUNCTION le_resume_schedule(text) SET enable_seqscan = off;
+
+CREATE FUNCTION le_next_due(job text, after timestamptz DEFAULT NULL) RETURNS timestamptz
+VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_next_due_wrapper';
+ALTER FUNCTION le_next_due(text, timestamptz) SET enable_seqscan = off;
+
+CREATE FUNCTION le_schedule_times(job text)
+RETURNS TABLE (next_due timestamptz, waiting_since timestamptz)
+VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_schedule_times_wrapper';
+
+-- Contract 24: each schedule with its next due instant, since when it
+-- waits for a run (its first due instant no claim took yet) and how long
+-- that is, its last outcome, and the missed runs kept. Readable by all.
+CREATE VIEW leaderlock_schedule_status AS
+SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.overlap, s.paused,
+       s.owner::regrole AS owner, t.next_due, t.waiting_since,
+       CASE WHEN t.waiting_since IS NOT NULL
+            THEN c.now OPERATOR(pg_catalog.-) t.waiting_since
+            ELSE '0'::interval END AS overdue,
+       f.due AS last_finished_due, f.outcome AS last_outcome,
+       (SELECT pg_catalog.count(*) FROM leaderlock_runs r
+         WHERE r.job OPERATOR(pg_catalog.=) s.job
+           AND r.outcome OPERATOR(pg_catalog.=) 'missed') AS missed,
+       s.settled_to, s.changed_at
+  FROM leaderlock_schedules s
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL @extschema@.le_schedule_times(s.job) t
+  LEFT JOIN LATERAL (
+       SELECT r.due, r.outcome FROM leaderlock_runs r
+        WHERE r.job OPERATOR(pg_catalog.=) s.job AND r.finished_at IS NOT NULL
+        ORDER BY r.due DESC LIMIT 1) f ON true;
+REVOKE ALL ON leaderlock_schedule_status FROM PUBLIC;
+GRANT SELECT ON leaderlock_schedule_status TO PUBLIC;
 
 -- Contract 21: sessions.
 CREATE FUNCTION le_open_session(

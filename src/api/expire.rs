@@ -3,6 +3,7 @@
 use crate::base::clock;
 use crate::lease::expiry;
 use crate::lease::runs;
+use crate::lease::schedules;
 use crate::shmem::databases;
 use crate::shmem::worker_wakeup;
 use crate::store::call::{self, Access};
@@ -28,9 +29,11 @@ fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
         return 0;
     }
     let vacated = expiry::expire_all_lapsed();
-    // No worker numbers the history here (contract 23), nor prunes runs (22).
+    // No worker numbers the history here (contract 23), prunes runs (22),
+    // nor settles the schedules (24).
     numbering::number_all_or_warn(clock::now());
     runs::prune_expired_or_warn(clock::now());
+    schedules::settle_or_warn(clock::now());
     i32::try_from(vacated).unwrap_or(i32::MAX)
 }
 
@@ -65,6 +68,11 @@ extension_sql_file!(
         le_claim_run,
         le_renew_run,
         le_finish_run,
+        le_schedule,
+        le_unschedule,
+        le_pause_schedule,
+        le_resume_schedule,
+        le_next_due,
         le_open_session,
         le_renew_session,
         le_close_session,

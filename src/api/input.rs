@@ -392,6 +392,96 @@ pub fn misfire_grace(value: Option<Interval>) -> Option<i64> {
     Some(i64::try_from(total).unwrap_or(i64::MAX))
 }
 
+/// The shortest period of a schedule kept in the database (contract 24):
+/// the worker records each instant nobody claimed, and its time is shared.
+pub const MIN_SCHEDULE_PERIOD_US: i64 = 1_000_000;
+
+/// `every` and `cron`/`tz` of le_schedule: exactly one of every and cron;
+/// every at least a second in whole milliseconds, without a month part; a
+/// cron expression the clients' libraries all read alike, in a known time
+/// zone (which applies to cron only). Its calendar.
+pub fn schedule_calendar(
+    every: Option<Interval>,
+    cron: Option<&str>,
+    tz: Option<&str>,
+) -> (Option<i64>, leaderlock_protocol::calendar::Schedule) {
+    let bad = |message: String, hint: Option<&str>| -> ! {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            message,
+            hint,
+        )
+    };
+    let Some(tz) = tz else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: tz must not be NULL".to_string(),
+            Some("Give an IANA time zone name, e.g. 'Europe/Paris', or 'UTC'."),
+        );
+    };
+    let every = match (every, cron) {
+        (Some(_), Some(_)) | (None, None) => bad(
+            "leaderlock: give exactly one of every and cron".to_string(),
+            Some("every => '5 minutes', or cron => '0 3 * * *' (with tz)."),
+        ),
+        (Some(e), None) => {
+            let us = total_micros(&e);
+            if e.months() != 0
+                || us < i128::from(MIN_SCHEDULE_PERIOD_US)
+                || us % 1_000 != 0
+                || us > i128::from(i64::MAX)
+            {
+                bad(
+                    format!(
+                        "leaderlock: every must be at least 1 second, in whole milliseconds, \
+                         without a month or year part (got {e})"
+                    ),
+                    Some(
+                        "The worker records every instant nobody claimed: a schedule kept in \
+                          the database runs at most once a second.",
+                    ),
+                );
+            }
+            if tz != "UTC" {
+                bad(
+                    format!("leaderlock: tz applies to cron only (got tz {tz:?} with every)"),
+                    Some("A period runs at its multiples since the Unix epoch, in any time zone."),
+                );
+            }
+            Some(us as i64)
+        }
+        (None, Some(_)) => None,
+    };
+    match crate::lease::schedules::calendar(every, cron, tz) {
+        Ok(c) => (every, c),
+        Err(why) => bad(format!("leaderlock: {why}"), None),
+    }
+}
+
+/// `overlap` of le_schedule: allow, forbid or replace.
+pub fn overlap(value: Option<&str>) -> leaderlock_protocol::runs::Overlap {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: overlap must not be NULL".to_string(),
+            None,
+        );
+    };
+    leaderlock_protocol::runs::Overlap::named(value).unwrap_or_else(|| {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: overlap must be allow, forbid or replace (got {value:?})"),
+            None,
+        )
+    })
+}
+
+/// `misfire_grace` of le_schedule: as le_claim_run's, and NULL for the
+/// default: the period with `every`, 5 minutes with a cron expression.
+pub fn schedule_grace(value: Option<Interval>, every: Option<i64>) -> i64 {
+    misfire_grace(value).unwrap_or(every.unwrap_or(300_000_000))
+}
+
 /// `term` of le_finish_run: required and not negative.
 pub fn required_term(value: Option<i64>) -> i64 {
     let Some(term) = term(value) else {

@@ -13,4 +13,5 @@ mod holder;
 pub mod input;
 mod read;
 mod runs;
+mod schedules;
 mod sessions;

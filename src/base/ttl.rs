@@ -25,3 +25,9 @@ impl Ttl {
         }
     }
 }
+
+/// An interval the extension stored (no month part: a day is 24 hours) in
+/// microseconds.
+pub fn interval_micros(value: &Interval) -> i64 {
+    i64::from(value.days()) * 86_400_000_000 + value.micros()
+}

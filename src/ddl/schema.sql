@@ -234,7 +234,7 @@ CREATE TABLE leaderlock_runs (
     expires_at  timestamptz,          -- the last claim's end unless renewed
     ttl         interval,             -- ttl of the last claim or renewal
     finished_at timestamptz,          -- set once: finished, or recorded missed
-    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed')),
+    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed', 'replaced')),
     detail      text,                 -- the runner's short detail, or why missed
     attempts    integer NOT NULL DEFAULT 0,  -- claims made (more than one: a runner was lost)
     owner       oid,                  -- role of the last claim (contract 13)
@@ -246,6 +246,31 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
 CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
 -- The runs the retention deletes, whatever their job.
 CREATE INDEX leaderlock_runs_due_idx ON leaderlock_runs (due);
+
+-- Contract 24: a job's schedule, kept in the database and owned by the
+-- role that made it (contract 13). The worker records as missed every due
+-- instant after settled_to whose grace has passed and that no claim took,
+-- then moves settled_to past it, in one transaction: each instant once,
+-- across restarts and failovers (the run's row is the record).
+CREATE TABLE leaderlock_schedules (
+    job           text PRIMARY KEY,
+    every         interval,            -- runs at every multiple of it since the Unix epoch
+    cron          text,                -- or by a cron expression, as given
+    tz            text NOT NULL DEFAULT 'UTC',  -- the cron expression's time zone
+    misfire_grace interval NOT NULL,   -- a due instant not claimed within it is missed
+    overlap       text NOT NULL DEFAULT 'allow' CHECK (overlap IN ('allow', 'forbid', 'replace')),
+    paused        boolean NOT NULL DEFAULT false,
+    active_since  timestamptz NOT NULL, -- made, changed or resumed then: no instant before is judged
+    settled_to    timestamptz NOT NULL, -- every due instant up to it was claimed or recorded missed
+    next_check    timestamptz,         -- when the next instant's grace ends (NULL: paused)
+    owner         oid NOT NULL,        -- the role that made it
+    changed_at    timestamptz NOT NULL,
+    CHECK ((every IS NULL) <> (cron IS NULL))
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_schedules', '');
+-- What the worker looks at next (contract 24), whatever the table's size.
+CREATE INDEX leaderlock_schedules_check_idx ON leaderlock_schedules (next_check)
+    WHERE next_check IS NOT NULL;
 
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (
@@ -275,6 +300,8 @@ REVOKE ALL ON leaderlock_runs FROM PUBLIC;
 GRANT SELECT ON leaderlock_runs TO PUBLIC;
 REVOKE ALL ON leaderlock_sessions FROM PUBLIC;
 GRANT SELECT ON leaderlock_sessions TO PUBLIC;
+REVOKE ALL ON leaderlock_schedules FROM PUBLIC;
+GRANT SELECT ON leaderlock_schedules TO PUBLIC;
 
 -- Contract 23: every transition, recorded by the transaction that makes it
 -- (with its notification) in leaderlock_history_pending, without a

@@ -4,7 +4,8 @@
 //! is what a holder does with its lease, `read` what anyone may ask of a
 //! key; `tenure` is what follows every change of holder, `failover` keeps
 //! terms and leases across crashes and promotions, `session_leases` holds
-//! contract 21's sessions, `runs` the scheduled runs, `expiry` the
+//! contract 21's sessions, `runs` the scheduled runs, `schedules` the
+//! schedules kept in the database (the worker's settling), `expiry` the
 //! worker's vacating.
 
 pub mod expiry;
@@ -13,6 +14,7 @@ mod keep;
 mod read;
 mod row;
 pub mod runs;
+pub mod schedules;
 pub mod session_leases;
 pub mod slots;
 mod take;

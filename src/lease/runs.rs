@@ -11,30 +11,133 @@
 use crate::announce::notify::RunEvent;
 use crate::base::clock::{micros, ts};
 use crate::base::settings;
+use crate::base::ttl::interval_micros;
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
 use crate::lease::tenure;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
-use leaderlock_protocol::runs::{run_claim, run_forgotten, RunClaim};
+use leaderlock_protocol::runs::{run_claim, run_forgotten, JobRules, Overlap, RunClaim};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 /// What a claim did under the job's lock.
 enum Claimed {
-    /// A new claim, of this term, ending then, the run's how-many-th.
-    Term(i64, i64, i32),
+    /// A new claim, of this term, ending then, the run's how-many-th; and
+    /// the other runs it ended (overlap `replace`: due, holder, term).
+    Term(i64, i64, i32, Vec<(i64, String, i64)>),
     /// The run was past its misfire grace: recorded missed (once).
     Missed,
+}
+
+/// A job's row as a claim (or the worker) finds it under its lock.
+pub struct JobLock {
+    /// Its runs due before it were pruned (never claimed again).
+    pub pruned_before: Option<i64>,
+    /// Its schedule's rules (contract 24), the default without one.
+    pub rules: JobRules,
+    /// Its schedule's misfire grace, if it has one.
+    pub grace: Option<i64>,
+}
+
+/// Locks job `job`'s row without waiting (claims of a job take turns on it):
+/// None when another transaction holds it, or it has no row.
+pub fn lock_job(job: &str) -> Option<JobLock> {
+    plans::run(queries::LOCK_JOB, &[job.into()], |t| {
+        let row = t.into_iter().next()?;
+        let overlap = row.get::<String>(2).expect("overlap");
+        Some(JobLock {
+            pruned_before: micros(row.get::<TimestampWithTimeZone>(1).expect("pruned_before")),
+            rules: JobRules {
+                overlap: overlap
+                    .as_deref()
+                    .and_then(Overlap::named)
+                    .unwrap_or_default(),
+                paused: row.get::<bool>(4).expect("paused").unwrap_or(false),
+            },
+            grace: row
+                .get::<Interval>(3)
+                .expect("misfire_grace")
+                .map(|g| interval_micros(&g)),
+        })
+    })
+}
+
+/// Under the job's lock, the run of `job` due at `due` locked if it may
+/// be claimed at `now` (unfinished, its last claim not live), its row made
+/// first when it has none: whether it was, with its last claim's holder
+/// and term. A new row prunes the job's runs past the retention (`horizon`).
+pub fn lock_claimable(
+    job: &str,
+    due: i64,
+    now: i64,
+    horizon: i64,
+) -> Option<(Option<String>, Option<i64>)> {
+    let run = [job.into(), ts(due).into()];
+    let new = !plans::run(queries::RUN_EXISTS, &run, |t| !t.is_empty())
+        && plans::run(queries::INSERT_RUN, &run, |t| !t.is_empty());
+    if new {
+        let prune = [job.into(), ts(horizon).into(), ts(now).into()];
+        plans::run(queries::PRUNE_RUNS, &prune, |_| ());
+        plans::run(queries::MARK_PRUNED, &prune[..2], |_| ());
+    }
+    let args = [job.into(), ts(due).into(), ts(now).into()];
+    plans::run(queries::LOCK_CLAIMABLE_RUN, &args, |t| {
+        let row = t.into_iter().next()?;
+        let holder = row.get::<String>(1).expect("holder");
+        let term = row.get::<i64>(2).expect("term");
+        Some((holder, term))
+    })
+}
+
+/// Whether another run of `job` than the one due at `due` is claimed live
+/// at `now` (read only where the overlap policy asks).
+pub fn other_run_live(job: &str, due: i64, now: i64, rules: JobRules) -> bool {
+    rules.overlap != Overlap::Allow
+        && plans::run(
+            queries::OTHER_RUN_LIVE,
+            &[job.into(), ts(due).into(), ts(now).into()],
+            |t| t.first().get_one::<bool>().ok().flatten().unwrap_or(false),
+        )
+}
+
+/// Records the locked run of `job` due at `due` missed at `now`, saying
+/// why: never claimed, its claim (`last`) lapsed unfinished, or an earlier
+/// run of the job still running (`other_live`, overlap `forbid`).
+pub fn record_missed(
+    job: &str,
+    due: i64,
+    now: i64,
+    last: &(Option<String>, Option<i64>),
+    other_live: bool,
+) {
+    let why = match last {
+        (Some(_), Some(term)) => {
+            format!("its claim of term {term} lapsed unfinished and its misfire grace has passed")
+        }
+        _ if other_live => "not claimed within its misfire grace: an earlier run of the job \
+                            was still running (overlap forbid)"
+            .to_string(),
+        _ => "not claimed within its misfire grace".to_string(),
+    };
+    let args = [
+        job.into(),
+        ts(due).into(),
+        ts(now).into(),
+        why.as_str().into(),
+    ];
+    plans::run(queries::MISS_RUN, &args, |_| ());
 }
 
 /// Contract 22: claims the run of `job` due at `due` for `id` by `ttl` at
 /// `now` (the SQL face has checked that the run is due by then).
 /// Its term, or None: finished (or missed) already, claimed live by
-/// another, past its misfire grace (recorded missed by this call), or its
-/// job's row taken by a concurrent claim.
+/// another, past its misfire grace (recorded missed by this call), its
+/// job's row taken by a concurrent claim, its schedule paused, or another
+/// run of it claimed live under overlap `forbid` (contract 24). A job's
+/// schedule's misfire grace, where it has one, is the one that counts.
 pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i64) -> Option<i64> {
     // A run due longer ago than the retention is never claimed (its row may
     // be gone): refused before anything is written.
@@ -49,54 +152,27 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
     }
     let floor = failover::term_floor();
     let done = plans::under_lock(
-        || {
-            plans::run(queries::LOCK_JOB, &[job.into()], |t| {
-                let row = t.into_iter().next()?;
-                Some(micros(
-                    row.get::<TimestampWithTimeZone>(1).expect("pruned_before"),
-                ))
-            })
-        },
-        |pruned_before| {
-            if pruned_before.is_some_and(|p| run_forgotten(due, p)) {
+        || lock_job(job),
+        |lock| {
+            if lock.pruned_before.is_some_and(|p| run_forgotten(due, p)) {
                 return None; // pruned by a shorter retention: never again
             }
-            let run = [job.into(), ts(due).into()];
-            let new = !plans::run(queries::RUN_EXISTS, &run, |t| !t.is_empty())
-                && plans::run(queries::INSERT_RUN, &run, |t| !t.is_empty());
-            if new {
-                let prune = [job.into(), ts(horizon).into(), ts(now).into()];
-                plans::run(queries::PRUNE_RUNS, &prune, |_| ());
-                plans::run(queries::MARK_PRUNED, &prune[..2], |_| ());
+            if lock.rules.paused {
+                return None; // (as run_claim decides; nothing is written for it)
             }
-            let args = [job.into(), ts(due).into(), ts(now).into()];
-            let last = plans::run(queries::LOCK_CLAIMABLE_RUN, &args, |t| {
-                let row = t.into_iter().next()?;
-                let holder = row.get::<String>(1).expect("holder");
-                let term = row.get::<i64>(2).expect("term");
-                Some((holder, term))
-            });
-            match run_claim(due, now, grace, last.is_some()) {
+            let grace = lock.grace.or(grace);
+            let last = lock_claimable(job, due, now, horizon);
+            let other_live = last.is_some() && other_run_live(job, due, now, lock.rules);
+            let decision = run_claim(due, now, grace, last.is_some(), lock.rules, other_live);
+            let replaced = match decision {
                 RunClaim::Refuse => return None,
-                RunClaim::Claim => {}
                 RunClaim::Missed => {
-                    let why = match last {
-                        Some((Some(_), Some(term))) => format!(
-                            "its claim of term {term} lapsed unfinished and its misfire \
-                             grace has passed"
-                        ),
-                        _ => "not claimed within its misfire grace".to_string(),
-                    };
-                    let args = [
-                        job.into(),
-                        ts(due).into(),
-                        ts(now).into(),
-                        why.as_str().into(),
-                    ];
-                    plans::run(queries::MISS_RUN, &args, |_| ());
+                    record_missed(job, due, now, &last.expect("locked"), other_live);
                     return Some(Claimed::Missed);
                 }
-            }
+                RunClaim::Claim => Vec::new(),
+                RunClaim::Replace => end_other_runs(job, due, now),
+            };
             let term = plans::run(queries::NEXT_JOB_TERM, &[job.into(), floor.into()], |t| {
                 t.into_iter()
                     .next()
@@ -118,12 +194,20 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
                 let a = row.get::<i32>(2).expect("attempts").expect("NOT NULL");
                 (e.expect("set"), a)
             });
-            Some(Claimed::Term(term, expires_at, attempt))
+            Some(Claimed::Term(term, expires_at, attempt, replaced))
         },
     )?;
     failover::commit_durably();
     match done {
-        Claimed::Term(term, expires_at, attempt) => {
+        Claimed::Term(term, expires_at, attempt, replaced) => {
+            for (other, holder, its_term) in &replaced {
+                RunEvent::Finished {
+                    holder,
+                    term: *its_term,
+                    outcome: "replaced",
+                }
+                .send(job, *other, now);
+            }
             RunEvent::Claimed {
                 holder: id,
                 term,
@@ -140,11 +224,37 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
     }
 }
 
+/// Overlap `replace`: ends the other runs of `job` claimed live at `now`
+/// (before the claim of the run due at `due` takes its term, which fences
+/// their runners off). Their due instants, holders and terms.
+fn end_other_runs(job: &str, due: i64, now: i64) -> Vec<(i64, String, i64)> {
+    let why = format!(
+        "replaced by the run due at {} (overlap replace)",
+        crate::announce::notify::rfc3339(due)
+    );
+    let args = [
+        job.into(),
+        ts(due).into(),
+        ts(now).into(),
+        why.as_str().into(),
+    ];
+    plans::run(queries::END_OTHER_RUNS, &args, |t| {
+        t.into_iter()
+            .filter_map(|row| {
+                let due = micros(row.get::<TimestampWithTimeZone>(1).ok().flatten())?;
+                let holder = row.get::<String>(2).ok().flatten()?;
+                let term = row.get::<i64>(3).ok().flatten()?;
+                Some((due, holder, term))
+            })
+            .collect()
+    })
+}
+
 /// Contract 22's bound per role: a role that is not a superuser makes at
 /// most `leaderlock.max_jobs_per_role` jobs still kept (53400 beyond,
 /// before anything is written), so that no role fills the database with
 /// job names.
-fn may_make_a_job() {
+pub fn may_make_a_job() {
     let caller = call::caller();
     if unsafe { pg_sys::superuser_arg(caller) } {
         return;

@@ -15,11 +15,13 @@ use crate::base::settings;
 use crate::lease::expiry;
 use crate::lease::failover;
 use crate::lease::runs;
+use crate::lease::schedules;
 use crate::shmem::databases::{self, Slot};
 use crate::shmem::sessions::{self, Session};
 use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
+use crate::store::schema_version;
 use crate::workers::bgworker;
 use crate::workers::numbering;
 use pgrx::bgworkers::BackgroundWorker;
@@ -244,6 +246,18 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
                 return Some(0); // more are waiting: go again at once
             }
             next = expiry::next_check(now);
+        }
+        // Contract 24: the due instants nobody claimed, recorded missed; a
+        // failure is rolled back alone and logged, never taking the
+        // expiries down with it.
+        if schema_version::has_slots() {
+            if let Err((code, message)) = plans::caught(|| schedules::settle(now)) {
+                warning!(
+                    "leaderlock worker: the schedules were not settled: {message} (SQLSTATE {})",
+                    plans::sqlstate(code)
+                );
+            }
+            next = next.into_iter().chain(schedules::next_settle()).min();
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
         Some(if state.ended_sessions.is_empty() {

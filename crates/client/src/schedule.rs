@@ -12,11 +12,11 @@
 //! and claimed again if its claim lapses unfinished (its runner died: the
 //! new claim has a higher term, so fence side effects with it).
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
+use leaderlock_protocol::calendar;
 use tokio::time::{sleep, timeout, Instant};
 use tokio_postgres::types::Type;
 
@@ -27,25 +27,25 @@ use crate::sql;
 
 /// When a job is due: every period (instants at multiples of it since the
 /// Unix epoch, so every replica computes the same ones), or by a cron
-/// expression in a time zone.
+/// expression in a time zone. The extension computes a registered
+/// schedule's instants with the same code (`leaderlock_protocol::calendar`).
 #[derive(Debug, Clone)]
-pub enum Schedule {
-    Every(Duration),
-    Cron {
-        schedule: Box<cron::Schedule>,
-        tz: chrono_tz::Tz,
-    },
-}
+pub struct Schedule(calendar::Schedule);
 
 impl Schedule {
     /// Every `period`: at least a millisecond, in whole milliseconds.
     pub fn every(period: Duration) -> Result<Schedule, Error> {
-        if period < Duration::from_millis(1) || !period.subsec_nanos().is_multiple_of(1_000_000) {
+        let us = i64::try_from(period.as_micros()).unwrap_or(i64::MAX);
+        if period.subsec_nanos() % 1_000 != 0 {
             return Err(Error::Config(format!(
                 "a period must be whole milliseconds, at least 1ms (got {period:?})"
             )));
         }
-        Ok(Schedule::Every(period))
+        calendar::Schedule::every(us).map(Schedule).map_err(|_| {
+            Error::Config(format!(
+                "a period must be whole milliseconds, at least 1ms (got {period:?})"
+            ))
+        })
     }
 
     /// A cron expression: five fields (minute hour day-of-month month
@@ -55,99 +55,20 @@ impl Schedule {
     /// and one that occurs twice is due once, at the first (the cron
     /// crate's rule; docs/scheduled-runs.md).
     pub fn cron(expr: &str, tz: &str) -> Result<Schedule, Error> {
-        let full = cron_fields(expr)?;
-        let schedule = cron::Schedule::from_str(&full)
-            .map_err(|e| Error::Config(format!("cron expression {expr:?}: {e}")))?;
-        let tz = chrono_tz::Tz::from_str(tz)
-            .map_err(|e| Error::Config(format!("time zone {tz:?}: {e}")))?;
-        Ok(Schedule::Cron {
-            schedule: Box::new(schedule),
-            tz,
-        })
+        calendar::Schedule::cron(expr, tz)
+            .map(Schedule)
+            .map_err(Error::Config)
     }
 
     /// The first due instant strictly after `t`.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        match self {
-            Schedule::Every(period) => {
-                let p = micros(*period);
-                let us = t.timestamp_micros();
-                let next = us.div_euclid(p).checked_add(1)?.checked_mul(p)?;
-                Utc.timestamp_micros(next).single()
-            }
-            // Strictly after `t`: where a local time occurs twice (clocks
-            // going back) the crate may give the first of the two instants,
-            // not after `t`; a caller stepping from instant to instant would
-            // then never move on.
-            Schedule::Cron { schedule, tz } => schedule
-                .after(&t.with_timezone(tz))
-                .take(10_000)
-                .map(|d| d.with_timezone(&Utc))
-                .find(|d| *d > t),
-        }
+        self.0.next_after(t)
     }
 
     /// The first due instant at or after `t`.
     pub fn at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.next_after(t - chrono::Duration::microseconds(1))
+        self.0.at_or_after(t)
     }
-}
-
-/// The six fields (seconds first) of a cron expression, refused where
-/// dialects read it otherwise (crontab, as the Python, Node.js and Go
-/// clients' libraries do, and the cron crate), so that replicas in any
-/// language agree on the due instants: days of the week by name only (their
-/// numbers differ: crontab's Sunday is 0 or 7, the crate's 1), the day of
-/// the month or of the week restricted but not both (crontab runs on
-/// either, the crate on both), no `L`, `W`, `#` nor a year field.
-fn cron_fields(expr: &str) -> Result<String, Error> {
-    let bad = |why: &str| Err(Error::Config(format!("cron expression {expr:?}: {why}")));
-    let text = expr.trim();
-    if let Some(six) = match text {
-        "@yearly" => Some("0 0 0 1 1 *"),
-        "@monthly" => Some("0 0 0 1 * *"),
-        "@weekly" => Some("0 0 0 * * SUN"),
-        "@daily" => Some("0 0 0 * * *"),
-        "@hourly" => Some("0 0 * * * *"),
-        _ => None,
-    } {
-        return Ok(six.to_owned());
-    }
-    let mut fields: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
-    match fields.len() {
-        5 => fields.insert(0, "0".into()),
-        6 => {}
-        7 => return bad("a year field (seven fields) is not supported"),
-        _ => return bad(
-            "five fields (minute hour day-of-month month day-of-week), or six with seconds first",
-        ),
-    }
-    for i in [3, 5] {
-        fields[i] = fields[i].replace('?', "*");
-    }
-    let (dom, dow) = (&fields[3], &fields[5]);
-    if dow.split(',').any(|t| {
-        t.split('/')
-            .next()
-            .is_some_and(|range| range.chars().any(|c| c.is_ascii_digit()))
-    }) || dow.contains(['L', '#'])
-    {
-        return bad(
-            "name the days of the week (SUN, MON-FRI): their numbers differ between cron \
-             dialects (crontab counts Sunday as 0 or 7, this client's cron crate as 1); numbers \
-             are refused, and so are L and #",
-        );
-    }
-    if dom.chars().any(|c| c.is_ascii_alphabetic()) {
-        return bad("L and W are not supported in the day of the month");
-    }
-    if dom != "*" && dow != "*" {
-        return bad(
-            "restrict the day of the month or the day of the week, not both: crontab runs on \
-             either, this client's cron crate on both",
-        );
-    }
-    Ok(fields.join(" "))
 }
 
 /// Settings of a [`Scheduler`].
@@ -520,111 +441,14 @@ mod tests {
     }
 
     #[test]
-    fn every_period_is_aligned_to_the_epoch() {
+    fn a_period_is_whole_milliseconds() {
         let s = Schedule::every(Duration::from_secs(300)).unwrap();
         assert_eq!(
             s.next_after(at("2026-11-27T10:02:03Z")),
             Some(at("2026-11-27T10:05:00Z"))
         );
-        assert_eq!(
-            s.next_after(at("2026-11-27T10:05:00Z")),
-            Some(at("2026-11-27T10:10:00Z"))
-        );
-        assert_eq!(
-            s.at_or_after(at("2026-11-27T10:05:00Z")),
-            Some(at("2026-11-27T10:05:00Z"))
-        );
         assert!(Schedule::every(Duration::from_micros(1500)).is_err());
-    }
-
-    #[test]
-    fn cron_in_a_time_zone_across_daylight_saving() {
-        // 02:30 every day in Paris: on 2026-03-29 that local time does not
-        // exist (02:00 -> 03:00) and is skipped; on 2026-10-25 it occurs
-        // twice (03:00 -> 02:00) and runs once, at the first.
-        let s = Schedule::cron("30 2 * * *", "Europe/Paris").unwrap();
-        let mut t = at("2026-03-27T12:00:00Z");
-        let mut spring = vec![];
-        for _ in 0..3 {
-            t = s.next_after(t).unwrap();
-            spring.push(t);
-        }
-        assert_eq!(
-            spring,
-            vec![
-                at("2026-03-28T01:30:00Z"),
-                at("2026-03-30T00:30:00Z"),
-                at("2026-03-31T00:30:00Z"),
-            ]
-        );
-        let mut t = at("2026-10-24T12:00:00Z");
-        let mut autumn = vec![];
-        for _ in 0..3 {
-            t = s.next_after(t).unwrap();
-            autumn.push(t);
-        }
-        assert_eq!(
-            autumn,
-            vec![
-                at("2026-10-25T00:30:00Z"),
-                at("2026-10-26T01:30:00Z"),
-                at("2026-10-27T01:30:00Z"),
-            ]
-        );
-        assert!(Schedule::cron("61 * * * *", "UTC").is_err());
-        assert!(Schedule::cron("0 3 * * *", "Mars/Olympus").is_err());
-    }
-
-    #[test]
-    fn cron_expressions_read_otherwise_elsewhere_are_refused() {
-        for expr in [
-            "0 3 * * 1", // Monday in crontab, Sunday in the crate
-            "0 3 * * 1-5",
-            "0 3 1 * MON", // either (crontab) or both (the crate)
-            "0 3 L * *",
-            "0 3 * * MON#2",
-            "0 0 3 * * * 2027",
-            "0 3 * *",
-        ] {
-            let e = Schedule::cron(expr, "UTC").unwrap_err().to_string();
-            assert!(e.starts_with("cron expression"), "{expr}: {e}");
-        }
-        for expr in [
-            "0 3 * * MON-FRI",
-            "0 3 1,15 * ?",
-            "@daily",
-            "*/10 * * * * *",
-            "0 3 * * */2",
-        ] {
-            let _ = Schedule::cron(expr, "UTC").map_err(|e| panic!("{expr}: {e}"));
-        }
-        let weekly = Schedule::cron("@weekly", "UTC").unwrap();
-        assert_eq!(
-            weekly.next_after(at("2026-11-27T10:00:00Z")),
-            Some(at("2026-11-29T00:00:00Z")) // a Sunday
-        );
-    }
-
-    #[test]
-    fn every_due_instant_is_after_the_last_across_clocks_going_back() {
-        // Every second in Paris through 2026-10-25 03:00 CEST -> 02:00 CET:
-        // the instants only grow, and none is skipped before the change.
-        let s = Schedule::cron("* * * * * *", "Europe/Paris").unwrap();
-        let mut t = at("2026-10-25T00:59:55Z");
-        for _ in 0..20 {
-            let next = s.next_after(t).unwrap();
-            assert!(next > t, "{next} after {t}");
-            t = next;
-        }
-        assert!(t >= at("2026-10-25T01:00:10Z"), "{t}");
-    }
-
-    #[test]
-    fn five_fields_mean_minutes() {
-        let s = Schedule::cron("0 3 * * *", "UTC").unwrap();
-        assert_eq!(
-            s.next_after(at("2026-11-27T10:00:00Z")),
-            Some(at("2026-11-28T03:00:00Z"))
-        );
+        assert!(Schedule::every(Duration::from_nanos(1_000_000_500)).is_err());
+        assert!(Schedule::cron("0 3 * * 1", "UTC").is_err());
     }
 }

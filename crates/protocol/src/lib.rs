@@ -13,6 +13,8 @@
 //! extension, small integers in the model).
 
 pub mod acquire;
+#[cfg(feature = "calendar")]
+pub mod calendar;
 pub mod history;
 pub mod runs;
 pub mod slots;

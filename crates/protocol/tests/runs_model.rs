@@ -9,20 +9,24 @@
 //! outcomes are accepted only from the claim's holder in its term
 //! (`leads`, the rule of their statements).
 //!
+//! The worker settles a due instant whose grace passed unclaimed with the
+//! same decision (src/lease/schedules.rs), and the job's overlap policy
+//! (contract 24: allow, forbid, replace) is an input of it: with forbid or
+//! replace, no two runs of the job are ever claimed live at once.
+//!
 //! One job, runs due at ticks 1 and 2, a misfire grace of 1 tick, claims
-//! of 1 tick, two replicas, horizon 5 ticks. Each broken variant must be
-//! caught with a printed trace.
+//! of 1 tick (2 where runs could overlap), two replicas, horizon 5 ticks.
+//! Each broken variant must be caught with a printed trace.
 //!
 //! `cargo test -p leaderlock-protocol --test runs_model` (seconds).
 use leaderlock_protocol as p;
-use p::runs::RunClaim;
+use p::runs::{JobRules, Overlap, RunClaim};
 use stateright::{Checker, Model, Property};
 
 mod common;
 
 const DUE: [i64; 2] = [1, 2];
 const GRACE: i64 = 1;
-const TTL: i64 = 1;
 const HORIZON: i64 = 5;
 const REPLICAS: u8 = 2;
 
@@ -30,6 +34,7 @@ const ONE_CLAIM: &str = "a run is never claimed while another claim of it is liv
 const ONCE: &str = "a finished or missed run is never claimed again";
 const MISFIRE: &str = "no run is claimed past its misfire grace";
 const TERMS: &str = "a job's terms grow with each claim";
+const NO_OVERLAP: &str = "with forbid or replace, no two runs of the job are claimed live at once";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Variant {
@@ -40,6 +45,10 @@ enum Variant {
     FinishedIgnored,
     /// The claim is decided without the misfire grace.
     GraceIgnored,
+    /// The claim is decided without looking at the job's other runs.
+    OverlapIgnored,
+    /// `replace` claims without ending the other runs' claims.
+    OthersKept,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,15 +69,20 @@ struct State {
     once_broken: bool,
     misfire_broken: bool,
     terms_broken: bool,
+    overlap_broken: bool,
     /// Witnesses.
     retried: bool,
     missed: bool,
     finished: bool,
+    refused_for_overlap: bool,
+    replaced: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Action {
     Tick,
+    /// The worker settles the run due at DUE[d] (contract 24).
+    Settle(usize),
     Claim(u8, usize),
     Renew(u8, usize),
     Finish(u8, usize),
@@ -77,9 +91,55 @@ enum Action {
 #[derive(Clone)]
 struct RunsModel {
     variant: Variant,
+    overlap: Overlap,
 }
 
 impl RunsModel {
+    /// Claims last 2 ticks where runs could overlap, else 1.
+    fn ttl(&self) -> i64 {
+        if self.overlap == Overlap::Allow {
+            1
+        } else {
+            2
+        }
+    }
+
+    fn live(r: &Run, now: i64) -> bool {
+        !r.finished && p::is_live(r.holder.is_some(), Some(r.expires_at), now)
+    }
+
+    /// The worker, at the end of a due instant's grace: records it missed
+    /// when no claim took it, with the decision a late claim makes.
+    fn settle(&self, s: &mut State, d: usize) {
+        let (due, now) = (DUE[d], s.t);
+        if !p::runs::past_grace(due, now, Some(GRACE)) {
+            return;
+        }
+        let run = s.runs[d];
+        let locked = !run.is_some_and(|r| r.finished || Self::live(&r, now));
+        if p::runs::run_claim(due, now, Some(GRACE), locked, self.rules(), false)
+            == RunClaim::Missed
+        {
+            s.runs[d] = Some(Run {
+                finished: true,
+                ..run.unwrap_or(Run {
+                    holder: None,
+                    term: 0,
+                    expires_at: now,
+                    finished: true,
+                })
+            });
+            s.missed = true;
+        }
+    }
+
+    fn rules(&self) -> JobRules {
+        JobRules {
+            overlap: self.overlap,
+            paused: false,
+        }
+    }
+
     fn claim(&self, s: &mut State, c: u8, d: usize) {
         let now = s.t;
         let due = DUE[d];
@@ -95,8 +155,22 @@ impl RunsModel {
             _ => !finished && !live,
         };
         let grace = (self.variant != Variant::GraceIgnored).then_some(GRACE);
-        match p::runs::run_claim(due, now, grace, locked) {
-            RunClaim::Refuse => {}
+        let other_live = self.variant != Variant::OverlapIgnored
+            && (0..DUE.len()).any(|o| o != d && s.runs[o].is_some_and(|r| Self::live(&r, now)));
+        let decision = p::runs::run_claim(due, now, grace, locked, self.rules(), other_live);
+        if decision == RunClaim::Replace && self.variant != Variant::OthersKept {
+            for o in (0..DUE.len()).filter(|o| *o != d) {
+                if let Some(r) = s.runs[o].as_mut().filter(|r| Self::live(r, now)) {
+                    r.finished = true;
+                    r.expires_at = r.expires_at.min(now);
+                    s.replaced = true;
+                }
+            }
+        }
+        match decision {
+            RunClaim::Refuse => {
+                s.refused_for_overlap |= locked && other_live;
+            }
             RunClaim::Missed => {
                 s.runs[d] = Some(Run {
                     finished: true,
@@ -109,7 +183,7 @@ impl RunsModel {
                 });
                 s.missed = true;
             }
-            RunClaim::Claim => {
+            RunClaim::Claim | RunClaim::Replace => {
                 let term = p::next_term((s.job_term > 0).then_some(s.job_term), 1);
                 s.one_claim_broken |= live;
                 s.once_broken |= finished;
@@ -121,9 +195,13 @@ impl RunsModel {
                 s.runs[d] = Some(Run {
                     holder: Some(c),
                     term,
-                    expires_at: p::expiry(now, TTL),
+                    expires_at: p::expiry(now, self.ttl()),
                     finished: false,
                 });
+                s.overlap_broken |= self.overlap != Overlap::Allow
+                    && (0..DUE.len())
+                        .filter(|o| *o != d)
+                        .any(|o| s.runs[o].is_some_and(|r| Self::live(&r, now)));
             }
         }
     }
@@ -156,15 +234,21 @@ impl Model for RunsModel {
             once_broken: false,
             misfire_broken: false,
             terms_broken: false,
+            overlap_broken: false,
             retried: false,
             missed: false,
             finished: false,
+            refused_for_overlap: false,
+            replaced: false,
         }]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         if s.t < HORIZON {
             actions.push(Action::Tick);
+        }
+        for d in 0..DUE.len() {
+            actions.push(Action::Settle(d));
         }
         for c in 0..REPLICAS {
             for (d, due) in DUE.iter().enumerate() {
@@ -183,11 +267,12 @@ impl Model for RunsModel {
         let mut s = last.clone();
         match action {
             Action::Tick => s.t += 1,
+            Action::Settle(d) => self.settle(&mut s, d),
             Action::Claim(c, d) => self.claim(&mut s, c, d),
             Action::Renew(c, d) => {
                 Self::held(&s, c, d)?;
                 let now = s.t;
-                s.runs[d].as_mut()?.expires_at = p::expiry(now, TTL);
+                s.runs[d].as_mut()?.expires_at = p::expiry(now, self.ttl());
             }
             Action::Finish(c, d) => {
                 Self::held(&s, c, d)?;
@@ -199,15 +284,31 @@ impl Model for RunsModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(ONE_CLAIM, |_, s: &State| !s.one_claim_broken),
             Property::always(ONCE, |_, s: &State| !s.once_broken),
             Property::always(MISFIRE, |_, s: &State| !s.misfire_broken),
             Property::always(TERMS, |_, s: &State| !s.terms_broken),
-            Property::sometimes("a lapsed claim is claimed again", |_, s: &State| s.retried),
             Property::sometimes("a run is missed", |_, s: &State| s.missed),
             Property::sometimes("a run finishes", |_, s: &State| s.finished),
-        ]
+            Property::always(NO_OVERLAP, |_, s: &State| !s.overlap_broken),
+        ];
+        // (Claims of 2 ticks lapse only past the grace of 1.)
+        match self.overlap {
+            Overlap::Allow => properties.push(Property::sometimes(
+                "a lapsed claim is claimed again",
+                |_, s: &State| s.retried,
+            )),
+            Overlap::Forbid => properties.push(Property::sometimes(
+                "a claim waits for the job's other run",
+                |_, s: &State| s.refused_for_overlap,
+            )),
+            Overlap::Replace => properties.push(Property::sometimes(
+                "a claim ends the job's other run",
+                |_, s: &State| s.replaced,
+            )),
+        }
+        properties
     }
 
     fn within_boundary(&self, s: &State) -> bool {
@@ -217,6 +318,7 @@ impl Model for RunsModel {
     fn format_action(&self, action: &Action) -> String {
         match action {
             Action::Tick => "time passes one tick".into(),
+            Action::Settle(d) => format!("the worker settles the run due at {}", DUE[*d]),
             Action::Claim(c, d) => format!("replica {c} claims the run due at {}", DUE[*d]),
             Action::Renew(c, d) => {
                 format!("replica {c} renews its claim of the run due at {}", DUE[*d])
@@ -226,19 +328,19 @@ impl Model for RunsModel {
     }
 }
 
-fn check(variant: Variant, property: Option<&'static str>) -> impl Checker<RunsModel> {
+fn check(variant: Variant, overlap: Overlap) -> impl Checker<RunsModel> {
     common::check(
-        &format!("runs {variant:?}"),
-        RunsModel { variant },
-        property,
+        &format!("runs {variant:?} {overlap:?}"),
+        RunsModel { variant, overlap },
+        None,
     )
 }
 
 /// The variant must break `property`, with a trace printed.
-fn must_catch(variant: Variant, property: &'static str) {
+fn must_catch(variant: Variant, overlap: Overlap, property: &'static str) {
     common::must_catch(
-        &format!("runs {variant:?}"),
-        RunsModel { variant },
+        &format!("runs {variant:?} {overlap:?}"),
+        RunsModel { variant, overlap },
         property,
         |s| format!("t={} runs {:?} job term {}", s.t, s.runs, s.job_term),
     );
@@ -246,20 +348,32 @@ fn must_catch(variant: Variant, property: &'static str) {
 
 #[test]
 fn the_runs_rules_hold() {
-    check(Variant::Correct, None).assert_properties();
+    for overlap in [Overlap::Allow, Overlap::Forbid, Overlap::Replace] {
+        check(Variant::Correct, overlap).assert_properties();
+    }
+}
+
+#[test]
+fn a_claim_blind_to_the_other_runs_is_caught() {
+    must_catch(Variant::OverlapIgnored, Overlap::Forbid, NO_OVERLAP);
+}
+
+#[test]
+fn a_replace_that_keeps_the_other_claim_is_caught() {
+    must_catch(Variant::OthersKept, Overlap::Replace, NO_OVERLAP);
 }
 
 #[test]
 fn a_claim_beside_a_live_one_is_caught() {
-    must_catch(Variant::LiveClaimIgnored, ONE_CLAIM);
+    must_catch(Variant::LiveClaimIgnored, Overlap::Allow, ONE_CLAIM);
 }
 
 #[test]
 fn a_finished_run_claimed_again_is_caught() {
-    must_catch(Variant::FinishedIgnored, ONCE);
+    must_catch(Variant::FinishedIgnored, Overlap::Allow, ONCE);
 }
 
 #[test]
 fn a_claim_past_the_misfire_grace_is_caught() {
-    must_catch(Variant::GraceIgnored, MISFIRE);
+    must_catch(Variant::GraceIgnored, Overlap::Allow, MISFIRE);
 }

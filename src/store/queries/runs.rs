@@ -52,13 +52,14 @@ statements! {
     /// lock then taken, or not: another prune holds it).
     LOCK_JOBS_FLOOR = "SELECT EXISTS (SELECT FROM @extschema@.leaderlock_jobs WHERE job = ''), \
                 (SELECT true FROM @extschema@.leaderlock_jobs WHERE job = '' FOR UPDATE SKIP LOCKED)";
-    /// Of the locked jobs `$1`, those with no run left go; the locked row
+    /// Of the locked jobs `$1`, those with no run left and no schedule go; the locked row
     /// of job '' keeps the highest term they had, which a job made again
     /// starts from (contract 22: no term issued twice). How many went.
     FORGET_JOBS = "WITH gone AS ( \
            DELETE FROM @extschema@.leaderlock_jobs j \
             WHERE j.job = ANY($1::text[]) AND j.job <> '' \
               AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r WHERE r.job = j.job) \
+              AND NOT EXISTS (SELECT FROM @extschema@.leaderlock_schedules s WHERE s.job = j.job) \
            RETURNING j.term), \
          floor AS ( \
            UPDATE @extschema@.leaderlock_jobs SET term = GREATEST(term, (SELECT pg_catalog.max(g.term) FROM gone g)) \
@@ -73,10 +74,15 @@ statements! {
     /// reason of `JOB_EXISTS`: its runner may be renewing it right now).
     RUN_EXISTS = "SELECT true FROM @extschema@.leaderlock_runs WHERE job = $1 AND due = $2";
     /// Lock a job's row, never waiting: claims of one job take turns on it,
-    /// and only they lock it (renewals and finishes never touch it). `$1` job.
-    /// Before when its runs were pruned.
-    LOCK_JOB = "SELECT pruned_before FROM @extschema@.leaderlock_jobs WHERE job = $1 \
-         FOR NO KEY UPDATE SKIP LOCKED";
+    /// and so does the worker settling its schedule (renewals and finishes
+    /// never touch it). `$1` job. Before when its runs were pruned, and its
+    /// schedule's overlap, misfire grace and pause (contract 24; NULL
+    /// without one).
+    LOCK_JOB = "SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused \
+           FROM @extschema@.leaderlock_jobs j \
+           LEFT JOIN @extschema@.leaderlock_schedules s ON s.job = j.job \
+          WHERE j.job = $1 \
+         FOR NO KEY UPDATE OF j SKIP LOCKED";
     /// The job's next term, on its locked row (contract 8.1's floor `$2`).
     NEXT_JOB_TERM = concat!(
         "UPDATE @extschema@.leaderlock_jobs SET term = ",
