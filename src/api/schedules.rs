@@ -95,8 +95,8 @@ fn pause(job: Option<&str>, paused: bool, fcinfo: pg_sys::FunctionCallInfo) -> b
 }
 
 /// Contract 24: the first due instant of job `job`'s schedule after
-/// `after` (NULL: now, on the lease clock); NULL when it has no schedule.
-/// What replicas that run a job by name alone wait for.
+/// `after` (NULL: now, on the lease clock); NULL when it has no schedule
+/// or it is paused. What replicas that run a job by name alone wait for.
 #[pg_extern(volatile, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn le_next_due(
@@ -110,7 +110,7 @@ fn le_next_due(
         None => clock::now(),
         Some(a) => input::due(Some(a)),
     };
-    let schedule = schedules::read(job)?;
+    let schedule = schedules::read(job).filter(|s| !s.paused)?;
     schedules::next_after(&schedule.calendar, after).map(ts)
 }
 

@@ -145,7 +145,8 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     } else {
         Vec::new()
     };
-    if args.every.is_some() || args.cron.is_some() {
+    // --job alone: the job's schedule kept in the database (contract 24).
+    if args.every.is_some() || args.cron.is_some() || args.job.is_some() {
         return match scheduled_job(&args, key, remove) {
             Ok(job) => scheduled::run(job, db, log).await,
             Err(message) => fail(message, exit::USAGE),
@@ -273,7 +274,7 @@ fn scheduled_job(
     ] {
         if given {
             return Err(format!(
-                "{flag} applies to leading, not to scheduled runs (--every, --cron)"
+                "{flag} applies to leading, not to scheduled runs (--every, --cron, --job)"
             ));
         }
     }
@@ -283,18 +284,26 @@ fn scheduled_job(
     let schedule = match (&args.every, &args.cron) {
         (Some(every), _) => Schedule::every(*every),
         (None, Some(expr)) => Schedule::cron(expr, &args.tz),
-        (None, None) => unreachable!("called for --every or --cron"),
+        (None, None) if args.misfire_grace.is_some() => {
+            return Err(
+                "--misfire-grace goes with --every or --cron: a job run by name alone (--job) \
+                 has its schedule's (le_schedule)"
+                    .into(),
+            )
+        }
+        (None, None) => Ok(Schedule::registered()),
     }
     .map_err(|e| e.to_string())?;
     let mut config = RunConfig::new(args.job.clone().unwrap_or(key), args.ttl);
     if let Some(id) = &args.id {
         config.id = id.clone();
     }
-    config.misfire_grace = Some(
+    // (a registered schedule's grace is the database's: none sent)
+    config.misfire_grace = (!schedule.is_registered()).then(|| {
         args.misfire_grace
             .or(args.every)
-            .unwrap_or(Duration::from_secs(300)),
-    );
+            .unwrap_or(Duration::from_secs(300))
+    });
     let grace = checked_grace(args, args.ttl / 3, config.margin)?;
     Ok(scheduled::Job {
         schedule,

@@ -46,6 +46,7 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
             return exit::INTERNAL;
         }
     };
+    let registered = job.schedule.is_registered();
     log.event(
         "scheduled",
         &format!(
@@ -53,12 +54,14 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
             config.job,
             config.id,
             config.ttl,
-            config
-                .misfire_grace
-                .map_or_else(|| "none".to_string(), |g| format!("{g:?}"))
+            config.misfire_grace.map_or_else(
+                || if registered { "its schedule's" } else { "none" }.to_string(),
+                |g| format!("{g:?}")
+            )
         ),
         json!({"job": config.job, "id": config.id, "ttl": config.ttl.as_secs_f64(),
-               "misfire_grace": config.misfire_grace.map(|g| g.as_secs_f64())}),
+               "misfire_grace": config.misfire_grace.map(|g| g.as_secs_f64()),
+               "registered": registered}),
     );
     let retry = (config.ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut scheduler = Scheduler::new(db, job.schedule, config);

@@ -26,26 +26,34 @@ use crate::error::{explain, Error};
 use crate::sql;
 
 /// When a job is due: every period (instants at multiples of it since the
-/// Unix epoch, so every replica computes the same ones), or by a cron
-/// expression in a time zone. The extension computes a registered
-/// schedule's instants with the same code (`leaderlock_protocol::calendar`).
+/// Unix epoch, so every replica computes the same ones), by a cron
+/// expression in a time zone (the extension computes a registered
+/// schedule's instants with the same code, `leaderlock_protocol::calendar`),
+/// or as the job's schedule kept in the database says ([`Schedule::registered`]).
 #[derive(Debug, Clone)]
-pub struct Schedule(calendar::Schedule);
+pub struct Schedule(Source);
+
+#[derive(Debug, Clone)]
+enum Source {
+    Local(calendar::Schedule),
+    Registered,
+}
 
 impl Schedule {
     /// Every `period`: at least a millisecond, in whole milliseconds.
     pub fn every(period: Duration) -> Result<Schedule, Error> {
-        let us = i64::try_from(period.as_micros()).unwrap_or(i64::MAX);
-        if period.subsec_nanos() % 1_000 != 0 {
-            return Err(Error::Config(format!(
-                "a period must be whole milliseconds, at least 1ms (got {period:?})"
-            )));
-        }
-        calendar::Schedule::every(us).map(Schedule).map_err(|_| {
+        let bad = || {
             Error::Config(format!(
                 "a period must be whole milliseconds, at least 1ms (got {period:?})"
             ))
-        })
+        };
+        if period.subsec_nanos() % 1_000 != 0 {
+            return Err(bad());
+        }
+        let us = i64::try_from(period.as_micros()).map_err(|_| bad())?;
+        calendar::Schedule::every(us)
+            .map(|c| Schedule(Source::Local(c)))
+            .map_err(|_| bad())
     }
 
     /// A cron expression: five fields (minute hour day-of-month month
@@ -56,18 +64,38 @@ impl Schedule {
     /// crate's rule; docs/scheduled-runs.md).
     pub fn cron(expr: &str, tz: &str) -> Result<Schedule, Error> {
         calendar::Schedule::cron(expr, tz)
-            .map(Schedule)
+            .map(|c| Schedule(Source::Local(c)))
             .map_err(Error::Config)
     }
 
-    /// The first due instant strictly after `t`.
+    /// The job's schedule kept in the database (contract 24, `le_schedule`):
+    /// each due instant is read from the server (`le_next_due`), so a
+    /// change or a pause takes effect within [`RunConfig::poll_every`],
+    /// without a restart; its misfire grace is the schedule's.
+    pub fn registered() -> Schedule {
+        Schedule(Source::Registered)
+    }
+
+    /// Whether the instants come from the database.
+    pub fn is_registered(&self) -> bool {
+        matches!(self.0, Source::Registered)
+    }
+
+    /// The first due instant strictly after `t` (None for a registered
+    /// schedule: the server says).
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.0.next_after(t)
+        match &self.0 {
+            Source::Local(c) => c.next_after(t),
+            Source::Registered => None,
+        }
     }
 
     /// The first due instant at or after `t`.
     pub fn at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.0.at_or_after(t)
+        match &self.0 {
+            Source::Local(c) => c.at_or_after(t),
+            Source::Registered => None,
+        }
     }
 }
 
@@ -161,7 +189,8 @@ pub struct Scheduler {
     schedule: Schedule,
     config: RunConfig,
     client: Option<Db>,
-    /// The next due instant not yet looked at.
+    /// The next due instant not yet looked at (a registered schedule: the
+    /// last one made pending).
     cursor: Option<DateTime<Utc>>,
     /// Due runs not settled yet, with when to look at each again, and how
     /// often it was found without a row (a claim racing, or pruned).
@@ -263,29 +292,25 @@ impl Scheduler {
         loop {
             let now = self.server_now().await?;
             let here = Instant::now();
-            let lookback = self.config.misfire_grace.unwrap_or(Duration::ZERO);
-            let mut cursor = match self.cursor {
-                Some(c) => c,
-                None => self
-                    .schedule
-                    .at_or_after(now - chrono::Duration::from_std(lookback).unwrap_or_default())
-                    .ok_or_else(|| Error::Config("the schedule has no due instant".into()))?,
+            let cursor = if self.schedule.is_registered() {
+                self.make_registered_pending(now, here).await?
+            } else {
+                Some(self.make_pending(now, here)?)
             };
-            while cursor <= now {
-                self.pending.entry(cursor).or_insert((here, 0));
-                match self.schedule.next_after(cursor) {
-                    Some(next) => cursor = next,
-                    None => break,
-                }
-            }
-            self.cursor = Some(cursor);
             let ready = self
                 .pending
                 .iter()
                 .find(|(_, (at, _))| *at <= here)
                 .map(|(due, _)| *due);
             let Some(due) = ready else {
-                let until_cursor = (cursor - now).to_std().unwrap_or_default();
+                // A registered schedule is read again every poll: a change
+                // or a pause is followed without a restart.
+                let most = if self.schedule.is_registered() {
+                    self.config.poll_every
+                } else {
+                    Duration::from_secs(10)
+                };
+                let until_cursor = cursor.map_or(most, |c| (c - now).to_std().unwrap_or_default());
                 let until_pending = self
                     .pending
                     .values()
@@ -293,12 +318,78 @@ impl Scheduler {
                     .min()
                     .unwrap_or(until_cursor);
                 // Wake at the earlier; re-read the server's clock then.
-                sleep(until_cursor.min(until_pending).min(Duration::from_secs(10))).await;
+                sleep(until_cursor.min(until_pending).min(most)).await;
                 continue;
             };
             if let Some(turn) = self.look_at(due).await? {
                 return Ok(turn);
             }
+        }
+    }
+
+    /// Makes every due instant up to `now` pending (looking back one
+    /// misfire grace at the start); the next one after `now`.
+    fn make_pending(&mut self, now: DateTime<Utc>, here: Instant) -> Result<DateTime<Utc>, Error> {
+        let lookback = self.config.misfire_grace.unwrap_or(Duration::ZERO);
+        let mut cursor = match self.cursor {
+            Some(c) => c,
+            None => self
+                .schedule
+                .at_or_after(now - chrono::Duration::from_std(lookback).unwrap_or_default())
+                .ok_or_else(|| Error::Config("the schedule has no due instant".into()))?,
+        };
+        while cursor <= now {
+            self.pending.entry(cursor).or_insert((here, 0));
+            match self.schedule.next_after(cursor) {
+                Some(next) => cursor = next,
+                None => break,
+            }
+        }
+        self.cursor = Some(cursor);
+        Ok(cursor)
+    }
+
+    /// `make_pending` for a registered schedule: the instants come from the
+    /// server, after the last one made pending (`self.cursor` here), or
+    /// after now less the schedule's misfire grace at the start. None while
+    /// the job has no schedule or it is paused (then looked at from the
+    /// start again: no instant of the pause is ever claimed past its grace).
+    async fn make_registered_pending(
+        &mut self,
+        now: DateTime<Utc>,
+        here: Instant,
+    ) -> Result<Option<DateTime<Utc>>, Error> {
+        let job = self.config.job.clone();
+        let mut from = self.cursor;
+        loop {
+            let after = from.unwrap_or(now);
+            let row = self
+                .query_opt(
+                    sql::NEXT_DUE,
+                    &[(&job, Type::TEXT), (&after, Type::TIMESTAMPTZ)],
+                )
+                .await?
+                .expect("one row");
+            let (next, grace): (Option<DateTime<Utc>>, Option<f64>) = (row.get(0), row.get(1));
+            let Some(next) = next else {
+                self.cursor = None;
+                return Ok(None);
+            };
+            if from.is_none() {
+                // The first look: back one misfire grace.
+                let grace = Duration::from_secs_f64(grace.unwrap_or(0.0).max(0.0));
+                let back = now
+                    - chrono::Duration::from_std(grace).unwrap_or_default()
+                    - chrono::Duration::microseconds(1);
+                from = Some(back);
+                continue;
+            }
+            if next > now {
+                return Ok(Some(next));
+            }
+            self.pending.entry(next).or_insert((here, 0));
+            from = Some(next);
+            self.cursor = from;
         }
     }
 

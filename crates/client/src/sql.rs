@@ -129,6 +129,11 @@ pub const LE_NOW: &str = "SELECT @extschema@.le_now()";
 /// (NULL: none): the claim's term, or NULL.
 pub const CLAIM_RUN: &str = "SELECT @extschema@.le_claim_run(job => $1, due => $2, id => $3, \
      ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))";
+/// Contract 24: job $1's registered schedule's first due instant after $2
+/// (NULL: no schedule, or paused), and its misfire grace in seconds.
+pub const NEXT_DUE: &str = "SELECT @extschema@.le_next_due(job => $1, after => $2), \
+     (SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) \
+        FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) $1)";
 /// $1 job, $2 due, $3 id, $4 ttl in seconds, $5 the claim's term.
 pub const RENEW_RUN: &str = "SELECT @extschema@.le_renew_run(job => $1, due => $2, id => $3, \
      ttl => pg_catalog.make_interval(secs => $4), term => $5)";

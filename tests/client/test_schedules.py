@@ -1,0 +1,198 @@
+"""Schedules kept in the database (contract 24), against the test cluster's
+served database: the worker records every due instant nobody claimed
+within its grace as missed, once, announced, within a second of the grace
+ending, with no replica alive, across a worker kill and a server restart;
+never for a paused schedule. `leaderlock run --job J` runs J's registered
+schedule and follows changes to it without a restart; overlap forbid keeps
+five replicas' commands from ever running at once (from the commands' own
+start and end records); with replace the earlier runner's fenced write is
+refused.
+
+Times: instants come from the server's lease clock; the commands record
+the host's wall clock (the same host).
+"""
+import datetime
+import os
+import signal
+import sys
+import time
+
+from harness import Cluster, Listener, connect, one, wait_for
+from test_cli import CHILD, CliCase, Run, records
+
+PERIOD = 1.0
+GRACE = 0.5
+
+
+def seconds(t):
+    return t.timestamp()
+
+
+class SchedulesTest(CliCase):
+
+    def schedule(self, job, **kw):
+        args = ", ".join(f"{k} => %s" for k in kw)
+        return one(self.conn, f"SELECT le_schedule(%s, {args})", (job, *kw.values()))
+
+    def missed(self, job):
+        """(due, finished_at) of the job's missed runs, in due order."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT due, finished_at FROM leaderlock_runs WHERE job = %s AND outcome = 'missed' "
+                        "ORDER BY due", (job,))
+            return cur.fetchall()
+
+    def history_missed(self, job):
+        """The due instants of the job's run_missed transitions in the history
+        (numbered or not yet)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT payload->>'due' FROM leaderlock_history WHERE event = 'run_missed' AND key = %s "
+                        "UNION ALL SELECT payload::jsonb->>'due' FROM leaderlock_history_pending "
+                        "WHERE event = 'run_missed' AND key = %s", (job, job))
+            return sorted(r[0] for r in cur.fetchall())
+
+    def tearDown(self):
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT le_unschedule(job) FROM leaderlock_schedules WHERE job LIKE %s", (self.key + "%",))
+
+    def test_with_no_replica_each_instant_is_recorded_missed_once_within_a_second(self):
+        job = self.key
+        listener = Listener()
+        self.addCleanup(listener.close)
+        self.schedule(job, every="1 second", misfire_grace=f"{GRACE} seconds")
+        start = one(self.conn, "SELECT settled_to FROM leaderlock_schedules WHERE job = %s", (job,))
+        heard = listener.events(timeout=10.6)
+        end = one(self.conn, "SELECT le_now()")
+        rows = self.missed(job)
+        # Every instant after the schedule was made whose grace (plus the
+        # second the worker has) ended before now: each exactly once, and
+        # none is missing (the instant whose grace ends in the last second
+        # may or may not be recorded yet: the edge).
+        first = int(seconds(start)) + 1
+        settled = [d for d in range(first, int(seconds(end)) + 1) if d + GRACE + 1.0 <= seconds(end)]
+        dues = [int(seconds(d)) for d, _ in rows]
+        self.assertEqual(len(dues), len(set(dues)), "an instant recorded twice")
+        self.assertEqual(dues[:len(settled)], settled, (dues, settled))
+        self.assertLessEqual(len(dues) - len(settled), 1, (dues, settled))
+        self.assertGreaterEqual(len(dues), 9, dues)
+        # Written at most a second after its grace ended (on the lease clock).
+        lags = sorted(seconds(f) - (seconds(d) + GRACE) for d, f in rows)
+        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+        print(f"\n  missed runs recorded: {len(rows)} in {seconds(end) - seconds(start):.1f} s; after the grace "
+              f"ended: median {lags[len(lags) // 2] * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+              f"max {lags[-1] * 1000:.0f} ms")
+        self.assertTrue(all(0 < x <= 1.0 for x in lags), lags)
+        # Each announced: one run_missed notification per recorded instant.
+        told = sorted(e["due"] for e in heard if e.get("event") == "run_missed" and e.get("job") == job)
+        self.assertEqual(told, [d.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                                for d, _ in self.missed(job)][:len(told)])
+        self.assertGreaterEqual(len(told), len(settled))
+
+    def test_a_paused_schedule_is_never_missed_and_resumes_from_then(self):
+        job = self.key
+        self.schedule(job, every="1 second", misfire_grace="0 seconds")
+        self.assertTrue(one(self.conn, "SELECT le_pause_schedule(%s)", (job,)))
+        time.sleep(3)
+        self.assertEqual(self.missed(job), [])
+        self.assertIsNone(one(self.conn, "SELECT le_next_due(%s)", (job,)))
+        resumed = one(self.conn, "SELECT le_now()")
+        self.assertTrue(one(self.conn, "SELECT le_resume_schedule(%s)", (job,)))
+        self.assertTrue(wait_for(lambda: len(self.missed(job)) >= 2, timeout=5))
+        self.assertTrue(all(d > resumed for d, _ in self.missed(job)), (resumed, self.missed(job)))
+
+    def test_no_instant_twice_nor_lost_across_a_worker_kill_and_a_server_restart(self):
+        job = self.key
+        cluster = Cluster.main()
+        self.schedule(job, every="1 second", misfire_grace=f"{GRACE} seconds")
+        start = one(self.conn, "SELECT settled_to FROM leaderlock_schedules WHERE job = %s", (job,))
+        time.sleep(2.5)
+        pid = cluster.worker_pid()
+        self.assertIsNotNone(pid)
+        os.kill(pid, signal.SIGKILL)        # the postmaster restarts every backend: a crash
+        time.sleep(2.5)
+        type(self).conn = None
+        cluster.restart("immediate")
+        type(self).conn = connect()
+        time.sleep(3)
+        end = one(self.conn, "SELECT le_now()")
+        dues = [int(seconds(d)) for d, _ in self.missed(job)]
+        settled = [d for d in range(int(seconds(start)) + 1, int(seconds(end)) + 1)
+                   if d + GRACE + 1.0 <= seconds(end)]
+        self.assertEqual(dues[:len(settled)], settled, (dues, settled))
+        self.assertLessEqual(len(dues) - len(settled), 1, (dues, settled))
+        # announced once each: the history has one run_missed per instant
+        self.assertTrue(wait_for(lambda: len(self.history_missed(job)) == len(self.missed(job)), timeout=5))
+        told = self.history_missed(job)
+        self.assertEqual(len(told), len(set(told)), told)
+
+    def test_a_replica_runs_the_registered_schedule_and_follows_its_changes(self):
+        job = self.key
+        self.schedule(job, every="1 second")
+        r = Run(self, "--job", job, "--ttl", "3s", command=[sys.executable, CHILD, self.children, "0.05"],
+                env={"CLI_CHILD_ENV": "1"})
+        self.assertTrue(wait_for(lambda: self.succeeded(job) >= 3, timeout=15))
+        changed = one(self.conn, "SELECT le_now()")
+        self.schedule(job, every="2 seconds")
+        self.assertTrue(wait_for(lambda: len(self.succeeded_after(job, changed)) >= 3, timeout=15))
+        # after the change, the instants are the new schedule's (the first
+        # may be the old one's instant already waited for)
+        later = self.succeeded_after(job, changed)[1:]
+        self.assertTrue(all(int(seconds(d)) % 2 == 0 for d in later), later)
+        one(self.conn, "SELECT le_pause_schedule(%s)", (job,))
+        time.sleep(1.5)
+        paused = one(self.conn, "SELECT le_now()")
+        time.sleep(3)
+        self.assertEqual(self.succeeded_after(job, paused), [])
+        self.assertEqual(self.missed(job), [])
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
+    def succeeded(self, job):
+        return one(self.conn, "SELECT count(*) FROM leaderlock_runs WHERE job = %s AND outcome = 'succeeded'", (job,))
+
+    def succeeded_after(self, job, t):
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT due FROM leaderlock_runs WHERE job = %s AND outcome = 'succeeded' AND claimed_at > %s "
+                        "ORDER BY due", (job, t))
+            return [r[0] for r in cur.fetchall()]
+
+    def test_overlap_forbid_never_runs_two_commands_of_a_job_at_once(self):
+        job = self.key
+        self.schedule(job, every="1 second", overlap="forbid", misfire_grace="3 seconds")
+        runs = [Run(self, "--job", job, "--ttl", "3s", "--id", f"r{i}",
+                    command=[sys.executable, CHILD, self.children, "1.5"]) for i in range(5)]
+        time.sleep(10)
+        for r in runs:
+            r.signal(signal.SIGTERM)
+        for r in runs:
+            r.wait()
+        spans = {}
+        for kind, pid, _term, t in records(self.children):
+            if kind == "start":
+                spans[pid] = [t, None]
+            elif kind in ("exit", "term") and pid in spans:
+                spans[pid][1] = t
+        spans = sorted((s, e if e is not None else s) for s, e in spans.values())
+        self.assertGreaterEqual(len(spans), 4, spans)
+        for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+            self.assertGreaterEqual(s2, e1, f"two commands of the job at once: {spans}")
+
+    def test_overlap_replace_fences_off_the_earlier_runner(self):
+        job = self.key
+        self.schedule(job, every="1 hour", overlap="replace")
+        now = one(self.conn, "SELECT date_trunc('second', le_now())")
+        with self.conn.cursor() as cur:
+            cur.execute("CREATE TEMP TABLE fenced (job text PRIMARY KEY, term bigint, by text)")
+            cur.execute("INSERT INTO fenced VALUES (%s, 0, NULL)", (job,))
+        fenced_write = ("UPDATE fenced SET term = %s, by = %s WHERE job = %s AND term < %s")
+        t1 = one(self.conn, "SELECT le_claim_run(%s, %s, 'a', '1 minute')", (job, now - datetime.timedelta(seconds=20)))
+        t2 = one(self.conn, "SELECT le_claim_run(%s, %s, 'b', '1 minute')", (job, now - datetime.timedelta(seconds=10)))
+        self.assertGreater(t2, t1)
+        with self.conn.cursor() as cur:
+            cur.execute(fenced_write, (t2, "b", job, t2))
+            self.assertEqual(cur.rowcount, 1)
+            cur.execute(fenced_write, (t1, "a", job, t1))   # the replaced runner, late
+            self.assertEqual(cur.rowcount, 0)
+        self.assertFalse(one(self.conn, "SELECT le_finish_run(%s, %s, 'a', %s, true)",
+                             (job, now - datetime.timedelta(seconds=20), t1)))
+        self.assertEqual(one(self.conn, "SELECT outcome FROM leaderlock_runs WHERE job = %s AND term = %s", (job, t1)),
+                         "replaced")
