@@ -513,6 +513,35 @@ SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.overlap, s.paused,
 REVOKE ALL ON leaderlock_schedule_status FROM PUBLIC;
 GRANT SELECT ON leaderlock_schedule_status TO PUBLIC;
 
+-- Contract 25: keys expected to be led.
+CREATE TABLE leaderlock_expected (
+    key              text PRIMARY KEY,
+    within           interval NOT NULL,
+    owner            oid NOT NULL,
+    marked_at        timestamptz NOT NULL,
+    leaderless_since timestamptz,
+    intervals        bigint NOT NULL DEFAULT 0,
+    leaderless_total interval NOT NULL DEFAULT '0',
+    next_check       timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_expected', '');
+CREATE INDEX leaderlock_expected_check_idx ON leaderlock_expected (next_check);
+CREATE INDEX leaderlock_expected_owner_idx ON leaderlock_expected (owner);
+REVOKE ALL ON leaderlock_expected FROM PUBLIC;
+GRANT SELECT ON leaderlock_expected TO PUBLIC;
+
+CREATE FUNCTION le_expect_leader(key text, within interval) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_expect_leader_wrapper';
+ALTER FUNCTION le_expect_leader(text, interval) SET enable_seqscan = off;
+
+CREATE FUNCTION le_unexpect_leader(key text) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_unexpect_leader_wrapper';
+ALTER FUNCTION le_unexpect_leader(text) SET enable_seqscan = off;
+
 -- Contract 21: sessions.
 CREATE FUNCTION le_open_session(
     id text, ttl interval, session_bound boolean DEFAULT false, lock_delay interval DEFAULT '0',

@@ -333,6 +333,67 @@ impl RunEvent<'_> {
     }
 }
 
+/// Contract 25: a key expected to be led was without a live holder for
+/// longer than its bound (`Started`, announced once past it), or got one
+/// again (`Ended`). Times: the interval's exact start and end.
+pub enum LeaderlessEvent {
+    Started { since: i64, within: i64 },
+    Ended { since: i64, until: i64 },
+}
+
+#[derive(Serialize)]
+struct LeaderlessPayload<'a> {
+    event: &'static str,
+    key: &'a str,
+    since: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    within_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
+    at: String,
+}
+
+impl LeaderlessEvent {
+    /// The JSON payload: `{"event":"leaderless"|"leaderless_end","key",...}`.
+    pub fn payload(&self, key: &str, at: i64) -> String {
+        let p = match *self {
+            LeaderlessEvent::Started { since, within } => LeaderlessPayload {
+                event: "leaderless",
+                key,
+                since: rfc3339(since),
+                until: None,
+                within_seconds: Some(within as f64 / 1e6),
+                seconds: None,
+                at: rfc3339(at),
+            },
+            LeaderlessEvent::Ended { since, until } => LeaderlessPayload {
+                event: "leaderless_end",
+                key,
+                since: rfc3339(since),
+                until: Some(rfc3339(until)),
+                within_seconds: None,
+                seconds: Some((until - since) as f64 / 1e6),
+                at: rfc3339(at),
+            },
+        };
+        serde_json::to_string(&p).expect("a payload of strings and numbers always serializes")
+    }
+
+    /// Queues the notification in the current transaction, and records it
+    /// in the history (contract 23) under the key.
+    pub fn send(&self, key: &str, at: i64) {
+        let payload = self.payload(key, at);
+        queue(&payload);
+        let event = match self {
+            LeaderlessEvent::Started { .. } => "leaderless",
+            LeaderlessEvent::Ended { .. } => "leaderless_end",
+        };
+        history::record(at, event, key, None, None, &payload);
+    }
+}
+
 pub(crate) fn queue(payload: &str) {
     unsafe {
         pgrx::fcinfo::direct_function_call_as_datum(

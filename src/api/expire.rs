@@ -1,6 +1,7 @@
 //! le_expire_lapsed (contract 19), and the DDL that needs every function.
 
 use crate::base::clock;
+use crate::lease::expected;
 use crate::lease::expiry;
 use crate::lease::runs;
 use crate::lease::schedules;
@@ -34,6 +35,7 @@ fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     numbering::number_all_or_warn(clock::now());
     runs::prune_expired_or_warn(clock::now());
     schedules::settle_or_warn(clock::now());
+    expected::check_or_warn(clock::now());
     i32::try_from(vacated).unwrap_or(i32::MAX)
 }
 
@@ -73,6 +75,8 @@ extension_sql_file!(
         le_pause_schedule,
         le_resume_schedule,
         le_next_due,
+        le_expect_leader,
+        le_unexpect_leader,
         le_open_session,
         le_renew_session,
         le_close_session,

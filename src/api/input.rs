@@ -482,6 +482,29 @@ pub fn schedule_grace(value: Option<Interval>, every: Option<i64>) -> i64 {
     misfire_grace(value).unwrap_or(every.unwrap_or(300_000_000))
 }
 
+/// `within` of le_expect_leader: not NULL, not negative, without a month
+/// part; in microseconds.
+pub fn within(value: Option<Interval>) -> i64 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: within must not be NULL".to_string(),
+            Some("To stop expecting a leader, call le_unexpect_leader(key)."),
+        );
+    };
+    let total = total_micros(&value);
+    if value.months() != 0 || total < 0 || total > i128::from(i64::MAX) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "leaderlock: within must not be negative nor have a month or year part (got {value})"
+            ),
+            None,
+        );
+    }
+    total as i64
+}
+
 /// `term` of le_finish_run: required and not negative.
 pub fn required_term(value: Option<i64>) -> i64 {
     let Some(term) = term(value) else {

@@ -8,6 +8,7 @@
 
 mod acquire;
 mod assert;
+mod expected;
 mod expire;
 mod holder;
 pub mod input;

@@ -272,6 +272,23 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_schedules', '');
 CREATE INDEX leaderlock_schedules_check_idx ON leaderlock_schedules (next_check)
     WHERE next_check IS NOT NULL;
 
+-- Contract 25: keys expected to be led, each marked by its owner (13).
+-- The worker records in the history each interval in which a marked key
+-- had no live holder for longer than its bound (start and end exact).
+CREATE TABLE leaderlock_expected (
+    key              text PRIMARY KEY,
+    within           interval NOT NULL,  -- the longest it may stay without a live holder
+    owner            oid NOT NULL,       -- the role that marked it
+    marked_at        timestamptz NOT NULL, -- no interval starts before it
+    leaderless_since timestamptz,        -- the open interval's start (recorded), else NULL
+    intervals        bigint NOT NULL DEFAULT 0,  -- leaderless intervals recorded
+    leaderless_total interval NOT NULL DEFAULT '0', -- the ended intervals' length
+    next_check       timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_expected', '');
+CREATE INDEX leaderlock_expected_check_idx ON leaderlock_expected (next_check);
+CREATE INDEX leaderlock_expected_owner_idx ON leaderlock_expected (owner);
+
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (
     key        text,
@@ -302,6 +319,8 @@ REVOKE ALL ON leaderlock_sessions FROM PUBLIC;
 GRANT SELECT ON leaderlock_sessions TO PUBLIC;
 REVOKE ALL ON leaderlock_schedules FROM PUBLIC;
 GRANT SELECT ON leaderlock_schedules TO PUBLIC;
+REVOKE ALL ON leaderlock_expected FROM PUBLIC;
+GRANT SELECT ON leaderlock_expected TO PUBLIC;
 
 -- Contract 23: every transition, recorded by the transaction that makes it
 -- (with its notification) in leaderlock_history_pending, without a

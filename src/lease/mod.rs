@@ -5,9 +5,10 @@
 //! key; `tenure` is what follows every change of holder, `failover` keeps
 //! terms and leases across crashes and promotions, `session_leases` holds
 //! contract 21's sessions, `runs` the scheduled runs, `schedules` the
-//! schedules kept in the database (the worker's settling), `expiry` the
-//! worker's vacating.
+//! schedules kept in the database (the worker's settling), `expected` the
+//! keys expected to be led, `expiry` the worker's vacating.
 
+pub mod expected;
 pub mod expiry;
 pub mod failover;
 mod keep;

@@ -337,14 +337,21 @@ pub fn settle(now: i64) -> usize {
 /// `settle` in a subtransaction, for le_expire_lapsed where no worker
 /// serves: a failure is rolled back alone and told as a WARNING.
 pub fn settle_or_warn(now: i64) {
+    or_warn("the schedules were not settled", || settle(now));
+}
+
+/// `step` in a subtransaction (where the 0.5.0 schema is installed): a
+/// failure is rolled back alone and told as a WARNING (`what` did not run),
+/// never undoing the call's expiries.
+pub fn or_warn(what: &str, step: impl FnOnce() -> usize) {
     if !crate::store::schema_version::has_slots() {
-        return; // (schedules came with 0.5.0's schema)
+        return; // (schedules and marks came with 0.5.0's schema)
     }
-    if let Err((code, message)) = plans::caught(|| settle(now)) {
+    if let Err((code, message)) = plans::caught(step) {
         pgrx::pg_sys::panic::ErrorReport::new(
             code,
-            format!("leaderlock: the schedules were not settled: {message}"),
-            "settle_or_warn",
+            format!("leaderlock: {what}: {message}"),
+            "or_warn",
         )
         .set_detail(format!(
             "The expiries of this call are kept; it is tried again at the next call \

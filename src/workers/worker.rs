@@ -12,6 +12,7 @@
 
 use crate::base::clock;
 use crate::base::settings;
+use crate::lease::expected;
 use crate::lease::expiry;
 use crate::lease::failover;
 use crate::lease::runs;
@@ -247,17 +248,31 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
             }
             next = expiry::next_check(now);
         }
-        // Contract 24: the due instants nobody claimed, recorded missed; a
-        // failure is rolled back alone and logged, never taking the
-        // expiries down with it.
+        // Contract 24: the due instants nobody claimed, recorded missed;
+        // contract 25: the keys expected to be led, checked. A failure of
+        // either is rolled back alone and logged, never taking the expiries
+        // down with it.
         if schema_version::has_slots() {
-            if let Err((code, message)) = plans::caught(|| schedules::settle(now)) {
-                warning!(
-                    "leaderlock worker: the schedules were not settled: {message} (SQLSTATE {})",
-                    plans::sqlstate(code)
-                );
+            let steps: [(&str, fn(i64) -> usize); 2] = [
+                ("the schedules were not settled", schedules::settle),
+                (
+                    "the keys expected to be led were not checked",
+                    expected::check_due,
+                ),
+            ];
+            for (what, step) in steps {
+                if let Err((code, message)) = plans::caught(|| step(now)) {
+                    warning!(
+                        "leaderlock worker: {what}: {message} (SQLSTATE {})",
+                        plans::sqlstate(code)
+                    );
+                }
             }
-            next = next.into_iter().chain(schedules::next_settle()).min();
+            next = next
+                .into_iter()
+                .chain(schedules::next_settle())
+                .chain(expected::next_check())
+                .min();
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
         Some(if state.ended_sessions.is_empty() {

@@ -196,3 +196,30 @@ class SchedulesTest(CliCase):
                              (job, now - datetime.timedelta(seconds=20), t1)))
         self.assertEqual(one(self.conn, "SELECT outcome FROM leaderlock_runs WHERE job = %s AND term = %s", (job, t1)),
                          "replaced")
+
+    def test_an_expected_key_left_without_a_holder_gets_one_leaderless_interval(self):
+        key = self.key
+        listener = Listener()
+        self.addCleanup(listener.close)
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '0.5 seconds')", (key,)))
+        self.assertTrue(one(self.conn, "SELECT le_expect_leader(%s, '1 second')", (key,)))
+        lapsed = one(self.conn, "SELECT expires_at FROM leaderlock WHERE key = %s", (key,))
+        # its holder dies: the lease lapses, and 1 s later the key is leaderless
+        heard = listener.events(timeout=3.5, until=lambda e: e.get("event") == "leaderless")
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'b', '1 minute')", (key,)))
+        began = one(self.conn, "SELECT acquired_at FROM leaderlock WHERE key = %s", (key,))
+        heard += listener.events(timeout=3, until=lambda e: e.get("event") == "leaderless_end")
+        told = [e for e in heard if e.get("key") == key and e.get("event", "").startswith("leaderless")]
+        self.assertEqual([e["event"] for e in told], ["leaderless", "leaderless_end"], told)
+        fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+        self.assertEqual(told[0]["since"], lapsed.astimezone(datetime.timezone.utc).strftime(fmt))
+        self.assertEqual(told[1]["until"], began.astimezone(datetime.timezone.utc).strftime(fmt))
+        # in the history once each, and counted
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT event FROM leaderlock_history WHERE key = %s AND event LIKE 'leaderless%%' "
+                        "UNION ALL SELECT event FROM leaderlock_history_pending "
+                        "WHERE key = %s AND event LIKE 'leaderless%%' ORDER BY 1", (key, key))
+            self.assertEqual([r[0] for r in cur.fetchall()], ["leaderless", "leaderless_end"])
+        self.assertEqual(one(self.conn, "SELECT intervals FROM leaderlock_expected WHERE key = %s", (key,)), 1)
+        self.assertTrue(one(self.conn, "SELECT le_unexpect_leader(%s)", (key,)))
+        one(self.conn, "SELECT le_release(%s, 'b')", (key,))

@@ -15,6 +15,7 @@
 pub mod acquire;
 #[cfg(feature = "calendar")]
 pub mod calendar;
+pub mod expected;
 pub mod history;
 pub mod runs;
 pub mod slots;

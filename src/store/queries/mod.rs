@@ -114,6 +114,7 @@ macro_rules! statements {
     };
 }
 
+mod expected;
 mod failover;
 mod history;
 mod leases;
@@ -124,6 +125,7 @@ mod sessions;
 mod slots;
 mod workers;
 
+pub use expected::*;
 pub use failover::*;
 pub use history::*;
 pub use leases::*;

@@ -1,0 +1,43 @@
+//! Statements on `leaderlock_expected`: keys expected to be led (contract
+//! 25), and what the worker reads of a marked key.
+
+statements! {
+    /// A key's mark, locked for a change (waits only for another change of
+    /// it or the worker's short check). `$1` key, `$2` the caller: whether
+    /// the caller is a member of its owner.
+    LOCK_EXPECTED = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER') \
+           FROM @extschema@.leaderlock_expected WHERE key = $1 FOR NO KEY UPDATE";
+    /// How many keys role `$1` marked (bounded as its jobs are).
+    EXPECTED_MADE_BY = "SELECT pg_catalog.count(*) FROM @extschema@.leaderlock_expected \
+           WHERE owner = $1::oid";
+    /// Marks key `$1` as expected to be led within `$2`, at `$3`, for `$4`
+    /// (a new bound starts the key's count again); first checked at `$5`.
+    MARK_EXPECTED = "INSERT INTO @extschema@.leaderlock_expected \
+             (key, within, owner, marked_at, next_check) VALUES ($1, $2, $4::oid, $3, $5) \
+         ON CONFLICT (key) DO UPDATE SET within = EXCLUDED.within, marked_at = EXCLUDED.marked_at, \
+             next_check = EXCLUDED.next_check \
+          WHERE leaderlock_expected.within IS DISTINCT FROM EXCLUDED.within";
+    /// Key `$1`'s mark goes.
+    UNMARK_EXPECTED = "DELETE FROM @extschema@.leaderlock_expected WHERE key = $1";
+    /// The marks due a check by `$1`, up to `$2`, locked without waiting.
+    LOCK_EXPECTED_TO_CHECK = "SELECT key, within, marked_at, leaderless_since \
+           FROM @extschema@.leaderlock_expected WHERE next_check <= $1 \
+          ORDER BY next_check LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
+    /// Key `$1`'s holders as the status view shows them at the lease clock's
+    /// now: when its earliest live tenure began, when the live tenures end,
+    /// and when its last tenure that is not live ended.
+    EXPECTED_STATE = "SELECT pg_catalog.min(s.acquired_at) FILTER (WHERE s.state = 'held'), \
+                pg_catalog.min(s.expires_at) FILTER (WHERE s.state = 'held'), \
+                pg_catalog.max(s.expires_at) FILTER (WHERE s.state <> 'held') \
+           FROM @extschema@.leaderlock_status s WHERE s.key = $1";
+    /// A checked mark: `$2` the open interval's start (NULL: none), `$3`
+    /// intervals opened now (0 or 1), `$4` the length of one closed now,
+    /// `$5` the next check.
+    CHECKED_EXPECTED = "UPDATE @extschema@.leaderlock_expected \
+            SET leaderless_since = $2, intervals = intervals + $3, \
+                leaderless_total = leaderless_total + $4, next_check = $5 \
+          WHERE key = $1";
+    /// When the worker next has a mark to check.
+    NEXT_EXPECTED_CHECK = "SELECT next_check FROM @extschema@.leaderlock_expected \
+          ORDER BY next_check LIMIT 1";
+}
