@@ -29,6 +29,8 @@ PACKAGES=(
   # the PostgreSQL 18 extension image (scripts/image.sh) and the Debian
   # packages' dependencies (dpkg-shlibdeps, in dpkg-dev)
   umoci dpkg-dev
+  # promtool, which checks and tests the shipped alert rules (monitoring/)
+  prometheus
   # the Go client, built offline (no module proxy here): Debian's Go, pgx v4
   # and robfig/cron v3 (scheduled runs)
   golang-go golang-github-jackc-pgx-v4-dev golang-github-robfig-cron-dev

@@ -135,6 +135,9 @@ if wants lint; then
   printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
   python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
   printf '\n=== %s\n' "no documentation paragraph over 1,500 characters (scripts/check_docs.py)"; python3 "$REPO_ROOT/scripts/check_docs.py" || FAILED+=("docs paragraphs")
+  printf '\n=== %s\n' "the alert rules (promtool test rules monitoring/leaderlock-alerts.test.yml)"
+  (cd "$REPO_ROOT/monitoring" && promtool check rules leaderlock-alerts.yml && promtool test rules leaderlock-alerts.test.yml) \
+    || FAILED+=("alert rules")
   printf '\n=== Python: pyflakes\n'
   (cd "$REPO_ROOT" && /usr/bin/python3 -m pyflakes tests bench scripts examples demo clients/python) || FAILED+=("pyflakes")
 fi
@@ -154,7 +157,7 @@ if wants unit; then
   # The model explores millions of states: optimised (the CLI's profile,
   # built anyway), it takes about 20 s; unoptimised, minutes.
   printf '\n=== the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, runs_model.rs)\n'
-  (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol -- --nocapture --test-threads=1) \
+  (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol --features calendar -- --nocapture --test-threads=1) \
     || FAILED+=("the model of the lease rules")
 fi
 if wants package; then

@@ -53,7 +53,7 @@ pub fn mark(
         caller.into(),
         ts(now).into(),
     ];
-    Marked::Done(plans::run(queries::MARK_EXPECTED, &args, |t| t.len() > 0))
+    Marked::Done(plans::run(queries::MARK_EXPECTED, &args, |t| !t.is_empty()))
 }
 
 /// How many keys `caller` marked.

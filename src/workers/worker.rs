@@ -201,6 +201,9 @@ fn must_stop(slot: &Slot, database: &str) -> Option<&'static str> {
     }
 }
 
+/// A step of the worker's round that reads the lease clock's now.
+type RoundStep = fn(i64) -> usize;
+
 /// One check. Returns how long to sleep, in milliseconds; None when the
 /// extension is not installed here (any more).
 fn check(state: &mut State, database: &str) -> Option<i64> {
@@ -253,7 +256,7 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         // either is rolled back alone and logged, never taking the expiries
         // down with it.
         if schema_version::has_slots() {
-            let steps: [(&str, fn(i64) -> usize); 2] = [
+            let steps: [(&str, RoundStep); 2] = [
                 ("the schedules were not settled", schedules::settle),
                 (
                     "the keys expected to be led were not checked",

@@ -13,7 +13,9 @@ the host's wall clock (the same host).
 """
 import datetime
 import os
+import random
 import signal
+import subprocess
 import sys
 import time
 
@@ -127,8 +129,10 @@ class SchedulesTest(CliCase):
     def test_a_replica_runs_the_registered_schedule_and_follows_its_changes(self):
         job = self.key
         self.schedule(job, every="1 second")
-        r = Run(self, "--job", job, "--ttl", "3s", command=[sys.executable, CHILD, self.children, "0.05"],
-                env={"CLI_CHILD_ENV": "1"})
+        from harness import free_port
+        port = free_port()
+        r = Run(self, "--job", job, "--ttl", "3s", "--metrics", f"127.0.0.1:{port}",
+                command=[sys.executable, CHILD, self.children, "0.05"], env={"CLI_CHILD_ENV": "1"})
         self.assertTrue(wait_for(lambda: self.succeeded(job) >= 3, timeout=15))
         changed = one(self.conn, "SELECT le_now()")
         self.schedule(job, every="2 seconds")
@@ -143,6 +147,12 @@ class SchedulesTest(CliCase):
         time.sleep(3)
         self.assertEqual(self.succeeded_after(job, paused), [])
         self.assertEqual(self.missed(job), [])
+        # its /metrics has the schedule as the database knows it
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+        self.assertIn(f'leaderlock_run_missed_runs{{job="{job}"}} 0\n', text)
+        self.assertIn(f'leaderlock_run_misfire_grace_seconds{{job="{job}"}} 2.000\n', text)
         r.signal(signal.SIGTERM)
         self.assertEqual(r.wait(), 128 + signal.SIGTERM)
 
@@ -223,3 +233,50 @@ class SchedulesTest(CliCase):
         self.assertEqual(one(self.conn, "SELECT intervals FROM leaderlock_expected WHERE key = %s", (key,)), 1)
         self.assertTrue(one(self.conn, "SELECT le_unexpect_leader(%s)", (key,)))
         one(self.conn, "SELECT le_release(%s, 'b')", (key,))
+
+    def test_the_database_reports_a_job_whose_replicas_all_died(self):
+        # `leaderlock metrics`, run beside the database: the job overdue past
+        # its grace, its misses counted; names written by other roles escaped
+        import urllib.request
+        from harness import free_port
+        from test_cli import CLI, dsn
+        short = f"j{random.randrange(1 << 30)}"
+        job = short + '-"odd"\nname'
+        self.schedule(job, every="1 second", misfire_grace="0 seconds")
+        self.addCleanup(lambda: one(self.conn, "SELECT le_unschedule(%s)", (job,)))
+        self.assertTrue(one(self.conn, "SELECT le_expect_leader(%s, '0 seconds')", (self.key,)))
+        self.addCleanup(lambda: one(self.conn, "SELECT le_unexpect_leader(%s)", (self.key,)))
+        port = free_port()
+        proc = subprocess.Popen([CLI, "--dsn", dsn(), "metrics", "--listen", f"127.0.0.1:{port}", "--every", "200ms"],
+                                stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.kill)
+
+        def scrape():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    return r.read().decode()
+            except OSError:
+                return ""
+        label = short + '-\\"odd\\"\\\\nname'   # (text logs' \\n, then Prometheus' escapes)
+        samples = {}
+
+        def overdue_past_grace():
+            samples.clear()
+            for line in scrape().splitlines():
+                if not line.startswith("#") and "{" in line:
+                    name_labels, value = line.rsplit(" ", 1)
+                    samples[name_labels] = float(value)
+            return samples.get(f'leaderlock_run_overdue_seconds{{job="{label}"}}', 0) > 1.5 \
+                and samples.get(f'leaderlock_run_missed_runs{{job="{label}"}}', 0) >= 1 \
+                and samples.get(f'leaderlock_key_leaderless_seconds{{key="{self.key}"}}', 0) > 0
+        self.assertTrue(wait_for(overdue_past_grace, timeout=10), samples)
+        self.assertEqual(samples[f'leaderlock_run_misfire_grace_seconds{{job="{label}"}}'], 0)
+        self.assertEqual(samples[f'leaderlock_schedule_paused{{job="{label}"}}'], 0)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            self.assertEqual(r.status, 200)
+        # and `leaderlock runs` shows the schedule, its name escaped
+        out = subprocess.run([CLI, "--dsn", dsn(), "runs", "--job", job], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        line = out.stdout.splitlines()[0]
+        self.assertIn('schedule "' + short + '-\\"odd\\"\\nname": every 1s, misfire grace 0s', line)
+        self.assertRegex(line, r"overdue [0-9.]+s; [0-9]+ missed kept$")

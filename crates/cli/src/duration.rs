@@ -32,6 +32,23 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("'{text}' is out of range (at most 365 days)"))
 }
 
+/// A duration as the flags take it, in its largest whole unit where one
+/// fits (`5m`, `1h`, `1s`, `250ms`), else in seconds (`1.5s`).
+pub fn shown(d: Duration) -> String {
+    let ms = d.as_millis();
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
+        return format!("{}s", d.as_secs_f64());
+    }
+    match ms {
+        0 => "0s".into(),
+        m if m % 3_600_000 == 0 => format!("{}h", m / 3_600_000),
+        m if m % 60_000 == 0 => format!("{}m", m / 60_000),
+        m if m % 1_000 == 0 => format!("{}s", m / 1_000),
+        m if m < 1_000 => format!("{m}ms"),
+        m => format!("{}s", m as f64 / 1e3),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,6 +62,21 @@ mod tests {
         assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn shown_as_the_flags_take_it() {
+        for (d, text) in [
+            (300_000, "5m"),
+            (3_600_000, "1h"),
+            (1_000, "1s"),
+            (250, "250ms"),
+            (1_500, "1.5s"),
+            (0, "0s"),
+        ] {
+            assert_eq!(shown(Duration::from_millis(d)), text);
+            assert_eq!(parse(text), Ok(Duration::from_millis(d)));
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `leaderlock`: run a command only while it leads, show leases, watch
 //! announcements. See the README's "Command line" section.
+mod db_metrics;
 mod duration;
 mod exit;
 mod history;
@@ -49,8 +50,9 @@ enum Commands {
         #[arg(long)]
         json: bool,
     },
-    /// Show how scheduled runs went (leaderlock run --every/--cron): a
-    /// line per job (runs, succeeded, failed, missed, running, last
+    /// Show how scheduled runs went (leaderlock run --every/--cron/--job):
+    /// a line per schedule kept in the database (next due, overdue, missed),
+    /// a line per job (runs, succeeded, failed, missed, running, last
     /// success and failure), then the latest runs, newest first.
     Runs {
         /// Only this job's runs.
@@ -62,6 +64,19 @@ enum Commands {
         /// One JSON object per run instead of the summary and table.
         #[arg(long)]
         json: bool,
+    },
+    /// Serve Prometheus metrics read from the database at /metrics (and
+    /// /healthz): per schedule how overdue it is and its missed runs, per
+    /// key expected to be led its leaderless seconds, intervals and
+    /// tenures. Run it anywhere beside the database: it reports a job whose
+    /// replicas all died.
+    Metrics {
+        /// Address to listen on, e.g. 127.0.0.1:9187.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// How often to read the database.
+        #[arg(long, default_value = "5s", value_parser = duration::parse)]
+        every: std::time::Duration,
     },
     /// Print each transition as it happens, one JSON line each (the
     /// announcement with its "position" and "role"), read from the
@@ -159,6 +174,7 @@ fn main() {
                 history::history(dsn, args).await
             }
             Commands::Runs { job, limit, json } => runs::runs(dsn, job, limit, json).await,
+            Commands::Metrics { listen, every } => db_metrics::serve(dsn, listen, every).await,
             Commands::Supervise { .. } | Commands::Man { .. } => unreachable!("handled above"),
         }
     });

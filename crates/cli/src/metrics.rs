@@ -82,7 +82,7 @@ fn route(
     }
 }
 
-type Respond = Arc<dyn Fn(&str) -> (&'static str, String) + Send + Sync>;
+pub(crate) type Respond = Arc<dyn Fn(&str) -> (&'static str, String) + Send + Sync>;
 
 /// Connections open at once, at most: beyond it, the oldest is dropped.
 const MAX_CONNECTIONS: usize = 128;
@@ -154,7 +154,7 @@ fn peer(addr: SocketAddr) -> IpAddr {
 /// dropping the oldest (idle or slow ones, the answered are gone within a
 /// round trip), never by waiting, so a flood of connections that say
 /// nothing delays a probe by no more than it takes to accept it.
-async fn accept(listener: TcpListener, respond: Respond) {
+pub(crate) async fn accept(listener: TcpListener, respond: Respond) {
     let open = Arc::new(Mutex::new(Open::default()));
     loop {
         let (socket, addr) = match listener.accept().await {
@@ -348,6 +348,18 @@ pub struct RunMetrics {
     /// Due instants (Unix seconds) of the last run that succeeded, and failed.
     pub last_success_due: Option<f64>,
     pub last_failure_due: Option<f64>,
+    /// The job's schedule kept in the database, as last read (None: none).
+    pub schedule: Option<ScheduleRead>,
+}
+
+/// A job's schedule as the database knows it (contract 24).
+pub struct ScheduleRead {
+    /// Seconds since its first due instant no claim took.
+    pub overdue: f64,
+    /// Its misfire grace, in seconds.
+    pub grace: f64,
+    /// Its runs recorded missed, as the retention keeps them.
+    pub missed: i64,
 }
 
 pub type SharedRuns = Arc<Mutex<RunMetrics>>;
@@ -447,13 +459,35 @@ fn render_runs(job: &str, metrics: &SharedRuns) -> String {
         "Due instant (Unix time) of the last run seen fail (0: none yet).",
         &due(m.last_failure_due),
     );
+    // As `leaderlock metrics` names them (read from the database), so that
+    // the alert rules (monitoring/) apply to either.
+    if let Some(s) = &m.schedule {
+        metric(
+            "overdue_seconds",
+            "gauge",
+            "Seconds since the job's first due instant no claim took (0: none waiting).",
+            &one(format!("{:.3}", s.overdue)),
+        );
+        metric(
+            "misfire_grace_seconds",
+            "gauge",
+            "The job's misfire grace: a due instant not claimed within it is missed.",
+            &one(format!("{:.3}", s.grace)),
+        );
+        metric(
+            "missed_runs",
+            "gauge",
+            "Runs of the job recorded missed, as the retention keeps them.",
+            &one(s.missed.to_string()),
+        );
+    }
     out
 }
 
 /// A label value: control and format characters written as `\u{..}` (as
 /// in text logs), then backslash and double quote escaped as Prometheus
 /// wants (it knows no other escape).
-fn label(value: &str) -> String {
+pub(crate) fn label(value: &str) -> String {
     text::without_controls(value)
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

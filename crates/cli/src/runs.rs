@@ -22,6 +22,13 @@ pub async fn runs(dsn: Option<&str>, job: Option<String>, limit: i64, json: bool
         Ok(rows) => rows,
         Err(e) => return db_error(&client, e).await,
     };
+    let schedules = match client
+        .query_typed(leaderlock_client::sql::SCHEDULES, &[(&job, Type::TEXT)])
+        .await
+    {
+        Ok(rows) => rows,
+        Err(e) => return db_error(&client, e).await,
+    };
     let history = match client
         .query_typed(
             leaderlock_client::sql::RUNS_HISTORY,
@@ -48,16 +55,59 @@ pub async fn runs(dsn: Option<&str>, job: Option<String>, limit: i64, json: bool
             writeln!(out, "{}", text::json_line(&line))
         })
     } else {
-        print(&mut out, &summary, &history)
+        print_schedules(&mut out, &schedules).and_then(|_| print(&mut out, &summary, &history))
     };
     if printed.and_then(|_| out.flush()).is_err() {
         return 0; // reader went away (| head)
     }
-    if job.is_some() && summary.is_empty() {
+    if job.is_some() && summary.is_empty() && schedules.is_empty() {
         say("no runs of that job");
         return 1;
     }
     0
+}
+
+/// A line per schedule kept in the database (contract 24).
+fn print_schedules(out: &mut impl Write, schedules: &[tokio_postgres::Row]) -> std::io::Result<()> {
+    for r in schedules {
+        let secs = |s: f64| {
+            crate::duration::shown(std::time::Duration::from_millis(
+                (s.max(0.0) * 1e3).round() as u64
+            ))
+        };
+        let when = match (r.get::<_, Option<f64>>(1), r.get::<_, Option<String>>(2)) {
+            (Some(every), _) => format!("every {}", secs(every)),
+            (None, cron) => format!(
+                "cron \"{}\" in {}",
+                text::shown(&cron.unwrap_or_default()),
+                text::shown(&r.get::<_, String>(3))
+            ),
+        };
+        let state = if r.get::<_, bool>(6) {
+            "paused".to_string()
+        } else {
+            r.get::<_, Option<String>>(7)
+                .map_or_else(|| "no due instant".into(), |t| format!("next due {t}"))
+        };
+        let overdue = r.get::<_, f64>(8);
+        writeln!(
+            out,
+            "schedule \"{}\": {when}, misfire grace {}, overlap {}; {state}{}; {} missed kept",
+            shortened(&text::shown(&r.get::<_, String>(0))),
+            secs(r.get::<_, f64>(4)),
+            text::shown(&r.get::<_, String>(5)),
+            if overdue > 0.0 {
+                format!("; overdue {}", secs(overdue))
+            } else {
+                String::new()
+            },
+            r.get::<_, i64>(9),
+        )?;
+    }
+    if !schedules.is_empty() {
+        writeln!(out)?;
+    }
+    Ok(())
 }
 
 fn print(

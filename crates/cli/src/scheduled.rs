@@ -64,8 +64,11 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
                "registered": registered}),
     );
     let retry = (config.ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    let mut scheduler = Scheduler::new(db, job.schedule, config);
     let stats = SharedRuns::default();
+    if job.metrics.is_some() {
+        tokio::spawn(read_schedule(db.clone(), config.job.clone(), stats.clone()));
+    }
+    let mut scheduler = Scheduler::new(db, job.schedule, config);
     if let Some(addr) = job.metrics {
         match tokio::net::TcpListener::bind(addr).await {
             // Silent: longer than the scheduler's longest sleep (10 s) and a call.
@@ -254,4 +257,39 @@ async fn run_one(
         json!({"due": due, "term": run.term, "outcome": outcome, "exit": code, "recorded": recorded}),
     );
     stop_code
+}
+
+/// For `/metrics`: the job's schedule as the database knows it (contract
+/// 24: how overdue, its grace, its missed runs), read every 5 s on a
+/// connection of its own, so that any replica reports the job's lateness
+/// whoever was meant to run it.
+async fn read_schedule(db: ConnectConfig, job: String, stats: SharedRuns) {
+    const EVERY: Duration = Duration::from_secs(5);
+    let job = Some(job);
+    loop {
+        if let Ok((client, mut messages)) = db.connect().await {
+            tokio::spawn(async move {
+                use futures_util::StreamExt;
+                while let Some(Ok(_)) = messages.next().await {}
+            });
+            if let Ok(d) = leaderlock_client::Db::attach(client, db.schema()).await {
+                while let Ok(rows) = d
+                    .query_typed(
+                        leaderlock_client::sql::SCHEDULES,
+                        &[(&job, tokio_postgres::types::Type::TEXT)],
+                    )
+                    .await
+                {
+                    let read = rows.first().map(|r| metrics::ScheduleRead {
+                        overdue: r.get(8),
+                        grace: r.get(4),
+                        missed: r.get(9),
+                    });
+                    stats.lock().unwrap_or_else(|e| e.into_inner()).schedule = read;
+                    sleep(EVERY).await;
+                }
+            }
+        }
+        sleep(EVERY).await;
+    }
 }

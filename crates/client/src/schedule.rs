@@ -47,7 +47,7 @@ impl Schedule {
                 "a period must be whole milliseconds, at least 1ms (got {period:?})"
             ))
         };
-        if period.subsec_nanos() % 1_000 != 0 {
+        if !period.subsec_nanos().is_multiple_of(1_000) {
             return Err(bad());
         }
         let us = i64::try_from(period.as_micros()).map_err(|_| bad())?;

@@ -163,6 +163,22 @@ pub const RUNS_SUMMARY: &str = "SELECT r.job, pg_catalog.count(*), \
              AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
      FROM @extschema@.leaderlock_runs r, (SELECT @extschema@.le_now() AS now) n \
      WHERE $1::pg_catalog.text IS NULL OR r.job OPERATOR(pg_catalog.=) $1 GROUP BY r.job ORDER BY r.job";
+/// Contract 24: the schedules (of job $1, or all), as `leaderlock runs`
+/// and the metrics show them: job, every and misfire grace in seconds, cron,
+/// tz, overlap, paused, next due, how overdue in seconds, missed runs kept.
+pub const SCHEDULES: &str = "SELECT s.job, pg_catalog.date_part('epoch'::pg_catalog.text, s.every), \
+     s.cron, s.tz, pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace), s.overlap, s.paused, \
+     pg_catalog.to_char(s.next_due AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+     pg_catalog.date_part('epoch'::pg_catalog.text, s.overdue), s.missed \
+     FROM @extschema@.leaderlock_schedule_status s \
+     WHERE $1::pg_catalog.text IS NULL OR s.job OPERATOR(pg_catalog.=) $1 ORDER BY s.job";
+/// Contract 25: the keys expected to be led: key, seconds of the open
+/// leaderless interval (0: none), intervals recorded, the key's tenures.
+pub const EXPECTED_KEYS: &str = "SELECT e.key, \
+     COALESCE(pg_catalog.date_part('epoch'::pg_catalog.text, n.now OPERATOR(pg_catalog.-) e.leaderless_since), 0), \
+     e.intervals, COALESCE((SELECT l.tenures FROM @extschema@.leaderlock l \
+                            WHERE l.key OPERATOR(pg_catalog.=) e.key), 0) \
+     FROM @extschema@.leaderlock_expected e, (SELECT @extschema@.le_now() AS now) n ORDER BY e.key";
 /// `leaderlock runs`: the latest $2 runs (of job $1, or all), newest
 /// first: job, due, state (an outcome, or running, lapsed, unclaimed),
 /// holder, term, attempts, finished at, detail.

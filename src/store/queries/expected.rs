@@ -12,11 +12,13 @@ statements! {
            WHERE owner = $1::oid";
     /// Marks key `$1` as expected to be led within `$2`, at `$3`, for `$4`
     /// (a new bound starts the key's count again); first checked at `$5`.
+    /// A row when it changed.
     MARK_EXPECTED = "INSERT INTO @extschema@.leaderlock_expected \
              (key, within, owner, marked_at, next_check) VALUES ($1, $2, $4::oid, $3, $5) \
          ON CONFLICT (key) DO UPDATE SET within = EXCLUDED.within, marked_at = EXCLUDED.marked_at, \
              next_check = EXCLUDED.next_check \
-          WHERE leaderlock_expected.within IS DISTINCT FROM EXCLUDED.within";
+          WHERE leaderlock_expected.within IS DISTINCT FROM EXCLUDED.within \
+         RETURNING true";
     /// Key `$1`'s mark goes.
     UNMARK_EXPECTED = "DELETE FROM @extschema@.leaderlock_expected WHERE key = $1";
     /// The marks due a check by `$1`, up to `$2`, locked without waiting.

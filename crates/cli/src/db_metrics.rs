@@ -1,0 +1,152 @@
+//! `leaderlock metrics --listen ADDR`: what the database knows, as
+//! Prometheus text, from any host beside it: per schedule (contract 24)
+//! how overdue it is and the missed runs kept, per key expected to be led
+//! (contract 25) its open leaderless interval, the intervals recorded and
+//! its tenures. So a job whose replicas all died, or a key nobody leads,
+//! is reported by a process that is none of its replicas. Labels are the
+//! names other roles wrote: escaped (`metrics::label`).
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::types::Type;
+
+use crate::metrics::{accept, label};
+use crate::status::{connect, say};
+
+/// What the last read found, and when.
+#[derive(Default)]
+struct Read {
+    text: String,
+    at: Option<Instant>,
+}
+
+/// Reads the database every `every` and serves the last read; `/healthz`
+/// fails once no read has succeeded for three of them.
+pub async fn serve(dsn: Option<&str>, listen: SocketAddr, every: Duration) -> i32 {
+    if every < Duration::from_millis(100) {
+        say("--every must be at least 100ms");
+        return crate::exit::USAGE;
+    }
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            say(&format!("cannot listen on {listen}: {e}"));
+            return crate::exit::USAGE;
+        }
+    };
+    let read = Arc::new(Mutex::new(Read::default()));
+    let shared = read.clone();
+    let stale = every * 3;
+    tokio::spawn(accept(
+        listener,
+        Arc::new(move |path: &str| {
+            let r = shared.lock().unwrap_or_else(|e| e.into_inner());
+            match path {
+                "/metrics" => ("200 OK", r.text.clone()),
+                "/healthz" => match r.at {
+                    Some(at) if at.elapsed() <= stale => ("200 OK", "ok\n".into()),
+                    _ => (
+                        "503 Service Unavailable",
+                        "the database has not been read lately\n".into(),
+                    ),
+                },
+                _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
+            }
+        }),
+    ));
+    let dsn = dsn.map(str::to_owned);
+    loop {
+        match connect(dsn.as_deref()).await {
+            Ok((db, _)) => loop {
+                match render(&db).await {
+                    Ok(text) => {
+                        let mut r = read.lock().unwrap_or_else(|e| e.into_inner());
+                        r.text = text;
+                        r.at = Some(Instant::now());
+                    }
+                    Err(e) => {
+                        say(&format!("reading the database: {e}"));
+                        break;
+                    }
+                }
+                tokio::time::sleep(every).await;
+            },
+            Err(_) => tokio::time::sleep(every).await,
+        }
+    }
+}
+
+/// The metrics text of one read.
+async fn render(db: &leaderlock_client::Db) -> Result<String, tokio_postgres::Error> {
+    let none: Option<String> = None;
+    let schedules = db
+        .query_typed(leaderlock_client::sql::SCHEDULES, &[(&none, Type::TEXT)])
+        .await?;
+    let expected = db
+        .query_typed(leaderlock_client::sql::EXPECTED_KEYS, &[])
+        .await?;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    };
+    let per_job = |f: &dyn Fn(&tokio_postgres::Row) -> String| -> Vec<(String, String)> {
+        schedules
+            .iter()
+            .map(|r| (format!("job=\"{}\"", label(&r.get::<_, String>(0))), f(r)))
+            .collect()
+    };
+    metric(
+        "leaderlock_run_overdue_seconds",
+        "gauge",
+        "Seconds since the job's first due instant no claim took (0: none waiting).",
+        per_job(&|r| format!("{:.3}", r.get::<_, f64>(8))),
+    );
+    metric(
+        "leaderlock_run_misfire_grace_seconds",
+        "gauge",
+        "The job's misfire grace: a due instant not claimed within it is missed.",
+        per_job(&|r| format!("{:.3}", r.get::<_, f64>(4))),
+    );
+    metric(
+        "leaderlock_run_missed_runs",
+        "gauge",
+        "Runs of the job recorded missed, as the retention keeps them.",
+        per_job(&|r| r.get::<_, i64>(9).to_string()),
+    );
+    metric(
+        "leaderlock_schedule_paused",
+        "gauge",
+        "1 while the job's schedule is paused.",
+        per_job(&|r| u8::from(r.get::<_, bool>(6)).to_string()),
+    );
+    let per_key = |f: &dyn Fn(&tokio_postgres::Row) -> String| -> Vec<(String, String)> {
+        expected
+            .iter()
+            .map(|r| (format!("key=\"{}\"", label(&r.get::<_, String>(0))), f(r)))
+            .collect()
+    };
+    metric(
+        "leaderlock_key_leaderless_seconds",
+        "gauge",
+        "Seconds the key expected to be led has been without a live holder, once past its bound (0: led).",
+        per_key(&|r| format!("{:.3}", r.get::<_, f64>(1))),
+    );
+    metric(
+        "leaderlock_key_leaderless_intervals_total",
+        "counter",
+        "Leaderless intervals recorded for the key expected to be led.",
+        per_key(&|r| r.get::<_, i64>(2).to_string()),
+    );
+    metric(
+        "leaderlock_key_tenures_total",
+        "counter",
+        "Tenures of the key expected to be led (a flapping key's grow fast).",
+        per_key(&|r| r.get::<_, i64>(3).to_string()),
+    );
+    Ok(out)
+}
