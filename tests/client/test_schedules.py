@@ -280,3 +280,29 @@ class SchedulesTest(CliCase):
         line = out.stdout.splitlines()[0]
         self.assertIn('schedule "' + short + '-\\"odd\\"\\nname": every 1s, misfire grace 0s', line)
         self.assertRegex(line, r"overdue [0-9.]+s; [0-9]+ missed kept$")
+
+    def test_a_replica_registers_its_flags_and_another_runs_the_job_by_name(self):
+        job = self.key
+        first = Run(self, "--job", job, "--every", "1s", "--register", "--overlap", "forbid", "--ttl", "3s",
+                    "--id", "flags", command=[sys.executable, CHILD, self.children, "0.05"])
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT overlap FROM leaderlock_schedules WHERE job = %s",
+                                             (job,)) == "forbid", timeout=10))
+        self.assertEqual(one(self.conn, "SELECT extract(epoch FROM every) FROM leaderlock_schedules WHERE job = %s",
+                             (job,)), 1)
+        first.signal(signal.SIGTERM)
+        self.assertEqual(first.wait(), 128 + signal.SIGTERM)
+        since = one(self.conn, "SELECT le_now()")
+        by_name = Run(self, "--job", job, "--ttl", "3s", "--id", "by-name",
+                      command=[sys.executable, CHILD, self.children, "0.05"])
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT count(*) FROM leaderlock_runs WHERE job = %s "
+                                                        "AND holder = 'by-name' AND outcome = 'succeeded' "
+                                                        "AND claimed_at > %s", (job, since)) >= 2, timeout=10))
+        by_name.signal(signal.SIGTERM)
+        self.assertEqual(by_name.wait(), 128 + signal.SIGTERM)
+        # --register goes with --every/--cron; a registered job's grace is its schedule's
+        for extra in (["--register"], ["--misfire-grace", "1s"]):
+            r = Run(self, "--job", job, *extra, "--ttl", "3s")
+            self.assertEqual(r.wait(), 2, extra)
+        # a period the database refuses (under a second): refused for good
+        r = Run(self, "--job", job + "-fast", "--every", "500ms", "--register", "--ttl", "3s")
+        self.assertEqual(r.wait(), 123)

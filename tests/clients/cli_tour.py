@@ -72,6 +72,18 @@ def main():
         failures.append("runs does not show the job")
     holder.send_signal(signal.SIGTERM)
     holder.communicate(timeout=30)
+    if os.environ.get("LEADERLOCK_TOUR_EDITION") != "portable":  # schedules kept in the database
+        sched = f"{prefix}-sched"
+        until_stopped(2.5, "run", "--job", sched, "--every", "1s", "--register", "--overlap", "forbid",
+                      "--ttl", "2s", "--", "true")
+        until_stopped(2.5, "run", "--job", sched, "--ttl", "2s", "--", "true")
+        if f'schedule "{sched}": every 1s' not in cli("runs", "--job", sched):
+            failures.append("runs does not show the registered schedule")
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        until_stopped(1.5, "metrics", "--listen", f"127.0.0.1:{port}", "--every", "200ms")
     # The history followed live (where no worker serves, the watcher
     # numbers it), then as JSON lines, a table and an SVG.
     watched = until_stopped(2.0, "watch", "--prefix", prefix, "--since", "0")

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use crate::metrics::{accept, label};
@@ -81,12 +82,16 @@ pub async fn serve(dsn: Option<&str>, listen: SocketAddr, every: Duration) -> i3
 /// The metrics text of one read.
 async fn render(db: &leaderlock_client::Db) -> Result<String, tokio_postgres::Error> {
     let none: Option<String> = None;
-    let schedules = db
-        .query_typed(leaderlock_client::sql::SCHEDULES, &[(&none, Type::TEXT)])
-        .await?;
-    let expected = db
-        .query_typed(leaderlock_client::sql::EXPECTED_KEYS, &[])
-        .await?;
+    // (an edition or version that keeps no schedules or marks: none)
+    let absent = |r: Result<Vec<_>, tokio_postgres::Error>| match r {
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(Vec::new()),
+        r => r,
+    };
+    let schedules = absent(
+        db.query_typed(leaderlock_client::sql::SCHEDULES, &[(&none, Type::TEXT)])
+            .await,
+    )?;
+    let expected = absent(db.query_typed(leaderlock_client::sql::EXPECTED_KEYS, &[]).await)?;
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");

@@ -101,9 +101,21 @@ pub struct RunArgs {
     /// --cron.
     #[arg(long, value_parser = crate::duration::parse, help_heading = "Scheduled runs")]
     misfire_grace: Option<Duration>,
-    /// The job's name. Default: --key, else the command's file name.
+    /// The job's name. Default: --key, else the command's file name. Alone
+    /// (no --every, --cron): run the job's schedule kept in the database
+    /// (le_schedule), following its changes.
     #[arg(long, help_heading = "Scheduled runs")]
     job: Option<String>,
+    /// With --every or --cron: register them as the job's schedule in the
+    /// database at start (le_schedule), so that replicas run with --job
+    /// alone follow it and the database records the runs nobody claimed.
+    #[arg(long, help_heading = "Scheduled runs")]
+    register: bool,
+    /// With --register: whether runs of the job may overlap: allow, forbid
+    /// (a run waits, within its grace, for the one before to end) or
+    /// replace (a run ends the one before; its runner is fenced off).
+    #[arg(long, value_parser = ["allow", "forbid", "replace"], requires = "register", help_heading = "Scheduled runs")]
+    overlap: Option<String>,
     /// The command and its arguments (run directly, without a shell).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -284,6 +296,9 @@ fn scheduled_job(
     let schedule = match (&args.every, &args.cron) {
         (Some(every), _) => Schedule::every(*every),
         (None, Some(expr)) => Schedule::cron(expr, &args.tz),
+        (None, None) if args.register => {
+            return Err("--register goes with --every or --cron".into())
+        }
         (None, None) if args.misfire_grace.is_some() => {
             return Err(
                 "--misfire-grace goes with --every or --cron: a job run by name alone (--job) \
@@ -306,6 +321,9 @@ fn scheduled_job(
     });
     let grace = checked_grace(args, args.ttl / 3, config.margin)?;
     Ok(scheduled::Job {
+        register: args
+            .register
+            .then(|| args.overlap.clone().unwrap_or_else(|| "allow".into())),
         schedule,
         metrics: args.metrics,
         config,

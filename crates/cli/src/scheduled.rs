@@ -20,6 +20,9 @@ use crate::supervisor::{Cause, Handle, Message};
 /// What `leaderlock run` was given for a scheduled job.
 pub struct Job {
     pub schedule: Schedule,
+    /// Register the schedule as the job's in the database first, with this
+    /// overlap policy (--register).
+    pub register: Option<String>,
     /// Serve `/metrics` and `/healthz` there.
     pub metrics: Option<std::net::SocketAddr>,
     pub config: RunConfig,
@@ -95,6 +98,34 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
     let mut sigint = signal(SignalKind::interrupt()).expect("signal handler");
     let mut sigterm = signal(SignalKind::terminate()).expect("signal handler");
     let mut down = false;
+    // --register: the schedule made the job's in the database first.
+    while let Some(overlap) = &job.register {
+        tokio::select! {
+            r = scheduler.register(overlap) => match r {
+                Ok(next) => {
+                    let next = next.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+                    log.event("registered", &format!("the job's schedule is registered; next due {}",
+                                                     next.as_deref().unwrap_or("never")),
+                              json!({"next_due": next, "overlap": overlap}));
+                    break;
+                }
+                Err(Error::Rejected { sqlstate, message }) => {
+                    log.event("rejected", &message, json!({"error": message, "sqlstate": sqlstate}));
+                    supervisor.close();
+                    return exit::REJECTED;
+                }
+                Err(e) => {
+                    if !down {
+                        log.event("disconnected", &format!("database: {e}"), json!({"error": e.to_string()}));
+                        down = true;
+                    }
+                    sleep(retry).await;
+                }
+            },
+            _ = sigint.recv() => { supervisor.close(); return 128 + libc::SIGINT; }
+            _ = sigterm.recv() => { supervisor.close(); return 128 + libc::SIGTERM; }
+        }
+    }
     let code = loop {
         tokio::select! {
             turn = scheduler.next() => match turn {

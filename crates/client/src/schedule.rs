@@ -35,8 +35,16 @@ pub struct Schedule(Source);
 
 #[derive(Debug, Clone)]
 enum Source {
-    Local(calendar::Schedule),
+    /// Computed here, from what it was made of (kept to register it).
+    Local(calendar::Schedule, Spec),
     Registered,
+}
+
+/// What a local schedule was made of.
+#[derive(Debug, Clone)]
+enum Spec {
+    Every(Duration),
+    Cron { expr: String, tz: String },
 }
 
 impl Schedule {
@@ -52,7 +60,7 @@ impl Schedule {
         }
         let us = i64::try_from(period.as_micros()).map_err(|_| bad())?;
         calendar::Schedule::every(us)
-            .map(|c| Schedule(Source::Local(c)))
+            .map(|c| Schedule(Source::Local(c, Spec::Every(period))))
             .map_err(|_| bad())
     }
 
@@ -63,8 +71,12 @@ impl Schedule {
     /// and one that occurs twice is due once, at the first (the cron
     /// crate's rule; docs/scheduled-runs.md).
     pub fn cron(expr: &str, tz: &str) -> Result<Schedule, Error> {
+        let spec = Spec::Cron {
+            expr: expr.to_owned(),
+            tz: tz.to_owned(),
+        };
         calendar::Schedule::cron(expr, tz)
-            .map(|c| Schedule(Source::Local(c)))
+            .map(|c| Schedule(Source::Local(c, spec)))
             .map_err(Error::Config)
     }
 
@@ -85,7 +97,7 @@ impl Schedule {
     /// schedule: the server says).
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match &self.0 {
-            Source::Local(c) => c.next_after(t),
+            Source::Local(c, _) => c.next_after(t),
             Source::Registered => None,
         }
     }
@@ -93,7 +105,7 @@ impl Schedule {
     /// The first due instant at or after `t`.
     pub fn at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match &self.0 {
-            Source::Local(c) => c.at_or_after(t),
+            Source::Local(c, _) => c.at_or_after(t),
             Source::Registered => None,
         }
     }
@@ -470,6 +482,42 @@ impl Scheduler {
                 Ok(None)
             }
         }
+    }
+
+    /// Registers this scheduler's schedule as its job's in the database
+    /// (contract 24, `le_schedule`), with its misfire grace (none: the
+    /// server's default) and `overlap` (`allow`, `forbid`, `replace`), so
+    /// that replicas run by the job's name alone follow it, and the worker
+    /// records the instants nobody claimed. The same settings again change
+    /// nothing. Its next due instant. A registered schedule has nothing to
+    /// register: an error.
+    pub async fn register(&mut self, overlap: &str) -> Result<Option<DateTime<Utc>>, Error> {
+        let (every, cron, tz) = match &self.schedule.0 {
+            Source::Registered => {
+                return Err(Error::Config(
+                    "a schedule read from the database has nothing to register".into(),
+                ))
+            }
+            Source::Local(_, Spec::Every(p)) => (Some(p.as_secs_f64()), None, "UTC".to_owned()),
+            Source::Local(_, Spec::Cron { expr, tz }) => (None, Some(expr.clone()), tz.clone()),
+        };
+        let job = self.config.job.clone();
+        let grace = self.config.misfire_grace.map(|g| g.as_secs_f64());
+        let overlap = overlap.to_owned();
+        let row = self
+            .query_opt(
+                sql::REGISTER_SCHEDULE,
+                &[
+                    (&job, Type::TEXT),
+                    (&every, Type::FLOAT8),
+                    (&cron, Type::TEXT),
+                    (&tz, Type::TEXT),
+                    (&grace, Type::FLOAT8),
+                    (&overlap, Type::TEXT),
+                ],
+            )
+            .await?;
+        Ok(row.and_then(|r| r.get(0)))
     }
 
     /// Extends the claim of `run` by the ttl: true moves its deadline,

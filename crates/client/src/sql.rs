@@ -129,6 +129,12 @@ pub const LE_NOW: &str = "SELECT @extschema@.le_now()";
 /// (NULL: none): the claim's term, or NULL.
 pub const CLAIM_RUN: &str = "SELECT @extschema@.le_claim_run(job => $1, due => $2, id => $3, \
      ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))";
+/// Contract 24: registers job $1's schedule: every $2 seconds or cron $3 in
+/// tz $4, misfire grace $5 seconds (NULL: the server's default), overlap
+/// $6. Its next due instant.
+pub const REGISTER_SCHEDULE: &str = "SELECT @extschema@.le_schedule(job => $1, \
+     every => pg_catalog.make_interval(secs => $2), cron => $3, tz => $4, \
+     misfire_grace => pg_catalog.make_interval(secs => $5), overlap => $6)";
 /// Contract 24: job $1's registered schedule's first due instant after $2
 /// (NULL: no schedule, or paused), and its misfire grace in seconds.
 pub const NEXT_DUE: &str = "SELECT @extschema@.le_next_due(job => $1, after => $2), \
