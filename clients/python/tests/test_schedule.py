@@ -15,7 +15,8 @@
   local deadline, not a step later; tests/run_candidate.py, twice, runs
   each due instant once and exits 143 on SIGTERM; paused past its ttl, it
   takes no step after its deadline and another replica runs the run again
-  in a higher term.
+  in a higher term; a job run by its name alone follows its schedule kept
+  in the database (le_schedule): its runs, a change of period, a pause.
 """
 import os
 import shutil
@@ -142,10 +143,18 @@ class DueInstantsTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             leaderlock.Schedule.cron("0 3 * * *", "Mars/Olympus")
 
-    def test_exactly_one_schedule(self):
-        for kw in ({}, {"every": 1, "cron": "* * * * *"}, {"every": 1, "tz": "UTC"}):
+    def test_at_most_one_schedule(self):
+        for kw in ({"every": 1, "cron": "* * * * *"}, {"every": 1, "tz": "UTC"}, {"tz": "UTC"},
+                   {"every": 1, "schedule": leaderlock.Schedule.every(1)}):
             with self.assertRaises(ValueError, msg=kw):
                 leaderlock.scheduled(DSN, "j", **kw)
+        # none: the job's schedule kept in the database, whose misfire grace counts
+        job = leaderlock.scheduled(DSN, "j")(print)
+        self.assertTrue(job.schedule.is_registered)
+        self.assertEqual(repr(job.schedule), "Schedule.registered()")
+        self.assertIsNone(job.schedule.next_after(datetime.now(timezone.utc)))
+        with self.assertRaises(ValueError):
+            leaderlock.scheduled(DSN, "j", misfire_grace=5)(print)
         with self.assertRaises(ValueError):
             leaderlock.scheduled(DSN, "", every=1)(print)
         with self.assertRaises(ValueError):
@@ -220,6 +229,60 @@ class ScheduledRunsTest(unittest.TestCase):
         self.assertTrue(detail.startswith("ValueError: no mail server: éé"), detail)
         self.assertLessEqual(len(detail.encode()), 1000)
         self.assertTrue(("ValueError: no mail server: " + "é" * 600).startswith(detail))
+
+    def test_a_job_run_by_its_name_alone_follows_its_schedule_in_the_database(self):
+        """Registered every second, run by name alone: runs; changed to
+        every 2 seconds: the runs after the change are at even seconds;
+        paused: no claim; resumed: runs again. le_unschedule at the end."""
+        job = self.job
+        sql("SELECT le_schedule(job => %s, every => interval '1 second')", (job,))
+        self.addCleanup(sql, "SELECT le_unschedule(job => %s)", (job,))
+        ran, lock = [], threading.Lock()
+
+        def fn(run):
+            run.check()
+            with lock:
+                ran.append(run.due)
+
+        replica = leaderlock.scheduled(DSN, job, ttl=2.0, id="reg")(fn)
+        self.assertTrue(replica.schedule.is_registered)
+        replica.start()
+        self.addCleanup(replica.stop, 10)
+
+        def succeeded(after=None):
+            return [r[0] for r in rows("SELECT due FROM leaderlock_runs WHERE job = %s AND holder = 'reg' "
+                                       "AND outcome = 'succeeded' AND (%s::timestamptz IS NULL OR due > %s) "
+                                       "ORDER BY due", (job, after, after))]
+
+        self.assertTrue(wait(lambda: len(succeeded()) >= 2, 4), f"{succeeded()}; error {replica.error!r}")
+        self.assertTrue(all(d.microsecond == 0 for d in succeeded()), succeeded())
+
+        changed = sql("SELECT le_now()")
+        sql("SELECT le_schedule(job => %s, every => interval '2 seconds')", (job,))
+        # the first run after the change may be an instant already waited for
+        # (made pending before the change), due within a second of it
+        later = changed + timedelta(seconds=1)
+        self.assertTrue(wait(lambda: len(succeeded(later)) >= 1, 4), f"{succeeded(changed)}; {replica.error!r}")
+        time.sleep(0.5)
+        after = succeeded(later)
+        self.assertTrue(all(d.second % 2 == 0 and d.microsecond == 0 for d in after),
+                        f"not every 2 seconds after the change at {changed}: {after}")
+
+        self.assertTrue(sql("SELECT le_pause_schedule(job => %s)", (job,)))
+        paused = sql("SELECT le_now()")
+        time.sleep(2.5)
+        claimed = rows("SELECT due, claimed_at FROM leaderlock_runs WHERE job = %s AND claimed_at > %s",
+                       (job, paused))
+        self.assertEqual(claimed, [], "claimed while paused")
+        self.assertIsNone(replica.error)
+        self.assertTrue(replica._thread.is_alive())
+
+        self.assertTrue(sql("SELECT le_resume_schedule(job => %s)", (job,)))
+        resumed = sql("SELECT le_now()")
+        self.assertTrue(wait(lambda: len(succeeded(resumed)) >= 1, 3.5), f"no run after the resume: {ran}")
+        replica.stop(10)
+        self.assertIsNone(replica.error)
+        self.assertEqual(len(ran), len(set(ran)), f"a due instant ran twice: {ran}")
 
     def run_in_thread(self, dsn, fn, ttl, stop):
         th = threading.Thread(target=leaderlock.run_scheduled, args=(dsn, self.job, fn),

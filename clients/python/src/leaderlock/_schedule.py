@@ -16,6 +16,12 @@ schedule.rs), statement for statement, and the same due instants for the
 same schedule: `every` at multiples of the period since the Unix epoch;
 `cron` by the Rust client's rules (see `Schedule.cron`), so replicas of one
 job in either language agree on its runs.
+
+A schedule kept in the database (contract 24, `le_schedule`;
+`Schedule.registered()`, what `every` and `cron` both omitted mean) is
+read from the server instead (`le_next_due`, looked at again every poll),
+so a change or a pause is followed without a restart; its misfire grace is
+the schedule's (claims send none).
 """
 from __future__ import annotations
 
@@ -62,6 +68,12 @@ RUN_HOLDER = ("SELECT holder, term, finished_at IS NOT NULL FROM @extschema@.lea
               "WHERE job OPERATOR(pg_catalog.=) %s AND due OPERATOR(pg_catalog.=) %s")
 # After a 42883: whether the functions of scheduled runs are in leaderlock's
 # schema there (extension 0.5.0). The schema as SCHEMA_OF quoted it.
+# Contract 24: job's registered schedule's first due instant strictly after
+# `after` (NULL: no schedule, or paused), and its misfire grace in seconds.
+# job, after, job.
+NEXT_DUE = ("SELECT @extschema@.le_next_due(job => %s, after => %s), "
+            "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) "
+            "FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) %s)")
 HAS_RUNS = ("SELECT EXISTS (SELECT FROM pg_catalog.pg_proc "
             "WHERE pronamespace OPERATOR(pg_catalog.=) %s::pg_catalog.regnamespace "
             "AND proname OPERATOR(pg_catalog.=) 'le_claim_run'::pg_catalog.name)")
@@ -157,14 +169,31 @@ def _cron_fields(expr: str) -> list:
 
 
 class Schedule:
-    """When a job is due: `Schedule.every(period)` or `Schedule.cron(expr,
-    tz)`. `next_after(t)` and `at_or_after(t)` give due instants as aware
-    UTC datetimes (None: there is none)."""
+    """When a job is due: `Schedule.every(period)`, `Schedule.cron(expr,
+    tz)`, or `Schedule.registered()` (the job's schedule kept in the
+    database). `next_after(t)` and `at_or_after(t)` give due instants as
+    aware UTC datetimes (None: there is none, or the server says)."""
 
     def __init__(self, *, period_us: Optional[int] = None, cron: Optional[str] = None,
-                 fields: Optional[list] = None, tz: Any = None, tz_name: Optional[str] = None):
+                 fields: Optional[list] = None, tz: Any = None, tz_name: Optional[str] = None,
+                 registered: bool = False):
         self._period_us, self._cron, self._fields, self._tz = period_us, cron, fields, tz
         self.tz_name = tz_name
+        self._registered = registered
+
+    @classmethod
+    def registered(cls) -> "Schedule":
+        """The job's schedule kept in the database (contract 24: made or
+        changed by `le_schedule`, paused by `le_pause_schedule`): each due
+        instant is read from the server (`le_next_due`) every poll, so a
+        change or a pause is followed without a restart; its misfire grace
+        is the schedule's. What `every` and `cron` both omitted mean."""
+        return cls(registered=True)
+
+    @property
+    def is_registered(self) -> bool:
+        """Whether the due instants come from the database."""
+        return self._registered
 
     @classmethod
     def every(cls, period: Seconds) -> "Schedule":
@@ -219,12 +248,17 @@ class Schedule:
         return None if self._period_us is None else timedelta(microseconds=self._period_us)
 
     @property
-    def default_grace(self) -> timedelta:
+    def default_grace(self) -> Optional[timedelta]:
         """The misfire grace when none is given: the period, or 5 minutes
-        for cron (as `leaderlock run`)."""
+        for cron (as `leaderlock run`); None for a registered schedule (the
+        database's)."""
+        if self._registered:
+            return None
         return self.period if self.period is not None else CRON_GRACE
 
     def __repr__(self) -> str:
+        if self._registered:
+            return "Schedule.registered()"
         if self._period_us is not None:
             return f"Schedule.every({self.period!r})"
         return f"Schedule.cron({self._cron!r}, {self.tz_name!r})"
@@ -237,8 +271,11 @@ class Schedule:
         return CronSim(" ".join(self._fields), start)
 
     def next_after(self, t: datetime) -> Optional[datetime]:
-        """The first due instant strictly after `t` (an aware datetime)."""
+        """The first due instant strictly after `t` (an aware datetime);
+        None for a registered schedule (the server says)."""
         t = _utc(t)
+        if self._registered:
+            return None
         if self._period_us is not None:
             p = self._period_us
             return EPOCH + timedelta(microseconds=(_micros(t) // p + 1) * p)
@@ -396,7 +433,9 @@ class RunRenewer(Renewer):
 class Scheduler:
     """Claims the runs of one job as they come due (the Rust client's
     Scheduler): `next()` waits until a run is due and either claimed by
-    this replica (a Run) or settled elsewhere (a Settled)."""
+    this replica (a Run) or settled elsewhere (a Settled). A registered
+    schedule is read from the server every `poll` at most, and takes no
+    `misfire_grace` (the schedule's counts)."""
 
     def __init__(self, dsn: str, job: str, schedule: Schedule, *, ttl: Seconds = 10.0,
                  misfire_grace: Optional[Seconds] = None, id: Optional[str] = None,
@@ -412,13 +451,25 @@ class Scheduler:
         self.job = _core.check_name("job", job)
         self.id = _core.check_name("id", id) if id is not None else _core.default_id()
         self.timing = Timing.of(_seconds("ttl", ttl), None)
-        grace = schedule.default_grace if misfire_grace is None else misfire_grace
-        self.misfire_grace = _seconds("misfire_grace", grace, zero=True)
+        self.registered = schedule.is_registered
+        # the grace sent with each claim; None for a registered schedule:
+        # the server counts the schedule's
+        self.misfire_grace: Optional[float] = None
+        if self.registered:
+            if misfire_grace is not None:
+                raise BadArgument("misfire_grace goes with every= or cron=: a job run by its name alone "
+                                  "has its schedule's (le_schedule)")
+        else:
+            grace = schedule.default_grace if misfire_grace is None else misfire_grace
+            self.misfire_grace = _seconds("misfire_grace", grace, zero=True)
         self.poll = _seconds("poll", poll)
         self.stop = stop
         self.s: Optional[Session] = None
         self.started = False
-        self.cursor: Optional[datetime] = None  # the next due instant not yet looked at
+        # the next due instant not yet looked at (a registered schedule: the
+        # last one made pending)
+        self.cursor: Optional[datetime] = None
+        self.unscheduled = False  # (a registered schedule) absent or paused at the last look
         # due runs not settled yet: when to look at each again, and how often
         # it was found without a row
         self.pending: dict = {}
@@ -463,6 +514,11 @@ class Scheduler:
 
     def refusal(self, e: BaseException) -> Optional[Rejected]:
         s = self.s
+        if self.registered and getattr(e, "sqlstate", None) in ("42883", "42P01") and \
+                ("le_next_due" in str(e) or "leaderlock_schedules" in str(e)):
+            return Rejected(f"job {self.job!r} was given no schedule (every= or cron=), and leaderlock here "
+                            "keeps none in the database (le_next_due): that needs the compiled edition, "
+                            "version 0.5.0 or later", getattr(e, "sqlstate", None))
         if _core.needs_schema(e) and s is not None and not s.abandoned and s.schema is not None:
             try:  # leaderlock there, but before 0.5.0: say so
                 if not s.one(time.monotonic() + 2.0, HAS_RUNS, (s.schema,)):
@@ -496,22 +552,63 @@ class Scheduler:
     def step(self) -> Union[Run, Settled, None]:
         now = self.server_now()
         here = time.monotonic()
+        if self.registered:
+            cursor = self.make_registered_pending(now, here)
+            # read again every poll: a change or a pause is followed without a restart
+            most = self.poll
+        else:
+            cursor = self.make_pending(now, here)
+            most = 10.0
+        ready = next((due for due in sorted(self.pending) if self.pending[due][0] <= here), None)
+        if ready is None:
+            until_cursor = (cursor - now).total_seconds() if cursor is not None else most
+            until_pending = min((at - here for at, _ in self.pending.values()), default=until_cursor)
+            # wake at the earlier, and read the server's clock again then
+            wait(min(until_cursor, until_pending, most), self.stop)
+            return None
+        return self.look_at(ready)
+
+    def make_pending(self, now: datetime, here: float) -> Optional[datetime]:
+        """Makes every due instant up to `now` pending (looking back one
+        misfire grace at the start); the next one after `now`."""
         if not self.started:
-            self.cursor = self.schedule.at_or_after(now - timedelta(seconds=self.misfire_grace))
+            self.cursor = self.schedule.at_or_after(now - timedelta(seconds=self.misfire_grace or 0.0))
             self.started = True
             if self.cursor is None:
                 raise BadArgument(f"the schedule of job {self.job!r} has no due instant")
         while self.cursor is not None and self.cursor <= now:
             self.pending.setdefault(self.cursor, [here, 0])
             self.cursor = self.schedule.next_after(self.cursor)
-        ready = next((due for due in sorted(self.pending) if self.pending[due][0] <= here), None)
-        if ready is None:
-            until_cursor = (self.cursor - now).total_seconds() if self.cursor is not None else 10.0
-            until_pending = min((at - here for at, _ in self.pending.values()), default=until_cursor)
-            # wake at the earlier, and read the server's clock again then
-            wait(min(until_cursor, until_pending, 10.0), self.stop)
-            return None
-        return self.look_at(ready)
+        return self.cursor
+
+    def make_registered_pending(self, now: datetime, here: float) -> Optional[datetime]:
+        """make_pending for a registered schedule: the instants come from
+        the server, after the last one made pending (`self.cursor` here),
+        or after now less the schedule's misfire grace at the start; the
+        next one after `now`. None while the job has no schedule or it is
+        paused (then looked at from the start again: no instant of the
+        pause is ever claimed past its grace)."""
+        start = self.cursor
+        while True:
+            nxt, grace = self.row(NEXT_DUE, (self.job, start if start is not None else now, self.job))
+            if nxt is None:
+                self.cursor = None
+                if not self.unscheduled:
+                    self.unscheduled = True
+                    log.info("leaderlock: job %r has no schedule in the database, or it is paused: "
+                             "looking again every %s s", self.job, self.poll)
+                return None
+            if self.unscheduled:
+                self.unscheduled = False
+                log.info("leaderlock: job %r: its schedule in the database is running", self.job)
+            if start is None:  # the first look: back one misfire grace
+                start = now - timedelta(seconds=max(grace or 0.0, 0.0)) - MICROSECOND
+                continue
+            nxt = nxt.astimezone(UTC)
+            if nxt > now:
+                return nxt
+            self.pending.setdefault(nxt, [here, 0])
+            start = self.cursor = nxt
 
     def look_at(self, due: datetime) -> Union[Run, Settled, None]:
         """Tries to claim the run due at `due`: a turn, or None when it is
@@ -644,11 +741,16 @@ class Scheduler:
 
 def schedule_of(every: Optional[Seconds], cron: Optional[str], tz: Optional[str],
                 schedule: Optional[Schedule]) -> Schedule:
+    """The schedule the arguments give; none of them: the job's schedule
+    kept in the database (Schedule.registered())."""
     given = [x is not None for x in (every, cron, schedule)]
-    if sum(given) != 1:
-        raise BadArgument("give exactly one of every=, cron= and schedule=")
+    if sum(given) > 1:
+        raise BadArgument("give at most one of every=, cron= and schedule= (none: the job's schedule "
+                          "kept in the database)")
     if tz is not None and cron is None:
         raise BadArgument("tz= applies to cron= only")
+    if not any(given):
+        return Schedule.registered()
     if every is not None:
         return Schedule.every(every)
     if cron is not None:
@@ -659,7 +761,8 @@ def schedule_of(every: Optional[Seconds], cron: Optional[str], tz: Optional[str]
 
 
 class Scheduled:
-    """A job's function with its schedule, made by `leaderlock.scheduled`.
+    """A job's function with its schedule, made by `leaderlock.scheduled`
+    (a registered one: the job's schedule kept in the database).
     Calling it (`job()`, or `job.run()`) runs the loop in the calling
     thread until `stop` (a threading.Event, default this object's own, set
     by `job.stop()`) is set; `job.start()` runs it in a daemon thread of
@@ -722,9 +825,13 @@ def run_scheduled(dsn: str, job: str, fn: Callable[[Run], Any], *, every: Option
                   ttl: Seconds = 10.0, misfire_grace: Optional[Seconds] = None, id: Optional[str] = None,
                   stop: Optional[threading.Event] = None, schema: Optional[str] = None) -> None:
     """Calls `fn(run)` once per due instant of the schedule, on one replica
-    among all that run the same job; blocks until `stop` is set. schema:
-    leaderlock's schema (default: LEADERLOCK_SCHEMA, else the one schema
-    that holds it, looked up on each connection)."""
+    among all that run the same job; blocks until `stop` is set. Neither
+    `every` nor `cron` (nor `schedule`): the job's schedule kept in the
+    database (`le_schedule`), read every poll (1 s), so a change or a pause
+    is followed without a restart; its misfire grace counts (misfire_grace
+    is refused then). schema: leaderlock's schema (default:
+    LEADERLOCK_SCHEMA, else the one schema that holds it, looked up on each
+    connection)."""
     Scheduled(dsn, job, fn, schedule_of(every, cron, tz, schedule), ttl=ttl, misfire_grace=misfire_grace,
               id=id, schema=schema).run(stop if stop is not None else threading.Event())
 
@@ -735,7 +842,9 @@ def scheduled(dsn: str, job: str, *, every: Optional[Seconds] = None, cron: Opti
               schema: Optional[str] = None) -> Callable[[Callable[[Run], Any]], Scheduled]:
     """Decorator: `@leaderlock.scheduled(dsn, "nightly", cron="0 3 * * *")`
     over `def nightly(run): ...` makes `nightly` a Scheduled: `nightly()`
-    runs the loop (blocking), `nightly.start()` in a thread. schema: as
+    runs the loop (blocking), `nightly.start()` in a thread. Neither
+    `every` nor `cron`: `@leaderlock.scheduled(dsn, "nightly")` runs the
+    job's schedule kept in the database (as run_scheduled). schema: as
     run_scheduled's."""
     sched = schedule_of(every, cron, tz, schedule)
 
