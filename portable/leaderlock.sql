@@ -4277,7 +4277,9 @@ RETURN jsonb_build_object(
     'priority', false,    -- contract 18 (candidates and priority) is the compiled edition's only
     'clock', 'wall',      -- contract 2.2: the wall clock, not the compiled edition's monotonic one
     'runs', true,         -- contract 22: le_claim_run, le_renew_run, le_finish_run
-    'sessions', true);    -- contract 21: le_open_session, le_try_acquire_in, ...
+    'sessions', true,     -- contract 21: le_open_session, le_try_acquire_in, ...
+    'schedules', false,   -- contract 24 (schedules kept in the database) is the compiled edition's only
+    'expected_leaders', false);  -- contract 25 (keys expected to be led): the compiled edition's only
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does, and ends every lapsed

@@ -195,6 +195,8 @@ fn le_capabilities() -> pgrx::JsonB {
         "clock": if clock::monotonic_here() { "monotonic" } else { "wall" },
         "runs": true,
         "sessions": true,
+        "schedules": true,
+        "expected_leaders": true,
     }))
 }
 
