@@ -91,7 +91,10 @@ async fn render(db: &leaderlock_client::Db) -> Result<String, tokio_postgres::Er
         db.query_typed(leaderlock_client::sql::SCHEDULES, &[(&none, Type::TEXT)])
             .await,
     )?;
-    let expected = absent(db.query_typed(leaderlock_client::sql::EXPECTED_KEYS, &[]).await)?;
+    let expected = absent(
+        db.query_typed(leaderlock_client::sql::EXPECTED_KEYS, &[])
+            .await,
+    )?;
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
