@@ -356,19 +356,7 @@ fn lock_jobs_floor(now: i64) -> bool {
 /// rolled back alone and told as a WARNING, never undoing the call's
 /// expiries.
 pub fn prune_expired_or_warn(now: i64) {
-    if let Err((code, message)) = plans::caught(|| prune_expired(now)) {
-        ErrorReport::new(
-            code,
-            format!("leaderlock: the runs' retention did not run: {message}"),
-            "prune_expired_or_warn",
-        )
-        .set_detail(format!(
-            "The expiries of this call are kept; it is tried again at the next call \
-             (SQLSTATE {}).",
-            plans::sqlstate(code)
-        ))
-        .report(PgLogLevel::WARNING);
-    }
+    plans::caught_or_warn("the runs' retention did not run", || prune_expired(now));
 }
 
 /// Contract 22: extends `id`'s live claim of an unfinished run (of `term`

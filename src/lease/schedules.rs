@@ -67,6 +67,36 @@ fn interval(us: i64) -> Interval {
     Interval::new(0, 0, us).expect("a microseconds-only interval is always valid")
 }
 
+/// A schedule's every, cron, tz and misfire grace, read from four columns
+/// of a row from `at` on.
+struct Spec {
+    every: Option<i64>,
+    cron: Option<String>,
+    tz: String,
+    grace: Option<i64>,
+}
+
+fn spec(row: &pgrx::spi::SpiHeapTupleData, at: usize) -> Spec {
+    let span = |i| {
+        row.get::<Interval>(i)
+            .ok()
+            .flatten()
+            .map(|v| interval_micros(&v))
+    };
+    Spec {
+        every: span(at),
+        cron: row.get::<String>(at + 1).ok().flatten(),
+        tz: row.get::<String>(at + 2).ok().flatten().unwrap_or_default(),
+        grace: span(at + 3),
+    }
+}
+
+impl Spec {
+    fn calendar(&self) -> Option<Schedule> {
+        calendar(self.every, self.cron.as_deref(), &self.tz).ok()
+    }
+}
+
 /// A schedule's row as its owner's change reads it, locked.
 pub struct Locked {
     pub member: bool,
@@ -77,23 +107,17 @@ pub struct Locked {
 fn lock(job: &str, caller: pg_sys::Oid, settings: Option<&Settings>) -> Option<Locked> {
     plans::run(queries::LOCK_SCHEDULE, &[job.into(), caller.into()], |t| {
         let row = t.into_iter().next()?;
-        let every = row
-            .get::<Interval>(2)
-            .ok()
-            .flatten()
-            .map(|i| interval_micros(&i));
-        let cron = row.get::<String>(3).ok().flatten();
-        let tz = row.get::<String>(4).ok().flatten();
-        let grace = row
-            .get::<Interval>(5)
-            .ok()
-            .flatten()
-            .map(|i| interval_micros(&i));
+        let Spec {
+            every,
+            cron,
+            tz,
+            grace,
+        } = spec(&row, 2);
         let overlap = row.get::<String>(6).ok().flatten();
         let same = settings.is_some_and(|s| {
             every == s.every
                 && cron.as_deref() == s.cron
-                && tz.as_deref() == Some(s.tz)
+                && tz == s.tz
                 && grace == Some(s.misfire_grace)
                 && overlap.as_deref().and_then(Overlap::named) == Some(s.overlap)
         });
@@ -220,16 +244,10 @@ pub struct Read {
 pub fn read(job: &str) -> Option<Read> {
     plans::run(queries::READ_SCHEDULE, &[job.into()], |t| {
         let row = t.into_iter().next()?;
-        let every = row
-            .get::<Interval>(1)
-            .ok()
-            .flatten()
-            .map(|i| interval_micros(&i));
-        let cron = row.get::<String>(2).ok().flatten();
-        let tz = row.get::<String>(3).ok().flatten().unwrap_or_default();
+        let spec = spec(&row, 1);
         Some(Read {
-            calendar: calendar(every, cron.as_deref(), &tz).ok()?,
-            misfire_grace: interval_micros(&row.get::<Interval>(4).ok().flatten()?),
+            calendar: spec.calendar()?,
+            misfire_grace: spec.grace?,
             paused: row.get::<bool>(6).ok().flatten().unwrap_or(false),
             active_since: micros(row.get::<TimestampWithTimeZone>(7).ok().flatten())?,
         })
@@ -269,17 +287,10 @@ pub fn settle(now: i64) -> usize {
         t.into_iter()
             .filter_map(|row| {
                 let job = row.get::<String>(1).ok().flatten()?;
-                let every = row
-                    .get::<Interval>(2)
-                    .ok()
-                    .flatten()
-                    .map(|i| interval_micros(&i));
-                let cron = row.get::<String>(3).ok().flatten();
-                let tz = row.get::<String>(4).ok().flatten().unwrap_or_default();
-                let grace = interval_micros(&row.get::<Interval>(5).ok().flatten()?);
+                let spec = spec(&row, 2);
                 let settled_to = micros(row.get::<TimestampWithTimeZone>(6).ok().flatten())?;
                 let owner = row.get::<pg_sys::Oid>(7).ok().flatten()?;
-                let calendar = calendar(every, cron.as_deref(), &tz).ok()?;
+                let (calendar, grace) = (spec.calendar()?, spec.grace?);
                 Some((job, calendar, grace, settled_to, owner))
             })
             .collect()
@@ -340,24 +351,10 @@ pub fn settle_or_warn(now: i64) {
     or_warn("the schedules were not settled", || settle(now));
 }
 
-/// `step` in a subtransaction (where the 0.5.0 schema is installed): a
-/// failure is rolled back alone and told as a WARNING (`what` did not run),
-/// never undoing the call's expiries.
+/// `step` in a subtransaction where the 0.5.0 schema is installed (see
+/// `plans::caught_or_warn`; `what` did not run).
 pub fn or_warn(what: &str, step: impl FnOnce() -> usize) {
-    if !crate::store::schema_version::has_slots() {
-        return; // (schedules and marks came with 0.5.0's schema)
-    }
-    if let Err((code, message)) = plans::caught(step) {
-        pgrx::pg_sys::panic::ErrorReport::new(
-            code,
-            format!("leaderlock: {what}: {message}"),
-            "or_warn",
-        )
-        .set_detail(format!(
-            "The expiries of this call are kept; it is tried again at the next call \
-             (SQLSTATE {}).",
-            plans::sqlstate(code)
-        ))
-        .report(PgLogLevel::WARNING);
+    if crate::store::schema_version::has_slots() {
+        plans::caught_or_warn(what, step); // (schedules and marks came with 0.5.0's schema)
     }
 }

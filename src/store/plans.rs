@@ -152,6 +152,25 @@ pub fn sqlstate(code: PgSqlErrorCode) -> String {
         .collect()
 }
 
+/// `step` in a subtransaction, for le_expire_lapsed's housekeeping where
+/// no worker serves: a failure is rolled back alone and told as a WARNING
+/// (`leaderlock: WHAT: message`), never undoing the call's expiries.
+pub fn caught_or_warn<T>(what: &str, step: impl FnOnce() -> T) {
+    if let Err((code, message)) = caught(step) {
+        pg_sys::panic::ErrorReport::new(
+            code,
+            format!("leaderlock: {what}: {message}"),
+            "caught_or_warn",
+        )
+        .set_detail(format!(
+            "The expiries of this call are kept; it is tried again at the next call \
+                 (SQLSTATE {}).",
+            sqlstate(code)
+        ))
+        .report(PgLogLevel::WARNING);
+    }
+}
+
 /// Runs `lock` (a `SELECT ... FOR NO KEY UPDATE SKIP LOCKED`) and, when it
 /// locked a row, `write` under that lock, in one subtransaction: kept when
 /// `write` changed something, rolled back otherwise.

@@ -37,6 +37,9 @@ DSN, PREFIX, POOLED = sys.argv[1], sys.argv[2], sys.argv[3:] == ["--pooled"]
 NAMED = os.environ.get("LEADERLOCK_SCHEMA") or None
 HAS_SCHEMA_OPTION = "schema" in leaderlock.lead.__code__.co_varnames
 LIMIT = 90.0  # seconds: the whole tour
+# Which edition the database has (tests/clients/tours.py): the portable one
+# keeps no schedules in the database.
+PORTABLE = os.environ.get("LEADERLOCK_TOUR_EDITION") == "portable"
 X = ""  # leaderlock's schema, quoted (the tour's lookup)
 
 # The library's own lookup (docs/clients.md), for the tour's own statements.
@@ -415,6 +418,35 @@ def scheduled_runs():
     check(sent_count(_schedule.RUN_STATE) >= 1, "no replica read the state of a run the other claimed")
 
 
+def registered_runs():
+    """A job run by its name alone: its schedule kept in the database (NEXT_DUE)."""
+    if PORTABLE:
+        return "the portable edition keeps no schedules in the database"
+    step("scheduled runs: a job run by its name alone follows its schedule kept in the database")
+    job = f"{PREFIX}/registered"
+    one(f"SELECT {X}.le_schedule(job => %s, every => pg_catalog.make_interval(secs => 1))", (job,))
+    runs, done = [], threading.Event()
+
+    def fn(run):
+        run.check()
+        runs.append(run)
+        done.set()
+    replica = leaderlock.scheduled(DSN, job, ttl=1.5, id=f"{PREFIX}-reg")(fn)
+    replica.start()
+    try:
+        check(done.wait(5), f"no run of the registered schedule in 5 s (error {replica.error!r})")
+    finally:
+        replica.stop(5)
+        one(f"SELECT {X}.le_unschedule(job => %s)", (job,))
+    check(replica.error is None, f"the loop ended: {replica.error!r}")
+    check(runs[0].due.microsecond == 0, f"a run due {runs[0].due}, not at a whole second")
+    outcome = one(f"SELECT outcome FROM {X}.leaderlock_runs WHERE job OPERATOR(pg_catalog.=) %s "
+                  "AND due OPERATOR(pg_catalog.=) %s", (job, runs[0].due))
+    check(outcome == "succeeded", f"the registered run's outcome: {outcome!r}")
+    check(sent_count(_schedule.NEXT_DUE) >= 2, "NEXT_DUE was not asked")
+    return None
+
+
 def history():
     step("history: watch from the position, a lease's transitions in order, resume after a position")
     prefix = f"{PREFIX}/h/"
@@ -527,6 +559,10 @@ def main():
     elector()
     sessions()
     scheduled_runs()
+    why = registered_runs()
+    if why:
+        skipped["_schedule.NEXT_DUE"] = why
+        print(f"- scheduled runs by name alone: skipped ({why})")
     history()
     why = errors()
     if why:

@@ -120,17 +120,22 @@ impl RunsModel {
         if p::runs::run_claim(due, now, Some(GRACE), locked, self.rules(), false)
             == RunClaim::Missed
         {
-            s.runs[d] = Some(Run {
-                finished: true,
-                ..run.unwrap_or(Run {
-                    holder: None,
-                    term: 0,
-                    expires_at: now,
-                    finished: true,
-                })
-            });
-            s.missed = true;
+            Self::record_missed(s, d, now);
         }
+    }
+
+    /// The run due at DUE[d] recorded missed at `now` (its row made if new).
+    fn record_missed(s: &mut State, d: usize, now: i64) {
+        s.runs[d] = Some(Run {
+            finished: true,
+            ..s.runs[d].unwrap_or(Run {
+                holder: None,
+                term: 0,
+                expires_at: now,
+                finished: true,
+            })
+        });
+        s.missed = true;
     }
 
     fn rules(&self) -> JobRules {
@@ -171,18 +176,7 @@ impl RunsModel {
             RunClaim::Refuse => {
                 s.refused_for_overlap |= locked && other_live;
             }
-            RunClaim::Missed => {
-                s.runs[d] = Some(Run {
-                    finished: true,
-                    ..run.unwrap_or(Run {
-                        holder: None,
-                        term: 0,
-                        expires_at: now,
-                        finished: true,
-                    })
-                });
-                s.missed = true;
-            }
+            RunClaim::Missed => Self::record_missed(s, d, now),
             RunClaim::Claim | RunClaim::Replace => {
                 let term = p::next_term((s.job_term > 0).then_some(s.job_term), 1);
                 s.one_claim_broken |= live;

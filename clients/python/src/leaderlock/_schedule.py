@@ -516,9 +516,9 @@ class Scheduler:
         s = self.s
         if self.registered and getattr(e, "sqlstate", None) in ("42883", "42P01") and \
                 ("le_next_due" in str(e) or "leaderlock_schedules" in str(e)):
-            return Rejected(f"job {self.job!r} was given no schedule (every= or cron=), and leaderlock here "
-                            "keeps none in the database (le_next_due): that needs the compiled edition, "
-                            "version 0.5.0 or later", getattr(e, "sqlstate", None))
+            return Rejected("neither every= nor cron= was given, and leaderlock here keeps no schedules in "
+                            "the database (le_next_due): that needs the compiled edition, version 0.5.0 or "
+                            "later", getattr(e, "sqlstate", None))
         if _core.needs_schema(e) and s is not None and not s.abandoned and s.schema is not None:
             try:  # leaderlock there, but before 0.5.0: say so
                 if not s.one(time.monotonic() + 2.0, HAS_RUNS, (s.schema,)):
