@@ -8,6 +8,10 @@
 // unfinished. A claimed run is handed to the callback with a local deadline
 // (the send time of the claim or of its last successful renewal + ttl -
 // ttl/200), renewed every ttl/3, and finished with the callback's outcome.
+// Without `every` and `cron`, the due instants are those of the job's
+// schedule kept in the database (contract 24, le_schedule): read from the
+// server (le_next_due) at least every poll, so that a change or a pause is
+// followed without a restart (the Rust Scheduler's make_registered_pending).
 import type PG from "pg";
 import { BadArgumentError, ConnectionError, LeaderlockError, LeaseLost, type LossReason, classify } from "./errors.js";
 import { bounded, connect, databaseOf, drop } from "./connect.js";
@@ -16,10 +20,21 @@ import { requireHereOrInApp } from "./load.js";
 import { type ConnectionConfig, type Timing, backoff, checkName, defaultId, later, now, pause, timing } from "./options.js";
 import { type Schema, schemaOf } from "./statements.js";
 
-// Instants go to the server as ISO 8601 text (exact, whatever pg's Date
-// settings); terms come back as text and go as text (bigint, exact).
-/** The lease clock, in whole milliseconds, rounded down: a due instant at or before it is due on the server too. */
-const LE_NOW_MS = "SELECT pg_catalog.floor(extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.float8 AS ms";
+// Instants are whole microseconds since the epoch here (a registered
+// schedule's may have any): they come from the server as text and go to it
+// as ISO 8601 text with 6 fractional digits (exact, whatever pg's Date
+// settings and type parsers); terms come back as text and go as text
+// (bigint, exact).
+/** The lease clock, in microseconds since the epoch: a due instant at or before it is due on the server too. */
+const LE_NOW_US = "SELECT (extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS us";
+/**
+ * Contract 24: job $1's registered schedule's first due instant strictly after $2 (NULL: no schedule, or
+ * paused), in microseconds since the epoch, and its misfire grace in seconds (NULL: none).
+ */
+const NEXT_DUE = "SELECT (extract(epoch FROM d.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS due, " +
+  "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) FROM @extschema@.leaderlock_schedules s " +
+  "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace " +
+  "FROM (SELECT @extschema@.le_next_due(job => $1, after => $2::pg_catalog.timestamptz) AS due) d";
 const CLAIM_RUN = "SELECT @extschema@.le_claim_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
   "ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))::pg_catalog.text AS term";
 const RENEW_RUN = "SELECT @extschema@.le_renew_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
@@ -45,7 +60,11 @@ const CRON_GRACE = 5 * 60_000;
 /** A wait for the next due instant re-reads the server's clock at least this often. */
 const MAX_WAIT = 10_000;
 
-/** When a job is due: every `every` ms since the Unix epoch, or by a `cron` expression in time zone `tz`. */
+/**
+ * When a job is due: every `every` ms since the Unix epoch, or by a `cron`
+ * expression in time zone `tz`. To schedule(), neither: the job's schedule
+ * kept in the database (le_schedule).
+ */
 export interface DueRule {
   /** A period in whole milliseconds (at least 1): due at its multiples since the Unix epoch, so every replica computes the same instants. */
   every?: number;
@@ -61,6 +80,14 @@ export interface DueRule {
   tz?: string;
 }
 
+/**
+ * What schedule() takes. With `every` or `cron`, the due instants are
+ * computed here; with neither, they are those of the job's schedule kept in
+ * the database (contract 24: le_schedule, by an operator or another
+ * client), read from the server (le_next_due) at least every `pollMs`, so
+ * that a change or a pause is followed without a restart; that schedule's
+ * misfire grace and overlap policy apply.
+ */
 export interface ScheduleOptions extends DueRule {
   /** Milliseconds each claim and renewal asks for (renewed every ttl/3). Required. */
   ttlMs: number;
@@ -68,12 +95,17 @@ export interface ScheduleOptions extends DueRule {
    * A run not claimed within this many ms after its due instant is not run,
    * and is recorded missed (once); also how far back a schedule that starts
    * looks. null: no limit (and no look back). Default: the period of
-   * `every`, 5 minutes with `cron` (as `leaderlock run`).
+   * `every`, 5 minutes with `cron` (as `leaderlock run`). Not with a
+   * schedule kept in the database: its own misfire grace applies.
    */
   misfireGraceMs?: number | null;
   /** This replica's id. Default host:pid:random. */
   id?: string;
-  /** How often, at most, a run another replica claimed is looked at (ms; claimed again if that claim lapses unfinished). Default 1000. */
+  /**
+   * How often, at most, a run another replica claimed is looked at (ms;
+   * claimed again if that claim lapses unfinished), and a schedule kept in
+   * the database is read again. Default 1000.
+   */
   pollMs?: number;
   /**
    * Aborting it stops the schedule: schedule() resolves. A run in progress
@@ -89,7 +121,7 @@ export interface ScheduleOptions extends DueRule {
 export interface Run {
   readonly job: string;
   readonly id: string;
-  /** The due instant (on the server's lease clock). */
+  /** The due instant (on the server's lease clock; a Date drops any microseconds of a registered schedule's). */
   readonly due: Date;
   /** The claim's fencing term: above every earlier claim of any run of the job (a bigint: exact). */
   readonly term: bigint;
@@ -255,7 +287,9 @@ function cronRule(expr: unknown, tz: unknown): Rule {
 function ruleOf(when: DueRule): Rule {
   const every = when.every !== undefined && when.every !== null;
   const cron = when.cron !== undefined && when.cron !== null;
-  if (every === cron) throw new BadArgumentError("give either every (ms) or cron");
+  if (every === cron) {
+    throw new BadArgumentError("give either every (ms) or cron (to schedule(): neither, for the job's schedule kept in the database)");
+  }
   if (every) {
     if (when.tz != null) throw new BadArgumentError("tz applies to cron only");
     return everyRule(when.every);
@@ -278,6 +312,12 @@ export function nextDue(when: DueRule, after: Date): Date | null {
 /** `t`'s first due instant at or after it (instants are whole milliseconds). */
 function atOrAfter(rule: Rule, t: number): number | null {
   return rule.nextAfter(Math.ceil(t) - 1);
+}
+
+/** Instant `us` (microseconds since the epoch, a whole number) as ISO 8601 text with 6 fractional digits. */
+function isoOfMicros(us: number): string {
+  const ms = Math.floor(us / 1000);
+  return new Date(ms).toISOString().replace(/Z$/, `${String(us - ms * 1000).padStart(3, "0")}Z`);
 }
 
 // ------------------------------------------------ the run
@@ -353,18 +393,23 @@ class ClaimedRun implements Run {
   }
 }
 
+/** `due`: microseconds since the epoch. */
 type Turn = { run: true; due: number; term: bigint; sent: number } | { run: false; due: number; outcome: string | null };
 
-/** Claims the runs of one job as they come due (the Rust Scheduler's next()), on one connection it reopens when it fails. */
+/**
+ * Claims the runs of one job as they come due (the Rust Scheduler's next()), on one connection it reopens when
+ * it fails. Instants in microseconds since the epoch. `rule` null: the job's schedule kept in the database.
+ */
 class Claimer {
   private conn: PG.Client | null = null;
-  /** The next due instant not yet looked at (ms). */
+  /** The next due instant not yet looked at; a registered schedule: the last one made pending (null: start from now less its grace). */
   private cursor: number | null | undefined = undefined;
   /** Due runs not settled yet: when to look at each again (performance.now()), how often it was found without a row. */
   private readonly pending = new Map<number, { at: number; tries: number }>();
 
   constructor(private readonly config: ConnectionConfig, private readonly schema: Schema, readonly job: string, readonly id: string,
-              private readonly rule: Rule, readonly t: Timing, private readonly grace: number | null, private readonly poll: number) {}
+              private readonly rule: Rule | null, readonly t: Timing, private readonly grace: number | null,
+              private readonly poll: number) {}
 
   /** One statement, bounded by the call timeout (and `until`); a connection that failed or timed out is dropped. */
   async query(text: string, values: unknown[], until = Infinity): Promise<any[]> {
@@ -391,24 +436,19 @@ class Claimer {
   async next(stop?: AbortSignal): Promise<Turn | null> {
     for (;;) {
       if (stop?.aborted) return null;
-      const serverNow = Number((await this.query(LE_NOW_MS, []))[0].ms);
+      const serverNow = Number((await this.query(LE_NOW_US, []))[0].us);
       const here = now();
-      if (this.cursor === undefined) {
-        this.cursor = atOrAfter(this.rule, serverNow - (this.grace ?? 0));
-        if (this.cursor === null) throw new BadArgumentError("the schedule has no due instant");
-      }
-      while (this.cursor !== null && this.cursor <= serverNow) {
-        if (!this.pending.has(this.cursor)) this.pending.set(this.cursor, { at: here, tries: 0 });
-        this.cursor = this.rule.nextAfter(this.cursor);
-      }
+      const next = this.rule === null ? await this.makeRegisteredPending(serverNow, here) : this.makePending(this.rule, serverNow, here);
       let ready: number | undefined;
       for (const [due, p] of this.pending) {
         if (p.at <= here && (ready === undefined || due < ready)) ready = due;
       }
       if (ready === undefined) {
-        let wait = this.cursor === null ? MAX_WAIT : this.cursor - serverNow;
+        // a registered schedule is read again every poll: a change or a pause is followed without a restart
+        const most = this.rule === null ? this.poll : MAX_WAIT;
+        let wait = next === null ? most : (next - serverNow) / 1000;
         for (const p of this.pending.values()) wait = Math.min(wait, p.at - here);
-        await pause(Math.min(Math.max(wait, 0), MAX_WAIT), stop); // then read the server's clock again
+        await pause(Math.min(Math.max(wait, 0), most), stop); // then read the server's clock again
         continue;
       }
       const turn = await this.lookAt(ready);
@@ -416,10 +456,53 @@ class Claimer {
     }
   }
 
+  /** Makes every due instant up to `serverNow` pending (looking back one misfire grace at the start); the next one after it. */
+  private makePending(rule: Rule, serverNow: number, here: number): number | null {
+    if (this.cursor === undefined) {
+      const first = atOrAfter(rule, serverNow / 1000 - (this.grace ?? 0));
+      if (first === null) throw new BadArgumentError("the schedule has no due instant");
+      this.cursor = first * 1000;
+    }
+    while (this.cursor !== null && this.cursor <= serverNow) {
+      if (!this.pending.has(this.cursor)) this.pending.set(this.cursor, { at: here, tries: 0 });
+      const next = rule.nextAfter(this.cursor / 1000);
+      this.cursor = next === null ? null : next * 1000;
+    }
+    return this.cursor;
+  }
+
+  /**
+   * makePending for the job's schedule kept in the database: the instants come from the server (le_next_due),
+   * after the last one made pending, or after now less the schedule's misfire grace at the start. null while
+   * the job has no schedule or it is paused (then looked at from the start again: no instant of the pause is
+   * ever claimed past its grace).
+   */
+  private async makeRegisteredPending(serverNow: number, here: number): Promise<number | null> {
+    let from = this.cursor ?? null;
+    for (;;) {
+      const row = (await this.query(NEXT_DUE, [this.job, isoOfMicros(from ?? serverNow)]))[0];
+      if (row?.due === null || row?.due === undefined) {
+        this.cursor = null;
+        return null;
+      }
+      const next = Number(row.due);
+      if (from === null) {
+        // the first look: back one misfire grace (none: from now)
+        const grace = row.grace === null ? 0 : Math.max(Number(row.grace), 0);
+        from = serverNow - Math.round(grace * 1e6) - 1;
+        continue;
+      }
+      if (next > serverNow) return next;
+      if (!this.pending.has(next)) this.pending.set(next, { at: here, tries: 0 });
+      this.cursor = from = next;
+    }
+  }
+
   /** Tries to claim the run due at `due`: a turn, or null when it is to be looked at again later. */
   private async lookAt(due: number): Promise<Turn | null> {
-    const iso = new Date(due).toISOString();
+    const iso = isoOfMicros(due);
     const sent = now();
+    // a registered schedule: NULL, the server applies the schedule's misfire grace
     const rows = await this.query(CLAIM_RUN, [this.job, iso, this.id, this.t.ttl, this.grace === null ? null : this.grace / 1000]);
     const term = rows[0]?.term;
     if (term !== null && term !== undefined) {
@@ -455,8 +538,8 @@ class Claimer {
   /** Runs `fn` for a claimed run: renews every ttl/3 until it settles, then records its outcome (tried even past the deadline). */
   async runOne(turn: Turn & { run: true }, fn: (run: Run) => Promise<void>, stop?: AbortSignal): Promise<void> {
     const t = this.t;
-    const due = new Date(turn.due);
-    const iso = due.toISOString();
+    const due = new Date(Math.floor(turn.due / 1000));
+    const iso = isoOfMicros(turn.due);
     const run = new ClaimedRun(this.job, this.id, due, turn.term, turn.sent + t.ttl * 1000 - t.margin);
     let over = false;
     let timer: NodeJS.Timeout | undefined;
@@ -521,8 +604,10 @@ class Claimer {
 
 /**
  * Runs `fn` once per due instant of a schedule (`every` ms, or `cron` in
- * `tz`), on one replica among all those that schedule `job` alike, until
- * `options.signal` aborts (then resolves). Each run is claimed on the
+ * `tz`; neither: the job's schedule kept in the database, le_schedule, whose
+ * changes and pauses are followed within `pollMs`), on one replica among
+ * all those that schedule `job` alike, until `options.signal` aborts (then
+ * resolves). Each run is claimed on the
  * server with a fencing term and handed to `fn` as a Run: act only while
  * `run.isOurs()` (or `run.check()`), and fence side effects with
  * `run.term`. It is renewed every ttl/3 while `fn` runs; `fn` resolving
@@ -536,13 +621,20 @@ export async function schedule(config: ConnectionConfig, job: string, options: S
   checkName("job", job);
   if (typeof fn !== "function") throw new BadArgumentError("fn must be a function");
   const id = options.id === undefined ? defaultId() : checkName("id", options.id);
-  const rule = ruleOf(options);
+  // neither every nor cron: the job's schedule kept in the database
+  const registered = options.every == null && options.cron == null;
+  if (registered && options.tz != null) throw new BadArgumentError("tz applies to cron only");
+  if (registered && options.misfireGraceMs !== undefined) {
+    throw new BadArgumentError("misfireGraceMs: a schedule kept in the database has its own misfire grace (le_schedule)");
+  }
+  const rule = registered ? null : ruleOf(options);
   const ttlMs = options.ttlMs;
   if (!(typeof ttlMs === "number" && ttlMs > 0 && Number.isFinite(ttlMs))) {
     throw new BadArgumentError(`ttlMs must be a positive number of milliseconds, not ${ttlMs}`);
   }
   let grace: number | null;
-  if (options.misfireGraceMs === undefined) grace = options.every != null ? options.every : CRON_GRACE;
+  if (registered) grace = null; // the claims send NULL: the server applies the schedule's
+  else if (options.misfireGraceMs === undefined) grace = options.every != null ? options.every : CRON_GRACE;
   else grace = options.misfireGraceMs;
   if (grace !== null && !(typeof grace === "number" && grace >= 0 && Number.isFinite(grace))) {
     throw new BadArgumentError(`misfireGraceMs must be at least 0, or null, not ${grace}`);

@@ -210,12 +210,54 @@ test("the connection ends (its backend terminated, twice): the schedule reconnec
   assert.ok(table.filter((r) => Date.parse(r.due) > after).every((r) => r.outcome === "succeeded"));
 });
 
+test("the job's schedule kept in the database (le_schedule), run by the job's name alone: followed, changed, paused", async () => {
+  const job = fresh("sched-registered");
+  const stop = new AbortController();
+  const ran = [];
+  await sql("SELECT le_schedule($1, every => '1 second')", [job]);
+  const done = schedule(DSN, job, { ttlMs: 3000, signal: stop.signal }, async (run) => {
+    ran.push({ due: run.due.getTime(), ours: run.isOurs() });
+  });
+  const succeeded = async () => (await runsOf(job)).filter((r) => r.outcome === "succeeded");
+  try {
+    // every second: runs at whole seconds, each once
+    assert.ok(await until(async () => (await succeeded()).length >= 2, 4000), "fewer than 2 runs every second");
+    // every 2 seconds from now on: the runs due after the change are at even seconds (the first one may be an
+    // instant waited for before the change was read)
+    const changedAt = Date.parse(await sql("SELECT to_char(le_now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') " +
+                                           "FROM (SELECT le_schedule($1, every => '2 seconds')) s", [job]));
+    const after = async () => (await succeeded()).filter((r) => Date.parse(r.due) > changedAt);
+    assert.ok(await until(async () => (await after()).length >= 3, 7500), "fewer than 3 runs in the 7.5 s after the change");
+    const later = (await after()).map((r) => r.due);
+    assert.deepEqual(later.slice(1).filter((d) => Date.parse(d) % 2000 !== 0), [], `due after the change: ${later}`);
+    // paused: nothing is claimed
+    assert.equal(await sql("SELECT le_pause_schedule($1)", [job]), true);
+    const pausedAt = await sql("SELECT le_now()::text");
+    const before = ran.length;
+    await sleep(2500);
+    assert.equal(Number(await sql("SELECT count(*) FROM leaderlock_runs WHERE job = $1 AND claimed_at > $2::timestamptz",
+                                  [job, pausedAt])), 0, "claimed while paused");
+    assert.equal(ran.length, before, "ran while paused");
+    assert.ok(ran.every((r) => r.ours));
+    const dues = ran.map((r) => r.due);
+    assert.equal(new Set(dues).size, dues.length, "a due instant ran twice");
+    assert.ok(dues.every((d) => d % 1000 === 0), `due instants at whole seconds: ${dues}`);
+  } finally {
+    stop.abort();
+    await done;
+    await sql("SELECT le_unschedule($1)", [job]);
+  }
+});
+
 test("a refusal retrying cannot change rejects: a job name the server refuses, bad options", async () => {
   await assert.rejects(schedule(DSN, "j".repeat(256), { every: 1000, ttlMs: 1000 }, async () => {}),
     (e) => e instanceof BadArgumentError && e.sqlstate === "22023");
   await assert.rejects(schedule(DSN, "j", { every: 1000 }, async () => {}), BadArgumentError);
   await assert.rejects(schedule(DSN, "j", { every: 1000, cron: "* * * * *", ttlMs: 1000 }, async () => {}), BadArgumentError);
   await assert.rejects(schedule(DSN, "j", { every: 1000, ttlMs: 1000, misfireGraceMs: -1 }, async () => {}), BadArgumentError);
+  // by the job's name alone (its schedule kept in the database): that schedule's misfire grace, no tz
+  await assert.rejects(schedule(DSN, "j", { ttlMs: 1000, misfireGraceMs: 1000 }, async () => {}), BadArgumentError);
+  await assert.rejects(schedule(DSN, "j", { ttlMs: 1000, tz: "UTC" }, async () => {}), BadArgumentError);
 });
 
 test("due instants without a server: every (multiples of the period since the epoch) and cron in a time zone across daylight saving", () => {

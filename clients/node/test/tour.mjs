@@ -28,6 +28,8 @@ if (!DSN || !PREFIX) {
   process.exit(2);
 }
 const SCHEMA = process.env.LEADERLOCK_SCHEMA || null;
+// tests/clients/hostile.py says which edition the database has (portable: no priorities, no schedules kept in it).
+const PORTABLE = process.env.LEADERLOCK_TOUR_EDITION === "portable";
 
 // Every statement text any pg.Client of this process sends (the library's `pg` is this one).
 const sent = new Set();
@@ -341,6 +343,34 @@ async function main() {
     return `${runs.length} runs, outcomes ${outcomes.join(" ")}`;
   });
 
+  if (!PORTABLE) { // (the portable edition keeps no schedule)
+    await step("schedule() by the job's name alone: its schedule kept in the database, every second, then paused", async () => {
+      const job = key("registered");
+      await one(`SELECT ${S}.le_schedule(job => $1, every => pg_catalog.make_interval(secs => 1))`, [job]);
+      const stop = new AbortController();
+      const runs = [];
+      const done = schedule(DSN, job, { ttlMs: 1500, pollMs: 100, id: `${PREFIX}:registered`, signal: stop.signal }, async (run) => {
+        runs.push(run.due.getTime());
+        run.check();
+      });
+      try {
+        const t0 = now();
+        while (runs.length < 2 && now() - t0 < 4000) await sleep(20);
+        check(await one(`SELECT ${S}.le_pause_schedule(job => $1)`, [job]), "le_pause_schedule");
+        await sleep(300);
+        const paused = runs.length;
+        await sleep(1200);
+        check(runs.length === paused, `ran while paused: ${runs.length - paused}`);
+      } finally {
+        stop.abort();
+        await done;
+        await one(`SELECT ${S}.le_unschedule(job => $1)`, [job]);
+      }
+      check(runs.length >= 2 && runs.every((d) => d % 1000 === 0) && new Set(runs).size === runs.length, `due ${runs}`);
+      return `${runs.length} runs`;
+    });
+  }
+
   await step("the history: the watcher saw the tour's transitions; a second one reads after a position", async () => {
     const t0 = now();
     while (!watched.some((t) => t.key === k1 && t.event === "released") && now() - t0 < 3000) await sleep(20);
@@ -374,6 +404,7 @@ function excuse(name, worker) {
   }
   if (name === "EXPIRE_LAPSED" && worker) return "the worker serves this database (lapsed leases expire without it)";
   if (name === "HOLDS" && POOLED) return skipped[0];
+  if (name === "NEXT_DUE" && PORTABLE) return "the portable edition keeps no schedule";
   return null;
 }
 

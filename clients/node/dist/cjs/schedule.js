@@ -9,10 +9,21 @@ const lease_js_1 = require("./lease.js");
 const load_js_1 = require("./load.js");
 const options_js_1 = require("./options.js");
 const statements_js_1 = require("./statements.js");
-// Instants go to the server as ISO 8601 text (exact, whatever pg's Date
-// settings); terms come back as text and go as text (bigint, exact).
-/** The lease clock, in whole milliseconds, rounded down: a due instant at or before it is due on the server too. */
-const LE_NOW_MS = "SELECT pg_catalog.floor(extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.float8 AS ms";
+// Instants are whole microseconds since the epoch here (a registered
+// schedule's may have any): they come from the server as text and go to it
+// as ISO 8601 text with 6 fractional digits (exact, whatever pg's Date
+// settings and type parsers); terms come back as text and go as text
+// (bigint, exact).
+/** The lease clock, in microseconds since the epoch: a due instant at or before it is due on the server too. */
+const LE_NOW_US = "SELECT (extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS us";
+/**
+ * Contract 24: job $1's registered schedule's first due instant strictly after $2 (NULL: no schedule, or
+ * paused), in microseconds since the epoch, and its misfire grace in seconds (NULL: none).
+ */
+const NEXT_DUE = "SELECT (extract(epoch FROM d.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS due, " +
+    "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) FROM @extschema@.leaderlock_schedules s " +
+    "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace " +
+    "FROM (SELECT @extschema@.le_next_due(job => $1, after => $2::pg_catalog.timestamptz) AS due) d";
 const CLAIM_RUN = "SELECT @extschema@.le_claim_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
     "ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))::pg_catalog.text AS term";
 const RENEW_RUN = "SELECT @extschema@.le_renew_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
@@ -181,8 +192,9 @@ function cronRule(expr, tz) {
 function ruleOf(when) {
     const every = when.every !== undefined && when.every !== null;
     const cron = when.cron !== undefined && when.cron !== null;
-    if (every === cron)
-        throw new errors_js_1.BadArgumentError("give either every (ms) or cron");
+    if (every === cron) {
+        throw new errors_js_1.BadArgumentError("give either every (ms) or cron (to schedule(): neither, for the job's schedule kept in the database)");
+    }
     if (every) {
         if (when.tz != null)
             throw new errors_js_1.BadArgumentError("tz applies to cron only");
@@ -205,6 +217,11 @@ function nextDue(when, after) {
 /** `t`'s first due instant at or after it (instants are whole milliseconds). */
 function atOrAfter(rule, t) {
     return rule.nextAfter(Math.ceil(t) - 1);
+}
+/** Instant `us` (microseconds since the epoch, a whole number) as ISO 8601 text with 6 fractional digits. */
+function isoOfMicros(us) {
+    const ms = Math.floor(us / 1000);
+    return new Date(ms).toISOString().replace(/Z$/, `${String(us - ms * 1000).padStart(3, "0")}Z`);
 }
 // ------------------------------------------------ the run
 /** What to record of a rejection: its name and message, at most DETAIL_MAX_BYTES of UTF-8, no NUL (text cannot hold one). */
@@ -282,7 +299,10 @@ class ClaimedRun {
         }, Math.max(0, this.deadline - (0, options_js_1.now)()));
     }
 }
-/** Claims the runs of one job as they come due (the Rust Scheduler's next()), on one connection it reopens when it fails. */
+/**
+ * Claims the runs of one job as they come due (the Rust Scheduler's next()), on one connection it reopens when
+ * it fails. Instants in microseconds since the epoch. `rule` null: the job's schedule kept in the database.
+ */
 class Claimer {
     config;
     schema;
@@ -293,7 +313,7 @@ class Claimer {
     grace;
     poll;
     conn = null;
-    /** The next due instant not yet looked at (ms). */
+    /** The next due instant not yet looked at; a registered schedule: the last one made pending (null: start from now less its grace). */
     cursor = undefined;
     /** Due runs not settled yet: when to look at each again (performance.now()), how often it was found without a row. */
     pending = new Map();
@@ -332,28 +352,21 @@ class Claimer {
         for (;;) {
             if (stop?.aborted)
                 return null;
-            const serverNow = Number((await this.query(LE_NOW_MS, []))[0].ms);
+            const serverNow = Number((await this.query(LE_NOW_US, []))[0].us);
             const here = (0, options_js_1.now)();
-            if (this.cursor === undefined) {
-                this.cursor = atOrAfter(this.rule, serverNow - (this.grace ?? 0));
-                if (this.cursor === null)
-                    throw new errors_js_1.BadArgumentError("the schedule has no due instant");
-            }
-            while (this.cursor !== null && this.cursor <= serverNow) {
-                if (!this.pending.has(this.cursor))
-                    this.pending.set(this.cursor, { at: here, tries: 0 });
-                this.cursor = this.rule.nextAfter(this.cursor);
-            }
+            const next = this.rule === null ? await this.makeRegisteredPending(serverNow, here) : this.makePending(this.rule, serverNow, here);
             let ready;
             for (const [due, p] of this.pending) {
                 if (p.at <= here && (ready === undefined || due < ready))
                     ready = due;
             }
             if (ready === undefined) {
-                let wait = this.cursor === null ? MAX_WAIT : this.cursor - serverNow;
+                // a registered schedule is read again every poll: a change or a pause is followed without a restart
+                const most = this.rule === null ? this.poll : MAX_WAIT;
+                let wait = next === null ? most : (next - serverNow) / 1000;
                 for (const p of this.pending.values())
                     wait = Math.min(wait, p.at - here);
-                await (0, options_js_1.pause)(Math.min(Math.max(wait, 0), MAX_WAIT), stop); // then read the server's clock again
+                await (0, options_js_1.pause)(Math.min(Math.max(wait, 0), most), stop); // then read the server's clock again
                 continue;
             }
             const turn = await this.lookAt(ready);
@@ -361,10 +374,55 @@ class Claimer {
                 return turn;
         }
     }
+    /** Makes every due instant up to `serverNow` pending (looking back one misfire grace at the start); the next one after it. */
+    makePending(rule, serverNow, here) {
+        if (this.cursor === undefined) {
+            const first = atOrAfter(rule, serverNow / 1000 - (this.grace ?? 0));
+            if (first === null)
+                throw new errors_js_1.BadArgumentError("the schedule has no due instant");
+            this.cursor = first * 1000;
+        }
+        while (this.cursor !== null && this.cursor <= serverNow) {
+            if (!this.pending.has(this.cursor))
+                this.pending.set(this.cursor, { at: here, tries: 0 });
+            const next = rule.nextAfter(this.cursor / 1000);
+            this.cursor = next === null ? null : next * 1000;
+        }
+        return this.cursor;
+    }
+    /**
+     * makePending for the job's schedule kept in the database: the instants come from the server (le_next_due),
+     * after the last one made pending, or after now less the schedule's misfire grace at the start. null while
+     * the job has no schedule or it is paused (then looked at from the start again: no instant of the pause is
+     * ever claimed past its grace).
+     */
+    async makeRegisteredPending(serverNow, here) {
+        let from = this.cursor ?? null;
+        for (;;) {
+            const row = (await this.query(NEXT_DUE, [this.job, isoOfMicros(from ?? serverNow)]))[0];
+            if (row?.due === null || row?.due === undefined) {
+                this.cursor = null;
+                return null;
+            }
+            const next = Number(row.due);
+            if (from === null) {
+                // the first look: back one misfire grace (none: from now)
+                const grace = row.grace === null ? 0 : Math.max(Number(row.grace), 0);
+                from = serverNow - Math.round(grace * 1e6) - 1;
+                continue;
+            }
+            if (next > serverNow)
+                return next;
+            if (!this.pending.has(next))
+                this.pending.set(next, { at: here, tries: 0 });
+            this.cursor = from = next;
+        }
+    }
     /** Tries to claim the run due at `due`: a turn, or null when it is to be looked at again later. */
     async lookAt(due) {
-        const iso = new Date(due).toISOString();
+        const iso = isoOfMicros(due);
         const sent = (0, options_js_1.now)();
+        // a registered schedule: NULL, the server applies the schedule's misfire grace
         const rows = await this.query(CLAIM_RUN, [this.job, iso, this.id, this.t.ttl, this.grace === null ? null : this.grace / 1000]);
         const term = rows[0]?.term;
         if (term !== null && term !== undefined) {
@@ -399,8 +457,8 @@ class Claimer {
     /** Runs `fn` for a claimed run: renews every ttl/3 until it settles, then records its outcome (tried even past the deadline). */
     async runOne(turn, fn, stop) {
         const t = this.t;
-        const due = new Date(turn.due);
-        const iso = due.toISOString();
+        const due = new Date(Math.floor(turn.due / 1000));
+        const iso = isoOfMicros(turn.due);
         const run = new ClaimedRun(this.job, this.id, due, turn.term, turn.sent + t.ttl * 1000 - t.margin);
         let over = false;
         let timer;
@@ -473,8 +531,10 @@ class Claimer {
 }
 /**
  * Runs `fn` once per due instant of a schedule (`every` ms, or `cron` in
- * `tz`), on one replica among all those that schedule `job` alike, until
- * `options.signal` aborts (then resolves). Each run is claimed on the
+ * `tz`; neither: the job's schedule kept in the database, le_schedule, whose
+ * changes and pauses are followed within `pollMs`), on one replica among
+ * all those that schedule `job` alike, until `options.signal` aborts (then
+ * resolves). Each run is claimed on the
  * server with a fencing term and handed to `fn` as a Run: act only while
  * `run.isOurs()` (or `run.check()`), and fence side effects with
  * `run.term`. It is renewed every ttl/3 while `fn` runs; `fn` resolving
@@ -488,13 +548,22 @@ async function schedule(config, job, options, fn) {
     if (typeof fn !== "function")
         throw new errors_js_1.BadArgumentError("fn must be a function");
     const id = options.id === undefined ? (0, options_js_1.defaultId)() : (0, options_js_1.checkName)("id", options.id);
-    const rule = ruleOf(options);
+    // neither every nor cron: the job's schedule kept in the database
+    const registered = options.every == null && options.cron == null;
+    if (registered && options.tz != null)
+        throw new errors_js_1.BadArgumentError("tz applies to cron only");
+    if (registered && options.misfireGraceMs !== undefined) {
+        throw new errors_js_1.BadArgumentError("misfireGraceMs: a schedule kept in the database has its own misfire grace (le_schedule)");
+    }
+    const rule = registered ? null : ruleOf(options);
     const ttlMs = options.ttlMs;
     if (!(typeof ttlMs === "number" && ttlMs > 0 && Number.isFinite(ttlMs))) {
         throw new errors_js_1.BadArgumentError(`ttlMs must be a positive number of milliseconds, not ${ttlMs}`);
     }
     let grace;
-    if (options.misfireGraceMs === undefined)
+    if (registered)
+        grace = null; // the claims send NULL: the server applies the schedule's
+    else if (options.misfireGraceMs === undefined)
         grace = options.every != null ? options.every : CRON_GRACE;
     else
         grace = options.misfireGraceMs;

@@ -1,6 +1,10 @@
 import { LeaseLost, type LossReason } from "./errors.js";
 import { type ConnectionConfig } from "./options.js";
-/** When a job is due: every `every` ms since the Unix epoch, or by a `cron` expression in time zone `tz`. */
+/**
+ * When a job is due: every `every` ms since the Unix epoch, or by a `cron`
+ * expression in time zone `tz`. To schedule(), neither: the job's schedule
+ * kept in the database (le_schedule).
+ */
 export interface DueRule {
     /** A period in whole milliseconds (at least 1): due at its multiples since the Unix epoch, so every replica computes the same instants. */
     every?: number;
@@ -15,6 +19,14 @@ export interface DueRule {
     /** The time zone of `cron` (IANA name, e.g. Europe/Paris). Default UTC. */
     tz?: string;
 }
+/**
+ * What schedule() takes. With `every` or `cron`, the due instants are
+ * computed here; with neither, they are those of the job's schedule kept in
+ * the database (contract 24: le_schedule, by an operator or another
+ * client), read from the server (le_next_due) at least every `pollMs`, so
+ * that a change or a pause is followed without a restart; that schedule's
+ * misfire grace and overlap policy apply.
+ */
 export interface ScheduleOptions extends DueRule {
     /** Milliseconds each claim and renewal asks for (renewed every ttl/3). Required. */
     ttlMs: number;
@@ -22,12 +34,17 @@ export interface ScheduleOptions extends DueRule {
      * A run not claimed within this many ms after its due instant is not run,
      * and is recorded missed (once); also how far back a schedule that starts
      * looks. null: no limit (and no look back). Default: the period of
-     * `every`, 5 minutes with `cron` (as `leaderlock run`).
+     * `every`, 5 minutes with `cron` (as `leaderlock run`). Not with a
+     * schedule kept in the database: its own misfire grace applies.
      */
     misfireGraceMs?: number | null;
     /** This replica's id. Default host:pid:random. */
     id?: string;
-    /** How often, at most, a run another replica claimed is looked at (ms; claimed again if that claim lapses unfinished). Default 1000. */
+    /**
+     * How often, at most, a run another replica claimed is looked at (ms;
+     * claimed again if that claim lapses unfinished), and a schedule kept in
+     * the database is read again. Default 1000.
+     */
     pollMs?: number;
     /**
      * Aborting it stops the schedule: schedule() resolves. A run in progress
@@ -42,7 +59,7 @@ export interface ScheduleOptions extends DueRule {
 export interface Run {
     readonly job: string;
     readonly id: string;
-    /** The due instant (on the server's lease clock). */
+    /** The due instant (on the server's lease clock; a Date drops any microseconds of a registered schedule's). */
     readonly due: Date;
     /** The claim's fencing term: above every earlier claim of any run of the job (a bigint: exact). */
     readonly term: bigint;
@@ -78,8 +95,10 @@ export declare class RunLost extends LeaseLost {
 export declare function nextDue(when: DueRule, after: Date): Date | null;
 /**
  * Runs `fn` once per due instant of a schedule (`every` ms, or `cron` in
- * `tz`), on one replica among all those that schedule `job` alike, until
- * `options.signal` aborts (then resolves). Each run is claimed on the
+ * `tz`; neither: the job's schedule kept in the database, le_schedule, whose
+ * changes and pauses are followed within `pollMs`), on one replica among
+ * all those that schedule `job` alike, until `options.signal` aborts (then
+ * resolves). Each run is claimed on the
  * server with a fencing term and handed to `fn` as a Run: act only while
  * `run.isOurs()` (or `run.check()`), and fence side effects with
  * `run.term`. It is renewed every ttl/3 while `fn` runs; `fn` resolving
