@@ -7,7 +7,10 @@ package leaderlock
 // pending, claim the pending ones, watch those another replica claimed
 // (claimed again if their claim lapses unfinished), and run a claimed one
 // with the guarantees of a lease: renewed every ttl/3, a local deadline on
-// the monotonic clock, and its outcome recorded.
+// the monotonic clock, and its outcome recorded. Without Every or Cron the
+// due instants are the job's schedule kept in the database (contract 24,
+// le_schedule), read from the server (le_next_due) as the Rust client's
+// Schedule::registered().
 
 import (
 	"context"
@@ -39,6 +42,11 @@ const (
 		"THEN extract(epoch FROM r.expires_at OPERATOR(pg_catalog.-) n.now)::pg_catalog.float8 END, r.outcome " +
 		"FROM @extschema@.leaderlock_runs r, (SELECT @extschema@.le_now() AS now) n " +
 		"WHERE r.job OPERATOR(pg_catalog.=) $1 AND r.due OPERATOR(pg_catalog.=) $2"
+	// A registered schedule's first due instant strictly after $2 (NULL: no
+	// schedule, or paused), and its misfire grace in seconds.
+	sqlNextDue = "SELECT @extschema@.le_next_due(job => $1, after => $2), " +
+		"(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) " +
+		"FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) $1)"
 )
 
 const (
@@ -60,8 +68,9 @@ const (
 	dueLayout = "2006-01-02T15:04:05.000000Z"
 )
 
-// ScheduleConfig of a Scheduler: the job, when it is due (Every or Cron),
-// and how long a claim lasts.
+// ScheduleConfig of a Scheduler: the job, when it is due (Every or Cron;
+// neither: the job's schedule kept in the database), and how long a claim
+// lasts.
 type ScheduleConfig struct {
 	ConnString string // libpq-style DSN or URL (pgx)
 	// Job names the job (1 to 255 bytes): every replica that schedules it
@@ -70,7 +79,13 @@ type ScheduleConfig struct {
 	Identity string // this replica's id; default host:pid:random
 	// Every: a run at every multiple of Every since the Unix epoch, so that
 	// every replica (and every client) computes the same instants. Whole
-	// milliseconds, at least 1 ms.
+	// milliseconds, at least 1 ms. Neither Every nor Cron: the job's
+	// schedule kept in the database (le_schedule, contract 24) is run, each
+	// due instant read from the server (le_next_due), so that a change or
+	// a pause (le_pause_schedule) is followed within Poll, without a
+	// restart; its misfire grace is the schedule's (leave TimeZone and
+	// MisfireGrace unset). While the job has no schedule, or it is paused,
+	// nothing is claimed, and it is looked at again every Poll.
 	Every time.Duration
 	// Cron: five fields (minute hour day-of-month month day-of-week), or
 	// six with seconds first, read in TimeZone; parsed by
@@ -94,10 +109,12 @@ type ScheduleConfig struct {
 	// Scheduler that starts looks for a run due before it started. Zero:
 	// the default, the period with Every (a run not started before the next
 	// one is due is missed) and 5 minutes with Cron, as the CLI's.
-	// Negative: no limit (and no look back).
+	// Negative: no limit (and no look back). A schedule kept in the
+	// database has its own.
 	MisfireGrace time.Duration
 	// Poll: how often to look at a run another replica has claimed (it is
-	// claimed again if that claim lapses unfinished); default 1 s.
+	// claimed again if that claim lapses unfinished), and at a schedule
+	// kept in the database; default 1 s.
 	Poll time.Duration
 	// Logf, when not nil, gets one line per event worth an operator's
 	// attention: each run claimed and finished, runs settled elsewhere,
@@ -165,8 +182,11 @@ type Scheduler struct {
 	every    time.Duration
 	cron     *cron.SpecSchedule
 	loc      *time.Location
-	grace    *float64 // seconds; nil: no limit
+	grace    *float64 // seconds; nil: no limit (or, registered, the schedule's)
 	lookback time.Duration
+	// registered: the job's schedule kept in the database (neither Every
+	// nor Cron)
+	registered bool
 }
 
 // cronParser: five fields, or six with seconds first; no descriptors
@@ -203,10 +223,13 @@ func NewScheduler(cfg ScheduleConfig) (*Scheduler, error) {
 		}
 		s.cron, s.loc = spec, loc
 	default:
-		return nil, badArgument("give Every or Cron")
+		if cfg.TimeZone != "" || cfg.MisfireGrace != 0 {
+			return nil, badArgument("a schedule kept in the database (neither Every nor Cron) has its own TimeZone and MisfireGrace")
+		}
+		s.registered = true
 	}
 	grace := cfg.MisfireGrace
-	if grace == 0 {
+	if grace == 0 && !s.registered {
 		grace = cfg.Every
 		if s.cron != nil {
 			grace = cronMisfireGrace
@@ -274,8 +297,12 @@ func parseCron(expr, tz string) (*cron.SpecSchedule, *time.Location, error) {
 }
 
 // NextAfter returns the first due instant strictly after t (UTC), or false
-// when the schedule has none (a cron expression that never matches again).
+// when the schedule has none (a cron expression that never matches again),
+// or is the one kept in the database (the server computes its instants).
 func (s *Scheduler) NextAfter(t time.Time) (time.Time, bool) {
+	if s.registered {
+		return time.Time{}, false
+	}
 	if s.every > 0 {
 		p := s.every.Microseconds()
 		us := t.UnixMicro()
@@ -345,11 +372,11 @@ type turn struct {
 }
 
 // loop is one Run's state: its connection, the next due instant not yet
-// looked at, and the pending runs.
+// looked at (registered: the last one made pending), and the pending runs.
 type loop struct {
 	s       *Scheduler
 	conn    *pgx.Conn
-	started bool
+	started bool // cursor is set
 	more    bool // the schedule has instants from cursor on
 	cursor  time.Time
 	pending map[int64]*pendingRun // by due instant, in microseconds
@@ -453,20 +480,32 @@ func (l *loop) next(ctx context.Context) (turn, error) {
 		}
 		now = now.UTC()
 		here := time.Now()
-		if !l.started {
-			c, ok := s.atOrAfter(now.Add(-s.lookback))
-			if !ok {
-				return turn{}, badArgument("the schedule has no due instant")
+		// the next due instant after now (none: false), and how long to
+		// sleep at most before reading the server's clock again
+		var upcoming time.Time
+		var more bool
+		most := 10 * time.Second
+		if s.registered {
+			// Read again every poll: a change or a pause is followed
+			// without a restart.
+			if upcoming, more, err = l.makeRegisteredPending(ctx, now, here); err != nil {
+				return turn{}, err
 			}
-			l.cursor, l.started = c, true
-		}
-		for l.more && !l.cursor.After(now) {
-			k := l.cursor.UnixMicro()
-			if _, ok := l.pending[k]; !ok {
-				l.pending[k] = &pendingRun{due: l.cursor, at: here}
+			most = s.cfg.Poll
+		} else {
+			if !l.started {
+				c, ok := s.atOrAfter(now.Add(-s.lookback))
+				if !ok {
+					return turn{}, badArgument("the schedule has no due instant")
+				}
+				l.cursor, l.started = c, true
 			}
-			c, ok := s.NextAfter(l.cursor)
-			l.cursor, l.more = c, ok
+			for l.more && !l.cursor.After(now) {
+				l.makePending(l.cursor, here)
+				c, ok := s.NextAfter(l.cursor)
+				l.cursor, l.more = c, ok
+			}
+			upcoming, more = l.cursor, l.more
 		}
 		var ready *pendingRun // the earliest due run ready to be looked at
 		for _, p := range l.pending {
@@ -477,8 +516,8 @@ func (l *loop) next(ctx context.Context) (turn, error) {
 		if ready == nil {
 			// Wake at the next due instant or the next look, whichever
 			// comes first; read the server's clock again then.
-			wait := 10 * time.Second
-			if d := l.cursor.Sub(now); l.more && d < wait {
+			wait := most
+			if d := upcoming.Sub(now); more && d < wait {
 				wait = d
 			}
 			for _, p := range l.pending {
@@ -495,6 +534,63 @@ func (l *loop) next(ctx context.Context) (turn, error) {
 		if err != nil || done {
 			return tn, err
 		}
+	}
+}
+
+// makePending makes the run due at due pending, unless it is already.
+func (l *loop) makePending(due time.Time, here time.Time) {
+	k := due.UnixMicro()
+	if _, ok := l.pending[k]; !ok {
+		l.pending[k] = &pendingRun{due: due, at: here}
+	}
+}
+
+// makeRegisteredPending makes pending every due instant up to now of the
+// job's schedule kept in the database, read from the server: after the
+// last one made pending (l.cursor), or at the start after now less the
+// schedule's misfire grace; the next one after now. False while the job
+// has no schedule or it is paused: then looked at from the start again,
+// so that no instant of the pause is ever claimed past its grace. Never
+// from further back than one grace (the server refuses those claims): a
+// change to a shorter period does not make pending every instant of the
+// new schedule since the last one.
+func (l *loop) makeRegisteredPending(ctx context.Context, now, here time.Time) (time.Time, bool, error) {
+	s, e := l.s, l.s.e
+	from, have := l.cursor, l.started
+	for {
+		after := now
+		if have {
+			after = from
+		}
+		var next *time.Time
+		var grace *float64
+		row, cancel := e.call(ctx, l.conn, time.Now().Add(e.callTimeout()), sqlNextDue, s.cfg.Job, after)
+		err := row.Scan(&next, &grace)
+		cancel()
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if next == nil {
+			l.started = false
+			return time.Time{}, false, nil
+		}
+		back := time.Duration(0)
+		if grace != nil && *grace > 0 {
+			back = time.Duration(*grace * float64(time.Second))
+		}
+		n := next.UTC()
+		if floor := now.Add(-back).Add(-time.Microsecond); !have || n.Before(floor) {
+			// the first look, or an instant past its grace: from one
+			// misfire grace back
+			from, have = floor, true
+			continue
+		}
+		if n.After(now) {
+			return n, true, nil
+		}
+		l.makePending(n, here)
+		from = n
+		l.cursor, l.started = n, true
 	}
 }
 

@@ -421,8 +421,9 @@ func TestScheduleDueInstants(t *testing.T) {
 		"2026-11-30T09:00:00Z", "2026-12-01T09:00:00Z") // 2026-11-27 is a Friday
 
 	bad := []ScheduleConfig{
-		{},                                      // neither
 		{Every: time.Second, Cron: "* * * * *"}, // both
+		{TimeZone: "Europe/Paris"},              // registered: the schedule's own
+		{MisfireGrace: time.Minute},             // the same
 		{Every: 1500 * time.Microsecond},
 		{Every: -time.Second},
 		{Every: time.Second, TimeZone: "Europe/Paris"},
@@ -445,6 +446,13 @@ func TestScheduleDueInstants(t *testing.T) {
 	}
 	if _, err := NewScheduler(ScheduleConfig{ConnString: "postgres://localhost/none", Every: time.Second}); !errors.Is(err, ErrBadArgument) {
 		t.Errorf("no Job: %v", err)
+	}
+	// neither Every nor Cron: the job's schedule kept in the database,
+	// whose instants the server computes
+	if s, err := NewScheduler(ScheduleConfig{ConnString: "postgres://localhost/none", Job: "j"}); err != nil {
+		t.Errorf("a registered schedule: %v", err)
+	} else if _, ok := s.NextAfter(at("2026-11-27T10:00:00Z")); ok {
+		t.Error("a registered schedule's NextAfter computed an instant")
 	}
 }
 
@@ -715,4 +723,128 @@ func TestScheduleReturningAfterTheRunWasLostIsAFailure(t *testing.T) {
 	if str(rows[0].outcome) != "failed" || !strings.HasPrefix(str(rows[0].detail), "returned after the run was lost: ") {
 		t.Errorf("a nil return after the run was lost: %s %q, want failed, returned after the run was lost", str(rows[0].outcome), str(rows[0].detail))
 	}
+}
+
+// A scheduler given the job's name alone runs the schedule kept in the
+// database (le_schedule) and follows a change and a pause without a
+// restart.
+func TestScheduleRegisteredFollowsAChangeAndAPause(t *testing.T) {
+	job := newKey("sched-registered")
+	bg := context.Background()
+	c, err := pgx.Connect(bg, dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := c.Exec(bg, sql, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serverNow := func() time.Time {
+		t.Helper()
+		var now time.Time
+		if err := c.QueryRow(bg, "SELECT le_now()").Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now.UTC()
+	}
+	type claimed struct {
+		due       time.Time
+		outcome   string
+		claimedAt *time.Time
+	}
+	rows := func() []claimed {
+		t.Helper()
+		rs, err := c.Query(bg, "SELECT due, coalesce(outcome, ''), claimed_at FROM leaderlock_runs WHERE job = $1 ORDER BY due", job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var got []claimed
+		for rs.Next() {
+			var r claimed
+			if err := rs.Scan(&r.due, &r.outcome, &r.claimedAt); err != nil {
+				t.Fatal(err)
+			}
+			r.due = r.due.UTC()
+			got = append(got, r)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	succeeded := func(after time.Time) []time.Time {
+		var dues []time.Time
+		for _, r := range rows() {
+			if r.outcome == "succeeded" && r.due.After(after) {
+				dues = append(dues, r.due)
+			}
+		}
+		return dues
+	}
+	exec("SELECT le_schedule(job => $1, every => '1 second')")
+	defer func() { // before the connection closes
+		if _, err := c.Exec(bg, "SELECT le_unschedule(job => $1)", job); err != nil {
+			t.Errorf("le_unschedule: %v", err)
+		}
+	}()
+
+	logs := &logLines{}
+	var mu sync.Mutex
+	var ran []time.Time // due instants run here
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		returned <- Schedule(ctx, ScheduleConfig{ConnString: dsn(t), Job: job, TTL: 3 * time.Second, Logf: logs.logf},
+			func(ctx context.Context, run *ScheduledRun) error {
+				mu.Lock()
+				ran = append(ran, run.Due)
+				mu.Unlock()
+				return nil
+			})
+	}()
+	eventually(t, 5*time.Second, func() bool { return len(succeeded(time.Time{})) >= 2 })
+
+	// every 2 seconds: the runs due after the change are at even seconds
+	// (the first may be an instant already waited for)
+	exec("SELECT le_schedule(job => $1, every => '2 seconds')")
+	changed := serverNow()
+	eventually(t, 7*time.Second, func() bool { return len(succeeded(changed)) >= 3 })
+	later := succeeded(changed)
+	for i, due := range later {
+		if due.Nanosecond() != 0 || due.Unix()%2 != 0 {
+			if i == 0 && due.Nanosecond() == 0 {
+				continue
+			}
+			t.Errorf("after the change to every 2 seconds, a run due %s (runs due after %s: %v)",
+				due.Format(dueLayout), changed.Format(dueLayout), later)
+		}
+	}
+
+	// paused: nothing claimed
+	exec("SELECT le_pause_schedule(job => $1)")
+	paused := serverNow()
+	time.Sleep(2500 * time.Millisecond)
+	for _, r := range rows() {
+		if r.claimedAt != nil && r.claimedAt.After(paused) {
+			t.Errorf("the run due %s claimed at %s, after the pause (%s)",
+				r.due.Format(dueLayout), r.claimedAt.UTC().Format(dueLayout), paused.Format(dueLayout))
+		}
+	}
+	mu.Lock()
+	for _, due := range ran {
+		if due.After(paused) {
+			t.Errorf("the run due %s ran, after the pause (%s)", due.Format(dueLayout), paused.Format(dueLayout))
+		}
+	}
+	mu.Unlock()
+	cancel()
+	if err := <-returned; err != nil {
+		t.Errorf("Schedule: %v", err)
+	}
+	t.Logf("runs due %v", ran)
 }

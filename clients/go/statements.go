@@ -38,6 +38,7 @@ var statements = map[string]string{
 	"sqlRenewRun":        sqlRenewRun,
 	"sqlFinishRun":       sqlFinishRun,
 	"sqlRunState":        sqlRunState,
+	"sqlNextDue":         sqlNextDue,
 	"sqlHistory":         sqlHistory,
 	"sqlHistoryPosition": sqlHistoryPosition,
 	"sqlListenHistory":   sqlListenHistory,

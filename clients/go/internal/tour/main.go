@@ -9,7 +9,8 @@
 // transaction-pooling pgbouncer (the library does there what it does
 // anywhere: it LISTENs, and polls when no notification comes).
 // LEADERLOCK_SCHEMA, when set, names the extension's schema (the library's
-// default for Schema). One line per step; at the end, the library's
+// default for Schema). LEADERLOCK_TOUR_EDITION=portable: the database has
+// the portable edition (no schedules kept in the database). One line per step; at the end, the library's
 // statement constants the tour did not send, with why. Exits 1 if a step
 // failed or a statement was not sent for no known reason.
 package main
@@ -110,6 +111,12 @@ func main() {
 	t.step("schedule: two replicas claim, renew, finish; the refused one reads the run", func() (string, error) {
 		return t.schedule(ctx, job)
 	})
+	if os.Getenv("LEADERLOCK_TOUR_EDITION") == "portable" {
+		unreachable["sqlNextDue"] = "the portable edition keeps no schedules in the database"
+	} else {
+		t.step("schedule by the job's name alone: its schedule kept in the database (le_schedule), every second, then paused",
+			func() (string, error) { return t.registered(ctx, t.prefix+"-registered") })
+	}
 	if w != nil {
 		t.step("history: the tour's transitions, in order", func() (string, error) {
 			return t.history(ctx, w, since, key, job)
@@ -436,6 +443,95 @@ func (t *tour) schedule(ctx context.Context, job string) (string, error) {
 		}
 	}
 	return strings.Join(parts, ", "), nil
+}
+
+// registered: a Scheduler given the job's name alone runs the schedule
+// kept in the database (made here with le_schedule), and stops claiming
+// once it is paused.
+func (t *tour) registered(ctx context.Context, job string) (string, error) {
+	c, err := t.own(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(context.Background())
+	// the extension's schema, found as the library finds it
+	var named *string
+	if s := os.Getenv("LEADERLOCK_SCHEMA"); s != "" {
+		named = &s
+	}
+	var x string
+	if err := c.QueryRow(ctx, stmttrace.Statements()["sqlFindSchema"], named).Scan(&x); err != nil {
+		return "", fmt.Errorf("the extension's schema: %v", err)
+	}
+	call := func(fn string) error {
+		var ok *bool
+		err := c.QueryRow(ctx, "SELECT "+x+"."+fn, job).Scan(&ok)
+		if err == nil && (ok == nil || !*ok) {
+			err = errors.New("returned false")
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", strings.SplitN(fn, "(", 2)[0], err)
+		}
+		return nil
+	}
+	var when *time.Time
+	if err := c.QueryRow(ctx, "SELECT "+x+".le_schedule(job => $1, every => pg_catalog.make_interval(secs => 1))",
+		job).Scan(&when); err != nil || when == nil {
+		return "", fmt.Errorf("le_schedule: %v, %v", when, err)
+	}
+	defer func() { _ = call("le_unschedule(job => $1)") }()
+	var mu sync.Mutex
+	var dues []time.Time
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- leaderlock.Schedule(sctx, leaderlock.ScheduleConfig{ConnString: t.dsn, Job: job,
+			Identity: t.prefix + "-registered", TTL: 1500 * time.Millisecond, Poll: 100 * time.Millisecond, Logf: logf},
+			func(ctx context.Context, r *leaderlock.ScheduledRun) error {
+				mu.Lock()
+				dues = append(dues, r.Due)
+				mu.Unlock()
+				return r.Check()
+			})
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(dues)
+	}
+	ran := within(4*time.Second, func() bool { return count() >= 2 })
+	if err := call("le_pause_schedule(job => $1)"); err != nil {
+		return "", err
+	}
+	time.Sleep(300 * time.Millisecond)
+	paused := count()
+	time.Sleep(1200 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		return "", fmt.Errorf("Schedule: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !ran {
+		return "", fmt.Errorf("%d runs in 4 s", len(dues))
+	}
+	if len(dues) != paused {
+		return "", fmt.Errorf("%d runs while paused", len(dues)-paused)
+	}
+	seen := map[time.Time]bool{}
+	var parts []string
+	for _, due := range dues {
+		if due.Nanosecond() != 0 || seen[due] {
+			return "", fmt.Errorf("runs due %v", dues)
+		}
+		seen[due] = true
+		parts = append(parts, due.Format("15:04:05"))
+	}
+	if !t.reached("sqlNextDue") {
+		return "", errors.New("sqlNextDue not sent")
+	}
+	return fmt.Sprintf("runs due %s; none while paused", strings.Join(parts, ", ")), nil
 }
 
 // history: the transitions of the tour's keys and job since the start,
