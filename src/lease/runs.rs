@@ -18,7 +18,9 @@ use crate::lease::tenure;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
-use leaderlock_protocol::runs::{run_claim, run_forgotten, JobRules, Overlap, RunClaim};
+use leaderlock_protocol::runs::{
+    claim_may_act, run_claim, run_forgotten, JobRules, Overlap, RunClaim,
+};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -56,6 +58,7 @@ pub fn lock_job(job: &str) -> Option<JobLock> {
                     .and_then(Overlap::named)
                     .unwrap_or_default(),
                 paused: row.get::<bool>(4).expect("paused").unwrap_or(false),
+                judged_from: micros(row.get::<TimestampWithTimeZone>(5).expect("active_since")),
             },
             grace: row
                 .get::<Interval>(3)
@@ -157,10 +160,10 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
             if lock.pruned_before.is_some_and(|p| run_forgotten(due, p)) {
                 return None; // pruned by a shorter retention: never again
             }
-            if lock.rules.paused {
-                return None; // (as run_claim decides; nothing is written for it)
-            }
             let grace = lock.grace.or(grace);
+            if !claim_may_act(due, now, grace, lock.rules) {
+                return None; // nothing is written for it
+            }
             let last = lock_claimable(job, due, now, horizon);
             let other_live = last.is_some() && other_run_live(job, due, now, lock.rules);
             let decision = run_claim(due, now, grace, last.is_some(), lock.rules, other_live);

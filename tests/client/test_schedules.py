@@ -306,3 +306,25 @@ class SchedulesTest(CliCase):
         # a period the database refuses (under a second): refused for good
         r = Run(self, "--job", job + "-fast", "--every", "500ms", "--register", "--ttl", "3s")
         self.assertEqual(r.wait(), 123)
+
+    def test_a_change_to_a_shorter_period_neither_floods_nor_misses_the_past(self):
+        # A replica that waited for an hourly instant when the schedule became
+        # every second: it looks back one grace, never to the last hour, and
+        # nothing before the change is run or recorded missed.
+        job = self.key
+        self.schedule(job, every="1 hour")
+        r = Run(self, "--job", job, "--ttl", "3s", command=[sys.executable, CHILD, self.children, "0.02"])
+        time.sleep(2)
+        changed = one(self.conn, "SELECT le_now()")
+        self.schedule(job, every="1 second", misfire_grace="1 second")
+        self.assertTrue(wait_for(lambda: self.succeeded(job) >= 3, timeout=10))
+        r.signal(signal.SIGTERM)
+        r.wait()
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT due, outcome FROM leaderlock_runs WHERE job = %s AND due < %s - interval '1 second' "
+                        "AND due > %s - interval '1 hour'", (job, changed, changed))
+            before = cur.fetchall()
+        # at most the hourly instant the replica claimed within its grace
+        self.assertLessEqual(len(before), 1, before)
+        self.assertTrue(all(o == "succeeded" for _, o in before), before)
+        self.assertEqual(self.missed(job), [])

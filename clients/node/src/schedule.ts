@@ -486,10 +486,13 @@ class Claimer {
         return null;
       }
       const next = Number(row.due);
-      if (from === null) {
-        // the first look: back one misfire grace (none: from now)
-        const grace = row.grace === null ? 0 : Math.max(Number(row.grace), 0);
-        from = serverNow - Math.round(grace * 1e6) - 1;
+      // Back one misfire grace at the first look (none: from now), and never further: after a change to a
+      // shorter period, the instants since the last one made pending are past their grace (the server
+      // refuses them all).
+      const grace = row.grace === null ? 0 : Math.max(Number(row.grace), 0);
+      const back = serverNow - Math.round(grace * 1e6) - 1;
+      if (from === null || (next <= back && from < back)) {
+        from = back;
         continue;
       }
       if (next > serverNow) return next;

@@ -387,12 +387,15 @@ impl Scheduler {
                 self.cursor = None;
                 return Ok(None);
             };
-            if from.is_none() {
-                // The first look: back one misfire grace.
-                let grace = Duration::from_secs_f64(grace.unwrap_or(0.0).max(0.0));
-                let back = now
-                    - chrono::Duration::from_std(grace).unwrap_or_default()
-                    - chrono::Duration::microseconds(1);
+            // Back one misfire grace at the first look, and never further:
+            // after a change to a shorter period, the instants since the
+            // last one made pending are past their grace (the server
+            // refuses them all).
+            let grace = Duration::from_secs_f64(grace.unwrap_or(0.0).max(0.0));
+            let back = now
+                - chrono::Duration::from_std(grace).unwrap_or_default()
+                - chrono::Duration::microseconds(1);
+            if from.is_none() || (next <= back && from.is_some_and(|f| f < back)) {
                 from = Some(back);
                 continue;
             }

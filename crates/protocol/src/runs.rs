@@ -55,6 +55,19 @@ pub struct JobRules {
     pub overlap: Overlap,
     /// A paused schedule's runs start nowhere, and are never missed.
     pub paused: bool,
+    /// Since when the schedule is judged (made, changed or resumed then):
+    /// a run due before it and past its grace is neither run nor recorded
+    /// missed.
+    pub judged_from: Option<Micros>,
+}
+
+/// Before anything is written: whether a claim at `now` of the run due at
+/// `due` may do anything (claim it, or record it missed) under the job's
+/// `rules`. Not while the schedule is paused, nor for a run past its grace
+/// due before the schedule was judged (a replica that looked back past a
+/// change or a pause).
+pub fn claim_may_act(due: Micros, now: Micros, grace: Option<Micros>, rules: JobRules) -> bool {
+    !rules.paused && !(past_grace(due, now, grace) && rules.judged_from.is_some_and(|j| due < j))
 }
 
 /// Before anything is written: a run due before `kept_from` (now minus the
@@ -77,7 +90,7 @@ pub fn run_claim(
     job: JobRules,
     other_live: bool,
 ) -> RunClaim {
-    if !locked || job.paused {
+    if !locked || !claim_may_act(due, now, grace, job) {
         RunClaim::Refuse
     } else if past_grace(due, now, grace) {
         RunClaim::Missed

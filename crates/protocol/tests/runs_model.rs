@@ -141,7 +141,7 @@ impl RunsModel {
     fn rules(&self) -> JobRules {
         JobRules {
             overlap: self.overlap,
-            paused: false,
+            ..JobRules::default()
         }
     }
 

@@ -76,9 +76,9 @@ statements! {
     /// Lock a job's row, never waiting: claims of one job take turns on it,
     /// and so does the worker settling its schedule (renewals and finishes
     /// never touch it). `$1` job. Before when its runs were pruned, and its
-    /// schedule's overlap, misfire grace and pause (contract 24; NULL
-    /// without one).
-    LOCK_JOB = "SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused \
+    /// schedule's overlap, misfire grace, pause and since when it is judged
+    /// (contract 24; NULL without one).
+    LOCK_JOB = "SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused, s.active_since \
            FROM @extschema@.leaderlock_jobs j \
            LEFT JOIN @extschema@.leaderlock_schedules s ON s.job = j.job \
           WHERE j.job = $1 \

@@ -601,10 +601,14 @@ class Scheduler:
             if self.unscheduled:
                 self.unscheduled = False
                 log.info("leaderlock: job %r: its schedule in the database is running", self.job)
-            if start is None:  # the first look: back one misfire grace
-                start = now - timedelta(seconds=max(grace or 0.0, 0.0)) - MICROSECOND
-                continue
+            # Back one misfire grace at the first look, and never further:
+            # after a change to a shorter period, the instants since the last
+            # one made pending are past their grace (the server refuses them).
+            back = now - timedelta(seconds=max(grace or 0.0, 0.0)) - MICROSECOND
             nxt = nxt.astimezone(UTC)
+            if start is None or (nxt <= back and start < back):
+                start = back
+                continue
             if nxt > now:
                 return nxt
             self.pending.setdefault(nxt, [here, 0])
