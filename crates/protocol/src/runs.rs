@@ -67,7 +67,8 @@ pub struct JobRules {
 /// due before the schedule was judged (a replica that looked back past a
 /// change or a pause).
 pub fn claim_may_act(due: Micros, now: Micros, grace: Option<Micros>, rules: JobRules) -> bool {
-    !rules.paused && !(past_grace(due, now, grace) && rules.judged_from.is_some_and(|j| due < j))
+    let unjudged = past_grace(due, now, grace) && rules.judged_from.is_some_and(|j| due < j);
+    !(rules.paused || unjudged)
 }
 
 /// Before anything is written: a run due before `kept_from` (now minus the
