@@ -16,7 +16,7 @@ fn not_owner(key: &str) -> ! {
         ),
         "leaderlock",
     )
-    .set_hint("A mark is its owner's (the role that made it), as a lease is.")
+    .set_hint("A mark is the role's that made it, or that holds the key now.")
     .report(PgLogLevel::ERROR);
     unreachable!("an ERROR does not return")
 }
@@ -69,5 +69,5 @@ fn le_expect_leader(
 fn le_unexpect_leader(key: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let key = input::name("key", key);
-    expected::unmark(key, call::caller()).unwrap_or_else(|| not_owner(key))
+    expected::unmark(key, clock::now(), call::caller()).unwrap_or_else(|| not_owner(key))
 }

@@ -4,7 +4,7 @@ use crate::base::clock;
 use crate::lease::expected;
 use crate::lease::expiry;
 use crate::lease::runs;
-use crate::lease::schedules;
+use crate::lease::settle;
 use crate::shmem::databases;
 use crate::shmem::worker_wakeup;
 use crate::store::call::{self, Access};
@@ -34,7 +34,7 @@ fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     // nor settles the schedules (24).
     numbering::number_all_or_warn(clock::now());
     runs::prune_expired_or_warn(clock::now());
-    schedules::settle_or_warn(clock::now());
+    settle::settle_or_warn(clock::now());
     expected::check_or_warn(clock::now());
     i32::try_from(vacated).unwrap_or(i32::MAX)
 }

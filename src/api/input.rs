@@ -458,6 +458,30 @@ pub fn schedule_calendar(
     }
 }
 
+/// Contract 24: a claim of a scheduled job's run by a role that is not a
+/// member of the schedule's owner (42501), or of an instant not on its
+/// calendar (22023).
+pub fn claim_refused(job: &str, why: crate::lease::schedules::ClaimRefused) -> ! {
+    match why {
+        crate::lease::schedules::ClaimRefused::NotOwner => reject(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "leaderlock: permission denied to claim a run of job {job:?}: its schedule is \
+                 another role's"
+            ),
+            Some("A scheduled job's runs are claimed by members of the role that scheduled it."),
+        ),
+        crate::lease::schedules::ClaimRefused::OffCalendar => reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: the instant is not a due instant of job {job:?}'s schedule"),
+            Some(
+                "le_next_due(job, after) gives the schedule's instants; a replica run with its \
+                  own --every or --cron differs from the schedule kept in the database.",
+            ),
+        ),
+    }
+}
+
 /// `overlap` of le_schedule: allow, forbid or replace.
 pub fn overlap(value: Option<&str>) -> leaderlock_protocol::runs::Overlap {
     let Some(value) = value else {
@@ -482,8 +506,8 @@ pub fn schedule_grace(value: Option<Interval>, every: Option<i64>) -> i64 {
     misfire_grace(value).unwrap_or(every.unwrap_or(300_000_000))
 }
 
-/// `within` of le_expect_leader: not NULL, not negative, without a month
-/// part; in microseconds.
+/// `within` of le_expect_leader: not NULL, at least a second (marks are
+/// checked every second), without a month part; in microseconds.
 pub fn within(value: Option<Interval>) -> i64 {
     let Some(value) = value else {
         reject(
@@ -493,13 +517,13 @@ pub fn within(value: Option<Interval>) -> i64 {
         );
     };
     let total = total_micros(&value);
-    if value.months() != 0 || total < 0 || total > i128::from(i64::MAX) {
+    if value.months() != 0 || total < 1_000_000 || total > i128::from(i64::MAX) {
         reject(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!(
-                "leaderlock: within must not be negative nor have a month or year part (got {value})"
+                "leaderlock: within must be at least 1 second, without a month or year part (got {value})"
             ),
-            None,
+            Some("Marks are checked every second: a shorter absence may go unseen."),
         );
     }
     total as i64

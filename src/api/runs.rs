@@ -3,6 +3,7 @@
 use crate::api::input::{self};
 use crate::base::clock;
 use crate::lease::runs;
+use crate::lease::schedules;
 use crate::store::call::{self, Access};
 use pgrx::prelude::*;
 
@@ -28,6 +29,9 @@ fn le_claim_run(
     let grace = input::misfire_grace(misfire_grace);
     let now = clock::now();
     input::not_before_due(due, now);
+    if let Err(why) = schedules::may_claim(job, due, call::caller()) {
+        input::claim_refused(job, why);
+    }
     runs::claim(job, due, id, ttl, grace, now)
 }
 

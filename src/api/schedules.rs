@@ -5,6 +5,7 @@ use crate::api::input;
 use crate::base::clock::{self, ts};
 use crate::lease::runs;
 use crate::lease::schedules::{self, Change, Settings};
+use crate::lease::settle;
 use crate::store::call::{self, Access};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -51,7 +52,16 @@ fn le_schedule(
     };
     let now = clock::now();
     let caller = call::caller();
-    match schedules::schedule(job, &settings, &calendar, now, caller, runs::may_make_a_job) {
+    let made = schedules::schedule(
+        job,
+        &settings,
+        &calendar,
+        now,
+        caller,
+        runs::may_make_a_job,
+        settle::before_change,
+    );
+    match made {
         Change::Done(next) => next.map(ts),
         Change::NotOwner => not_owner(job),
     }
@@ -87,10 +97,10 @@ fn pause(job: Option<&str>, paused: bool, fcinfo: pg_sys::FunctionCallInfo) -> b
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
     let job = input::name("job", job);
     let now = clock::now();
-    match schedules::set_paused(job, paused, now, call::caller()) {
-        Some(changed) => changed,
-        None if schedules::read(job).is_some() => not_owner(job),
+    match schedules::set_paused(job, paused, now, call::caller(), settle::before_change) {
         None => false,
+        Some(None) => not_owner(job),
+        Some(Some(changed)) => changed,
     }
 }
 
@@ -110,7 +120,7 @@ fn le_next_due(
         None => clock::now(),
         Some(a) => input::due(Some(a)),
     };
-    let schedule = schedules::read(job).filter(|s| !s.paused)?;
+    let schedule = schedules::read(job, call::caller()).filter(|s| !s.paused)?;
     schedules::next_after(&schedule.calendar, after).map(ts)
 }
 
@@ -131,7 +141,7 @@ fn le_schedule_times(
     let _call = unsafe { call::enter(fcinfo, Access::Read) };
     let job = input::name("job", job);
     let now = clock::now();
-    let row = schedules::read(job).map(|s| {
+    let row = schedules::read(job, call::caller()).map(|s| {
         let next = if s.paused {
             None
         } else {

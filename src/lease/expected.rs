@@ -14,7 +14,7 @@ use leaderlock_protocol::expected::{check, Led, Mark, Step};
 use pgrx::prelude::*;
 
 /// Marks checked per round, at most.
-const MARKS_PER_ROUND: i64 = 1_000;
+pub const MARKS_PER_ROUND: usize = 1_000;
 
 /// What a change of a mark found.
 pub enum Marked {
@@ -53,7 +53,11 @@ pub fn mark(
         caller.into(),
         ts(now).into(),
     ];
-    Marked::Done(plans::run(queries::MARK_EXPECTED, &args, |t| !t.is_empty()))
+    let changed = plans::run(queries::MARK_EXPECTED, &args, |t| !t.is_empty());
+    if changed {
+        crate::shmem::worker_wakeup::expiry_written(now.saturating_add(within));
+    }
+    Marked::Done(changed)
 }
 
 /// How many keys `caller` marked.
@@ -63,13 +67,19 @@ pub fn marks_made_by(caller: pg_sys::Oid) -> i64 {
     })
 }
 
-/// `key`'s mark goes: Some(whether it had one), None: another role's.
-pub fn unmark(key: &str, caller: pg_sys::Oid) -> Option<bool> {
+/// `key`'s mark goes at `now`: Some(whether it had one), None: another
+/// role's. An open leaderless interval ends with it (recorded then).
+pub fn unmark(key: &str, now: i64, caller: pg_sys::Oid) -> Option<bool> {
     match owner_member(key, caller) {
         None => Some(false),
         Some(false) => None,
         Some(true) => {
-            plans::run(queries::UNMARK_EXPECTED, &[key.into()], |_| ());
+            let open = plans::run(queries::UNMARK_EXPECTED, &[key.into()], |t| {
+                micros(t.first().get_one::<TimestampWithTimeZone>().ok().flatten())
+            });
+            if let Some(since) = open {
+                LeaderlessEvent::Ended { since, until: now }.send(key, now);
+            }
             Some(true)
         }
     }
@@ -82,12 +92,13 @@ pub fn next_check() -> Option<i64> {
     })
 }
 
-/// The worker's round: every mark due a check by `now`. How many
-/// intervals it opened or closed.
+/// The worker's round: every mark due a check by `now`, up to
+/// `MARKS_PER_ROUND`. How many it checked (the worker goes again at once
+/// when that is the bound).
 pub fn check_due(now: i64) -> usize {
     let marks: Vec<(String, Mark)> = plans::run(
         queries::LOCK_EXPECTED_TO_CHECK,
-        &[ts(now).into(), MARKS_PER_ROUND.into()],
+        &[ts(now).into(), (MARKS_PER_ROUND as i64).into()],
         |t| {
             t.into_iter()
                 .filter_map(|row| {
@@ -107,7 +118,7 @@ pub fn check_due(now: i64) -> usize {
                 .collect()
         },
     );
-    let mut changed = 0;
+    let checked = marks.len();
     for (key, mark) in marks {
         let led = plans::run(queries::EXPECTED_STATE, &[key.as_str().into()], |t| {
             let row = t.first();
@@ -145,21 +156,19 @@ pub fn check_due(now: i64) -> usize {
                     within: mark.within,
                 }
                 .send(&key, now);
-                changed += 1;
             }
             Step::Close { since, until } => {
                 LeaderlessEvent::Ended { since, until }.send(&key, now);
-                changed += 1;
             }
         }
     }
-    changed
+    checked
 }
 
 /// `check_due` in a subtransaction, for le_expire_lapsed where no worker
 /// serves: a failure is rolled back alone and told as a WARNING.
 pub fn check_or_warn(now: i64) {
-    crate::lease::schedules::or_warn("the keys expected to be led were not checked", || {
+    crate::lease::settle::or_warn("the keys expected to be led were not checked", || {
         check_due(now)
     });
 }

@@ -5,7 +5,8 @@
 //! key; `tenure` is what follows every change of holder, `failover` keeps
 //! terms and leases across crashes and promotions, `session_leases` holds
 //! contract 21's sessions, `runs` the scheduled runs, `schedules` the
-//! schedules kept in the database (the worker's settling), `expected` the
+//! schedules kept in the database (`settle` the worker's settling of
+//! their instants), `expected` the
 //! keys expected to be led, `expiry` the worker's vacating.
 
 pub mod expected;
@@ -17,6 +18,7 @@ mod row;
 pub mod runs;
 pub mod schedules;
 pub mod session_leases;
+pub mod settle;
 pub mod slots;
 mod take;
 pub mod tenure;

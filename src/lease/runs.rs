@@ -161,7 +161,7 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
                 return None; // pruned by a shorter retention: never again
             }
             let grace = lock.grace.or(grace);
-            if !claim_may_act(due, now, grace, lock.rules) {
+            if !claim_may_act(due, lock.rules) {
                 return None; // nothing is written for it
             }
             let last = lock_claimable(job, due, now, horizon);

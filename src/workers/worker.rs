@@ -16,7 +16,7 @@ use crate::lease::expected;
 use crate::lease::expiry;
 use crate::lease::failover;
 use crate::lease::runs;
-use crate::lease::schedules;
+use crate::lease::settle;
 use crate::shmem::databases::{self, Slot};
 use crate::shmem::sessions::{self, Session};
 use crate::shmem::worker_wakeup;
@@ -256,24 +256,35 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         // either is rolled back alone and logged, never taking the expiries
         // down with it.
         if schema_version::has_slots() {
-            let steps: [(&str, RoundStep); 2] = [
-                ("the schedules were not settled", schedules::settle),
+            // (each a bounded round: a full one is followed at once by another)
+            let steps: [(&str, RoundStep, usize); 2] = [
+                (
+                    "the schedules were not settled",
+                    settle::settle,
+                    settle::INSTANTS_PER_ROUND,
+                ),
                 (
                     "the keys expected to be led were not checked",
                     expected::check_due,
+                    expected::MARKS_PER_ROUND,
                 ),
             ];
-            for (what, step) in steps {
-                if let Err((code, message)) = plans::caught(|| step(now)) {
-                    warning!(
+            let mut full = false;
+            for (what, step, bound) in steps {
+                match plans::caught(|| step(now)) {
+                    Ok(done) => full |= done >= bound,
+                    Err((code, message)) => warning!(
                         "leaderlock worker: {what}: {message} (SQLSTATE {})",
                         plans::sqlstate(code)
-                    );
+                    ),
                 }
+            }
+            if full {
+                return Some(0);
             }
             next = next
                 .into_iter()
-                .chain(schedules::next_settle())
+                .chain(settle::next_settle())
                 .chain(expected::next_check())
                 .min();
         }

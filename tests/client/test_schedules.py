@@ -128,14 +128,14 @@ class SchedulesTest(CliCase):
 
     def test_a_replica_runs_the_registered_schedule_and_follows_its_changes(self):
         job = self.key
-        self.schedule(job, every="1 second")
+        self.schedule(job, every="1 second", misfire_grace="10 seconds")
         from harness import free_port
         port = free_port()
         r = Run(self, "--job", job, "--ttl", "3s", "--metrics", f"127.0.0.1:{port}",
                 command=[sys.executable, CHILD, self.children, "0.05"], env={"CLI_CHILD_ENV": "1"})
         self.assertTrue(wait_for(lambda: self.succeeded(job) >= 3, timeout=15))
         changed = one(self.conn, "SELECT le_now()")
-        self.schedule(job, every="2 seconds")
+        self.schedule(job, every="2 seconds", misfire_grace="10 seconds")
         self.assertTrue(wait_for(lambda: len(self.succeeded_after(job, changed)) >= 3, timeout=15))
         # after the change, the instants are the new schedule's (the first
         # may be the old one's instant already waited for)
@@ -152,7 +152,7 @@ class SchedulesTest(CliCase):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
             text = resp.read().decode()
         self.assertIn(f'leaderlock_run_missed_runs{{job="{job}"}} 0\n', text)
-        self.assertIn(f'leaderlock_run_misfire_grace_seconds{{job="{job}"}} 2.000\n', text)
+        self.assertIn(f'leaderlock_run_misfire_grace_seconds{{job="{job}"}} 10.000\n', text)
         r.signal(signal.SIGTERM)
         self.assertEqual(r.wait(), 128 + signal.SIGTERM)
 
@@ -188,22 +188,30 @@ class SchedulesTest(CliCase):
 
     def test_overlap_replace_fences_off_the_earlier_runner(self):
         job = self.key
-        self.schedule(job, every="1 hour", overlap="replace")
-        now = one(self.conn, "SELECT date_trunc('second', le_now())")
+        self.schedule(job, every="1 second", misfire_grace="1 hour", overlap="replace")
+        made = one(self.conn, "SELECT date_trunc('second', active_since) FROM leaderlock_schedules WHERE job = %s",
+                   (job,))
+        d1, d2 = made + datetime.timedelta(seconds=1), made + datetime.timedelta(seconds=2)
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT le_now() >= %s", (d2,)), timeout=5))
         with self.conn.cursor() as cur:
             cur.execute("CREATE TEMP TABLE fenced (job text PRIMARY KEY, term bigint, by text)")
             cur.execute("INSERT INTO fenced VALUES (%s, 0, NULL)", (job,))
         fenced_write = ("UPDATE fenced SET term = %s, by = %s WHERE job = %s AND term < %s")
-        t1 = one(self.conn, "SELECT le_claim_run(%s, %s, 'a', '1 minute')", (job, now - datetime.timedelta(seconds=20)))
-        t2 = one(self.conn, "SELECT le_claim_run(%s, %s, 'b', '1 minute')", (job, now - datetime.timedelta(seconds=10)))
+        t1 = one(self.conn, "SELECT le_claim_run(%s, %s, 'a', '1 minute')", (job, d1))
+        with self.conn.cursor() as cur:
+            cur.execute(fenced_write, (t1, "a", job, t1))   # the first runner writes
+            self.assertEqual(cur.rowcount, 1)
+        t2 = one(self.conn, "SELECT le_claim_run(%s, %s, 'b', '1 minute')", (job, d2))
         self.assertGreater(t2, t1)
+        # the first claim was ended by the second: its runner's renewal and
+        # finish are refused, and its next fenced write too, once b wrote
+        self.assertFalse(one(self.conn, "SELECT le_renew_run(%s, %s, 'a')", (job, d1)))
         with self.conn.cursor() as cur:
             cur.execute(fenced_write, (t2, "b", job, t2))
             self.assertEqual(cur.rowcount, 1)
             cur.execute(fenced_write, (t1, "a", job, t1))   # the replaced runner, late
             self.assertEqual(cur.rowcount, 0)
-        self.assertFalse(one(self.conn, "SELECT le_finish_run(%s, %s, 'a', %s, true)",
-                             (job, now - datetime.timedelta(seconds=20), t1)))
+        self.assertFalse(one(self.conn, "SELECT le_finish_run(%s, %s, 'a', %s, true)", (job, d1, t1)))
         self.assertEqual(one(self.conn, "SELECT outcome FROM leaderlock_runs WHERE job = %s AND term = %s", (job, t1)),
                          "replaced")
 
@@ -211,11 +219,11 @@ class SchedulesTest(CliCase):
         key = self.key
         listener = Listener()
         self.addCleanup(listener.close)
-        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '0.5 seconds')", (key,)))
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'a', '1.5 seconds')", (key,)))
         self.assertTrue(one(self.conn, "SELECT le_expect_leader(%s, '1 second')", (key,)))
         lapsed = one(self.conn, "SELECT expires_at FROM leaderlock WHERE key = %s", (key,))
         # its holder dies: the lease lapses, and 1 s later the key is leaderless
-        heard = listener.events(timeout=3.5, until=lambda e: e.get("event") == "leaderless")
+        heard = listener.events(timeout=5, until=lambda e: e.get("event") == "leaderless")
         self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'b', '1 minute')", (key,)))
         began = one(self.conn, "SELECT acquired_at FROM leaderlock WHERE key = %s", (key,))
         heard += listener.events(timeout=3, until=lambda e: e.get("event") == "leaderless_end")
@@ -244,7 +252,7 @@ class SchedulesTest(CliCase):
         job = short + '-"odd"\nname'
         self.schedule(job, every="1 second", misfire_grace="0 seconds")
         self.addCleanup(lambda: one(self.conn, "SELECT le_unschedule(%s)", (job,)))
-        self.assertTrue(one(self.conn, "SELECT le_expect_leader(%s, '0 seconds')", (self.key,)))
+        self.assertTrue(one(self.conn, "SELECT le_expect_leader(%s, '1 second')", (self.key,)))
         self.addCleanup(lambda: one(self.conn, "SELECT le_unexpect_leader(%s)", (self.key,)))
         port = free_port()
         proc = subprocess.Popen([CLI, "--dsn", dsn(), "metrics", "--listen", f"127.0.0.1:{port}", "--every", "200ms"],
@@ -316,7 +324,7 @@ class SchedulesTest(CliCase):
         r = Run(self, "--job", job, "--ttl", "3s", command=[sys.executable, CHILD, self.children, "0.02"])
         time.sleep(2)
         changed = one(self.conn, "SELECT le_now()")
-        self.schedule(job, every="1 second", misfire_grace="1 second")
+        self.schedule(job, every="1 second", misfire_grace="5 seconds")
         self.assertTrue(wait_for(lambda: self.succeeded(job) >= 3, timeout=10))
         r.signal(signal.SIGTERM)
         r.wait()

@@ -56,19 +56,17 @@ pub struct JobRules {
     /// A paused schedule's runs start nowhere, and are never missed.
     pub paused: bool,
     /// Since when the schedule is judged (made, changed or resumed then):
-    /// a run due before it and past its grace is neither run nor recorded
-    /// missed.
+    /// a run due before it is neither run nor recorded missed.
     pub judged_from: Option<Micros>,
 }
 
-/// Before anything is written: whether a claim at `now` of the run due at
-/// `due` may do anything (claim it, or record it missed) under the job's
-/// `rules`. Not while the schedule is paused, nor for a run past its grace
-/// due before the schedule was judged (a replica that looked back past a
-/// change or a pause).
-pub fn claim_may_act(due: Micros, now: Micros, grace: Option<Micros>, rules: JobRules) -> bool {
-    let unjudged = past_grace(due, now, grace) && rules.judged_from.is_some_and(|j| due < j);
-    !(rules.paused || unjudged)
+/// Before anything is written: whether a claim of the run due at `due`
+/// may do anything (claim it, or record it missed) under the job's
+/// `rules`: not while the schedule is paused, nor for a run due before the
+/// schedule was made, changed or resumed (a replica that looked back past
+/// a change or a pause: a schedule's instants start with it).
+pub fn claim_may_act(due: Micros, rules: JobRules) -> bool {
+    !rules.paused && rules.judged_from.is_none_or(|j| due >= j)
 }
 
 /// Before anything is written: a run due before `kept_from` (now minus the
@@ -91,7 +89,7 @@ pub fn run_claim(
     job: JobRules,
     other_live: bool,
 ) -> RunClaim {
-    if !locked || !claim_may_act(due, now, grace, job) {
+    if !locked || !claim_may_act(due, job) {
         RunClaim::Refuse
     } else if past_grace(due, now, grace) {
         RunClaim::Missed
@@ -142,6 +140,29 @@ mod tests {
             run_claim(10, 13, Some(2), true, paused, false),
             RunClaim::Refuse
         );
+        // judged from 11: the run due at 10 is neither run nor missed
+        let changed = JobRules {
+            judged_from: Some(11),
+            ..any
+        };
+        assert_eq!(
+            run_claim(10, 12, Some(2), true, changed, false),
+            RunClaim::Refuse
+        );
+        assert_eq!(
+            run_claim(10, 13, Some(2), true, changed, false),
+            RunClaim::Refuse
+        );
+        assert_eq!(
+            run_claim(11, 12, Some(2), true, changed, false),
+            RunClaim::Claim
+        );
+        assert_eq!(
+            run_claim(11, 14, Some(2), true, changed, false),
+            RunClaim::Missed
+        );
+        assert!(!claim_may_act(10, changed));
+        assert!(claim_may_act(11, changed));
         let forbid = JobRules {
             overlap: Overlap::Forbid,
             ..any

@@ -2,11 +2,16 @@
 //! 25), and what the worker reads of a marked key.
 
 statements! {
-    /// A key's mark, locked for a change (waits only for another change of
-    /// it or the worker's short check). `$1` key, `$2` the caller: whether
-    /// the caller is a member of its owner.
-    LOCK_EXPECTED = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER') \
-           FROM @extschema@.leaderlock_expected WHERE key = $1 FOR NO KEY UPDATE";
+    /// A key's mark, locked for a change (waits only for another change
+    /// of it or the worker's short check). `$1` key, `$2` the caller:
+    /// whether the caller may change it: a member of the role that made it,
+    /// or of the role that holds the key now (a mark is no way to squat
+    /// another role's key).
+    LOCK_EXPECTED = "SELECT pg_catalog.pg_has_role($2::oid, e.owner, 'MEMBER') \
+                OR EXISTS (SELECT FROM @extschema@.leaderlock l \
+                            WHERE l.key = e.key AND l.owner IS NOT NULL \
+                              AND pg_catalog.pg_has_role($2::oid, l.owner, 'MEMBER')) \
+           FROM @extschema@.leaderlock_expected e WHERE e.key = $1 FOR NO KEY UPDATE OF e";
     /// How many keys role `$1` marked (bounded as its jobs are).
     EXPECTED_MADE_BY = "SELECT pg_catalog.count(*) FROM @extschema@.leaderlock_expected \
            WHERE owner = $1::oid";
@@ -18,9 +23,14 @@ statements! {
          ON CONFLICT (key) DO UPDATE SET within = EXCLUDED.within, marked_at = EXCLUDED.marked_at, \
              next_check = EXCLUDED.next_check \
           WHERE leaderlock_expected.within IS DISTINCT FROM EXCLUDED.within \
+            AND (pg_catalog.pg_has_role($4::oid, leaderlock_expected.owner, 'MEMBER') \
+                 OR EXISTS (SELECT FROM @extschema@.leaderlock l \
+                             WHERE l.key = leaderlock_expected.key AND l.owner IS NOT NULL \
+                               AND pg_catalog.pg_has_role($4::oid, l.owner, 'MEMBER'))) \
          RETURNING true";
-    /// Key `$1`'s mark goes.
-    UNMARK_EXPECTED = "DELETE FROM @extschema@.leaderlock_expected WHERE key = $1";
+    /// Key `$1`'s mark goes; the start of its open leaderless interval.
+    UNMARK_EXPECTED = "DELETE FROM @extschema@.leaderlock_expected WHERE key = $1 \
+         RETURNING leaderless_since";
     /// The marks due a check by `$1`, up to `$2`, locked without waiting.
     LOCK_EXPECTED_TO_CHECK = "SELECT key, within, marked_at, leaderless_since \
            FROM @extschema@.leaderlock_expected WHERE next_check <= $1 \

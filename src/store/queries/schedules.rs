@@ -10,7 +10,7 @@ statements! {
     /// settling lock it). `$1` job, `$2` the caller. Whether the caller is
     /// a member of its owner, and its settings.
     LOCK_SCHEDULE = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER'), every, cron, tz, \
-                misfire_grace, overlap, paused, settled_to \
+                misfire_grace, overlap, paused, active_since, settled_to \
            FROM @extschema@.leaderlock_schedules WHERE job = $1 FOR NO KEY UPDATE";
     /// Whether the caller `$2` may schedule job `$1` (its row made by a
     /// role the caller is a member of, or none yet): NULL when it has no row.
@@ -29,6 +29,13 @@ statements! {
                 active_since = $7, settled_to = $7, \
                 next_check = CASE WHEN paused THEN NULL ELSE $8 END, changed_at = $7 \
           WHERE job = $1";
+    /// A schedule whose calendar stays, with another misfire grace (`$2`)
+    /// or overlap (`$3`): judged as before; its next check at `$4` (NULL
+    /// while paused), changed at `$5`.
+    CHANGE_SCHEDULE_RULES = "UPDATE @extschema@.leaderlock_schedules \
+            SET misfire_grace = $2, overlap = $3, \
+                next_check = CASE WHEN paused THEN NULL ELSE $4 END, changed_at = $5 \
+          WHERE job = $1";
     /// Pauses (`$2` true, `$4` NULL) or resumes (`$2` false, judged from `$3`
     /// on, first checked at `$4`) the schedule of job `$1`.
     PAUSE_SCHEDULE = "UPDATE @extschema@.leaderlock_schedules \
@@ -38,16 +45,22 @@ statements! {
           WHERE job = $1";
     /// Job `$1`'s schedule goes (its runs and terms stay, kept as any job's).
     DELETE_SCHEDULE = "DELETE FROM @extschema@.leaderlock_schedules WHERE job = $1";
-    /// Job `$1`'s schedule, as anyone may read it.
-    READ_SCHEDULE = "SELECT every, cron, tz, misfire_grace, overlap, paused, active_since \
+    /// Job `$1`'s schedule, as anyone may read it (as `LOCK_SCHEDULE`).
+    READ_SCHEDULE = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER'), every, cron, tz, \
+                misfire_grace, overlap, paused, active_since, settled_to \
            FROM @extschema@.leaderlock_schedules WHERE job = $1";
     /// The schedules whose next instant's grace has ended by `$1`, the
-    /// longest waiting first, up to `$2`, locked without waiting (a change
-    /// in progress is settled at a later round).
-    LOCK_SCHEDULES_TO_SETTLE = "SELECT job, every, cron, tz, misfire_grace, settled_to, owner \
-           FROM @extschema@.leaderlock_schedules \
-          WHERE next_check <= $1 ORDER BY next_check LIMIT $2 \
-          FOR NO KEY UPDATE SKIP LOCKED";
+    /// longest waiting first, up to `$2`, with their jobs' rows, both locked
+    /// without waiting: a schedule being changed, or whose job a claim
+    /// holds, is passed over and the next one taken (a role that holds its
+    /// jobs' rows in open transactions never keeps the round from the
+    /// others'). Each one's settings, pause rules and `pruned_before`.
+    LOCK_SCHEDULES_TO_SETTLE = "SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.settled_to, \
+                s.overlap, s.active_since, j.pruned_before \
+           FROM @extschema@.leaderlock_schedules s \
+           JOIN @extschema@.leaderlock_jobs j ON j.job = s.job \
+          WHERE s.next_check <= $1 ORDER BY s.next_check LIMIT $2 \
+          FOR NO KEY UPDATE OF s, j SKIP LOCKED";
     /// Every instant of job `$1` up to `$2` is settled; the next check at `$3`.
     SETTLED = "UPDATE @extschema@.leaderlock_schedules SET settled_to = $2, next_check = $3 \
           WHERE job = $1";

@@ -12,14 +12,15 @@ SELECT le_expect_leader(NULL, '1 second');
 SELECT le_expect_leader('k', NULL);
 SELECT le_expect_leader('k', '-1 second');
 SELECT le_expect_leader('k', '1 month');
+SELECT le_expect_leader('k', '0.5 seconds');
 SELECT le_expect_leader('', '1 second');
 SELECT le_unexpect_leader(NULL);
 \set VERBOSITY default
 SELECT count(*) AS nothing_written FROM leaderlock_expected;
 
 SET ROLE ll_exp_a;
-SELECT le_expect_leader('exp-key', '1 second') AS marked,
-       le_expect_leader('exp-key', '1 second') AS same_again;
+SELECT le_expect_leader('exp-key', '2 seconds') AS marked,
+       le_expect_leader('exp-key', '2 seconds') AS same_again;
 RESET ROLE;
 SET ROLE ll_exp_b;
 SELECT le_expect_leader('exp-key', '1 hour');
@@ -31,7 +32,7 @@ SELECT marked_at AS marked FROM leaderlock_expected WHERE key = 'exp-key' \gset
 SELECT le_expire_lapsed() >= 0 AS checked;
 SELECT leaderless_since, intervals FROM leaderlock_expected WHERE key = 'exp-key';
 -- Past it: one interval opened, from the mark.
-SELECT pg_sleep(1.2);
+SELECT pg_sleep(2.2);
 SELECT le_expire_lapsed() >= 0 AS checked;
 SELECT le_expire_lapsed() >= 0 AS checked_again;
 SELECT leaderless_since = :'marked' AS since_the_mark, intervals FROM leaderlock_expected WHERE key = 'exp-key';
@@ -52,14 +53,25 @@ SELECT event, payload->>'since' = to_char(:'marked'::timestamptz AT TIME ZONE 'U
 -- Released: a new interval counts from the release, once past the bound
 -- (a led key is looked at every second, and when its tenure may end).
 SELECT le_release('exp-key', 'a') AS released;
-SELECT pg_sleep(1.3);
+SELECT pg_sleep(2.4);
 SELECT le_expire_lapsed() >= 0 AS checked;
 SELECT leaderless_since = (SELECT expires_at FROM leaderlock WHERE key = 'exp-key') AS since_the_release, intervals
   FROM leaderlock_expected WHERE key = 'exp-key';
 
+-- The role that holds a key may change its mark too (a mark squats no
+-- key); removed, an open interval ends then, recorded.
+SET ROLE ll_exp_b;
+SELECT le_try_acquire('exp-key', 'b', '1 hour') AS led_by_b;
+SELECT le_expect_leader('exp-key', '3 seconds') AS holder_changes_the_bound;
+SELECT le_release('exp-key', 'b') AS released;
+SELECT le_expect_leader('exp-key', '4 seconds');
+RESET ROLE;
 SET ROLE ll_exp_a;
 SELECT le_unexpect_leader('exp-key') AS unmarked, le_unexpect_leader('exp-key') AS already;
 RESET ROLE;
-SELECT le_force_release('exp-key');
+SELECT count(*) FILTER (WHERE event = 'leaderless') AS started, count(*) FILTER (WHERE event = 'leaderless_end') AS ended
+  FROM (SELECT event FROM leaderlock_history WHERE key = 'exp-key' AND event LIKE 'leaderless%'
+        UNION ALL
+        SELECT event FROM leaderlock_history_pending WHERE key = 'exp-key' AND event LIKE 'leaderless%') h;
 DROP ROLE ll_exp_a;
 DROP ROLE ll_exp_b;
