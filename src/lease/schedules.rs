@@ -332,13 +332,19 @@ pub enum ClaimRefused {
 }
 
 /// Contract 24: a scheduled job's runs are its owner's to claim, at its
-/// calendar's instants only (a rival's off-calendar claim could end the
-/// owner's runs under `replace`, or hold them off under `forbid`).
+/// calendar's instants only from when it took effect (a rival's
+/// off-calendar claim could end the owner's runs under `replace`, or hold
+/// them off under `forbid`; a replica run with other flags is told).
 pub fn may_claim(job: &str, due: i64, caller: pg_sys::Oid) -> Result<(), ClaimRefused> {
     match read(job, caller) {
         None => Ok(()),
         Some(r) if !r.member => Err(ClaimRefused::NotOwner),
-        Some(r) if !on_calendar(&r.calendar, due) => Err(ClaimRefused::OffCalendar),
+        // (an instant due before the calendar took effect is refused as any
+        // claim that can do nothing: a follower that waited for one
+        // across a change sees NULL, not an error)
+        Some(r) if due >= r.active_since && !on_calendar(&r.calendar, due) => {
+            Err(ClaimRefused::OffCalendar)
+        }
         Some(_) => Ok(()),
     }
 }
