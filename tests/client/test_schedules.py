@@ -365,3 +365,15 @@ class SchedulesTest(CliCase):
         self.assertLessEqual(len(before), 1, before)
         self.assertTrue(all(o == "succeeded" for _, o in before), before)
         self.assertEqual(self.missed(job), [])
+
+    def test_a_replica_says_when_its_job_has_no_schedule_and_when_it_has_one(self):
+        job = self.key
+        r = Run(self, "--job", job, "--ttl", "3s", command=[sys.executable, CHILD, self.children, "0.02"])
+        self.assertTrue(wait_for(lambda: r.events("no_schedule"), timeout=10))
+        self.schedule(job, every="1 second", misfire_grace="5 seconds")
+        self.assertTrue(wait_for(lambda: r.events("schedule_found") and self.succeeded(job) >= 1, timeout=10))
+        one(self.conn, "SELECT le_pause_schedule(%s)", (job,))
+        self.assertTrue(wait_for(lambda: len(r.events("no_schedule")) == 2, timeout=10))
+        self.assertEqual(len(r.events("schedule_found")), 1)
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)

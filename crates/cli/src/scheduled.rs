@@ -143,6 +143,19 @@ pub async fn run(job: Job, db: ConnectConfig, log: Log) -> i32 {
                     log.event("run_settled", &format!("run due {due} settled elsewhere: {outcome}"),
                               json!({"due": due, "outcome": outcome}));
                 }
+                Ok(Turn::Registered(found)) => {
+                    down = false;
+                    let job = &scheduler.config().job;
+                    if found {
+                        log.event("schedule_found", &format!("job {job:?}: its schedule in the database runs again"),
+                                  json!({"job": job}));
+                    } else {
+                        log.event("no_schedule",
+                                  &format!("job {job:?} has no schedule in the database, or it is paused: \
+                                            nothing runs until le_schedule or le_resume_schedule"),
+                                  json!({"job": job}));
+                    }
+                }
                 Err(Error::Rejected { sqlstate, message }) => {
                     log.event("rejected", &message, json!({"error": message, "sqlstate": sqlstate}));
                     break exit::REJECTED;

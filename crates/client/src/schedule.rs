@@ -176,6 +176,11 @@ pub enum Turn {
         due: DateTime<Utc>,
         outcome: Option<String>,
     },
+    /// A registered schedule ([`Schedule::registered`]) became absent or
+    /// paused (`false`: nothing is claimed meanwhile), or present again
+    /// (`true`); told once at each change, and `false` at the start when
+    /// the job has none.
+    Registered(bool),
 }
 
 /// When the database last answered a [`Scheduler`] (any of its calls):
@@ -204,6 +209,8 @@ pub struct Scheduler {
     /// The next due instant not yet looked at (a registered schedule: the
     /// last one made pending).
     cursor: Option<DateTime<Utc>>,
+    /// Whether the registered schedule was last found (None: not told yet).
+    registered: Option<bool>,
     /// Due runs not settled yet, with when to look at each again, and how
     /// often it was found without a row (a claim racing, or pruned).
     pending: BTreeMap<DateTime<Utc>, (Instant, u32)>,
@@ -226,6 +233,7 @@ impl Scheduler {
             config,
             client: None,
             cursor: None,
+            registered: None,
             pending: BTreeMap::new(),
             heartbeat: Heartbeat::default(),
         }
@@ -305,7 +313,15 @@ impl Scheduler {
             let now = self.server_now().await?;
             let here = Instant::now();
             let cursor = if self.schedule.is_registered() {
-                self.make_registered_pending(now, here).await?
+                let cursor = self.make_registered_pending(now, here).await?;
+                // (None: absent or paused)
+                let found = cursor.is_some();
+                if self.registered != Some(found) && !(found && self.registered.is_none()) {
+                    self.registered = Some(found);
+                    return Ok(Turn::Registered(found));
+                }
+                self.registered = Some(found);
+                cursor
             } else {
                 Some(self.make_pending(now, here)?)
             };
