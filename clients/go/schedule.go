@@ -380,6 +380,7 @@ type loop struct {
 	more    bool // the schedule has instants from cursor on
 	cursor  time.Time
 	pending map[int64]*pendingRun // by due instant, in microseconds
+	absent  int8                  // a schedule kept in the database: 0 not looked at, 1 found, 2 absent or paused (told)
 }
 
 func (l *loop) drop() {
@@ -572,8 +573,17 @@ func (l *loop) makeRegisteredPending(ctx context.Context, now, here time.Time) (
 		}
 		if next == nil {
 			l.started = false
+			if l.absent != 2 {
+				e.logf("job %q has no schedule in the database, or it is paused: nothing runs until "+
+					"le_schedule or le_resume_schedule", s.cfg.Job)
+				l.absent = 2
+			}
 			return time.Time{}, false, nil
 		}
+		if l.absent == 2 {
+			e.logf("job %q: its schedule in the database runs again", s.cfg.Job)
+		}
+		l.absent = 1
 		back := time.Duration(0)
 		if grace != nil && *grace > 0 {
 			back = time.Duration(*grace * float64(time.Second))

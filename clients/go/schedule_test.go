@@ -842,6 +842,10 @@ func TestScheduleRegisteredFollowsAChangeAndAPause(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	// and it said so, once
+	if n := logs.count("has no schedule in the database, or it is paused"); n != 1 {
+		t.Errorf("the pause was told %d times (want 1): %v", n, logs.lines)
+	}
 	cancel()
 	if err := <-returned; err != nil {
 		t.Errorf("Schedule: %v", err)
