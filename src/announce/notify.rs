@@ -407,9 +407,8 @@ pub(crate) fn queue(payload: &str) {
 /// RFC 3339 UTC timestamp with microseconds, e.g. `2026-11-22T11:25:03.123456Z`.
 pub fn rfc3339(pg_micros: i64) -> String {
     // 2000-01-01 in microseconds since 1970-01-01
-    const PG_EPOCH_IN_UNIX_MICROS: i64 = 946_684_800_000_000;
     pg_micros
-        .checked_add(PG_EPOCH_IN_UNIX_MICROS)
+        .checked_add(crate::base::clock::PG_EPOCH_IN_UNIX_MICROS)
         .and_then(chrono::DateTime::from_timestamp_micros)
         // Only ±infinity lies outside chrono's range; leases never expire there.
         .map_or_else(

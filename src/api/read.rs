@@ -37,9 +37,7 @@ fn lease_record(
     let result_type = unsafe { pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) };
     let mut row = PgHeapTuple::new_composite_type_by_oid(result_type)
         .unwrap_or_else(|e| error!("leaderlock: type leaderlock_lease: {e}"));
-    let remaining = lease
-        .remaining
-        .map(|us| Interval::new(0, 0, us).expect("a microseconds-only interval is valid"));
+    let remaining = lease.remaining.map(crate::base::ttl::micros_interval);
     set_field(&mut row, "key", Some(key.to_string()));
     set_field(&mut row, "holder", lease.holder);
     set_field(&mut row, "term", lease.term);

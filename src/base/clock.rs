@@ -299,6 +299,10 @@ pub fn monotonic_here() -> bool {
     preload::preloaded()
 }
 
+/// PostgreSQL's epoch (2000-01-01), the lease clock's, in microseconds
+/// since the Unix epoch.
+pub const PG_EPOCH_IN_UNIX_MICROS: i64 = 946_684_800_000_000;
+
 /// `micros` as a timestamptz (an error when out of range).
 pub fn ts(micros: i64) -> TimestampWithTimeZone {
     TimestampWithTimeZone::try_from(micros)

@@ -13,7 +13,7 @@ impl Ttl {
     /// The ttl as stored in the table: microseconds only, no day part, so
     /// `timestamptz + ttl` is exact in any time zone.
     pub fn as_interval(self) -> Interval {
-        Interval::new(0, 0, self.0).expect("a microseconds-only interval is always valid")
+        micros_interval(self.0)
     }
 
     /// A renewal's ttl as a statement's parameter: this one, or NULL (the
@@ -30,4 +30,10 @@ impl Ttl {
 /// microseconds.
 pub fn interval_micros(value: &Interval) -> i64 {
     i64::from(value.days()) * 86_400_000_000 + value.micros()
+}
+
+/// Microseconds as an interval of microseconds only (no day or month part:
+/// `timestamptz + it` is exact in any time zone); `interval_micros`'s inverse.
+pub fn micros_interval(us: i64) -> Interval {
+    Interval::new(0, 0, us).expect("a microseconds-only interval is always valid")
 }

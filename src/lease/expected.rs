@@ -7,7 +7,7 @@
 
 use crate::announce::notify::LeaderlessEvent;
 use crate::base::clock::{micros, ts};
-use crate::base::ttl::interval_micros;
+use crate::base::ttl::{interval_micros, micros_interval};
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::expected::{check, Led, Mark, Step};
@@ -45,10 +45,9 @@ pub fn mark(
         Some(true) => {}
         None => may_mark(),
     }
-    let within_iv = Interval::new(0, 0, within).expect("a microseconds-only interval");
     let args = [
         key.into(),
-        within_iv.into(),
+        micros_interval(within).into(),
         ts(now).into(),
         caller.into(),
         ts(now).into(),
@@ -130,21 +129,16 @@ pub fn check_due(now: i64) -> usize {
             }
         });
         let (step, next) = check(mark, led, now);
-        let zero = Interval::new(0, 0, 0).expect("zero");
         let (open, opened, closed) = match step {
-            Step::Wait => (mark.open_since, 0i64, zero),
-            Step::Open { since } => (Some(since), 1, zero),
-            Step::Close { since, until } => (
-                None,
-                0,
-                Interval::new(0, 0, until - since).expect("a microseconds-only interval"),
-            ),
+            Step::Wait => (mark.open_since, 0i64, 0),
+            Step::Open { since } => (Some(since), 1, 0),
+            Step::Close { since, until } => (None, 0, until - since),
         };
         let args = [
             key.as_str().into(),
             open.map(ts).into(),
             opened.into(),
-            closed.into(),
+            micros_interval(closed).into(),
             ts(next).into(),
         ];
         plans::run(queries::CHECKED_EXPECTED, &args, |_| ());

@@ -3,9 +3,9 @@
 //! `leaderlock_protocol::calendar`, as every Rust replica's do. The worker's
 //! settling of the instants nobody claimed is `settle.rs`.
 
-use crate::base::clock::{micros, ts};
+use crate::base::clock::{micros, ts, PG_EPOCH_IN_UNIX_MICROS};
 use crate::base::settings;
-use crate::base::ttl::interval_micros;
+use crate::base::ttl::{interval_micros, micros_interval};
 use crate::lease::tenure;
 use crate::shmem::worker_wakeup;
 use crate::store::plans;
@@ -13,9 +13,6 @@ use crate::store::queries;
 use leaderlock_protocol::calendar::Schedule;
 use leaderlock_protocol::runs::{JobRules, Overlap};
 use pgrx::prelude::*;
-
-/// PostgreSQL's epoch (2000-01-01) in microseconds since the Unix epoch.
-const PG_EPOCH_IN_UNIX_MICROS: i64 = 946_684_800_000_000;
 
 /// What makes a schedule, as its SQL face checked it.
 pub struct Settings<'a> {
@@ -55,10 +52,6 @@ pub fn on_calendar(calendar: &Schedule, due: i64) -> bool {
 /// when its next instant's grace ends.
 pub fn next_check(calendar: &Schedule, settled_to: i64, grace: i64) -> Option<i64> {
     next_after(calendar, settled_to)?.checked_add(grace)
-}
-
-fn interval(us: i64) -> Interval {
-    Interval::new(0, 0, us).expect("a microseconds-only interval is always valid")
 }
 
 /// A schedule's every, cron, tz and misfire grace, read from four columns
@@ -178,10 +171,10 @@ pub fn schedule(
     let first_check = next_check(calendar, now, settings.misfire_grace);
     let args = [
         job.into(),
-        settings.every.map(interval).into(),
+        settings.every.map(micros_interval).into(),
         settings.cron.into(),
         settings.tz.into(),
-        interval(settings.misfire_grace).into(),
+        micros_interval(settings.misfire_grace).into(),
         overlap_name(settings.overlap).into(),
         ts(now).into(),
         first_check.map(ts).into(),
@@ -195,7 +188,7 @@ pub fn schedule(
             let check = next_check(calendar, r.settled_to, settings.misfire_grace);
             let rules = [
                 job.into(),
-                interval(settings.misfire_grace).into(),
+                micros_interval(settings.misfire_grace).into(),
                 overlap_name(settings.overlap).into(),
                 check.map(ts).into(),
                 ts(now).into(),

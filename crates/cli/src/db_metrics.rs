@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
-use crate::metrics::{accept, label};
+use crate::metrics::{accept, label, write_schedule_metrics, ScheduleRead};
 use crate::status::{connect, say};
 
 /// What the last read found, and when.
@@ -96,6 +96,13 @@ async fn render(db: &leaderlock_client::Db) -> Result<String, tokio_postgres::Er
             .await,
     )?;
     let mut out = String::new();
+    let reads: Vec<_> = schedules.iter().map(ScheduleRead::from_row).collect();
+    let jobs: Vec<_> = schedules
+        .iter()
+        .zip(&reads)
+        .map(|(r, read)| (format!("job=\"{}\"", label(&r.get::<_, String>(0))), read))
+        .collect();
+    write_schedule_metrics(&mut out, &jobs);
     let mut metric = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (labels, value) in samples {
@@ -108,24 +115,6 @@ async fn render(db: &leaderlock_client::Db) -> Result<String, tokio_postgres::Er
             .map(|r| (format!("job=\"{}\"", label(&r.get::<_, String>(0))), f(r)))
             .collect()
     };
-    metric(
-        "leaderlock_run_overdue_seconds",
-        "gauge",
-        "Seconds since the job's first due instant no claim took (0: none waiting).",
-        per_job(&|r| format!("{:.3}", r.get::<_, f64>(8))),
-    );
-    metric(
-        "leaderlock_run_misfire_grace_seconds",
-        "gauge",
-        "The job's misfire grace: a due instant not claimed within it is missed.",
-        per_job(&|r| format!("{:.3}", r.get::<_, f64>(4))),
-    );
-    metric(
-        "leaderlock_run_missed_runs",
-        "gauge",
-        "Runs of the job recorded missed, as the retention keeps them.",
-        per_job(&|r| r.get::<_, i64>(9).to_string()),
-    );
     metric(
         "leaderlock_schedule_paused",
         "gauge",

@@ -362,6 +362,51 @@ pub struct ScheduleRead {
     pub missed: i64,
 }
 
+impl ScheduleRead {
+    /// From a row of `leaderlock_client::sql::SCHEDULES`.
+    pub fn from_row(r: &tokio_postgres::Row) -> ScheduleRead {
+        ScheduleRead {
+            overdue: r.get(8),
+            grace: r.get(4),
+            missed: r.get(9),
+        }
+    }
+}
+
+/// The schedules' metrics, one sample per job (`labels`, already escaped):
+/// named alike by `leaderlock metrics` (read from the database) and by
+/// `leaderlock run --metrics` (its own job), so that the alert rules
+/// (monitoring/) apply to either.
+pub fn write_schedule_metrics(out: &mut String, jobs: &[(String, &ScheduleRead)]) {
+    type Value = fn(&ScheduleRead) -> String;
+    let metrics: [(&str, &str, Value); 3] = [
+        (
+            "overdue_seconds",
+            "Seconds since the job's first due instant no claim took (0: none waiting).",
+            |s| format!("{:.3}", s.overdue),
+        ),
+        (
+            "misfire_grace_seconds",
+            "The job's misfire grace: a due instant not claimed within it is missed.",
+            |s| format!("{:.3}", s.grace),
+        ),
+        (
+            "missed_runs",
+            "Runs of the job recorded missed, as the retention keeps them.",
+            |s| s.missed.to_string(),
+        ),
+    ];
+    for (name, help, value) in metrics {
+        let _ = writeln!(
+            out,
+            "# HELP leaderlock_run_{name} {help}\n# TYPE leaderlock_run_{name} gauge"
+        );
+        for (labels, s) in jobs {
+            let _ = writeln!(out, "leaderlock_run_{name}{{{labels}}} {}", value(s));
+        }
+    }
+}
+
 pub type SharedRuns = Arc<Mutex<RunMetrics>>;
 
 impl RunMetrics {
@@ -459,27 +504,8 @@ fn render_runs(job: &str, metrics: &SharedRuns) -> String {
         "Due instant (Unix time) of the last run seen fail (0: none yet).",
         &due(m.last_failure_due),
     );
-    // As `leaderlock metrics` names them (read from the database), so that
-    // the alert rules (monitoring/) apply to either.
     if let Some(s) = &m.schedule {
-        metric(
-            "overdue_seconds",
-            "gauge",
-            "Seconds since the job's first due instant no claim took (0: none waiting).",
-            &one(format!("{:.3}", s.overdue)),
-        );
-        metric(
-            "misfire_grace_seconds",
-            "gauge",
-            "The job's misfire grace: a due instant not claimed within it is missed.",
-            &one(format!("{:.3}", s.grace)),
-        );
-        metric(
-            "missed_runs",
-            "gauge",
-            "Runs of the job recorded missed, as the retention keeps them.",
-            &one(s.missed.to_string()),
-        );
+        write_schedule_metrics(&mut out, &[(format!("job=\"{job}\""), s)]);
     }
     out
 }

@@ -324,11 +324,7 @@ async fn read_schedule(db: ConnectConfig, job: String, stats: SharedRuns) {
                     )
                     .await
                 {
-                    let read = rows.first().map(|r| metrics::ScheduleRead {
-                        overdue: r.get(8),
-                        grace: r.get(4),
-                        missed: r.get(9),
-                    });
+                    let read = rows.first().map(metrics::ScheduleRead::from_row);
                     stats.lock().unwrap_or_else(|e| e.into_inner()).schedule = read;
                     sleep(EVERY).await;
                 }
