@@ -337,11 +337,14 @@ CREATE TABLE leaderlock_runs (
     detail      text,
     attempts    integer NOT NULL DEFAULT 0,
     owner       oid,
+    backfilled_at timestamptz,
     PRIMARY KEY (job, due)
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
 CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
 CREATE INDEX leaderlock_runs_due_idx ON leaderlock_runs (due);
+CREATE INDEX leaderlock_runs_missed_idx ON leaderlock_runs (job, due)
+    WHERE outcome = 'missed' OR backfilled_at IS NOT NULL;
 REVOKE ALL ON leaderlock_jobs FROM PUBLIC;
 GRANT SELECT ON leaderlock_jobs TO PUBLIC;
 REVOKE ALL ON leaderlock_runs FROM PUBLIC;
@@ -442,6 +445,7 @@ CREATE TABLE leaderlock_schedules (
     next_check    timestamptz,
     owner         oid NOT NULL,
     changed_at    timestamptz NOT NULL,
+    backfill      integer NOT NULL DEFAULT 0 CHECK (backfill BETWEEN 0 AND 100),
     CHECK ((every IS NULL) <> (cron IS NULL))
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_schedules', '');
@@ -452,12 +456,12 @@ GRANT SELECT ON leaderlock_schedules TO PUBLIC;
 
 CREATE FUNCTION le_schedule(
     job text, every interval DEFAULT NULL, cron text DEFAULT NULL, tz text DEFAULT 'UTC',
-    misfire_grace interval DEFAULT NULL, overlap text DEFAULT 'allow'
+    misfire_grace interval DEFAULT NULL, overlap text DEFAULT 'allow', backfill integer DEFAULT 0
 ) RETURNS timestamptz
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_schedule_wrapper';
-ALTER FUNCTION le_schedule(text, interval, text, text, interval, text) SET enable_seqscan = off;
+ALTER FUNCTION le_schedule(text, interval, text, text, interval, text, integer) SET enable_seqscan = off;
 
 CREATE FUNCTION le_unschedule(job text) RETURNS boolean
 VOLATILE PARALLEL UNSAFE
@@ -482,6 +486,12 @@ VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_next_due_wrapper';
 ALTER FUNCTION le_next_due(text, timestamptz) SET enable_seqscan = off;
+
+CREATE FUNCTION le_backfill_due(job text) RETURNS SETOF timestamptz
+VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_backfill_due_wrapper';
+ALTER FUNCTION le_backfill_due(text) SET enable_seqscan = off;
 
 CREATE FUNCTION le_schedule_times(job text)
 RETURNS TABLE (next_due timestamptz, waiting_since timestamptz)

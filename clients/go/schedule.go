@@ -44,9 +44,12 @@ const (
 		"WHERE r.job OPERATOR(pg_catalog.=) $1 AND r.due OPERATOR(pg_catalog.=) $2"
 	// A registered schedule's first due instant strictly after $2 (NULL: no
 	// schedule, or paused), and its misfire grace in seconds.
+	// The next due instant after $2, the misfire grace, and the missed
+	// instants the schedule's backfill lets run late (oldest first).
 	sqlNextDue = "SELECT @extschema@.le_next_due(job => $1, after => $2), " +
 		"(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) " +
-		"FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) $1)"
+		"FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) $1), " +
+		"ARRAY(SELECT @extschema@.le_backfill_due(job => $1))"
 )
 
 const (
@@ -565,11 +568,17 @@ func (l *loop) makeRegisteredPending(ctx context.Context, now, here time.Time) (
 		}
 		var next *time.Time
 		var grace *float64
+		var late []time.Time
 		row, cancel := e.call(ctx, l.conn, time.Now().Add(e.callTimeout()), sqlNextDue, s.cfg.Job, after)
-		err := row.Scan(&next, &grace)
+		err := row.Scan(&next, &grace, &late)
 		cancel()
 		if err != nil {
 			return time.Time{}, false, err
+		}
+		// Missed instants the backfill lets run late: claimed as any due
+		// run (the server decides, each once).
+		for _, due := range late {
+			l.makePending(due.UTC(), here)
 		}
 		if next == nil {
 			l.started = false

@@ -852,3 +852,79 @@ func TestScheduleRegisteredFollowsAChangeAndAPause(t *testing.T) {
 	}
 	t.Logf("runs due %v", ran)
 }
+
+// Backfill 2, no replica for 3.5 s (the worker records the instants
+// missed): a replica run by the job's name runs the 2 latest of them late,
+// each once, and no more.
+func TestScheduleRegisteredRunsTheLatestMissedInstantsLate(t *testing.T) {
+	job := newKey("sched-backfill")
+	bg := context.Background()
+	c, err := pgx.Connect(bg, dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	dues := func(where string) []time.Time {
+		t.Helper()
+		rs, err := c.Query(bg, "SELECT due FROM leaderlock_runs WHERE job = $1 AND "+where+" ORDER BY due", job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var got []time.Time
+		for rs.Next() {
+			var d time.Time
+			if err := rs.Scan(&d); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.UTC())
+		}
+		return got
+	}
+	if _, err := c.Exec(bg, "SELECT le_schedule(job => $1, every => '1 second', misfire_grace => '0.3 seconds', backfill => 2)", job); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := c.Exec(bg, "SELECT le_unschedule(job => $1)", job); err != nil {
+			t.Errorf("le_unschedule: %v", err)
+		}
+	}()
+	time.Sleep(3500 * time.Millisecond)
+	missed := func() []time.Time { return dues("outcome = 'missed'") }
+	eventually(t, 2*time.Second, func() bool { return len(missed()) >= 3 })
+
+	var mu sync.Mutex
+	ran := map[time.Time]int{}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		returned <- Schedule(ctx, ScheduleConfig{ConnString: dsn(t), Job: job, TTL: 3 * time.Second},
+			func(ctx context.Context, run *ScheduledRun) error {
+				mu.Lock()
+				ran[run.Due.UTC()]++
+				mu.Unlock()
+				return nil
+			})
+	}()
+	late := func() []time.Time { return dues("outcome = 'succeeded' AND backfilled_at IS NOT NULL") }
+	eventually(t, 3*time.Second, func() bool { return len(late()) == 2 })
+	time.Sleep(1200 * time.Millisecond)
+	// the latest missed when the replica looked (one may be missed meanwhile)
+	m := dues("(outcome = 'missed' OR backfilled_at IS NOT NULL)")
+	latest := m[len(m)-2:]
+	if got := late(); len(got) != 2 || !got[0].Equal(latest[0]) || !got[1].Equal(latest[1]) {
+		t.Errorf("run late: %v, want the 2 latest missed %v", got, latest)
+	}
+	cancel()
+	if err := <-returned; err != nil {
+		t.Errorf("Schedule: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range latest {
+		if ran[d] != 1 {
+			t.Errorf("the missed instant %s ran %d times here (want 1): %v", d.Format(dueLayout), ran[d], ran)
+		}
+	}
+}

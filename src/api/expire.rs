@@ -75,6 +75,7 @@ extension_sql_file!(
         le_pause_schedule,
         le_resume_schedule,
         le_next_due,
+        le_backfill_due,
         le_expect_leader,
         le_unexpect_leader,
         le_open_session,

@@ -500,6 +500,29 @@ pub fn overlap(value: Option<&str>) -> leaderlock_protocol::runs::Overlap {
     })
 }
 
+/// The most a schedule's `backfill` may be: a returning replica runs at
+/// most this many missed instants late.
+pub const MAX_BACKFILL: i32 = 100;
+
+/// `backfill` of le_schedule: not NULL, 0 to `MAX_BACKFILL`.
+pub fn backfill(value: Option<i32>) -> u16 {
+    let Some(value) = value else {
+        reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: backfill must not be NULL".to_string(),
+            None,
+        );
+    };
+    if !(0..=MAX_BACKFILL).contains(&value) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: backfill must be between 0 and {MAX_BACKFILL} (got {value})"),
+            None,
+        );
+    }
+    u16::try_from(value).expect("bounded")
+}
+
 /// `misfire_grace` of le_schedule: as le_claim_run's, and NULL for the
 /// default: the period with `every`, 5 minutes with a cron expression.
 pub fn schedule_grace(value: Option<Interval>, every: Option<i64>) -> i64 {

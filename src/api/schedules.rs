@@ -28,9 +28,11 @@ fn not_owner(job: &str) -> ! {
 /// (at its multiples since the Unix epoch) or by `cron` in `tz`; a due
 /// instant not claimed within `misfire_grace` (NULL: the period, or 5
 /// minutes with cron) is recorded missed by the worker; `overlap` allow,
-/// forbid or replace. Its next due instant.
+/// forbid or replace; `backfill`: how many of its latest missed instants a
+/// replica may still run late (0 to 100). Its next due instant.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
+#[allow(clippy::too_many_arguments)] // (the SQL function's arguments)
 fn le_schedule(
     job: Option<&str>,
     every: default!(Option<Interval>, "NULL"),
@@ -38,6 +40,7 @@ fn le_schedule(
     tz: default!(Option<&str>, "'UTC'"),
     misfire_grace: default!(Option<Interval>, "NULL"),
     overlap: default!(Option<&str>, "'allow'"),
+    backfill: default!(Option<i32>, "0"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<TimestampWithTimeZone> {
     let _call = unsafe { call::enter(fcinfo, Access::Write) };
@@ -49,6 +52,7 @@ fn le_schedule(
         tz: tz.unwrap_or("UTC"),
         misfire_grace: input::schedule_grace(misfire_grace, every),
         overlap: input::overlap(overlap),
+        backfill: input::backfill(backfill),
     };
     let now = clock::now();
     let caller = call::caller();
@@ -122,6 +126,24 @@ fn le_next_due(
     };
     let schedule = schedules::read(job, call::caller()).filter(|s| !s.paused)?;
     schedules::next_after(&schedule.calendar, after).map(ts)
+}
+
+/// Contract 24's backfill: the instants of job `job`'s schedule that a
+/// replica may still run late (recorded missed, among its `backfill`
+/// latest missed, never taken up since), oldest first; none without a
+/// schedule, while it is paused, or with backfill 0.
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn le_backfill_due(
+    job: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> SetOfIterator<'static, TimestampWithTimeZone> {
+    let _call = unsafe { call::enter(fcinfo, Access::Read) };
+    let job = input::name("job", job);
+    let due = schedules::read(job, call::caller())
+        .map(|s| schedules::backfill_due(job, &s, clock::now()))
+        .unwrap_or_default();
+    SetOfIterator::new(due.into_iter().map(ts))
 }
 
 /// Contract 24, for the view `leaderlock_schedule_status`: job `job`'s

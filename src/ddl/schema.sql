@@ -238,6 +238,7 @@ CREATE TABLE leaderlock_runs (
     detail      text,                 -- the runner's short detail, or why missed
     attempts    integer NOT NULL DEFAULT 0,  -- claims made (more than one: a runner was lost)
     owner       oid,                  -- role of the last claim (contract 13)
+    backfilled_at timestamptz,        -- recorded missed, then taken up again then (contract 24)
     PRIMARY KEY (job, due)
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
@@ -246,6 +247,10 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_runs', '');
 CREATE INDEX leaderlock_runs_unfinished_idx ON leaderlock_runs (job, due) WHERE finished_at IS NULL;
 -- The runs the retention deletes, whatever their job.
 CREATE INDEX leaderlock_runs_due_idx ON leaderlock_runs (due);
+-- The runs recorded missed or taken up again (contract 24's backfill), so
+-- that a job's latest are found without reading its other runs.
+CREATE INDEX leaderlock_runs_missed_idx ON leaderlock_runs (job, due)
+    WHERE outcome = 'missed' OR backfilled_at IS NOT NULL;
 
 -- Contract 24: a job's schedule, kept in the database and owned by the
 -- role that made it (contract 13). The worker records as missed every due
@@ -265,6 +270,7 @@ CREATE TABLE leaderlock_schedules (
     next_check    timestamptz,         -- when the next instant's grace ends (NULL: paused)
     owner         oid NOT NULL,        -- the role that made it
     changed_at    timestamptz NOT NULL,
+    backfill      integer NOT NULL DEFAULT 0 CHECK (backfill BETWEEN 0 AND 100),  -- latest missed instants a replica may run late
     CHECK ((every IS NULL) <> (cron IS NULL))
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_schedules', '');

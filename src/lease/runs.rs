@@ -19,7 +19,7 @@ use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::runs::{
-    claim_may_act, run_claim, run_forgotten, JobRules, Overlap, RunClaim,
+    claim_may_act, run_claim, run_forgotten, Found, JobRules, Overlap, RunClaim,
 };
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -44,6 +44,11 @@ pub struct JobLock {
     pub grace: Option<i64>,
 }
 
+/// A stored backfill (the column's CHECK bounds it; NULL: none).
+pub fn backfill_of(value: Option<i32>) -> u16 {
+    value.and_then(|b| u16::try_from(b).ok()).unwrap_or(0)
+}
+
 /// Locks job `job`'s row without waiting (claims of a job take turns on it):
 /// None when another transaction holds it, or it has no row.
 pub fn lock_job(job: &str) -> Option<JobLock> {
@@ -59,6 +64,7 @@ pub fn lock_job(job: &str) -> Option<JobLock> {
                     .unwrap_or_default(),
                 paused: row.get::<bool>(4).expect("paused").unwrap_or(false),
                 judged_from: micros(row.get::<TimestampWithTimeZone>(5).expect("active_since")),
+                backfill: backfill_of(row.get::<i32>(6).expect("backfill")),
             },
             grace: row
                 .get::<Interval>(3)
@@ -92,6 +98,21 @@ pub fn lock_claimable(
         let holder = row.get::<String>(1).expect("holder");
         let term = row.get::<i64>(2).expect("term");
         Some((holder, term))
+    })
+}
+
+/// Under the job's lock, the run of `job` due at `due` locked if it was
+/// recorded missed and may be run late (contract 24's backfill: one of the
+/// job's `backfill` latest missed instants, never taken up since): its
+/// last claim's holder and term, as `lock_claimable`.
+pub fn lock_backfill(job: &str, due: i64, backfill: u16) -> Option<(Option<String>, Option<i64>)> {
+    let args = [job.into(), ts(due).into(), i64::from(backfill).into()];
+    plans::run(queries::LOCK_BACKFILL_RUN, &args, |t| {
+        let row = t.into_iter().next()?;
+        Some((
+            row.get::<String>(1).expect("holder"),
+            row.get::<i64>(2).expect("term"),
+        ))
     })
 }
 
@@ -164,9 +185,16 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
             if !claim_may_act(due, lock.rules) {
                 return None; // nothing is written for it
             }
-            let last = lock_claimable(job, due, now, horizon);
+            let mut last = lock_claimable(job, due, now, horizon);
+            let mut found = last.as_ref().map_or(Found::Nothing, |_| Found::Claimable);
+            if last.is_none() && lock.rules.backfill > 0 {
+                last = lock_backfill(job, due, lock.rules.backfill);
+                if last.is_some() {
+                    found = Found::MissedToRun;
+                }
+            }
             let other_live = last.is_some() && other_run_live(job, due, now, lock.rules);
-            let decision = run_claim(due, now, grace, last.is_some(), lock.rules, other_live);
+            let decision = run_claim(due, now, grace, found, lock.rules, other_live);
             let replaced = match decision {
                 RunClaim::Refuse => return None,
                 RunClaim::Missed => {

@@ -6,6 +6,7 @@
 use crate::base::clock::{micros, ts, PG_EPOCH_IN_UNIX_MICROS};
 use crate::base::settings;
 use crate::base::ttl::{interval_micros, micros_interval};
+use crate::lease::runs;
 use crate::lease::tenure;
 use crate::shmem::worker_wakeup;
 use crate::store::plans;
@@ -25,6 +26,8 @@ pub struct Settings<'a> {
     /// Microseconds.
     pub misfire_grace: i64,
     pub overlap: Overlap,
+    /// How many of its latest missed instants may be run late.
+    pub backfill: u16,
 }
 
 /// The calendar of a schedule's settings (an error says why not).
@@ -95,6 +98,7 @@ pub struct Read {
     /// Made, changed or resumed then: no instant before it is judged.
     pub active_since: i64,
     pub settled_to: i64,
+    pub backfill: u16,
     /// The caller is a member of its owner.
     pub member: bool,
 }
@@ -105,6 +109,7 @@ impl Read {
             overlap: self.overlap,
             paused: self.paused,
             judged_from: Some(self.active_since),
+            backfill: self.backfill,
         }
     }
 }
@@ -122,6 +127,7 @@ fn read_with(sql: &'static str, job: &str, caller: pg_sys::Oid) -> Option<Read> 
             paused: row.get::<bool>(7).ok().flatten().unwrap_or(false),
             active_since: micros(row.get::<TimestampWithTimeZone>(8).ok().flatten())?,
             settled_to: micros(row.get::<TimestampWithTimeZone>(9).ok().flatten())?,
+            backfill: runs::backfill_of(row.get::<i32>(10).ok().flatten()),
             member: row.get::<bool>(1).ok().flatten().unwrap_or(false),
         })
     })
@@ -139,7 +145,10 @@ fn same_calendar(read: &Read, s: &Settings) -> bool {
 
 /// Whether `read` has the settings `s`.
 fn same(read: &Read, s: &Settings) -> bool {
-    same_calendar(read, s) && read.misfire_grace == s.misfire_grace && read.overlap == s.overlap
+    same_calendar(read, s)
+        && read.misfire_grace == s.misfire_grace
+        && read.overlap == s.overlap
+        && read.backfill == s.backfill
 }
 
 /// What a change of a schedule found.
@@ -178,13 +187,15 @@ pub fn schedule(
         overlap_name(settings.overlap).into(),
         ts(now).into(),
         first_check.map(ts).into(),
+        i32::from(settings.backfill).into(),
         caller.into(),
     ];
     match read_with(queries::LOCK_SCHEDULE, job, caller) {
         Some(r) if !r.member => return Change::NotOwner,
         Some(r) if same(&r, settings) => {}
         Some(r) if same_calendar(&r, settings) => {
-            // The same instants: judged as before, by the new grace.
+            // The same instants: judged as before, by the new grace,
+            // overlap and backfill.
             let check = next_check(calendar, r.settled_to, settings.misfire_grace);
             let rules = [
                 job.into(),
@@ -192,13 +203,14 @@ pub fn schedule(
                 overlap_name(settings.overlap).into(),
                 check.map(ts).into(),
                 ts(now).into(),
+                i32::from(settings.backfill).into(),
             ];
             plans::run(queries::CHANGE_SCHEDULE_RULES, &rules, |_| ());
             wake_by(check, r.paused);
         }
         Some(r) => {
             settle(job, &r, now);
-            plans::run(queries::CHANGE_SCHEDULE, &args[..8], |_| ());
+            plans::run(queries::CHANGE_SCHEDULE, &args[..9], |_| ());
             wake_by(first_check, r.paused);
         }
         None => {
@@ -313,6 +325,29 @@ pub fn waiting_since(job: &str, schedule: &Read, now: i64) -> Option<i64> {
         .max(schedule.active_since)
         .max(kept);
     next_after(&schedule.calendar, from).filter(|d| *d <= now)
+}
+
+/// Contract 24's backfill: the instants of job `job`'s schedule (`read`)
+/// a replica may still run late at `now`, oldest first: none while paused,
+/// nor while a run of the job is claimed live under overlap `forbid` (a
+/// claim would be refused: replicas would try it every poll).
+pub fn backfill_due(job: &str, read: &Read, now: i64) -> Vec<i64> {
+    if read.paused
+        || read.backfill == 0
+        || runs::other_run_live(job, i64::MIN, now, read.rules()) && read.overlap == Overlap::Forbid
+    {
+        return Vec::new();
+    }
+    let args = [
+        job.into(),
+        ts(read.active_since).into(),
+        i64::from(read.backfill).into(),
+    ];
+    plans::run(queries::BACKFILL_DUE, &args, |t| {
+        t.into_iter()
+            .filter_map(|row| micros(row.get::<TimestampWithTimeZone>(1).ok().flatten()))
+            .collect()
+    })
 }
 
 /// Why a claim of a scheduled job's run is refused before anything is

@@ -13,7 +13,7 @@ use crate::lease::schedules::{self, Read};
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::calendar::Schedule;
-use leaderlock_protocol::runs::{past_grace, run_claim, JobRules, Overlap, RunClaim};
+use leaderlock_protocol::runs::{past_grace, run_claim, Found, JobRules, Overlap, RunClaim};
 use pgrx::prelude::*;
 
 /// Schedules settled per round, at most, the longest waiting first.
@@ -50,9 +50,8 @@ fn settle_job(d: &Due, now: i64, budget: usize, missed: &mut Vec<(String, i64)>)
         looked += 1;
         let last = runs::lock_claimable(d.job, due, now, horizon);
         let other_live = last.is_some() && runs::other_run_live(d.job, due, now, d.rules);
-        if run_claim(due, now, Some(d.grace), last.is_some(), d.rules, other_live)
-            == RunClaim::Missed
-        {
+        let found = last.as_ref().map_or(Found::Nothing, |_| Found::Claimable);
+        if run_claim(due, now, Some(d.grace), found, d.rules, other_live) == RunClaim::Missed {
             runs::record_missed(d.job, due, now, &last.expect("locked"), other_live);
             missed.push((d.job.to_owned(), due));
         }
@@ -85,6 +84,7 @@ pub fn settle(now: i64) -> usize {
                     overlap: overlap.as_deref().and_then(Overlap::named)?,
                     paused: false,
                     judged_from: micros(row.get::<TimestampWithTimeZone>(8).ok().flatten()),
+                    backfill: 0, // (the worker runs nothing late)
                 };
                 let pruned_before = micros(row.get::<TimestampWithTimeZone>(9).ok().flatten());
                 Some((

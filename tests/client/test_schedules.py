@@ -344,6 +344,43 @@ class SchedulesTest(CliCase):
         r = Run(self, "--job", job + "-fast", "--every", "500ms", "--register", "--ttl", "3s")
         self.assertEqual(r.wait(), 123)
 
+    def test_a_replica_that_comes_back_runs_the_latest_missed_instants_late(self):
+        """Backfill 2 (kept by a replica that registers its flags), no
+        replica for 3.5 s: a replica run by the job's name runs the 2 latest
+        missed instants late, each once, and no more (the latest when it
+        looked: an instant may be missed meanwhile)."""
+        job = self.key
+        self.schedule(job, every="1 second", misfire_grace="0.3 seconds", backfill=2)
+        flags = Run(self, "--job", job, "--every", "1s", "--register", "--ttl", "3s",
+                    command=[sys.executable, CHILD, self.children, "0.05"])
+        self.assertTrue(wait_for(lambda: one(self.conn, "SELECT extract(epoch FROM misfire_grace) "
+                                                        "FROM leaderlock_schedules WHERE job = %s", (job,)) == 1,
+                                 timeout=10))
+        self.assertEqual(one(self.conn, "SELECT backfill FROM leaderlock_schedules WHERE job = %s", (job,)), 2,
+                         "--register reset the backfill")
+        flags.signal(signal.SIGKILL)
+        flags.wait()
+        time.sleep(3.5)
+        self.assertTrue(wait_for(lambda: len(self.missed(job)) >= 3, timeout=2))
+        r = Run(self, "--job", job, "--ttl", "3s", "--id", "late",
+                command=[sys.executable, CHILD, self.children, "0.05"])
+
+        def run_late():
+            return [row[0] for row in self.query(
+                "SELECT due FROM leaderlock_runs WHERE job = %s AND outcome = 'succeeded' "
+                "AND backfilled_at IS NOT NULL ORDER BY due", (job,))]
+
+        def latest_missed():
+            return [row[0] for row in self.query(
+                "SELECT due FROM leaderlock_runs WHERE job = %s "
+                "AND (outcome = 'missed' OR backfilled_at IS NOT NULL) ORDER BY due", (job,))][-2:]
+
+        self.assertTrue(wait_for(lambda: len(run_late()) == 2, timeout=5), run_late())
+        time.sleep(1.2)
+        self.assertEqual(run_late(), latest_missed(), "not the latest missed, or more than the backfill")
+        r.signal(signal.SIGTERM)
+        self.assertEqual(r.wait(), 128 + signal.SIGTERM)
+
     def test_a_change_to_a_shorter_period_neither_floods_nor_misses_the_past(self):
         # A replica that waited for an hourly instant when the schedule became
         # every second: it looks back one grace, never to the last hour, and

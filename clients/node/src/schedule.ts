@@ -29,11 +29,14 @@ import { type Schema, schemaOf } from "./statements.js";
 const LE_NOW_US = "SELECT (extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS us";
 /**
  * Contract 24: job $1's registered schedule's first due instant strictly after $2 (NULL: no schedule, or
- * paused), in microseconds since the epoch, and its misfire grace in seconds (NULL: none).
+ * paused), in microseconds since the epoch, its misfire grace in seconds (NULL: none), and the missed instants
+ * its backfill lets run late (microseconds, oldest first).
  */
 const NEXT_DUE = "SELECT (extract(epoch FROM d.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS due, " +
   "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) FROM @extschema@.leaderlock_schedules s " +
-  "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace " +
+  "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace, " +
+  "ARRAY(SELECT (extract(epoch FROM b.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text " +
+  "FROM @extschema@.le_backfill_due(job => $1) AS b(due)) AS late " +
   "FROM (SELECT @extschema@.le_next_due(job => $1, after => $2::pg_catalog.timestamptz) AS due) d";
 const CLAIM_RUN = "SELECT @extschema@.le_claim_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
   "ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))::pg_catalog.text AS term";
@@ -115,6 +118,11 @@ export interface ScheduleOptions extends DueRule {
   signal?: AbortSignal;
   /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
   schema?: string | null;
+  /**
+   * A schedule kept in the database only: called with false once when the job has no schedule there or it is
+   * paused (nothing runs meanwhile), and with true when it runs again. Default: nothing is said.
+   */
+  onScheduleFound?: (found: boolean) => void;
 }
 
 /** A run this replica claimed: act for it only while `isOurs()`. */
@@ -406,6 +414,10 @@ class Claimer {
   private cursor: number | null | undefined = undefined;
   /** Due runs not settled yet: when to look at each again (performance.now()), how often it was found without a row. */
   private readonly pending = new Map<number, { at: number; tries: number }>();
+  /** A registered schedule: whether it was found at the last look (null: not looked yet). */
+  private found: boolean | null = null;
+  /** Told when a registered schedule goes absent or paused (false), and when it runs again (true). */
+  onFound: ((found: boolean) => void) | undefined = undefined;
 
   constructor(private readonly config: ConnectionConfig, private readonly schema: Schema, readonly job: string, readonly id: string,
               private readonly rule: Rule | null, readonly t: Timing, private readonly grace: number | null,
@@ -471,6 +483,12 @@ class Claimer {
     return this.cursor;
   }
 
+  /** Says once that a registered schedule was found absent or paused, and once that it runs again. */
+  private tell(found: boolean): void {
+    if (this.found !== found && !(found && this.found === null)) this.onFound?.(found);
+    this.found = found;
+  }
+
   /**
    * makePending for the job's schedule kept in the database: the instants come from the server (le_next_due),
    * after the last one made pending, or after now less the schedule's misfire grace at the start. null while
@@ -481,10 +499,17 @@ class Claimer {
     let from = this.cursor ?? null;
     for (;;) {
       const row = (await this.query(NEXT_DUE, [this.job, isoOfMicros(from ?? serverNow)]))[0];
+      // missed instants the backfill lets run late: claimed as any due run (the server decides, each once)
+      for (const late of (row?.late ?? []) as string[]) {
+        const due = Number(late);
+        if (!this.pending.has(due)) this.pending.set(due, { at: here, tries: 0 });
+      }
       if (row?.due === null || row?.due === undefined) {
         this.cursor = null;
+        this.tell(false);
         return null;
       }
+      this.tell(true);
       const next = Number(row.due);
       // Back one misfire grace at the first look (none: from now), and never further: after a change to a
       // shorter period, the instants since the last one made pending are past their grace (the server
@@ -648,6 +673,11 @@ export async function schedule(config: ConnectionConfig, job: string, options: S
   }
   const stop = options.signal;
   const claimer = new Claimer(config, schemaOf(options.schema), job, id, rule, timing({ ttl: ttlMs / 1000 }), grace, poll);
+  if (options.onScheduleFound !== undefined) {
+    if (typeof options.onScheduleFound !== "function") throw new BadArgumentError("onScheduleFound must be a function");
+    if (!registered) throw new BadArgumentError("onScheduleFound applies to a schedule kept in the database (neither every nor cron)");
+    claimer.onFound = options.onScheduleFound;
+  }
   let failures = 0;
   try {
     while (!stop?.aborted) {

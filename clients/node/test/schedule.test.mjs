@@ -27,7 +27,8 @@ async function rows(text, values = []) {
 /** The job's runs, oldest first (due as ISO text, term as text). */
 const runsOf = (job) => rows(
   "SELECT to_char(due AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS due, holder, term::text AS term, " +
-  "outcome, detail, finished_at IS NOT NULL AS finished, attempts FROM leaderlock_runs WHERE job = $1 ORDER BY due", [job]);
+  "outcome, detail, finished_at IS NOT NULL AS finished, attempts, backfilled_at IS NOT NULL AS late " +
+  "FROM leaderlock_runs WHERE job = $1 ORDER BY due", [job]);
 
 const HOUR = 3_600_000;
 
@@ -214,12 +215,16 @@ test("the job's schedule kept in the database (le_schedule), run by the job's na
   const job = fresh("sched-registered");
   const stop = new AbortController();
   const ran = [];
-  await sql("SELECT le_schedule($1, every => '1 second')", [job]);
-  const done = schedule(DSN, job, { ttlMs: 3000, signal: stop.signal }, async (run) => {
+  const told = [];
+  // started before the job has a schedule: told so once, then that it runs
+  const done = schedule(DSN, job, { ttlMs: 3000, signal: stop.signal, onScheduleFound: (f) => told.push(f) }, async (run) => {
     ran.push({ due: run.due.getTime(), ours: run.isOurs() });
   });
   const succeeded = async () => (await runsOf(job)).filter((r) => r.outcome === "succeeded");
   try {
+    assert.ok(await until(async () => told.length === 1, 3000), "not told that the job has no schedule");
+    assert.deepEqual(told, [false]);
+    await sql("SELECT le_schedule($1, every => '1 second')", [job]);
     // every second: runs at whole seconds, each once
     assert.ok(await until(async () => (await succeeded()).length >= 2, 4000), "fewer than 2 runs every second");
     // every 2 seconds from now on: the runs due after the change are at even seconds (the first one may be an
@@ -238,10 +243,42 @@ test("the job's schedule kept in the database (le_schedule), run by the job's na
     assert.equal(Number(await sql("SELECT count(*) FROM leaderlock_runs WHERE job = $1 AND claimed_at > $2::timestamptz",
                                   [job, pausedAt])), 0, "claimed while paused");
     assert.equal(ran.length, before, "ran while paused");
+    assert.deepEqual(told, [false, true, false], "told: no schedule, found, paused");
     assert.ok(ran.every((r) => r.ours));
     const dues = ran.map((r) => r.due);
     assert.equal(new Set(dues).size, dues.length, "a due instant ran twice");
     assert.ok(dues.every((d) => d % 1000 === 0), `due instants at whole seconds: ${dues}`);
+  } finally {
+    stop.abort();
+    await done;
+    await sql("SELECT le_unschedule($1)", [job]);
+  }
+});
+
+test("backfill: a replica that comes back runs the schedule's latest missed instants late, each once", async () => {
+  const job = fresh("sched-backfill");
+  await sql("SELECT le_schedule($1, every => '1 second', misfire_grace => '0.3 seconds', backfill => 2)", [job]);
+  // no replica for 3.5 s: the worker records the instants missed
+  await sleep(3500);
+  const missed = async () => (await runsOf(job)).filter((r) => r.outcome === "missed");
+  assert.ok(await until(async () => (await missed()).length >= 3, 2000), "fewer than 3 instants missed");
+  const stop = new AbortController();
+  const ran = [];
+  const done = schedule(DSN, job, { ttlMs: 3000, signal: stop.signal }, async (run) => {
+    ran.push(run.due.getTime());
+  });
+  try {
+    const late = async () => Number(await sql("SELECT count(*) FROM leaderlock_runs WHERE job = $1 AND backfilled_at IS NOT NULL " +
+                                             "AND outcome = 'succeeded'", [job]));
+    assert.ok(await until(async () => (await late()) === 2, 3000), "2 missed instants were not run late");
+    await sleep(1200);
+    assert.equal(await late(), 2, "more than the backfill ran late");
+    // the latest missed when the replica looked (one may be missed meanwhile), each run here once
+    const table = await runsOf(job);
+    const latest = table.filter((r) => r.outcome === "missed" || r.late).map((r) => Date.parse(r.due)).slice(-2);
+    assert.deepEqual(table.filter((r) => r.late).map((r) => Date.parse(r.due)), latest);
+    for (const d of latest) assert.ok(ran.includes(d), `missed instant ${new Date(d).toISOString()} not run: ${ran}`);
+    assert.equal(new Set(ran).size, ran.length, "an instant ran twice");
   } finally {
     stop.abort();
     await done;
@@ -258,6 +295,7 @@ test("a refusal retrying cannot change rejects: a job name the server refuses, b
   // by the job's name alone (its schedule kept in the database): that schedule's misfire grace, no tz
   await assert.rejects(schedule(DSN, "j", { ttlMs: 1000, misfireGraceMs: 1000 }, async () => {}), BadArgumentError);
   await assert.rejects(schedule(DSN, "j", { ttlMs: 1000, tz: "UTC" }, async () => {}), BadArgumentError);
+  await assert.rejects(schedule(DSN, "j", { every: 1000, ttlMs: 1000, onScheduleFound: () => {} }, async () => {}), BadArgumentError);
 });
 
 test("due instants without a server: every (multiples of the period since the epoch) and cron in a time zone across daylight saving", () => {

@@ -284,6 +284,50 @@ class ScheduledRunsTest(unittest.TestCase):
         self.assertIsNone(replica.error)
         self.assertEqual(len(ran), len(set(ran)), f"a due instant ran twice: {ran}")
 
+    def test_a_replica_that_comes_back_runs_the_latest_missed_instants_late(self):
+        """Backfill 2, no replica for 3.5 s (the worker records the instants
+        missed): a replica run by the job's name runs the 2 latest of them
+        late, each once, and no more."""
+        job = self.job
+        sql("SELECT le_schedule(job => %s, every => interval '1 second', "
+            "misfire_grace => interval '0.3 seconds', backfill => 2)", (job,))
+        self.addCleanup(sql, "SELECT le_unschedule(job => %s)", (job,))
+        time.sleep(3.5)
+
+        def missed():
+            return [r[0] for r in rows("SELECT due FROM leaderlock_runs WHERE job = %s AND outcome = 'missed' "
+                                       "ORDER BY due", (job,))]
+
+        self.assertTrue(wait(lambda: len(missed()) >= 3, 2), missed())
+        ran, lock = [], threading.Lock()
+
+        def fn(run):
+            run.check()
+            with lock:
+                ran.append(run.due)
+
+        replica = leaderlock.scheduled(DSN, job, ttl=3.0, id="late")(fn)
+        replica.start()
+        self.addCleanup(replica.stop, 10)
+
+        def run_late():
+            return [r[0] for r in rows("SELECT due FROM leaderlock_runs WHERE job = %s AND outcome = 'succeeded' "
+                                       "AND backfilled_at IS NOT NULL ORDER BY due", (job,))]
+
+        def latest_missed():  # (the latest when the replica looked: one may be missed meanwhile)
+            return [r[0] for r in rows("SELECT due FROM leaderlock_runs WHERE job = %s "
+                                       "AND (outcome = 'missed' OR backfilled_at IS NOT NULL) ORDER BY due",
+                                       (job,))][-2:]
+
+        self.assertTrue(wait(lambda: len(run_late()) == 2, 3), f"{run_late()}; {replica.error!r}")
+        time.sleep(1.2)
+        latest = latest_missed()
+        self.assertEqual(run_late(), latest, "not the latest missed, or more than the backfill")
+        replica.stop(10)
+        self.assertIsNone(replica.error)
+        self.assertTrue(set(latest) <= set(ran), f"{latest} not all in {ran}")
+        self.assertEqual(len(ran), len(set(ran)), f"a due instant ran twice: {ran}")
+
     def run_in_thread(self, dsn, fn, ttl, stop):
         th = threading.Thread(target=leaderlock.run_scheduled, args=(dsn, self.job, fn),
                               kwargs=dict(every=timedelta(hours=1), ttl=ttl, misfire_grace=3600.0, id="me",

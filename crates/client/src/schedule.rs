@@ -83,7 +83,9 @@ impl Schedule {
     /// The job's schedule kept in the database (contract 24, `le_schedule`):
     /// each due instant is read from the server (`le_next_due`), so a
     /// change or a pause takes effect within [`RunConfig::poll_every`],
-    /// without a restart; its misfire grace is the schedule's.
+    /// without a restart; its misfire grace is the schedule's. The missed
+    /// instants its backfill lets run late (`le_backfill_due`) are claimed
+    /// as any due run.
     pub fn registered() -> Schedule {
         Schedule(Source::Registered)
     }
@@ -399,6 +401,11 @@ impl Scheduler {
                 .await?
                 .expect("one row");
             let (next, grace): (Option<DateTime<Utc>>, Option<f64>) = (row.get(0), row.get(1));
+            // Missed instants the schedule's backfill lets run late: claimed
+            // as any due run (the server decides, each once).
+            for late in row.get::<_, Vec<DateTime<Utc>>>(2) {
+                self.pending.entry(late).or_insert((here, 0));
+            }
             let Some(next) = next else {
                 self.cursor = None;
                 return Ok(None);

@@ -131,15 +131,20 @@ pub const CLAIM_RUN: &str = "SELECT @extschema@.le_claim_run(job => $1, due => $
      ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))";
 /// Contract 24: registers job $1's schedule: every $2 seconds or cron $3 in
 /// tz $4, misfire grace $5 seconds (NULL: the server's default), overlap
-/// $6. Its next due instant.
+/// $6; its backfill as the database has it (an operator's setting: a
+/// replica's start never resets it). Its next due instant.
 pub const REGISTER_SCHEDULE: &str = "SELECT @extschema@.le_schedule(job => $1, \
      every => pg_catalog.make_interval(secs => $2), cron => $3, tz => $4, \
-     misfire_grace => pg_catalog.make_interval(secs => $5), overlap => $6)";
+     misfire_grace => pg_catalog.make_interval(secs => $5), overlap => $6, \
+     backfill => coalesce((SELECT s.backfill FROM @extschema@.leaderlock_schedules s \
+                            WHERE s.job OPERATOR(pg_catalog.=) $1), 0))";
 /// Contract 24: job $1's registered schedule's first due instant after $2
-/// (NULL: no schedule, or paused), and its misfire grace in seconds.
+/// (NULL: no schedule, or paused), its misfire grace in seconds, and the
+/// missed instants it may still run late (its backfill, oldest first).
 pub const NEXT_DUE: &str = "SELECT @extschema@.le_next_due(job => $1, after => $2), \
      (SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) \
-        FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) $1)";
+        FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) $1), \
+     ARRAY(SELECT @extschema@.le_backfill_due(job => $1))";
 /// $1 job, $2 due, $3 id, $4 ttl in seconds, $5 the claim's term.
 pub const RENEW_RUN: &str = "SELECT @extschema@.le_renew_run(job => $1, due => $2, id => $3, \
      ttl => pg_catalog.make_interval(secs => $4), term => $5)";

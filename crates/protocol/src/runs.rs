@@ -7,6 +7,19 @@
 
 use crate::Micros;
 
+/// What the locking statements found of the run due, its row locked or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Nothing locked: finished, claimed live by another, or its row locked
+    /// by a concurrent claim.
+    Nothing,
+    /// Unfinished and its last claim not live (`not_live!`).
+    Claimable,
+    /// Recorded missed, never taken up since, and one of the job's
+    /// `backfill` latest instants recorded missed (`may_backfill`).
+    MissedToRun,
+}
+
 /// What a claim does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunClaim {
@@ -58,6 +71,17 @@ pub struct JobRules {
     /// Since when the schedule is judged (made, changed or resumed then):
     /// a run due before it is neither run nor recorded missed.
     pub judged_from: Option<Micros>,
+    /// How many of its latest missed instants may still be run late
+    /// (`backfill`, 0: none).
+    pub backfill: u16,
+}
+
+/// Contract 24's backfill: whether a run recorded missed and never taken
+/// up may be run late, `later` instants of the job recorded missed (taken
+/// up since or not) being due after it: only the job's `backfill` latest.
+/// The rule of the statement that locks it (`LOCK_BACKFILL_RUN`).
+pub fn may_backfill(later: usize, backfill: u16) -> bool {
+    later < usize::from(backfill)
 }
 
 /// Before anything is written: whether a claim of the run due at `due`
@@ -77,30 +101,30 @@ pub fn run_forgotten(due: Micros, kept_from: Micros) -> bool {
 }
 
 /// Under the job's lock: what a claim at `now` of the run due at `due`,
-/// with `grace` (None: no limit), does; `locked`: the run's row was locked
-/// by the statement that holds the rule (unfinished, last claim not live);
-/// `job`: its schedule's rules; `other_live`: another run of the job is
-/// claimed live (read only when the overlap is not `allow`).
+/// with `grace` (None: no limit), does; `found`: what the statements that
+/// hold the rules found and locked of it; `job`: its schedule's rules;
+/// `other_live`: another run of the job is claimed live (read only when
+/// the overlap is not `allow`). A missed run taken up again (backfill) is
+/// run whatever its grace: it is past it by definition.
 pub fn run_claim(
     due: Micros,
     now: Micros,
     grace: Option<Micros>,
-    locked: bool,
+    found: Found,
     job: JobRules,
     other_live: bool,
 ) -> RunClaim {
-    if !locked || !claim_may_act(due, job) {
-        RunClaim::Refuse
-    } else if past_grace(due, now, grace) {
-        RunClaim::Missed
-    } else if !other_live {
-        RunClaim::Claim
-    } else {
-        match job.overlap {
+    match found {
+        Found::Nothing => RunClaim::Refuse,
+        _ if !claim_may_act(due, job) => RunClaim::Refuse,
+        Found::MissedToRun if job.backfill == 0 => RunClaim::Refuse,
+        Found::Claimable if past_grace(due, now, grace) => RunClaim::Missed,
+        _ if !other_live => RunClaim::Claim,
+        _ => match job.overlap {
             Overlap::Allow => RunClaim::Claim,
             Overlap::Forbid => RunClaim::Refuse,
             Overlap::Replace => RunClaim::Replace,
-        }
+        },
     }
 }
 
@@ -119,25 +143,31 @@ mod tests {
     fn a_run_is_claimed_once_within_its_grace() {
         let any = JobRules::default();
         assert_eq!(
-            run_claim(10, 12, Some(2), true, any, false),
+            run_claim(10, 12, Some(2), Found::Claimable, any, false),
             RunClaim::Claim
         );
         assert_eq!(
-            run_claim(10, 13, Some(2), true, any, false),
+            run_claim(10, 13, Some(2), Found::Claimable, any, false),
             RunClaim::Missed
         );
-        assert_eq!(run_claim(10, 99, None, true, any, false), RunClaim::Claim);
         assert_eq!(
-            run_claim(10, 11, Some(2), false, any, false),
+            run_claim(10, 99, None, Found::Claimable, any, false),
+            RunClaim::Claim
+        );
+        assert_eq!(
+            run_claim(10, 11, Some(2), Found::Nothing, any, false),
             RunClaim::Refuse
         );
-        assert_eq!(run_claim(10, 11, Some(2), true, any, true), RunClaim::Claim);
+        assert_eq!(
+            run_claim(10, 11, Some(2), Found::Claimable, any, true),
+            RunClaim::Claim
+        );
         let paused = JobRules {
             paused: true,
             ..any
         };
         assert_eq!(
-            run_claim(10, 13, Some(2), true, paused, false),
+            run_claim(10, 13, Some(2), Found::Claimable, paused, false),
             RunClaim::Refuse
         );
         // judged from 11: the run due at 10 is neither run nor missed
@@ -146,19 +176,19 @@ mod tests {
             ..any
         };
         assert_eq!(
-            run_claim(10, 12, Some(2), true, changed, false),
+            run_claim(10, 12, Some(2), Found::Claimable, changed, false),
             RunClaim::Refuse
         );
         assert_eq!(
-            run_claim(10, 13, Some(2), true, changed, false),
+            run_claim(10, 13, Some(2), Found::Claimable, changed, false),
             RunClaim::Refuse
         );
         assert_eq!(
-            run_claim(11, 12, Some(2), true, changed, false),
+            run_claim(11, 12, Some(2), Found::Claimable, changed, false),
             RunClaim::Claim
         );
         assert_eq!(
-            run_claim(11, 14, Some(2), true, changed, false),
+            run_claim(11, 14, Some(2), Found::Claimable, changed, false),
             RunClaim::Missed
         );
         assert!(!claim_may_act(10, changed));
@@ -168,11 +198,11 @@ mod tests {
             ..any
         };
         assert_eq!(
-            run_claim(10, 11, Some(2), true, forbid, true),
+            run_claim(10, 11, Some(2), Found::Claimable, forbid, true),
             RunClaim::Refuse
         );
         assert_eq!(
-            run_claim(10, 13, Some(2), true, forbid, true),
+            run_claim(10, 13, Some(2), Found::Claimable, forbid, true),
             RunClaim::Missed
         );
         let replace = JobRules {
@@ -180,13 +210,43 @@ mod tests {
             ..any
         };
         assert_eq!(
-            run_claim(10, 11, Some(2), true, replace, true),
+            run_claim(10, 11, Some(2), Found::Claimable, replace, true),
             RunClaim::Replace
         );
         assert_eq!(
-            run_claim(10, 11, Some(2), true, replace, false),
+            run_claim(10, 11, Some(2), Found::Claimable, replace, false),
             RunClaim::Claim
         );
+        // backfill: a missed run taken up again runs past its grace, under
+        // the overlap as any run, never while paused or before a change
+        let backfill = JobRules { backfill: 2, ..any };
+        assert_eq!(
+            run_claim(10, 99, Some(2), Found::MissedToRun, backfill, false),
+            RunClaim::Claim
+        );
+        assert_eq!(
+            run_claim(10, 99, Some(2), Found::MissedToRun, any, false),
+            RunClaim::Refuse
+        );
+        let forbid_backfill = JobRules {
+            backfill: 2,
+            ..forbid
+        };
+        assert_eq!(
+            run_claim(10, 99, Some(2), Found::MissedToRun, forbid_backfill, true),
+            RunClaim::Refuse
+        );
+        let paused_backfill = JobRules {
+            backfill: 2,
+            ..paused
+        };
+        assert_eq!(
+            run_claim(10, 99, Some(2), Found::MissedToRun, paused_backfill, false),
+            RunClaim::Refuse
+        );
+        assert!(may_backfill(1, 2));
+        assert!(!may_backfill(2, 2));
+        assert!(!may_backfill(0, 0));
         assert!(run_forgotten(9, 10));
         assert!(!run_forgotten(10, 10));
     }

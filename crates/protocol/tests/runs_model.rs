@@ -14,13 +14,18 @@
 //! (contract 24: allow, forbid, replace) is an input of it: with forbid or
 //! replace, no two runs of the job are ever claimed live at once.
 //!
+//! Backfill (contract 24): a run recorded missed may be claimed once more,
+//! whatever its grace, when it is one of the job's `BACKFILL` latest
+//! instants recorded missed (the rule of `LOCK_BACKFILL_RUN`'s WHERE,
+//! `may_backfill`).
+//!
 //! One job, runs due at ticks 1 and 2, a misfire grace of 1 tick, claims
 //! of 1 tick (2 where runs could overlap), two replicas, horizon 5 ticks.
 //! Each broken variant must be caught with a printed trace.
 //!
 //! `cargo test -p leaderlock-protocol --test runs_model` (seconds).
 use leaderlock_protocol as p;
-use p::runs::{JobRules, Overlap, RunClaim};
+use p::runs::{Found, JobRules, Overlap, RunClaim};
 use stateright::{Checker, Model, Property};
 
 mod common;
@@ -29,9 +34,11 @@ const DUE: [i64; 2] = [1, 2];
 const GRACE: i64 = 1;
 const HORIZON: i64 = 5;
 const REPLICAS: u8 = 2;
+const BACKFILL: u16 = 1;
 
 const ONE_CLAIM: &str = "a run is never claimed while another claim of it is live";
-const ONCE: &str = "a finished or missed run is never claimed again";
+const ONCE: &str = "a finished run is never claimed again, a missed one at most once more";
+const LATEST: &str = "only the job's latest missed runs are run late";
 const MISFIRE: &str = "no run is claimed past its misfire grace";
 const TERMS: &str = "a job's terms grow with each claim";
 const NO_OVERLAP: &str = "with forbid or replace, no two runs of the job are claimed live at once";
@@ -49,6 +56,10 @@ enum Variant {
     OverlapIgnored,
     /// `replace` claims without ending the other runs' claims.
     OthersKept,
+    /// The backfill's locking rule forgets that a run was taken up.
+    TakenUpIgnored,
+    /// The backfill's locking rule forgets the job's later misses.
+    LaterIgnored,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +68,10 @@ struct Run {
     term: i64,
     expires_at: i64,
     finished: bool,
+    /// Recorded missed (last finished so).
+    missed: bool,
+    /// Claimed again after it was missed (backfill).
+    taken_up: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -70,12 +85,14 @@ struct State {
     misfire_broken: bool,
     terms_broken: bool,
     overlap_broken: bool,
+    latest_broken: bool,
     /// Witnesses.
     retried: bool,
     missed: bool,
     finished: bool,
     refused_for_overlap: bool,
     replaced: bool,
+    run_late: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -116,9 +133,12 @@ impl RunsModel {
             return;
         }
         let run = s.runs[d];
-        let locked = !run.is_some_and(|r| r.finished || Self::live(&r, now));
-        if p::runs::run_claim(due, now, Some(GRACE), locked, self.rules(), false)
-            == RunClaim::Missed
+        let found = if run.is_some_and(|r| r.finished || Self::live(&r, now)) {
+            Found::Nothing
+        } else {
+            Found::Claimable
+        };
+        if p::runs::run_claim(due, now, Some(GRACE), found, self.rules(), false) == RunClaim::Missed
         {
             Self::record_missed(s, d, now);
         }
@@ -128,11 +148,14 @@ impl RunsModel {
     fn record_missed(s: &mut State, d: usize, now: i64) {
         s.runs[d] = Some(Run {
             finished: true,
+            missed: true,
             ..s.runs[d].unwrap_or(Run {
                 holder: None,
                 term: 0,
                 expires_at: now,
                 finished: true,
+                missed: true,
+                taken_up: false,
             })
         });
         s.missed = true;
@@ -141,6 +164,7 @@ impl RunsModel {
     fn rules(&self) -> JobRules {
         JobRules {
             overlap: self.overlap,
+            backfill: BACKFILL,
             ..JobRules::default()
         }
     }
@@ -159,10 +183,26 @@ impl RunsModel {
             Variant::FinishedIgnored => !live,
             _ => !finished && !live,
         };
+        // The job's instants recorded missed due after this one (taken up
+        // since or not), as LOCK_BACKFILL_RUN counts them.
+        let later = Self::later_missed(s, d);
+        let to_run_late = run.is_some_and(|r| {
+            r.finished
+                && r.missed
+                && (!r.taken_up || self.variant == Variant::TakenUpIgnored)
+                && (p::runs::may_backfill(later, BACKFILL) || self.variant == Variant::LaterIgnored)
+        });
+        let found = if locked {
+            Found::Claimable
+        } else if to_run_late {
+            Found::MissedToRun
+        } else {
+            Found::Nothing
+        };
         let grace = (self.variant != Variant::GraceIgnored).then_some(GRACE);
         let other_live = self.variant != Variant::OverlapIgnored
             && (0..DUE.len()).any(|o| o != d && s.runs[o].is_some_and(|r| Self::live(&r, now)));
-        let decision = p::runs::run_claim(due, now, grace, locked, self.rules(), other_live);
+        let decision = p::runs::run_claim(due, now, grace, found, self.rules(), other_live);
         if decision == RunClaim::Replace && self.variant != Variant::OthersKept {
             for o in (0..DUE.len()).filter(|o| *o != d) {
                 if let Some(r) = s.runs[o].as_mut().filter(|r| Self::live(r, now)) {
@@ -179,9 +219,12 @@ impl RunsModel {
             RunClaim::Missed => Self::record_missed(s, d, now),
             RunClaim::Claim | RunClaim::Replace => {
                 let term = p::next_term((s.job_term > 0).then_some(s.job_term), 1);
+                let late = run.is_some_and(|r| r.missed);
                 s.one_claim_broken |= live;
-                s.once_broken |= finished;
-                s.misfire_broken |= now > due + GRACE;
+                s.once_broken |= finished && (!late || run.is_some_and(|r| r.taken_up));
+                s.misfire_broken |= now > due + GRACE && !late;
+                s.latest_broken |= late && later >= usize::from(BACKFILL);
+                s.run_late |= late;
                 s.terms_broken |= term <= s.job_term;
                 s.retried |= run.is_some_and(|r| r.holder.is_some());
                 s.job_term = term;
@@ -191,6 +234,8 @@ impl RunsModel {
                     term,
                     expires_at: p::expiry(now, self.ttl()),
                     finished: false,
+                    missed: false,
+                    taken_up: run.is_some_and(|r| r.taken_up || r.missed),
                 });
                 s.overlap_broken |= self.overlap != Overlap::Allow
                     && (0..DUE.len())
@@ -198,6 +243,14 @@ impl RunsModel {
                         .any(|o| s.runs[o].is_some_and(|r| Self::live(&r, now)));
             }
         }
+    }
+
+    /// How many of the job's runs due after DUE[d] were recorded missed
+    /// (taken up since or not).
+    fn later_missed(s: &State, d: usize) -> usize {
+        (d + 1..DUE.len())
+            .filter(|o| s.runs[*o].is_some_and(|r| r.missed || r.taken_up))
+            .count()
     }
 
     /// The claim `c` holds live in its term, as the statements of le_renew_run
@@ -229,11 +282,13 @@ impl Model for RunsModel {
             misfire_broken: false,
             terms_broken: false,
             overlap_broken: false,
+            latest_broken: false,
             retried: false,
             missed: false,
             finished: false,
             refused_for_overlap: false,
             replaced: false,
+            run_late: false,
         }]
     }
 
@@ -286,6 +341,8 @@ impl Model for RunsModel {
             Property::sometimes("a run is missed", |_, s: &State| s.missed),
             Property::sometimes("a run finishes", |_, s: &State| s.finished),
             Property::always(NO_OVERLAP, |_, s: &State| !s.overlap_broken),
+            Property::always(LATEST, |_, s: &State| !s.latest_broken),
+            Property::sometimes("a missed run is run late", |_, s: &State| s.run_late),
         ];
         // (Claims of 2 ticks lapse only past the grace of 1.)
         match self.overlap {
@@ -365,6 +422,16 @@ fn a_claim_beside_a_live_one_is_caught() {
 #[test]
 fn a_finished_run_claimed_again_is_caught() {
     must_catch(Variant::FinishedIgnored, Overlap::Allow, ONCE);
+}
+
+#[test]
+fn a_missed_run_run_late_twice_is_caught() {
+    must_catch(Variant::TakenUpIgnored, Overlap::Allow, ONCE);
+}
+
+#[test]
+fn an_older_missed_run_run_late_is_caught() {
+    must_catch(Variant::LaterIgnored, Overlap::Allow, LATEST);
 }
 
 #[test]

@@ -76,9 +76,10 @@ statements! {
     /// Lock a job's row, never waiting: claims of one job take turns on it,
     /// and so does the worker settling its schedule (renewals and finishes
     /// never touch it). `$1` job. Before when its runs were pruned, and its
-    /// schedule's overlap, misfire grace, pause and since when it is judged
-    /// (contract 24; NULL without one).
-    LOCK_JOB = "SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused, s.active_since \
+    /// schedule's overlap, misfire grace, pause, since when it is judged
+    /// and backfill (contract 24; NULL without one).
+    LOCK_JOB = "SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused, s.active_since, \
+                s.backfill \
            FROM @extschema@.leaderlock_jobs j \
            LEFT JOIN @extschema@.leaderlock_schedules s ON s.job = j.job \
           WHERE j.job = $1 \
@@ -117,13 +118,39 @@ statements! {
         not_live!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
+    /// Contract 24's backfill: lock a run recorded missed and never taken up
+    /// since, if it is one of job `$1`'s `$3` latest instants recorded
+    /// missed (taken up since or not; `may_backfill`), never waiting. `$2`
+    /// due. Its last claim's holder and term.
+    LOCK_BACKFILL_RUN = "SELECT r.holder, r.term FROM @extschema@.leaderlock_runs r \
+          WHERE r.job = $1 AND r.due = $2 AND r.outcome = 'missed' AND r.backfilled_at IS NULL \
+            AND (SELECT pg_catalog.count(*) FROM \
+                   (SELECT FROM @extschema@.leaderlock_runs l \
+                     WHERE l.job = $1 AND l.due > $2 \
+                       AND (l.outcome = 'missed' OR l.backfilled_at IS NOT NULL) \
+                     LIMIT $3) later) < $3 \
+         FOR NO KEY UPDATE OF r SKIP LOCKED";
+    /// Contract 24's backfill: the instants of job `$1` due from `$2` on
+    /// that a replica may still run late, oldest first: of its `$3` latest
+    /// instants recorded missed (taken up since or not), those never
+    /// taken up (as `LOCK_BACKFILL_RUN` locks them).
+    BACKFILL_DUE = "SELECT due FROM \
+           (SELECT due, outcome, backfilled_at FROM @extschema@.leaderlock_runs \
+             WHERE job = $1 AND due >= $2 \
+               AND (outcome = 'missed' OR backfilled_at IS NOT NULL) \
+             ORDER BY due DESC LIMIT $3) latest \
+          WHERE outcome = 'missed' AND backfilled_at IS NULL ORDER BY due";
     /// A claim of a locked run: `$3` id, `$4` term, `$5` now, `$6` ttl, `$7`
-    /// the caller, who owns it. `$1` job, `$2` due. Its expiry and attempt.
+    /// the caller, who owns it. `$1` job, `$2` due. A run recorded missed
+    /// (locked by `LOCK_BACKFILL_RUN`) is unfinished again, taken up now.
+    /// Its expiry and attempt.
     CLAIM_RUN = concat!(
         "UPDATE @extschema@.leaderlock_runs \
             SET holder = $3, term = $4, claimed_at = $5, expires_at = ",
         expiry!("$5", "$6"),
-        ", ttl = $6, owner = $7::oid, attempts = attempts + 1 \
+        ", ttl = $6, owner = $7::oid, attempts = attempts + 1, \
+            backfilled_at = CASE WHEN finished_at IS NULL THEN backfilled_at ELSE $5 END, \
+            finished_at = NULL, outcome = NULL, detail = NULL \
           WHERE job = $1 AND due = $2 \
       RETURNING expires_at, attempts"
     );

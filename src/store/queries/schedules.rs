@@ -10,7 +10,7 @@ statements! {
     /// settling lock it). `$1` job, `$2` the caller. Whether the caller is
     /// a member of its owner, and its settings.
     LOCK_SCHEDULE = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER'), every, cron, tz, \
-                misfire_grace, overlap, paused, active_since, settled_to \
+                misfire_grace, overlap, paused, active_since, settled_to, backfill \
            FROM @extschema@.leaderlock_schedules WHERE job = $1 FOR NO KEY UPDATE";
     /// Whether the caller `$2` may schedule job `$1` (its row made by a
     /// role the caller is a member of, or none yet): NULL when it has no row.
@@ -18,22 +18,23 @@ statements! {
            FROM @extschema@.leaderlock_jobs WHERE job = $1";
     /// A new schedule: `$1` job, `$2` every, `$3` cron, `$4` tz, `$5` grace,
     /// `$6` overlap, `$7` now (judged from then), `$8` its first check, `$9`
-    /// the caller, who owns it.
+    /// backfill, `$10` the caller, who owns it.
     INSERT_SCHEDULE = "INSERT INTO @extschema@.leaderlock_schedules \
              (job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, \
-              next_check, owner, changed_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, false, $7, $7, $8, $9::oid, $7)";
+              next_check, backfill, owner, changed_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, false, $7, $7, $8, $9, $10::oid, $7)";
     /// A changed schedule, judged from `$7` on (its paused state kept).
     CHANGE_SCHEDULE = "UPDATE @extschema@.leaderlock_schedules \
             SET every = $2, cron = $3, tz = $4, misfire_grace = $5, overlap = $6, \
                 active_since = $7, settled_to = $7, \
-                next_check = CASE WHEN paused THEN NULL ELSE $8 END, changed_at = $7 \
+                next_check = CASE WHEN paused THEN NULL ELSE $8 END, backfill = $9, \
+                changed_at = $7 \
           WHERE job = $1";
-    /// A schedule whose calendar stays, with another misfire grace (`$2`)
-    /// or overlap (`$3`): judged as before; its next check at `$4` (NULL
-    /// while paused), changed at `$5`.
+    /// A schedule whose calendar stays, with another misfire grace (`$2`),
+    /// overlap (`$3`) or backfill (`$6`): judged as before; its next check
+    /// at `$4` (NULL while paused), changed at `$5`.
     CHANGE_SCHEDULE_RULES = "UPDATE @extschema@.leaderlock_schedules \
-            SET misfire_grace = $2, overlap = $3, \
+            SET misfire_grace = $2, overlap = $3, backfill = $6, \
                 next_check = CASE WHEN paused THEN NULL ELSE $4 END, changed_at = $5 \
           WHERE job = $1";
     /// Pauses (`$2` true, `$4` NULL) or resumes (`$2` false, judged from `$3`
@@ -47,7 +48,7 @@ statements! {
     DELETE_SCHEDULE = "DELETE FROM @extschema@.leaderlock_schedules WHERE job = $1";
     /// Job `$1`'s schedule, as anyone may read it (as `LOCK_SCHEDULE`).
     READ_SCHEDULE = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER'), every, cron, tz, \
-                misfire_grace, overlap, paused, active_since, settled_to \
+                misfire_grace, overlap, paused, active_since, settled_to, backfill \
            FROM @extschema@.leaderlock_schedules WHERE job = $1";
     /// The schedules whose next instant's grace has ended by `$1`, the
     /// longest waiting first, up to `$2`, with their jobs' rows, both locked

@@ -18,11 +18,14 @@ const statements_js_1 = require("./statements.js");
 const LE_NOW_US = "SELECT (extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS us";
 /**
  * Contract 24: job $1's registered schedule's first due instant strictly after $2 (NULL: no schedule, or
- * paused), in microseconds since the epoch, and its misfire grace in seconds (NULL: none).
+ * paused), in microseconds since the epoch, its misfire grace in seconds (NULL: none), and the missed instants
+ * its backfill lets run late (microseconds, oldest first).
  */
 const NEXT_DUE = "SELECT (extract(epoch FROM d.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS due, " +
     "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) FROM @extschema@.leaderlock_schedules s " +
-    "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace " +
+    "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace, " +
+    "ARRAY(SELECT (extract(epoch FROM b.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text " +
+    "FROM @extschema@.le_backfill_due(job => $1) AS b(due)) AS late " +
     "FROM (SELECT @extschema@.le_next_due(job => $1, after => $2::pg_catalog.timestamptz) AS due) d";
 const CLAIM_RUN = "SELECT @extschema@.le_claim_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
     "ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))::pg_catalog.text AS term";
@@ -317,6 +320,10 @@ class Claimer {
     cursor = undefined;
     /** Due runs not settled yet: when to look at each again (performance.now()), how often it was found without a row. */
     pending = new Map();
+    /** A registered schedule: whether it was found at the last look (null: not looked yet). */
+    found = null;
+    /** Told when a registered schedule goes absent or paused (false), and when it runs again (true). */
+    onFound = undefined;
     constructor(config, schema, job, id, rule, t, grace, poll) {
         this.config = config;
         this.schema = schema;
@@ -390,6 +397,12 @@ class Claimer {
         }
         return this.cursor;
     }
+    /** Says once that a registered schedule was found absent or paused, and once that it runs again. */
+    tell(found) {
+        if (this.found !== found && !(found && this.found === null))
+            this.onFound?.(found);
+        this.found = found;
+    }
     /**
      * makePending for the job's schedule kept in the database: the instants come from the server (le_next_due),
      * after the last one made pending, or after now less the schedule's misfire grace at the start. null while
@@ -400,10 +413,18 @@ class Claimer {
         let from = this.cursor ?? null;
         for (;;) {
             const row = (await this.query(NEXT_DUE, [this.job, isoOfMicros(from ?? serverNow)]))[0];
+            // missed instants the backfill lets run late: claimed as any due run (the server decides, each once)
+            for (const late of (row?.late ?? [])) {
+                const due = Number(late);
+                if (!this.pending.has(due))
+                    this.pending.set(due, { at: here, tries: 0 });
+            }
             if (row?.due === null || row?.due === undefined) {
                 this.cursor = null;
+                this.tell(false);
                 return null;
             }
+            this.tell(true);
             const next = Number(row.due);
             // Back one misfire grace at the first look (none: from now), and never further: after a change to a
             // shorter period, the instants since the last one made pending are past their grace (the server
@@ -579,6 +600,13 @@ async function schedule(config, job, options, fn) {
     }
     const stop = options.signal;
     const claimer = new Claimer(config, (0, statements_js_1.schemaOf)(options.schema), job, id, rule, (0, options_js_1.timing)({ ttl: ttlMs / 1000 }), grace, poll);
+    if (options.onScheduleFound !== undefined) {
+        if (typeof options.onScheduleFound !== "function")
+            throw new errors_js_1.BadArgumentError("onScheduleFound must be a function");
+        if (!registered)
+            throw new errors_js_1.BadArgumentError("onScheduleFound applies to a schedule kept in the database (neither every nor cron)");
+        claimer.onFound = options.onScheduleFound;
+    }
     let failures = 0;
     try {
         while (!stop?.aborted) {

@@ -54,6 +54,11 @@ export interface ScheduleOptions extends DueRule {
     signal?: AbortSignal;
     /** The schema that holds leaderlock, as LeadOptions.schema. Default LEADERLOCK_SCHEMA, else found. */
     schema?: string | null;
+    /**
+     * A schedule kept in the database only: called with false once when the job has no schedule there or it is
+     * paused (nothing runs meanwhile), and with true when it runs again. Default: nothing is said.
+     */
+    onScheduleFound?: (found: boolean) => void;
 }
 /** A run this replica claimed: act for it only while `isOurs()`. */
 export interface Run {

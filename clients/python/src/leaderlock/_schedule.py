@@ -71,9 +71,12 @@ RUN_HOLDER = ("SELECT holder, term, finished_at IS NOT NULL FROM @extschema@.lea
 # Contract 24: job's registered schedule's first due instant strictly after
 # `after` (NULL: no schedule, or paused), and its misfire grace in seconds.
 # job, after, job.
+# The next due instant after a moment, the misfire grace, and the missed
+# instants the schedule's backfill lets run late (oldest first).
 NEXT_DUE = ("SELECT @extschema@.le_next_due(job => %s, after => %s), "
             "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) "
-            "FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) %s)")
+            "FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) %s), "
+            "ARRAY(SELECT @extschema@.le_backfill_due(job => %s))")
 HAS_RUNS = ("SELECT EXISTS (SELECT FROM pg_catalog.pg_proc "
             "WHERE pronamespace OPERATOR(pg_catalog.=) %s::pg_catalog.regnamespace "
             "AND proname OPERATOR(pg_catalog.=) 'le_claim_run'::pg_catalog.name)")
@@ -590,7 +593,12 @@ class Scheduler:
         pause is ever claimed past its grace)."""
         start = self.cursor
         while True:
-            nxt, grace = self.row(NEXT_DUE, (self.job, start if start is not None else now, self.job))
+            nxt, grace, late = self.row(
+                NEXT_DUE, (self.job, start if start is not None else now, self.job, self.job))
+            # Missed instants the backfill lets run late: claimed as any due
+            # run (the server decides, each once).
+            for due in late or ():
+                self.pending.setdefault(due.astimezone(UTC), [here, 0])
             if nxt is None:
                 self.cursor = None
                 if not self.unscheduled:
