@@ -31,6 +31,9 @@ PACKAGES=(
   umoci dpkg-dev
   # promtool, which checks and tests the shipped alert rules (monitoring/)
   prometheus
+  # a real browser, headless, for the console's tests (tests/client/test_console.py:
+  # driven through chromedriver's WebDriver protocol; no browser download)
+  chromium chromium-driver
   # the Go client, built offline (no module proxy here): Debian's Go, pgx v4
   # and robfig/cron v3 (scheduled runs)
   golang-go golang-github-jackc-pgx-v4-dev golang-github-robfig-cron-dev

@@ -67,7 +67,7 @@
 #                   compiled edition and back; on 15 also the client tests
 #                   and the Python and Rust clients' scenarios (tests/portable)
 #   bench smoke     on 15: ./bench/run.sh --quick, and bench/worker_lag.sh,
-#                   cli_handover.sh, cli_status.sh, acquire_wake.sh,
+#                   cli_handover.sh, cli_status.sh, console.sh, acquire_wake.sh,
 #                   session_end.sh, scale.sh, half_open.sh, etcd.sh, editions.sh, renew_all.sh, paths.sh,
 #                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
@@ -432,6 +432,7 @@ bench_smoke() {
     --renew-rate 20 || fail "worker lag smoke"
   timed cli_handover "$REPO_ROOT/bench/cli_handover.sh" --pg "$PG_MAJOR" --rounds 5 --hold 0.1 || fail "CLI handover smoke"
   timed cli_status "$REPO_ROOT/bench/cli_status.sh" --pg "$PG_MAJOR" --keys 300 --rounds 2 || fail "CLI status smoke"
+  timed console "$REPO_ROOT/bench/console.sh" --pg "$PG_MAJOR" --keys 20000 --rounds 2 || fail "console smoke"
   timed acquire_wake "$REPO_ROOT/bench/acquire_wake.sh" --pg "$PG_MAJOR" --waiters 10 --keys 2 --handovers 20 \
     || fail "blocking acquire smoke"
   timed runs "$REPO_ROOT/bench/runs.sh" --pg "$PG_MAJOR" --clients 2 --seconds 2 --reps 1 --slots 6 --period-ms 300 \

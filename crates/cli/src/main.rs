@@ -1,5 +1,6 @@
 //! `leaderlock`: run a command only while it leads, show leases, watch
 //! announcements. See the README's "Command line" section.
+mod console;
 mod db_metrics;
 mod duration;
 mod exit;
@@ -77,6 +78,22 @@ enum Commands {
         /// How often to read the database.
         #[arg(long, default_value = "5s", value_parser = duration::parse)]
         every: std::time::Duration,
+    },
+    /// Serve a web page of what the database knows, live: keys and their
+    /// holders (with a prefix filter, by pages), a key's leadership
+    /// timeline, scheduled jobs and their runs, sessions. Read-only unless
+    /// --allow-writes (force-release a key, pause or resume a schedule,
+    /// close a session: as this connection's role). Listens on localhost;
+    /// another address needs LEADERLOCK_CONSOLE_TOKEN (a bearer token; open
+    /// /login?token=... once in the browser).
+    Console {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Let the page force-release keys, pause and resume schedules and
+        /// close sessions (PostgreSQL's privileges still decide).
+        #[arg(long)]
+        allow_writes: bool,
     },
     /// Print each transition as it happens, one JSON line each (the
     /// announcement with its "position" and "role"), read from the
@@ -175,6 +192,19 @@ fn main() {
             }
             Commands::Runs { job, limit, json } => runs::runs(dsn, job, limit, json).await,
             Commands::Metrics { listen, every } => db_metrics::serve(dsn, listen, every).await,
+            Commands::Console {
+                listen,
+                allow_writes,
+            } => {
+                let options = console::Options {
+                    listen,
+                    allow_writes,
+                    token: std::env::var("LEADERLOCK_CONSOLE_TOKEN")
+                        .ok()
+                        .filter(|t| !t.is_empty()),
+                };
+                console::serve(dsn, options).await
+            }
             Commands::Supervise { .. } | Commands::Man { .. } => unreachable!("handled above"),
         }
     });
