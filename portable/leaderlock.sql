@@ -1,6 +1,6 @@
 -- leaderlock, portable edition 0.5.0-portable
 --
--- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 21, 22)
+-- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 21-25)
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
@@ -35,6 +35,12 @@
 --   then "acquired" with previous_holder set, in its own transaction. The
 --   same holds for each tenure of a key of many slots (contract 17): a
 --   candidate taking a lapsed slot, and le_expire_lapsed, announce its end.
+--   le_expire_lapsed() also does the worker's rounds of contracts 24 and
+--   25: it records each due instant of a schedule kept in the database
+--   whose misfire grace ended unclaimed as a missed run (run_missed), and
+--   checks the keys expected to be led (leaderless, leaderless_end); so
+--   misses and leaderless intervals are recorded when anything calls it,
+--   not within a second of them.
 -- * le_acquire waits by polling inside the call: it looks again after
 --   10 ms, then 1.5 times longer each time up to 100 ms, never sleeping past
 --   the holder's expires_at (for a key of many slots: the earliest
@@ -364,7 +370,7 @@ CREATE TABLE @extschema@.leaderlock_runs (
     expires_at  timestamptz,          -- the last claim's end unless renewed (after a failover: see leaderlock_failover)
     ttl         interval,             -- ttl of the last claim or renewal
     finished_at timestamptz,          -- set once: finished, or recorded missed
-    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed')),
+    outcome     text CHECK (outcome IN ('succeeded', 'failed', 'missed', 'replaced')),
     detail      text,                 -- the runner's short detail, or why missed
     attempts    integer NOT NULL DEFAULT 0,  -- claims made (more than one: a runner was lost)
     owner       oid,                  -- role of the last claim (contract 13)
@@ -383,6 +389,56 @@ CREATE TABLE @extschema@.leaderlock_runs (
 CREATE INDEX leaderlock_runs_unfinished_idx ON @extschema@.leaderlock_runs (job, due) WHERE finished_at IS NULL;
 -- The runs the retention deletes, whatever their job.
 CREATE INDEX leaderlock_runs_due_idx ON @extschema@.leaderlock_runs (due);
+
+-- Contract 24: a job's schedule kept in the database, the compiled
+-- edition's table column for column, with CHECK constraints as above. One
+-- row per scheduled job, made and changed by its owner (le_schedule); its
+-- instants whose misfire grace ended are settled (claimed, or recorded
+-- missed) up to settled_to, by le_expire_lapsed here (compiled: the
+-- worker), which looks at it again at next_check.
+CREATE TABLE @extschema@.leaderlock_schedules (
+    job           text PRIMARY KEY,
+    every         interval,            -- runs at every multiple of it since the Unix epoch
+    cron          text,                -- or by a cron expression, as given
+    tz            text NOT NULL DEFAULT 'UTC',  -- the cron expression's time zone
+    misfire_grace interval NOT NULL,   -- a due instant not claimed within it is missed
+    overlap       text NOT NULL DEFAULT 'allow' CHECK (overlap IN ('allow', 'forbid', 'replace')),
+    paused        boolean NOT NULL DEFAULT false,
+    active_since  timestamptz NOT NULL, -- made, changed or resumed then: no instant before is judged
+    settled_to    timestamptz NOT NULL, -- every due instant up to it was claimed or recorded missed
+    next_check    timestamptz,         -- when the next instant's grace ends (NULL: paused)
+    owner         oid NOT NULL,        -- the role that made it
+    changed_at    timestamptz NOT NULL,
+    CHECK ((every IS NULL) <> (cron IS NULL)),
+    CONSTRAINT leaderlock_schedules_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_schedules_every_check CHECK (every >= interval '1 second'),
+    CONSTRAINT leaderlock_schedules_grace_check CHECK (misfire_grace >= interval '0')
+);
+-- What le_expire_lapsed looks at next, whatever the table's size.
+CREATE INDEX leaderlock_schedules_check_idx ON @extschema@.leaderlock_schedules (next_check)
+    WHERE next_check IS NOT NULL;
+
+-- Contract 25: keys expected to be led, each marked by its owner (13), the
+-- compiled edition's table column for column, with CHECK constraints as
+-- above. le_expire_lapsed (compiled: the worker) records in the history
+-- each interval in which a marked key had no live holder for longer than
+-- its bound (start and end exact).
+CREATE TABLE @extschema@.leaderlock_expected (
+    key              text PRIMARY KEY,
+    within           interval NOT NULL,  -- the longest it may stay without a live holder
+    owner            oid NOT NULL,       -- the role that marked it
+    marked_at        timestamptz NOT NULL, -- no interval starts before it
+    leaderless_since timestamptz,        -- the open interval's start (recorded), else NULL
+    intervals        bigint NOT NULL DEFAULT 0,  -- leaderless intervals recorded
+    leaderless_total interval NOT NULL DEFAULT '0', -- the ended intervals' length
+    next_check       timestamptz NOT NULL,
+    CONSTRAINT leaderlock_expected_key_check CHECK (octet_length(key) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_expected_within_check CHECK (within >= interval '1 second'),
+    CONSTRAINT leaderlock_expected_intervals_check CHECK (intervals >= 0::bigint
+        AND leaderless_total >= interval '0')
+);
+CREATE INDEX leaderlock_expected_check_idx ON @extschema@.leaderlock_expected (next_check);
+CREATE INDEX leaderlock_expected_owner_idx ON @extschema@.leaderlock_expected (owner);
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -1114,6 +1170,942 @@ BEGIN
 END
 $fn$;
 
+-- ---------------------------------------------------------------------------
+-- Contract 24: the calendar of a schedule kept in the database, computed as
+-- the compiled edition computes it (crates/protocol/src/calendar.rs, every
+-- Rust replica's too): every P at its multiples since the Unix epoch, or a
+-- cron expression in a time zone, read as the cron crate (0.17) reads it
+-- after calendar.rs's own refusals (cron_fields), with the crate's rule
+-- across daylight saving changes (a local time that does not exist is
+-- skipped, one that occurs twice is due once, at its first instant, and the
+-- next instant is always strictly after the one asked from). The same
+-- refusals and messages. tests/portable/sql/calendar.sql compares these
+-- functions with instants and messages the Rust calendar gave.
+-- ---------------------------------------------------------------------------
+
+-- A string as Rust's {:?} writes it (the compiled edition's messages quote
+-- jobs, keys, expressions and time zones so): in double quotes, with
+-- backslash, double quote, \t \r \n, and control characters as \u{hex}.
+CREATE FUNCTION @extschema@._le_debug_str(v text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    out text := '"';
+    c text;
+    cp integer;
+BEGIN
+    FOR i IN 1 .. length(v) LOOP
+        c := substr(v, i, 1);
+        cp := ascii(c);
+        out := out || CASE
+            WHEN cp = 92 OR cp = 34 THEN chr(92) || c
+            WHEN cp = 9 THEN chr(92) || 't'
+            WHEN cp = 10 THEN chr(92) || 'n'
+            WHEN cp = 13 THEN chr(92) || 'r'
+            WHEN cp < 32 OR (cp >= 127 AND cp < 160) OR cp = 173 OR cp BETWEEN 8203 AND 8207
+                 OR cp BETWEEN 8232 AND 8238 OR cp BETWEEN 8288 AND 8292 OR cp = 65279
+                THEN chr(92) || 'u{' || to_hex(cp) || '}'
+            ELSE c END;
+    END LOOP;
+    RETURN out || '"';
+END
+$fn$;
+
+-- Microseconds since the Unix epoch, and back (exact).
+CREATE FUNCTION @extschema@._le_unix_us(t timestamptz) RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN extract(epoch FROM t) * 1000000::numeric;
+
+CREATE FUNCTION @extschema@._le_from_unix_us(us numeric) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN to_timestamp(0::float8) + div(us, 1000000::numeric)::float8 * interval '1 second'
+                               + mod(us, 1000000::numeric)::float8 * interval '1 microsecond';
+
+-- Microseconds as an interval of microseconds only (no day or month part:
+-- what the compiled edition stores, base::ttl::micros_interval).
+CREATE FUNCTION @extschema@._le_us_interval(us numeric) RETURNS interval
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN div(us, 1000000::numeric)::float8 * interval '1 second'
+     + mod(us, 1000000::numeric)::float8 * interval '1 microsecond';
+
+-- Every p_us microseconds: the first multiple of it since the Unix epoch
+-- strictly after t (div_euclid, as calendar.rs).
+CREATE FUNCTION @extschema@._le_every_next(p_us numeric, t timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    us numeric := @extschema@._le_unix_us(t);
+    q numeric := div(us, p_us);
+BEGIN
+    IF mod(us, p_us) < 0::numeric THEN
+        q := q - 1::numeric;
+    END IF;
+    RETURN @extschema@._le_from_unix_us((q + 1::numeric) * p_us);
+END
+$fn$;
+
+-- The time zone names chrono-tz 0.10.4 reads (IANA 2025b; Tz::from_str,
+-- case-sensitive): the compiled edition refuses every other name, and so
+-- does this one (and a name this server's time zone database lacks).
+CREATE FUNCTION @extschema@._le_tz_known(tz text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN tz = ANY (
+    '{Africa/Abidjan,Africa/Accra,Africa/Addis_Ababa,Africa/Algiers,Africa/Asmara,Africa/Asmera,'
+    'Africa/Bamako,Africa/Bangui,Africa/Banjul,Africa/Bissau,Africa/Blantyre,Africa/Brazzaville,'
+    'Africa/Bujumbura,Africa/Cairo,Africa/Casablanca,Africa/Ceuta,Africa/Conakry,Africa/Dakar,'
+    'Africa/Dar_es_Salaam,Africa/Djibouti,Africa/Douala,Africa/El_Aaiun,Africa/Freetown,Africa/Gaborone,'
+    'Africa/Harare,Africa/Johannesburg,Africa/Juba,Africa/Kampala,Africa/Khartoum,Africa/Kigali,'
+    'Africa/Kinshasa,Africa/Lagos,Africa/Libreville,Africa/Lome,Africa/Luanda,Africa/Lubumbashi,'
+    'Africa/Lusaka,Africa/Malabo,Africa/Maputo,Africa/Maseru,Africa/Mbabane,Africa/Mogadishu,'
+    'Africa/Monrovia,Africa/Nairobi,Africa/Ndjamena,Africa/Niamey,Africa/Nouakchott,Africa/Ouagadougou,'
+    'Africa/Porto-Novo,Africa/Sao_Tome,Africa/Timbuktu,Africa/Tripoli,Africa/Tunis,Africa/Windhoek,'
+    'America/Adak,America/Anchorage,America/Anguilla,America/Antigua,America/Araguaina,'
+    'America/Argentina/Buenos_Aires,America/Argentina/Catamarca,America/Argentina/ComodRivadavia,'
+    'America/Argentina/Cordoba,America/Argentina/Jujuy,America/Argentina/La_Rioja,'
+    'America/Argentina/Mendoza,America/Argentina/Rio_Gallegos,America/Argentina/Salta,'
+    'America/Argentina/San_Juan,America/Argentina/San_Luis,America/Argentina/Tucuman,'
+    'America/Argentina/Ushuaia,America/Aruba,America/Asuncion,America/Atikokan,America/Atka,'
+    'America/Bahia,America/Bahia_Banderas,America/Barbados,America/Belem,America/Belize,'
+    'America/Blanc-Sablon,America/Boa_Vista,America/Bogota,America/Boise,America/Buenos_Aires,'
+    'America/Cambridge_Bay,America/Campo_Grande,America/Cancun,America/Caracas,America/Catamarca,'
+    'America/Cayenne,America/Cayman,America/Chicago,America/Chihuahua,America/Ciudad_Juarez,'
+    'America/Coral_Harbour,America/Cordoba,America/Costa_Rica,America/Coyhaique,America/Creston,'
+    'America/Cuiaba,America/Curacao,America/Danmarkshavn,America/Dawson,America/Dawson_Creek,'
+    'America/Denver,America/Detroit,America/Dominica,America/Edmonton,America/Eirunepe,'
+    'America/El_Salvador,America/Ensenada,America/Fort_Nelson,America/Fort_Wayne,America/Fortaleza,'
+    'America/Glace_Bay,America/Godthab,America/Goose_Bay,America/Grand_Turk,America/Grenada,'
+    'America/Guadeloupe,America/Guatemala,America/Guayaquil,America/Guyana,America/Halifax,'
+    'America/Havana,America/Hermosillo,America/Indiana/Indianapolis,America/Indiana/Knox,'
+    'America/Indiana/Marengo,America/Indiana/Petersburg,America/Indiana/Tell_City,America/Indiana/Vevay,'
+    'America/Indiana/Vincennes,America/Indiana/Winamac,America/Indianapolis,America/Inuvik,'
+    'America/Iqaluit,America/Jamaica,America/Jujuy,America/Juneau,America/Kentucky/Louisville,'
+    'America/Kentucky/Monticello,America/Knox_IN,America/Kralendijk,America/La_Paz,America/Lima,'
+    'America/Los_Angeles,America/Louisville,America/Lower_Princes,America/Maceio,America/Managua,'
+    'America/Manaus,America/Marigot,America/Martinique,America/Matamoros,America/Mazatlan,'
+    'America/Mendoza,America/Menominee,America/Merida,America/Metlakatla,America/Mexico_City,'
+    'America/Miquelon,America/Moncton,America/Monterrey,America/Montevideo,America/Montreal,'
+    'America/Montserrat,America/Nassau,America/New_York,America/Nipigon,America/Nome,America/Noronha,'
+    'America/North_Dakota/Beulah,America/North_Dakota/Center,America/North_Dakota/New_Salem,America/Nuuk,'
+    'America/Ojinaga,America/Panama,America/Pangnirtung,America/Paramaribo,America/Phoenix,'
+    'America/Port-au-Prince,America/Port_of_Spain,America/Porto_Acre,America/Porto_Velho,'
+    'America/Puerto_Rico,America/Punta_Arenas,America/Rainy_River,America/Rankin_Inlet,America/Recife,'
+    'America/Regina,America/Resolute,America/Rio_Branco,America/Rosario,America/Santa_Isabel,'
+    'America/Santarem,America/Santiago,America/Santo_Domingo,America/Sao_Paulo,America/Scoresbysund,'
+    'America/Shiprock,America/Sitka,America/St_Barthelemy,America/St_Johns,America/St_Kitts,'
+    'America/St_Lucia,America/St_Thomas,America/St_Vincent,America/Swift_Current,America/Tegucigalpa,'
+    'America/Thule,America/Thunder_Bay,America/Tijuana,America/Toronto,America/Tortola,America/Vancouver,'
+    'America/Virgin,America/Whitehorse,America/Winnipeg,America/Yakutat,America/Yellowknife,'
+    'Antarctica/Casey,Antarctica/Davis,Antarctica/DumontDUrville,Antarctica/Macquarie,Antarctica/Mawson,'
+    'Antarctica/McMurdo,Antarctica/Palmer,Antarctica/Rothera,Antarctica/South_Pole,Antarctica/Syowa,'
+    'Antarctica/Troll,Antarctica/Vostok,Arctic/Longyearbyen,Asia/Aden,Asia/Almaty,Asia/Amman,Asia/Anadyr,'
+    'Asia/Aqtau,Asia/Aqtobe,Asia/Ashgabat,Asia/Ashkhabad,Asia/Atyrau,Asia/Baghdad,Asia/Bahrain,Asia/Baku,'
+    'Asia/Bangkok,Asia/Barnaul,Asia/Beirut,Asia/Bishkek,Asia/Brunei,Asia/Calcutta,Asia/Chita,'
+    'Asia/Choibalsan,Asia/Chongqing,Asia/Chungking,Asia/Colombo,Asia/Dacca,Asia/Damascus,Asia/Dhaka,'
+    'Asia/Dili,Asia/Dubai,Asia/Dushanbe,Asia/Famagusta,Asia/Gaza,Asia/Harbin,Asia/Hebron,'
+    'Asia/Ho_Chi_Minh,Asia/Hong_Kong,Asia/Hovd,Asia/Irkutsk,Asia/Istanbul,Asia/Jakarta,Asia/Jayapura,'
+    'Asia/Jerusalem,Asia/Kabul,Asia/Kamchatka,Asia/Karachi,Asia/Kashgar,Asia/Kathmandu,Asia/Katmandu,'
+    'Asia/Khandyga,Asia/Kolkata,Asia/Krasnoyarsk,Asia/Kuala_Lumpur,Asia/Kuching,Asia/Kuwait,Asia/Macao,'
+    'Asia/Macau,Asia/Magadan,Asia/Makassar,Asia/Manila,Asia/Muscat,Asia/Nicosia,Asia/Novokuznetsk,'
+    'Asia/Novosibirsk,Asia/Omsk,Asia/Oral,Asia/Phnom_Penh,Asia/Pontianak,Asia/Pyongyang,Asia/Qatar,'
+    'Asia/Qostanay,Asia/Qyzylorda,Asia/Rangoon,Asia/Riyadh,Asia/Saigon,Asia/Sakhalin,Asia/Samarkand,'
+    'Asia/Seoul,Asia/Shanghai,Asia/Singapore,Asia/Srednekolymsk,Asia/Taipei,Asia/Tashkent,Asia/Tbilisi,'
+    'Asia/Tehran,Asia/Tel_Aviv,Asia/Thimbu,Asia/Thimphu,Asia/Tokyo,Asia/Tomsk,Asia/Ujung_Pandang,'
+    'Asia/Ulaanbaatar,Asia/Ulan_Bator,Asia/Urumqi,Asia/Ust-Nera,Asia/Vientiane,Asia/Vladivostok,'
+    'Asia/Yakutsk,Asia/Yangon,Asia/Yekaterinburg,Asia/Yerevan,Atlantic/Azores,Atlantic/Bermuda,'
+    'Atlantic/Canary,Atlantic/Cape_Verde,Atlantic/Faeroe,Atlantic/Faroe,Atlantic/Jan_Mayen,'
+    'Atlantic/Madeira,Atlantic/Reykjavik,Atlantic/South_Georgia,Atlantic/St_Helena,Atlantic/Stanley,'
+    'Australia/ACT,Australia/Adelaide,Australia/Brisbane,Australia/Broken_Hill,Australia/Canberra,'
+    'Australia/Currie,Australia/Darwin,Australia/Eucla,Australia/Hobart,Australia/LHI,Australia/Lindeman,'
+    'Australia/Lord_Howe,Australia/Melbourne,Australia/NSW,Australia/North,Australia/Perth,'
+    'Australia/Queensland,Australia/South,Australia/Sydney,Australia/Tasmania,Australia/Victoria,'
+    'Australia/West,Australia/Yancowinna,Brazil/Acre,Brazil/DeNoronha,Brazil/East,Brazil/West,CET,'
+    'CST6CDT,Canada/Atlantic,Canada/Central,Canada/Eastern,Canada/Mountain,Canada/Newfoundland,'
+    'Canada/Pacific,Canada/Saskatchewan,Canada/Yukon,Chile/Continental,Chile/EasterIsland,Cuba,EET,EST,'
+    'EST5EDT,Egypt,Eire,Etc/GMT,Etc/GMT+0,Etc/GMT+1,Etc/GMT+10,Etc/GMT+11,Etc/GMT+12,Etc/GMT+2,Etc/GMT+3,'
+    'Etc/GMT+4,Etc/GMT+5,Etc/GMT+6,Etc/GMT+7,Etc/GMT+8,Etc/GMT+9,Etc/GMT-0,Etc/GMT-1,Etc/GMT-10,'
+    'Etc/GMT-11,Etc/GMT-12,Etc/GMT-13,Etc/GMT-14,Etc/GMT-2,Etc/GMT-3,Etc/GMT-4,Etc/GMT-5,Etc/GMT-6,'
+    'Etc/GMT-7,Etc/GMT-8,Etc/GMT-9,Etc/GMT0,Etc/Greenwich,Etc/UCT,Etc/UTC,Etc/Universal,Etc/Zulu,'
+    'Europe/Amsterdam,Europe/Andorra,Europe/Astrakhan,Europe/Athens,Europe/Belfast,Europe/Belgrade,'
+    'Europe/Berlin,Europe/Bratislava,Europe/Brussels,Europe/Bucharest,Europe/Budapest,Europe/Busingen,'
+    'Europe/Chisinau,Europe/Copenhagen,Europe/Dublin,Europe/Gibraltar,Europe/Guernsey,Europe/Helsinki,'
+    'Europe/Isle_of_Man,Europe/Istanbul,Europe/Jersey,Europe/Kaliningrad,Europe/Kiev,Europe/Kirov,'
+    'Europe/Kyiv,Europe/Lisbon,Europe/Ljubljana,Europe/London,Europe/Luxembourg,Europe/Madrid,'
+    'Europe/Malta,Europe/Mariehamn,Europe/Minsk,Europe/Monaco,Europe/Moscow,Europe/Nicosia,Europe/Oslo,'
+    'Europe/Paris,Europe/Podgorica,Europe/Prague,Europe/Riga,Europe/Rome,Europe/Samara,Europe/San_Marino,'
+    'Europe/Sarajevo,Europe/Saratov,Europe/Simferopol,Europe/Skopje,Europe/Sofia,Europe/Stockholm,'
+    'Europe/Tallinn,Europe/Tirane,Europe/Tiraspol,Europe/Ulyanovsk,Europe/Uzhgorod,Europe/Vaduz,'
+    'Europe/Vatican,Europe/Vienna,Europe/Vilnius,Europe/Volgograd,Europe/Warsaw,Europe/Zagreb,'
+    'Europe/Zaporozhye,Europe/Zurich,GB,GB-Eire,GMT,GMT+0,GMT-0,GMT0,Greenwich,HST,Hongkong,Iceland,'
+    'Indian/Antananarivo,Indian/Chagos,Indian/Christmas,Indian/Cocos,Indian/Comoro,Indian/Kerguelen,'
+    'Indian/Mahe,Indian/Maldives,Indian/Mauritius,Indian/Mayotte,Indian/Reunion,Iran,Israel,Jamaica,'
+    'Japan,Kwajalein,Libya,MET,MST,MST7MDT,Mexico/BajaNorte,Mexico/BajaSur,Mexico/General,NZ,NZ-CHAT,'
+    'Navajo,PRC,PST8PDT,Pacific/Apia,Pacific/Auckland,Pacific/Bougainville,Pacific/Chatham,Pacific/Chuuk,'
+    'Pacific/Easter,Pacific/Efate,Pacific/Enderbury,Pacific/Fakaofo,Pacific/Fiji,Pacific/Funafuti,'
+    'Pacific/Galapagos,Pacific/Gambier,Pacific/Guadalcanal,Pacific/Guam,Pacific/Honolulu,'
+    'Pacific/Johnston,Pacific/Kanton,Pacific/Kiritimati,Pacific/Kosrae,Pacific/Kwajalein,Pacific/Majuro,'
+    'Pacific/Marquesas,Pacific/Midway,Pacific/Nauru,Pacific/Niue,Pacific/Norfolk,Pacific/Noumea,'
+    'Pacific/Pago_Pago,Pacific/Palau,Pacific/Pitcairn,Pacific/Pohnpei,Pacific/Ponape,'
+    'Pacific/Port_Moresby,Pacific/Rarotonga,Pacific/Saipan,Pacific/Samoa,Pacific/Tahiti,Pacific/Tarawa,'
+    'Pacific/Tongatapu,Pacific/Truk,Pacific/Wake,Pacific/Wallis,Pacific/Yap,Poland,Portugal,ROC,ROK,'
+    'Singapore,Turkey,UCT,US/Alaska,US/Aleutian,US/Arizona,US/Central,US/East-Indiana,US/Eastern,'
+    'US/Hawaii,US/Indiana-Starke,US/Michigan,US/Mountain,US/Pacific,US/Samoa,UTC,Universal,W-SU,WET,Zulu}'::text[]);
+
+-- Why time zone tz is refused (calendar.rs: `time zone {tz:?}: {e}`), or NULL.
+CREATE FUNCTION @extschema@._le_tz_why(tz text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN tz IS NULL OR NOT @extschema@._le_tz_known(tz)
+            THEN format('time zone %s: failed to parse timezone', @extschema@._le_debug_str(tz)) END;
+
+-- The cron crate's parser (parsing.rs, winnow 0.7), step by step, over
+-- the six fields calendar.rs hands it: what it accepts, what each field
+-- means, and where and why it refuses (its message: the expression, a
+-- caret under the byte where the parse stopped, and the cause a field's
+-- check gave, if it was one). Positions are 0-based character offsets in
+-- s. Whitespace as winnow's multispace0.
+CREATE FUNCTION @extschema@._le_cron_ws(s text, p integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    WHILE substr(s, p + 1, 1) IN (' ', E'\t', E'\r', E'\n') LOOP
+        p := p + 1;
+    END LOOP;
+    RETURN p;
+END
+$fn$;
+
+-- ordinal: delimited(multispace0, digit1, multispace0), read as a u32.
+CREATE FUNCTION @extschema@._le_cron_ordinal(s text, p0 integer, OUT ok boolean, OUT pos integer,
+                                             OUT val numeric, OUT cause text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    p integer := @extschema@._le_cron_ws(s, p0);
+    d text := substring(substr(s, p + 1) FROM '^[0-9]+');
+BEGIN
+    ok := false;
+    pos := p;
+    IF d IS NULL THEN
+        RETURN;
+    END IF;
+    IF d::numeric > 4294967295::numeric THEN
+        pos := p0;   -- (try_map resets to where it started)
+        cause := 'number too large to fit in target type';
+        RETURN;
+    END IF;
+    ok := true;
+    pos := @extschema@._le_cron_ws(s, p + length(d));
+    val := d::numeric;
+END
+$fn$;
+
+-- name: delimited(multispace0, alpha1, multispace0).
+CREATE FUNCTION @extschema@._le_cron_name(s text, p0 integer, OUT ok boolean, OUT pos integer, OUT val text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    p integer := @extschema@._le_cron_ws(s, p0);
+BEGIN
+    val := substring(substr(s, p + 1) FROM '^[A-Za-z]+');
+    ok := val IS NOT NULL;
+    pos := CASE WHEN ok THEN @extschema@._le_cron_ws(s, p + length(val)) ELSE p END;
+END
+$fn$;
+
+-- specifier: alt((all, range, point, named_range)), with any ('?') first
+-- where the field takes it. kind: all, point, range, nrange.
+CREATE FUNCTION @extschema@._le_cron_spec(s text, p0 integer, with_any boolean,
+                                          OUT ok boolean, OUT pos integer, OUT kind text,
+                                          OUT a numeric, OUT b numeric, OUT na text, OUT nb text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    o1 record;
+    o2 record;
+    n1 record;
+    n2 record;
+BEGIN
+    ok := true;
+    IF substr(s, p0 + 1, 1) = '*' OR (with_any AND substr(s, p0 + 1, 1) = '?') THEN
+        pos := p0 + 1;
+        kind := 'all';
+        RETURN;
+    END IF;
+    o1 := @extschema@._le_cron_ordinal(s, p0);
+    IF o1.ok THEN
+        IF substr(s, o1.pos + 1, 1) = '-' THEN
+            o2 := @extschema@._le_cron_ordinal(s, o1.pos + 1);
+            IF o2.ok THEN
+                pos := o2.pos;
+                kind := 'range';
+                a := o1.val;
+                b := o2.val;
+                RETURN;
+            END IF;
+        END IF;
+        pos := o1.pos;
+        kind := 'point';
+        a := o1.val;
+        RETURN;
+    END IF;
+    ok := false;
+    n1 := @extschema@._le_cron_name(s, p0);
+    pos := n1.pos;
+    IF NOT n1.ok OR substr(s, n1.pos + 1, 1) IS DISTINCT FROM '-' THEN
+        RETURN;
+    END IF;
+    n2 := @extschema@._le_cron_name(s, n1.pos + 1);
+    pos := n2.pos;
+    IF n2.ok THEN
+        ok := true;
+        kind := 'nrange';
+        na := n1.val;
+        nb := n2.val;
+    END IF;
+END
+$fn$;
+
+-- root_specifier: alt((period, specifier, named_point)). kind: as above,
+-- or period (of the specifier inner, by step), or npoint (a name).
+CREATE FUNCTION @extschema@._le_cron_root(s text, p0 integer, with_any boolean,
+                                          OUT ok boolean, OUT pos integer, OUT kind text, OUT inner_kind text,
+                                          OUT a numeric, OUT b numeric, OUT na text, OUT nb text,
+                                          OUT step numeric)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    sp record;
+    st record;
+    n record;
+BEGIN
+    sp := @extschema@._le_cron_spec(s, p0, with_any);
+    IF sp.ok THEN
+        ok := true;
+        a := sp.a;
+        b := sp.b;
+        na := sp.na;
+        nb := sp.nb;
+        IF substr(s, sp.pos + 1, 1) = '/' THEN
+            st := @extschema@._le_cron_ordinal(s, sp.pos + 1);
+            IF st.ok THEN
+                pos := st.pos;
+                kind := 'period';
+                inner_kind := sp.kind;
+                step := st.val;
+                RETURN;
+            END IF;
+        END IF;
+        pos := sp.pos;
+        kind := sp.kind;
+        RETURN;
+    END IF;
+    n := @extschema@._le_cron_name(s, p0);
+    ok := n.ok;
+    pos := n.pos;
+    kind := 'npoint';
+    na := n.val;
+END
+$fn$;
+
+-- A name's ordinal in field unit (4 months, 5 days of the week; the other
+-- fields take none), or why not.
+CREATE FUNCTION @extschema@._le_cron_named(unit integer, n text, OUT val integer, OUT why text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF unit = 4 THEN
+        val := CASE lower(n)
+            WHEN 'jan' THEN 1 WHEN 'january' THEN 1 WHEN 'feb' THEN 2 WHEN 'february' THEN 2
+            WHEN 'mar' THEN 3 WHEN 'march' THEN 3 WHEN 'apr' THEN 4 WHEN 'april' THEN 4
+            WHEN 'may' THEN 5 WHEN 'jun' THEN 6 WHEN 'june' THEN 6 WHEN 'jul' THEN 7 WHEN 'july' THEN 7
+            WHEN 'aug' THEN 8 WHEN 'august' THEN 8 WHEN 'sep' THEN 9 WHEN 'september' THEN 9
+            WHEN 'oct' THEN 10 WHEN 'october' THEN 10 WHEN 'nov' THEN 11 WHEN 'november' THEN 11
+            WHEN 'dec' THEN 12 WHEN 'december' THEN 12 END;
+        IF val IS NULL THEN
+            why := format('''%s'' is not a valid month name.', n);
+        END IF;
+    ELSIF unit = 5 THEN
+        val := CASE lower(n)
+            WHEN 'sun' THEN 1 WHEN 'sunday' THEN 1 WHEN 'mon' THEN 2 WHEN 'monday' THEN 2
+            WHEN 'tue' THEN 3 WHEN 'tues' THEN 3 WHEN 'tuesday' THEN 3 WHEN 'wed' THEN 4
+            WHEN 'wednesday' THEN 4 WHEN 'thu' THEN 5 WHEN 'thurs' THEN 5 WHEN 'thursday' THEN 5
+            WHEN 'fri' THEN 6 WHEN 'friday' THEN 6 WHEN 'sat' THEN 7 WHEN 'saturday' THEN 7 END;
+        IF val IS NULL THEN
+            why := format('''%s'' is not a valid day of the week.', n);
+        END IF;
+    ELSE
+        why := format('The ''%s'' field does not support using names. ''%s'' specified.',
+                      (ARRAY['Seconds', 'Minutes', 'Hours', 'Days of Month', 'Months', 'Days of Week',
+                             'Years'])[unit + 1], n);
+    END IF;
+END
+$fn$;
+
+-- The ordinals of a field's specifiers (time_unit/mod.rs: from_field), in
+-- field unit (0 seconds, 1 minutes, 2 hours, 3 days of the month, 4
+-- months, 5 days of the week, 6 years), sorted; or why not.
+CREATE FUNCTION @extschema@._le_cron_set(unit integer, kinds text[], inners text[], a numeric[], b numeric[],
+                                         na text[], nb text[], steps numeric[],
+                                         OUT vals integer[], OUT why text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    uname text := (ARRAY['Seconds', 'Minutes', 'Hours', 'Days of Month', 'Months', 'Days of Week',
+                         'Years'])[unit + 1];
+    lo integer := (ARRAY[0, 0, 0, 1, 1, 1, 1970])[unit + 1];
+    hi integer := (ARRAY[59, 59, 23, 31, 12, 7, 2100])[unit + 1];
+    acc integer[] := '{}';
+    ords numeric[];
+    k text;
+    x record;
+    y record;
+    v numeric;
+BEGIN
+    IF cardinality(kinds) = 1 AND kinds[1] = 'all' THEN
+        vals := ARRAY(SELECT g FROM generate_series(lo, hi) g);
+        RETURN;
+    END IF;
+    FOR i IN 1 .. cardinality(kinds) LOOP
+        k := CASE WHEN kinds[i] = 'period' THEN inners[i] ELSE kinds[i] END;
+        IF kinds[i] = 'period' AND steps[i] = 0::numeric THEN
+            why := 'range step cannot be zero';
+            RETURN;
+        END IF;
+        IF kinds[i] = 'period' AND steps[i] > hi::numeric THEN
+            why := format('%s must be between 1 and %s. (''%s'' specified.)', uname, hi, steps[i]);
+            RETURN;
+        END IF;
+        -- ordinals_from_specifier (a point before a period: from it to the max)
+        IF k = 'all' THEN
+            ords := ARRAY(SELECT g::numeric FROM generate_series(lo, hi) g);
+        ELSIF k = 'point' AND kinds[i] = 'period' THEN
+            IF a[i] < lo::numeric THEN
+                why := format('%s must be greater than or equal to %s. (''%s'' specified.)', uname, lo, a[i]);
+                RETURN;
+            ELSIF a[i] > hi::numeric THEN
+                why := format('%s must be less than %s. (''%s'' specified.)', uname, hi, a[i]);
+                RETURN;
+            END IF;
+            ords := ARRAY(SELECT g::numeric FROM generate_series(a[i]::integer, hi) g);
+        ELSIF k = 'point' THEN
+            ords := ARRAY[a[i]];
+        ELSIF k = 'range' THEN
+            IF a[i] < lo::numeric OR a[i] > hi::numeric OR b[i] < lo::numeric OR b[i] > hi::numeric
+               OR a[i] > b[i] THEN
+                why := format('Invalid range for %s: %s-%s', uname, a[i], b[i]);
+                RETURN;
+            END IF;
+            ords := ARRAY(SELECT g::numeric FROM generate_series(a[i]::integer, b[i]::integer) g);
+        ELSIF k = 'nrange' THEN
+            x := @extschema@._le_cron_named(unit, na[i]);
+            IF x.why IS NOT NULL THEN
+                why := x.why;
+                RETURN;
+            END IF;
+            y := @extschema@._le_cron_named(unit, nb[i]);
+            IF y.why IS NOT NULL THEN
+                why := y.why;
+                RETURN;
+            END IF;
+            IF x.val < lo OR x.val > hi OR y.val < lo OR y.val > hi OR x.val > y.val THEN
+                why := format('Invalid named range for %s: %s-%s', uname, na[i], nb[i]);
+                RETURN;
+            END IF;
+            ords := ARRAY(SELECT g::numeric FROM generate_series(x.val, y.val) g);
+        ELSE  -- npoint
+            x := @extschema@._le_cron_named(unit, na[i]);
+            IF x.why IS NOT NULL THEN
+                why := x.why;
+                RETURN;
+            END IF;
+            ords := ARRAY[x.val::numeric];
+        END IF;
+        IF kinds[i] = 'period' THEN   -- step_by over the sorted set
+            ords := ARRAY(SELECT o.ord FROM unnest(ords) WITH ORDINALITY AS o(ord, idx)
+                           WHERE (o.idx - 1) % steps[i]::bigint = 0 ORDER BY o.idx);
+        END IF;
+        FOREACH v IN ARRAY ords LOOP
+            IF v < lo::numeric THEN
+                why := format('%s must be greater than or equal to %s. (''%s'' specified.)', uname, lo, v);
+                RETURN;
+            ELSIF v > hi::numeric THEN
+                why := format('%s must be less than %s. (''%s'' specified.)', uname, hi, v);
+                RETURN;
+            END IF;
+            acc := acc || v::integer;
+        END LOOP;
+    END LOOP;
+    vals := ARRAY(SELECT DISTINCT g FROM unnest(acc) g ORDER BY g);
+END
+$fn$;
+
+-- field: delimited(multispace0, separated(1.., root_specifier, ",") or one
+-- root_specifier, multispace0), then its check (try_map: from_field; a
+-- refusal puts the parse back where the field started, with the cause).
+-- Its ordinals.
+CREATE FUNCTION @extschema@._le_cron_field(s text, p0 integer, unit integer,
+                                           OUT ok boolean, OUT pos integer, OUT cause text,
+                                           OUT vals integer[])
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    with_any boolean := unit IN (3, 5);
+    r record;
+    q integer;
+    kinds text[] := '{}';
+    inners text[] := '{}';
+    aa numeric[] := '{}';
+    bb numeric[] := '{}';
+    nas text[] := '{}';
+    nbs text[] := '{}';
+    steps numeric[] := '{}';
+    got record;
+BEGIN
+    ok := false;
+    r := @extschema@._le_cron_root(s, @extschema@._le_cron_ws(s, p0), with_any);
+    IF NOT r.ok THEN
+        pos := r.pos;
+        RETURN;
+    END IF;
+    LOOP
+        kinds := kinds || r.kind;
+        inners := inners || r.inner_kind;
+        aa := aa || r.a;
+        bb := bb || r.b;
+        nas := nas || r.na;
+        nbs := nbs || r.nb;
+        steps := steps || r.step;
+        q := r.pos;
+        EXIT WHEN substr(s, q + 1, 1) IS DISTINCT FROM ',';
+        r := @extschema@._le_cron_root(s, q + 1, with_any);
+        EXIT WHEN NOT r.ok;
+    END LOOP;
+    got := @extschema@._le_cron_set(unit, kinds, inners, aa, bb, nas, nbs, steps);
+    IF got.why IS NOT NULL THEN
+        pos := p0;
+        cause := got.why;
+        RETURN;
+    END IF;
+    ok := true;
+    pos := @extschema@._le_cron_ws(s, q);
+    vals := got.vals;
+END
+$fn$;
+
+-- A cron expression as calendar.rs reads it: cron_fields's refusals (the
+-- dialects' differences), then the crate's parse of the six fields. Its
+-- fields as bit masks (seconds, minutes, hours, days of the month, months,
+-- days of the week: bit n for ordinal n) and its years (NULL: all, as
+-- always here), or why it is refused (the compiled edition's message after
+-- "leaderlock: ").
+CREATE FUNCTION @extschema@._le_cron_parse(expr text, OUT masks bigint[], OUT years integer[], OUT why text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    -- Rust's char::is_whitespace (str::trim, split_whitespace)
+    ws text := E'[\\t\\n\\x0b\\x0c\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+    body text;
+    f text[];
+    s text;
+    p integer := 0;
+    r record;
+    ok boolean;
+    cause text;
+    m bigint;
+    bad text;
+BEGIN
+    why := NULL;
+    body := regexp_replace(expr, '^' || ws || '+|' || ws || '+$', '', 'g');
+    s := CASE body WHEN '@yearly' THEN '0 0 0 1 1 *' WHEN '@monthly' THEN '0 0 0 1 * *'
+                   WHEN '@weekly' THEN '0 0 0 * * SUN' WHEN '@daily' THEN '0 0 0 * * *'
+                   WHEN '@hourly' THEN '0 0 * * * *' END;
+    IF s IS NULL THEN
+        f := CASE WHEN body = '' THEN '{}'::text[] ELSE regexp_split_to_array(body, ws || '+') END;
+        IF cardinality(f) = 5 THEN
+            f := '0'::text || f;
+        ELSIF cardinality(f) = 7 THEN
+            bad := 'a year field (seven fields) is not supported';
+        ELSIF cardinality(f) <> 6 THEN
+            bad := 'five fields (minute hour day-of-month month day-of-week), or six with seconds first';
+        END IF;
+        IF bad IS NULL THEN
+            f[4] := replace(f[4], '?', '*');
+            f[6] := replace(f[6], '?', '*');
+            IF EXISTS (SELECT FROM unnest(string_to_array(f[6], ',')) t
+                        WHERE split_part(t, '/', 1) ~ '[0-9]')
+               OR strpos(f[6], 'L') > 0 OR strpos(f[6], '#') > 0 THEN
+                bad := 'name the days of the week (SUN, MON-FRI): their numbers differ between cron '
+                       'dialects (crontab counts Sunday as 0 or 7, this client''s cron crate as 1); numbers '
+                       'are refused, and so are L and #';
+            ELSIF f[4] ~ '[A-Za-z]' THEN
+                bad := 'L and W are not supported in the day of the month';
+            ELSIF f[4] <> '*' AND f[6] <> '*' THEN
+                bad := 'restrict the day of the month or the day of the week, not both: crontab runs on '
+                       'either, this client''s cron crate on both';
+            END IF;
+        END IF;
+        IF bad IS NOT NULL THEN
+            why := format('cron expression %s: %s', @extschema@._le_debug_str(expr), bad);
+            RETURN;
+        END IF;
+        s := array_to_string(f, ' ');
+    END IF;
+    -- The crate's parse: alt((shorthand, longhand)), then the end.
+    IF s ~ '^(@yearly|@monthly|@weekly|@daily|@hourly)' THEN
+        -- (a shorthand followed by more: the crate stops after it)
+        -- (never alone here: six fields follow)
+        p := @extschema@._le_cron_ws(s, length(substring(s FROM '^(@yearly|@monthly|@weekly|@daily|@hourly)')));
+        ok := false;
+    ELSE
+        masks := '{}';
+        FOR unit IN 0 .. 5 LOOP
+            r := @extschema@._le_cron_field(s, p, unit);
+            ok := r.ok;
+            IF NOT ok THEN
+                p := r.pos;
+                cause := r.cause;
+                EXIT;
+            END IF;
+            p := r.pos;
+            m := 0;
+            FOR i IN 1 .. cardinality(r.vals) LOOP
+                m := m | (1::bigint << r.vals[i]);
+            END LOOP;
+            masks := masks || m;
+        END LOOP;
+        IF ok THEN
+            -- opt(years): kept when it parses, else nothing taken
+            r := @extschema@._le_cron_field(s, p, 6);
+            IF r.ok THEN
+                p := r.pos;
+                years := CASE WHEN cardinality(r.vals) < 131 THEN r.vals END;
+            END IF;
+            ok := p >= length(s);   -- eof
+        END IF;
+    END IF;
+    IF NOT ok THEN
+        masks := NULL;
+        years := NULL;
+        why := format('cron expression %s: %s', @extschema@._le_debug_str(expr),
+                      s || E'\n' || repeat(' ', octet_length(substr(s, 1, p))) || E'^\n'
+                        || coalesce(cause, ''));
+    END IF;
+END
+$fn$;
+
+-- The instants at which local time l occurs in time zone tz, in order:
+-- none (skipped forward: it does not exist), one, or two (clocks set
+-- back: chrono's LocalResult::Ambiguous, earlier first). The offsets in
+-- force from 16 hours before to 16 hours after give the candidates.
+CREATE FUNCTION @extschema@._le_local_instants(l timestamp, tz text) RETURNS timestamptz[]
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    u timestamptz := l AT TIME ZONE 'UTC';
+    got timestamptz[] := '{}';
+    c timestamptz;
+BEGIN
+    IF tz = 'UTC' THEN
+        RETURN ARRAY[u];
+    END IF;
+    FOR k IN -1 .. 1 LOOP
+        c := u + k * interval '16 hours';
+        c := u - ((c AT TIME ZONE tz) - (c AT TIME ZONE 'UTC'));
+        IF (c AT TIME ZONE tz) = l AND NOT c = ANY (got) THEN
+            got := got || c;
+        END IF;
+    END LOOP;
+    RETURN ARRAY(SELECT x FROM unnest(got) x ORDER BY x);
+END
+$fn$;
+
+-- The cron crate's next_after (schedule.rs): the first local time from l0
+-- on (to the second) whose fields the masks and years allow, and which
+-- exists in time zone tz (LocalResult::None: the next one); NULL after 2100.
+CREATE FUNCTION @extschema@._le_cron_local_next(masks bigint[], years integer[], tz text, l0 timestamp)
+RETURNS timestamp
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    d date := l0::date;
+    h0 integer := extract(hour FROM l0)::integer;
+    m0 integer := extract(minute FROM l0)::integer;
+    s0 integer := floor(extract(second FROM l0))::integer;
+    first boolean := true;
+    y integer;
+    c timestamp;
+BEGIN
+    IF d < '1970-01-01'::date THEN
+        d := '1970-01-01'::date;
+        first := false;
+    END IF;
+    LOOP
+        y := extract(year FROM d)::integer;
+        IF y > 2100 THEN
+            RETURN NULL;
+        END IF;
+        IF years IS NOT NULL AND NOT y = ANY (years) THEN
+            y := (SELECT min(x) FROM unnest(years) x WHERE x > y);
+            IF y IS NULL THEN
+                RETURN NULL;
+            END IF;
+            d := make_date(y, 1, 1);
+            first := false;
+            CONTINUE;
+        END IF;
+        IF (masks[5] >> extract(month FROM d)::integer) & 1::bigint = 0::bigint THEN
+            d := (date_trunc('month', d) + interval '1 month')::date;
+            first := false;
+            CONTINUE;
+        END IF;
+        IF (masks[4] >> extract(day FROM d)::integer) & 1::bigint = 0::bigint
+           OR (masks[6] <> 254::bigint
+               AND (masks[6] >> (extract(dow FROM d)::integer + 1)) & 1::bigint = 0::bigint) THEN
+            d := d + 1;
+            first := false;
+            CONTINUE;
+        END IF;
+        FOR h IN CASE WHEN first THEN h0 ELSE 0 END .. 23 LOOP
+            CONTINUE WHEN (masks[3] >> h) & 1::bigint = 0::bigint;
+            FOR m IN CASE WHEN first AND h = h0 THEN m0 ELSE 0 END .. 59 LOOP
+                CONTINUE WHEN (masks[2] >> m) & 1::bigint = 0::bigint;
+                FOR s IN CASE WHEN first AND h = h0 AND m = m0 THEN s0 ELSE 0 END .. 59 LOOP
+                    CONTINUE WHEN (masks[1] >> s) & 1::bigint = 0::bigint;
+                    c := d + make_time(h, m, s::float8);
+                    IF tz = 'UTC' OR cardinality(@extschema@._le_local_instants(c, tz)) > 0 THEN
+                        RETURN c;
+                    END IF;
+                END LOOP;
+            END LOOP;
+        END LOOP;
+        d := d + 1;
+        first := false;
+    END LOOP;
+END
+$fn$;
+
+-- calendar.rs next_after for a cron expression: the first due instant
+-- strictly after t, stepping as the crate's iterator does from t (each
+-- local time's instants in order; at most 10,000 of them).
+CREATE FUNCTION @extschema@._le_cron_next(masks bigint[], years integer[], tz text, t timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    prev timestamptz := t;
+    l timestamp;
+    i timestamptz;
+    n integer := 0;
+BEGIN
+    LOOP
+        l := @extschema@._le_cron_local_next(masks, years, tz,
+                                              date_trunc('second', (prev + interval '1 second') AT TIME ZONE tz));
+        IF l IS NULL THEN
+            RETURN NULL;
+        END IF;
+        FOREACH i IN ARRAY @extschema@._le_local_instants(l, tz) LOOP
+            n := n + 1;
+            IF n > 10000 THEN
+                RETURN NULL;
+            END IF;
+            IF i > t THEN
+                RETURN i;
+            END IF;
+            prev := i;
+        END LOOP;
+    END LOOP;
+END
+$fn$;
+
+-- A schedule's calendar from its settings (every, or cron in tz), or why
+-- it has none (calendar.rs Schedule::every, Schedule::cron).
+CREATE FUNCTION @extschema@._le_calendar(every interval, cron text, tz text,
+                                         OUT every_us numeric, OUT masks bigint[], OUT years integer[],
+                                         OUT why text)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    c record;
+BEGIN
+    IF every IS NOT NULL THEN
+        every_us := trunc(@extschema@._le_us(every));
+        IF every_us < 1000::numeric OR every_us % 1000::numeric <> 0::numeric THEN
+            why := format('a period must be whole milliseconds, at least 1ms (got %s microseconds)',
+                          every_us::bigint);
+            every_us := NULL;
+        END IF;
+        RETURN;
+    END IF;
+    IF cron IS NULL THEN
+        why := 'a schedule needs every or cron';
+        RETURN;
+    END IF;
+    c := @extschema@._le_cron_parse(cron);
+    why := coalesce(c.why, @extschema@._le_tz_why(tz));
+    IF why IS NULL THEN
+        masks := c.masks;
+        years := c.years;
+    END IF;
+END
+$fn$;
+
+-- The first due instant of a calendar strictly after t.
+CREATE FUNCTION @extschema@._le_next_after(every_us numeric, masks bigint[], years integer[], tz text,
+                                           t timestamptz)
+RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE WHEN every_us IS NOT NULL THEN @extschema@._le_every_next(every_us, t)
+            WHEN masks IS NOT NULL THEN @extschema@._le_cron_next(masks, years, tz, t) END;
+
+-- Contract 24: every, cron and tz of le_schedule (input.rs
+-- schedule_calendar): tz not NULL; exactly one of every and cron; every at
+-- least a second, in whole milliseconds, without a month or year part (an
+-- infinite interval, PostgreSQL 17+, has one, as compiled), with tz UTC;
+-- a cron expression the clients' libraries all read alike, in a time zone
+-- chrono-tz knows. Its calendar.
+CREATE FUNCTION @extschema@._le_schedule_calendar(every interval, cron text, tz text,
+                                                  OUT every_us numeric, OUT masks bigint[], OUT years integer[])
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    bad boolean;
+    c record;
+BEGIN
+    IF tz IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: tz must not be NULL',
+            HINT = 'Give an IANA time zone name, e.g. ''Europe/Paris'', or ''UTC''.';
+    END IF;
+    IF (every IS NULL) = (cron IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'leaderlock: give exactly one of every and cron',
+            HINT = 'every => ''5 minutes'', or cron => ''0 3 * * *'' (with tz).';
+    END IF;
+    IF every IS NOT NULL THEN
+        bad := NOT isfinite(every);
+        IF NOT bad THEN
+            bad := extract(year FROM every) <> 0 OR extract(month FROM every) <> 0;
+        END IF;
+        IF NOT bad THEN
+            every_us := @extschema@._le_us(every);
+            bad := every_us < 1000000::numeric OR every_us % 1000::numeric <> 0::numeric
+                   OR every_us > 9223372036854775807::numeric;
+        END IF;
+        IF bad THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = format('leaderlock: every must be at least 1 second, in whole milliseconds, '
+                                 'without a month or year part (got %s)', every),
+                HINT = 'The worker records every instant nobody claimed: a schedule kept in the database '
+                       'runs at most once a second.';
+        END IF;
+        IF tz <> 'UTC' THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = format('leaderlock: tz applies to cron only (got tz %s with every)',
+                                 @extschema@._le_debug_str(tz)),
+                HINT = 'A period runs at its multiples since the Unix epoch, in any time zone.';
+        END IF;
+        every_us := trunc(every_us);
+        RETURN;
+    END IF;
+    c := @extschema@._le_calendar(NULL::interval, cron, tz);
+    IF c.why IS NULL THEN
+        BEGIN
+            -- (a name chrono-tz knows and this server's time zone database
+            -- lacks, older than chrono-tz's: refused as chrono-tz refuses others)
+            PERFORM '2000-01-01 00:00:00+00'::timestamptz AT TIME ZONE tz;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            c.why := format('time zone %s: failed to parse timezone', @extschema@._le_debug_str(tz));
+        END;
+    END IF;
+    IF c.why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'leaderlock: ' || c.why;
+    END IF;
+    masks := c.masks;
+    years := c.years;
+END
+$fn$;
+
+-- Contract 24: misfire_grace of le_schedule: as le_claim_run's, and NULL
+-- for the default: the period with every, 5 minutes with a cron
+-- expression. In microseconds.
+CREATE FUNCTION @extschema@._le_schedule_grace(v interval, every_us numeric) RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN trunc(coalesce(@extschema@._le_misfire_grace(v), every_us, 300000000::numeric));
+
+-- Contract 24: overlap of le_schedule: allow, forbid or replace.
+CREATE FUNCTION @extschema@._le_overlap(v text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: overlap must not be NULL';
+    END IF;
+    IF v NOT IN ('allow', 'forbid', 'replace') THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: overlap must be allow, forbid or replace (got %s)',
+                             @extschema@._le_debug_str(v));
+    END IF;
+    RETURN v;
+END
+$fn$;
+
+-- Contract 25: within of le_expect_leader: not NULL, at least a second
+-- (marks are checked every second), without a month or year part. In
+-- microseconds.
+CREATE FUNCTION @extschema@._le_within(v interval) RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    bad boolean;
+    us numeric;
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: within must not be NULL',
+            HINT = 'To stop expecting a leader, call le_unexpect_leader(key).';
+    END IF;
+    bad := NOT isfinite(v);
+    IF NOT bad THEN
+        bad := extract(year FROM v) <> 0 OR extract(month FROM v) <> 0;
+    END IF;
+    IF NOT bad THEN
+        us := @extschema@._le_us(v);
+        bad := us < 1000000::numeric OR us > 9223372036854775807::numeric;
+    END IF;
+    IF bad THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: within must be at least 1 second, without a month or year part (got %s)', v),
+            HINT = 'Marks are checked every second: a shorter absence may go unseen.';
+    END IF;
+    RETURN trunc(us);
+END
+$fn$;
+
 -- The session's role: the one of SET ROLE, else the session user.
 CREATE FUNCTION @extschema@._le_session_role() RETURNS name
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -1445,6 +2437,79 @@ BEGIN
     END IF;
     PERFORM pg_notify('leaderlock', payload || '}');
     PERFORM @extschema@._le_record($6, $1, $2, $4, $5, payload || '}');
+END
+$fn$;
+
+-- A number of seconds (microseconds / 10^6, a Rust f64) as serde_json
+-- writes it (ryu: the shortest digits that read back the same, laid out as
+-- 2.0, 128.62, 0.0001 or 1e16). PostgreSQL's float8 output (ryu too, with
+-- extra_float_digits above 0) gives the digits.
+CREATE FUNCTION @extschema@._le_json_seconds(us numeric) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+SET extra_float_digits = 1
+AS $fn$
+DECLARE
+    t text := lower(((us / 1000000::numeric)::float8)::text);
+    sign text := '';
+    m text[];
+    digits text;
+    k integer;
+    kk integer;
+    n integer;
+BEGIN
+    IF left(t, 1) = '-' THEN
+        sign := '-';
+        t := substr(t, 2);
+    END IF;
+    m := regexp_match(t, '^([0-9]*)(?:\.([0-9]*))?(?:e([-+]?[0-9]+))?$');
+    digits := ltrim(m[1] || coalesce(m[2], ''), '0');
+    IF digits = '' THEN
+        RETURN sign || '0.0';
+    END IF;
+    k := coalesce(m[3]::integer, 0) - length(coalesce(m[2], ''))
+         + length(digits) - length(rtrim(digits, '0'));
+    digits := rtrim(digits, '0');
+    n := length(digits);
+    kk := n + k;
+    RETURN sign || CASE
+        WHEN k >= 0 AND kk <= 16 THEN digits || repeat('0', k) || '.0'
+        WHEN kk > 0 AND kk <= 16 THEN left(digits, kk) || '.' || substr(digits, kk + 1)
+        WHEN kk > -5 AND kk <= 0 THEN '0.' || repeat('0', -kk) || digits
+        WHEN n = 1 THEN digits || 'e' || (kk - 1)::text
+        ELSE left(digits, 1) || '.' || substr(digits, 2) || 'e' || (kk - 1)::text END;
+END
+$fn$;
+
+-- Contract 25: a key expected to be led went without a live holder for
+-- longer than its bound (until NULL: "leaderless", since its exact start),
+-- or got one again ("leaderless_end", until the tenure found began), on
+-- channel leaderlock and in the history, byte for byte the compiled
+-- edition's JSON (notify.rs LeaderlessPayload): "event", "key", "since",
+-- then "until" or "within_seconds", "seconds", "at".
+CREATE FUNCTION @extschema@._le_announce_leaderless(key text, since timestamptz, until timestamptz,
+                                                    within_us numeric, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    payload text;
+BEGIN
+    payload := '{"event":' || CASE WHEN $3 IS NULL THEN '"leaderless"' ELSE '"leaderless_end"' END
+            || ',"key":' || to_json($1)::text
+            || ',"since":"' || @extschema@._le_rfc3339($2) || '"';
+    IF $3 IS NULL THEN
+        payload := payload || ',"within_seconds":' || @extschema@._le_json_seconds($4);
+    ELSE
+        payload := payload || ',"until":"' || @extschema@._le_rfc3339($3) || '"'
+                || ',"seconds":' || @extschema@._le_json_seconds(@extschema@._le_unix_us($3)
+                                                                  - @extschema@._le_unix_us($2));
+    END IF;
+    payload := payload || ',"at":"' || @extschema@._le_rfc3339($5) || '"}';
+    PERFORM pg_notify('leaderlock', payload);
+    PERFORM @extschema@._le_record($5, CASE WHEN $3 IS NULL THEN 'leaderless' ELSE 'leaderless_end' END,
+                                   $1, NULL::text, NULL::bigint, payload);
 END
 $fn$;
 
@@ -3383,6 +4448,22 @@ BEGIN
     LOOP
         n := n + @extschema@._le_end_session(r.session, false, v_pro, NULL::text);
     END LOOP;
+    -- Contract 24: no worker settles the schedules here: each due instant
+    -- whose misfire grace ended unclaimed is recorded missed by this call
+    -- (up to 100 schedules and 1,000 instants, passing over those other
+    -- transactions hold); contract 25: nor checks the keys expected to be
+    -- led. As the retention and the numbering below, a failure never takes
+    -- this call's expiries with it: its subtransaction alone is rolled
+    -- back. (Before the retention: the tables in the order save.sql takes
+    -- them, schedules before jobs and runs.)
+    BEGIN
+        PERFORM @extschema@._le_settle(clock_timestamp());
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING USING
+            MESSAGE = format('leaderlock: the schedules were not settled: %s', SQLERRM),
+            DETAIL = format('The expiries of this call are kept; it is tried again at the next call '
+                            '(SQLSTATE %s).', SQLSTATE);
+    END;
     -- Contract 22: no worker applies the runs' retention here either; as
     -- the numbering below, a failure never takes this call's expiries
     -- with it: its subtransaction alone is rolled back.
@@ -3391,6 +4472,14 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
         RAISE WARNING USING
             MESSAGE = format('leaderlock: the runs'' retention did not run: %s', SQLERRM),
+            DETAIL = format('The expiries of this call are kept; it is tried again at the next call '
+                            '(SQLSTATE %s).', SQLSTATE);
+    END;
+    BEGIN
+        PERFORM @extschema@._le_check_expected(clock_timestamp());
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING USING
+            MESSAGE = format('leaderlock: the keys expected to be led were not checked: %s', SQLERRM),
             DETAIL = format('The expiries of this call are kept; it is tried again at the next call '
                             '(SQLSTATE %s).', SQLSTATE);
     END;
@@ -3527,6 +4616,389 @@ BEGIN
 END
 $fn$;
 
+-- Contract 22: leaderlock.max_jobs_per_role as the administrator set it
+-- (the database's setting, else ALTER ROLE ALL's: _le_admin_setting;
+-- default 1000, 1 to 1,000,000 as in the compiled edition).
+CREATE FUNCTION @extschema@._le_max_jobs() RETURNS integer
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_raw text := btrim(coalesce(@extschema@._le_admin_setting('leaderlock.max_jobs_per_role'::text), ''));
+    v_max integer;
+BEGIN
+    v_max := CASE WHEN v_raw = '' THEN 1000
+                  WHEN v_raw ~ '^[0-9]{1,7}$' THEN v_raw::integer END;
+    IF v_max IS NULL OR v_max NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"',
+                             'leaderlock.max_jobs_per_role', v_raw),
+            DETAIL = 'It must be between 1 and 1000000, as in the compiled edition.';
+    END IF;
+    RETURN v_max;
+END
+$fn$;
+
+-- Contract 22: a role that is not a superuser makes at most
+-- leaderlock.max_jobs_per_role jobs still kept (53400, before anything is
+-- written; claims of its existing jobs are never refused by it).
+CREATE FUNCTION @extschema@._le_may_make_job(p_caller oid) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_max_jobs integer;
+BEGIN
+    IF NOT coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false) THEN
+        v_max_jobs := @extschema@._le_max_jobs();
+        IF (SELECT count(*) FROM @extschema@.leaderlock_jobs j WHERE j.owner = p_caller) >= v_max_jobs THEN
+            RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded',
+                MESSAGE = format('leaderlock: this role has made leaderlock.max_jobs_per_role (%s) jobs; '
+                                 'no new job is made', v_max_jobs),
+                HINT = 'A job is forgotten once its runs all passed leaderlock.run_retention; '
+                       'a superuser may raise the limit.';
+        END IF;
+    END IF;
+END
+$fn$;
+
+-- Contract 22: a job's row, made by its first claim (or its schedule,
+-- contract 24), owned by p_caller: inserted only when absent (an insert
+-- that meets a row another transaction updated waits for it). Waits only
+-- for a concurrent first claim of the job, and at most 10 ms (compiled:
+-- tenure::insert_first): one still open finds the row locked. It starts
+-- at the term of job '' (the highest a deleted job had).
+CREATE FUNCTION @extschema@._le_make_job(p_job text, p_caller oid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    old_lock_timeout text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', '10ms', true);
+    INSERT INTO @extschema@.leaderlock_jobs AS j (job, term, owner)
+    SELECT p_job, coalesce((SELECT f.term FROM @extschema@.leaderlock_jobs f WHERE f.job = ''), 0::bigint),
+           p_caller
+    ON CONFLICT (job) DO NOTHING;
+    PERFORM set_config('lock_timeout', old_lock_timeout, true);
+EXCEPTION WHEN lock_not_available THEN
+    NULL;   -- a rival's first claim of the job is still open
+END
+$fn$;
+
+-- Contract 22 (runs.rs lock_claimable): under the job's lock, the run of
+-- p_job due at p_due locked if it may be claimed at p_t (unfinished, its
+-- last claim not live: a rival never locks the runner's row), never
+-- waiting; its row made first when it has none (under the job's lock, so
+-- no other claim inserts it meanwhile; looked for first: its runner may be
+-- renewing it). A new run of the job deletes its runs due before
+-- p_horizon (the retention) that are finished or without a live claim,
+-- skipping rows others hold, and marks the job so that none of them is
+-- ever claimed again. locked: whether it was locked; its last claim's
+-- holder and term.
+CREATE FUNCTION @extschema@._le_lock_claimable(p_job text, p_due timestamptz, p_t timestamptz,
+                                               p_horizon timestamptz, p_pro timestamptz,
+                                               OUT locked boolean, OUT holder text, OUT term bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+BEGIN
+    IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r WHERE r.job = p_job AND r.due = p_due) THEN
+        INSERT INTO @extschema@.leaderlock_runs AS r (job, due) VALUES (p_job, p_due)
+        ON CONFLICT (job, due) DO NOTHING;
+        IF FOUND THEN
+            DELETE FROM @extschema@.leaderlock_runs r
+             WHERE r.job = p_job
+               AND r.due IN (SELECT o.due FROM @extschema@.leaderlock_runs o
+                              WHERE o.job = p_job AND o.due < p_horizon
+                                AND (o.finished_at IS NOT NULL OR o.holder IS NULL
+                                     OR NOT coalesce(GREATEST(o.expires_at, p_pro + o.ttl) > p_t, false))
+                                FOR UPDATE SKIP LOCKED);
+            UPDATE @extschema@.leaderlock_jobs j
+               SET pruned_before = GREATEST(j.pruned_before, p_horizon)
+             WHERE j.job = p_job;
+        END IF;
+    END IF;
+    SELECT r.holder, r.term INTO holder, term
+      FROM @extschema@.leaderlock_runs r
+     WHERE r.job = p_job AND r.due = p_due AND r.finished_at IS NULL
+       AND (r.holder IS NULL OR NOT coalesce(GREATEST(r.expires_at, p_pro + r.ttl) > p_t, false))
+       FOR NO KEY UPDATE SKIP LOCKED;
+    locked := FOUND;
+END
+$fn$;
+
+-- Contract 24's overlap: whether a run of p_job other than the one due at
+-- p_due is claimed live at p_t (a claim held across a promotion: until
+-- the promotion + its ttl, difference 6).
+CREATE FUNCTION @extschema@._le_other_run_live(p_job text, p_due timestamptz, p_t timestamptz,
+                                               p_pro timestamptz) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+RETURN EXISTS (SELECT FROM @extschema@.leaderlock_runs r
+                WHERE r.job = p_job AND r.due <> p_due AND r.finished_at IS NULL AND r.holder IS NOT NULL
+                  AND GREATEST(r.expires_at, p_pro + r.ttl) > p_t);
+
+-- Contract 22 (runs.rs record_missed): the locked run of p_job due at p_due
+-- recorded missed at p_t, once, saying why: its claim (of p_term, by
+-- p_holder) lapsed unfinished, an earlier run of the job still running
+-- (p_other, overlap forbid), or never claimed; announced run_missed.
+CREATE FUNCTION @extschema@._le_record_missed(p_job text, p_due timestamptz, p_t timestamptz,
+                                              p_holder text, p_term bigint, p_other boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+BEGIN
+    UPDATE @extschema@.leaderlock_runs r
+       SET finished_at = p_t, outcome = 'missed',
+           detail = CASE WHEN p_holder IS NOT NULL AND p_term IS NOT NULL
+                         THEN format('its claim of term %s lapsed unfinished and its misfire grace has passed',
+                                     p_term)
+                         WHEN p_other
+                         THEN 'not claimed within its misfire grace: an earlier run of the job was still '
+                              'running (overlap forbid)'
+                         ELSE 'not claimed within its misfire grace' END
+     WHERE r.job = p_job AND r.due = p_due;
+    PERFORM @extschema@._le_durable();
+    PERFORM @extschema@._le_announce_run('run_missed'::text, p_job, p_due, NULL::text, NULL::bigint, p_t,
+                                         NULL::timestamptz, NULL::integer, NULL::text);
+END
+$fn$;
+
+-- Contract 24 (settle.rs settle_job): the instants of a schedule after
+-- p_settled_to whose misfire grace has passed by p_t, at most p_budget,
+-- each settled with the decision a late claim makes, under the job's row
+-- lock (the caller's): one nobody claimed, or whose claim lapsed
+-- unfinished, is recorded missed, once; one claimed live past its grace is
+-- running, not missed. Instants older than the runs' retention (p_horizon)
+-- or the job's prune are passed over (their rows would go at once), and
+-- none due before the schedule was made, changed or resumed
+-- (p_active_since) is recorded. Up to where it settled, and how many
+-- instants it looked at.
+CREATE FUNCTION @extschema@._le_settle_job(p_job text, p_every_us numeric, p_masks bigint[],
+                                           p_years integer[], p_tz text, p_grace_us numeric,
+                                           p_settled_to timestamptz, p_pruned_before timestamptz,
+                                           p_overlap text, p_active_since timestamptz, p_t timestamptz,
+                                           p_horizon timestamptz, p_pro timestamptz, p_budget integer,
+                                           OUT settled timestamptz, OUT looked integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_grace interval := @extschema@._le_us_interval(p_grace_us);
+    v_due timestamptz;
+    c record;
+    v_other boolean;
+BEGIN
+    settled := GREATEST(p_settled_to, GREATEST(p_horizon, p_pruned_before) - interval '1 microsecond');
+    looked := 0;
+    LOOP
+        v_due := @extschema@._le_next_after(p_every_us, p_masks, p_years, p_tz, settled);
+        EXIT WHEN v_due IS NULL OR looked >= p_budget OR NOT p_t > v_due + v_grace;
+        looked := looked + 1;
+        c := @extschema@._le_lock_claimable(p_job, v_due, p_t, p_horizon, p_pro);
+        v_other := c.locked AND p_overlap <> 'allow'
+                   AND @extschema@._le_other_run_live(p_job, v_due, p_t, p_pro);
+        -- (run_claim: locked, not before the schedule took effect, past its grace)
+        IF c.locked AND v_due >= p_active_since THEN
+            PERFORM @extschema@._le_record_missed(p_job, v_due, p_t, c.holder, c.term, v_other);
+        END IF;
+        settled := v_due;
+    END LOOP;
+END
+$fn$;
+
+-- Contract 24 (settle.rs settle): the worker's round, done by every
+-- le_expire_lapsed here: the schedules whose next instant's grace has
+-- ended by p_t, the longest waiting first, up to 100, each locked with its
+-- job's row without waiting (a schedule being changed, or whose job a
+-- claim holds, is passed over and the next one taken: a role that holds
+-- its jobs' rows in open transactions never keeps the round from the
+-- others'), settled up to 1,000 instants in all; each one's settled_to and
+-- next check move in the same transaction. How many instants it looked at.
+CREATE FUNCTION @extschema@._le_settle(p_t timestamptz) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_pro timestamptz;
+    v_horizon timestamptz;
+    v_budget integer := 1000;
+    r record;
+    cal record;
+    v_grace_us numeric;
+    done record;
+BEGIN
+    FOR r IN
+        SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.settled_to, s.overlap, s.active_since,
+               j.pruned_before
+          FROM @extschema@.leaderlock_schedules s
+          JOIN @extschema@.leaderlock_jobs j ON j.job = s.job
+         WHERE s.next_check <= p_t
+         ORDER BY s.next_check
+         LIMIT 100
+           FOR NO KEY UPDATE OF s, j SKIP LOCKED
+    LOOP
+        cal := @extschema@._le_calendar(r.every, r.cron, r.tz);
+        CONTINUE WHEN cal.why IS NOT NULL;
+        IF v_horizon IS NULL THEN   -- (read once there is a schedule to settle)
+            v_pro := @extschema@._le_promoted_at();
+            v_horizon := p_t - @extschema@._le_us_interval(@extschema@._le_setting_us(
+                'leaderlock.run_retention'::text, 604800::bigint, 1::bigint, 2147483647::bigint));
+        END IF;
+        v_grace_us := @extschema@._le_us(r.misfire_grace);
+        done := @extschema@._le_settle_job(r.job, cal.every_us, cal.masks, cal.years, r.tz, v_grace_us,
+                                           r.settled_to, r.pruned_before, r.overlap, r.active_since, p_t,
+                                           v_horizon, v_pro, v_budget);
+        v_budget := v_budget - done.looked;
+        UPDATE @extschema@.leaderlock_schedules s
+           SET settled_to = done.settled,
+               next_check = @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, r.tz, done.settled)
+                            + @extschema@._le_us_interval(v_grace_us)
+         WHERE s.job = r.job;
+        EXIT WHEN v_budget = 0;
+    END LOOP;
+    RETURN 1000 - v_budget;
+END
+$fn$;
+
+-- Contract 24 (settle.rs before_change): before a change of its calendar
+-- or a pause, the instants of p_job's schedule (its row locked, as read:
+-- its settings) whose grace has passed by p_t are settled under the old
+-- settings (up to 1,000), so that none of them is lost to the change.
+-- Passed over while paused, and when a claim holds the job's row right now.
+CREATE FUNCTION @extschema@._le_before_change(p_job text, p_paused boolean, p_every interval, p_cron text,
+                                              p_tz text, p_grace interval, p_settled_to timestamptz,
+                                              p_overlap text, p_active_since timestamptz, p_t timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    cal record;
+    v_pruned timestamptz;
+BEGIN
+    IF p_paused THEN
+        RETURN;   -- (nothing was due)
+    END IF;
+    SELECT j.pruned_before INTO v_pruned FROM @extschema@.leaderlock_jobs j
+     WHERE j.job = p_job
+       FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    cal := @extschema@._le_calendar(p_every, p_cron, p_tz);
+    PERFORM @extschema@._le_settle_job(p_job, cal.every_us, cal.masks, cal.years, p_tz, @extschema@._le_us(p_grace),
+                                       p_settled_to, v_pruned, p_overlap, p_active_since, p_t,
+                                       p_t - @extschema@._le_us_interval(@extschema@._le_setting_us(
+                                           'leaderlock.run_retention'::text, 604800::bigint, 1::bigint,
+                                           2147483647::bigint)),
+                                       @extschema@._le_promoted_at(), 1000);
+END
+$fn$;
+
+-- Contract 25 (expected.rs check_due, protocol expected::check): every
+-- mark due a check by p_t, up to 1,000, locked without waiting: over what
+-- leaderlock_status shows of its key (when its earliest live tenure
+-- began, when the live tenures end, when its last tenure that is not live
+-- ended), an interval without a live holder longer than the bound is
+-- opened (its start exact: when the key lost its last live holder, or was
+-- marked, if later; announced "leaderless"), and closed when a tenure is
+-- found (its end exact: when that tenure began; "leaderless_end"). Looked
+-- at again when the bound can end, every second while the key is led or
+-- an interval is open, and when the key's tenures may end. How many marks.
+CREATE FUNCTION @extschema@._le_check_expected(p_t timestamptz) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    led record;
+    v_poll timestamptz := p_t + interval '1 second';
+    v_within interval;
+    v_since timestamptz;
+    v_until timestamptz;
+    v_open timestamptz;
+    v_opened bigint;
+    v_closed numeric;
+    v_next timestamptz;
+    n integer := 0;
+BEGIN
+    FOR r IN
+        SELECT e.key, e.within, e.marked_at, e.leaderless_since FROM @extschema@.leaderlock_expected e
+         WHERE e.next_check <= p_t
+         ORDER BY e.next_check
+         LIMIT 1000
+           FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        n := n + 1;
+        SELECT min(s.acquired_at) FILTER (WHERE s.state = 'held') AS since,
+               min(s.expires_at) FILTER (WHERE s.state = 'held') AS until,
+               max(s.expires_at) FILTER (WHERE s.state <> 'held') AS last_end
+          INTO led
+          FROM @extschema@.leaderlock_status s WHERE s.key = r.key;
+        v_within := @extschema@._le_us_interval(@extschema@._le_us(r.within));
+        v_open := r.leaderless_since;
+        v_opened := 0;
+        v_closed := 0;
+        v_since := NULL;
+        v_until := NULL;
+        IF led.since IS NOT NULL AND r.leaderless_since IS NOT NULL THEN
+            v_since := r.leaderless_since;
+            v_until := GREATEST(led.since, v_since);
+            v_open := NULL;
+            v_closed := @extschema@._le_unix_us(v_until) - @extschema@._le_unix_us(v_since);
+            v_next := LEAST(coalesce(led.until, v_poll), v_poll);
+        ELSIF led.since IS NOT NULL THEN
+            v_next := LEAST(coalesce(led.until, v_poll), v_poll);
+        ELSIF r.leaderless_since IS NOT NULL THEN
+            v_next := v_poll;
+        ELSE
+            v_since := GREATEST(coalesce(led.last_end, r.marked_at), r.marked_at);
+            IF p_t > v_since + v_within THEN
+                v_open := v_since;
+                v_opened := 1;
+                v_next := v_poll;
+            ELSE
+                v_since := NULL;   -- (just after the bound: "longer than" it)
+                v_next := GREATEST(coalesce(led.last_end, r.marked_at), r.marked_at) + v_within
+                          + interval '1 microsecond';
+            END IF;
+        END IF;
+        UPDATE @extschema@.leaderlock_expected e
+           SET leaderless_since = v_open, intervals = e.intervals + v_opened,
+               leaderless_total = e.leaderless_total + @extschema@._le_us_interval(v_closed),
+               next_check = v_next
+         WHERE e.key = r.key;
+        IF v_opened = 1 THEN
+            PERFORM @extschema@._le_announce_leaderless(r.key, v_since, NULL::timestamptz,
+                                                        @extschema@._le_us(r.within), p_t);
+        ELSIF v_until IS NOT NULL THEN
+            PERFORM @extschema@._le_announce_leaderless(r.key, v_since, v_until, NULL::numeric, p_t);
+        END IF;
+    END LOOP;
+    RETURN n;
+END
+$fn$;
+
 -- Contract 22 (src/runs.rs claim): claims the run of p_job due at p_due
 -- (on the lease clock) for p_id by p_ttl. Its term, from the job's one
 -- sequence, or NULL: finished (or missed) already, claimed live by another
@@ -3537,7 +5009,15 @@ $fn$;
 -- of one job take turns on the job's row, locked without waiting; the
 -- job's lock and the run's writes share one block, rolled back when it
 -- claims nothing (see _le_lock_own): a claim that finds the run taken keeps
--- no lock. Renewals and finishes never touch the job's row.
+-- no lock. Renewals and finishes never touch the job's row. Contract 24: a
+-- scheduled job's runs are claimed by members of its owner (42501), at its
+-- instants only (22023 for another instant due since its calendar took
+-- effect), by its grace whatever p_grace; none while it is paused nor due
+-- before it was made, changed or resumed (NULL, nothing written); with
+-- overlap forbid, none while another run of the job is claimed live; with
+-- replace, the other runs' live claims are ended first (recorded
+-- replaced, announced run_finished: their renewals and finishes are
+-- refused) and the new term fences them off.
 CREATE FUNCTION @extschema@._le_claim_run(p_job text, p_due timestamptz, p_id text, p_ttl interval,
                                           p_grace interval, p_caller oid) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -3550,16 +5030,16 @@ DECLARE
     v_grace_us numeric;
     v_retention_us numeric;
     v_horizon timestamptz;
-    v_pruned timestamptz;
     v_late boolean;
     v_pro timestamptz;
     v_term bigint;
-    v_why text;
+    v_other boolean := false;
+    sched record;
+    cal record;
+    jl record;
     prev record;
+    ended record;
     claimed record;
-    old_lock_timeout text;
-    v_raw text;
-    v_max_jobs integer;
 BEGIN
     PERFORM @extschema@._le_name('job'::text, p_job);
     PERFORM @extschema@._le_due(p_due);
@@ -3572,12 +5052,37 @@ BEGIN
     v_retention_us := @extschema@._le_setting_us('leaderlock.run_retention'::text, 604800::bigint, 1::bigint,
                                                  2147483647::bigint);
     PERFORM @extschema@._le_act_as(p_caller);
+    -- Contract 24: a scheduled job's runs are its owner's to claim, at its
+    -- calendar's instants only from when it took effect (a rival's
+    -- off-calendar claim could end the owner's runs under replace, or hold
+    -- them off under forbid; a replica run with other flags is told). An
+    -- instant due before then is refused below as any claim that can do
+    -- nothing: a follower that waited for one across a change is not stopped.
+    SELECT pg_has_role(p_caller, s.owner, 'MEMBER'::text) AS member, s.every, s.cron, s.tz, s.active_since
+      INTO sched
+      FROM @extschema@.leaderlock_schedules s WHERE s.job = p_job;
+    IF FOUND THEN
+        cal := @extschema@._le_calendar(sched.every, sched.cron, sched.tz);
+        IF cal.why IS NULL AND NOT sched.member THEN
+            RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+                MESSAGE = format('leaderlock: permission denied to claim a run of job %s: its schedule is '
+                                 'another role''s', @extschema@._le_debug_str(p_job)),
+                HINT = 'A scheduled job''s runs are claimed by members of the role that scheduled it.';
+        END IF;
+        IF cal.why IS NULL AND p_due >= sched.active_since
+           AND @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, sched.tz,
+                                          p_due - interval '1 microsecond') IS DISTINCT FROM p_due THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = format('leaderlock: the instant is not a due instant of job %s''s schedule',
+                                 @extschema@._le_debug_str(p_job)),
+                HINT = 'le_next_due(job, after) gives the schedule''s instants; a replica run with its own '
+                       '--every or --cron differs from the schedule kept in the database.';
+        END IF;
+    END IF;
     -- Contract 8.2: a promotion is recorded (one row, never waiting); held
     -- claims last at least until then + their ttl.
     PERFORM @extschema@._le_failover_record();
     v_pro := @extschema@._le_promoted_at();
-    v_late := v_grace_us IS NOT NULL
-              AND (extract(epoch FROM t) - extract(epoch FROM p_due)) * 1000000::numeric > v_grace_us;
     -- A run due longer ago than the retention is never claimed (its row may
     -- be gone): refused before anything is written.
     v_horizon := t - make_interval(secs => (v_retention_us / 1000000::numeric)::float8);
@@ -3585,103 +5090,70 @@ BEGIN
         RETURN NULL;
     END IF;
 
-    -- The job's row, made by its first claim: inserted only when absent (an
-    -- insert that meets a row another transaction updated waits for it).
-    -- Waits only for a concurrent first claim of the job, and at most 10 ms
-    -- (compiled: tenure::insert_first): one still open finds the row
-    -- locked below. It starts at the term of job '' (the highest a deleted
-    -- job had), and owner is the calling role, which makes at most
-    -- leaderlock.max_jobs_per_role of them unless it is a superuser
-    -- (53400 before anything is written; claims of existing jobs are never
-    -- refused by it).
+    -- The job's row, made by its first claim (_le_make_job), owned by the
+    -- calling role, which makes at most leaderlock.max_jobs_per_role of
+    -- them unless it is a superuser (_le_may_make_job).
     IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_jobs j WHERE j.job = p_job) THEN
-        IF NOT coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false) THEN
-            v_raw := btrim(coalesce(@extschema@._le_admin_setting('leaderlock.max_jobs_per_role'::text), ''));
-            v_max_jobs := CASE WHEN v_raw = '' THEN 1000
-                               WHEN v_raw ~ '^[0-9]{1,7}$' THEN v_raw::integer END;
-            IF v_max_jobs IS NULL OR v_max_jobs NOT BETWEEN 1 AND 1000000 THEN
-                RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-                    MESSAGE = format('leaderlock: invalid value for parameter "%s": "%s"',
-                                     'leaderlock.max_jobs_per_role', v_raw),
-                    DETAIL = 'It must be between 1 and 1000000, as in the compiled edition.';
-            END IF;
-            IF (SELECT count(*) FROM @extschema@.leaderlock_jobs j WHERE j.owner = p_caller) >= v_max_jobs THEN
-                RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded',
-                    MESSAGE = format('leaderlock: this role has made leaderlock.max_jobs_per_role (%s) jobs; '
-                                     'no new job is made', v_max_jobs),
-                    HINT = 'A job is forgotten once its runs all passed leaderlock.run_retention; '
-                           'a superuser may raise the limit.';
-            END IF;
-        END IF;
-        old_lock_timeout := current_setting('lock_timeout');
-        BEGIN
-            PERFORM set_config('lock_timeout', '10ms', true);
-            INSERT INTO @extschema@.leaderlock_jobs AS j (job, term, owner)
-            SELECT p_job, coalesce((SELECT f.term FROM @extschema@.leaderlock_jobs f WHERE f.job = ''), 0::bigint),
-                   p_caller
-            ON CONFLICT (job) DO NOTHING;
-            PERFORM set_config('lock_timeout', old_lock_timeout, true);
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;   -- a rival's first claim of the job is still open
-        END;
+        PERFORM @extschema@._le_may_make_job(p_caller);
+        PERFORM @extschema@._le_make_job(p_job, p_caller);
     END IF;
 
     -- The job's lock and the run's writes, in one block (see _le_lock_own).
     BEGIN
-        SELECT j.pruned_before INTO v_pruned FROM @extschema@.leaderlock_jobs j
+        SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused, s.active_since INTO jl
+          FROM @extschema@.leaderlock_jobs j
+          LEFT JOIN @extschema@.leaderlock_schedules s ON s.job = j.job
          WHERE j.job = p_job
-           FOR NO KEY UPDATE SKIP LOCKED;
+           FOR NO KEY UPDATE OF j SKIP LOCKED;
         IF NOT FOUND THEN
             RAISE SQLSTATE 'LE0NL';   -- another claim of the job holds it: try again later
         END IF;
-        IF p_due < v_pruned THEN
+        IF p_due < jl.pruned_before THEN
             RAISE SQLSTATE 'LE0NL';   -- pruned by a shorter retention: never again
         END IF;
-        -- The run's row, on its first claim (under the job's lock, so no
-        -- other claim inserts it meanwhile; looked for first, for the reason
-        -- above: its runner may be renewing it). A new run of the job
-        -- deletes its runs due before the retention that are finished or
-        -- without a live claim, skipping rows others hold, and marks the job
-        -- so that none of them is ever claimed again.
-        IF NOT EXISTS (SELECT FROM @extschema@.leaderlock_runs r WHERE r.job = p_job AND r.due = p_due) THEN
-            INSERT INTO @extschema@.leaderlock_runs AS r (job, due) VALUES (p_job, p_due)
-            ON CONFLICT (job, due) DO NOTHING;
-            IF FOUND THEN
-                DELETE FROM @extschema@.leaderlock_runs r
-                 WHERE r.job = p_job
-                   AND r.due IN (SELECT o.due FROM @extschema@.leaderlock_runs o
-                                  WHERE o.job = p_job AND o.due < v_horizon
-                                    AND (o.finished_at IS NOT NULL OR o.holder IS NULL
-                                         OR NOT coalesce(GREATEST(o.expires_at, v_pro + o.ttl) > t, false))
-                                    FOR UPDATE SKIP LOCKED);
-                UPDATE @extschema@.leaderlock_jobs j
-                   SET pruned_before = GREATEST(j.pruned_before, v_horizon)
-                 WHERE j.job = p_job;
-            END IF;
+        -- Contract 24: its schedule's grace is the one that counts; a claim
+        -- that can do nothing writes nothing: not while paused, nor of a
+        -- run due before the schedule was made, changed or resumed.
+        IF jl.misfire_grace IS NOT NULL THEN
+            v_grace_us := @extschema@._le_us(jl.misfire_grace);
         END IF;
-        -- Locked only if it may be claimed: unfinished, without a live
-        -- claim (a rival never locks the runner's row), never waiting.
-        SELECT r.holder, r.term INTO prev
-          FROM @extschema@.leaderlock_runs r
-         WHERE r.job = p_job AND r.due = p_due AND r.finished_at IS NULL
-           AND (r.holder IS NULL OR NOT coalesce(GREATEST(r.expires_at, v_pro + r.ttl) > t, false))
-           FOR NO KEY UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
+        IF coalesce(jl.paused, false) OR p_due < jl.active_since THEN
             RAISE SQLSTATE 'LE0NL';
         END IF;
+        prev := @extschema@._le_lock_claimable(p_job, p_due, t, v_horizon, v_pro);
+        IF NOT prev.locked THEN
+            RAISE SQLSTATE 'LE0NL';
+        END IF;
+        IF coalesce(jl.overlap, 'allow') <> 'allow' THEN
+            v_other := @extschema@._le_other_run_live(p_job, p_due, t, v_pro);
+        END IF;
+        v_late := v_grace_us IS NOT NULL
+                  AND (extract(epoch FROM t) - extract(epoch FROM p_due)) * 1000000::numeric > v_grace_us;
         IF v_late THEN
             -- past its misfire grace: recorded missed, once
-            v_why := CASE WHEN prev.holder IS NOT NULL AND prev.term IS NOT NULL
-                          THEN format('its claim of term %s lapsed unfinished and its misfire grace has passed',
-                                      prev.term)
-                          ELSE 'not claimed within its misfire grace' END;
-            UPDATE @extschema@.leaderlock_runs r
-               SET finished_at = t, outcome = 'missed', detail = v_why
-             WHERE r.job = p_job AND r.due = p_due;
-            PERFORM @extschema@._le_durable();
-            PERFORM @extschema@._le_announce_run('run_missed'::text, p_job, p_due, NULL::text, NULL::bigint, t,
-                                                 NULL::timestamptz, NULL::integer, NULL::text);
+            PERFORM @extschema@._le_record_missed(p_job, p_due, t, prev.holder, prev.term, v_other);
             RETURN NULL;
+        END IF;
+        IF v_other AND jl.overlap = 'forbid' THEN
+            RAISE SQLSTATE 'LE0NL';   -- another run of the job is claimed live: wait within the grace
+        END IF;
+        IF v_other AND jl.overlap = 'replace' THEN
+            -- the other runs' live claims end now (their runners' renewals
+            -- and finishes are refused from now on), announced as finished
+            FOR ended IN
+                UPDATE @extschema@.leaderlock_runs r
+                   SET finished_at = t, outcome = 'replaced',
+                       detail = format('replaced by the run due at %s (overlap replace)',
+                                       @extschema@._le_rfc3339(p_due)),
+                       expires_at = LEAST(r.expires_at, t)
+                 WHERE r.job = p_job AND r.due <> p_due AND r.finished_at IS NULL AND r.holder IS NOT NULL
+                   AND GREATEST(r.expires_at, v_pro + r.ttl) > t
+                RETURNING r.due, r.holder, r.term
+            LOOP
+                PERFORM @extschema@._le_announce_run('run_finished'::text, p_job, ended.due, ended.holder,
+                                                     ended.term, t, NULL::timestamptz, NULL::integer,
+                                                     'replaced'::text);
+            END LOOP;
         END IF;
         -- The job's next term (contract 8.1: at least the timeline's floor).
         UPDATE @extschema@.leaderlock_jobs j
@@ -3790,6 +5262,310 @@ BEGIN
 END
 $fn$;
 
+
+-- Contract 24 (schedules.rs schedule): makes or changes job p_job's
+-- schedule for p_caller (a member of its owner: 42501 otherwise; a new
+-- schedule: of a job it made, or that has no row yet, made now and counted
+-- against leaderlock.max_jobs_per_role). The same settings again change
+-- nothing (a replica that registers its schedule at every start never
+-- hides a miss); another grace or overlap alone judges the same instants
+-- as before, by the new rules; another calendar first settles the old
+-- one's instants whose grace has passed (_le_before_change), then judges
+-- the instants from now on. Its next due instant.
+CREATE FUNCTION @extschema@._le_schedule(p_job text, p_every interval, p_cron text, p_tz text,
+                                         p_grace interval, p_overlap text, p_caller oid) RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    cal record;
+    v_grace_us numeric;
+    v_grace interval;
+    v_every interval;
+    v_cron text;
+    t timestamptz;
+    v_first_check timestamptz;
+    r record;
+    v_owned boolean;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, p_job);
+    cal := @extschema@._le_schedule_calendar(p_every, p_cron, p_tz);
+    v_grace_us := @extschema@._le_schedule_grace(p_grace, cal.every_us);
+    PERFORM @extschema@._le_overlap(p_overlap);
+    PERFORM @extschema@._le_act_as(p_caller);
+    t := clock_timestamp();
+    v_grace := @extschema@._le_us_interval(v_grace_us);
+    v_every := @extschema@._le_us_interval(cal.every_us);
+    v_cron := CASE WHEN cal.every_us IS NULL THEN p_cron END;
+    v_first_check := @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, p_tz, t) + v_grace;
+    SELECT pg_has_role(p_caller, s.owner, 'MEMBER'::text) AS member, s.every, s.cron, s.tz, s.misfire_grace,
+           s.overlap, s.paused, s.active_since, s.settled_to
+      INTO r
+      FROM @extschema@.leaderlock_schedules s WHERE s.job = p_job
+       FOR NO KEY UPDATE;
+    IF FOUND AND (@extschema@._le_calendar(r.every, r.cron, r.tz)).why IS NULL THEN
+        IF NOT r.member THEN
+            PERFORM @extschema@._le_not_schedule_owner(p_job);
+        END IF;
+        IF @extschema@._le_us(r.every) IS NOT DISTINCT FROM cal.every_us AND r.cron IS NOT DISTINCT FROM v_cron
+           AND r.tz = p_tz THEN
+            IF @extschema@._le_us(r.misfire_grace) <> v_grace_us OR r.overlap <> p_overlap THEN
+                -- the same instants: judged as before, by the new grace
+                UPDATE @extschema@.leaderlock_schedules s
+                   SET misfire_grace = v_grace, overlap = p_overlap,
+                       next_check = CASE WHEN s.paused THEN NULL
+                                         ELSE @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, p_tz,
+                                                                         r.settled_to) + v_grace END,
+                       changed_at = t
+                 WHERE s.job = p_job;
+            END IF;
+        ELSE
+            PERFORM @extschema@._le_before_change(p_job, r.paused, r.every, r.cron, r.tz, r.misfire_grace,
+                                                  r.settled_to, r.overlap, r.active_since, t);
+            UPDATE @extschema@.leaderlock_schedules s
+               SET every = v_every, cron = v_cron, tz = p_tz, misfire_grace = v_grace, overlap = p_overlap,
+                   active_since = t, settled_to = t,
+                   next_check = CASE WHEN s.paused THEN NULL ELSE v_first_check END, changed_at = t
+             WHERE s.job = p_job;
+        END IF;
+    ELSE
+        -- a job p_caller made (made now for a new job, and checked again
+        -- after: a rival's claim may have made it meanwhile)
+        SELECT j.owner IS NULL OR pg_has_role(p_caller, j.owner, 'MEMBER'::text) INTO v_owned
+          FROM @extschema@.leaderlock_jobs j WHERE j.job = p_job;
+        IF NOT FOUND THEN
+            PERFORM @extschema@._le_may_make_job(p_caller);
+            PERFORM @extschema@._le_make_job(p_job, p_caller);
+            SELECT j.owner IS NULL OR pg_has_role(p_caller, j.owner, 'MEMBER'::text) INTO v_owned
+              FROM @extschema@.leaderlock_jobs j WHERE j.job = p_job;
+        END IF;
+        IF NOT coalesce(v_owned, false) THEN
+            PERFORM @extschema@._le_not_schedule_owner(p_job);
+        END IF;
+        INSERT INTO @extschema@.leaderlock_schedules
+               (job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, next_check,
+                owner, changed_at)
+        VALUES (p_job, v_every, v_cron, p_tz, v_grace, p_overlap, false, t, t, v_first_check, p_caller, t);
+    END IF;
+    PERFORM @extschema@._le_durable();
+    RETURN @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, p_tz, t);
+END
+$fn$;
+
+-- Contract 24: a change of another role's schedule (42501).
+CREATE FUNCTION @extschema@._le_not_schedule_owner(p_job text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+        MESSAGE = format('leaderlock: permission denied to change the schedule of job %s: another role made it',
+                         @extschema@._le_debug_str(p_job)),
+        HINT = 'A job''s schedule is its owner''s (the role that made the job or the schedule), as a lease is.';
+END
+$fn$;
+
+-- Contract 24: job p_job's schedule goes (its runs and terms stay, kept as
+-- any job's); whether it had one. Its owner's only (42501).
+CREATE FUNCTION @extschema@._le_unschedule(p_job text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, p_job);
+    PERFORM @extschema@._le_act_as(p_caller);
+    SELECT pg_has_role(p_caller, s.owner, 'MEMBER'::text) AS member, s.every, s.cron, s.tz INTO r
+      FROM @extschema@.leaderlock_schedules s WHERE s.job = p_job
+       FOR NO KEY UPDATE;
+    IF NOT FOUND OR (@extschema@._le_calendar(r.every, r.cron, r.tz)).why IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    IF NOT r.member THEN
+        PERFORM @extschema@._le_not_schedule_owner(p_job);
+    END IF;
+    DELETE FROM @extschema@.leaderlock_schedules s WHERE s.job = p_job;
+    PERFORM @extschema@._le_durable();
+    RETURN true;
+END
+$fn$;
+
+-- Contract 24 (schedules.rs set_paused): pauses (p_paused) or resumes job
+-- p_job's schedule; whether it changed (false: no schedule, or already
+-- so). Its owner's only (42501). A pause first settles the instants whose
+-- grace has passed (_le_before_change); paused, no claim of its runs is
+-- granted and no instant is recorded missed; resumed, it is judged from
+-- now on only.
+CREATE FUNCTION @extschema@._le_set_paused(p_job text, p_paused boolean, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    cal record;
+    t timestamptz;
+    v_check timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, p_job);
+    IF p_paused IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'leaderlock: paused must not be NULL';
+    END IF;
+    PERFORM @extschema@._le_act_as(p_caller);
+    t := clock_timestamp();
+    SELECT pg_has_role(p_caller, s.owner, 'MEMBER'::text) AS member, s.every, s.cron, s.tz, s.misfire_grace,
+           s.overlap, s.paused, s.active_since, s.settled_to
+      INTO r
+      FROM @extschema@.leaderlock_schedules s WHERE s.job = p_job
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    cal := @extschema@._le_calendar(r.every, r.cron, r.tz);
+    IF cal.why IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    IF NOT r.member THEN
+        PERFORM @extschema@._le_not_schedule_owner(p_job);
+    END IF;
+    IF r.paused = p_paused THEN
+        RETURN false;
+    END IF;
+    IF p_paused THEN
+        PERFORM @extschema@._le_before_change(p_job, r.paused, r.every, r.cron, r.tz, r.misfire_grace,
+                                              r.settled_to, r.overlap, r.active_since, t);
+    ELSE
+        v_check := @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, r.tz, t)
+                   + @extschema@._le_us_interval(@extschema@._le_us(r.misfire_grace));
+    END IF;
+    UPDATE @extschema@.leaderlock_schedules s
+       SET paused = p_paused, next_check = v_check, changed_at = t,
+           active_since = CASE WHEN p_paused THEN s.active_since ELSE t END,
+           settled_to = CASE WHEN p_paused THEN s.settled_to ELSE GREATEST(s.settled_to, t) END
+     WHERE s.job = p_job;
+    PERFORM @extschema@._le_durable();
+    RETURN true;
+END
+$fn$;
+
+-- Contract 25: whether p_caller may change key p_key's mark, its row locked
+-- (waits only for another change of it or le_expire_lapsed's short check):
+-- a member of the role that made it, or of the role that holds the key now
+-- (a mark is no way to squat another role's key); NULL: no mark. The key's
+-- row is read first, as save.sql takes the tables (leaderlock before
+-- leaderlock_expected).
+CREATE FUNCTION @extschema@._le_mark_member(p_key text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_member boolean;
+BEGIN
+    PERFORM FROM @extschema@.leaderlock l WHERE l.key = p_key;
+    SELECT pg_has_role(p_caller, e.owner, 'MEMBER'::text)
+           OR EXISTS (SELECT FROM @extschema@.leaderlock l
+                       WHERE l.key = e.key AND l.owner IS NOT NULL
+                         AND pg_has_role(p_caller, l.owner, 'MEMBER'::text))
+      INTO v_member
+      FROM @extschema@.leaderlock_expected e WHERE e.key = p_key
+       FOR NO KEY UPDATE OF e;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF NOT v_member THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: permission denied to change the mark of key %s: another role made it',
+                             @extschema@._le_debug_str(p_key)),
+            HINT = 'A mark is the role''s that made it, or that holds the key now.';
+    END IF;
+    RETURN true;
+END
+$fn$;
+
+-- Contract 25 (expected.rs mark): marks p_key as expected to be led within
+-- p_within, for p_caller; a role that is not a superuser marks at most
+-- leaderlock.max_jobs_per_role keys (53400, nothing written). The same
+-- bound again changes nothing; another starts the key's count again from
+-- now (an open interval stays open). Whether it changed. First checked by
+-- the next le_expire_lapsed.
+CREATE FUNCTION @extschema@._le_expect_leader(p_key text, p_within interval, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_within interval;
+    v_max integer;
+    t timestamptz;
+    v_changed boolean;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    v_within := @extschema@._le_us_interval(@extschema@._le_within(p_within));
+    PERFORM @extschema@._le_act_as(p_caller);
+    t := clock_timestamp();
+    IF @extschema@._le_mark_member(p_key, p_caller) IS NULL
+       AND NOT coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false) THEN
+        v_max := @extschema@._le_max_jobs();
+        IF (SELECT count(*) FROM @extschema@.leaderlock_expected e WHERE e.owner = p_caller) >= v_max THEN
+            RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded',
+                MESSAGE = format('leaderlock: this role has marked leaderlock.max_jobs_per_role (%s) keys as '
+                                 'expected to be led; no new mark is made', v_max),
+                HINT = 'Unmark a key (le_unexpect_leader); a superuser may raise the limit.';
+        END IF;
+    END IF;
+    INSERT INTO @extschema@.leaderlock_expected AS e (key, within, owner, marked_at, next_check)
+    VALUES (p_key, v_within, p_caller, t, t)
+    ON CONFLICT (key) DO UPDATE SET within = excluded.within, marked_at = excluded.marked_at,
+                                    next_check = excluded.next_check
+     WHERE e.within IS DISTINCT FROM excluded.within
+       AND (pg_has_role(p_caller, e.owner, 'MEMBER'::text)
+            OR EXISTS (SELECT FROM @extschema@.leaderlock l
+                        WHERE l.key = e.key AND l.owner IS NOT NULL
+                          AND pg_has_role(p_caller, l.owner, 'MEMBER'::text)))
+    RETURNING true INTO v_changed;
+    IF v_changed THEN
+        PERFORM @extschema@._le_durable();
+    END IF;
+    RETURN coalesce(v_changed, false);
+END
+$fn$;
+
+-- Contract 25 (expected.rs unmark): p_key is no longer expected to be led;
+-- whether it was. An open leaderless interval ends now, recorded and
+-- announced (leaderless_end).
+CREATE FUNCTION @extschema@._le_unexpect_leader(p_key text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz;
+    v_since timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, p_key);
+    PERFORM @extschema@._le_act_as(p_caller);
+    t := clock_timestamp();
+    IF @extschema@._le_mark_member(p_key, p_caller) IS NULL THEN
+        RETURN false;
+    END IF;
+    DELETE FROM @extschema@.leaderlock_expected e WHERE e.key = p_key RETURNING e.leaderless_since INTO v_since;
+    PERFORM @extschema@._le_durable();
+    IF v_since IS NOT NULL THEN
+        PERFORM @extschema@._le_announce_leaderless(p_key, v_since, t, NULL::numeric, t);
+    END IF;
+    RETURN true;
+END
+$fn$;
 
 -- ---------------------------------------------------------------------------
 -- The API (docs/sql-reference.md): same names, arguments, defaults and
@@ -4278,13 +6054,16 @@ RETURN jsonb_build_object(
     'clock', 'wall',      -- contract 2.2: the wall clock, not the compiled edition's monotonic one
     'runs', true,         -- contract 22: le_claim_run, le_renew_run, le_finish_run
     'sessions', true,     -- contract 21: le_open_session, le_try_acquire_in, ...
-    'schedules', false,   -- contract 24 (schedules kept in the database) is the compiled edition's only
-    'expected_leaders', false);  -- contract 25 (keys expected to be led): the compiled edition's only
+    'schedules', true,    -- contract 24: le_schedule, le_next_due, ... (settled by le_expire_lapsed)
+    'expected_leaders', true);  -- contract 25: le_expect_leader, le_unexpect_leader (checked by le_expire_lapsed)
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does, and ends every lapsed
 -- session (contract 21: its keys announced "expired",
--- "reason":"session_expired"); returns how many keys. Meant to be
+-- "reason":"session_expired"); returns how many keys. As the worker, it
+-- also applies the runs' retention (contract 22), records the due instants
+-- of schedules whose grace ended unclaimed as missed runs (24), checks the
+-- keys expected to be led (25) and numbers the history (23). Meant to be
 -- scheduled (pg_cron, every second) or called by clients.
 CREATE FUNCTION @extschema@.le_expire_lapsed()
 RETURNS integer
@@ -4353,6 +6132,183 @@ BEGIN
 END
 $fn$;
 
+-- Contract 24: schedules kept in the database (docs/scheduled-runs.md).
+-- A job's schedule: every P (its multiples since the Unix epoch) or a cron
+-- expression in a time zone, a misfire grace (NULL: the period, or 5
+-- minutes with cron), an overlap policy. Its next due instant.
+CREATE FUNCTION @extschema@.le_schedule(job text, every interval DEFAULT NULL, cron text DEFAULT NULL,
+                                        tz text DEFAULT 'UTC', misfire_grace interval DEFAULT NULL,
+                                        overlap text DEFAULT 'allow')
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    cal record;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    cal := @extschema@._le_schedule_calendar($2, $3, $4);
+    PERFORM @extschema@._le_schedule_grace($5, cal.every_us);
+    PERFORM @extschema@._le_overlap($6);
+    RETURN @extschema@._le_schedule($1, $2, $3, $4, $5, $6, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_unschedule(job text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    RETURN @extschema@._le_unschedule($1, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_pause_schedule(job text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    RETURN @extschema@._le_set_paused($1, true, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_resume_schedule(job text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    RETURN @extschema@._le_set_paused($1, false, @extschema@._le_caller());
+END
+$fn$;
+
+-- Contract 24: the first due instant of job's schedule strictly after
+-- `after` (NULL: now, on the lease clock); NULL when it has no schedule or
+-- it is paused. What replicas that run a job by its name alone wait for.
+CREATE FUNCTION @extschema@.le_next_due(job text, after timestamptz DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    cal record;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    IF $2 IS NOT NULL THEN
+        PERFORM @extschema@._le_due($2);
+    END IF;
+    SELECT s.every, s.cron, s.tz INTO r FROM @extschema@.leaderlock_schedules s
+     WHERE s.job = $1 AND NOT s.paused;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    cal := @extschema@._le_calendar(r.every, r.cron, r.tz);
+    RETURN @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, r.tz, coalesce($2, clock_timestamp()));
+END
+$fn$;
+
+-- Contract 24, for the view leaderlock_schedule_status: job's next due
+-- instant, and since when it waits for a run: its first due instant after
+-- the latest one a claim took, the moment it was made, changed or resumed,
+-- and what the runs' retention keeps (a pruned claim is no lateness), once
+-- that instant has come (NULL: for none, or paused). No row without a
+-- schedule.
+CREATE FUNCTION @extschema@.le_schedule_times(job text)
+RETURNS TABLE (next_due timestamptz, waiting_since timestamptz)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz;
+    r record;
+    cal record;
+    v_from timestamptz;
+    v_wait timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    t := clock_timestamp();
+    SELECT s.every, s.cron, s.tz, s.paused, s.active_since INTO r FROM @extschema@.leaderlock_schedules s
+     WHERE s.job = $1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    cal := @extschema@._le_calendar(r.every, r.cron, r.tz);
+    IF cal.why IS NOT NULL THEN
+        RETURN;
+    END IF;
+    IF NOT r.paused THEN
+        v_from := GREATEST((SELECT max(x.due) FROM @extschema@.leaderlock_runs x
+                             WHERE x.job = $1 AND x.claimed_at IS NOT NULL),
+                           r.active_since,
+                           t - @extschema@._le_us_interval(@extschema@._le_setting_us(
+                               'leaderlock.run_retention'::text, 604800::bigint, 1::bigint, 2147483647::bigint)));
+        v_wait := @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, r.tz, v_from);
+        next_due := @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, r.tz, t);
+        waiting_since := CASE WHEN v_wait <= t THEN v_wait END;
+    END IF;
+    RETURN NEXT;
+END
+$fn$;
+
+-- Contract 24: each schedule with its next due instant, since when it
+-- waits for a run (its first due instant no claim took yet) and how long
+-- that is, its last outcome, and the missed runs kept. Readable by all.
+CREATE VIEW @extschema@.leaderlock_schedule_status AS
+SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.overlap, s.paused,
+       s.owner::regrole AS owner, t.next_due, t.waiting_since,
+       CASE WHEN t.waiting_since IS NOT NULL
+            THEN c.now - t.waiting_since
+            ELSE '0'::interval END AS overdue,
+       f.due AS last_finished_due, f.outcome AS last_outcome,
+       (SELECT count(*) FROM @extschema@.leaderlock_runs r
+         WHERE r.job = s.job AND r.outcome = 'missed') AS missed,
+       s.settled_to, s.changed_at
+  FROM @extschema@.leaderlock_schedules s
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+ CROSS JOIN LATERAL @extschema@.le_schedule_times(s.job) t
+  LEFT JOIN LATERAL (
+       SELECT r.due, r.outcome FROM @extschema@.leaderlock_runs r
+        WHERE r.job = s.job AND r.finished_at IS NOT NULL
+        ORDER BY r.due DESC LIMIT 1) f ON true;
+
+-- Contract 25: keys expected to be led (docs/scheduled-runs.md). Marks key
+-- as expected to have a live holder: each time it stays without one for
+-- longer than `within`, le_expire_lapsed (compiled: the worker) records a
+-- leaderless interval in the history (start and end) and announces both.
+-- Whether the mark changed.
+CREATE FUNCTION @extschema@.le_expect_leader(key text, within interval)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    PERFORM @extschema@._le_within($2);
+    RETURN @extschema@._le_expect_leader($1, $2, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_unexpect_leader(key text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('key'::text, $1);
+    RETURN @extschema@._le_unexpect_leader($1, @extschema@._le_caller());
+END
+$fn$;
+
 -- ---------------------------------------------------------------------------
 -- Privileges (contract 7): readable by all, written only through the
 -- functions above.
@@ -4368,6 +6324,12 @@ REVOKE ALL ON @extschema@.leaderlock_runs FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_runs TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_sessions FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_sessions TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_schedules FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_schedules TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_schedule_status FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_schedule_status TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_expected FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_expected TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_status FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_status TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_stats FROM PUBLIC;
@@ -4406,6 +6368,23 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_extend_sessions(uuid, text, timestamp
     FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_end_session(uuid, boolean, timestamptz, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_end_lapsed_key(text, timestamptz) FROM PUBLIC;
+-- (contracts 22, 24 and 25: called by the SECURITY DEFINER functions only)
+REVOKE EXECUTE ON FUNCTION @extschema@._le_may_make_job(oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_make_job(text, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_lock_claimable(text, timestamptz, timestamptz, timestamptz, timestamptz)
+    FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_record_missed(text, timestamptz, timestamptz, text, bigint, boolean)
+    FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_settle_job(text, numeric, bigint[], integer[], text, numeric, timestamptz,
+                                                      timestamptz, text, timestamptz, timestamptz, timestamptz,
+                                                      timestamptz, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_settle(timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_before_change(text, boolean, interval, text, text, interval, timestamptz,
+                                                         text, timestamptz, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_check_expected(timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_mark_member(text, oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_announce_leaderless(text, timestamptz, timestamptz, numeric, timestamptz)
+    FROM PUBLIC;
 
     $ddl$;
 
@@ -4437,6 +6416,10 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_end_lapsed_key(text, timestamptz) FRO
             pg_catalog.to_regclass(target || '.leaderlock_runs'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_sessions'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_schedules'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_expected'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_history'), '');
         PERFORM pg_catalog.pg_extension_config_dump(

@@ -32,6 +32,16 @@ INSERT INTO leaderlock_runs
        (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
 SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner
   FROM pg_temp.leaderlock_carry_runs;
+INSERT INTO leaderlock_schedules
+       (job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, next_check, owner,
+        changed_at)
+SELECT job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, next_check, owner,
+       changed_at
+  FROM pg_temp.leaderlock_carry_schedules;
+INSERT INTO leaderlock_expected
+       (key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check)
+SELECT key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check
+  FROM pg_temp.leaderlock_carry_expected;
 INSERT INTO leaderlock_history ("position", at, event, key, holder, term, role, payload)
 SELECT "position", at, event, key, holder, term, role, payload
   FROM pg_temp.leaderlock_carry_history WHERE "position" IS NOT NULL;
@@ -50,4 +60,6 @@ UPDATE leaderlock_failover f
 SELECT count(*) AS leases_carried_over, max(term) AS highest_term,
        (SELECT count(*) FROM leaderlock_slots) AS slots_carried_over,
        (SELECT count(*) FROM leaderlock_sessions) AS sessions_carried_over,
-       (SELECT count(*) FROM leaderlock_runs) AS runs_carried_over FROM leaderlock;
+       (SELECT count(*) FROM leaderlock_runs) AS runs_carried_over,
+       (SELECT count(*) FROM leaderlock_schedules) AS schedules_carried_over,
+       (SELECT count(*) FROM leaderlock_expected) AS marks_carried_over FROM leaderlock;

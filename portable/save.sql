@@ -1,8 +1,9 @@
 -- leaderlock migration, step 1 of 3 (see portable/README.md, "Moving
 -- between editions"): keeps every lease, term and counter (the tenures of
--- keys of many slots included), every session (contract 21) and every
--- scheduled run and job's term, in temporary tables until the end of the
--- transaction. Run inside
+-- keys of many slots included), every session (contract 21), every
+-- scheduled run and job's term, every schedule (contract 24) and every
+-- key expected to be led (contract 25), in temporary tables until the end
+-- of the transaction. Run inside
 -- BEGIN ... COMMIT, with search_path naming leaderlock's schema, as the
 -- table's owner (or a superuser). Works on either edition.
 -- No lease changes until COMMIT. Review round 2, N8: the tables in the
@@ -54,6 +55,18 @@ CREATE TEMP TABLE leaderlock_carry_runs (
     job text, due timestamptz, holder text, term bigint, claimed_at timestamptz, expires_at timestamptz,
     ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid
 ) ON COMMIT DROP;
+-- Contract 24 (0.5.0): schedules kept in the database, as they are (how
+-- far each was settled and when it is looked at next included); contract
+-- 25: the keys expected to be led, their open intervals and counts. Before,
+-- neither exists.
+CREATE TEMP TABLE leaderlock_carry_schedules (
+    job text, every interval, cron text, tz text, misfire_grace interval, overlap text, paused boolean,
+    active_since timestamptz, settled_to timestamptz, next_check timestamptz, owner oid, changed_at timestamptz
+) ON COMMIT DROP;
+CREATE TEMP TABLE leaderlock_carry_expected (
+    key text, within interval, owner oid, marked_at timestamptz, leaderless_since timestamptz, intervals bigint,
+    leaderless_total interval, next_check timestamptz
+) ON COMMIT DROP;
 -- Contract 23 (0.5.0): the history, positions and all (a reader resuming
 -- from a position read before the move must find it after), and how far
 -- the retention deleted. Before, it does not exist.
@@ -98,6 +111,16 @@ BEGIN
                x.recheck_at, x.lock_delay, x.keep_values, x.session_pid, x.session_start
           FROM leaderlock_sessions x;
     END IF;
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_schedules')
+       IS NOT NULL THEN
+        -- before jobs and runs, as le_schedule, le_claim_run and the
+        -- settling take them
+        LOCK TABLE leaderlock_schedules IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO pg_temp.leaderlock_carry_schedules
+        SELECT x.job, x.every, x.cron, x.tz, x.misfire_grace, x.overlap, x.paused, x.active_since, x.settled_to,
+               x.next_check, x.owner, x.changed_at
+          FROM leaderlock_schedules x;
+    END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_runs')
        IS NOT NULL THEN
         -- after the others, jobs before runs, as le_claim_run takes them
@@ -116,6 +139,15 @@ BEGIN
                     ELSE GREATEST(r.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + r.ttl) END,
                r.ttl, r.finished_at, r.outcome, r.detail, r.attempts, r.owner
           FROM leaderlock_runs r;
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_expected')
+       IS NOT NULL THEN
+        -- after leaderlock (le_expect_leader reads the key's row first)
+        LOCK TABLE leaderlock_expected IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO pg_temp.leaderlock_carry_expected
+        SELECT e.key, e.within, e.owner, e.marked_at, e.leaderless_since, e.intervals, e.leaderless_total,
+               e.next_check
+          FROM leaderlock_expected e;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_history')
        IS NOT NULL THEN

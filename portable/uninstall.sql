@@ -6,8 +6,9 @@
 -- is never dropped; if one depends on leaderlock, nothing is dropped and
 -- the error names it. Refuses to touch the compiled edition. The tables
 -- go too (leaderlock, leaderlock_slots, leaderlock_sessions,
--- leaderlock_jobs, leaderlock_runs, leaderlock_history): run save.sql first to keep the
--- leases, sessions and runs.
+-- leaderlock_jobs, leaderlock_runs, leaderlock_history, leaderlock_schedules,
+-- leaderlock_expected): run save.sql first to keep the leases, sessions,
+-- runs, schedules and marks.
 SET LOCAL client_min_messages = warning;
 DO $uninstall$
 DECLARE
@@ -49,6 +50,9 @@ BEGIN
         'le_close_session(uuid)', 'le_try_acquire_in(uuid, text, jsonb, integer)',
         'le_acquire_in(uuid, text, interval, jsonb, integer, integer)',
         'le_history(bigint, text, text, integer)', 'le_history_position()',
+        'le_schedule(text, interval, text, text, interval, text)', 'le_unschedule(text)',
+        'le_pause_schedule(text)', 'le_resume_schedule(text)', 'le_next_due(text, timestamptz)',
+        'le_schedule_times(text)', 'le_expect_leader(text, interval)', 'le_unexpect_leader(text)',
         -- the internals
         '_le_record(timestamptz, text, text, text, bigint, text)', '_le_number_history()', '_le_prune_runs()',
         '_le_name(text, text)', '_le_seconds(numeric)', '_le_admin_setting(text)',
@@ -84,6 +88,30 @@ BEGIN
         '_le_finish_run(text, timestamptz, text, bigint, boolean, text, oid)',
         '_le_open_session(text, interval, interval, boolean, oid)', '_le_renew_session(uuid, interval, oid)',
         '_le_close_session(uuid, oid)',
+        -- (contracts 24 and 25: the calendar, schedules, keys expected to be led)
+        '_le_debug_str(text)', '_le_unix_us(timestamptz)', '_le_from_unix_us(numeric)', '_le_us_interval(numeric)',
+        '_le_every_next(numeric, timestamptz)', '_le_tz_known(text)', '_le_tz_why(text)',
+        '_le_cron_ws(text, integer)', '_le_cron_ordinal(text, integer)', '_le_cron_name(text, integer)',
+        '_le_cron_spec(text, integer, boolean)', '_le_cron_root(text, integer, boolean)',
+        '_le_cron_named(integer, text)',
+        '_le_cron_set(integer, text[], text[], numeric[], numeric[], text[], text[], numeric[])',
+        '_le_cron_field(text, integer, integer)', '_le_cron_parse(text)',
+        '_le_local_instants(timestamp, text)', '_le_cron_local_next(bigint[], integer[], text, timestamp)',
+        '_le_cron_next(bigint[], integer[], text, timestamptz)', '_le_calendar(interval, text, text)',
+        '_le_next_after(numeric, bigint[], integer[], text, timestamptz)',
+        '_le_schedule_calendar(interval, text, text)', '_le_schedule_grace(interval, numeric)',
+        '_le_overlap(text)', '_le_within(interval)', '_le_json_seconds(numeric)',
+        '_le_announce_leaderless(text, timestamptz, timestamptz, numeric, timestamptz)',
+        '_le_max_jobs()', '_le_may_make_job(oid)', '_le_make_job(text, oid)',
+        '_le_lock_claimable(text, timestamptz, timestamptz, timestamptz, timestamptz)',
+        '_le_other_run_live(text, timestamptz, timestamptz, timestamptz)',
+        '_le_record_missed(text, timestamptz, timestamptz, text, bigint, boolean)',
+        '_le_settle_job(text, numeric, bigint[], integer[], text, numeric, timestamptz, timestamptz, text, timestamptz, timestamptz, timestamptz, timestamptz, integer)',
+        '_le_settle(timestamptz)',
+        '_le_before_change(text, boolean, interval, text, text, interval, timestamptz, text, timestamptz, timestamptz)',
+        '_le_check_expected(timestamptz)', '_le_schedule(text, interval, text, text, interval, text, oid)',
+        '_le_not_schedule_owner(text)', '_le_unschedule(text, oid)', '_le_set_paused(text, boolean, oid)',
+        '_le_mark_member(text, oid)', '_le_expect_leader(text, interval, oid)', '_le_unexpect_leader(text, oid)',
         -- earlier portable versions' API and internals
         'le_try_acquire(text, text, interval, boolean, jsonb)',
         'le_acquire(text, text, interval, interval, boolean, jsonb)',
@@ -101,7 +129,8 @@ BEGIN
       AS f;
     BEGIN
         EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %1$I.leaderlock_status, %1$I.leaderlock_stats, '
-                                  '%1$I.leaderlock_database_stats, %1$I._le_caller_key', s);
+                                  '%1$I.leaderlock_database_stats, %1$I._le_caller_key, '
+                                  '%1$I.leaderlock_schedule_status', s);
         EXECUTE 'DROP FUNCTION IF EXISTS ' || fns;
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);
@@ -110,6 +139,7 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_history, %1$I.leaderlock_history_pending, '
                                   '%1$I.leaderlock_history_head', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_runs, %1$I.leaderlock_jobs', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_schedules, %1$I.leaderlock_expected', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);
     EXCEPTION WHEN dependent_objects_still_exist THEN

@@ -121,24 +121,45 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# stage NAME: a heading, with the time since the run began (to see where it goes).
-stage() { printf '\n=== PostgreSQL %s: %s   [at %d:%02d]\n' "$PG_MAJOR" "$*" $(( (SECONDS - T0) / 60 )) $(( (SECONDS - T0) % 60 )); }
+# stage NAME: a heading, with the time since the run began; and the stage
+# before it ends (stage_end). part NAME: the same for what runs once,
+# outside the versions. To see where the time goes.
+STAGE="" STAGE_T0=0 STAGE_TIMES=()
+stage() {
+  stage_end
+  STAGE="PostgreSQL $PG_MAJOR: $*" STAGE_T0=$SECONDS
+  printf '\n=== PostgreSQL %s: %s   [at %d:%02d]\n' "$PG_MAJOR" "$*" $(( (SECONDS - T0) / 60 )) $(( (SECONDS - T0) % 60 ))
+}
+part() {
+  stage_end
+  STAGE="$*" STAGE_T0=$SECONDS
+  printf '\n=== %s\n' "$*"
+}
+# stage_end: says how long the current stage or part took (at the next one,
+# and at the end of a version's phase), and keeps it for the list at the end.
+stage_end() {
+  [ -n "$STAGE" ] || return 0
+  local took=$(( SECONDS - STAGE_T0 ))
+  log "$STAGE: $took s"
+  STAGE_TIMES+=("$(printf '%5d s  %s' "$took" "$STAGE")")
+  STAGE=""
+}
 fail() { FAILED+=("pg$PG_MAJOR $1"); log "FAILED on PostgreSQL $PG_MAJOR: $1"; }
 
 if wants lint; then
-  printf '\n=== format\n'
+  part 'format'
   (cd "$REPO_ROOT" && cargo fmt --all --check) || FAILED+=("cargo fmt --check")
-  printf '\n=== modules import downward only (scripts/check_imports.py)\n'
+  part 'modules import downward only (scripts/check_imports.py)'
   python3 "$REPO_ROOT/scripts/check_imports.py" || FAILED+=("imports or file length in src/")
-  printf '\n=== the model calls only what the code calls (scripts/check_core.py)\n'
+  part 'the model calls only what the code calls (scripts/check_core.py)'
   python3 "$REPO_ROOT/scripts/check_core.py" || FAILED+=("the model's functions")
-  printf '\n=== documentation links stay in the repository and resolve (scripts/check_links.py)\n'
+  part 'documentation links stay in the repository and resolve (scripts/check_links.py)'
   python3 "$REPO_ROOT/scripts/check_links.py" || FAILED+=("documentation links")
-  printf '\n=== %s\n' "no documentation paragraph over 1,500 characters (scripts/check_docs.py)"; python3 "$REPO_ROOT/scripts/check_docs.py" || FAILED+=("docs paragraphs")
-  printf '\n=== %s\n' "the alert rules (promtool test rules monitoring/leaderlock-alerts.test.yml)"
+  part "no documentation paragraph over 1,500 characters (scripts/check_docs.py)"; python3 "$REPO_ROOT/scripts/check_docs.py" || FAILED+=("docs paragraphs")
+  part "the alert rules (promtool test rules monitoring/leaderlock-alerts.test.yml)"
   (cd "$REPO_ROOT/monitoring" && promtool check rules leaderlock-alerts.yml && promtool test rules leaderlock-alerts.test.yml) \
     || FAILED+=("alert rules")
-  printf '\n=== Python: pyflakes\n'
+  part 'Python: pyflakes'
   (cd "$REPO_ROOT" && /usr/bin/python3 -m pyflakes tests bench scripts examples demo clients/python) || FAILED+=("pyflakes")
 fi
 
@@ -147,24 +168,25 @@ fi
 # every version run them.
 CLIENT_CRATES=(-p leaderlock-protocol -p leaderlock-client -p leaderlock-cli)
 if wants lint; then
-  printf '\n=== client library and CLI: lint\n'
+  part 'client library and CLI: lint'
   (cd "$REPO_ROOT" && cargo clippy --locked -q --all-targets "${CLIENT_CRATES[@]}" -- -D warnings) \
     || FAILED+=("cargo clippy (client, cli)")
 fi
 if wants unit; then
-  printf '\n=== client library and CLI: unit tests\n'
+  part 'client library and CLI: unit tests'
   (cd "$REPO_ROOT" && cargo test --locked -q -p leaderlock-client -p leaderlock-cli) || FAILED+=("cargo test (client, cli)")
   # The model explores millions of states: optimised (the CLI's profile,
   # built anyway), it takes about 20 s; unoptimised, minutes.
-  printf '\n=== the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, runs_model.rs)\n'
+  part 'the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, runs_model.rs)'
   (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol --features calendar -- --nocapture --test-threads=1) \
     || FAILED+=("the model of the lease rules")
 fi
 if wants package; then
-  printf '\n=== %s\n' "the tarball's install.sh writes through no planted link (tests/package/install_links.sh)"
+  part "the tarball's install.sh writes through no planted link (tests/package/install_links.sh)"
   "$REPO_ROOT/tests/package/install_links.sh" || FAILED+=("install.sh and planted links")
 fi
 if wants client || wants bench || wants portable; then
+  part 'build the CLI and the history checker'
   build_cli || FAILED+=("build the CLI")
   export LEADERLOCK_CLI=$CLI_BIN
   # The stress and chaos suites replay their histories through the lease
@@ -309,6 +331,7 @@ test_version() {
   if wants bench && [ "$PG_MAJOR" = 15 ]; then
     bench_smoke
   fi
+  stage_end
 }
 
 # test_on_a_cluster: pg_regress, isolation and the client tests, against a
@@ -462,9 +485,10 @@ bench_smoke() {
 # The test command as a non-root contributor runs it, once (as root only:
 # it makes that user; not on a run given a PostgreSQL of your own).
 if wants contributor && [ "$(id -u)" -eq 0 ] && [ -z "${LEADERLOCK_PG_CONFIG:-}" ]; then
-  printf '\n=== the test command as a contributor, not root (tests/contributor/run.sh)\n'
+  part 'the test command as a contributor, not root (tests/contributor/run.sh)'
   t=$SECONDS
   LEADERLOCK_PG=16 "$REPO_ROOT/tests/contributor/run.sh" || FAILED+=("as a contributor")
+  stage_end
   SUMMARY+=("as a contributor (not root, PostgreSQL 16 of its own): $(( SECONDS - t )) s")
 fi
 
@@ -477,7 +501,13 @@ for v in "${VERSIONS[@]}"; do
   SUMMARY+=("PostgreSQL $v ($("$PG_BIN/postgres" --version | awk '{print $NF}')): $verdict in $(( (SECONDS - t) / 60 )) min $(( (SECONDS - t) % 60 )) s")
 done
 
+stage_end
 echo
+if [ "${#STAGE_TIMES[@]}" -gt 0 ]; then
+  echo "slowest stages:"
+  printf '%s\n' "${STAGE_TIMES[@]}" | sort -rn | head -n 15
+  echo
+fi
 printf '%s\n' "${SUMMARY[@]}"
 log "total $(( (SECONDS - T0) / 60 )) min $(( (SECONDS - T0) % 60 )) s"
 if [ "${#FAILED[@]}" -gt 0 ]; then
