@@ -4,8 +4,10 @@
 # of many slots, live, lapsed and vacant, in leaderlock_slots; scheduled
 # runs, live, finished and missed, their job's term and owner, and the row
 # of job '' that keeps the highest term of the jobs forgotten, contract 22;
-# sessions, their keys and tenures and a lock-delay, contract 21), and the
-# functions go on from there. Usage: migrate.sh PSQL CONNINFO REPO
+# sessions, their keys and tenures and a lock-delay, contract 21; a
+# schedule of another role, contract 24, and a key it marked as expected to
+# be led, contract 25), and the functions go on from there.
+# Usage: migrate.sh PSQL CONNINFO REPO
 set -euo pipefail
 PSQL=$1 CONN=$2 REPO=$3
 q() { "$PSQL" -X -q -v ON_ERROR_STOP=1 "$CONN" "$@"; }
@@ -52,6 +54,11 @@ SELECT le_try_acquire_in(:'md', 'm-ses-d'), le_try_acquire_in(:'md', 'm-ses-dpoo
 RESET ROLE;
 SELECT pg_sleep(0.3);
 SELECT le_try_acquire('m-ses-d', 'x', '1 hour');   -- ends the lapsed session: the delays start
+-- contracts 24 and 25: a schedule of another role, and its mark of its key
+SET ROLE ll_mig_app;
+SELECT le_schedule('m-sched', cron => '0 3 * * MON-FRI', tz => 'Europe/Paris', overlap => 'forbid') IS NOT NULL;
+SELECT le_expect_leader('m-live', '1 minute');
+RESET ROLE;
 SQL
 snapshot() {
   q -At -c "SELECT row(l.*)::text FROM leaderlock l ORDER BY key" -c "SELECT row(f.*)::text FROM leaderlock_failover f" \
@@ -59,6 +66,8 @@ snapshot() {
         -c "SELECT row(j.*)::text FROM leaderlock_jobs j ORDER BY job" \
         -c "SELECT row(r.*)::text FROM leaderlock_runs r ORDER BY job, due" \
         -c "SELECT row(x.*)::text FROM leaderlock_sessions x ORDER BY session" \
+        -c "SELECT row(x.*)::text FROM leaderlock_schedules x ORDER BY job" \
+        -c "SELECT row(e.*)::text FROM leaderlock_expected e ORDER BY key" \
         -c "SELECT row(h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload)::text
               FROM leaderlock_history h ORDER BY position" \
         -c "SELECT row(d.*)::text FROM leaderlock_history_head d"
@@ -139,11 +148,19 @@ SELECT value FROM leaderlock WHERE key = 'm-ses-1';                             
 SELECT value FROM leaderlock_slots WHERE key = 'm-ses-pool';                              -- its tenure's too
 SELECT le_claim_run('m-new', date_trunc('second', le_now()), 'r1', '1 hour');  -- a new job starts above job '': 42
 SELECT owner::regrole FROM leaderlock_jobs WHERE job = 'm-job';                           -- the role that made it
+SET ROLE ll_mig_other;                                            -- another role may change neither
+DO $$ BEGIN PERFORM le_unschedule('m-sched'); EXCEPTION WHEN insufficient_privilege THEN NULL; END $$;
+DO $$ BEGIN PERFORM le_unexpect_leader('m-live'); EXCEPTION WHEN insufficient_privilege THEN NULL; END $$;
+RESET ROLE;
+SELECT to_char(le_next_due('m-sched', '2026-11-27 10:00:00+00') AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI');
+SET ROLE ll_mig_app;
+SELECT le_pause_schedule('m-sched'), le_unschedule('m-sched'), le_unexpect_leader('m-live');  -- its owner may
+RESET ROLE;
 DROP ROLE ll_mig_other;
 SQL
 )
-expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3\nf\nt|1|1\nf|t|t|t\nt\n{"v": 1}\n{"v": 2}\n42\nll_mig_app'
+expected=$'t\nf\nt\n3\nt\n2|1\nf\nt|1\nt\nt\nf\ns1:1 s4:4 s5:5\n5|1|1\nf\nt\n3\nf\nt|1|1\nf|t|t|t\nt\n{"v": 1}\n{"v": 2}\n42\nll_mig_app\n2026-11-30 02:00\nt|t|t'
 if [ "$out" != "$expected" ]; then
   echo "  FAIL: after the reinstall got:"; echo "$out"; exit 1
 fi
-echo "  ok: owners, terms, counters and sessions go on after the reinstall"
+echo "  ok: owners, terms, counters, sessions, schedules and marks go on after the reinstall"

@@ -10,7 +10,10 @@ another session holds locked, without waiting, and leave a lapsed lease
 unlocked. The payloads of a key of many slots (contract 17): the same, with
 "slots":N last, for every event (a takeover of a lapsed tenure, le_expire_lapsed,
 le_release_all, le_force_release of every tenure); none once the key admits
-one holder again. Then: a waiter in le_acquire takes a released lease
+one holder again. A schedule's runs (contract 24: a claim replacing
+another run's, the instants le_expire_lapsed records missed) and a key
+expected to be led (contract 25: leaderless, leaderless_end), byte for
+byte. Then: a waiter in le_acquire takes a released lease
 within one polling period (<= 100 ms + a look), and takes a lapsed one at
 its expiry; a waiter for a key of many slots takes a freed slot as soon.
 
@@ -249,6 +252,110 @@ else:
         if ev[k][0] != want:
             failures.append(f"le_release_all payload\n   got  {ev[k][0]!r}\n   want {want!r}")
 
+# Contracts 24 and 25: a schedule's runs (a claim that replaces another
+# run's, the instants le_expire_lapsed records missed) and a key expected
+# to be led (its leaderless interval's start and end, by le_expire_lapsed
+# and by le_unexpect_leader), byte for byte: "job" and "due" for runs
+# (notify.rs RunPayload), "since", "until", "within_seconds", "seconds" as
+# serde_json writes them for the marks (LeaderlessPayload).
+def run_payload(event, job, due, at, **rest):
+    d = {"event": event, "job": job, "due": due}
+    for k in ("holder", "term"):
+        if k in rest:
+            d[k] = rest.pop(k)
+    d["at"] = at
+    d.update(rest)
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+
+
+def seconds_between(since, until):
+    def us(t):
+        cur.execute("SELECT extract(epoch FROM %s::timestamptz) * 1000000", (t,))
+        return int(cur.fetchone()[0])
+    return (us(until) - us(since)) / 1e6
+
+
+drain(20, 0.2)
+sjob = 'sched "q" \\ é\x04'
+cur.execute("SELECT le_schedule(%s, every => '1 second', misfire_grace => '1 hour', overlap => 'replace')",
+            (sjob,))
+time.sleep(2.2)
+cur.execute("SELECT date_trunc('second', active_since) + interval '1 second', "
+            "date_trunc('second', active_since) + interval '2 seconds' FROM leaderlock_schedules WHERE job = %s",
+            (sjob,))
+d1, d2 = cur.fetchone()
+cur.execute("SELECT le_claim_run(%s, %s, 'r1', '1 minute'), le_claim_run(%s, %s, 'r2', '1 minute')",
+            (sjob, d1, sjob, d2))
+t1, t2 = cur.fetchone()
+cur.execute("SELECT le_schedule(%s, every => '1 second', misfire_grace => '0 seconds', overlap => 'replace')",
+            (sjob,))
+time.sleep(1.1)
+cur.execute("SELECT le_expire_lapsed()")
+cur.execute("SELECT to_char(due AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM leaderlock_runs "
+            "WHERE job = %s AND outcome = 'missed' ORDER BY due", (sjob,))
+missed_dues = [r[0] for r in cur.fetchall()]
+got = [p for p in drain(2 + len(missed_dues) * 2 + 2) if json.loads(p).get("job") == sjob]
+ev = [json.loads(p) for p in got]
+shape = [(e["event"], e.get("holder"), e.get("outcome")) for e in ev]
+want_shape = ([("run_claimed", "r1", None), ("run_finished", "r1", "replaced"), ("run_claimed", "r2", None)]
+              + [("run_missed", None, None)] * len(missed_dues))
+if (t1, t2) != (1, 2) or not missed_dues or shape != want_shape:
+    failures.append(f"a schedule's runs: terms {t1}, {t2}, missed {missed_dues}, announced {shape}, "
+                    f"want {want_shape}")
+else:
+    want = [
+        run_payload("run_claimed", sjob, ev[0]["due"], ev[0]["at"], holder="r1", term=1,
+                    expires_at=ev[0]["expires_at"], attempt=1),
+        run_payload("run_finished", sjob, ev[0]["due"], ev[1]["at"], holder="r1", term=1, outcome="replaced"),
+        run_payload("run_claimed", sjob, ev[2]["due"], ev[1]["at"], holder="r2", term=2,
+                    expires_at=ev[2]["expires_at"], attempt=1),
+    ] + [run_payload("run_missed", sjob, d, ev[3]["at"]) for d in missed_dues]
+    for g, w in zip(got, want):
+        if g != w:
+            failures.append(f"a schedule's runs: payload\n   got  {g!r}\n   want {w!r}")
+cur.execute("SELECT le_unschedule(%s)", (sjob,))
+
+mkey = 'mark "q" \\ é\x05'
+cur.execute("SELECT le_expect_leader(%s, '1 second')", (mkey,))
+cur.execute("SELECT to_char(marked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+            "FROM leaderlock_expected WHERE key = %s", (mkey,))
+marked = cur.fetchone()[0]
+time.sleep(1.2)
+cur.execute("SELECT le_expire_lapsed()")
+cur.execute("SELECT le_try_acquire(%s, 'h', '1 hour')", (mkey,))
+cur.execute("SELECT to_char(acquired_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+            "FROM leaderlock WHERE key = %s", (mkey,))
+began = cur.fetchone()[0]
+time.sleep(1.1)
+cur.execute("SELECT le_expire_lapsed()")
+cur.execute("SELECT le_release(%s, 'h')", (mkey,))
+cur.execute("SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+            "FROM leaderlock WHERE key = %s", (mkey,))
+released = cur.fetchone()[0]
+time.sleep(1.2)
+cur.execute("SELECT le_expire_lapsed()")
+cur.execute("SELECT le_unexpect_leader(%s)", (mkey,))
+got = [p for p in drain(8) if json.loads(p).get("key") == mkey and "leaderless" in json.loads(p)["event"]]
+ev = [json.loads(p) for p in got]
+if [e["event"] for e in ev] != ["leaderless", "leaderless_end", "leaderless", "leaderless_end"]:
+    failures.append(f"a key expected to be led announced {got}")
+else:
+    def mark_payload(event, since, at, **rest):
+        d = {"event": event, "key": mkey, "since": since}
+        d.update(rest)
+        d["at"] = at
+        return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+    want = [
+        mark_payload("leaderless", marked, ev[0]["at"], within_seconds=1.0),
+        mark_payload("leaderless_end", marked, ev[1]["at"], until=began, seconds=seconds_between(marked, began)),
+        mark_payload("leaderless", released, ev[2]["at"], within_seconds=1.0),
+        mark_payload("leaderless_end", released, ev[3]["at"], until=ev[3]["at"],
+                     seconds=seconds_between(released, ev[3]["at"])),
+    ]
+    for g, w in zip(got, want):
+        if g != w:
+            failures.append(f"a key expected to be led: payload\n   got  {g!r}\n   want {w!r}")
+
 # le_acquire: a waiter takes a released lease within a polling period.
 cur.execute("SELECT le_try_acquire('wake', 'holder', '1 hour')")
 result = {}
@@ -319,6 +426,7 @@ if failures:
     for f in failures:
         print("  FAIL:", f)
     sys.exit(1)
-print("  ok: 7 payloads, le_release_all's and 14 of a key of many slots byte-identical to the compiled "
-      "edition's; le_renew_all and le_release_all skip a locked row at once; le_acquire wakes by polling "
-      "in time, for a lease and for a slot")
+print("  ok: 7 payloads, le_release_all's, 14 of a key of many slots, a schedule's (replaced, missed) and a "
+      "key expected to be led's (leaderless, leaderless_end) byte-identical to the compiled edition's; "
+      "le_renew_all and le_release_all skip a locked row at once; le_acquire wakes by polling in time, for "
+      "a lease and for a slot")

@@ -90,6 +90,13 @@ CREATE OPERATOR public.* (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = publ
 CREATE FUNCTION public.evil_mod(numeric, integer) RETURNS numeric LANGUAGE plpgsql AS $$ BEGIN
   INSERT INTO public.stolen VALUES (current_user, session_user, 'op trojan'); RETURN $1 % $2::numeric; END $$;
 CREATE OPERATOR public.% (LEFTARG = numeric, RIGHTARG = integer, FUNCTION = public.evil_mod);
+-- (the calendar of schedules, contract 24, works on bit masks)
+CREATE FUNCTION public.evil_shr(bigint, integer) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO public.stolen VALUES (current_user, session_user, 'op trojan'); RETURN $1 >> $2; END $$;
+CREATE OPERATOR public.>> (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.evil_shr);
+CREATE FUNCTION public.evil_and(bigint, bigint) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO public.stolen VALUES (current_user, session_user, 'op trojan'); RETURN $1 & $2; END $$;
+CREATE OPERATOR public.& (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.evil_and);
 SQL
 q ll_sec_admin ll_sec -c "CREATE SCHEMA leaderlock"
 out=$(install ll_sec_admin ll_sec "leaderlock,public" || true)
@@ -99,6 +106,21 @@ q postgres ll_sec -c "ALTER DATABASE ll_sec SET search_path = \"\$user\", public
 got=$(q postgres ll_sec -c "SELECT le_try_acquire('k', 'root', '10 s'), le_capabilities()->>'max_ttl_s', le_release('k', 'root')" \
       -c "SELECT count(*) FROM public.stolen")
 [ "$got" = $'t|86400|t\n0' ] && ok "M1: no planted operator bound into the functions" || bad "M1: $got"
+# ... nor into schedules and marks (contracts 24 and 25), settled and checked by le_expire_lapsed
+got=$(q postgres ll_sec \
+      -c "SELECT le_schedule('m1-job', cron => '* * * * * *', tz => 'Europe/Paris', misfire_grace => '2 s')
+                   IS NOT NULL, le_next_due('m1-job') IS NOT NULL, le_expect_leader('m1-key', '1 second')" \
+      -c "SELECT pg_sleep(3.1) IS NOT NULL" \
+      -c "SELECT le_claim_run('m1-job', le_next_due('m1-job', le_now() - interval '1 second'), 'x', '1 min') > 0,
+                 le_expire_lapsed() >= 0" \
+      -c "SELECT (SELECT count(*) FROM leaderlock.leaderlock_runs WHERE job = 'm1-job' AND outcome = 'missed') > 0,
+                 (SELECT intervals FROM leaderlock.leaderlock_expected WHERE key = 'm1-key'),
+                 (SELECT count(*) FROM leaderlock_schedule_status WHERE job = 'm1-job'),
+                 le_unschedule('m1-job'), le_unexpect_leader('m1-key')" \
+      -c "SELECT count(*) FROM public.stolen")
+[ "$got" = $'t|t|t\nt\nt|t\nt|1|1|t|t\n0' ] \
+  && ok "M1: no planted operator bound into schedules and marks (le_schedule, le_next_due, le_claim_run, le_expire_lapsed, leaderlock_schedule_status)" \
+  || bad "M1 (schedules, marks): $got"
 q postgres ll_sec -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
 
 # M2: after a promotion, a rival's open transaction cannot make the holder's renewals fail

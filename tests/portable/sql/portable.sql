@@ -853,3 +853,102 @@ SELECT holder, state FROM leaderlock_status WHERE key = 'p-sss-prom' ORDER BY sl
 SELECT le_renew('p-sss-prom', 'p-sss-p') AS holder_renews_its_session,
        (SELECT expires_at FROM leaderlock_slots WHERE key = 'p-sss-prom' AND holder = 'p-sss-p') AS stored,
        le_close_session(:'psp') AS holder_closes, le_release('p-sss-prom', 'r') AS rival_releases;
+
+-- Contracts 24 and 25: the internals of schedules and marks are closed to
+-- direct calls (42501); their entry points check every argument (H1) and
+-- the role they act for (N1) themselves, before anything is written; the
+-- tables' CHECK constraints refuse rows no call could write, from the
+-- owner too.
+CREATE ROLE ll_p_sch_a;
+CREATE ROLE ll_p_sch_b;
+SET ROLE ll_p_sch_a;
+SELECT le_schedule('p-sch', every => '1 hour') IS NOT NULL AS made,
+       le_expect_leader('p-sch-key', '1 minute') AS marked;
+SELECT _le_settle(clock_timestamp());
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_check_expected(clock_timestamp());
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_before_change('p-sch', false, '1 hour', NULL, 'UTC', '1 hour', clock_timestamp(), 'allow',
+                         clock_timestamp() - interval '1 day', clock_timestamp());
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM _le_lock_claimable('p-sch', clock_timestamp(), clock_timestamp(), clock_timestamp(), NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_record_missed('p-sch', clock_timestamp(), clock_timestamp(), NULL, NULL, false);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_make_job('p-sch-new', 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_mark_member('p-sch-key', 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_announce_leaderless('p-sch-key', clock_timestamp(), NULL, 1000000, clock_timestamp());
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE ll_p_sch_b;
+SELECT _le_schedule('p-sch', '2 hours', NULL, 'UTC', NULL, 'allow', 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_unschedule('p-sch', 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_set_paused('p-sch', true, 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_expect_leader('p-sch-key', '1 hour', 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_unexpect_leader('p-sch-key', 'll_p_sch_a'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule('p-sch-b', '1 hour', NULL, 'UTC', NULL, 'allow', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule(NULL, '1 hour', NULL, 'UTC', NULL, 'allow', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule('p-sch-b', '1 hour', '* * * * *', 'UTC', NULL, 'allow', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule('p-sch-b', NULL, '0 3 * * 1', 'UTC', NULL, 'allow', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule('p-sch-b', NULL, '0 3 * * *', NULL, NULL, 'allow', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule('p-sch-b', '1 hour', NULL, 'UTC', '-1 second', 'allow', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_schedule('p-sch-b', '1 hour', NULL, 'UTC', NULL, NULL, 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_set_paused('p-sch', NULL, 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_unschedule('', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_expect_leader('p-sch-key', '0.5 seconds', 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_expect_leader('p-sch-key', NULL, 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+SELECT _le_unexpect_leader(NULL, 'll_p_sch_b'::regrole);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT job, every, owner::regrole, paused FROM leaderlock_schedules WHERE job LIKE 'p-sch%';
+SELECT key, within, owner::regrole FROM leaderlock_expected WHERE key LIKE 'p-sch%';
+SELECT job, owner::regrole FROM leaderlock_jobs WHERE job LIKE 'p-sch%';
+INSERT INTO leaderlock_schedules (job, every, cron, misfire_grace, active_since, settled_to, owner, changed_at)
+VALUES ('p-sch-x', '1 hour', '* * * * *', '0', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00', 10, '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_schedules (job, every, misfire_grace, active_since, settled_to, owner, changed_at)
+VALUES ('p-sch-x', '0.5 seconds', '0', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00', 10, '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_schedules (job, every, misfire_grace, active_since, settled_to, owner, changed_at)
+VALUES ('p-sch-x', '1 hour', '-1 second', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00', 10, '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_schedules (job, every, misfire_grace, overlap, active_since, settled_to, owner, changed_at)
+VALUES ('p-sch-x', '1 hour', '0', 'sometimes', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00', 10, '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_schedules (job, every, misfire_grace, active_since, settled_to, owner, changed_at)
+VALUES ('', '1 hour', '0', '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00', 10, '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_expected (key, within, owner, marked_at, next_check)
+VALUES ('p-sch-x', '0.5 seconds', 10, '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO leaderlock_expected (key, within, owner, marked_at, next_check)
+VALUES ('', '1 second', 10, '2000-01-01 00:00:00+00', '2000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+-- The compiled edition's indexes.
+SELECT indexname, indexdef FROM pg_indexes
+ WHERE schemaname = 'public' AND tablename IN ('leaderlock_schedules', 'leaderlock_expected')
+ ORDER BY indexname;
+SET ROLE ll_p_sch_a;
+SELECT le_unschedule('p-sch') AS unscheduled, le_unexpect_leader('p-sch-key') AS unmarked;
+RESET ROLE;
+DELETE FROM leaderlock_jobs WHERE job LIKE 'p-sch%';
+DROP ROLE ll_p_sch_a;
+DROP ROLE ll_p_sch_b;
