@@ -1,6 +1,8 @@
 """`leaderlock console`'s reads at many keys: how long a page of the key
 list takes when the database holds KEYS live leases (the first page, one
-in the middle, the last, a prefix matching 100 keys, one key's page).
+in the middle, the last, a prefix matching 100 keys, one key's page), and
+how long `leaderlock metrics` takes to read the whole database (its
+aggregates) as it reports it (leaderlock_metrics_read_seconds).
 
 Fills the table directly (one INSERT of KEYS held leases, an hour each:
 the fill is not what is measured), starts the console, then requests each
@@ -81,6 +83,30 @@ def main():
         bench.say(f"  {'page':<20} {'p50 ms':>8} {'max ms':>8} {'rows':>6}")
         for name, r in results.items():
             bench.say(f"  {name:<20} {r['p50_ms']:8.1f} {r['max_ms']:8.1f} {r['rows']:6d}")
+        # `leaderlock metrics` beside it: how long one read of the whole
+        # database (its aggregates) takes, as it reports it
+        mport = free_port()
+        exporter = subprocess.Popen([args.cli, "--dsn", dsn, "metrics", "--listen", f"127.0.0.1:{mport}",
+                                     "--every", "1s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reads = []
+        try:
+            deadline = time.monotonic() + 30 + args.rounds * 2
+            while len(reads) < max(args.rounds // 4, 2) and time.monotonic() < deadline:
+                time.sleep(1.05)
+                try:
+                    text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=2).read().decode()
+                except OSError:
+                    continue
+                for line in text.splitlines():
+                    if line.startswith("leaderlock_metrics_read_seconds "):
+                        reads.append(float(line.split()[1]) * 1000)
+        finally:
+            exporter.kill()
+            exporter.wait()
+        if reads:
+            results["metrics read"] = {"p50_ms": bench.percentile(reads, 50), "max_ms": max(reads), "rows": 0}
+            bench.say(f"  {'metrics read':<20} {results['metrics read']['p50_ms']:8.1f} "
+                      f"{results['metrics read']['max_ms']:8.1f}      -")
     finally:
         console.kill()
         console.wait()

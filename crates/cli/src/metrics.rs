@@ -360,6 +360,8 @@ pub struct ScheduleRead {
     pub grace: f64,
     /// Its runs recorded missed, as the retention keeps them.
     pub missed: i64,
+    /// Its latest finished run failed (or was recorded missed or replaced).
+    pub last_failed: bool,
 }
 
 impl ScheduleRead {
@@ -369,6 +371,9 @@ impl ScheduleRead {
             overdue: r.get(8),
             grace: r.get(4),
             missed: r.get(9),
+            last_failed: r
+                .get::<_, Option<String>>(10)
+                .is_some_and(|o| o != "succeeded"),
         }
     }
 }
@@ -379,7 +384,7 @@ impl ScheduleRead {
 /// (monitoring/) apply to either.
 pub fn write_schedule_metrics(out: &mut String, jobs: &[(String, &ScheduleRead)]) {
     type Value = fn(&ScheduleRead) -> String;
-    let metrics: [(&str, &str, Value); 3] = [
+    let metrics: [(&str, &str, Value); 4] = [
         (
             "overdue_seconds",
             "Seconds since the job's first due instant no claim took (0: none waiting).",
@@ -394,6 +399,11 @@ pub fn write_schedule_metrics(out: &mut String, jobs: &[(String, &ScheduleRead)]
             "missed_runs",
             "Runs of the job recorded missed, as the retention keeps them.",
             |s| s.missed.to_string(),
+        ),
+        (
+            "last_failed",
+            "1 when the job's latest finished run did not succeed (failed, missed or replaced).",
+            |s| u8::from(s.last_failed).to_string(),
         ),
     ];
     for (name, help, value) in metrics {

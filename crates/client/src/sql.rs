@@ -180,7 +180,7 @@ pub const RUNS_SUMMARY: &str = "SELECT r.job, pg_catalog.count(*), \
 pub const SCHEDULES: &str = "SELECT s.job, pg_catalog.date_part('epoch'::pg_catalog.text, s.every), \
      s.cron, s.tz, pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace), s.overlap, s.paused, \
      pg_catalog.to_char(s.next_due AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
-     pg_catalog.date_part('epoch'::pg_catalog.text, s.overdue), s.missed \
+     pg_catalog.date_part('epoch'::pg_catalog.text, s.overdue), s.missed, s.last_outcome \
      FROM @extschema@.leaderlock_schedule_status s \
      WHERE $1::pg_catalog.text IS NULL OR s.job OPERATOR(pg_catalog.=) $1 ORDER BY s.job";
 /// Contract 25: the keys expected to be led: key, seconds of the open
