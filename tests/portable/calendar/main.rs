@@ -78,6 +78,9 @@ fn main() {
                 .to_string(),
             _ => panic!("unknown case: {line}"),
         };
-        println!("{line}\t{}", answer.replace('\\', "\\\\").replace('\n', "\\n"));
+        println!(
+            "{line}\t{}",
+            answer.replace('\\', "\\\\").replace('\n', "\\n")
+        );
     }
 }
