@@ -26,7 +26,9 @@ pub async fn listen(dsn: Option<String>, events: broadcast::Sender<String>) {
                     let Ok(a) = serde_json::from_str::<serde_json::Value>(&payload) else {
                         continue;
                     };
-                    let (Some(event), Some(key)) = (a["event"].as_str(), a["key"].as_str()) else {
+                    // (a run's transition names its job where a lease's names its key)
+                    let key = a["key"].as_str().or_else(|| a["job"].as_str());
+                    let (Some(event), Some(key)) = (a["event"].as_str(), key) else {
                         continue;
                     };
                     let hint = json!({ "event": event, "key": key });
