@@ -54,20 +54,9 @@ pub enum Event<'a> {
     },
 }
 
-/// Why a lease expired (contract 10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExpiryReason {
-    /// Not renewed within its ttl.
-    Ttl,
-    /// Session-bound, and its session ended; or held under a session
-    /// bound to its connection, which ended (contract 21).
-    SessionEnded,
-    /// Held under a session not renewed within its ttl (contract 21).
-    SessionExpired,
-    /// Handed over by a release to a waiting candidate that never took it
-    /// up (contract 9, `handover.rs`).
-    Abandoned,
-}
+/// Why a lease expired (contracts 5, 9, 10, 21), as the decision core
+/// says (`leaderlock_protocol::vacate`).
+pub use leaderlock_protocol::vacate::Reason as ExpiryReason;
 
 #[derive(Serialize)]
 struct Payload<'a> {

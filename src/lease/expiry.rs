@@ -1,6 +1,8 @@
 //! The worker's steps (contract 5 and 10): vacate lapsed leases and the
 //! leases of ended sessions, each with one `expired` notification, in the
 //! worker's transaction; and when to check next. `worker.rs` runs them.
+//! The statements lock only what may be vacated (`lapsed!`); what becomes
+//! of each row locked is `leaderlock_protocol::vacate`'s decision.
 use crate::announce::notify::ExpiryReason;
 use crate::base::clock::{micros, now, ts};
 use crate::lease::failover;
@@ -11,6 +13,7 @@ use crate::shmem::sessions::Session;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
+use leaderlock_protocol::vacate::{Cause, Vacating};
 use pgrx::prelude::*;
 use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
 
@@ -41,21 +44,43 @@ fn expired_of(row: &SpiHeapTupleData<'_>) -> Expired {
     }
 }
 
-/// Worker: vacates the leases just locked and queues one `expired`
-/// notification each, in the current transaction. Returns how many.
-fn vacate_locked(expired: &[Expired], now: i64, reason: ExpiryReason) -> usize {
+impl Expired {
+    /// What the decision core does with it, locked for `cause` at `now`
+    /// (`leaderlock_protocol::vacate`): the reason to announce, or None to
+    /// leave it.
+    fn decide(&self, cause: Cause, now: i64) -> Option<(ExpiryReason, i64)> {
+        let lease = leaderlock_protocol::Lease {
+            holder: Some(self.holder.as_str()),
+            term: self.term,
+            expires_at: self.expires_at,
+        };
+        match leaderlock_protocol::vacate(&lease, cause, now) {
+            Vacating::Expire { reason, expires_at } => Some((reason, expires_at)),
+            Vacating::Keep => None,
+        }
+    }
+}
+
+/// Worker: vacates the leases just locked for `cause` that the decision
+/// core says to, and queues one `expired` notification each, in the
+/// current transaction. Returns how many.
+fn vacate_locked(locked: &[Expired], now: i64, cause: Cause) -> usize {
+    let expired: Vec<_> = locked
+        .iter()
+        .filter_map(|e| Some((e, e.decide(cause, now)?)))
+        .collect();
     if expired.is_empty() {
         return 0;
     }
-    let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
+    let keys: Vec<String> = expired.iter().map(|(e, _)| e.key.clone()).collect();
     plans::run(
         schema_version::vacate_keys(),
         &[keys.into(), ts(now).into()],
         |_| (),
     );
     failover::commit_durably();
-    for e in expired {
-        tenure::expired(&e.key, &e.holder, e.term, now, e.expires_at, reason, 1);
+    for (e, (reason, expires_at)) in &expired {
+        tenure::expired(&e.key, &e.holder, e.term, now, *expires_at, *reason, 1);
     }
     expired.len()
 }
@@ -76,7 +101,7 @@ pub fn end_abandoned(now: i64) {
             ts(now).into(),
         ];
         let locked = plans::run(queries::LOCK_ABANDONED, &args, locked_expired);
-        vacate_locked(&locked, now, ExpiryReason::Abandoned);
+        vacate_locked(&locked, now, Cause::Abandoned);
     }
 }
 
@@ -89,7 +114,7 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
         &[ts(now).into(), batch.into()],
         locked_expired,
     );
-    vacate_locked(&expired, now, ExpiryReason::Ttl)
+    vacate_locked(&expired, now, Cause::Lapsed)
         + expire_lapsed_tenures(now, batch)
         + expire_lapsed_sessions(now, batch)
 }
@@ -128,29 +153,34 @@ fn expire_lapsed_tenures(now: i64, batch: i64) -> usize {
     vacate_tenures(&expired, &slots, now)
 }
 
-/// Vacates the tenures just locked (`slots`: each one's slot and its key's
-/// slots) and queues one `expired` notification each. Returns how many.
-fn vacate_tenures(expired: &[Expired], slots: &[(i32, i32)], now: i64) -> usize {
+/// Vacates the tenures just locked, lapsed (`slots`: each one's slot and
+/// its key's slots), that the decision core says to, and queues one
+/// `expired` notification each. Returns how many.
+fn vacate_tenures(locked: &[Expired], slots: &[(i32, i32)], now: i64) -> usize {
+    let expired: Vec<_> = locked
+        .iter()
+        .zip(slots)
+        .filter_map(|(e, s)| Some((e, s, e.decide(Cause::Lapsed, now)?)))
+        .collect();
     if expired.is_empty() {
         return 0;
     }
-    let keys: Vec<String> = expired.iter().map(|e| e.key.clone()).collect();
-    let numbers: Vec<i32> = slots.iter().map(|s| s.0).collect();
+    let keys: Vec<String> = expired.iter().map(|(e, _, _)| e.key.clone()).collect();
+    let numbers: Vec<i32> = expired.iter().map(|(_, s, _)| s.0).collect();
     plans::run(
         queries::VACATE_SLOTS,
         &[keys.into(), numbers.into(), ts(now).into()],
         |_| (),
     );
     failover::commit_durably();
-    for (e, (_, key_slots)) in expired.iter().zip(slots) {
-        let reason = ExpiryReason::Ttl;
+    for (e, (_, key_slots), (reason, expires_at)) in &expired {
         tenure::expired(
             &e.key,
             &e.holder,
             e.term,
             now,
-            e.expires_at,
-            reason,
+            *expires_at,
+            *reason,
             *key_slots,
         );
     }
@@ -183,7 +213,11 @@ pub fn end_stale_tenures(key: &str, slots: i32, now: i64) -> Option<usize> {
     let all = plans::run(queries::STALE_TENURES, &[key.into(), above.into()], |t| {
         t.first().get_one::<i64>().expect("count").unwrap_or(0)
     });
-    if (locked.len() as i64) < all {
+    // (Each of them lapsed: the key has no live tenure.)
+    let lapsed = locked
+        .iter()
+        .all(|e| e.decide(Cause::Lapsed, now).is_some());
+    if (locked.len() as i64) < all || !lapsed {
         return None;
     }
     Some(vacate_tenures(&locked, &numbers, now))
@@ -205,7 +239,7 @@ pub fn expire_all_lapsed() -> usize {
             &[ts(now).into(), BATCH.into()],
             locked_expired,
         );
-        let n = vacate_locked(&leases, now, ExpiryReason::Ttl);
+        let n = vacate_locked(&leases, now, Cause::Lapsed);
         let tenures = expire_lapsed_tenures(now, BATCH);
         let held = expire_lapsed_sessions(now, BATCH);
         vacated += n + tenures + held;
@@ -224,7 +258,7 @@ pub fn end_session(session: &Session) -> bool {
     }
     let args = [session.pid.into(), ts(session.started).into()];
     let expired = plans::run(queries::LOCK_SESSION_LEASES, &args, locked_expired);
-    vacate_locked(&expired, now(), ExpiryReason::SessionEnded);
+    vacate_locked(&expired, now(), Cause::ConnectionEnded);
     let left = plans::run(queries::SESSION_LEASES_LEFT, &args, |t| {
         t.first().get_one::<i64>().expect("count").unwrap_or(0)
     });
@@ -284,7 +318,7 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
     let locked = sessions.len();
     (
         locked,
-        vacate_locked(&orphaned, now(), ExpiryReason::SessionEnded),
+        vacate_locked(&orphaned, now(), Cause::ConnectionEnded),
     )
 }
 

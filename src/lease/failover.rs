@@ -36,6 +36,7 @@ use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
+use leaderlock_protocol::failover::Step;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -122,12 +123,10 @@ fn safe_timeline(lock: bool) -> Option<Option<(i64, i64)>> {
     }))
 }
 
-/// Whether a step made on timeline `stored` at `at` still covers this
-/// server: the same timeline or a later one, and, where the lease clock
-/// started afresh at this server's start (no record of the last run's, as
-/// after a reboot of the host: contract 2.2), taken since then.
-fn covers((stored, at): (i64, i64), timeline: u32) -> bool {
-    stored >= i64::from(timeline) && clock::fresh_since().is_none_or(|start| at >= start)
+/// What the failover step does on this server at `now`, held leases last
+/// made to outlast timeline `stored` at `at` (`leaderlock_protocol::promotion`).
+fn step((stored, at): (i64, i64), timeline: u32, now: i64) -> Step {
+    leaderlock_protocol::promotion(stored, at, timeline, clock::fresh_since(), now)
 }
 
 /// Whether held leases already outlast the current timeline's start: the
@@ -146,7 +145,7 @@ fn already_safe() -> bool {
         Some(None) => {
             error!("leaderlock: the table leaderlock_failover has no row; reinstall the extension")
         }
-        Some(Some(step)) if covers(step, timeline) => {
+        Some(Some(recorded)) if step(recorded, timeline, clock::now()) == Step::Covered => {
             KNOWN_SAFE.set(Some(timeline));
             true
         }
@@ -214,17 +213,18 @@ pub fn make_leases_outlast_failover() -> bool {
     let Some(previous) = stored else {
         return false; // locked: another transaction is extending them
     };
-    if !covers(previous, timeline) {
+    let now = clock::now();
+    // From now after a promotion, exactly; from the server's start where
+    // only the lease clock started afresh (it may have started ahead of the
+    // last run's: held leases are honoured for their ttl from then), at
+    // least.
+    let decided = match step(previous, timeline, now) {
+        Step::Covered => None,
+        Step::Promoted { from } => Some((from, true)),
+        Step::ClockFresh { from } => Some((from, false)),
+    };
+    if let Some((from, promoted)) = decided {
         let previous = previous.0;
-        let now = clock::now();
-        // From now after a promotion; from the server's start where only
-        // the lease clock started afresh (it may have started ahead of the
-        // last run's: held leases are honoured for their ttl from then).
-        let from = match clock::fresh_since() {
-            Some(start) if previous >= i64::from(timeline) => start,
-            _ => now,
-        };
-        let promoted = previous < i64::from(timeline);
         let mut extended = if promoted && schema_version::has_slots() {
             // Exactly ttl from now, the other host's clock notwithstanding
             // (from now: `from` is now after a promotion).

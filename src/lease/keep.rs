@@ -6,7 +6,9 @@ use crate::announce::notify::Event;
 use crate::base::clock::{micros, now, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
-use crate::lease::row::{caller, counted, extend, first_lease, start_term, tenure_args, Claim};
+use crate::lease::row::{
+    caller, counted, extend, first_lease, start_term, tenure_args, Claim, KeyFacts,
+};
 use crate::lease::session_leases;
 use crate::lease::slots::{self};
 use crate::lease::tenure::{self};
@@ -18,6 +20,8 @@ use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
+use leaderlock_protocol::keep::{Letting, Release};
+use leaderlock_protocol::Lease;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 
@@ -102,6 +106,20 @@ pub fn release_all(id: &str) -> i64 {
     released.len() as i64 + tenures
 }
 
+/// The lease `id` holds live, owned by a role the caller is a member of,
+/// locked (`LOCK_OWN`, never waiting): its term and expiry. None when
+/// there is none, or another transaction holds it.
+fn lock_own(key: &str, id: &str) -> Option<(i64, i64)> {
+    let args = [key.into(), id.into(), caller().into()];
+    plans::run(schema_version::lock_own(), &args, |t| {
+        let row = t.into_iter().next()?;
+        Some((
+            row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
+            micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
+        ))
+    })
+}
+
 /// Locks the lease `id` holds live (in `term`, when given) and runs `write`
 /// with its term and the time it was found live (`under_lock`). None when
 /// not held live by `id` in that term, or locked by another transaction.
@@ -112,19 +130,10 @@ fn with_own_live<T>(
     write: impl FnOnce(i64, i64) -> T,
 ) -> Option<T> {
     plans::under_lock(
-        || {
-            let args = [key.into(), id.into(), caller().into()];
-            plans::run(schema_version::lock_own(), &args, |t| {
-                let row = t.into_iter().next()?;
-                Some((
-                    row.get::<i64>(1).expect("term").expect("term is NOT NULL"),
-                    micros(row.get::<TimestampWithTimeZone>(2).expect("expires_at"))?,
-                ))
-            })
-        },
+        || lock_own(key, id),
         |(held, expires_at)| {
             let now = now();
-            let lease = leaderlock_protocol::Lease {
+            let lease = Lease {
                 holder: Some(id),
                 term: held,
                 expires_at,
@@ -134,33 +143,62 @@ fn with_own_live<T>(
     )
 }
 
-/// Contract 3.3.
-/// Contract 3.3: with `term`, only the tenure of that term.
+/// Contract 3.3: with `term`, only the tenure of that term. The lease `id`
+/// holds live is locked (`LOCK_OWN`, never waiting), and what the decision
+/// core makes of it (`leaderlock_protocol::release`) is written: vacated,
+/// and maybe handed over (contract 9).
 pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
-    // Asked before `with_own_live`'s subtransaction, inside which every
+    // Asked before the lock's subtransaction, inside which every
     // transaction looks like a block.
     let implicit = !unsafe { pg_sys::IsTransactionBlock() };
-    with_own_live(key, id, term, |term, now| {
-        vacate(key, id, term, now, false);
-        if implicit {
-            hand_over(key, now);
-        }
-    })
-    .is_some()
-        || slots::release(key, id, term)
+    let ask = Letting {
+        id: &id,
+        term,
+        implicit,
+        slots: 1,
+    };
+    let released = plans::under_lock(
+        || lock_own(key, id),
+        |(held, expires_at)| {
+            let now = now();
+            let lease = Lease {
+                holder: Some(id),
+                term: held,
+                expires_at,
+            };
+            let mut facts = KeyFacts {
+                key,
+                priority: 0,
+                locked: true,
+                waiting: false,
+            };
+            match leaderlock_protocol::release(Some(&lease), &ask, &mut facts, now) {
+                Release::Refuse => None,
+                Release::Vacate { offer } => {
+                    vacate(key, id, held, now, false);
+                    if offer {
+                        hand_over(key, &lease, now);
+                    }
+                    Some(())
+                }
+            }
+        },
+    );
+    released.is_some() || slots::release(key, id, term)
 }
 
-/// Contract 9: a release hands the lease it just vacated to the candidate
-/// its key serves first, when that one is grantable (`grantable`), in the
-/// releasing transaction: one commit for the handover, not the release's
-/// and then the winner's. Only when that transaction is implicit too (it
-/// ends with its statement), and once new tenures may start. Should the
-/// candidate stop waiting first, the tenure goes to the worker
+/// Contract 9: a release hands the lease it just vacated (`released`) to
+/// the candidate its key serves first, when that one is grantable
+/// (`grantable`), in the releasing transaction: one commit for the
+/// handover, not the release's and then the winner's. Only when that
+/// transaction is implicit too (it ends with its statement), and once new
+/// tenures may start (`leaderlock_protocol::release` decided both). Should
+/// the candidate stop waiting first, the tenure goes to the worker
 /// (`handover.rs`).
-fn hand_over(key: &str, now: i64) {
+fn hand_over(key: &str, released: &Lease<&str>, now: i64) {
     // (The worker's statement for a tenure never taken up is written for
     // the current schema.)
-    if !schema_version::has_slots() || !failover::ready_for_new_tenures() {
+    if !schema_version::has_slots() {
         return;
     }
     let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner();
@@ -174,19 +212,21 @@ fn hand_over(key: &str, now: i64) {
     // tenure fail to start, the abort frees the candidate's entry.
     waiters::granted_at_commit(key, grant.clone());
     let ttl = Ttl(grant.asked.ttl_us);
-    let (id, expires_at) = (grant.id.text(), leaderlock_protocol::expiry(now, ttl.0));
+    let id = grant.id.text();
+    let handed =
+        leaderlock_protocol::hand_over(released, id.as_str(), ttl.0, failover::term_floor(), now);
     let args = tenure_args(
         key,
         &id,
         now,
-        expires_at,
+        handed.expires_at,
         ttl,
         Claim::default(),
         grant.asked.role,
     );
     let term = start_term(&args);
     waiters::grant_started(term);
-    tenure::started(key, &id, term, now, expires_at, None, None, 1);
+    tenure::started(key, &id, term, now, handed.expires_at, None, None, 1);
 }
 
 /// Vacates a locked, live lease and announces it.

@@ -19,7 +19,6 @@
 //! until then the row stays, lapsed, and the worker ends the session again.
 //! So no key ever names a session whose row is gone.
 
-use crate::announce::notify::ExpiryReason;
 use crate::base::clock::{micros, now, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
@@ -29,6 +28,7 @@ use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
+use leaderlock_protocol::vacate::{Announce, SessionEnd};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
@@ -176,17 +176,6 @@ pub fn share(session: Uuid) -> Option<i64> {
     })
 }
 
-/// How a session ended, which its keys' notifications say.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum End {
-    /// le_close_session: each key `released`, no lock-delay.
-    Closed,
-    /// Not renewed within its ttl: `expired`, reason `session_expired`.
-    Expired,
-    /// Its connection ended (bound to it): `expired`, reason `session_ended`.
-    ConnectionEnded,
-}
-
 /// A session locked to be ended.
 struct Ending {
     session: Uuid,
@@ -252,7 +241,7 @@ impl Held {
 /// first; le_close_session); otherwise they are skipped and the session
 /// stays, lapsed, for the worker's next look. How many keys it vacated,
 /// and whether the session's row is gone.
-fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
+fn end(s: &Ending, how: SessionEnd, wait: bool) -> (usize, bool) {
     let (lock, lock_slots) = if wait {
         (
             queries::LOCK_SESSION_KEYS_WAIT,
@@ -270,19 +259,19 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
     // Read after the locks, as a release does.
     let now = now();
     if !held.is_empty() {
-        let closed = how == End::Closed;
-        // A released key's expiry is its release; an expired one's, when
-        // its session lapsed (or, its connection gone, now at the latest).
-        let stored_expiry = if closed { now } else { s.expires_at.min(now) };
-        // The lock-delay counts from that instant: the same whoever ends
-        // the session and whenever (a look that ends it and rolls back, as
-        // le_acquire's do, moves nothing).
+        let closed = how == SessionEnd::Closed;
+        // What every key held under it gets: its expiry as stored and
+        // announced, the lock-delay (counted from the session's expiry:
+        // the same whoever ends the session and whenever, so a look that
+        // ends it and rolls back, as le_acquire's do, moves nothing), and
+        // what is announced.
+        let ending = leaderlock_protocol::session_end(how, s.expires_at, s.lock_delay, now);
         let delayed_until = || {
-            if !closed && s.lock_delay > 0 {
-                ts(stored_expiry.saturating_add(s.lock_delay)).into()
-            } else {
-                DatumWithOid::null::<TimestampWithTimeZone>()
-            }
+            ending
+                .delayed_until
+                .map_or_else(DatumWithOid::null::<TimestampWithTimeZone>, |d| {
+                    ts(d).into()
+                })
         };
         // Keys of one slot, then slots of keys of many (by their numbers).
         let (slots, keys): (Vec<&Held>, Vec<&Held>) = held.iter().partition(|k| k.slot > 0);
@@ -299,7 +288,7 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
                 ts(now).into(),
                 s.keep_values.into(),
                 delayed_until(),
-                ts(stored_expiry).into(),
+                ts(ending.expires_at).into(),
                 closed.into(),
             ];
             if numbered {
@@ -317,20 +306,18 @@ fn end(s: &Ending, how: End, wait: bool) -> (usize, bool) {
             ..
         } in &held
         {
-            match how {
-                End::Closed => tenure::released(key, holder, *term, now, false, *slots),
-                End::Expired | End::ConnectionEnded => {
-                    let reason = if how == End::Expired {
-                        ExpiryReason::SessionExpired
-                    } else {
-                        ExpiryReason::SessionEnded
-                    };
-                    tenure::expired(key, holder, *term, now, stored_expiry, reason, *slots);
+            match ending.announce {
+                Announce::Released => tenure::released(key, holder, *term, now, false, *slots),
+                Announce::Expired(reason) => {
+                    tenure::expired(key, holder, *term, now, ending.expires_at, reason, *slots);
                 }
             }
         }
     }
-    (held.len(), finish(s.session, now, how == End::Closed, wait))
+    (
+        held.len(),
+        finish(s.session, now, how == SessionEnd::Closed, wait),
+    )
 }
 
 /// Deletes an ended session's row once no key is held under it: only at
@@ -396,7 +383,7 @@ pub fn close(session: Uuid) -> bool {
         keep_values,
         expires_at: now(),
     };
-    end(&s, End::Closed, true);
+    end(&s, SessionEnd::Closed, true);
     true
 }
 
@@ -410,7 +397,7 @@ pub fn end_lapsed(session: Uuid, now: i64) -> bool {
         &[session.into(), ts(now).into()],
         endings,
     );
-    locked.iter().all(|s| end(s, End::Expired, false).1) && !locked.is_empty()
+    locked.iter().all(|s| end(s, SessionEnd::Expired, false).1) && !locked.is_empty()
 }
 
 /// Worker (and le_expire_lapsed): ends up to `batch` sessions lapsed at
@@ -422,7 +409,10 @@ pub fn expire_lapsed(now: i64, batch: i64) -> usize {
         &[ts(now).into(), batch.into()],
         endings,
     );
-    locked.iter().map(|s| end(s, End::Expired, false).0).sum()
+    locked
+        .iter()
+        .map(|s| end(s, SessionEnd::Expired, false).0)
+        .sum()
 }
 
 /// Worker (contract 10): ends the sessions bound to the backend of `pid`
@@ -437,7 +427,7 @@ pub fn end_bound(pid: i32, started: i64) -> bool {
     // Each one, whatever the others did.
     let mut all = true;
     for s in &locked {
-        all &= end(s, End::ConnectionEnded, false).1;
+        all &= end(s, SessionEnd::ConnectionEnded, false).1;
     }
     all
 }
@@ -449,7 +439,7 @@ pub fn end_orphaned(batch: i64) -> usize {
     plans::run(queries::FRESH_ACTIVITY, &[], |_| ());
     let locked = plans::run(queries::LOCK_ORPHANED_SESSIONS, &[batch.into()], endings);
     for s in &locked {
-        end(s, End::ConnectionEnded, false);
+        end(s, SessionEnd::ConnectionEnded, false);
     }
     locked.len()
 }

@@ -29,6 +29,7 @@ use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
 use leaderlock_protocol::acquire::Ask;
+use leaderlock_protocol::keep::{Letting, Release};
 use leaderlock_protocol::slots::{self as rules, slot_acquisition, SlotAcquisition};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -522,6 +523,21 @@ pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>
     tenure::extend(queries::RENEW_SLOT, key, id, now, ttl, term)
 }
 
+/// The tenure `id` holds live on `key`, owned by a role the caller is a
+/// member of, locked (`LOCK_OWN_SLOT`, never waiting): its slot, term and
+/// expiry. None when there is none, or another transaction holds it.
+fn lock_own(key: &str, id: &str) -> Option<(i32, i64, i64)> {
+    let args = [key.into(), id.into(), caller().into()];
+    plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
+        let row = t.into_iter().next()?;
+        Some((
+            row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
+            row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+            micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
+        ))
+    })
+}
+
 /// Locks the tenure `id` holds live on `key` and runs `write` with its
 /// slot, term and the time it was found live (`plans::under_lock`); None
 /// when there is none or it is locked.
@@ -535,17 +551,7 @@ fn with_own_live<T>(
         return None;
     }
     plans::under_lock(
-        || {
-            let args = [key.into(), id.into(), caller().into()];
-            plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
-                let row = t.into_iter().next()?;
-                Some((
-                    row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
-                    row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
-                    micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
-                ))
-            })
-        },
+        || lock_own(key, id),
         |(slot, held, expires_at)| {
             let now = now();
             // (locked only if the caller may act as its owner)
@@ -561,11 +567,45 @@ fn with_own_live<T>(
     )
 }
 
-/// Contract 3.3 for a tenure of a key of many slots.
+/// Contract 3.3 for a tenure of a key of many slots: the tenure `id` holds
+/// live locked (`LOCK_OWN_SLOT`), and what the decision core makes of it
+/// (`leaderlock_protocol::release`) written: vacated (never handed over:
+/// the key admits more than one holder).
 pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
-    with_own_live(key, id, term, |slot, term, now| {
-        vacate(key, slot, id, term, now, false, slots_of(key))
-    })
+    if !schema_version::has_slots() {
+        return false;
+    }
+    plans::under_lock(
+        || lock_own(key, id),
+        |(slot, held, expires_at)| {
+            let now = now();
+            let slots = slots_of(key);
+            let lease = leaderlock_protocol::Lease {
+                holder: Some(id),
+                term: held,
+                expires_at,
+            };
+            let ask = Letting {
+                id: &id,
+                term,
+                implicit: false,
+                slots,
+            };
+            let mut facts = KeyFacts {
+                key,
+                priority: 0,
+                locked: true,
+                waiting: false,
+            };
+            match leaderlock_protocol::release(Some(&lease), &ask, &mut facts, now) {
+                Release::Refuse => None,
+                Release::Vacate { .. } => {
+                    vacate(key, slot, id, held, now, false, slots);
+                    Some(())
+                }
+            }
+        },
+    )
     .is_some()
 }
 

@@ -12,6 +12,7 @@ use crate::shmem::waiters;
 use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
+use leaderlock_protocol::keep::Renewal;
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -128,8 +129,9 @@ pub fn released(key: &str, holder: &str, term: i64, now: i64, forced: bool, slot
 
 /// Runs a renewal (`queries::RENEW`, `RENEW_SLOT`: same parameters) of the
 /// tenure `id` holds live on `key` at `now`, by `ttl` (the stored one when
-/// None), in `term` when named, then gives the worker its cue and makes it
-/// durable. Its term, or None when nothing was extended.
+/// None), in `term` when named; what the decision core makes of the tenure
+/// it extended (`leaderlock_protocol::renewal`) is done: the worker's cue,
+/// durability. Its term, or None when nothing was renewed.
 pub fn extend(
     sql: &'static str,
     key: &str,
@@ -146,15 +148,24 @@ pub fn extend(
         call::caller().into(),
         plans::term_or_any(term),
     ];
-    let (expires_at, term) = plans::run(sql, &args, |t| {
+    let extended = plans::run(sql, &args, |t| {
         let row = t.into_iter().next()?;
         let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
         let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
-        Some((expires_at, term))
-    })?;
-    worker_wakeup::expiry_written(expires_at);
-    failover::commit_durably();
-    Some(term)
+        Some(leaderlock_protocol::Lease {
+            holder: Some(id),
+            term,
+            expires_at,
+        })
+    });
+    match leaderlock_protocol::renewal(extended.as_ref(), &id, term, now) {
+        Renewal::Extend { term, expires_at } => {
+            worker_wakeup::expiry_written(expires_at);
+            failover::commit_durably();
+            Some(term)
+        }
+        Renewal::Refuse => None,
+    }
 }
 
 /// Contract 21: runs a move of a live tenure, its row locked, into or out

@@ -1,7 +1,9 @@
 //! The rules that decide a lease's outcomes, as plain functions: no I/O, no
 //! PostgreSQL, no clock reads (every time is an argument). The extension
 //! decides with them (`acquire`: what an acquisition does, from what it
-//! read), the Rust client keeps its local deadline with them,
+//! read; `keep`: a holder's renewal and release, and the hand-over;
+//! `vacate`: the worker's vacating and a session's end; `failover`: the
+//! step after a promotion), the Rust client keeps its local deadline with them,
 //! and the model in `tests/model.rs` explores every interleaving of calls,
 //! replies, pauses, clock drift, a promotion and a clock step through them,
 //! so the model checks the rules the code runs (docs/verification.md).
@@ -16,12 +18,18 @@ pub mod acquire;
 #[cfg(feature = "calendar")]
 pub mod calendar;
 pub mod expected;
+pub mod failover;
 pub mod history;
+pub mod keep;
 pub mod runs;
 pub mod slots;
 pub mod sql;
+pub mod vacate;
 
 pub use acquire::{acquisition, Acquisition};
+pub use failover::promotion;
+pub use keep::{hand_over, release, renewal};
+pub use vacate::{session_end, vacate};
 
 /// Microseconds.
 pub type Micros = i64;

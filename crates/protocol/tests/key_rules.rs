@@ -1,13 +1,16 @@
 //! The rules of a key that `model.rs` leaves out, model-checked with
-//! stateright: owners (contract 13), sessions and their lock-delay (21),
-//! priorities among candidates waiting in le_acquire (18). Every decision
-//! is `leaderlock_protocol::acquisition`, the function the extension's
-//! acquisition calls (src/lease/take.rs), fed what the extension reads: the
-//! key's row (its owner as whether the caller may act for it, its session,
-//! its lock-delay) and the facts it asks for (a candidate of higher
-//! priority waiting). The model keeps the truth beside it (which role owns
-//! the tenure, when the session holding it lapsed, who waits with what
-//! priority) and checks every decision against that truth.
+//! stateright: owners (contract 13), sessions, their end and their
+//! lock-delay (21), priorities among candidates waiting in le_acquire
+//! (18). Every acquisition is decided by `leaderlock_protocol::acquisition`,
+//! the function the extension's acquisition calls (src/lease/take.rs), fed
+//! what the extension reads: the key's row (its owner as whether the caller
+//! may act for it, its session, its lock-delay) and the facts it asks for
+//! (a candidate of higher priority waiting); every end of a session (the
+//! worker's, once it lapsed, or a close) by `session_end`, as the extension
+//! ends one (src/lease/session_leases.rs), fed the session it locked. The
+//! model keeps the truth beside it (which role owns the tenure, when the
+//! session holding it lapsed, who waits with what priority) and checks
+//! every decision against that truth.
 //!
 //! One key of one slot, three clients: 0 and 1 of role A with ids 0 and 1,
 //! 2 of role B with id 0 (an id is free text: another role may use the
@@ -18,6 +21,7 @@
 //! `cargo test -p leaderlock-protocol --test key_rules` (seconds).
 use leaderlock_protocol as p;
 use p::acquire::{Ask, Context, Row};
+use p::vacate::{Ending, SessionEnd};
 use stateright::{Checker, Model, Property};
 
 mod common;
@@ -34,6 +38,9 @@ const OWNER: &str = "a tenure is extended or kept only by a role that owns it";
 const DELAY: &str =
     "no tenure starts within the lock-delay after the session holding the key lapsed";
 const PRIORITY: &str = "no tenure starts while a candidate of higher priority waits";
+const SESSION_END: &str = "no key stays held under a session that ended";
+const DELAY_ENDS: &str =
+    "a lock-delay ends the lock-delay after the session's expiry, whoever ends it and whenever";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Variant {
@@ -46,6 +53,11 @@ enum Variant {
     SessionUnread,
     /// The waiting candidates are not asked for.
     CandidatesUnread,
+    /// A session's end does not lock the keys held under it.
+    SessionKeysUnlocked,
+    /// A session's end reads not when the session lapsed: the lock-delay
+    /// counts from the end.
+    SessionExpiryUnread,
 }
 
 fn id(c: usize) -> u8 {
@@ -88,10 +100,14 @@ struct State {
     owner_broken: bool,
     delay_broken: bool,
     priority_broken: bool,
+    /// A lock-delay set to end after the lock-delay past its session's
+    /// expiry.
+    delay_late: bool,
     /// Liveness witnesses.
     delayed_takeover: bool,
     outranked_refused: bool,
     other_role_refused: bool,
+    closed_held: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,6 +125,8 @@ enum Action {
     /// The worker ends a lapsed session: the key it holds is vacated, kept
     /// from takers for the lock-delay.
     EndSession(usize),
+    /// le_close_session of a live session: the key it holds is released.
+    CloseSession(usize),
 }
 
 #[derive(Clone)]
@@ -217,6 +235,28 @@ impl KeyModel {
             other => panic!("not a decision for a key of one slot: {other:?}"),
         }
     }
+
+    /// Ends client `c`'s session as `ending` says: the key held under it,
+    /// locked (`LOCK_SESSION_KEYS`), is vacated with its expiry and
+    /// lock-delay; the session's row goes. Whether it held the key.
+    fn end_session(&self, s: &mut State, c: usize, ending: Ending) -> bool {
+        s.sessions[c] = None;
+        let held = s
+            .row
+            .is_some_and(|r| r.holder.is_some() && r.session == Some(c as u8));
+        if self.variant == Variant::SessionKeysUnlocked {
+            return held;
+        }
+        if let Some(r) = s.row.as_mut().filter(|r| r.session == Some(c as u8)) {
+            if r.holder.is_some() {
+                r.holder = None;
+                r.expires_at = ending.expires_at;
+                r.delayed_until = ending.delayed_until;
+            }
+            r.session = None;
+        }
+        held
+    }
 }
 
 impl Model for KeyModel {
@@ -234,9 +274,11 @@ impl Model for KeyModel {
             owner_broken: false,
             delay_broken: false,
             priority_broken: false,
+            delay_late: false,
             delayed_takeover: false,
             outranked_refused: false,
             other_role_refused: false,
+            closed_held: false,
         }]
     }
 
@@ -251,6 +293,9 @@ impl Model for KeyModel {
                 Some(x) if x.expires_at > s.t => {
                     actions.push(Action::AcquireIn(c));
                     actions.push(Action::RenewSession(c));
+                    if c == CLIENTS - 1 {
+                        actions.push(Action::CloseSession(c));
+                    }
                 }
                 Some(_) => actions.push(Action::EndSession(c)),
             }
@@ -279,16 +324,25 @@ impl Model for KeyModel {
             Action::Wait(c, priority) => s.waiting[c] = Some(priority),
             Action::EndSession(c) => {
                 let lapsed_at = s.sessions[c].expect("a session").expires_at;
-                s.sessions[c] = None;
-                if let Some(r) = s.row.as_mut().filter(|r| r.session == Some(c as u8)) {
-                    if r.holder.is_some() {
-                        r.holder = None;
-                        r.expires_at = s.t;
-                        r.delayed_until = Some(s.t + LOCK_DELAY);
-                        s.kept_until = s.kept_until.max(lapsed_at + LOCK_DELAY);
-                    }
-                    r.session = None;
+                let read = match self.variant {
+                    Variant::SessionExpiryUnread => s.t,
+                    _ => lapsed_at,
+                };
+                let ending = p::session_end(SessionEnd::Expired, read, LOCK_DELAY, s.t);
+                if self.end_session(&mut s, c, ending) {
+                    s.kept_until = s.kept_until.max(lapsed_at + LOCK_DELAY);
+                    s.delay_late |= ending
+                        .delayed_until
+                        .is_some_and(|d| d > lapsed_at + LOCK_DELAY);
                 }
+            }
+            Action::CloseSession(c) => {
+                let expires_at = s.sessions[c].expect("a session").expires_at;
+                let ending = p::session_end(SessionEnd::Closed, expires_at, LOCK_DELAY, s.t);
+                s.closed_held |= s
+                    .row
+                    .is_some_and(|r| r.holder.is_some() && r.session == Some(c as u8));
+                self.end_session(&mut s, c, ending);
             }
         }
         // A session-held key whose session lapsed is kept until its end
@@ -309,6 +363,12 @@ impl Model for KeyModel {
             Property::always(OWNER, |_, s: &State| !s.owner_broken),
             Property::always(DELAY, |_, s: &State| !s.delay_broken),
             Property::always(PRIORITY, |_, s: &State| !s.priority_broken),
+            Property::always(SESSION_END, |_, s: &State| {
+                s.row.is_none_or(|r| {
+                    r.holder.is_none() || r.session.is_none_or(|x| s.sessions[x as usize].is_some())
+                })
+            }),
+            Property::always(DELAY_ENDS, |_, s: &State| !s.delay_late),
             Property::sometimes("a key is taken after a lock-delay", |_, s: &State| {
                 s.delayed_takeover
             }),
@@ -319,6 +379,10 @@ impl Model for KeyModel {
             Property::sometimes(
                 "another role's caller with the holder's id is refused",
                 |_, s: &State| s.other_role_refused,
+            ),
+            Property::sometimes(
+                "a session is closed while it holds the key",
+                |_, s: &State| s.closed_held,
             ),
         ]
     }
@@ -336,6 +400,7 @@ impl Model for KeyModel {
             Action::RenewSession(c) => format!("client {c} renews its session"),
             Action::Wait(c, q) => format!("client {c} waits in le_acquire with priority {q}"),
             Action::EndSession(c) => format!("the worker ends client {c}'s lapsed session"),
+            Action::CloseSession(c) => format!("client {c} closes its session"),
         }
     }
 }
@@ -386,4 +451,14 @@ fn a_lapsed_session_not_read_is_caught() {
 #[test]
 fn candidates_not_asked_for_are_caught() {
     must_catch(Variant::CandidatesUnread, PRIORITY);
+}
+
+#[test]
+fn keys_outliving_their_session_are_caught() {
+    must_catch(Variant::SessionKeysUnlocked, SESSION_END);
+}
+
+#[test]
+fn a_lock_delay_counted_from_the_end_is_caught() {
+    must_catch(Variant::SessionExpiryUnread, DELAY_ENDS);
 }

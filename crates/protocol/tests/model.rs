@@ -484,21 +484,53 @@ impl LeaseModel {
                 Some(term)
             }
             Req::Renew(term) => {
-                let l = s
+                // RENEW_SLOT: its WHERE extends the id's live tenure of the
+                // term asked; the decision takes what it returned.
+                let extended = s
                     .rows
                     .iter_mut()
-                    .find(|l| p::leads(l, &id, Some(term), now))?;
-                l.expires_at = p::expiry(now, ttl);
-                Some(term)
+                    .find(|l| p::leads(l, &id, Some(term), now))
+                    .map(|l| {
+                        l.expires_at = p::expiry(now, ttl);
+                        *l
+                    });
+                match p::renewal(extended.as_ref(), &id, Some(term), now) {
+                    p::keep::Renewal::Extend { term, .. } => Some(term),
+                    p::keep::Renewal::Refuse => None,
+                }
             }
             Req::Release(term) => {
-                let l = s
-                    .rows
-                    .iter_mut()
-                    .find(|l| p::leads(l, &id, Some(term), now))?;
-                l.holder = None;
-                Some(term)
+                // LOCK_OWN_SLOT: its WHERE locks the id's live tenure; the
+                // decision takes it.
+                let slot = s.rows.iter().position(|l| l.is_held_by(&id, now));
+                let ask = p::keep::Letting {
+                    id: &id,
+                    term: Some(term),
+                    implicit: true,
+                    slots: self.cfg.slots as i32,
+                };
+                let locked = slot.map(|i| s.rows[i]);
+                match p::release(locked.as_ref(), &ask, &mut self.facts(s), now) {
+                    p::keep::Release::Vacate { offer } => {
+                        assert!(!offer, "a key of many slots is never handed over");
+                        s.rows[slot.expect("locked")].holder = None;
+                        Some(term)
+                    }
+                    p::keep::Release::Refuse => None,
+                }
             }
+        }
+    }
+
+    /// What an acquisition or release under the row's lock knows besides
+    /// the row: no candidate of higher priority, the failover step taken.
+    fn facts(&self, s: &State) -> p::acquire::Context {
+        p::acquire::Context {
+            locked: true,
+            floor: self.floor(s),
+            ready: true,
+            outranked_until: None,
+            handed: None,
         }
     }
 
@@ -545,7 +577,9 @@ impl LeaseModel {
                     Variant::RenewById => None,
                     _ => Some(term),
                 };
-                match s.primary.as_mut() {
+                // RENEW: its WHERE extends only the id's live tenure (of
+                // the term named); the decision takes what it returned.
+                let extended = match s.primary.as_mut() {
                     Some(l) if p::leads(l, &id, named, now) => {
                         let expires_at = p::expiry(now, ttl);
                         s.expiry_went_back |= expires_at < l.expires_at;
@@ -553,36 +587,48 @@ impl LeaseModel {
                         if l.term != term {
                             s.renewed_another_tenure = true;
                         }
-                        Some(l.term)
+                        Some(*l)
                     }
                     _ => None,
+                };
+                match p::renewal(extended.as_ref(), &id, named, now) {
+                    p::keep::Renewal::Extend { term, .. } => Some(term),
+                    p::keep::Renewal::Refuse => None,
                 }
             }
-            Req::Release(term) => match s.primary.as_mut() {
-                Some(l)
-                    if p::leads(
-                        l,
-                        &id,
-                        (self.cfg.variant != Variant::ReleaseById).then_some(term),
-                        now,
-                    ) =>
-                {
-                    l.holder = None;
-                    let released = l.term;
-                    self.hand_over(s, now);
-                    Some(released)
+            Req::Release(term) => {
+                // LOCK_OWN: its WHERE locks the id's live lease (any term);
+                // the decision takes it, the term asked, and the time read
+                // under the lock.
+                let locked = s.primary.filter(|l| l.is_held_by(&id, now));
+                let ask = p::keep::Letting {
+                    id: &id,
+                    term: (self.cfg.variant != Variant::ReleaseById).then_some(term),
+                    implicit: true,
+                    slots: 1,
+                };
+                match p::release(locked.as_ref(), &ask, &mut self.facts(s), now) {
+                    p::keep::Release::Vacate { offer } => {
+                        let l = s.primary.as_mut().expect("locked");
+                        l.holder = None;
+                        let released = *l;
+                        if offer {
+                            self.hand_over(s, &released, now);
+                        }
+                        Some(released.term)
+                    }
+                    p::keep::Release::Refuse => None,
                 }
-                _ => None,
-            },
+            }
         };
         self.commit(s);
         answer
     }
 
     /// Contract 9: in the releasing transaction, the lease goes to the
-    /// candidate waiting in le_acquire, if any: a new tenure, expiring a ttl
-    /// from the release; the candidate's answer is on its way.
-    fn hand_over(&self, s: &mut State, now: i64) {
+    /// candidate waiting in le_acquire, if any: the tenure the decision
+    /// core hands it (`hand_over`); the candidate's answer is on its way.
+    fn hand_over(&self, s: &mut State, released: &p::Lease<u8>, now: i64) {
         let Some(c) = (0..s.clients.len())
             .find(|&c| matches!(s.clients[c].call, Some(Call::Waiting { timeline, .. }) if timeline == s.timeline))
         else {
@@ -591,27 +637,21 @@ impl LeaseModel {
         let Some(Call::Waiting { local_sent, .. }) = s.clients[c].call else {
             return;
         };
-        let released = s.primary.expect("just released");
-        let term = p::next_term(Some(released.term), self.floor(s));
-        if term <= s.highest_issued {
+        let mut handed = p::hand_over(released, self.cfg.id(c), self.cfg.ttl, self.floor(s), now);
+        if self.cfg.variant == Variant::HandOverKeepsExpiry {
+            handed.expires_at = released.expires_at;
+        }
+        if handed.term <= s.highest_issued {
             s.term_reissued = true;
         }
-        s.highest_issued = s.highest_issued.max(term);
+        s.highest_issued = s.highest_issued.max(handed.term);
         s.tenures += 1;
         s.handed_over = true;
-        let expires_at = match self.cfg.variant {
-            Variant::HandOverKeepsExpiry => released.expires_at,
-            _ => p::expiry(now, self.cfg.ttl),
-        };
-        s.primary = Some(p::Lease {
-            holder: Some(self.cfg.id(c)),
-            term,
-            expires_at,
-        });
+        s.primary = Some(handed);
         s.clients[c].call = Some(Call::Answered {
             req: Req::Acquire,
             local_sent,
-            term: Some(term),
+            term: Some(handed.term),
         });
     }
 }
@@ -879,22 +919,40 @@ impl Model for LeaseModel {
             }
             Action::Replicate => s.standby = s.primary,
             Action::Expire => {
+                // LOCK_LAPSED: its WHERE locks a lapsed tenure; the
+                // decision says what becomes of it.
                 let now = self.server_now(&s);
-                if let Some(l) = s.rows.iter_mut().find(|l| p::may_vacate(l, now)) {
-                    l.holder = None;
-                } else {
-                    let l = s.primary.as_mut().expect("held");
-                    l.holder = None;
-                    self.commit(&mut s);
+                let slot = s.rows.iter().position(|l| p::may_vacate(l, now));
+                let locked = match slot {
+                    Some(i) => s.rows[i],
+                    None => s.primary.expect("held"),
+                };
+                match p::vacate(&locked, p::vacate::Cause::Lapsed, now) {
+                    p::vacate::Vacating::Expire { .. } => {
+                        match slot {
+                            Some(i) => s.rows[i].holder = None,
+                            None => s.primary.as_mut().expect("held").holder = None,
+                        }
+                        self.commit(&mut s);
+                    }
+                    p::vacate::Vacating::Keep => return None,
                 }
             }
             Action::Promote => {
                 s.promoted = true;
+                let recorded = i64::from(s.timeline);
                 s.timeline += 1;
                 s.primary = s.standby;
                 let now = self.server_now(&s);
+                // The failover step: held leases were made to outlast the
+                // old timeline (at its start); the lease clock goes on.
+                let p::failover::Step::Promoted { from } =
+                    p::promotion(recorded, 0, s.timeline, None, now)
+                else {
+                    panic!("a later timeline is a promotion");
+                };
                 if let Some(l) = s.primary.as_mut().filter(|l| l.holder.is_some()) {
-                    let expires_at = p::expiry_after_promotion(now, ttl);
+                    let expires_at = p::expiry_after_promotion(from, ttl);
                     s.expiry_went_back |= expires_at < l.expires_at;
                     l.expires_at = expires_at;
                 }
