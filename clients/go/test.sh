@@ -16,6 +16,10 @@
 # its runner of scheduled runs (internal/runcandidate); `test.sh --tour
 # FILE` the tour of every statement (internal/tour), which
 # tests/clients/hostile.py runs as GO_TOUR.
+# Each run builds in a build cache of its own (the standard library and pgx
+# from scratch, about 20 s), or in LEADERLOCK_GO_CACHE's: scripts/test.sh
+# gives its builds one for the whole run (the cache is keyed by every
+# input, so what one build left is only used where it is the same).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 GOCODE=${LEADERLOCK_GOCODE:-/usr/share/gocode/src}
@@ -85,7 +89,7 @@ done
 echo ")" >>"$WORK/go.work"
 
 export GO111MODULE=on GOWORK="$WORK/go.work" GOPROXY=off GOSUMDB=off GOFLAGS=-mod=readonly \
-  GOPATH="$WORK/gopath" GOMODCACHE="$WORK/gopath/pkg/mod" GOCACHE="$WORK/cache"
+  GOPATH="$WORK/gopath" GOMODCACHE="$WORK/gopath/pkg/mod" GOCACHE="${LEADERLOCK_GO_CACHE:-$WORK/cache}"
 cd "$HERE"
 if [ "${1:-}" = --candidate ]; then
   go build -o "$2" ./internal/candidate
