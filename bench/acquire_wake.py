@@ -99,6 +99,8 @@ def main():
     ap.add_argument("--hold-ms", type=float, default=100)
     ap.add_argument("--hold-spread", type=float, default=0.0,
                     help="each hold drawn from hold-ms x [1 - S, 1 + S] (default 0: fixed)")
+    ap.add_argument("--idle-seconds", type=float, default=5,
+                    help="how long the idle waiters' CPU is measured")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not 0 <= args.hold_spread < 1:
@@ -191,7 +193,7 @@ def main():
     near = [bisect.bisect_right(at, t + 0.002) - bisect.bisect_left(at, t - 0.002) - 1 for t in at]
     first_round = args.keys
 
-    idle = idle_cpu(args.port, min(args.waiters, 50), prefix)
+    idle = idle_cpu(args.port, min(args.waiters, 50), prefix, args.idle_seconds)
 
     out = {"waiters": args.waiters, "keys": args.keys, "hold_ms": args.hold_ms,
            "hold_spread": args.hold_spread, "client": "one process per candidate",
@@ -220,14 +222,14 @@ def main():
               f"max {f['max']:.2f} ms")
     bench.say(f"  {out['handovers_per_s']:.0f} handovers/s; on average "
               f"{out['other_releases_within_2ms_mean']:.2f} other releases within 2 ms of one; "
-              f"{idle['waiters']} idle waiters used {idle['cpu_ms']:.0f} ms CPU in {idle['seconds']} s")
+              f"{idle['waiters']} idle waiters used {idle['cpu_ms']:.0f} ms CPU in {idle['seconds']:g} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
     return 0
 
 
-def idle_cpu(port, n, prefix):
+def idle_cpu(port, n, prefix, seconds):
     """CPU used by n backends waiting in le_acquire on a lease held for the
     whole measurement: zero for a latch wait."""
     key = prefix + "idle"
@@ -245,7 +247,6 @@ def idle_cpu(port, n, prefix):
     for t in threads:
         t.start()
     time.sleep(1)
-    seconds = 5
     before = sum(bench.cpu_seconds(p) for p in pids)
     time.sleep(seconds)
     used = sum(bench.cpu_seconds(p) for p in pids) - before

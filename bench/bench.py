@@ -655,7 +655,7 @@ FULL = {"clients": 8, "seconds": 10, "reps": 3, "contended_keys": 4, "scale_keys
         "handover_rounds": 200, "failover_rounds": 20, "poll_ms": 100}
 QUICK = {"clients": 4, "seconds": 1, "reps": 1, "contended_keys": 4, "scale_keys": 2_000,
          "scale_renewals": 8_000, "scale_expiring": 20, "scale_expiry_window": 2,
-         "handover_rounds": 10, "failover_rounds": 2, "poll_ms": 100}
+         "handover_rounds": 10, "failover_rounds": 1, "poll_ms": 100}
 
 
 def environment(conn):

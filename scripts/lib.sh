@@ -177,9 +177,14 @@ psql_at() {
 # port in a new temporary directory, with leaderlock preloaded and the
 # extension created in database postgres. Sets DIR and PORT; the caller
 # removes it with remove_throwaway_cluster (or keeps it).
+# LEADERLOCK_PREBUILT=1: set up, the extension installed and the CLI built
+# (LEADERLOCK_CLI) already; taken as they are (the test command's bench
+# smoke, which does that once for all its benchmarks).
 start_throwaway_cluster() {
-  "$REPO_ROOT/scripts/setup.sh" >/dev/null
-  install_extension
+  if [ "${LEADERLOCK_PREBUILT:-}" != 1 ]; then
+    "$REPO_ROOT/scripts/setup.sh" >/dev/null
+    install_extension
+  fi
   DIR=$(mktemp -d /tmp/leaderlock-cluster.XXXXXX)
   give_to_server "$DIR"
   PORT=$(free_port)
@@ -203,7 +208,7 @@ remove_throwaway_cluster() {
 run_bench() {
   local cli=()
   if [ "$1" = --cli ]; then
-    build_cli
+    if [ "${LEADERLOCK_PREBUILT:-}" = 1 ]; then CLI_BIN=$LEADERLOCK_CLI; else build_cli; fi
     cli=("$CLI_BIN")
     shift
   fi
