@@ -49,6 +49,40 @@ func (l Lease) Deadline() time.Time {
 	return d
 }
 
+// Context returns a context that ends when parent ends or when this
+// tenure does (a loss, the local deadline, a release): its Done is closed
+// by a timer then (late after a pause of the process), and its Err reads
+// the clock on every call, as OnStartedLeading's context does; check Err
+// before each unit of work. Call cancel when done with it.
+func (l Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	if l.t == nil {
+		cancel()
+		return ctx, cancel
+	}
+	go func() {
+		select {
+		case <-l.t.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return tenureContext{ctx, l.t}, cancel
+}
+
+// tenureContext is parent's context, whose Err is the tenure's first.
+type tenureContext struct {
+	context.Context
+	t *tenure
+}
+
+func (c tenureContext) Err() error {
+	if err := c.t.check(); err != nil {
+		return err
+	}
+	return c.Context.Err()
+}
+
 // Guard fences a write: call it in the transaction that makes the leader's
 // writes, before them. It checks the local deadline, then runs
 // le_assert_leader(key, id, term) in tx, which takes a share lock on the

@@ -42,6 +42,8 @@ var statements = map[string]string{
 	"sqlHistory":         sqlHistory,
 	"sqlHistoryPosition": sqlHistoryPosition,
 	"sqlListenHistory":   sqlListenHistory,
+	"sqlLockRead":        sqlLockRead,
+	"sqlLockAcquire":     sqlLockAcquire,
 }
 
 func init() { stmttrace.Register(statements) }

@@ -107,6 +107,9 @@ func main() {
 	t.step("session: open, acquire, wait, guard, a release sent again, renew, close", func() (string, error) {
 		return t.session(ctx)
 	})
+	t.step("lock: read, acquire on the term read, a rival refused, renew, guard, release, the rival acquires", func() (string, error) {
+		return t.lock(ctx, t.prefix+"-lock")
+	})
 	job := t.prefix + "-job"
 	t.step("schedule: two replicas claim, renew, finish; the refused one reads the run", func() (string, error) {
 		return t.schedule(ctx, job)
@@ -279,6 +282,64 @@ func (t *tour) lease(ctx context.Context, key string) (string, error) {
 	}
 	return fmt.Sprintf("A led in term %d, renewal deferred then made; B saw A, led in term %d; both released",
 		a.lease.Term, b.lease.Term), nil
+}
+
+// lock: the Lock a caller drives (as resourcelock does for client-go).
+func (t *tour) lock(ctx context.Context, key string) (string, error) {
+	a, err := leaderlock.NewLock(leaderlock.LockConfig{ConnString: t.dsn, Key: key, Identity: "tour-a", Logf: logf})
+	if err != nil {
+		return "", err
+	}
+	defer a.Close()
+	b, err := leaderlock.NewLock(leaderlock.LockConfig{ConnString: t.dsn, Key: key, Identity: "tour-b", Logf: logf})
+	if err != nil {
+		return "", err
+	}
+	defer b.Close()
+	r, err := a.Read(ctx)
+	if err != nil || r.Exists {
+		return "", fmt.Errorf("Read of a new key: %+v, %v", r, err)
+	}
+	if ok, err := a.Acquire(ctx, 5*time.Second, r.Term); !ok || err != nil {
+		return "", fmt.Errorf("Acquire: %v, %v", ok, err)
+	}
+	lease, _ := a.Lease()
+	if r, err = b.Read(ctx); err != nil || r.Holder != "tour-a" || r.Term != lease.Term {
+		return "", fmt.Errorf("Read while a holds it: %+v, %v", r, err)
+	}
+	if ok, err := b.Acquire(ctx, 5*time.Second, r.Term); ok || err != nil {
+		return "", fmt.Errorf("the rival's Acquire: %v, %v", ok, err)
+	}
+	if ok, err := a.Renew(ctx, 5*time.Second); !ok || err != nil {
+		return "", fmt.Errorf("Renew: %v, %v", ok, err)
+	}
+	c, err := t.own(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(context.Background())
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := lease.Guard(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return "", fmt.Errorf("Guard: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", err
+	}
+	if err := a.Release(ctx); err != nil || lease.Check() == nil {
+		return "", fmt.Errorf("Release: %v (Check %v)", err, lease.Check())
+	}
+	if ok, err := b.Acquire(ctx, 5*time.Second, r.Term); !ok || err != nil {
+		return "", fmt.Errorf("the rival's Acquire after the release: %v, %v", ok, err)
+	}
+	lb, _ := b.Lease()
+	if err := b.Release(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("a led in term %d, b in term %d", lease.Term, lb.Term), nil
 }
 
 func (t *tour) session(ctx context.Context) (string, error) {
