@@ -374,6 +374,7 @@ CREATE TABLE @extschema@.leaderlock_runs (
     detail      text,                 -- the runner's short detail, or why missed
     attempts    integer NOT NULL DEFAULT 0,  -- claims made (more than one: a runner was lost)
     owner       oid,                  -- role of the last claim (contract 13)
+    backfilled_at timestamptz,        -- recorded missed, then taken up again then (contract 24)
     PRIMARY KEY (job, due),
     CONSTRAINT leaderlock_runs_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_runs_due_check CHECK (isfinite(due)),
@@ -389,6 +390,10 @@ CREATE TABLE @extschema@.leaderlock_runs (
 CREATE INDEX leaderlock_runs_unfinished_idx ON @extschema@.leaderlock_runs (job, due) WHERE finished_at IS NULL;
 -- The runs the retention deletes, whatever their job.
 CREATE INDEX leaderlock_runs_due_idx ON @extschema@.leaderlock_runs (due);
+-- The runs recorded missed or taken up again (contract 24's backfill), so
+-- that a job's latest are found without reading its other runs.
+CREATE INDEX leaderlock_runs_missed_idx ON @extschema@.leaderlock_runs (job, due)
+    WHERE outcome = 'missed' OR backfilled_at IS NOT NULL;
 
 -- Contract 24: a job's schedule kept in the database, the compiled
 -- edition's table column for column, with CHECK constraints as above. One
@@ -409,6 +414,7 @@ CREATE TABLE @extschema@.leaderlock_schedules (
     next_check    timestamptz,         -- when the next instant's grace ends (NULL: paused)
     owner         oid NOT NULL,        -- the role that made it
     changed_at    timestamptz NOT NULL,
+    backfill      integer NOT NULL DEFAULT 0 CHECK (backfill BETWEEN 0 AND 100),  -- latest missed instants a replica may run late
     CHECK ((every IS NULL) <> (cron IS NULL)),
     CONSTRAINT leaderlock_schedules_job_check CHECK (octet_length(job) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_schedules_every_check CHECK (every >= interval '1 second'),
@@ -2055,6 +2061,24 @@ SET search_path = pg_catalog, pg_temp
 RETURN trunc(coalesce(@extschema@._le_misfire_grace(v), every_us, 300000000::numeric));
 
 -- Contract 24: overlap of le_schedule: allow, forbid or replace.
+-- Contract 24: le_schedule's backfill: not NULL, 0 to 100.
+CREATE FUNCTION @extschema@._le_backfill(v integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: backfill must not be NULL';
+    END IF;
+    IF v < 0 OR v > 100 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: backfill must be between 0 and 100 (got %s)', v);
+    END IF;
+    RETURN v;
+END
+$fn$;
+
 CREATE FUNCTION @extschema@._le_overlap(v text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -5040,6 +5064,7 @@ DECLARE
     prev record;
     ended record;
     claimed record;
+    v_late_run boolean := false;
 BEGIN
     PERFORM @extschema@._le_name('job'::text, p_job);
     PERFORM @extschema@._le_due(p_due);
@@ -5100,7 +5125,7 @@ BEGIN
 
     -- The job's lock and the run's writes, in one block (see _le_lock_own).
     BEGIN
-        SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused, s.active_since INTO jl
+        SELECT j.pruned_before, s.overlap, s.misfire_grace, s.paused, s.active_since, s.backfill INTO jl
           FROM @extschema@.leaderlock_jobs j
           LEFT JOIN @extschema@.leaderlock_schedules s ON s.job = j.job
          WHERE j.job = p_job
@@ -5121,13 +5146,29 @@ BEGIN
             RAISE SQLSTATE 'LE0NL';
         END IF;
         prev := @extschema@._le_lock_claimable(p_job, p_due, t, v_horizon, v_pro);
-        IF NOT prev.locked THEN
+        IF NOT prev.locked AND coalesce(jl.backfill, 0) > 0 THEN
+            -- Contract 24's backfill (runs.rs lock_backfill): a run recorded
+            -- missed, never taken up since, one of the job's `backfill`
+            -- latest instants recorded missed (taken up since or not), is
+            -- claimed as any run, whatever its grace (past it by definition)
+            PERFORM FROM @extschema@.leaderlock_runs r
+             WHERE r.job = p_job AND r.due = p_due AND r.outcome = 'missed' AND r.backfilled_at IS NULL
+               AND (SELECT count(*) FROM (SELECT FROM @extschema@.leaderlock_runs l
+                                           WHERE l.job = p_job AND l.due > p_due
+                                             AND (l.outcome = 'missed' OR l.backfilled_at IS NOT NULL)
+                                           LIMIT jl.backfill) later) < jl.backfill
+               FOR NO KEY UPDATE OF r SKIP LOCKED;
+            IF NOT FOUND THEN
+                RAISE SQLSTATE 'LE0NL';
+            END IF;
+            v_late_run := true;
+        ELSIF NOT prev.locked THEN
             RAISE SQLSTATE 'LE0NL';
         END IF;
         IF coalesce(jl.overlap, 'allow') <> 'allow' THEN
             v_other := @extschema@._le_other_run_live(p_job, p_due, t, v_pro);
         END IF;
-        v_late := v_grace_us IS NOT NULL
+        v_late := NOT v_late_run AND v_grace_us IS NOT NULL
                   AND (extract(epoch FROM t) - extract(epoch FROM p_due)) * 1000000::numeric > v_grace_us;
         IF v_late THEN
             -- past its misfire grace: recorded missed, once
@@ -5162,7 +5203,9 @@ BEGIN
         RETURNING j.term INTO v_term;
         UPDATE @extschema@.leaderlock_runs r
            SET holder = p_id, term = v_term, claimed_at = t, expires_at = t + p_ttl, ttl = p_ttl,
-               owner = p_caller, attempts = r.attempts + 1
+               owner = p_caller, attempts = r.attempts + 1,
+               backfilled_at = CASE WHEN r.finished_at IS NULL THEN r.backfilled_at ELSE t END,
+               finished_at = NULL, outcome = NULL, detail = NULL
          WHERE r.job = p_job AND r.due = p_due
         RETURNING r.expires_at, r.attempts INTO claimed;
         PERFORM @extschema@._le_durable();
@@ -5273,7 +5316,8 @@ $fn$;
 -- one's instants whose grace has passed (_le_before_change), then judges
 -- the instants from now on. Its next due instant.
 CREATE FUNCTION @extschema@._le_schedule(p_job text, p_every interval, p_cron text, p_tz text,
-                                         p_grace interval, p_overlap text, p_caller oid) RETURNS timestamptz
+                                         p_grace interval, p_overlap text, p_caller oid,
+                                         p_backfill integer DEFAULT 0) RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -5294,6 +5338,7 @@ BEGIN
     cal := @extschema@._le_schedule_calendar(p_every, p_cron, p_tz);
     v_grace_us := @extschema@._le_schedule_grace(p_grace, cal.every_us);
     PERFORM @extschema@._le_overlap(p_overlap);
+    PERFORM @extschema@._le_backfill(p_backfill);
     PERFORM @extschema@._le_act_as(p_caller);
     t := clock_timestamp();
     v_grace := @extschema@._le_us_interval(v_grace_us);
@@ -5301,7 +5346,7 @@ BEGIN
     v_cron := CASE WHEN cal.every_us IS NULL THEN p_cron END;
     v_first_check := @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, p_tz, t) + v_grace;
     SELECT pg_has_role(p_caller, s.owner, 'MEMBER'::text) AS member, s.every, s.cron, s.tz, s.misfire_grace,
-           s.overlap, s.paused, s.active_since, s.settled_to
+           s.overlap, s.paused, s.active_since, s.settled_to, s.backfill
       INTO r
       FROM @extschema@.leaderlock_schedules s WHERE s.job = p_job
        FOR NO KEY UPDATE;
@@ -5311,10 +5356,12 @@ BEGIN
         END IF;
         IF @extschema@._le_us(r.every) IS NOT DISTINCT FROM cal.every_us AND r.cron IS NOT DISTINCT FROM v_cron
            AND r.tz = p_tz THEN
-            IF @extschema@._le_us(r.misfire_grace) <> v_grace_us OR r.overlap <> p_overlap THEN
-                -- the same instants: judged as before, by the new grace
+            IF @extschema@._le_us(r.misfire_grace) <> v_grace_us OR r.overlap <> p_overlap
+               OR r.backfill <> p_backfill THEN
+                -- the same instants: judged as before, by the new grace,
+                -- overlap and backfill
                 UPDATE @extschema@.leaderlock_schedules s
-                   SET misfire_grace = v_grace, overlap = p_overlap,
+                   SET misfire_grace = v_grace, overlap = p_overlap, backfill = p_backfill,
                        next_check = CASE WHEN s.paused THEN NULL
                                          ELSE @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, p_tz,
                                                                          r.settled_to) + v_grace END,
@@ -5326,7 +5373,7 @@ BEGIN
                                                   r.settled_to, r.overlap, r.active_since, t);
             UPDATE @extschema@.leaderlock_schedules s
                SET every = v_every, cron = v_cron, tz = p_tz, misfire_grace = v_grace, overlap = p_overlap,
-                   active_since = t, settled_to = t,
+                   backfill = p_backfill, active_since = t, settled_to = t,
                    next_check = CASE WHEN s.paused THEN NULL ELSE v_first_check END, changed_at = t
              WHERE s.job = p_job;
         END IF;
@@ -5346,8 +5393,9 @@ BEGIN
         END IF;
         INSERT INTO @extschema@.leaderlock_schedules
                (job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, next_check,
-                owner, changed_at)
-        VALUES (p_job, v_every, v_cron, p_tz, v_grace, p_overlap, false, t, t, v_first_check, p_caller, t);
+                owner, changed_at, backfill)
+        VALUES (p_job, v_every, v_cron, p_tz, v_grace, p_overlap, false, t, t, v_first_check, p_caller, t,
+                p_backfill);
     END IF;
     PERFORM @extschema@._le_durable();
     RETURN @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, p_tz, t);
@@ -6138,7 +6186,7 @@ $fn$;
 -- minutes with cron), an overlap policy. Its next due instant.
 CREATE FUNCTION @extschema@.le_schedule(job text, every interval DEFAULT NULL, cron text DEFAULT NULL,
                                         tz text DEFAULT 'UTC', misfire_grace interval DEFAULT NULL,
-                                        overlap text DEFAULT 'allow')
+                                        overlap text DEFAULT 'allow', backfill integer DEFAULT 0)
 RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -6150,7 +6198,8 @@ BEGIN
     cal := @extschema@._le_schedule_calendar($2, $3, $4);
     PERFORM @extschema@._le_schedule_grace($5, cal.every_us);
     PERFORM @extschema@._le_overlap($6);
-    RETURN @extschema@._le_schedule($1, $2, $3, $4, $5, $6, @extschema@._le_caller());
+    PERFORM @extschema@._le_backfill($7);
+    RETURN @extschema@._le_schedule($1, $2, $3, $4, $5, $6, @extschema@._le_caller(), $7);
 END
 $fn$;
 
@@ -6212,6 +6261,38 @@ BEGIN
     END IF;
     cal := @extschema@._le_calendar(r.every, r.cron, r.tz);
     RETURN @extschema@._le_next_after(cal.every_us, cal.masks, cal.years, r.tz, coalesce($2, clock_timestamp()));
+END
+$fn$;
+
+-- Contract 24's backfill: the instants of job's schedule that a replica
+-- may still run late (recorded missed, among its `backfill` latest missed,
+-- never taken up since), oldest first; none without a schedule, while it
+-- is paused, with backfill 0, or while a run of a `forbid` job is claimed
+-- live (a claim would be refused: replicas would try it every poll).
+CREATE FUNCTION @extschema@.le_backfill_due(job text)
+RETURNS SETOF timestamptz
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+BEGIN
+    PERFORM @extschema@._le_name('job'::text, $1);
+    SELECT s.backfill, s.overlap, s.active_since INTO r FROM @extschema@.leaderlock_schedules s
+     WHERE s.job = $1 AND NOT s.paused AND s.backfill > 0;
+    IF NOT FOUND OR (r.overlap = 'forbid'
+                     AND @extschema@._le_other_run_live($1, '-infinity'::timestamptz, clock_timestamp(),
+                                                        @extschema@._le_promoted_at())) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT l.due FROM (SELECT x.due, x.outcome, x.backfilled_at FROM @extschema@.leaderlock_runs x
+                            WHERE x.job = $1 AND x.due >= r.active_since
+                              AND (x.outcome = 'missed' OR x.backfilled_at IS NOT NULL)
+                            ORDER BY x.due DESC LIMIT r.backfill) l
+         WHERE l.outcome = 'missed' AND l.backfilled_at IS NULL ORDER BY l.due;
 END
 $fn$;
 

@@ -29,14 +29,16 @@ INSERT INTO leaderlock_jobs AS j (job, term, pruned_before, owner)
 SELECT job, term, pruned_before, owner FROM pg_temp.leaderlock_carry_jobs
     ON CONFLICT (job) DO UPDATE SET term = GREATEST(j.term, excluded.term);
 INSERT INTO leaderlock_runs
-       (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner)
-SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner
+       (job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner,
+        backfilled_at)
+SELECT job, due, holder, term, claimed_at, expires_at, ttl, finished_at, outcome, detail, attempts, owner,
+       backfilled_at
   FROM pg_temp.leaderlock_carry_runs;
 INSERT INTO leaderlock_schedules
        (job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, next_check, owner,
-        changed_at)
+        changed_at, backfill)
 SELECT job, every, cron, tz, misfire_grace, overlap, paused, active_since, settled_to, next_check, owner,
-       changed_at
+       changed_at, backfill
   FROM pg_temp.leaderlock_carry_schedules;
 INSERT INTO leaderlock_expected
        (key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check)

@@ -53,7 +53,8 @@ CREATE TEMP TABLE leaderlock_carry_jobs (job text, term bigint, pruned_before ti
     ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_runs (
     job text, due timestamptz, holder text, term bigint, claimed_at timestamptz, expires_at timestamptz,
-    ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid
+    ttl interval, finished_at timestamptz, outcome text, detail text, attempts integer, owner oid,
+    backfilled_at timestamptz
 ) ON COMMIT DROP;
 -- Contract 24 (0.5.0): schedules kept in the database, as they are (how
 -- far each was settled and when it is looked at next included); contract
@@ -61,7 +62,8 @@ CREATE TEMP TABLE leaderlock_carry_runs (
 -- neither exists.
 CREATE TEMP TABLE leaderlock_carry_schedules (
     job text, every interval, cron text, tz text, misfire_grace interval, overlap text, paused boolean,
-    active_since timestamptz, settled_to timestamptz, next_check timestamptz, owner oid, changed_at timestamptz
+    active_since timestamptz, settled_to timestamptz, next_check timestamptz, owner oid, changed_at timestamptz,
+    backfill integer NOT NULL DEFAULT 0
 ) ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_expected (
     key text, within interval, owner oid, marked_at timestamptz, leaderless_since timestamptz, intervals bigint,
@@ -118,7 +120,7 @@ BEGIN
         LOCK TABLE leaderlock_schedules IN ACCESS EXCLUSIVE MODE;
         INSERT INTO pg_temp.leaderlock_carry_schedules
         SELECT x.job, x.every, x.cron, x.tz, x.misfire_grace, x.overlap, x.paused, x.active_since, x.settled_to,
-               x.next_check, x.owner, x.changed_at
+               x.next_check, x.owner, x.changed_at, x.backfill
           FROM leaderlock_schedules x;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_runs')
@@ -139,6 +141,14 @@ BEGIN
                     ELSE GREATEST(r.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + r.ttl) END,
                r.ttl, r.finished_at, r.outcome, r.detail, r.attempts, r.owner
           FROM leaderlock_runs r;
+        -- (contract 24's backfill: the runs taken up again, from 0.5.0 on)
+        IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema())
+                                                              || '.leaderlock_runs')
+                      AND a.attname = 'backfilled_at' AND NOT a.attisdropped) THEN
+            UPDATE pg_temp.leaderlock_carry_runs c SET backfilled_at = r.backfilled_at
+              FROM leaderlock_runs r WHERE r.job = c.job AND r.due = c.due AND r.backfilled_at IS NOT NULL;
+        END IF;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_expected')
        IS NOT NULL THEN

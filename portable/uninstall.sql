@@ -50,8 +50,8 @@ BEGIN
         'le_close_session(uuid)', 'le_try_acquire_in(uuid, text, jsonb, integer)',
         'le_acquire_in(uuid, text, interval, jsonb, integer, integer)',
         'le_history(bigint, text, text, integer)', 'le_history_position()',
-        'le_schedule(text, interval, text, text, interval, text)', 'le_unschedule(text)',
-        'le_pause_schedule(text)', 'le_resume_schedule(text)', 'le_next_due(text, timestamptz)',
+        'le_schedule(text, interval, text, text, interval, text, integer)', 'le_unschedule(text)',
+        'le_pause_schedule(text)', 'le_resume_schedule(text)', 'le_next_due(text, timestamptz)', 'le_backfill_due(text)',
         'le_schedule_times(text)', 'le_expect_leader(text, interval)', 'le_unexpect_leader(text)',
         -- the internals
         '_le_record(timestamptz, text, text, text, bigint, text)', '_le_number_history()', '_le_prune_runs()',
@@ -109,7 +109,7 @@ BEGIN
         '_le_settle_job(text, numeric, bigint[], integer[], text, numeric, timestamptz, timestamptz, text, timestamptz, timestamptz, timestamptz, timestamptz, integer)',
         '_le_settle(timestamptz)',
         '_le_before_change(text, boolean, interval, text, text, interval, timestamptz, text, timestamptz, timestamptz)',
-        '_le_check_expected(timestamptz)', '_le_schedule(text, interval, text, text, interval, text, oid)',
+        '_le_check_expected(timestamptz)', '_le_schedule(text, interval, text, text, interval, text, oid, integer)', '_le_backfill(integer)',
         '_le_not_schedule_owner(text)', '_le_unschedule(text, oid)', '_le_set_paused(text, boolean, oid)',
         '_le_mark_member(text, oid)', '_le_expect_leader(text, interval, oid)', '_le_unexpect_leader(text, oid)',
         -- earlier portable versions' API and internals
