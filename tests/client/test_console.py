@@ -366,13 +366,22 @@ class ConsoleTest(CliCase):
         self.addCleanup(one, self.conn, "SELECT le_unschedule(%s)", (self.key + "-job",))
         session = one(self.conn, "SELECT le_open_session('console-shot', '30 seconds')")
         self.addCleanup(one, self.conn, "SELECT le_close_session(%s)", (session,))
+        for k in ("a", "b"):
+            self.assertIsNotNone(one(self.conn, "SELECT le_try_acquire_in(%s, %s)", (session, f"{self.key}-{k}")))
         b = self.browser
         shots = []
         for name, fragment, ready in (
-                ("jobs", "#/jobs", "tr[data-job]"),
-                ("sessions", "#/sessions", "tbody tr")):
+                ("jobs", "#/jobs", "tr[data-job] div.upcoming"),
+                ("sessions", "#/sessions", "tbody tr a")):
             self.open(c, fragment)
             self.assertTrue(wait_for(lambda: b.js(f"return document.querySelector({json.dumps(ready)}) !== null"), timeout=5), name)
             shots.append(b.screenshot(name))
         self.assertTrue(all(os.path.getsize(p) > 1000 for p in shots))
+        # the sessions page lists the session's keys; the jobs page the next three due instants
+        self.assertEqual(b.js("return Array.from(document.querySelectorAll('tbody tr a')).map(a => a.textContent)"),
+                         [f"{self.key}-a", f"{self.key}-b"])
+        self.open(c, "#/jobs")
+        self.assertTrue(wait_for(lambda: b.js(
+            "for (const tr of document.querySelectorAll('tr[data-job]')) if (tr.getAttribute('data-job') === arguments[0]) "
+            "  return tr.querySelectorAll('div.upcoming').length; return 0;", self.key + "-job") == 3, timeout=5))
         print(f"\nconsole screenshots in {ARTIFACTS}", file=sys.stderr)

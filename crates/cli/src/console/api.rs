@@ -86,14 +86,19 @@ const KEY_HISTORY: &str = "SELECT * FROM ( \
          FROM @extschema@.leaderlock_history_pending p WHERE p.key OPERATOR(pg_catalog.=) $1 \
        ORDER BY 2 DESC LIMIT $2) t ORDER BY 2, 1";
 
-/// The jobs (scheduled or not) with their schedule, at most `$1`, the
-/// scheduled first.
+/// The jobs (scheduled or not) with their schedule and its next three
+/// due instants, at most `$1`, the scheduled first.
 const JOBS: &str =
     "SELECT j.job, pg_catalog.date_part('epoch'::pg_catalog.text, s.every), s.cron, s.tz, \
             pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace), s.overlap, s.paused, \
             pg_catalog.date_part('epoch'::pg_catalog.text, s.next_due), \
             pg_catalog.date_part('epoch'::pg_catalog.text, s.overdue), s.last_outcome, s.missed, \
-            j.term, j.owner::pg_catalog.regrole::pg_catalog.text, s.job IS NOT NULL \
+            j.term, j.owner::pg_catalog.regrole::pg_catalog.text, s.job IS NOT NULL, \
+            pg_catalog.date_part('epoch'::pg_catalog.text, \
+              @extschema@.le_next_due(job => j.job, after => s.next_due)), \
+            pg_catalog.date_part('epoch'::pg_catalog.text, \
+              @extschema@.le_next_due(job => j.job, after => \
+                @extschema@.le_next_due(job => j.job, after => s.next_due))) \
        FROM @extschema@.leaderlock_jobs j \
        LEFT JOIN @extschema@.leaderlock_schedule_status s ON s.job OPERATOR(pg_catalog.=) j.job \
       WHERE j.job OPERATOR(pg_catalog.<>) '' ORDER BY s.job IS NULL, j.job LIMIT $1";
@@ -108,13 +113,16 @@ const RUNS: &str =
                            WHERE x.job OPERATOR(pg_catalog.=) j.job \
                            ORDER BY x.due DESC LIMIT $2) r";
 
-/// The sessions (contract 21) with how many keys each holds, at most `$1`.
+/// The sessions (contract 21) with how many keys each holds and the first
+/// 20 of them (by the session's own index), at most `$1`.
 const SESSIONS: &str = "SELECT x.session::pg_catalog.text, x.id, \
             pg_catalog.date_part('epoch'::pg_catalog.text, x.expires_at), \
             pg_catalog.date_part('epoch'::pg_catalog.text, x.ttl), x.session_pid, \
             x.owner::pg_catalog.regrole::pg_catalog.text, \
             (SELECT pg_catalog.count(*) FROM @extschema@.leaderlock_status s \
-              WHERE s.session OPERATOR(pg_catalog.=) x.session) \
+              WHERE s.session OPERATOR(pg_catalog.=) x.session), \
+            ARRAY(SELECT s.key FROM @extschema@.leaderlock_status s \
+                   WHERE s.session OPERATOR(pg_catalog.=) x.session ORDER BY s.key LIMIT 20) \
        FROM @extschema@.leaderlock_sessions x ORDER BY x.expires_at DESC LIMIT $1";
 
 pub const FORCE_RELEASE: &str = "SELECT @extschema@.le_force_release(key => $1)";
@@ -263,10 +271,19 @@ pub async fn jobs(db: &Db) -> Result<Value, tokio_postgres::Error> {
                 "term": r.get::<_, Option<i64>>(11),
                 "owner": r.get::<_, Option<String>>(12),
                 "scheduled": r.get::<_, Option<bool>>(13),
+                "upcoming": upcoming(r),
                 "runs": by_job.get(&job).cloned().unwrap_or_else(|| json!([])),
             })
         }).collect::<Vec<_>>(),
     }))
+}
+
+/// A job's next three due instants (columns 7, 14, 15 of `JOBS`).
+fn upcoming(r: &Row) -> Vec<f64> {
+    [7, 14, 15]
+        .into_iter()
+        .filter_map(|i| r.get::<_, Option<f64>>(i))
+        .collect()
 }
 
 /// The sessions.
@@ -283,6 +300,7 @@ pub async fn sessions(db: &Db) -> Result<Value, tokio_postgres::Error> {
             "pid": r.get::<_, Option<i32>>(4),
             "owner": r.get::<_, Option<String>>(5),
             "keys": r.get::<_, Option<i64>>(6),
+            "some_keys": r.get::<_, Option<Vec<String>>>(7).unwrap_or_default(),
         })).collect::<Vec<_>>(),
     }))
 }

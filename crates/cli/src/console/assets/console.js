@@ -262,7 +262,7 @@ function jobsView() {
         el("td", { class: "mono" }, j.job),
         el("td", {}, j.scheduled ? (j.every != null ? "every " + seconds(j.every) : j.cron + " " + j.tz) : "(no schedule)"),
         el("td", {}, j.overlap), el("td", {}, j.paused ? "paused" : ""),
-        el("td", {}, iso(j.next_due)), el("td", {}, j.overdue ? seconds(j.overdue) : ""),
+        el("td", {}, ...j.upcoming.map((t) => el("div", { class: "upcoming" }, iso(t)))), el("td", {}, j.overdue ? seconds(j.overdue) : ""),
         el("td", {}, j.last_outcome), el("td", {}, j.missed),
         el("td", {}, ...j.runs.map((r) => el("div", { class: "run" }, iso(r.due) + " ", el("span", { class: "outcome-" + (r.outcome || "running") }, r.outcome || (r.unfinished ? "running" : "")),
           r.holder ? " by " : "", el("span", { class: "mono" }, r.holder || "")))),
@@ -286,7 +286,9 @@ function sessionsView() {
       const data = await get("/api/sessions");
       const rows = data.sessions.map((s) => el("tr", {},
         el("td", { class: "mono" }, s.session), el("td", { class: "mono" }, s.id), ticking(s.expires_at), el("td", {}, seconds(s.ttl)),
-        el("td", {}, s.pid), el("td", {}, s.owner), el("td", {}, s.keys),
+        el("td", {}, s.pid), el("td", {}, s.owner),
+        el("td", {}, String(s.keys), ...s.some_keys.map((k) => el("div", {}, el("a", { class: "mono", href: "#/key/" + encodeURIComponent(k) }, k))),
+          s.keys > s.some_keys.length ? el("div", { class: "muted" }, "…") : ""),
         el("td", {}, config.writes ? el("button", { onclick: () => post("/api/close-session", { session: s.session }, "Close session " + s.session + "?") }, "close") : "")));
       body.replaceChildren(rows.length ? table(["session", "id", "left", "ttl", "pid", "owner", "keys", ""], rows) : el("p", { class: "muted" }, "no sessions"));
       tick();
