@@ -2464,6 +2464,24 @@ BEGIN
 END
 $fn$;
 
+-- Contract 24: a schedule paused or resumed, announced and recorded in the
+-- history under the job's name (notify.rs ScheduleEvent, byte for byte):
+-- {"event","job","at"}.
+CREATE FUNCTION @extschema@._le_announce_schedule(event text, job text, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    payload text;
+BEGIN
+    payload := '{"event":' || to_json($1)::text || ',"job":' || to_json($2)::text
+            || ',"at":"' || @extschema@._le_rfc3339($3) || '"}';
+    PERFORM pg_notify('leaderlock', payload);
+    PERFORM @extschema@._le_record($3, $1, $2, NULL::text, NULL::bigint, payload);
+END
+$fn$;
+
 -- A number of seconds (microseconds / 10^6, a Rust f64) as serde_json
 -- writes it (ryu: the shortest digits that read back the same, laid out as
 -- 2.0, 128.62, 0.0001 or 1e16). PostgreSQL's float8 output (ryu too, with
@@ -5497,6 +5515,8 @@ BEGIN
            active_since = CASE WHEN p_paused THEN s.active_since ELSE t END,
            settled_to = CASE WHEN p_paused THEN s.settled_to ELSE GREATEST(s.settled_to, t) END
      WHERE s.job = p_job;
+    PERFORM @extschema@._le_announce_schedule(CASE WHEN p_paused THEN 'schedule_paused'
+                                                   ELSE 'schedule_resumed' END, p_job, t);
     PERFORM @extschema@._le_durable();
     RETURN true;
 END

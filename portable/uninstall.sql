@@ -109,7 +109,7 @@ BEGIN
         '_le_settle_job(text, numeric, bigint[], integer[], text, numeric, timestamptz, timestamptz, text, timestamptz, timestamptz, timestamptz, timestamptz, integer)',
         '_le_settle(timestamptz)',
         '_le_before_change(text, boolean, interval, text, text, interval, timestamptz, text, timestamptz, timestamptz)',
-        '_le_check_expected(timestamptz)', '_le_schedule(text, interval, text, text, interval, text, oid, integer)', '_le_backfill(integer)',
+        '_le_check_expected(timestamptz)', '_le_schedule(text, interval, text, text, interval, text, oid, integer)', '_le_backfill(integer)', '_le_announce_schedule(text, text, timestamptz)',
         '_le_not_schedule_owner(text)', '_le_unschedule(text, oid)', '_le_set_paused(text, boolean, oid)',
         '_le_mark_member(text, oid)', '_le_expect_leader(text, interval, oid)', '_le_unexpect_leader(text, oid)',
         -- earlier portable versions' API and internals

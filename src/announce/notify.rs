@@ -322,6 +322,47 @@ impl RunEvent<'_> {
     }
 }
 
+/// Contract 24: a schedule paused or resumed, announced and recorded in the
+/// history under the job's name (with the role whose call did it): who
+/// stopped a job's runs, and when, is in the history as the runs are.
+pub enum ScheduleEvent {
+    Paused,
+    Resumed,
+}
+
+#[derive(Serialize)]
+struct SchedulePayload<'a> {
+    event: &'static str,
+    job: &'a str,
+    at: String,
+}
+
+impl ScheduleEvent {
+    fn name(&self) -> &'static str {
+        match self {
+            ScheduleEvent::Paused => "schedule_paused",
+            ScheduleEvent::Resumed => "schedule_resumed",
+        }
+    }
+
+    /// The JSON payload: `{"event","job","at"}`.
+    pub fn payload(&self, job: &str, at: i64) -> String {
+        let p = SchedulePayload {
+            event: self.name(),
+            job,
+            at: rfc3339(at),
+        };
+        serde_json::to_string(&p).expect("a payload of strings always serializes")
+    }
+
+    /// Queues the notification in the current transaction, and records it.
+    pub fn send(&self, job: &str, at: i64) {
+        let payload = self.payload(job, at);
+        queue(&payload);
+        history::record(at, self.name(), job, None, None, &payload);
+    }
+}
+
 /// Contract 25: a key expected to be led was without a live holder for
 /// longer than its bound (`Started`, announced once past it), or got one
 /// again (`Ended`). Times: the interval's exact start and end.

@@ -3,6 +3,7 @@
 //! `leaderlock_protocol::calendar`, as every Rust replica's do. The worker's
 //! settling of the instants nobody claimed is `settle.rs`.
 
+use crate::announce::notify::ScheduleEvent;
 use crate::base::clock::{micros, ts, PG_EPOCH_IN_UNIX_MICROS};
 use crate::base::settings;
 use crate::base::ttl::{interval_micros, micros_interval};
@@ -303,6 +304,12 @@ pub fn set_paused(
         check.map(ts).into(),
     ];
     plans::run(queries::PAUSE_SCHEDULE, &args, |_| ());
+    let event = if paused {
+        ScheduleEvent::Paused
+    } else {
+        ScheduleEvent::Resumed
+    };
+    event.send(job, now);
     wake_by(check, paused);
     Some(Some(true))
 }

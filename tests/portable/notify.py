@@ -313,6 +313,15 @@ else:
     for g, w in zip(got, want):
         if g != w:
             failures.append(f"a schedule's runs: payload\n   got  {g!r}\n   want {w!r}")
+# a pause and a resume (notify.rs SchedulePayload: "event", "job", "at")
+cur.execute("SELECT le_pause_schedule(%s), le_resume_schedule(%s)", (sjob, sjob))
+got = [p for p in drain(8) if json.loads(p).get("event", "").startswith("schedule_")]
+ev = [json.loads(p) for p in got]
+want = [json.dumps({"event": e, "job": sjob, "at": ev[i]["at"] if i < len(ev) else None},
+                   separators=(",", ":"), ensure_ascii=False)
+        for i, e in enumerate(("schedule_paused", "schedule_resumed"))]
+if got != want:
+    failures.append(f"a schedule paused and resumed: payloads\n   got  {got!r}\n   want {want!r}")
 cur.execute("SELECT le_unschedule(%s)", (sjob,))
 
 mkey = 'mark "q" \\ é\x05'

@@ -61,7 +61,8 @@ function historyBackoff(n: number): number {
 }
 
 /** What the history records. */
-export type HistoryEvent = "acquired" | "released" | "expired" | "proclaimed" | "run_claimed" | "run_finished" | "run_missed";
+export type HistoryEvent = "acquired" | "released" | "expired" | "proclaimed" | "run_claimed" | "run_finished" | "run_missed"
+  | "schedule_paused" | "schedule_resumed" | "leaderless" | "leaderless_end";
 
 /** One transition, as the history holds it (a row of le_history). */
 export interface Transition {

@@ -97,6 +97,12 @@ SELECT le_resume_schedule('tick') AS resumed;
 RESET ROLE;
 SELECT settled_to >= :'due' AS judged_from_now, next_check IS NOT NULL AS checked
   FROM leaderlock_schedules WHERE job = 'tick';
+-- the pause and the resume are in the history, with the role that did them
+SELECT event, role::regrole, payload->>'job' AS job FROM (
+  SELECT event, role, payload FROM leaderlock_history WHERE key = 'tick' AND event LIKE 'schedule%'
+  UNION ALL
+  SELECT event, role, payload::jsonb FROM leaderlock_history_pending WHERE key = 'tick' AND event LIKE 'schedule%') h
+ ORDER BY event;
 
 -- A scheduled job's runs: its owner's to claim, at its instants only, none
 -- due before it was made (22023, 42501, NULL). Overlap forbid: no run

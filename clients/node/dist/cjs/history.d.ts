@@ -1,7 +1,7 @@
 import { type LeaderlockError, RejectedError } from "./errors.js";
 import { type ConnectionConfig } from "./options.js";
 /** What the history records. */
-export type HistoryEvent = "acquired" | "released" | "expired" | "proclaimed" | "run_claimed" | "run_finished" | "run_missed";
+export type HistoryEvent = "acquired" | "released" | "expired" | "proclaimed" | "run_claimed" | "run_finished" | "run_missed" | "schedule_paused" | "schedule_resumed" | "leaderless" | "leaderless_end";
 /** One transition, as the history holds it (a row of le_history). */
 export interface Transition {
     /** Only grows, in commit order: keep it to resume after it (`since`). */

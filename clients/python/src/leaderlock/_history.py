@@ -96,7 +96,8 @@ class Transition:
     position: int
     #: When it happened (the server's lease clock), an aware UTC datetime.
     at: datetime
-    #: acquired, released, expired, proclaimed, run_claimed, run_finished or run_missed.
+    #: acquired, released, expired, proclaimed, run_claimed, run_finished, run_missed,
+    #: schedule_paused, schedule_resumed, leaderless or leaderless_end.
     event: str
     #: The lease's key, or the run's job.
     key: Optional[str]
