@@ -1,0 +1,273 @@
+package io.github.leaderlock;
+
+import static io.github.leaderlock.Support.dsn;
+import static io.github.leaderlock.Support.one;
+import static io.github.leaderlock.Support.unique;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Leases against a real server: leading, renewing, releasing, waiting, the local deadline when
+ * every renewal is refused (the row locked), a renewal stuck on a frozen backend replaced, refused
+ * renewals that lose the lease at once, the guard.
+ */
+class LeaseTest {
+    private final String key = unique("java-lease");
+
+    private static LeaseOptions ttl(double seconds) {
+        return new LeaseOptions().ttl(Duration.ofMillis((long) (seconds * 1000)));
+    }
+
+    @Test
+    void leadsRenewsPastItsTtlAndReleasesOnClose() throws Exception {
+        long term;
+        try (Lease lease = Leaderlock.lead(dsn(), key, ttl(1.0).value("{\"role\": \"primary\"}"))) {
+            assertTrue(lease.term() > 0);
+            assertTrue(lease.isLeader());
+            assertEquals(lease.id(), one("SELECT le_leader(?)", key));
+            assertEquals("primary", one("SELECT value->>'role' FROM le_lease(?)", key));
+            long deadline = lease.deadlineNanos();
+            Thread.sleep(2000); // two ttls: only renewals keep it
+            lease.check();
+            assertTrue(lease.deadlineNanos() > deadline, "the deadline did not move");
+            assertEquals(lease.id(), one("SELECT le_leader(?)", key));
+            term = lease.term();
+        }
+        assertNull(one("SELECT le_leader(?)", key), "close() did not release");
+        // another candidate leads at once, in a higher term
+        try (Lease next = Leaderlock.lead(dsn(), key, ttl(1.0).timeout(Duration.ZERO))) {
+            assertTrue(next.term() > term);
+        }
+    }
+
+    @Test
+    void aTimeoutOfZeroTriesOnceAndNamesTheHolder() {
+        try (Lease lease = Leaderlock.lead(dsn(), key, ttl(5).id("java-holder"))) {
+            long t0 = System.nanoTime();
+            NotAcquiredException e =
+                    assertThrows(
+                            NotAcquiredException.class,
+                            () -> Leaderlock.lead(dsn(), key, ttl(5).timeout(Duration.ZERO)));
+            assertEquals("java-holder", e.holder());
+            assertTrue(System.nanoTime() - t0 < 2_000_000_000L);
+            e =
+                    assertThrows(
+                            NotAcquiredException.class,
+                            () ->
+                                    Leaderlock.lead(
+                                            dsn(), key, ttl(5).timeout(Duration.ofMillis(300))));
+            assertEquals("java-holder", e.holder());
+            lease.check();
+        }
+    }
+
+    @Test
+    void aWaitingCandidateLeadsAtOnceWhenTheHolderReleases() throws Exception {
+        Lease first = Leaderlock.lead(dsn(), key, ttl(10));
+        long[] got = {0, 0};
+        Thread waiter =
+                new Thread(
+                        () -> {
+                            try (Lease second = Leaderlock.lead(dsn(), key, ttl(10))) {
+                                got[0] = System.nanoTime();
+                                got[1] = second.term();
+                            }
+                        });
+        waiter.start();
+        Thread.sleep(700); // waiting, LISTENing
+        long released = System.nanoTime();
+        first.close();
+        waiter.join(5000);
+        assertTrue(got[1] > first.term(), "the waiter did not lead");
+        long ms = (got[0] - released) / 1_000_000;
+        assertTrue(ms < 300, "the waiter led " + ms + " ms after the release");
+    }
+
+    /**
+     * Its row locked by another transaction, every renewal is refused while the lease still shows
+     * as ours: retried, and at the local deadline the lease is lost, not a step later.
+     */
+    @Test
+    void refusedRenewalsEndTheLeaseAtTheLocalDeadline() throws Exception {
+        try (Lease lease = Leaderlock.lead(dsn(), key, ttl(1.5));
+                Connection blocker = Support.connect()) {
+            blocker.setAutoCommit(false);
+            try (PreparedStatement st =
+                    blocker.prepareStatement("SELECT 1 FROM leaderlock WHERE key = ? FOR UPDATE")) {
+                st.setString(1, key);
+                st.executeQuery().close();
+            }
+            long deadline = lease.deadlineNanos();
+            long lastTrue = 0;
+            while (lease.isLeader()) {
+                lastTrue = System.nanoTime();
+                Thread.sleep(5);
+            }
+            long lostAt = System.nanoTime();
+            assertTrue(lastTrue - deadline < 0, "a step was allowed past the deadline");
+            long late = (lostAt - deadline) / 1_000_000;
+            assertTrue(late < 100, "lost " + late + " ms after the deadline");
+            LeaseLostException e = assertThrows(LeaseLostException.class, lease::check);
+            assertEquals(LostReason.EXPIRED, e.reason());
+            assertTrue(e.detail().contains("locked"), e.detail());
+            blocker.rollback();
+        }
+    }
+
+    /** A renewal stuck on one connection (its backend stopped) is retried on a new one. */
+    @Test
+    void aFrozenConnectionIsReplaced() throws Exception {
+        String name = unique("java-frozen");
+        try (Lease lease = Leaderlock.lead(Support.dsnNamed(name), key, ttl(1.5))) {
+            List<Integer> pids = Support.backends(name, null);
+            assertEquals(1, pids.size(), "the renewer's backend: " + pids);
+            Support.signal(pids.get(0), "STOP");
+            try {
+                Thread.sleep(3000);
+                lease.check();
+                assertEquals(lease.id(), one("SELECT le_leader(?)", key));
+            } finally {
+                Support.signal(pids.get(0), "CONT");
+            }
+        }
+    }
+
+    @Test
+    void aRenewalRefusedByTheServerLosesTheLeaseAtOnce() throws Exception {
+        Lease lease = Leaderlock.lead(dsn(), key, ttl(1.2));
+        assertEquals(Boolean.TRUE, one("SELECT le_force_release(?)", key));
+        assertTrue(lease.awaitLoss(Duration.ofSeconds(2)));
+        LeaseLostException e = assertThrows(LeaseLostException.class, lease::check);
+        assertEquals(LostReason.VACATED, e.reason());
+        lease.close(); // nothing to release
+        // taken over meanwhile by another holder: TAKEN
+        Lease again = Leaderlock.lead(dsn(), key, ttl(1.2));
+        assertEquals(Boolean.TRUE, one("SELECT le_force_release(?)", key));
+        assertEquals(Boolean.TRUE, one("SELECT le_try_acquire(?, 'rival', '10 s')", key));
+        assertTrue(again.awaitLoss(Duration.ofSeconds(2)));
+        assertEquals(
+                LostReason.TAKEN, assertThrows(LeaseLostException.class, again::check).reason());
+        again.close();
+        assertEquals(
+                "rival",
+                one("SELECT le_leader(?)", key),
+                "a lost lease's close released another's");
+    }
+
+    @Test
+    void theGuardFencesWritesInTheirTransaction() throws Exception {
+        String table = "java_fenced_" + key.substring(key.length() - 8);
+        Support.one("CREATE TABLE " + table + " (term bigint)");
+        try (Lease lease = Leaderlock.lead(dsn(), key, ttl(10));
+                Connection conn = Support.connect()) {
+            conn.setAutoCommit(false);
+            assertEquals(lease.term(), lease.guard(conn));
+            conn.createStatement()
+                    .execute("INSERT INTO " + table + " VALUES (" + lease.term() + ")");
+            conn.commit();
+            // another holder takes over: the guard refuses, the write is rolled back
+            one("SELECT le_force_release(?)", key);
+            one("SELECT le_try_acquire(?, 'rival', '10 s')", key);
+            LeaseLostException e = assertThrows(LeaseLostException.class, () -> lease.guard(conn));
+            assertEquals(LostReason.NOT_LEADER, e.reason());
+            conn.rollback();
+            assertFalse(lease.isLeader());
+            // outside a transaction it would fence nothing: refused
+            conn.setAutoCommit(true);
+            assertThrows(LeaderlockException.class, () -> lease.guard(conn));
+        } finally {
+            Support.one("DROP TABLE " + table);
+        }
+        assertEquals(1L, one("SELECT 1::bigint"));
+    }
+
+    @Test
+    void badArgumentsAreRefusedBeforeAnythingConnects() {
+        assertThrows(BadArgumentException.class, () -> Leaderlock.lead(dsn(), ""));
+        assertThrows(BadArgumentException.class, () -> Leaderlock.lead(dsn(), key, ttl(0)));
+        assertThrows(BadArgumentException.class, () -> Leaderlock.lead(dsn(), key, ttl(-1)));
+        assertThrows(
+                BadArgumentException.class,
+                () -> Leaderlock.lead(dsn(), key, ttl(1).timeout(Duration.ofSeconds(-1))));
+        assertThrows(
+                BadArgumentException.class,
+                () -> Leaderlock.lead(dsn(), key, ttl(1).poll(Duration.ZERO)));
+        assertThrows(BadArgumentException.class, () -> Leaderlock.lead("host=/tmp", key));
+        assertThrows(BadArgumentException.class, () -> Leaderlock.lead("hots=x", key));
+    }
+
+    @Test
+    void refusalsForGoodAreTypedAndNotRetried() throws Exception {
+        // a ttl above leaderlock.max_ttl: the server's 22023
+        BadArgumentException bad =
+                assertThrows(
+                        BadArgumentException.class,
+                        () ->
+                                Leaderlock.lead(
+                                        dsn(), key, new LeaseOptions().ttl(Duration.ofDays(300))));
+        assertEquals("22023", bad.sqlState());
+        // a schema that does not hold leaderlock
+        NotInstalledException missing =
+                assertThrows(
+                        NotInstalledException.class,
+                        () -> Leaderlock.lead(dsn(), key, ttl(1).schema("pg_catalog")));
+        assertTrue(missing.getMessage().contains("pg_catalog"), missing.getMessage());
+        // a database without the extension; a role without EXECUTE in one with it
+        String bare = "ll_java_bare";
+        String noexec = "ll_java_noexec";
+        try {
+            for (String db : List.of(bare, noexec)) {
+                one("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+                one("CREATE DATABASE " + db);
+            }
+            one("DROP ROLE IF EXISTS " + noexec);
+            one("CREATE ROLE " + noexec + " LOGIN");
+            try (Connection c =
+                            java.sql.DriverManager.getConnection(
+                                    Dsn.parse(Support.dsnFor(noexec, "postgres")).url(),
+                                    Dsn.parse(Support.dsnFor(noexec, "postgres"))
+                                            .properties("t", 5000));
+                    var st = c.createStatement()) {
+                st.execute("CREATE EXTENSION leaderlock");
+                st.execute("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC");
+            }
+            NotInstalledException none =
+                    assertThrows(
+                            NotInstalledException.class,
+                            () -> Leaderlock.lead(Support.dsnFor(bare, "postgres"), key, ttl(1)));
+            assertTrue(none.getMessage().contains("\"" + bare + "\""), none.getMessage());
+            PrivilegeException p =
+                    assertThrows(
+                            PrivilegeException.class,
+                            () -> Leaderlock.lead(Support.dsnFor(noexec, noexec), key, ttl(1)));
+            assertEquals("42501", p.sqlState());
+        } finally {
+            for (String db : List.of(bare, noexec)) {
+                one("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+            }
+            one("DROP ROLE IF EXISTS " + noexec);
+        }
+        // an unreachable server, at the timeout
+        long t0 = System.nanoTime();
+        UnavailableException u =
+                assertThrows(
+                        UnavailableException.class,
+                        () ->
+                                Leaderlock.lead(
+                                        "host=127.0.0.1 port=1 dbname=x user=x",
+                                        key,
+                                        ttl(1).timeout(Duration.ofSeconds(1))));
+        assertNotNull(u.getCause());
+        assertTrue(System.nanoTime() - t0 < 3_000_000_000L);
+    }
+}
