@@ -132,6 +132,30 @@ give_to_server() {
   if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$@"; fi
 }
 
+# initdb_into DIR: a new cluster's files in DIR (empty), as initdb makes
+# them. With LEADERLOCK_INITDB_CACHE (the test command's clusters are about
+# a hundred, initdb about a second each), the first cluster of each
+# PostgreSQL tree is kept there as initdb made it, and the next ones are
+# copies of it: the same files, the system identifier too (which nothing
+# here reads).
+initdb_into() {
+  local dir=$1 cache=${LEADERLOCK_INITDB_CACHE:-} kept
+  if [ -n "$cache" ]; then
+    kept=$cache/$(printf '%s' "$PG_BIN" | md5sum | cut -c1-16)
+    if [ -f "$kept/PG_VERSION" ]; then
+      cp -a "$kept/." "$dir/"
+      return
+    fi
+  fi
+  as_postgres "$PG_BIN/initdb" -D "$dir" -A trust -U postgres --no-sync >/dev/null || return 1
+  if [ -n "$cache" ]; then
+    mkdir -p "$cache"
+    # (two at once: one of them is kept)
+    cp -a "$dir" "$kept.$$" && { mv -T "$kept.$$" "$kept" 2>/dev/null || rm -rf "$kept.$$"; }
+  fi
+  return 0
+}
+
 # start_cluster DIR PORT [extra postgresql.conf lines...]
 # Creates (if needed) and starts a cluster in DIR, owned by postgres, with
 # leaderlock preloaded, trust auth on localhost, socket in DIR.
@@ -139,7 +163,7 @@ start_cluster() {
   local dir=$1 port=$2; shift 2
   if [ ! -f "$dir/PG_VERSION" ]; then
     mkdir -p "$dir" && give_to_server "$dir" && chmod 700 "$dir"
-    as_postgres "$PG_BIN/initdb" -D "$dir" -A trust -U postgres --no-sync >/dev/null
+    initdb_into "$dir"
     {
       echo "port = $port"
       echo "listen_addresses = '127.0.0.1'"

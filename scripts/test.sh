@@ -112,6 +112,10 @@ give_to_server "$WORK"
 # the portable edition's and the benchmark's) share one build cache: each
 # one alone compiles the standard library and pgx again (about 20 s).
 export LEADERLOCK_GO_CACHE=$WORK/go-cache
+# Its clusters (about a hundred: each suite's, the client tests' own, the
+# benchmarks') are copies of the first one initdb made for their
+# PostgreSQL tree (scripts/lib.sh, initdb_into).
+export LEADERLOCK_INITDB_CACHE=$WORK/initdb
 FAILED=()
 SUMMARY=()
 T0=$SECONDS
