@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 
 from harness import free_port, one, wait_for
@@ -33,7 +35,47 @@ def names(text):
     return {re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
+def status_of(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def keys(text):
+    for line in text.splitlines():
+        if line.startswith("leaderlock_keys "):
+            return int(line.split()[1])
+    return None
+
+
 class MonitoringTest(CliCase):
+
+    def exporter(self, port, dsn_text, every="1s"):
+        proc = subprocess.Popen([CLI, "--dsn", dsn_text, "metrics", "--listen", f"127.0.0.1:{port}", "--every", every],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.assertTrue(wait_for(lambda: status_of(port, "/nothing") == 404, timeout=10))
+
+    def test_the_database_is_read_when_scraped(self):
+        """A scrape sees the database as it is (a new key shows at the next
+        scrape past --every); a database that cannot be read is 503 on
+        /metrics and /healthz."""
+        port = free_port()
+        self.exporter(port, dsn(), every="300ms")
+        before = keys(scrape(port))
+        self.assertIsNotNone(before)
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'h', '30 seconds')", (self.key,)))
+        time.sleep(0.35)
+        self.assertEqual(keys(scrape(port)), before + 1)
+        nowhere = free_port()
+        self.exporter(nowhere, dsn(port=free_port()))
+        self.assertEqual(status_of(nowhere, "/metrics"), 503)
+        self.assertEqual(status_of(nowhere, "/healthz"), 503)
 
     def test_the_dashboard_and_the_rules_use_only_metrics_we_expose(self):
         job, key = self.key + "-job", self.key + "-key"

@@ -7,24 +7,29 @@
 //! names other roles wrote: escaped (`metrics::label`).
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
-use crate::metrics::{accept, label, write_schedule_metrics, ScheduleRead};
+use crate::metrics::{accept_later, label, write_schedule_metrics, ScheduleRead};
 use crate::status::{connect, say};
 
-/// What the last read found, and when.
+/// The connection and the last read: what it found, and when.
 #[derive(Default)]
 struct Read {
+    db: Option<leaderlock_client::Db>,
     text: String,
     at: Option<Instant>,
 }
 
-/// Reads the database every `every` and serves the last read; `/healthz`
-/// fails once no read has succeeded for three of them.
+/// Serves `/metrics` (and `/healthz`), reading the database when a scrape
+/// comes: at most one read per `every` (scrapes meanwhile get the last
+/// one; scrapes at once share one read), so the database pays one
+/// aggregate read per period at most, whatever the number of scrapers,
+/// and each scrape sees the database as it is. `/healthz` fails when the
+/// database cannot be read.
 pub async fn serve(dsn: Option<&str>, listen: SocketAddr, every: Duration) -> i32 {
     if every < Duration::from_millis(100) {
         say("--every must be at least 100ms");
@@ -37,52 +42,70 @@ pub async fn serve(dsn: Option<&str>, listen: SocketAddr, every: Duration) -> i3
             return crate::exit::USAGE;
         }
     };
-    let read = Arc::new(Mutex::new(Read::default()));
-    let shared = read.clone();
-    let stale = every * 3;
-    tokio::spawn(accept(
+    let read = Arc::new(tokio::sync::Mutex::new(Read::default()));
+    let dsn = Arc::new(dsn.map(str::to_owned));
+    accept_later(
         listener,
-        Arc::new(move |path: &str| {
-            let r = shared.lock().unwrap_or_else(|e| e.into_inner());
-            match path {
-                "/metrics" => ("200 OK", r.text.clone()),
-                "/healthz" => match r.at {
-                    Some(at) if at.elapsed() <= stale => ("200 OK", "ok\n".into()),
-                    _ => (
-                        "503 Service Unavailable",
-                        "the database has not been read lately\n".into(),
-                    ),
-                },
-                _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
-            }
-        }),
-    ));
-    let dsn = dsn.map(str::to_owned);
-    loop {
-        match connect(dsn.as_deref()).await {
-            Ok((db, _)) => loop {
-                let started = Instant::now();
-                match render(&db).await {
-                    Ok(mut text) => {
-                        let _ = writeln!(
-                            text,
-                            "# HELP leaderlock_metrics_read_seconds How long the last read of the \
-                             database took.\n# TYPE leaderlock_metrics_read_seconds gauge\n\
-                             leaderlock_metrics_read_seconds {:.3}",
-                            started.elapsed().as_secs_f64()
-                        );
-                        let mut r = read.lock().unwrap_or_else(|e| e.into_inner());
-                        r.text = text;
-                        r.at = Some(Instant::now());
-                    }
-                    Err(e) => {
-                        say(&format!("reading the database: {e}"));
-                        break;
-                    }
+        Arc::new(move |path: String| {
+            let (read, dsn) = (read.clone(), dsn.clone());
+            Box::pin(async move {
+                match path.as_str() {
+                    "/metrics" => match fresh(&read, dsn.as_deref(), every).await {
+                        Some(text) => ("200 OK", text),
+                        None => (
+                            "503 Service Unavailable",
+                            "the database cannot be read\n".into(),
+                        ),
+                    },
+                    "/healthz" => match fresh(&read, dsn.as_deref(), every).await {
+                        Some(_) => ("200 OK", "ok\n".into()),
+                        None => (
+                            "503 Service Unavailable",
+                            "the database cannot be read\n".into(),
+                        ),
+                    },
+                    _ => ("404 Not Found", "not found: /metrics, /healthz\n".into()),
                 }
-                tokio::time::sleep(every).await;
-            },
-            Err(_) => tokio::time::sleep(every).await,
+            })
+        }),
+    )
+    .await;
+    0
+}
+
+/// The metrics text: the last read if younger than `every`, else read now
+/// (connecting again if the connection was lost); None when it fails.
+async fn fresh(
+    read: &tokio::sync::Mutex<Read>,
+    dsn: Option<&str>,
+    every: Duration,
+) -> Option<String> {
+    let mut r = read.lock().await;
+    if r.at.is_some_and(|at| at.elapsed() < every) {
+        return Some(r.text.clone());
+    }
+    if r.db.as_ref().is_none_or(|db| db.is_closed()) {
+        r.db = connect(dsn).await.ok().map(|(db, _)| db);
+    }
+    let db = r.db.as_ref()?;
+    let started = Instant::now();
+    match render(db).await {
+        Ok(mut text) => {
+            let _ = writeln!(
+                text,
+                "# HELP leaderlock_metrics_read_seconds How long the last read of the database \
+                 took.\n# TYPE leaderlock_metrics_read_seconds gauge\n\
+                 leaderlock_metrics_read_seconds {:.3}",
+                started.elapsed().as_secs_f64()
+            );
+            r.text = text;
+            r.at = Some(Instant::now());
+            Some(r.text.clone())
+        }
+        Err(e) => {
+            say(&format!("reading the database: {e}"));
+            r.db = None;
+            None
         }
     }
 }

@@ -66,7 +66,7 @@ enum Commands {
         #[arg(long)]
         json: bool,
     },
-    /// Serve Prometheus metrics read from the database at /metrics (and
+    /// Serve Prometheus metrics read from the database when scraped, at /metrics (and
     /// /healthz): per schedule how overdue it is and its missed runs, per
     /// key expected to be led its leaderless seconds, intervals and
     /// tenures. Run it anywhere beside the database: it reports a job whose
@@ -75,8 +75,9 @@ enum Commands {
         /// Address to listen on, e.g. 127.0.0.1:9187.
         #[arg(long)]
         listen: std::net::SocketAddr,
-        /// How often to read the database.
-        #[arg(long, default_value = "5s", value_parser = duration::parse)]
+        /// The database is read when a scrape comes, at most once per this
+        /// (a scrape within it gets the last read).
+        #[arg(long, default_value = "1s", value_parser = duration::parse)]
         every: std::time::Duration,
     },
     /// Serve a web page of what the database knows, live: keys and their

@@ -84,6 +84,11 @@ fn route(
 
 pub(crate) type Respond = Arc<dyn Fn(&str) -> (&'static str, String) + Send + Sync>;
 
+/// An answer that may wait (a read of the database at scrape time).
+pub(crate) type Answer =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (&'static str, String)> + Send>>;
+pub(crate) type RespondLater = Arc<dyn Fn(String) -> Answer + Send + Sync>;
+
 /// Connections open at once, at most: beyond it, the oldest is dropped.
 const MAX_CONNECTIONS: usize = 128;
 /// Connections open at once from one address (an IPv6 /64), at most:
@@ -155,6 +160,15 @@ fn peer(addr: SocketAddr) -> IpAddr {
 /// round trip), never by waiting, so a flood of connections that say
 /// nothing delays a probe by no more than it takes to accept it.
 pub(crate) async fn accept(listener: TcpListener, respond: Respond) {
+    let later: RespondLater = Arc::new(move |path: String| {
+        let answer = respond(&path);
+        Box::pin(async move { answer })
+    });
+    accept_later(listener, later).await;
+}
+
+/// `accept`, with answers that may wait (bounded by the connection's time).
+pub(crate) async fn accept_later(listener: TcpListener, respond: RespondLater) {
     let open = Arc::new(Mutex::new(Open::default()));
     loop {
         let (socket, addr) = match listener.accept().await {
@@ -189,7 +203,7 @@ pub(crate) async fn accept(listener: TcpListener, respond: Respond) {
 }
 
 /// Reads one request line from `socket` and answers it.
-async fn connection(mut socket: TcpStream, respond: &Respond) {
+async fn connection(mut socket: TcpStream, respond: &RespondLater) {
     let connected = Instant::now();
     let mut request = Vec::new();
     let mut chunk = [0u8; 1024];
@@ -211,7 +225,11 @@ async fn connection(mut socket: TcpStream, respond: &Respond) {
     let line = String::from_utf8_lossy(&request);
     let target = line.split_whitespace().nth(1).unwrap_or("");
     let path = target.split('?').next().unwrap_or("");
-    let (status, body) = respond(path);
+    let Ok((status, body)) =
+        timeout_at(connected + CONNECTION_WITHIN, respond(path.to_owned())).await
+    else {
+        return;
+    };
     let response = format!(
         "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
