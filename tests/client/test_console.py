@@ -219,6 +219,13 @@ class ConsoleTest(CliCase):
         self.assertIn("doomed #1", labels)
         events = b.js("return Array.from(document.querySelectorAll('td.event')).map(t => t.textContent)")
         self.assertIn("expired", events)
+        # a hand-over (released, then the next tenure at once) is marked too
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'first', '30 seconds')", (key,)))
+        self.assertTrue(one(self.conn, "SELECT le_release(%s, 'first')", (key,)))
+        self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'second', '30 seconds')", (key,)))
+        self.assertTrue(wait_for(lambda: b.js("return document.querySelectorAll('svg.timeline line.handover').length") == 1,
+                                 timeout=5), "no hand-over drawn")
+        self.assertEqual(b.js("return document.querySelectorAll('svg.timeline rect.tenure.open').length"), 1)
         b.screenshot("key-timeline")
 
     def test_markup_in_a_key_is_text(self):

@@ -201,6 +201,15 @@ function timeline(data, windowState) {
     if (at < from || at > to) continue;
     root.append(svg("line", { class: "expiry", x1: x(at), x2: x(at), y1: 0, y2: height - 20, "data-at": at }));
   }
+  // a hand-over: a tenure released and the next one begun within a second
+  for (const b of t.bars) {
+    if (b.end == null || b.why !== "released") continue;
+    const next = t.bars.find((n) => n !== b && n.start >= b.end && n.start - b.end < 1);
+    if (!next || b.end < from || b.end > to) continue;
+    const line = svg("line", { class: "handover", x1: x(b.end), x2: x(b.end), y1: 0, y2: height - 20, "data-at": b.end });
+    line.append(svg("title", {}, "handed over from " + b.holder + " #" + b.term + " to " + next.holder + " #" + next.term));
+    root.append(line);
+  }
   for (let i = 0; i <= 4; i++) {
     const at = from + ((to - from) * i) / 4;
     root.append(svg("text", { class: "axis", x: Math.min(x(at), width - 110), y: height - 6 }, iso(Math.round(at))));
@@ -214,7 +223,9 @@ function timeline(data, windowState) {
     el("button", { onclick: () => zoom(0.5), title: "zoom in" }, "+"),
     el("button", { onclick: () => zoom(2), title: "zoom out" }, "−"),
     el("button", { onclick: () => { windowState.range = null; windowState.redraw(); } }, "all"),
-    el("span", { class: "muted" }, t.bars.length + " tenures, " + t.expiries.length + " expiries, " + t.leaderless.length + " leaderless intervals"));
+    el("span", { class: "muted" }, t.bars.length + " tenures, " + t.expiries.length + " expiries, " + t.leaderless.length + " leaderless intervals"),
+    el("span", { class: "legend" }, el("span", { class: "key-expiry" }, "│ expiry"), " ", el("span", { class: "key-handover" }, "│ hand-over"), " ",
+      el("span", { class: "key-leaderless" }, "▮ leaderless")));
   return el("div", { id: "timeline" }, tools, root);
 }
 
