@@ -53,23 +53,25 @@ if [ -f "$STAMP" ]; then
   MVN+=(-o)
 fi
 
-# program FILE MAIN: FILE runs MAIN (a class of client/'s tests) with the
-# library and its runtime dependencies.
+# program FILE MAIN: FILE runs MAIN (a class of the modules' tests) with the
+# library, the ShedLock provider and their runtime dependencies.
 program() {
   local file=$1 main=$2 lib
   lib="$file.lib"
-  "${MVN[@]}" -pl client -Dspotless.check.skip=true -DskipTests package
   rm -rf "$lib"
   mkdir -p "$lib"
-  cp client/target/leaderlock-client-*.jar "$lib/"
-  cp -r client/target/test-classes "$lib/test-classes"
-  "${MVN[@]}" -pl client -DincludeScope=runtime -DoutputDirectory="$lib" "$DEPENDENCY:copy-dependencies"
+  "${MVN[@]}" -Dspotless.check.skip=true -DskipTests -DincludeScope=runtime -DoutputDirectory="$lib" \
+    package "$DEPENDENCY:copy-dependencies"
+  cp client/target/leaderlock-client-*.jar shedlock/target/leaderlock-shedlock-*.jar "$lib/"
+  mkdir -p "$lib/client" "$lib/shedlock"
+  cp -r client/target/test-classes "$lib/client/"
+  cp -r shedlock/target/test-classes "$lib/shedlock/"
   cat >"$file" <<EOF
 #!/bin/sh
 # $main of the Java client's tests (clients/java/test.sh built it)
 exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k \\
   '-Djava.util.logging.SimpleFormatter.format=%1\$tT.%1\$tL %4\$s %5\$s%6\$s%n' \\
-  -cp '$lib/*:$lib/test-classes' $main "\$@"
+  -cp '$lib/*:$lib/client/test-classes:$lib/shedlock/test-classes' $main "\$@"
 EOF
   chmod 755 "$file"
   chmod -R a+rX "$lib"

@@ -1,6 +1,6 @@
-"""One scenario suite for every client (Python, Node.js, Go, and the Rust
-one through `leaderlock run`), each in every idiom it offers, against a
-real server, with the same assertions.
+"""One scenario suite for every client (Python, Node.js, Go, Java, and the
+Rust one through `leaderlock run`), each in every idiom it offers, against
+a real server, with the same assertions.
 
 Each client ships a candidate program, started as
 
@@ -8,7 +8,8 @@ Each client ships a candidate program, started as
 
 that campaigns for KEY as ID in the given idiom (Python: sync, async,
 elector; Node.js: lead, elector; Go: its one, runordie, passed only when
-asked for as go:runordie; the Rust client is `leaderlock run`, whose
+asked for as go:runordie; Java: lead, elector, and shedlock, its ShedLock
+provider's task extending its lock; the Rust client is `leaderlock run`, whose
 command is ticker.py) and, while it leads, appends "tick ID TERM
 UNIX_SECONDS" to RECORDS every 20 ms, checking its lease before each
 tick. Without IDIOM a candidate runs its default idiom.
@@ -69,7 +70,8 @@ key):
   mode, one leader each for 2 ttls, then kill -9 of every leader.
 
 Usage: scenarios.py --dsn postgresql://USER@HOST:PORT/DB [--ttl S] [--pgdata DIR] [--pgbouncer]
-                    [--clients python:sync,python:async,python:elector,node:lead,node:elector,go,rust]
+                    [--clients python:sync,python:async,python:elector,node:lead,node:elector,go,java:lead,
+                               java:elector,java:shedlock,rust]
                     [--only one,sigterm,kill,sigstop,flood,restart,down,freeze,pgbouncer]
 A client without an idiom (`python`) means each of its idioms; default:
 every variant. The DSN's role must be a superuser (it makes a role of no
@@ -77,6 +79,7 @@ rights for the flood). --pgdata's restart runs the server's pg_ctl as the
 directory's owner (sudo when root). --only runs some scenarios.
 Needs: psycopg2 in this Python; LEADERLOCK_CLI (rust), PY_CLIENT_PYTHON
 (python; default this Python), GO_CANDIDATE (go: clients/go/test.sh
+--candidate FILE builds it), JAVA_CANDIDATE (java: clients/java/test.sh
 --candidate FILE builds it), node with clients/node built. Prints each
 measured figure, each scenario's time and the total; exits 1 on a failure.
 """
@@ -106,8 +109,10 @@ REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 TICKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ticker.py")
 
 # Every client and its idioms, in the order they run; None: no IDIOM argument.
-IDIOMS = {"python": ("sync", "async", "elector"), "node": ("lead", "elector"), "go": (None,), "rust": (None,)}
-DEFAULT_CLIENTS = "python:sync,python:async,python:elector,node:lead,node:elector,go,rust"
+IDIOMS = {"python": ("sync", "async", "elector"), "node": ("lead", "elector"), "go": (None,),
+          "java": ("lead", "elector", "shedlock"), "rust": (None,)}
+DEFAULT_CLIENTS = ("python:sync,python:async,python:elector,node:lead,node:elector,go,java:lead,java:elector,"
+                   "java:shedlock,rust")
 FORGER = "leaderlock_scenario_forger"  # the role of no rights that forges notifications
 LEAD_WITHIN = 0.1  # a follower's `acquired` after the lease's end (release or expiry)
 FLOOD_SECONDS = 2.0
@@ -145,10 +150,23 @@ def command(v, dsn, key, me, ttl, records):
         return ["node", os.path.join(REPO, "clients/node/test/candidate.mjs"), dsn, key, me, str(ttl), records] + extra
     if client == "go":
         return [os.environ["GO_CANDIDATE"], dsn, key, me, str(ttl), records] + extra
+    if client == "java":
+        return [os.environ["JAVA_CANDIDATE"], dsn, key, me, str(ttl), records] + extra
     if client == "rust":  # the Rust client inside `leaderlock run`; the command ticks
         return [os.environ["LEADERLOCK_CLI"], "--dsn", dsn, "run", "--key", key, "--id", me, "--ttl", f"{ttl}s",
                 "--restart", "--", sys.executable, TICKER, records]
     raise ValueError(client)
+
+
+def candidate(holder):
+    """The candidate a holder the server names is: the holder itself, or for
+    a lock of the ShedLock provider (java:shedlock), whose holder is the
+    provider's id and the lock's number (a:17), the id before the number."""
+    if isinstance(holder, str):
+        me, _, n = holder.rpartition(":")
+        if me and n.isdigit():
+            return me
+    return holder
 
 
 def ts(text):
@@ -249,7 +267,7 @@ class Monitor(threading.Thread):
                                 self.offsets.append((before, offset))
                                 for key, holder, term, expires, _ in rows:
                                     if key is not None:
-                                        k = (key, holder, term)
+                                        k = (key, candidate(holder), term)
                                         self.expiry[k] = max(self.expiry.get(k, expires + offset),
                                                              expires + offset)
                         self.drain(conn)
@@ -276,6 +294,8 @@ class Monitor(threading.Thread):
                     continue
                 if isinstance(p, dict) and isinstance(p.get("key"), str) and p["key"].startswith(self.prefix):
                     p["_recv"], p["_pid"] = now, n.pid
+                    for field in ("holder", "previous_holder"):
+                        p[field] = candidate(p.get(field))
                     self.events[p["key"]].append(p)
         del conn.notifies[:]
 
@@ -725,8 +745,8 @@ def flood(sc):
     finally:
         conn.close()
     time.sleep(0.5)
-    lease = dict(sql(suite.dsn, "SELECT key, holder || ' ' || term FROM leaderlock_status WHERE key = ANY(%s)",
-                     (keys,)))
+    lease = {key: f"{candidate(holder)} {term}" for key, holder, term in
+             sql(suite.dsn, "SELECT key, holder, term FROM leaderlock_status WHERE key = ANY(%s)", (keys,))}
     rate = sent / (ended - started)
     for v in before:
         def verdict(v=v):

@@ -4,19 +4,23 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 
 /**
  * The Java client as a candidate of the scenario suite (tests/clients/scenarios.py):
  *
  * <pre>
- * Candidate DSN KEY ID TTL_SECONDS RECORDS [lead|elector]
+ * Candidate DSN KEY ID TTL_SECONDS RECORDS [lead|elector|shedlock]
  * </pre>
  *
  * Each idiom is the README's, word for word, with appending "tick ID TERM UNIX_SECONDS" to RECORDS
  * every 20 ms as the unit of work: releaseOnShutdown (SIGTERM: released, exit 143), and {@code
  * lease.check()} before each unit of work. {@code lead} (the default): Leaderlock.lead in a
- * try-with-resources, in a loop; {@code elector}: an Elector whose work ticks.
+ * try-with-resources, in a loop; {@code elector}: an Elector whose work ticks; {@code shedlock}:
+ * the ShedLock provider's (io.github.leaderlock.shedlock.ShedLockCandidate, of the shedlock
+ * module's tests).
  */
 public final class Candidate {
     private Candidate() {}
@@ -33,9 +37,17 @@ public final class Candidate {
     public static void main(String[] args) throws Exception {
         if (args.length < 5
                 || args.length > 6
-                || (args.length == 6 && !args[5].equals("lead") && !args[5].equals("elector"))) {
-            System.err.println("usage: Candidate DSN KEY ID TTL_SECONDS RECORDS [lead|elector]");
+                || (args.length == 6
+                        && !List.of("lead", "elector", "shedlock").contains(args[5]))) {
+            System.err.println(
+                    "usage: Candidate DSN KEY ID TTL_SECONDS RECORDS [lead|elector|shedlock]");
             System.exit(2);
+        }
+        if (args.length == 6 && args[5].equals("shedlock")) {
+            Class.forName("io.github.leaderlock.shedlock.ShedLockCandidate")
+                    .getMethod("main", String[].class)
+                    .invoke(null, (Object) Arrays.copyOf(args, 5));
+            return;
         }
         String dsn = args[0];
         String key = args[1];

@@ -181,16 +181,21 @@ public final class LeaderlockLockProvider implements ExtensibleLockProvider, Aut
     public Optional<SimpleLock> lock(LockConfiguration config) {
         String key = key(config.getName());
         String id = idBase + ":" + serial.incrementAndGet();
-        Duration ttl = left(config.getLockAtMostUntil());
-        long sent = System.nanoTime();
-        OptionalLong term = call(c -> Calls.tryAcquire(c, schema, key, id, ttl));
+        long[] deadline = {0};
+        OptionalLong term =
+                call(
+                        c -> {
+                            // connected: the deadline counts from the send of the acquire
+                            Duration ttl = left(config.getLockAtMostUntil());
+                            deadline[0] = deadline(System.nanoTime(), ttl);
+                            return Calls.tryAcquire(c, schema, key, id, ttl);
+                        });
         if (term.isEmpty()) {
             return Optional.empty();
         }
         Held held = new Held(HELD.get());
         LeaderlockLock lock =
-                new LeaderlockLock(
-                        this, held, config, key, id, term.getAsLong(), deadline(sent, ttl));
+                new LeaderlockLock(this, held, config, key, id, term.getAsLong(), deadline[0]);
         held.lock = lock;
         held.stack.addLast(held);
         return Optional.of(lock);
@@ -249,23 +254,21 @@ public final class LeaderlockLockProvider implements ExtensibleLockProvider, Aut
 
     /** extend: the same tenure, renewed to the new lockAtMostFor; empty once it lapsed. */
     Optional<SimpleLock> extend(LeaderlockLock lock, LockConfiguration next) {
-        Duration ttl = left(next.getLockAtMostUntil());
-        long sent = System.nanoTime();
+        long[] deadline = {0};
         boolean renewed =
-                call(c -> Calls.renew(c, schema, lock.key(), lock.id(), ttl, lock.term()));
+                call(
+                        c -> {
+                            Duration ttl = left(next.getLockAtMostUntil());
+                            deadline[0] = deadline(System.nanoTime(), ttl);
+                            return Calls.renew(c, schema, lock.key(), lock.id(), ttl, lock.term());
+                        });
         if (!renewed) {
             lock.held.stack.remove(lock.held);
             return Optional.empty();
         }
         LeaderlockLock longer =
                 new LeaderlockLock(
-                        this,
-                        lock.held,
-                        next,
-                        lock.key(),
-                        lock.id(),
-                        lock.term(),
-                        deadline(sent, ttl));
+                        this, lock.held, next, lock.key(), lock.id(), lock.term(), deadline[0]);
         lock.held.lock = longer;
         return Optional.of(longer);
     }
