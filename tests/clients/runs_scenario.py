@@ -1,5 +1,5 @@
 """Scheduled runs (contract 22) through every client: the same scenario and
-the same assertions for Python, Node.js, Go and Rust (`leaderlock run
+the same assertions for Python, Node.js, Go, Java and Rust (`leaderlock run
 --every`, whose command is run_ticker.py).
 
 Each client ships a runner program, started as
@@ -33,10 +33,11 @@ records and the server's `leaderlock_runs`:
 With --pgdata, the server is also restarted (pg_ctl restart -m fast) once,
 halfway, under every client's replicas at once.
 
-Usage: runs_scenario.py --dsn postgresql://USER@HOST:PORT/DB [--clients python,node,go,rust]
+Usage: runs_scenario.py --dsn postgresql://USER@HOST:PORT/DB [--clients python,node,go,java,rust]
                         [--slots 20] [--period-ms 300] [--pgdata DIR]
 Needs: psycopg2; PY_CLIENT_PYTHON (python), node with clients/node built,
-GO_RUN_CANDIDATE (go: clients/go/test.sh --run-candidate FILE), LEADERLOCK_CLI (rust).
+GO_RUN_CANDIDATE (go: clients/go/test.sh --run-candidate FILE), JAVA_RUN_CANDIDATE
+(java: clients/java/test.sh --run-candidate FILE), LEADERLOCK_CLI (rust).
 """
 import argparse
 import collections
@@ -54,7 +55,7 @@ import psycopg2
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 RUN_TICKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_ticker.py")
-CLIENTS = ("python", "node", "go", "rust")
+CLIENTS = ("python", "node", "go", "java", "rust")
 TTL_S = 1.0
 GRACE_S = 3.0
 
@@ -68,6 +69,8 @@ def command(client, dsn, job, me, period_ms, records, work):
         return ["node", os.path.join(REPO, "clients/node/test/run_candidate.mjs"), *args]
     if client == "go":
         return [os.environ["GO_RUN_CANDIDATE"], *args]
+    if client == "java":
+        return [os.environ["JAVA_RUN_CANDIDATE"], *args]
     if client == "rust":
         return [os.environ["LEADERLOCK_CLI"], "--dsn", dsn, "run", "--every", f"{period_ms}ms", "--job", job,
                 "--id", me, "--ttl", f"{TTL_S}s", "--grace", "0.25s", "--misfire-grace", f"{GRACE_S}s",
