@@ -18,6 +18,8 @@
 #                                  (tests/clients/scenarios.py: JAVA_CANDIDATE) into FILE
 #   test.sh --run-candidate FILE   its runner of scheduled runs (runs_scenario.py:
 #                                  JAVA_RUN_CANDIDATE)
+#   test.sh --tour FILE            the tour of every statement (tests/clients/hostile.py:
+#                                  JAVA_TOUR)
 #
 # FILE is a shell script that runs the program with java, its jars in FILE.lib/.
 # JAVA_TEST=Class[#method] runs some tests only.
@@ -82,8 +84,9 @@ EOF
 case "${1:-}" in
   --candidate) program "$(realpath -m "$2")" io.github.leaderlock.Candidate; exit 0 ;;
   --run-candidate) program "$(realpath -m "$2")" io.github.leaderlock.RunCandidate; exit 0 ;;
+  --tour) program "$(realpath -m "$2")" io.github.leaderlock.Tour; exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [--prefetch | --candidate FILE | --run-candidate FILE]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--prefetch | --candidate FILE | --run-candidate FILE | --tour FILE]" >&2; exit 2 ;;
 esac
 
 # Each test class's log goes to its module's target/surefire-reports: a

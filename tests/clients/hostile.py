@@ -27,11 +27,12 @@ against it, directly and through pgbouncer in transaction pooling mode,
 then checks that no trap ran:
 
     hostile.py --dsn postgresql://postgres@HOST:PORT/postgres [--edition compiled|portable]
-               [--tours cli,rust,python,node,go] [--targets direct,superuser,pgbouncer] [--keep]
+               [--tours cli,rust,python,node,go,java] [--targets direct,superuser,pgbouncer] [--keep]
 
 Needs psycopg2; LEADERLOCK_CLI (the CLI, for cli), PY_CLIENT_PYTHON (a
 Python with psycopg 3, for python), GO_TOUR (the Go tour, built by
-clients/go/test.sh --tour FILE), node with clients/node built, and for
+clients/go/test.sh --tour FILE), JAVA_TOUR (the Java tour, built by
+clients/java/test.sh --tour FILE), node with clients/node built, and for
 rust LEADERLOCK_RUST_TOUR (crates/client's tour example, built).
 """
 import argparse
@@ -322,7 +323,7 @@ def main():
     ap.add_argument("--dsn", required=True, help="a superuser's URL (its database is only used to connect)")
     ap.add_argument("--edition", choices=("compiled", "portable"), default="compiled")
     ap.add_argument("--db", help="the database to plant (default ll_hostile_TOURS)")
-    ap.add_argument("--tours", default="cli,rust,python,node,go")
+    ap.add_argument("--tours", default="cli,rust,python,node,go,java")
     ap.add_argument("--targets", default="direct,superuser,pgbouncer",
                     help="as the role of no rights directly, as the superuser, through pgbouncer")
     ap.add_argument("--keep", action="store_true", help="keep the planted database")

@@ -35,6 +35,8 @@ def command(tour):
         return ["node", os.path.join(REPO, "clients", "node", "test", "tour.mjs")]
     if tour == "go":
         return [os.environ["GO_TOUR"]]
+    if tour == "java":
+        return [os.environ["JAVA_TOUR"]]
     raise ValueError(f"no tour named {tour}")
 
 

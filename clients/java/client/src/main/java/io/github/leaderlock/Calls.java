@@ -33,20 +33,33 @@ public final class Calls {
     }
 
     /**
-     * le_try_acquire(key, id, ttl), then, when it answered true, the term of the tenure (read right
-     * after, where id still holds it): the term, or empty when the key is held by another (or the
-     * tenure lapsed in between). The caller's deadline counts from the moment this was called.
+     * le_try_acquire(key, id, ttl), then, when it answered true, the term of the tenure, in one
+     * transaction (the acquisition's row stays locked until it commits, so however short the ttl,
+     * the term read is the tenure's): the term, or empty when the key is held by another. The
+     * caller's deadline counts from the moment this was called. The connection is left in
+     * autocommit.
      */
     public static OptionalLong tryAcquire(
             Connection conn, String schema, String key, String id, Duration ttl) {
+        double secs = seconds(ttl);
         try {
-            if (!bool(conn, schema, Statements.TRY_ACQUIRE, key, id, seconds(ttl))) {
-                return OptionalLong.empty();
+            conn.setAutoCommit(false);
+            try {
+                OptionalLong term = OptionalLong.empty();
+                if (bool(conn, schema, Statements.TRY_ACQUIRE, key, id, secs)) {
+                    Object t = first(conn, schema, Statements.TERM_OF, key, id);
+                    if (t != null) {
+                        term = OptionalLong.of(((Number) t).longValue());
+                    }
+                }
+                conn.commit();
+                return term;
+            } catch (SQLException e) {
+                conn.rollback();
+                throw e;
+            } finally {
+                conn.setAutoCommit(true);
             }
-            Object term = first(conn, schema, Statements.TERM_OF, key, id);
-            return term == null
-                    ? OptionalLong.empty()
-                    : OptionalLong.of(((Number) term).longValue());
         } catch (SQLException e) {
             if (Errors.slotsDiffer(e)) {
                 return OptionalLong.empty(); // held with another number of slots: not ours now

@@ -112,7 +112,7 @@ final class Campaign {
     static boolean probe(Db d, long by) throws SQLException {
         String token = Long.toHexString(ThreadLocalRandom.current().nextLong());
         d.exec(by, Statements.LISTEN_PROBE);
-        d.one(by, Statements.NOTIFY_PROBE, token);
+        d.send(by, Statements.NOTIFY_PROBE, token);
         long until = System.nanoTime() + 200_000_000L;
         while (System.nanoTime() < until) {
             for (PGNotification n :

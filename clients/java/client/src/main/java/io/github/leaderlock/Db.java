@@ -8,7 +8,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.sql.Types;
 import java.time.Instant;
-import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
@@ -150,29 +149,27 @@ final class Db implements AutoCloseable {
         }
     }
 
+    /**
+     * A column as getObject gives it, timestamps as Instant and arrays of them as lists. Never the
+     * result set's metadata (but the number of columns): PgJDBC looks up a type it does not know,
+     * and the columns of a table, with statements of its own that are not search_path-safe
+     * (tests/clients/hostile.py); every column this library reads is of a type PgJDBC knows.
+     */
     private static Object column(ResultSet rs, int i) throws SQLException {
-        String type = rs.getMetaData().getColumnTypeName(i);
-        if ("timestamptz".equals(type)) {
-            OffsetDateTime t = rs.getObject(i, OffsetDateTime.class);
-            return t == null ? null : t.toInstant();
+        Object o = rs.getObject(i);
+        if (o instanceof java.sql.Timestamp t) {
+            return t.toInstant();
         }
-        if ("_timestamptz".equals(type)) {
-            Array a = rs.getArray(i);
-            if (a == null) {
-                return null;
-            }
+        if (o instanceof Array a) {
             List<Instant> out = new ArrayList<>();
-            try (ResultSet ar = a.getResultSet()) {
-                while (ar.next()) {
-                    OffsetDateTime t = ar.getObject(2, OffsetDateTime.class);
-                    if (t != null) {
-                        out.add(t.toInstant());
-                    }
+            for (Object e : (Object[]) a.getArray()) {
+                if (e instanceof java.sql.Timestamp t) {
+                    out.add(t.toInstant());
                 }
             }
             return out;
         }
-        return rs.getObject(i);
+        return o;
     }
 
     /** The first row (null: no row). */
@@ -190,6 +187,18 @@ final class Db implements AutoCloseable {
     /** The first column as a boolean (NULL or no row: false). */
     boolean bool(long until, String sql, Object... args) throws SQLException {
         return Boolean.TRUE.equals(one(until, sql, args));
+    }
+
+    /**
+     * A statement whose result is not read (pg_notify's void: PgJDBC would look its type up with a
+     * statement of its own).
+     */
+    void send(long until, String sql, Object... args) throws SQLException {
+        bound(until);
+        try (PreparedStatement st = conn.prepareStatement(Statements.bind(sql, schema))) {
+            bindAll(st, args);
+            st.execute();
+        }
     }
 
     /** A statement without rows (LISTEN, UNLISTEN). */

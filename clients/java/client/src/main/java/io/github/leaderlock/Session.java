@@ -337,7 +337,7 @@ public final class Session implements AutoCloseable {
         boolean held = false;
         long term = 0;
         try {
-            db.conn.setTransactionIsolation(java.sql.Connection.TRANSACTION_READ_COMMITTED);
+            db.exec(until, Statements.READ_COMMITTED);
             if (wait == null) {
                 held = db.bool(until, Statements.TRY_ACQUIRE_IN, handle, key);
             } else {
@@ -422,6 +422,21 @@ public final class Session implements AutoCloseable {
             }
             throw new UnavailableException(
                     "leaderlock: the release of " + Text.quote(key) + " heard no answer", e);
+        }
+    }
+
+    /**
+     * As if a release of {@code key}'s tenure {@code term} had heard no answer: it is sent again,
+     * and answered, before the key is acquired again (the tour reaches the statements of that path
+     * with it).
+     */
+    void releaseUnanswered(String key, long term) {
+        synchronized (lock) {
+            SessionLease l = leases.remove(key);
+            if (l != null) {
+                l.lose(LostReason.RELEASED);
+            }
+            unanswered.put(key, term);
         }
     }
 

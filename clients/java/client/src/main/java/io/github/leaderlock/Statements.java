@@ -53,12 +53,6 @@ final class Statements {
               END
             ORDER BY 1""";
 
-    /** The database's name, and whether the extension is installed there (for an error). */
-    static final String EXTENSION_HERE =
-            "SELECT pg_catalog.current_database()::pg_catalog.text, "
-                    + "EXISTS (SELECT 1 FROM pg_catalog.pg_extension "
-                    + "WHERE extname OPERATOR(pg_catalog.=) 'leaderlock'::pg_catalog.name)";
-
     // Leases.
     static final String TRY_ACQUIRE =
             "SELECT @extschema@.le_try_acquire(key => ?, id => ?, ttl => pg_catalog.make_interval(secs => ?))";
@@ -159,6 +153,12 @@ final class Statements {
      * In the acquisition's transaction, right after it: the row is locked by it, so the term is the
      * tenure's.
      */
+    /**
+     * The first statement of an acquisition's transaction: le_acquire_in waits in READ COMMITTED
+     * only (the transaction's own level: a session's would stick to a pooled server session).
+     */
+    static final String READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
     static final String SESSION_TERM =
             "SELECT term FROM @extschema@.leaderlock WHERE key OPERATOR(pg_catalog.=) ? "
                     + "AND holder OPERATOR(pg_catalog.=) ? AND session OPERATOR(pg_catalog.=) ?::pg_catalog.uuid";
