@@ -108,10 +108,11 @@ wants() { [ -z "$ONLY" ] || [[ $ONLY == *",$1,"* ]]; }
 
 WORK=$(mktemp -d /tmp/leaderlock-test.XXXXXX)
 give_to_server "$WORK"
-# The Go builds of this run (the client's tests, its candidates and tour,
-# the portable edition's and the benchmark's) share one build cache: each
-# one alone compiles the standard library and pgx again (about 20 s).
-export LEADERLOCK_GO_CACHE=$WORK/go-cache
+# The Go builds (the client's tests and resourcelock's, its candidates and
+# tour, the portable edition's and the benchmark's) share one build cache,
+# kept across runs in /opt/leaderlock/go/cache (clients/go/test.sh): each
+# one alone compiles the standard library and pgx again (about 20 s), and
+# resourcelock client-go (about 4 minutes of CPU).
 # Its clusters (about a hundred: each suite's, the client tests' own, the
 # benchmarks') are copies of the first one initdb made for their
 # PostgreSQL tree (scripts/lib.sh, initdb_into).

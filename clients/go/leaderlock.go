@@ -220,8 +220,9 @@ func parseConnString(dsn, appName string) (*pgx.ConnConfig, error) {
 	// in one server session: behind a transaction-pooling pgbouncer the
 	// next call may land on another, and fails ("prepared statement ...
 	// does not exist"). QueryExecModeExec sends each call whole, in one
-	// round trip (parse of the unnamed statement with the parameters'
-	// types, bind, describe, execute, sync), so it works behind any pooler.
+	// round trip (parse of the unnamed statement, bind, describe, execute,
+	// sync; the parameters in text, their types taken by the server from
+	// the statement), so it works behind any pooler.
 	// A DSN that asks for another mode without named statements
 	// (default_query_exec_mode=simple_protocol, describe_exec or
 	// cache_describe) keeps it.

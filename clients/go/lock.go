@@ -25,18 +25,22 @@ const (
 	// The key's lease as its status view shows it (one slot): the holder
 	// while live (remaining is NULL unless live, by the server's lease
 	// clock), the last tenure's term and times. No row: never held.
-	sqlLockRead = "SELECT s.holder, s.term, s.acquired_at, s.renewed_at, " +
+	sqlLockRead = "SELECT s.holder, s.term, s.acquired_at, s.renewed_at, s.expires_at, " +
 		"pg_catalog.date_part('epoch'::pg_catalog.text, s.ttl)::pg_catalog.float8, s.remaining IS NOT NULL " +
 		"FROM @extschema@.leaderlock_status s WHERE s.key OPERATOR(pg_catalog.=) $1 AND s.slot IS NULL"
-	// An acquisition on a condition: the key's term is still $4 (NULL: the
-	// key was never held), as the caller last read it. No row: it changed.
+	// An acquisition on a condition: the key's lease is still as the
+	// caller read it, its term $4 and its expiry $5 (each write of a
+	// candidate changes one: an acquisition the term, a renewal or a
+	// release the expiry; both NULL: the key was never held). No row: it
+	// changed.
 	sqlLockAcquire = "SELECT @extschema@.le_try_acquire(key => $1, id => $2, ttl => pg_catalog.make_interval(secs => $3)) " +
 		"FROM @extschema@.le_lease(key => $1) l " +
-		"WHERE l.term OPERATOR(pg_catalog.=) $4::pg_catalog.int8 OR (l.term IS NULL AND $4::pg_catalog.int8 IS NULL)"
+		"WHERE (l.term OPERATOR(pg_catalog.=) $4::pg_catalog.int8 AND l.expires_at OPERATOR(pg_catalog.=) $5::pg_catalog.timestamptz) " +
+		"OR (l.term IS NULL AND $4::pg_catalog.int8 IS NULL)"
 )
 
-// ErrLockChanged: Lock.Acquire found the key's term other than the one it
-// was given (another tenure began since the caller read it).
+// ErrLockChanged: Lock.Acquire found the key's lease changed since the
+// caller read it (another tenure began, or the holder renewed or released).
 var ErrLockChanged = errors.New("leaderlock: the key's lease changed since it was read")
 
 // LockConfig of NewLock.
@@ -62,9 +66,10 @@ type LockRecord struct {
 	// Term is the last tenure's term (a fencing token: it only grows).
 	Term int64
 	// AcquiredAt and RenewedAt are the last tenure's start and last
-	// renewal (the server's clock); TTL its ttl.
-	AcquiredAt, RenewedAt time.Time
-	TTL                   time.Duration
+	// renewal, ExpiresAt its end, past or to come (the server's clock); TTL
+	// its ttl.
+	AcquiredAt, RenewedAt, ExpiresAt time.Time
+	TTL                              time.Duration
 }
 
 // Lock is one key's lease that its caller acquires, renews and releases,
@@ -78,6 +83,7 @@ type Lock struct {
 	conn     *pgx.Conn
 	lease    *Lease      // the tenure held, nil when none
 	watchdog *time.Timer // closes the tenure at its local deadline
+	stopped  bool        // Stop ended the tenure: its release is still owed
 	closed   bool
 }
 
@@ -134,10 +140,10 @@ func (l *Lock) Read(ctx context.Context) (LockRecord, error) {
 		defer cancel()
 		var holder *string
 		var term *int64
-		var acquired, renewed *time.Time
+		var acquired, renewed, expires *time.Time
 		var ttl *float64
 		var live bool
-		if err := row.Scan(&holder, &term, &acquired, &renewed, &ttl, &live); err != nil {
+		if err := row.Scan(&holder, &term, &acquired, &renewed, &expires, &ttl, &live); err != nil {
 			return err
 		}
 		if term == nil {
@@ -155,6 +161,9 @@ func (l *Lock) Read(ctx context.Context) (LockRecord, error) {
 		} else {
 			r.RenewedAt = r.AcquiredAt
 		}
+		if expires != nil {
+			r.ExpiresAt = *expires
+		}
 		if ttl != nil {
 			r.TTL = time.Duration(math.Round(*ttl * float64(time.Second)))
 		}
@@ -166,13 +175,15 @@ func (l *Lock) Read(ctx context.Context) (LockRecord, error) {
 	return r, err
 }
 
-// Acquire takes the key for ttl if no one holds it live and its term is
-// still ifTerm (0: the key was never held): true when taken, with the
-// tenure in Lease(). False when another holds it; ErrLockChanged when its
-// term is another (both: no tenure). Acquiring a key this identity holds
-// live (an answer that was lost) extends that tenure and returns it. A
-// release under this identity that heard no answer is sent again first.
-func (l *Lock) Acquire(ctx context.Context, ttl time.Duration, ifTerm int64) (bool, error) {
+// Acquire takes the key for ttl if no one holds it live and its lease is
+// still as read (Read's record: its term and expiry; a zero LockRecord: the
+// key was never held): true when taken, with the tenure in Lease(). False
+// when another holds it; ErrLockChanged when the lease changed since (a
+// tenure began, the holder renewed or released): both leave no tenure.
+// Acquiring a key this identity holds live (an answer that was lost)
+// extends that tenure and returns it. A release under this identity that
+// heard no answer is sent again first.
+func (l *Lock) Acquire(ctx context.Context, ttl time.Duration, as LockRecord) (bool, error) {
 	if ttl <= 0 {
 		return false, badArgument("ttl must be positive")
 	}
@@ -181,10 +192,12 @@ func (l *Lock) Acquire(ctx context.Context, ttl time.Duration, ifTerm int64) (bo
 	if l.lease != nil && l.lease.Check() == nil {
 		return false, badArgument("the Lock holds a tenure already: renew it")
 	}
+	l.stopped = false
 	l.e.ttl, l.e.margin = ttl, ttl/200
-	var want *int64
-	if ifTerm != 0 {
-		want = &ifTerm
+	var wantTerm *int64
+	var wantExpiry *time.Time
+	if as.Exists {
+		wantTerm, wantExpiry = &as.Term, &as.ExpiresAt
 	}
 	var won, changed bool
 	var term int64
@@ -195,7 +208,8 @@ func (l *Lock) Acquire(ctx context.Context, ttl time.Duration, ifTerm int64) (bo
 		}
 		start = time.Now()
 		by := start.Add(l.e.callTimeout())
-		row, cancel := l.e.call(ctx, c, by, sqlLockAcquire, l.e.cfg.Key, l.e.cfg.Identity, ttl.Seconds(), want)
+		row, cancel := l.e.call(ctx, c, by, sqlLockAcquire, l.e.cfg.Key, l.e.cfg.Identity, ttl.Seconds(),
+			wantTerm, wantExpiry)
 		err := row.Scan(&won)
 		cancel()
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -285,7 +299,7 @@ func (l *Lock) Renew(ctx context.Context, ttl time.Duration) (bool, error) {
 }
 
 // Release ends the tenure held: locally first (Check fails, its context
-// ends), then le_release with its term, on the lock's connection or a new
+// ends; see Stop), then le_release with its term, on the lock's connection or a new
 // one, within max(100 ms, ttl/3). A release that heard no answer is sent
 // again before the next Acquire under this identity (by any Lock or
 // Elector of this process); the lease lapses at its ttl otherwise. No
@@ -300,7 +314,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.watchdog.Stop()
 	reason, _, deadline := lease.t.state()
 	lease.t.end(StopShutdown, context.Canceled)
-	if reason != 0 || !time.Now().Before(deadline) {
+	owed := reason == 0 || (reason == StopShutdown && l.stopped)
+	l.stopped = false
+	if !owed || !time.Now().Before(deadline) {
 		return nil // lost, released or lapsed already: nothing of ours to release
 	}
 	term := lease.Term
@@ -314,6 +330,22 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.e.logf("stopped leading term %d: released", term)
 	return nil
+}
+
+// Stop ends the tenure held locally (Check fails, its context ends, a
+// Renew is refused) and keeps its release for Release, which sends it
+// while the local deadline has not passed: the caller stops its work
+// first, then hands the key over.
+func (l *Lock) Stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease == nil {
+		return
+	}
+	if reason, _, _ := l.lease.t.state(); reason == 0 {
+		l.lease.t.end(StopShutdown, context.Canceled)
+		l.stopped = true
+	}
 }
 
 // Lease returns the tenure this Lock holds or held last (its Check tells

@@ -31,11 +31,11 @@ func TestLockAcquiresOnTheTermReadRenewsAndHandsOver(t *testing.T) {
 	if err != nil || r.Exists || r.Holder != "" || r.Term != 0 {
 		t.Fatalf("a key never held: %+v, %v", r, err)
 	}
-	if ok, err := a.Acquire(ctx, 2*time.Second, 7); ok || !errors.Is(err, ErrLockChanged) {
+	if ok, err := a.Acquire(ctx, 2*time.Second, LockRecord{Exists: true, Term: 7, ExpiresAt: time.Now()}); ok || !errors.Is(err, ErrLockChanged) {
 		t.Fatalf("Acquire on a term the key never had: %v, %v", ok, err)
 	}
 	sent := time.Now()
-	if ok, err := a.Acquire(ctx, 2*time.Second, 0); !ok || err != nil {
+	if ok, err := a.Acquire(ctx, 2*time.Second, r); !ok || err != nil {
 		t.Fatalf("Acquire: %v, %v", ok, err)
 	}
 	lease, held := a.Lease()
@@ -50,10 +50,10 @@ func TestLockAcquiresOnTheTermReadRenewsAndHandsOver(t *testing.T) {
 		r.AcquiredAt.IsZero() || r.RenewedAt.Before(r.AcquiredAt) {
 		t.Fatalf("b reads %+v, %v", r, err)
 	}
-	if ok, err := b.Acquire(ctx, 2*time.Second, r.Term); ok || err != nil {
+	if ok, err := b.Acquire(ctx, 2*time.Second, r); ok || err != nil {
 		t.Fatalf("b's Acquire while a holds it: %v, %v", ok, err)
 	}
-	if ok, err := a.Acquire(ctx, 2*time.Second, r.Term); ok || err == nil {
+	if ok, err := a.Acquire(ctx, 2*time.Second, r); ok || err == nil {
 		t.Fatalf("a's Acquire while it holds the key: %v, %v", ok, err)
 	}
 	before := lease.Deadline()
@@ -64,6 +64,10 @@ func TestLockAcquiresOnTheTermReadRenewsAndHandsOver(t *testing.T) {
 	if !lease.Deadline().After(before) {
 		t.Fatal("the renewal did not move the deadline")
 	}
+	if ok, err := b.Acquire(ctx, 2*time.Second, r); ok || !errors.Is(err, ErrLockChanged) {
+		t.Fatalf("b's Acquire on the lease as it was before a renewed: %v, %v", ok, err)
+	}
+	stale := r
 	if work, held := a.Lease(); !held || work.Term != lease.Term {
 		t.Fatal("Lease() after a renewal")
 	}
@@ -87,8 +91,11 @@ func TestLockAcquiresOnTheTermReadRenewsAndHandsOver(t *testing.T) {
 	if err != nil || r.Holder != "" || r.Term != lease.Term {
 		t.Fatalf("after the release b reads %+v, %v", r, err)
 	}
+	if ok, err := b.Acquire(ctx, 2*time.Second, stale); ok || !errors.Is(err, ErrLockChanged) {
+		t.Fatalf("b's Acquire on the lease as it was before the release: %v, %v", ok, err)
+	}
 	released := time.Now()
-	if ok, err := b.Acquire(ctx, 2*time.Second, r.Term); !ok || err != nil {
+	if ok, err := b.Acquire(ctx, 2*time.Second, r); !ok || err != nil {
 		t.Fatalf("b's Acquire after the release: %v, %v", ok, err)
 	}
 	lb, _ := b.Lease()
@@ -96,8 +103,8 @@ func TestLockAcquiresOnTheTermReadRenewsAndHandsOver(t *testing.T) {
 	if lb.Term <= lease.Term {
 		t.Fatalf("b's term %d after a's %d", lb.Term, lease.Term)
 	}
-	if ok, err := a.Acquire(ctx, 2*time.Second, lease.Term); ok || !errors.Is(err, ErrLockChanged) {
-		t.Fatalf("a's Acquire on the term it read before b's: %v, %v", ok, err)
+	if ok, err := a.Acquire(ctx, 2*time.Second, r); ok || !errors.Is(err, ErrLockChanged) {
+		t.Fatalf("a's Acquire on the lease as it was before b's tenure: %v, %v", ok, err)
 	}
 }
 
@@ -105,7 +112,7 @@ func TestLockTenureEndsAtItsLocalDeadlineAndAtARefusal(t *testing.T) {
 	ctx := context.Background()
 	key := newKey("lock-deadline")
 	a := newTestLock(t, key, "a")
-	if ok, err := a.Acquire(ctx, 300*time.Millisecond, 0); !ok || err != nil {
+	if ok, err := a.Acquire(ctx, 300*time.Millisecond, LockRecord{}); !ok || err != nil {
 		t.Fatalf("Acquire: %v, %v", ok, err)
 	}
 	lease, _ := a.Lease()
@@ -125,7 +132,7 @@ func TestLockTenureEndsAtItsLocalDeadlineAndAtARefusal(t *testing.T) {
 
 	// a new tenure, force-released by an operator: the renewal is refused
 	r, _ := a.Read(ctx)
-	if ok, err := a.Acquire(ctx, 5*time.Second, r.Term); !ok || err != nil {
+	if ok, err := a.Acquire(ctx, 5*time.Second, r); !ok || err != nil {
 		t.Fatalf("Acquire again: %v, %v", ok, err)
 	}
 	lease, _ = a.Lease()
@@ -142,7 +149,7 @@ func TestLockGuardFencesWithTheTerm(t *testing.T) {
 	ctx := context.Background()
 	key := newKey("lock-guard")
 	a := newTestLock(t, key, "a")
-	if ok, err := a.Acquire(ctx, 5*time.Second, 0); !ok || err != nil {
+	if ok, err := a.Acquire(ctx, 5*time.Second, LockRecord{}); !ok || err != nil {
 		t.Fatalf("Acquire: %v, %v", ok, err)
 	}
 	lease, _ := a.Lease()

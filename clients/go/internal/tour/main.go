@@ -300,14 +300,14 @@ func (t *tour) lock(ctx context.Context, key string) (string, error) {
 	if err != nil || r.Exists {
 		return "", fmt.Errorf("Read of a new key: %+v, %v", r, err)
 	}
-	if ok, err := a.Acquire(ctx, 5*time.Second, r.Term); !ok || err != nil {
+	if ok, err := a.Acquire(ctx, 5*time.Second, r); !ok || err != nil {
 		return "", fmt.Errorf("Acquire: %v, %v", ok, err)
 	}
 	lease, _ := a.Lease()
 	if r, err = b.Read(ctx); err != nil || r.Holder != "tour-a" || r.Term != lease.Term {
 		return "", fmt.Errorf("Read while a holds it: %+v, %v", r, err)
 	}
-	if ok, err := b.Acquire(ctx, 5*time.Second, r.Term); ok || err != nil {
+	if ok, err := b.Acquire(ctx, 5*time.Second, r); ok || err != nil {
 		return "", fmt.Errorf("the rival's Acquire: %v, %v", ok, err)
 	}
 	if ok, err := a.Renew(ctx, 5*time.Second); !ok || err != nil {
@@ -332,7 +332,10 @@ func (t *tour) lock(ctx context.Context, key string) (string, error) {
 	if err := a.Release(ctx); err != nil || lease.Check() == nil {
 		return "", fmt.Errorf("Release: %v (Check %v)", err, lease.Check())
 	}
-	if ok, err := b.Acquire(ctx, 5*time.Second, r.Term); !ok || err != nil {
+	if r, err = b.Read(ctx); err != nil {
+		return "", err
+	}
+	if ok, err := b.Acquire(ctx, 5*time.Second, r); !ok || err != nil {
 		return "", fmt.Errorf("the rival's Acquire after the release: %v, %v", ok, err)
 	}
 	lb, _ := b.Lease()
