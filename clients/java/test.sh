@@ -21,7 +21,8 @@
 #   test.sh --tour FILE            the tour of every statement (tests/clients/hostile.py:
 #                                  JAVA_TOUR)
 #
-# FILE is a shell script that runs the program with java, its jars in FILE.lib/.
+# FILE is a shell script that runs the program with java, its jars in FILE.lib/;
+# several of these flags build once.
 # JAVA_TEST=Class[#method] runs some tests only.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -57,37 +58,53 @@ if [ -f "$STAMP" ]; then
   MVN+=(-o)
 fi
 
-# program FILE MAIN: FILE runs MAIN (a class of the modules' tests) with the
-# library, the ShedLock provider and their runtime dependencies.
-program() {
-  local file=$1 main=$2 lib
-  lib="$file.lib"
-  rm -rf "$lib"
-  mkdir -p "$lib"
-  "${MVN[@]}" -Dspotless.check.skip=true -DskipTests -DincludeScope=runtime -DoutputDirectory="$lib" \
+# programs FILE MAIN...: builds once, then each FILE runs its MAIN (a class
+# of the modules' tests) with the library, the ShedLock provider and their
+# runtime dependencies, which FILE.lib holds.
+programs() {
+  local build file main lib
+  build=$(mktemp -d)
+  "${MVN[@]}" -Dspotless.check.skip=true -DskipTests -DincludeScope=runtime -DoutputDirectory="$build" \
     package "$DEPENDENCY:copy-dependencies"
-  cp client/target/leaderlock-client-*.jar shedlock/target/leaderlock-shedlock-*.jar "$lib/"
-  mkdir -p "$lib/client" "$lib/shedlock"
-  cp -r client/target/test-classes "$lib/client/"
-  cp -r shedlock/target/test-classes "$lib/shedlock/"
-  cat >"$file" <<EOF
+  cp client/target/leaderlock-client-*.jar shedlock/target/leaderlock-shedlock-*.jar "$build/"
+  mkdir -p "$build/client" "$build/shedlock"
+  cp -r client/target/test-classes "$build/client/"
+  cp -r shedlock/target/test-classes "$build/shedlock/"
+  chmod -R a+rX "$build"
+  while [ $# -gt 0 ]; do
+    file=$(realpath -m "$1") main=$2
+    shift 2
+    lib="$file.lib"
+    rm -rf "$lib"
+    cp -r "$build" "$lib"
+    cat >"$file" <<EOF
 #!/bin/sh
 # $main of the Java client's tests (clients/java/test.sh built it)
 exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k \\
   '-Djava.util.logging.SimpleFormatter.format=%1\$tT.%1\$tL %4\$s %5\$s%6\$s%n' \\
   -cp '$lib/*:$lib/client/test-classes:$lib/shedlock/test-classes' $main "\$@"
 EOF
-  chmod 755 "$file"
-  chmod -R a+rX "$lib"
+    chmod 755 "$file"
+  done
+  rm -rf "$build"
 }
 
-case "${1:-}" in
-  --candidate) program "$(realpath -m "$2")" io.github.leaderlock.Candidate; exit 0 ;;
-  --run-candidate) program "$(realpath -m "$2")" io.github.leaderlock.RunCandidate; exit 0 ;;
-  --tour) program "$(realpath -m "$2")" io.github.leaderlock.Tour; exit 0 ;;
-  "") ;;
-  *) echo "usage: $0 [--prefetch | --candidate FILE | --run-candidate FILE | --tour FILE]" >&2; exit 2 ;;
-esac
+if [ $# -gt 0 ]; then
+  wanted=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --candidate) main=io.github.leaderlock.Candidate ;;
+      --run-candidate) main=io.github.leaderlock.RunCandidate ;;
+      --tour) main=io.github.leaderlock.Tour ;;
+      *) echo "usage: $0 [--prefetch | [--candidate FILE] [--run-candidate FILE] [--tour FILE]]" >&2; exit 2 ;;
+    esac
+    [ $# -ge 2 ] || { echo "$0: $1 needs a FILE" >&2; exit 2; }
+    wanted+=("$2" "$main")
+    shift 2
+  done
+  programs "${wanted[@]}"
+  exit 0
+fi
 
 # Each test class's log goes to its module's target/surefire-reports: a
 # failed class's is printed (its last 80 lines).

@@ -35,9 +35,9 @@ public final class Calls {
     /**
      * le_try_acquire(key, id, ttl), then, when it answered true, the term of the tenure, in one
      * transaction (the acquisition's row stays locked until it commits, so however short the ttl,
-     * the term read is the tenure's): the term, or empty when the key is held by another. The
-     * caller's deadline counts from the moment this was called. The connection is left in
-     * autocommit.
+     * the term read from the table is the tenure's): the term, or empty when the key is held by
+     * another. The caller's deadline counts from the moment this was called. The connection is left
+     * in autocommit.
      */
     public static OptionalLong tryAcquire(
             Connection conn, String schema, String key, String id, Duration ttl) {
@@ -47,7 +47,7 @@ public final class Calls {
             try {
                 OptionalLong term = OptionalLong.empty();
                 if (bool(conn, schema, Statements.TRY_ACQUIRE, key, id, secs)) {
-                    Object t = first(conn, schema, Statements.TERM_OF, key, id);
+                    Object t = first(conn, schema, Statements.TERM_IN, key, id);
                     if (t != null) {
                         term = OptionalLong.of(((Number) t).longValue());
                     }

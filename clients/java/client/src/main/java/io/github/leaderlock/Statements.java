@@ -88,6 +88,14 @@ final class Statements {
             "SELECT term FROM @extschema@.le_lease(key => ?) WHERE holder OPERATOR(pg_catalog.=) ?";
 
     /**
+     * In the acquisition's transaction, right after le_try_acquire: the row is locked by it, so
+     * this is the tenure's term however short its ttl (le_lease hides a lapsed holder).
+     */
+    static final String TERM_IN =
+            "SELECT term FROM @extschema@.leaderlock WHERE key OPERATOR(pg_catalog.=) ? "
+                    + "AND holder OPERATOR(pg_catalog.=) ?";
+
+    /**
      * After a refused renewal: who holds the key now, in which term, and whether live by the
      * server's own lease clock (remaining is NULL unless live).
      */

@@ -12,10 +12,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Electors: one leader of two, a handover on stop within milliseconds, resigning, refusals. */
 class ElectorTest {
+    @BeforeAll
+    static void server() {
+        dsn(); // skipped without one
+    }
+
     private final String key = unique("java-elector");
 
     /** Records, for each elector, what it was told, and what its work saw. */

@@ -12,6 +12,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -19,6 +20,11 @@ import org.junit.jupiter.api.Test;
  * resuming after a saved position; a pruned position; bad options; close.
  */
 class HistoryTest {
+    @BeforeAll
+    static void server() {
+        dsn(); // skipped without one
+    }
+
     private final String prefix = unique("java-history") + "/";
 
     /** Makes transitions of a key of the prefix: acquired and released, n times. */

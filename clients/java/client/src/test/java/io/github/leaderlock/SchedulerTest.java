@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -26,6 +27,11 @@ import org.junit.jupiter.api.Test;
  * stops while it is paused.
  */
 class SchedulerTest {
+    @BeforeAll
+    static void server() {
+        dsn(); // skipped without one
+    }
+
     private final String job = unique("java-job");
 
     private record Ran(Instant due, long term, String by) {}

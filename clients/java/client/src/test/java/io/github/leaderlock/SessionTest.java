@@ -12,6 +12,7 @@ import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -19,6 +20,11 @@ import org.junit.jupiter.api.Test;
  * once, a refused renewal losing the session for good, waiting for a key, the guard.
  */
 class SessionTest {
+    @BeforeAll
+    static void server() {
+        dsn(); // skipped without one
+    }
+
     private final String prefix = unique("java-session");
 
     @Test
