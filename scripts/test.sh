@@ -379,6 +379,9 @@ test_on_a_cluster() {
     LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/postgres" LEADERLOCK_PGDATA="$main" \
       "$REPO_ROOT/clients/go/test.sh" \
       || fail "Go client tests"
+    stage "the Java client (clients/java/test.sh: Maven offline, PgJDBC; the ShedLock provider and ShedLock's own provider tests)"
+    LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" "$REPO_ROOT/clients/java/test.sh" \
+      || fail "Java client tests"
     stage "the Python client (clients/python/tests)"
     (cd "$REPO_ROOT/clients/python" && \
       LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" PYTHONPATH=src \
@@ -389,20 +392,25 @@ test_on_a_cluster() {
     (cd "$REPO_ROOT" && LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" \
       cargo test --locked -q -p leaderlock-client --test server) \
       || fail "Rust client tests"
-    stage "every client's scenarios (tests/clients/scenarios.py and runs_scenario.py: Python, Node.js, Go, Rust)"
+    stage "every client's scenarios (tests/clients/scenarios.py and runs_scenario.py: Python, Node.js, Go, Java, Rust)"
     "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \
       && "$REPO_ROOT/clients/go/test.sh" --run-candidate "$VWORK/go-run-candidate" \
-      && GO_CANDIDATE="$VWORK/go-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
+      && "$REPO_ROOT/clients/java/test.sh" --candidate "$VWORK/java-candidate" \
+        --run-candidate "$VWORK/java-run-candidate" --tour "$VWORK/java-tour" \
+      && GO_CANDIDATE="$VWORK/go-candidate" JAVA_CANDIDATE="$VWORK/java-candidate" \
+        PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
         /usr/bin/python3 "$REPO_ROOT/tests/clients/scenarios.py" \
         --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" --pgbouncer \
-      && GO_RUN_CANDIDATE="$VWORK/go-run-candidate" PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
+      && GO_RUN_CANDIDATE="$VWORK/go-run-candidate" JAVA_RUN_CANDIDATE="$VWORK/java-run-candidate" \
+        PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
         /usr/bin/python3 "$REPO_ROOT/tests/clients/runs_scenario.py" \
         --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" --pgdata "$main" \
       || fail "client scenarios"
     stage "no client statement depends on the search_path (tests/clients/hostile.py: every client's tour, both editions)"
     (cd "$REPO_ROOT" && cargo build -q --locked --profile cli -p leaderlock-client --example tour) \
       && "$REPO_ROOT/clients/go/test.sh" --tour "$VWORK/go-tour" \
-      && hostile() { GO_TOUR="$VWORK/go-tour" LEADERLOCK_RUST_TOUR="$REPO_ROOT/target/cli/examples/tour" \
+      && hostile() { GO_TOUR="$VWORK/go-tour" JAVA_TOUR="$VWORK/java-tour" \
+           LEADERLOCK_RUST_TOUR="$REPO_ROOT/target/cli/examples/tour" \
            PY_CLIENT_PYTHON="$PY_CLIENT_VENV/bin/python" \
            /usr/bin/python3 "$REPO_ROOT/tests/clients/hostile.py" \
            --dsn "postgresql://postgres@127.0.0.1:$PORT/postgres" "$@"; } \
