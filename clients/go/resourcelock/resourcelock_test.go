@@ -193,7 +193,7 @@ type elector struct {
 }
 
 const (
-	leaseMs, renewMs, retryMs = 1000, 600, 20
+	leaseMs, renewMs, retryMs = 1000, 600, 10
 )
 
 func startElector(t *testing.T, dir, key, id string) *elector {
