@@ -375,7 +375,7 @@ test_on_a_cluster() {
       LEADERLOCK_DSN="postgresql://postgres@127.0.0.1:$PORT/postgres" LEADERLOCK_PGDATA="$main" \
       npm test --silent) \
       || fail "Node.js client tests"
-    stage "the Go client (clients/go/test.sh: module mode, pgx v5 and client-go from the module proxy's cache)"
+    stage "the Go client and its resourcelock (clients/go/test.sh: module mode, pgx v5; client-go's LeaderElector on a leaderlock lease)"
     LEADERLOCK_DSN="postgres://postgres@127.0.0.1:$PORT/postgres" LEADERLOCK_PGDATA="$main" \
       "$REPO_ROOT/clients/go/test.sh" \
       || fail "Go client tests"
