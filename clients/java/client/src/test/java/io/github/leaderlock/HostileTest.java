@@ -14,6 +14,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -31,6 +32,11 @@ class HostileTest {
     @BeforeAll
     static void server() {
         dsn(); // skipped without one
+    }
+
+    @AfterAll
+    static void dropTheForger() throws Exception {
+        one("DROP ROLE IF EXISTS " + FORGER);
     }
 
     private static long tries() throws Exception {
