@@ -5,8 +5,13 @@
 # throwaway cluster (leaderlock preloaded, default settings, fsync on),
 # both running at once.
 #
-#   ./bench/builds.sh --before REV [--pg N] [builds.py options: --rounds 6
-#                     --seconds 5 --handovers 1000 --json FILE ...]
+#   ./bench/builds.sh --before REV [--pg N] [--swap] [builds.py options:
+#                     --rounds 6 --seconds 5 --handovers 1000 --json FILE ...]
+#
+# --swap: the two clusters trade places (builds.py's first arm, "before",
+# serves the working tree's build): a machine that favours one place shows
+# in an A/A run (REV the working tree's own commit); the geometric mean of
+# a run's ratio and the inverse of the swapped run's cancels it.
 #
 # N is 14, 16, 17 (default) or 18: PostgreSQL 15 is Debian's, one tree
 # that cannot be copied.
@@ -14,11 +19,13 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 BEFORE=""
 PG=17
+SWAP=0
 ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --before) BEFORE=$2; shift 2 ;;
     --pg) PG=$2; shift 2 ;;
+    --swap) SWAP=1; shift ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
@@ -59,4 +66,8 @@ for arm in before after; do
   (PG_BIN=$tree/bin; start_cluster "$WORK/data-$arm" "${PORTS[$arm]}" "fsync = on")
   (PG_BIN=$tree/bin; psql_at "${PORTS[$arm]}" -d postgres -c "CREATE EXTENSION leaderlock")
 done
-/usr/bin/python3 "$REPO_ROOT/bench/builds.py" "${PORTS[before]}" "${PORTS[after]}" "${ARGS[@]}"
+if [ "$SWAP" = 1 ]; then
+  /usr/bin/python3 "$REPO_ROOT/bench/builds.py" "${PORTS[after]}" "${PORTS[before]}" "${ARGS[@]}"
+else
+  /usr/bin/python3 "$REPO_ROOT/bench/builds.py" "${PORTS[before]}" "${PORTS[after]}" "${ARGS[@]}"
+fi
