@@ -35,8 +35,8 @@ const LE_NOW_US = "SELECT (extract(epoch FROM @extschema@.le_now()) OPERATOR(pg_
 const NEXT_DUE = "SELECT (extract(epoch FROM d.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text AS due, " +
   "(SELECT pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace) FROM @extschema@.leaderlock_schedules s " +
   "WHERE s.job OPERATOR(pg_catalog.=) $1) AS grace, " +
-  "ARRAY(SELECT (extract(epoch FROM b.due) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text " +
-  "FROM @extschema@.le_backfill_due(job => $1) AS b(due)) AS late " +
+  "ARRAY(SELECT (extract(epoch FROM bd) OPERATOR(pg_catalog.*) 1000000)::bigint::pg_catalog.text " +
+  "FROM @extschema@.le_backfill_due(job => $1) AS bd) AS late " +
   "FROM (SELECT @extschema@.le_next_due(job => $1, after => $2::pg_catalog.timestamptz) AS due) d";
 const CLAIM_RUN = "SELECT @extschema@.le_claim_run(job => $1, due => $2::pg_catalog.timestamptz, id => $3, " +
   "ttl => pg_catalog.make_interval(secs => $4), misfire_grace => pg_catalog.make_interval(secs => $5))::pg_catalog.text AS term";
