@@ -186,7 +186,7 @@ if wants unit; then
   (cd "$REPO_ROOT" && cargo test --locked -q -p leaderlock-client -p leaderlock-cli) || FAILED+=("cargo test (client, cli)")
   # The model explores millions of states: optimised (the CLI's profile,
   # built anyway), it takes about 20 s; unoptimised, minutes.
-  part 'the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, runs_model.rs)'
+  part 'the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, slot_count.rs, runs_model.rs)'
   (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol --features calendar -- --nocapture --test-threads=1) \
     || FAILED+=("the model of the lease rules")
 fi

@@ -30,7 +30,9 @@ use crate::store::queries;
 use crate::store::schema_version;
 use leaderlock_protocol::acquire::Ask;
 use leaderlock_protocol::keep::{Letting, Release};
-use leaderlock_protocol::slots::{self as rules, slot_acquisition, SlotAcquisition};
+use leaderlock_protocol::slots::{
+    self as rules, slot_acquisition, slot_take, SlotAcquisition, SlotTake,
+};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -124,36 +126,6 @@ pub fn read_own(key: &str, id: &str) -> Option<Own> {
     )
 }
 
-/// Contract 21: ends the lapsed sessions that still hold a slot of `key`
-/// (each with all its keys), as a takeover vacates a lapsed tenure: until
-/// then their slots are not free. (In le_acquire's look, only if the look
-/// acquires: it rolls back otherwise.)
-fn end_lapsed_sessions(key: &str, now: i64) {
-    let lapsed: Vec<Uuid> = plans::run(
-        queries::LAPSED_SLOT_SESSIONS,
-        &[key.into(), ts(now).into()],
-        |t| {
-            t.into_iter()
-                .filter_map(|row| row.get::<Uuid>(1).expect("session"))
-                .collect()
-        },
-    );
-    for session in lapsed {
-        session_leases::end_lapsed(session, now);
-    }
-}
-
-/// The live tenures of `key` at `now`: how many, and the earliest end.
-fn live(key: &str, now: i64) -> (i64, Option<i64>) {
-    plans::run(queries::LIVE_SLOTS, &[key.into(), ts(now).into()], |t| {
-        let row = t.first();
-        (
-            row.get::<i64>(1).expect("count").unwrap_or(0),
-            micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
-        )
-    })
-}
-
 /// One look at a key acquired with `slots` > 1, or a key that admits more
 /// than one (`has`: its slots, None for an unknown key); `holder_live`: its
 /// row in `leaderlock` has a live holder (a key of one slot, held). Takes a
@@ -185,15 +157,9 @@ pub fn attempt(
         session: under.map(|u| u.session),
         value: value.is_some(),
     };
-    let mut now = now();
+    let now = now();
     let read = match has {
-        Some(has) if has > 1 && !holder_live => {
-            if schema_version::has_slots() {
-                end_lapsed_sessions(key, now);
-                now = crate::base::clock::now();
-            }
-            summary(key, id, has, now)
-        }
+        Some(has) if has > 1 && !holder_live => summary(key, id, has, now),
         _ => rules::Read {
             has,
             holder_live,
@@ -247,36 +213,13 @@ pub fn attempt(
             }
             None => Outcome::Busy,
         },
-        SlotAcquisition::OneSlot => {
-            let has = read.has.unwrap_or(1);
-            // No live holder: the key becomes one of one slot.
-            plans::in_subtransaction(
-                || {
-                    let locked =
-                        plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| !t.is_empty());
-                    if !locked {
-                        return Outcome::Busy;
-                    }
-                    // Counted before the lock: a tenure may have started since.
-                    let now = crate::base::clock::now();
-                    if has != 1 && live(key, now).0 > 0 {
-                        return Outcome::SlotsDiffer(has);
-                    }
-                    if expiry::end_stale_tenures(key, 1, now).is_none() {
-                        return Outcome::Busy;
-                    }
-                    plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
-                    Outcome::OneSlot
-                },
-                |o| *o == Outcome::OneSlot,
-            )
-        }
-        // Lock the key's row, find a free slot, issue a term: in a
-        // subtransaction kept only if it acquired, so a candidate that
+        // No live holder and one slot asked: the key becomes one of one
+        // slot, or a free slot is taken, under the key's row lock (`take`),
+        // in a subtransaction kept only if it did, so that a candidate that
         // finds every slot taken keeps no lock.
-        SlotAcquisition::Take => plans::in_subtransaction(
-            || take_slot(key, id, ttl, slots, value, under),
-            |o| *o == Outcome::Acquired,
+        SlotAcquisition::OneSlot | SlotAcquisition::Take => plans::in_subtransaction(
+            || take(key, id, ttl, &ask, &mut facts, value, under),
+            |o| matches!(o, Outcome::Acquired | Outcome::OneSlot),
         ),
     }
 }
@@ -291,8 +234,24 @@ fn done(acquired: bool) -> Outcome {
 
 /// A key of `has` slots as an acquisition by `id` at `now` reads it, in
 /// one statement (`queries::SLOT_SUMMARY`): the slots taken, and the id's
-/// live tenure.
+/// live tenure. The lapsed sessions that still hold a slot of it (contract
+/// 21) end first, each with all its keys, as a takeover vacates a lapsed
+/// tenure (until then their slots are not free), and the key is read
+/// again. (In le_acquire's look, only if the look acquires: it rolls back
+/// otherwise.)
 fn summary(key: &str, id: &str, has: i32, now: i64) -> rules::Read<Uuid> {
+    let (read, lapsed) = summary_at(key, id, has, now);
+    if lapsed.is_empty() {
+        return read;
+    }
+    for session in lapsed {
+        session_leases::end_lapsed(session, now);
+    }
+    summary_at(key, id, has, crate::base::clock::now()).0
+}
+
+/// `summary`'s one statement at `now`, and the lapsed sessions it found.
+fn summary_at(key: &str, id: &str, has: i32, now: i64) -> (rules::Read<Uuid>, Vec<Uuid>) {
     let args = [key.into(), ts(now).into(), id.into(), caller().into()];
     plans::run(queries::SLOT_SUMMARY, &args, |t| {
         let row = t.first();
@@ -302,13 +261,18 @@ fn summary(key: &str, id: &str, has: i32, now: i64) -> rules::Read<Uuid> {
             owned: row.get::<bool>(6).expect("owned").unwrap_or(false),
             session: row.get::<Uuid>(7).expect("session"),
         });
-        rules::Read {
+        let read = rules::Read {
             has: Some(has),
             holder_live: false,
             own: own.filter(|o| leaderlock_protocol::is_live(true, o.expires_at, now)),
             taken: row.get::<i64>(1).expect("count").unwrap_or(0),
             earliest: micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
-        }
+        };
+        let lapsed = row
+            .get::<Vec<Option<Uuid>>>(8)
+            .expect("sessions")
+            .unwrap_or_default();
+        (read, lapsed.into_iter().flatten().collect())
     })
 }
 
@@ -340,13 +304,20 @@ fn rebind(
     })
 }
 
-/// With the key's row locked: the first free slot of 1 to `slots`, a new
-/// term for it, the announcement.
-fn take_slot(
+/// Under the key's row lock (`queries::LOCK_KEY_HEAD`): one read of its
+/// slots (`queries::SLOT_TAKE`, its first free slot locked), what the
+/// decision core makes of it (`leaderlock_protocol::slots::slot_take`),
+/// and one write (`queries::TAKE_SLOT`: the key's next term and the
+/// tenure), or the key made one of one slot (`Outcome::OneSlot`, which the
+/// caller takes as such). The read runs after the lock: a tenure starts
+/// only under it, so none started since the read, and no slot the read
+/// locks holds a live tenure.
+fn take(
     key: &str,
     id: &str,
     ttl: Ttl,
-    slots: i32,
+    ask: &Ask<'_, &str, Uuid>,
+    facts: &mut KeyFacts<'_>,
     value: Option<&str>,
     under: Option<SessionClaim>,
 ) -> Outcome {
@@ -355,93 +326,84 @@ fn take_slot(
             (
                 row.get::<String>(1).expect("holder"),
                 row.get::<i32>(2).expect("slots").unwrap_or(1),
+                row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
             )
         })
     });
     // Locked by another candidate or writer, or (a key of one slot) taken
     // live meanwhile: look again.
-    let Some((lapsed_head_holder, has)) = head else {
+    let Some((lapsed_head_holder, has, term)) = head else {
         return Outcome::Busy;
     };
-    // Changing the key's slots: its live tenures were counted before the
-    // lock, and one may have started since (tenures start only under it);
-    // its lapsed tenures beyond the new number end first.
-    if has != slots && has > 1 {
-        let now = now();
-        if live(key, now).0 > 0 {
-            return Outcome::SlotsDiffer(has);
-        }
-        if expiry::end_stale_tenures(key, slots, now).is_none() {
-            return Outcome::Busy;
-        }
-    }
-    // One live tenure per id, whoever started another since the look.
-    let taken = plans::run(queries::LIVE_TENURE_OF, &[key.into(), id.into()], |t| {
-        micros(t.first().get_one::<TimestampWithTimeZone>().expect("min"))
+    // (no free slot to look for when one slot is asked: the key becomes
+    // one of one slot)
+    let free_up_to = if ask.slots > 1 { ask.slots } else { 0 };
+    let args = [key.into(), id.into(), free_up_to.into()];
+    let (locked, previous) = plans::run(queries::SLOT_TAKE, &args, |t| {
+        let row = t.first();
+        let locked = rules::Locked {
+            has,
+            term,
+            own_until: micros(row.get::<TimestampWithTimeZone>(1).expect("own")),
+            free: row.get::<i32>(2).expect("free slot"),
+            new: row.get::<i32>(4).expect("new slot"),
+            taken: row.get::<i64>(5).expect("taken").unwrap_or(0),
+            earliest: micros(row.get::<TimestampWithTimeZone>(6).expect("earliest")),
+        };
+        (locked, row.get::<String>(3).expect("slot's holder"))
     });
-    if let Some(until) = taken {
-        return Outcome::HeldUntil(until);
-    }
-    if !failover::ready_for_new_tenures() {
-        return Outcome::Busy;
-    }
-    let free = plans::run(queries::LOCK_FREE_SLOT, &[key.into(), slots.into()], |t| {
-        t.into_iter().next().map(|row| {
-            (
-                row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
-                row.get::<String>(2).expect("holder"),
-            )
-        })
-    });
-    let (slot, previous) = match free {
-        Some(found) => found,
-        None => {
-            let new = plans::run(queries::NEW_SLOT, &[key.into(), slots.into()], |t| {
-                t.first().get::<i32>(1).expect("slot")
-            });
-            match new {
-                Some(slot) => (slot, None),
-                None => {
-                    // Every slot live (or locked by the worker expiring it).
-                    let now = now();
-                    let (_, earliest) = live(key, now);
-                    return match earliest {
-                        Some(e) => Outcome::HeldUntil(e),
-                        None => Outcome::Busy,
-                    };
-                }
-            }
-        }
-    };
-    let now = now();
-    let term = plans::run(
-        queries::ISSUE_TERM,
-        &[
-            key.into(),
-            failover::term_floor().into(),
-            ts(now).into(),
-            slots.into(),
-        ],
-        |t| {
-            t.first()
-                .get_one::<i64>()
-                .expect("term")
-                .expect("term is NOT NULL")
-        },
-    );
-    // (a key of one slot whose lapsed holder the change of slots ends)
+    // (a lapsed holder: of the free slot, else of the row, a key of one
+    // slot changing its number)
     let previous = previous.or(lapsed_head_holder);
-    start(
+    let now = now();
+    let (slot, resize) = match slot_take(&locked, ask, facts) {
+        SlotTake::SlotsDiffer(has) => return Outcome::SlotsDiffer(has),
+        SlotTake::Wait(until) => return Outcome::HeldUntil(until),
+        SlotTake::NotNow => return Outcome::Busy,
+        SlotTake::OneSlot => {
+            // Its lapsed tenures end first (a locked one makes it wait).
+            if expiry::end_stale_tenures(key, 1, now).is_none() {
+                return Outcome::Busy;
+            }
+            plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
+            return Outcome::OneSlot;
+        }
+        SlotTake::Start { slot, resize, .. } => (slot, resize),
+    };
+    // Changing the key's slots: its lapsed tenures beyond the new number
+    // end first.
+    if resize && expiry::end_stale_tenures(key, ask.slots, now).is_none() {
+        return Outcome::Busy;
+    }
+    let (stored, expires_at) = tenure::ends(now, ttl, under);
+    let args = [
+        key.into(),
+        slot.into(),
+        id.into(),
+        failover::term_floor().into(),
+        ts(now).into(),
+        ts(stored).into(),
+        ttl.as_interval().into(),
+        value_arg(value),
+        caller().into(),
+        SessionClaim::arg(under),
+        ask.slots.into(),
+    ];
+    let term = plans::run(queries::TAKE_SLOT, &args, |t| {
+        t.first()
+            .get_one::<i64>()
+            .expect("term")
+            .expect("term is NOT NULL")
+    });
+    tenure::started(
         key,
-        slot,
         id,
         term,
         now,
-        ttl,
-        value,
-        slots,
+        expires_at,
         previous.as_deref(),
-        under,
+        value,
+        ask.slots,
     );
     Outcome::Acquired
 }

@@ -1,12 +1,16 @@
 //! Contract 17 (with 13, 18 and 21): what an acquisition of a key of many
 //! slots does, decided from what was read, by the extension
-//! (`src/lease/slots.rs`, on a read without locking) and by the model
-//! (`tests/model.rs`) alike. Which free slot a tenure takes, and its term,
-//! are chosen under the key's row lock by statements built from the SQL
-//! rules (`sql.rs`).
+//! (`src/lease/slots.rs`: on a read without locking, `slot_acquisition`,
+//! then on one read under the key's row lock, `slot_take`) and by the
+//! models (`tests/model.rs`, `tests/slot_count.rs`) alike. The statements
+//! that lock keep the rule of what they may lock in their WHERE (the key's
+//! row only while no live holder has it, a free slot only when no tenure
+//! lives in it: `not_live!`); the read under the lock runs after the key's
+//! row is locked, so what it reads of the slots is as of then (a tenure
+//! starts only under that lock).
 
 use crate::acquire::{Ask, Facts};
-use crate::Micros;
+use crate::{next_term, Micros};
 
 /// The caller's id's live tenure of the key, as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +118,78 @@ pub fn slot_acquisition<Id, S: PartialEq + Copy>(
     match facts.outranked_until() {
         Some(until) => SlotAcquisition::Wait(until),
         None => SlotAcquisition::Take,
+    }
+}
+
+/// What a take of a slot reads under the key's row lock: the row
+/// (`LOCK_KEY_HEAD`), then its slots, in one statement (`SLOT_TAKE`: its
+/// first free slot locked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Locked {
+    /// How many slots the key admits, as its row says, and its last term.
+    pub has: i32,
+    pub term: i64,
+    /// The end of the caller's id's live tenure of the key (whoever owns
+    /// it: an id holds one tenure of a key at most).
+    pub own_until: Option<Micros>,
+    /// The first slot of those asked for that no tenure lives in (nor a
+    /// lock-delay runs in), its row locked; else the lowest number asked
+    /// for that has no row yet.
+    pub free: Option<i32>,
+    pub new: Option<i32>,
+    /// The slots taken (live, or in a lock-delay), and the earliest end.
+    pub taken: i64,
+    pub earliest: Option<Micros>,
+}
+
+/// What a take under the key's row lock does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotTake {
+    /// The key has taken slots and admits this many, not the number asked.
+    SlotsDiffer(i32),
+    /// Kept from the caller until then: the id holds a tenure already, or
+    /// every slot is taken.
+    Wait(Micros),
+    /// Not now; look again soon (the failover step is to come, or a slot
+    /// is locked by another transaction).
+    NotNow,
+    /// One slot asked: the key becomes one of one slot, its stale tenures
+    /// ended, and is taken as such (`acquisition`, under the same lock).
+    OneSlot,
+    /// A new tenure in `slot`, in `term`, the key admitting the number
+    /// asked from now on; `resize`: it admitted another number, and its
+    /// lapsed tenures above the new one end first.
+    Start { slot: i32, term: i64, resize: bool },
+}
+
+/// Contract 17 under the key's row lock: what a take asked as `ask` does
+/// with `locked`. Slots change only while no slot is taken; an id holds
+/// one tenure of a key at most; the term is the key's next.
+pub fn slot_take<Id, S>(locked: &Locked, ask: &Ask<'_, Id, S>, facts: &mut impl Facts) -> SlotTake {
+    let resize = locked.has != ask.slots && locked.has > 1;
+    if resize && locked.taken > 0 {
+        return SlotTake::SlotsDiffer(locked.has);
+    }
+    if ask.slots == 1 {
+        return SlotTake::OneSlot;
+    }
+    if let Some(until) = locked.own_until {
+        return SlotTake::Wait(until);
+    }
+    if !facts.ready() {
+        return SlotTake::NotNow;
+    }
+    let slot = match (locked.free, locked.new) {
+        (Some(slot), _) | (None, Some(slot)) => slot,
+        // Every slot taken (or one locked by the worker expiring it).
+        (None, None) => {
+            return locked.earliest.map_or(SlotTake::NotNow, SlotTake::Wait);
+        }
+    };
+    SlotTake::Start {
+        slot,
+        term: next_term(Some(locked.term), facts.floor()),
+        resize,
     }
 }
 
@@ -272,6 +348,95 @@ mod tests {
         assert_eq!(
             slot_acquisition(&idle, &ask(1), &mut not_ready),
             SlotAcquisition::NotNow
+        );
+    }
+
+    const LOCKED: Locked = Locked {
+        has: 2,
+        term: 7,
+        own_until: None,
+        free: Some(2),
+        new: None,
+        taken: 1,
+        earliest: Some(9),
+    };
+
+    #[test]
+    fn under_the_lock_a_free_slot_gets_the_key_s_next_term() {
+        assert_eq!(
+            slot_take(&LOCKED, &ask(2), &mut ctx()),
+            SlotTake::Start {
+                slot: 2,
+                term: 8,
+                resize: false
+            }
+        );
+        let fresh = Locked {
+            free: None,
+            new: Some(2),
+            ..LOCKED
+        };
+        assert_eq!(
+            slot_take(&fresh, &ask(2), &mut ctx()),
+            SlotTake::Start {
+                slot: 2,
+                term: 8,
+                resize: false
+            }
+        );
+        let full = Locked {
+            free: None,
+            taken: 2,
+            ..LOCKED
+        };
+        assert_eq!(slot_take(&full, &ask(2), &mut ctx()), SlotTake::Wait(9));
+        let own = Locked {
+            own_until: Some(12),
+            ..LOCKED
+        };
+        assert_eq!(slot_take(&own, &ask(2), &mut ctx()), SlotTake::Wait(12));
+        let mut not_ready = Context {
+            ready: false,
+            ..ctx()
+        };
+        assert_eq!(
+            slot_take(&LOCKED, &ask(2), &mut not_ready),
+            SlotTake::NotNow
+        );
+    }
+
+    #[test]
+    fn under_the_lock_slots_change_only_while_none_is_taken() {
+        assert_eq!(
+            slot_take(&LOCKED, &ask(3), &mut ctx()),
+            SlotTake::SlotsDiffer(2)
+        );
+        assert_eq!(
+            slot_take(&LOCKED, &ask(1), &mut ctx()),
+            SlotTake::SlotsDiffer(2)
+        );
+        let idle = Locked {
+            taken: 0,
+            earliest: None,
+            ..LOCKED
+        };
+        assert_eq!(
+            slot_take(&idle, &ask(3), &mut ctx()),
+            SlotTake::Start {
+                slot: 2,
+                term: 8,
+                resize: true
+            }
+        );
+        assert_eq!(slot_take(&idle, &ask(1), &mut ctx()), SlotTake::OneSlot);
+        let one = Locked { has: 1, ..idle };
+        assert_eq!(
+            slot_take(&one, &ask(2), &mut ctx()),
+            SlotTake::Start {
+                slot: 2,
+                term: 8,
+                resize: false
+            }
         );
     }
 }

@@ -187,8 +187,9 @@ statements! {
     /// slots, only while no live holder has it (a key of many slots never
     /// has one there), skipping it when another transaction holds it locked.
     /// Holders of its slots never lock this row: a candidate that locks it
-    /// delays no holder. Returns the lapsed holder, if any, and the slots.
-    LOCK_KEY_HEAD = concat!("SELECT holder, slots FROM @extschema@.leaderlock \
+    /// delays no holder. Returns the lapsed holder, if any, the slots and
+    /// the key's last term.
+    LOCK_KEY_HEAD = concat!("SELECT holder, slots, term FROM @extschema@.leaderlock \
          WHERE key = $1 AND ", not_live!("@extschema@.le_now()"), " \
            AND (delayed_until IS NULL OR delayed_until <= @extschema@.le_now()) \
          FOR NO KEY UPDATE SKIP LOCKED");
@@ -200,17 +201,6 @@ statements! {
          VALUES ($1, NULL, $2, 1, $3, $4) \
          ON CONFLICT (key) DO NOTHING \
          RETURNING term";
-    /// The next term of a key whose row is locked: +1, or the timeline's
-    /// floor `$2` after a failover (contract 8.1); counted as a tenure. The
-    /// row keeps no holder (a lapsed one is vacated and counted as an
-    /// expiry) and admits `$4` slots from now on. `$1` key, `$3` now.
-    ISSUE_TERM = concat!("UPDATE @extschema@.leaderlock \
-            SET holder = NULL, term = ", next_term!("$2"), ", tenures = tenures + 1, \
-                changed_at = $3, slots = $4, value = NULL, session_pid = NULL, \
-                session_start = NULL, owner = NULL, \
-                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
-          WHERE key = $1 \
-      RETURNING term");
     /// A key of many slots with no live holder, its row locked, admits one
     /// holder from now on. `$1` key.
     SET_ONE_SLOT = "UPDATE @extschema@.leaderlock SET slots = 1 WHERE key = $1";

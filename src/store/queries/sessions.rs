@@ -215,9 +215,4 @@ statements! {
     NEXT_CHECK_SESSIONS = "SELECT least( \
            (SELECT min(expires_at) FROM @extschema@.leaderlock_sessions WHERE recheck_at <= $1), \
            (SELECT min(recheck_at) FROM @extschema@.leaderlock_sessions WHERE recheck_at > $1))";
-    /// Lapsed sessions (at `$2`) that still hold a slot of key `$1`: the
-    /// next acquisition of the key ends them first.
-    LAPSED_SLOT_SESSIONS = concat!("SELECT DISTINCT session FROM @extschema@.leaderlock_slots \
-          WHERE key = $1 AND holder IS NOT NULL AND session IS NOT NULL \
-            AND NOT ", session_live!("leaderlock_slots.", "$2"));
 }

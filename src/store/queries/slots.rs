@@ -1,7 +1,7 @@
 //! Statements on `leaderlock_slots`: the tenures of keys of many slots
 //! (contract 17).
 
-use leaderlock_protocol::{held_by, lapsed, live, not_live, of_term};
+use leaderlock_protocol::{held_by, lapsed, live, next_term, not_live, of_term};
 
 /// The taken slots of key `$1` at `$now`: how many (`n`) and the earliest
 /// end (`earliest`). Taken: a live tenure (under a session, while the
@@ -38,13 +38,17 @@ macro_rules! own_slot {
 }
 
 statements! {
-    /// The taken slots of key `$1` at `$2`: how many, and the earliest end.
-    LIVE_SLOTS = taken_slots!("$2");
     /// What an acquisition of key `$1` at `$2` reads, without locking, in
     /// one statement: the taken slots, then id `$3`'s latest tenure as
-    /// `READ_OWN_SLOT` reads it for the caller `$4` (NULLs when it has none).
+    /// `READ_OWN_SLOT` reads it for the caller `$4` (NULLs when it has none),
+    /// then the lapsed sessions (at `$2`) that still hold a slot of the key
+    /// (the acquisition ends them first, and reads again).
     SLOT_SUMMARY = concat!(
-        "SELECT t.n, t.earliest, o.slot, o.term, o.e, o.owned, o.session FROM (",
+        "SELECT t.n, t.earliest, o.slot, o.term, o.e, o.owned, o.session, \
+                (SELECT pg_catalog.array_agg(DISTINCT y.session) \
+                   FROM @extschema@.leaderlock_slots y \
+                  WHERE y.key = $1 AND y.holder IS NOT NULL AND y.session IS NOT NULL \
+                    AND NOT ", session_live!("y.", "$2"), ") FROM (",
         taken_slots!("$2"),
         ") t LEFT JOIN LATERAL (",
         own_slot!("$3", "$4"),
@@ -54,13 +58,61 @@ statements! {
     /// without locking: slot, term, expires_at, and whether the caller `$3`
     /// may act as its owner.
     READ_OWN_SLOT = own_slot!("$2", "$3");
-    /// Under the key's row lock: the earliest end of a live tenure of key
-    /// `$1` held by id `$2` (whoever owns it), or NULL. An id holds one
-    /// tenure of a key at most, as it holds a key of one slot.
-    LIVE_TENURE_OF = concat!("SELECT min(", expiry_of!("leaderlock_slots."), ") \
-          FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
-        session_live!("leaderlock_slots.", "@extschema@.le_now()"));
+    /// What a take of a slot of key `$1` by id `$2` reads once the key's row
+    /// is locked (`LOCK_KEY_HEAD`), in one statement whose snapshot is
+    /// taken after that lock, so that every tenure started by then is in
+    /// it (a tenure starts only under the lock): the end of id `$2`'s live
+    /// tenure of the key (whoever owns it: an id holds one tenure of a key
+    /// at most); the first slot of 1 to `$3` no tenure lives in nor a
+    /// lock-delay runs in, locked, skipping rows other transactions hold
+    /// (vacant, or lapsed: its holder returned; a tenure under a session is
+    /// stored live, only its end vacates it), and its holder; the lowest
+    /// number of 1 to `$3` with no row yet; the taken slots and their
+    /// earliest end.
+    SLOT_TAKE = concat!(
+        "SELECT (SELECT min(", expiry_of!("o."), ") FROM @extschema@.leaderlock_slots o \
+                  WHERE o.key = $1 AND ", held_by!("o.", "$2", "@extschema@.le_now()"), " AND ",
+        session_live!("o.", "@extschema@.le_now()"), "), \
+                f.slot, f.holder, \
+                (SELECT min(n) FROM pg_catalog.generate_series(1, $3) AS n \
+                  WHERE NOT EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots x \
+                                     WHERE x.key = $1 AND x.slot = n)), \
+                t.n, t.earliest \
+           FROM (", taken_slots!("@extschema@.le_now()"), ") t \
+           LEFT JOIN LATERAL (SELECT slot, holder FROM @extschema@.leaderlock_slots \
+                  WHERE key = $1 AND slot <= $3 \
+                    AND ", not_live!("@extschema@.le_now()"), " \
+                    AND (delayed_until IS NULL OR delayed_until <= @extschema@.le_now()) \
+                  ORDER BY slot LIMIT 1 \
+                  FOR NO KEY UPDATE SKIP LOCKED) f ON true"
+    );
+    /// A new tenure in slot `$2` of key `$1`, whose row is locked, in one
+    /// statement: the key's next term (the timeline's floor `$4` after a
+    /// failover, contract 8.1), counted as a tenure, the key admitting `$11`
+    /// slots from now on (its row keeps no holder: a lapsed one is vacated
+    /// and counted as an expiry); then the tenure, in the free slot's row
+    /// `SLOT_TAKE` locked, or a new row (which only a holder of the key's row
+    /// lock writes). The other parameters are `START_SLOT`'s. Returns the
+    /// term.
+    TAKE_SLOT = concat!(
+        "WITH t AS (UPDATE @extschema@.leaderlock \
+            SET holder = NULL, term = ", next_term!("$4"), ", tenures = tenures + 1, \
+                changed_at = $5, slots = $11, value = NULL, session_pid = NULL, \
+                session_start = NULL, owner = NULL, \
+                expiries = expiries + CASE WHEN holder IS NULL THEN 0 ELSE 1 END \
+          WHERE key = $1 \
+          RETURNING term) \
+         INSERT INTO @extschema@.leaderlock_slots AS s \
+           (key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, recheck_at, \
+            value, owner, changed_at, session) \
+         SELECT $1, $2, $3, t.term, $5, $5, $6, $7, $6, $8::jsonb, $9::oid, $5, $10::uuid FROM t \
+         ON CONFLICT (key, slot) DO UPDATE \
+            SET holder = $3, term = excluded.term, acquired_at = $5, renewed_at = $5, \
+                expires_at = $6, ttl = $7, recheck_at = $6, value = $8::jsonb, owner = $9::oid, \
+                changed_at = $5, session = $10::uuid, delayed_until = NULL, \
+                expiries = s.expiries + CASE WHEN s.holder IS NULL THEN 0 ELSE 1 END \
+      RETURNING term"
+    );
     /// Changing key `$1`'s slots, its row locked: lock its tenures with a
     /// holder (lapsed ones: live ones make it 22023) in slots above `$2`,
     /// skipping rows other transactions hold (a fenced transaction's share
@@ -74,20 +126,6 @@ statements! {
     /// How many tenures with a holder key `$1` has in slots above `$2`.
     STALE_TENURES = "SELECT count(*) FROM @extschema@.leaderlock_slots \
           WHERE key = $1 AND slot > $2 AND holder IS NOT NULL";
-    /// Lock the first free slot of key `$1` among 1 to `$2`: vacant, or
-    /// lapsed (its holder returned), skipping rows other transactions hold.
-    /// A tenure under a session is stored live (only its end vacates it);
-    /// a vacant slot whose lock-delay runs is not free (contract 21).
-    LOCK_FREE_SLOT = concat!("SELECT slot, holder FROM @extschema@.leaderlock_slots \
-         WHERE key = $1 AND slot <= $2 \
-           AND ", not_live!("@extschema@.le_now()"), " \
-           AND (delayed_until IS NULL OR delayed_until <= @extschema@.le_now()) \
-         ORDER BY slot LIMIT 1 \
-         FOR NO KEY UPDATE SKIP LOCKED");
-    /// The lowest slot number of 1 to `$2` that key `$1` has no row for yet.
-    NEW_SLOT = "SELECT min(n) FROM pg_catalog.generate_series(1, $2) AS n \
-         WHERE NOT EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots \
-                            WHERE key = $1 AND slot = n)";
     /// A new tenure in slot `$2` of key `$1` (a new row, or the locked free
     /// one). `$3` id, `$4` term, `$5` now, `$6` expires_at (and recheck_at),
     /// `$7` ttl, `$8` value as jsonb text or NULL, `$9` the caller, who owns it,
