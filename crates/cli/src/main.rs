@@ -10,6 +10,7 @@ mod man;
 mod metrics;
 mod run;
 mod runs;
+mod schedule_metrics;
 mod scheduled;
 mod status;
 mod supervisor;
