@@ -53,7 +53,9 @@
 #                   isolation check that logic on every version); the
 #                   crash-and-failover chaos for 20 s on 15, 15 s elsewhere
 #                   (LEADERLOCK_CHAOS_SECONDS overrides);
-#                   the slowest tests are listed at the end (run.py)
+#                   the slowest tests are listed at the end (run.py); they
+#                   run on a cluster of their own, beside the stages that
+#                   follow them (their output printed when they end)
 #   package         on 15 and 18: scripts/package.sh builds the tarball and
 #                   the Debian package(s); tests/package/run.sh checks them
 #                   and installs from the Debian package (apt-get on 15, its
@@ -123,6 +125,7 @@ T0=$SECONDS
 
 cleanup() {
   local d
+  [ -z "${CLIENT_PID:-}" ] || kill "$CLIENT_PID" 2>/dev/null || true
   for d in "$WORK"/*/*/; do
     [ -f "$d/PG_VERSION" ] && stop_cluster "$d" immediate
   done
@@ -331,6 +334,8 @@ test_version() {
     "$REPO_ROOT/tests/portable/promotion.sh" --bindir "$PG_BIN" || fail "portable: promotion"
     "$REPO_ROOT/tests/portable/editions.sh" || fail "portable: editions"
   fi
+  # (before apt-get remove, and before the benchmarks' load)
+  join_client_tests
   if $packaged; then
     stage "package: installs under a running server, the CLI's package, apt-get remove"
     "$REPO_ROOT/tests/package/run.sh" after "$VWORK/dist" || fail "package (after)"
@@ -343,8 +348,81 @@ test_version() {
   stage_end
 }
 
-# test_on_a_cluster: pg_regress, isolation and the client tests, against a
-# cluster of this version with the extension in postgres and leaderlock_lazy.
+# start_client_tests: the client tests (tests/client) in the background,
+# on a cluster of their own set as test_on_a_cluster sets its own, beside
+# the stages that follow (the clients' suites, the portable edition): they
+# mostly wait (ttls, chaos runs; about a third of a core measured), so side
+# by side the version's stages take about ten minutes less on 15.
+# join_client_tests prints their output and verdict.
+CLIENT_PID="" CLIENT_T0=0 CLIENT_DIR=""
+start_client_tests() {
+  local port dir="$VWORK/clients"
+  port=$(free_port)
+  start_cluster "$dir" "$port" "leaderlock.databases = 'postgres'" "max_worker_processes = 24" \
+    && psql_at "$port" -d postgres -c "CREATE EXTENSION leaderlock" \
+    && psql_at "$port" -d postgres -c "CREATE DATABASE leaderlock_lazy" \
+    && psql_at "$port" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock" \
+    || { fail "client tests: their cluster"; return 0; }
+  log "client tests: started on 127.0.0.1:$port (data in $dir), beside the stages below; their output at their end"
+  CLIENT_T0=$SECONDS CLIENT_DIR=$dir
+  { rc=0; client_tests "$port" "$dir" || rc=$?; echo "$SECONDS" >"$VWORK/client-tests.end"; exit "$rc"; } \
+    >"$VWORK/client-tests.log" 2>&1 &
+  CLIENT_PID=$!
+}
+
+join_client_tests() {
+  [ -n "$CLIENT_PID" ] || return 0
+  local rc=0
+  wait "$CLIENT_PID" || rc=$?
+  CLIENT_PID=""
+  stage_end
+  printf '\n=== PostgreSQL %s: client tests (beside the stages above: their output)\n' "$PG_MAJOR"
+  cat "$VWORK/client-tests.log"
+  local took=$(( $(cat "$VWORK/client-tests.end" 2>/dev/null || echo "$SECONDS") - CLIENT_T0 ))
+  log "PostgreSQL $PG_MAJOR: client tests: $took s (beside other stages, which went on $(( SECONDS - CLIENT_T0 - took )) s after them)"
+  STAGE_TIMES+=("$(printf '%5d s  %s' "$took" "PostgreSQL $PG_MAJOR: client tests (beside other stages)")")
+  [ "$rc" -eq 0 ] || fail "client tests"
+  stop_cluster "$CLIENT_DIR" fast
+}
+
+# client_tests PORT DATADIR: tests/client against that cluster.
+client_tests() {
+  local PORT=$1 main=$2
+  # Every version runs the extension's own tests; the tests of the CLI, the
+  # demo, the examples and scheduled runs (clients, whatever the server's
+  # version) run on 15, with the other clients' suites, and the
+  # crash-and-failover chaos runs 20 s there (15 s elsewhere), the CLI's
+  # chaos 15 s, the history's watcher chaos 20 s (60 by hand: docs/history.md),
+  # the scheduled runs' chaos 90 due instants 200 ms apart,
+  # the many-clients stress 12 s on 15 (5 s elsewhere): the test command
+  # keeps under its hour.
+  local client_side=0 chaos=15 stress=5 skip=""
+  if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=20 stress=12; fi
+  # The modules that test the extension's SQL logic (its functions'
+  # answers and their concurrency, the same Rust on every version: #[cfg]
+  # is only for 14's promotion path and 18's worker start) run on 15;
+  # pg_regress and isolation check that logic on every version. The
+  # others run the modules of the server's machinery (the worker,
+  # notifications, promotions, restarts, storage, connections, limits).
+  # (18 ran them too until the history's suites: three minutes.)
+  case $PG_MAJOR in
+    14|16|17|18) skip=test_acquire,test_slots,test_priority,test_sessions,test_several_primaries,test_many_keys,test_runs,test_publication ;;
+  esac
+  (cd "$REPO_ROOT/tests/client" && \
+    LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
+    LEADERLOCK_SKIP_MODULES=$skip \
+    LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
+    LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-15} \
+    LEADERLOCK_HISTORY_CHAOS_SECONDS=${LEADERLOCK_HISTORY_CHAOS_SECONDS:-20} \
+    LEADERLOCK_STRESS_SECONDS=${LEADERLOCK_STRESS_SECONDS:-$stress} \
+    LEADERLOCK_RUNS_SLOTS=${LEADERLOCK_RUNS_SLOTS:-90} LEADERLOCK_RUNS_PERIOD_MS=${LEADERLOCK_RUNS_PERIOD_MS:-200} \
+    /usr/bin/python3 run.py ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
+    || { tail -n 40 "$main/server.log"; return 1; }
+}
+
+# test_on_a_cluster: pg_regress, isolation and (on 15) the clients' own
+# suites, against a cluster of this version with the extension in postgres
+# and leaderlock_lazy; it starts the client tests beside them.
 test_on_a_cluster() {
   PORT=$(free_port)
   local main="$VWORK/main"
@@ -367,6 +445,10 @@ test_on_a_cluster() {
   if wants isolation; then
     stage "isolation"
     regress_suite isolation "$pgxs_test/isolation/pg_isolation_regress" specs spec
+  fi
+
+  if wants client; then
+    start_client_tests
   fi
 
   if wants client && [ "$PG_MAJOR" = 15 ]; then
@@ -419,39 +501,6 @@ test_on_a_cluster() {
       || fail "clients' statements and the search_path"
   fi
 
-  if wants client; then
-    stage "client tests"
-    # Every version runs the extension's own tests; the tests of the CLI, the
-    # demo, the examples and scheduled runs (clients, whatever the server's
-    # version) run on 15, with the other clients' suites, and the
-    # crash-and-failover chaos runs 20 s there (15 s elsewhere), the CLI's
-    # chaos 15 s, the history's watcher chaos 20 s (60 by hand: docs/history.md),
-    # the scheduled runs' chaos 90 due instants 200 ms apart,
-    # the many-clients stress 12 s on 15 (5 s elsewhere): the test command
-    # keeps under its hour.
-    local client_side=0 chaos=15 stress=5 skip=""
-    if [ "$PG_MAJOR" = 15 ]; then client_side=1 chaos=20 stress=12; fi
-    # The modules that test the extension's SQL logic (its functions'
-    # answers and their concurrency, the same Rust on every version: #[cfg]
-    # is only for 14's promotion path and 18's worker start) run on 15;
-    # pg_regress and isolation check that logic on every version. The
-    # others run the modules of the server's machinery (the worker,
-    # notifications, promotions, restarts, storage, connections, limits).
-    # (18 ran them too until the history's suites: three minutes.)
-    case $PG_MAJOR in
-      14|16|17|18) skip=test_acquire,test_slots,test_priority,test_sessions,test_several_primaries,test_many_keys,test_runs,test_publication ;;
-    esac
-    (cd "$REPO_ROOT/tests/client" && \
-      LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \
-      LEADERLOCK_SKIP_MODULES=$skip \
-      LEADERLOCK_CHAOS_SECONDS=${LEADERLOCK_CHAOS_SECONDS:-$chaos} \
-      LEADERLOCK_CLI_CHAOS_SECONDS=${LEADERLOCK_CLI_CHAOS_SECONDS:-15} \
-      LEADERLOCK_HISTORY_CHAOS_SECONDS=${LEADERLOCK_HISTORY_CHAOS_SECONDS:-20} \
-      LEADERLOCK_STRESS_SECONDS=${LEADERLOCK_STRESS_SECONDS:-$stress} \
-      LEADERLOCK_RUNS_SLOTS=${LEADERLOCK_RUNS_SLOTS:-90} LEADERLOCK_RUNS_PERIOD_MS=${LEADERLOCK_RUNS_PERIOD_MS:-200} \
-      /usr/bin/python3 run.py ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
-      || { tail -n 40 "$main/server.log"; fail "client tests"; }
-  fi
   stop_cluster "$main" fast
 }
 

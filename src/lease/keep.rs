@@ -73,7 +73,7 @@ pub fn renew_all(id: &str) -> i64 {
 pub fn release_all(id: &str) -> i64 {
     let keys: Vec<String> = plans::run(
         schema_version::lock_all_own(),
-        &[id.into(), caller().into()],
+        &[id.into(), caller().into(), ts(now()).into()],
         |t| {
             t.into_iter()
                 .map(|row| row.get::<String>(1).expect("key").expect("key is NOT NULL"))
@@ -110,7 +110,7 @@ pub fn release_all(id: &str) -> i64 {
 /// locked (`LOCK_OWN`, never waiting): its term and expiry. None when
 /// there is none, or another transaction holds it.
 fn lock_own(key: &str, id: &str) -> Option<(i64, i64)> {
-    let args = [key.into(), id.into(), caller().into()];
+    let args = [key.into(), id.into(), caller().into(), ts(now()).into()];
     plans::run(schema_version::lock_own(), &args, |t| {
         let row = t.into_iter().next()?;
         Some((
@@ -243,7 +243,8 @@ fn vacate(key: &str, holder: &str, term: i64, now: i64, forced: bool) {
 /// holds it; false when it is vacant, lapsed or unknown. The caller's
 /// right to do so is checked by the API.
 pub fn force_release(key: &str) -> bool {
-    let Some(lease) = plans::run(schema_version::lock_live(), &[key.into()], first_lease) else {
+    let args = [key.into(), ts(now()).into()];
+    let Some(lease) = plans::run(schema_version::lock_live(), &args, first_lease) else {
         // No live tenure of one slot: the slots' tenures, and a lock-delay.
         let vacated = slots::force_release(key) > 0;
         return session_leases::lift_delay(key) || vacated;

@@ -375,7 +375,7 @@ fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) 
         || {
             plans::run(
                 schema_version::lock_acquirable(),
-                &[key.into(), id.into(), caller().into()],
+                &[key.into(), id.into(), caller().into(), ts(now()).into()],
                 first_lease,
             )
         },

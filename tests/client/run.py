@@ -53,6 +53,13 @@ def main():
     print("\nslowest client tests:")
     for seconds, name in sorted(result.durations, reverse=True)[:12]:
         print(f"  {seconds:6.1f} s  {name}")
+    modules = {}
+    for seconds, name in result.durations:
+        module = name.split(".", 1)[0]
+        modules[module] = modules.get(module, 0.0) + seconds
+    print("\nslowest modules:")
+    for module, seconds in sorted(modules.items(), key=lambda m: -m[1])[:12]:
+        print(f"  {seconds:6.1f} s  {module}")
     sys.exit(0 if result.wasSuccessful() else 1)
 
 

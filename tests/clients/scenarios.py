@@ -59,8 +59,9 @@ key):
   term;
 - with --pgdata: the server down for 1.5 ttl (pg_ctl stop -m fast, then
   start) while one candidate of each pair leads and the other waits: the
-  leader's ticks end by its deadline (its calls fail rather than hang),
-  and once the server is up someone leads in a higher term;
+  leader's ticks end by its deadline (its calls fail rather than hang:
+  none later than ttl after pg_ctl stop returned, the latest a renewal
+  can have succeeded), and once the server is up someone leads in a higher term;
 - with --pgdata: the whole server frozen (SIGSTOP of every process) for
   1.5 ttl: each leader stops at its local deadline (no tick between it
   and the server's resuming, when a call may succeed again), and after
@@ -869,6 +870,9 @@ def down_past_ttl(sc):
     log, options = server_log(pgdata), server_options(pgdata)
     down = time.time()
     pg_ctl(suite, "-m", "fast", "-w", "-t", "60", "stop")
+    # a renewal sent after `down` may still have succeeded, up to the moment
+    # its backend was terminated: no later than pg_ctl's return
+    gone = time.time()
     time.sleep(max(0.0, down + 1.5 * ttl - time.time()))
     pg_ctl(suite, "-w", "-t", "60", "-l", log, "-o", options, "start")
     up = time.time()
@@ -878,7 +882,7 @@ def down_past_ttl(sc):
         def verdict(v=v):
             holder, term, _ = before[v]
             t = sc.ticks(v)
-            late = [x for x in t if (x[1], x[2]) == (holder, term) and x[0] > down + ttl]
+            late = [x for x in t if (x[1], x[2]) == (holder, term) and x[0] > gone + ttl]
             check(not late, f"{holder} ticked in term {term} past its deadline, the server down: {late[:3]}")
             stopped = max(x[0] for x in t if (x[1], x[2]) == (holder, term)) - down
             after = [x for x in t if x[2] > term]

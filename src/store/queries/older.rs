@@ -1,5 +1,9 @@
 //! Statements for schemas older than the library's (0.2.0 to 0.4.0),
 //! chosen by `schema_version` until ALTER EXTENSION leaderlock UPDATE.
+//! Those schemas have no `le_now`: a statement that compares with now takes
+//! the lease clock's as its last parameter, which the current statement of
+//! the same name is passed too and leaves unused (the expiries this library
+//! writes count by the lease clock, which lags the wall clock after a stall).
 
 use leaderlock_protocol::{held_by, live, next_term, not_live, of_term};
 
@@ -20,16 +24,17 @@ statements! {
         "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 \
            AND (",
-        not_live!("pg_catalog.clock_timestamp()"),
+        not_live!("$4"),
         " OR (holder = $2 AND ",
         owned_by!("$3"),
         ")) FOR NO KEY UPDATE SKIP LOCKED"
     );
-    /// `LOCK_OWN` on a schema before 0.5.0, which has no `le_now`: the wall
-    /// clock, as then.
+    /// `LOCK_OWN` on a schema before 0.5.0, which has no `le_now`: the
+    /// lease clock's now passed as `$4` (the expiries this library wrote
+    /// count by it; the wall clock may be ahead of it after a stall).
     LOCK_OWN_0_4 = concat!(
         "SELECT term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND ", held_by!("$2", "pg_catalog.clock_timestamp()"), " AND ",
+         WHERE key = $1 AND ", held_by!("$2", "$4"), " AND ",
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
@@ -83,17 +88,18 @@ statements! {
         RETURNING l.expires_at) \
          SELECT count(*), min(expires_at) FROM renewed"
     );
-    /// `LOCK_ALL_OWN` on the 0.4.0 schema (no sessions).
+    /// `LOCK_ALL_OWN` on the 0.4.0 schema (no sessions, no `le_now`: the
+    /// lease clock's now is `$3`).
     LOCK_ALL_OWN_0_4 = concat!(
         "SELECT key, term FROM @extschema@.leaderlock \
-          WHERE ", held_by!("$1", "@extschema@.le_now()"), " AND ",
+          WHERE ", held_by!("$1", "$3"), " AND ",
         owned_by!("$2"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
-    /// `LOCK_LIVE` on a schema before 0.5.0, which has no `le_now`: the wall
-    /// clock, as then.
+    /// `LOCK_LIVE` on a schema before 0.5.0, which has no `le_now`: the
+    /// lease clock's now passed as `$2`.
     LOCK_LIVE_0_4 = concat!("SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
-         WHERE key = $1 AND ", live!("pg_catalog.clock_timestamp()"), " \
+         WHERE key = $1 AND ", live!("$2"), " \
          FOR NO KEY UPDATE");
     /// `LEASE_ROW` on the 0.4.0 schema (no sessions).
     LEASE_ROW_0_4 =
@@ -109,12 +115,12 @@ statements! {
     LOCK_ACQUIRABLE_0_3 = concat!(
         "SELECT holder, term, expires_at, true FROM @extschema@.leaderlock \
          WHERE key = $1 AND (",
-        not_live!("pg_catalog.clock_timestamp()"),
+        not_live!("$4"),
         " OR holder = $2) FOR NO KEY UPDATE SKIP LOCKED"
     );
     /// `LOCK_OWN` on the 0.3.0 schema.
     LOCK_OWN_0_3 = concat!("SELECT term, expires_at FROM @extschema@.leaderlock \
-         WHERE key = $1 AND ", held_by!("$2", "pg_catalog.clock_timestamp()"), " \
+         WHERE key = $1 AND ", held_by!("$2", "$4"), " \
          FOR NO KEY UPDATE SKIP LOCKED");
     /// `RENEW` on the 0.3.0 schema (whose le_renew names no term).
     RENEW_0_3 = concat!(

@@ -131,6 +131,14 @@ DROP ROLE leaderlock_upgrade_other;
 -- SECURITY INVOKER with search_path pg_catalog, pg_temp; no row changes.
 DROP EXTENSION leaderlock;
 CREATE EXTENSION leaderlock VERSION '0.4.0';
+-- The current library serves the 0.4.0 schema, which has no le_now: its
+-- statements take the lease clock's now as a parameter.
+SELECT le_try_acquire('up-forced', 'y', '1 hour');
+SELECT le_force_release('up-forced') AS forced_on_0_4;
+SELECT le_try_acquire('up-forced', 'z', '1 hour') AS taken_on_0_4;
+SELECT le_release('up-forced', 'z') AS released_on_0_4;
+SELECT key, holder, term FROM leaderlock WHERE key LIKE 'up-%' ORDER BY key;
+DELETE FROM leaderlock WHERE key = 'up-forced';
 CREATE ROLE leaderlock_upgrade_owner;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO leaderlock_upgrade_owner;
 SET ROLE leaderlock_upgrade_owner;

@@ -237,7 +237,8 @@ class AsyncLeadership:
                 if give_up is not None and now >= give_up:
                     holder = await bounded(conn, now + t.call_timeout, _core.LEADER, (s.key,))
                     raise NotAcquired(s.key, holder)
-                wait = t.poll_every(self.worker, self.notifications)
+                # the period counts from the try's start: a slow try does not stretch it
+                wait = max(t.poll_every(self.worker, self.notifications) - (now - last_try), 0.0)
                 if give_up is not None:
                     wait = min(wait, give_up - now)
                 await self.wait_for_hint(wait, last_try)

@@ -286,7 +286,8 @@ class Campaign:
                         self.refused(holder)
                     if out:
                         raise NotAcquired(self.key, holder)
-                left = t.poll_every(self.worker, self.notifications)
+                # the period counts from the try's start: a slow try does not stretch it
+                left = max(t.poll_every(self.worker, self.notifications) - (now - self.last_try), 0.0)
                 if give_up is not None:
                     left = min(left, give_up - now)
                 self.wait_for_hint(left)
