@@ -4,8 +4,10 @@ the decision core (crates/protocol) that neither the extension (src/) nor a
 client (crates/client, crates/cli) calls: the model must check the rules
 the code runs, with no function of its own standing in for one. A rule the
 extension runs as SQL counts as called: `leaderlock_protocol::sql::RULES`
-names it, and a #[pg_test] holds that SQL to the function. Run by
-scripts/test.sh."""
+names it, and a #[pg_test] holds that SQL to the function (or, for a rule
+over many rows, `STATEMENT_RULES` names it with its statements, and a
+#[pg_test] holds those to it). Calls through a module path (`p::runs::f(`)
+count as calls of `f`. Run by scripts/test.sh."""
 import os
 import re
 import sys
@@ -25,7 +27,7 @@ def called_by_the_model():
     names = set()
     for f in sorted(os.listdir(MODELS)):
         if f.endswith(".rs"):
-            names |= set(re.findall(r"\bp::([a-z_][a-z0-9_]*)\s*\(", read(os.path.join(MODELS, f))))
+            names |= set(re.findall(r"\bp::(?:[a-z_][a-z0-9_]*::)*([a-z_][a-z0-9_]*)\s*\(", read(os.path.join(MODELS, f))))
     return names
 
 
@@ -44,7 +46,7 @@ def called_by_the_code():
                     names |= {n.strip().split(" as ")[0] for n in group.split(",") if n.strip()}
     rules = read(SQL)
     rules = rules[rules.index("pub const RULES"):]
-    names |= set(re.findall(r'\(\s*"([a-z_]+)"\s*,', rules))
+    names |= set(re.findall(r'\(\s*"([a-z_]+)"\s*,', rules))  # RULES and STATEMENT_RULES
     return names
 
 

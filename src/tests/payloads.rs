@@ -287,4 +287,74 @@ mod tests {
         }
         assert!(cases > 1000, "{cases} cases");
     }
+
+    /// Contract 24's backfill: the statements that find (`BACKFILL_DUE`) and
+    /// lock (`LOCK_BACKFILL_RUN`) a missed run to run late choose exactly
+    /// the runs `leaderlock_protocol::runs::may_backfill` allows, the rule
+    /// the runs' model explores, for every bound over a job whose runs are
+    /// missed, taken up late, or ran.
+    #[pg_test]
+    fn the_backfill_statements_choose_as_the_protocol_crate() {
+        use crate::base::clock::{micros, ts};
+        use crate::store::queries as q;
+        use crate::tests::helpers::in_schema;
+        use leaderlock_protocol::runs::may_backfill;
+        let base: i64 = 800_000_000_000_000;
+        // oldest first: m missed, b missed then taken up late, s succeeded
+        let kinds = "mmbsmbmsm";
+        for (i, kind) in kinds.chars().enumerate() {
+            let (outcome, backfilled) = match kind {
+                'm' => ("missed", "NULL"),
+                'b' => ("succeeded", "due"),
+                _ => ("succeeded", "NULL"),
+            };
+            Spi::run_with_args(
+                &in_schema(&format!(
+                    "INSERT INTO @extschema@.leaderlock_runs (job, due, finished_at, outcome, backfilled_at) \
+                     SELECT 'bf', due, due, '{outcome}', {backfilled} FROM (SELECT $1::timestamptz AS due) d"
+                )),
+                &[ts(base + i as i64 * 1_000_000).into()],
+            )
+            .expect("insert a run");
+        }
+        let counted = |k: char| k == 'm' || k == 'b';
+        for backfill in 0..=6u16 {
+            let mut allowed = Vec::new();
+            for (i, kind) in kinds.chars().enumerate() {
+                let due = base + i as i64 * 1_000_000;
+                let later = kinds.chars().skip(i + 1).filter(|&k| counted(k)).count();
+                let want = kind == 'm' && may_backfill(later, backfill);
+                if want {
+                    allowed.push(due);
+                }
+                let locked = Spi::connect(|c| {
+                    c.select(
+                        &in_schema(q::LOCK_BACKFILL_RUN),
+                        None,
+                        &["bf".into(), ts(due).into(), i64::from(backfill).into()],
+                    )
+                    .expect("LOCK_BACKFILL_RUN")
+                    .len()
+                });
+                assert_eq!(
+                    locked == 1,
+                    want,
+                    "run {i} ({kind}), {later} later, backfill {backfill}"
+                );
+            }
+            let found: Vec<i64> = Spi::connect(|c| {
+                c.select(
+                    &in_schema(q::BACKFILL_DUE),
+                    None,
+                    &["bf".into(), ts(base).into(), i64::from(backfill).into()],
+                )
+                .expect("BACKFILL_DUE")
+                .map(|row| {
+                    micros(row.get::<TimestampWithTimeZone>(1).expect("due")).expect("finite")
+                })
+                .collect()
+            });
+            assert_eq!(found, allowed, "backfill {backfill}");
+        }
+    }
 }

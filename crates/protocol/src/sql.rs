@@ -132,6 +132,13 @@ pub const RULES: &[(&str, &str)] = &[
     ("expiry_after_promotion", expiry!("$1", "ttl")),
 ];
 
+/// Rules the extension's statements hold over many rows, which `RULES`
+/// cannot evaluate over one: the function, and the statements that hold
+/// it. A #[pg_test] runs those statements over rows that cover the rule
+/// and compares their choice with the function's.
+pub const STATEMENT_RULES: &[(&str, &[&str])] =
+    &[("may_backfill", &["LOCK_BACKFILL_RUN", "BACKFILL_DUE"])];
+
 #[cfg(test)]
 mod tests {
     #[test]
