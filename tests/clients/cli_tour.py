@@ -8,9 +8,13 @@ LEADERLOCK_CLI is the CLI.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 CLI = os.environ.get("LEADERLOCK_CLI", "leaderlock")
 
@@ -49,6 +53,50 @@ def main():
     cli("run", "--key", f"{prefix}-slots", "--slots", "2", "--ttl", "2s", "--", "true")
     if os.environ.get("LEADERLOCK_TOUR_EDITION") != "portable":  # priorities need shared memory
         cli("run", "--key", f"{prefix}-ranked", "--priority", "1", "--ttl", "2s", "--", "true")
+    def serving(args, requests):
+        """Starts a command that serves HTTP on a free port (`{port}` in
+        `args`), sends it `requests` ((method, path, JSON body or None[,
+        a refusal expected: its HTTP status, for SQLSTATE 42501])), each
+        answered 200 unless so refused, then SIGTERM; the bodies by path."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        p = subprocess.Popen([CLI, "--dsn", dsn, *[a.replace("{port}", str(port)) for a in args]],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        bodies = {}
+        try:
+            up = time.monotonic() + 10
+            for method, path, body, *status in requests:
+                data = None if body is None else json.dumps(body).encode()
+                req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                             headers={"x-leaderlock-console": "1",
+                                                      "content-type": "application/json"})
+                while True:
+                    try:
+                        with urllib.request.urlopen(req, timeout=10) as r:
+                            bodies[path.split("?")[0]] = r.read().decode()
+                        break
+                    except urllib.error.HTTPError as e:
+                        answer = e.read()
+                        if [e.code] != status or b'"sqlstate":"42501"' not in answer:
+                            failures.append(f"leaderlock {args[0]}: {method} {path}: {e.code} {answer[:300]!r}")
+                        break
+                    except OSError:
+                        if time.monotonic() > up:
+                            failures.append(f"leaderlock {args[0]}: {method} {path}: never answered")
+                            break
+                        time.sleep(0.1)
+                print(f"leaderlock {args[0]}: {method} {path}", flush=True)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=30)
+        if p.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
+            failures.append(f"leaderlock {args[0]} exited {p.returncode}: {err.strip()[-500:]}")
+        bad = [line for line in err.splitlines() if "leaderlock-trap" in line or "SQLSTATE" in line]
+        if bad:
+            failures.append(f"leaderlock {args[0]}: {' / '.join(bad)[-1000:]}")
+        return bodies
+
     # A leader that holds on while the tour reads it.
     holder = subprocess.Popen([CLI, "--dsn", dsn, "run", "--key", f"{prefix}-held", "--ttl", "3s", "--",
                                "sleep", "30"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -79,11 +127,23 @@ def main():
         until_stopped(2.5, "run", "--job", sched, "--ttl", "2s", "--", "true")
         if f'schedule "{sched}": every 1s' not in cli("runs", "--job", sched):
             failures.append("runs does not show the registered schedule")
-        import socket
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        until_stopped(1.5, "metrics", "--listen", f"127.0.0.1:{port}", "--every", "200ms")
+        # The metrics read the database when scraped, the console when a
+        # page asks: each is asked for everything it reads and writes.
+        body = serving(["metrics", "--listen", "127.0.0.1:{port}", "--every", "200ms"],
+                       [("GET", "/metrics", None)])
+        if "leaderlock_leases" not in body.get("/metrics", ""):
+            failures.append(f"metrics: no leaderlock_leases in the scrape: {body.get('/metrics', '')[:300]!r}")
+        held_q = urllib.parse.quote(f"{prefix}-held")
+        body = serving(["console", "--listen", "127.0.0.1:{port}", "--allow-writes"],
+                       [("GET", "/api/config", None), ("GET", "/api/keys", None),
+                        ("GET", f"/api/key?key={held_q}", None), ("GET", "/api/jobs", None),
+                        ("GET", "/api/sessions", None), ("POST", "/api/pause", {"job": sched}),
+                        ("POST", "/api/resume", {"job": sched}),
+                        # (the tour's role may not force a release: refused by the server, 42501)
+                        ("POST", "/api/release", {"key": f"{prefix}-never-held"}, 403),
+                        ("POST", "/api/close-session", {"session": "00000000-0000-0000-0000-000000000000"})])
+        if sched not in body.get("/api/jobs", ""):
+            failures.append(f"console: /api/jobs does not list {sched}: {body.get('/api/jobs', '')[:300]!r}")
     # The history followed live (where no worker serves, the watcher
     # numbers it), then as JSON lines, a table and an SVG.
     watched = until_stopped(2.0, "watch", "--prefix", prefix, "--since", "0")

@@ -355,14 +355,14 @@ def main():
     failed = []
     try:
         for n, (name, dsn, pooled) in enumerate(targets):
-            # The tours of a direct target side by side (their keys and jobs
-            # apart by prefix); through the pooler one after the other (side
-            # by side there, the CLI's connection was sometimes closed under
-            # it: "connection closed", not understood yet): the traps count
-            # per target; a trap that ran names itself in the server's log.
+            # The tours of a target side by side (their keys and jobs apart
+            # by prefix; through the pooler a server session may carry
+            # another tour's LISTEN, whose notifications a connection that
+            # never listened must take in stride): the traps count per
+            # target; a trap that ran names itself in the server's log.
             t0 = time.monotonic()
             before = hits(args.dsn, args.db)
-            with concurrent.futures.ThreadPoolExecutor(1 if pooled else len(tours)) as pool:
+            with concurrent.futures.ThreadPoolExecutor(len(tours)) as pool:
                 results = dict(zip(tours, pool.map(
                     lambda tour: tour_programs.run(tour, dsn, pooled, f"{tour}-{'p' if pooled else 'd'}-{n}"),
                     tours)))

@@ -33,13 +33,15 @@ pub async fn connect(
         exit_code(&e)
     })?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Drives the connection until it ends. A caller that dropped the
+    // receiver only stops wanting notifications: the connection must go
+    // on, and one may come to a connection that never listened (through a
+    // pooler, its server session may be one another client LISTENed on).
     tokio::spawn(async move {
         while let Some(Ok(message)) = messages.next().await {
             if let AsyncMessage::Notification(n) = message {
-                if n.channel() == leaderlock_client::sql::CHANNEL
-                    && tx.send(n.payload().to_owned()).is_err()
-                {
-                    break;
+                if n.channel() == leaderlock_client::sql::CHANNEL {
+                    let _ = tx.send(n.payload().to_owned());
                 }
             }
         }
