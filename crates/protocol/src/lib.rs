@@ -19,6 +19,7 @@ pub mod acquire;
 pub mod calendar;
 pub mod expected;
 pub mod failover;
+pub mod groups;
 pub mod history;
 pub mod keep;
 pub mod runs;

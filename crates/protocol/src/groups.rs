@@ -1,0 +1,281 @@
+//! Groups: fenced work assignment among live members. A group has P
+//! partitions; each live member (a session: its membership and its
+//! partitions live and die together) owns some, and the server decides who
+//! owns what, not the members:
+//!
+//! - `assign`: the target owner of every partition, balanced (each live
+//!   member owns floor(P/N) or ceil(P/N)) and sticky (a member keeps what
+//!   it owns up to its share; a join moves only what the new member needs,
+//!   a leave or a death only the leaver's partitions);
+//! - `step`: what the server does with one partition to reach its target:
+//!   a partition whose owner is dead, or that nobody owns, is granted at
+//!   once in the partition's next term; a live owner's is revoked first,
+//!   and granted only once the owner gave it back (acked), or its window
+//!   on it has surely ended (`revoke_until`): never two owners inside
+//!   their windows, and each grant fences off the earlier owners' writes
+//!   with a higher term.
+//!
+//! Called by the model (`tests/groups_model.rs`), which explores joins,
+//! leaves, crashes, lost replies and time through them.
+
+use crate::Micros;
+use std::collections::BTreeMap;
+
+/// The target owner of each of `current.len()` partitions among the live
+/// `members`, given who owns each now (`current`: an owner that is not a
+/// live member is dead). Balanced: each member's share is floor(P/N), and
+/// the P mod N members that own the most now (then by name) get one more.
+/// Sticky: a member keeps its partitions up to its share, lowest first;
+/// the rest go to the members below their share, in name order.
+pub fn assign<M: Ord + Clone>(members: &[M], current: &[Option<M>]) -> Vec<Option<M>> {
+    let mut live: Vec<&M> = members.iter().collect();
+    live.sort();
+    live.dedup();
+    if live.is_empty() {
+        return vec![None; current.len()];
+    }
+    let mut owned: BTreeMap<&M, usize> = live.iter().map(|m| (*m, 0)).collect();
+    for m in current.iter().flatten() {
+        if let Some(n) = owned.get_mut(m) {
+            *n += 1;
+        }
+    }
+    let (base, extra) = (current.len() / live.len(), current.len() % live.len());
+    let mut by_owned = live.clone();
+    by_owned.sort_by(|a, b| owned[b].cmp(&owned[a]).then(a.cmp(b)));
+    let share: BTreeMap<&M, usize> = by_owned
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (*m, base + usize::from(i < extra)))
+        .collect();
+    let mut kept: BTreeMap<&M, usize> = live.iter().map(|m| (*m, 0)).collect();
+    let mut target: Vec<Option<M>> = current
+        .iter()
+        .map(|owner| {
+            let m = owner.as_ref()?;
+            let k = kept.get_mut(m)?;
+            (*k < share[m]).then(|| {
+                *k += 1;
+                m.clone()
+            })
+        })
+        .collect();
+    let mut wanting = live
+        .iter()
+        .flat_map(|m| std::iter::repeat_n(*m, share[m] - kept[m]));
+    for t in target.iter_mut().filter(|t| t.is_none()) {
+        *t = wanting.next().cloned();
+    }
+    target
+}
+
+/// Who holds a partition, as the server keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Holding<M> {
+    /// Nobody: never granted, or given back with no one to take it.
+    Free { term: i64 },
+    /// `member` owns it in `term`.
+    Owned { member: M, term: i64 },
+    /// `member` owns it in `term` and was told to give it back; it is
+    /// granted to another once acked, or from `until` on.
+    Revoking { member: M, term: i64, until: Micros },
+}
+
+impl<M> Holding<M> {
+    pub fn term(&self) -> i64 {
+        match self {
+            Holding::Free { term }
+            | Holding::Owned { term, .. }
+            | Holding::Revoking { term, .. } => *term,
+        }
+    }
+
+    pub fn owner(&self) -> Option<&M> {
+        match self {
+            Holding::Free { .. } => None,
+            Holding::Owned { member, .. } | Holding::Revoking { member, .. } => Some(member),
+        }
+    }
+}
+
+/// What the server does with one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<M> {
+    /// Nothing (as it should be, or waiting for the owner to give it back).
+    Keep,
+    /// Tell the live owner to give it back, by `until`.
+    Revoke { until: Micros },
+    /// The target again is its live owner: the revocation is withdrawn.
+    Withdraw,
+    /// Granted to `member` in `term` (the partition's next).
+    Grant { member: M, term: i64 },
+    /// Its owner is gone and nobody is to have it.
+    Free,
+}
+
+/// Until when a live owner told at `now` to give a partition back may
+/// still act on it: its drain budget, and never before its session's
+/// expiry as the server knows it then (`session_expires_at`): an owner
+/// that has not heard of the revocation (its renewals' replies lost, or
+/// none sent) acts until its local deadline, which is never later than
+/// that expiry.
+pub fn revoke_until(now: Micros, drain: Micros, session_expires_at: Micros) -> Micros {
+    now.saturating_add(drain).max(session_expires_at)
+}
+
+/// What the server does with a partition held as `holding`, whose target
+/// is `target` (`assign`), at `now`: `owner_live` whether its owner's
+/// session is live, `acked` whether the owner gave it back, `until` the
+/// revocation's end if it is revoked now (`revoke_until`).
+pub fn step<M: PartialEq + Clone>(
+    holding: &Holding<M>,
+    target: Option<&M>,
+    owner_live: bool,
+    acked: bool,
+    until: Micros,
+    now: Micros,
+) -> Step<M> {
+    let grant = |term: i64| match target {
+        Some(m) => Step::Grant {
+            member: m.clone(),
+            term: term + 1,
+        },
+        None => Step::Free,
+    };
+    match holding {
+        Holding::Free { term } => match target {
+            Some(_) => grant(*term),
+            None => Step::Keep,
+        },
+        Holding::Owned { member, term } => {
+            if !owner_live {
+                grant(*term)
+            } else if target == Some(member) {
+                Step::Keep
+            } else {
+                Step::Revoke { until }
+            }
+        }
+        Holding::Revoking {
+            member,
+            term,
+            until: by,
+        } => {
+            if owner_live && !acked && target == Some(member) {
+                Step::Withdraw
+            } else if acked || !owner_live || now >= *by {
+                grant(*term)
+            } else {
+                Step::Keep
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(target: &[Option<u8>], members: &[u8]) -> Vec<usize> {
+        members
+            .iter()
+            .map(|m| target.iter().filter(|t| **t == Some(*m)).count())
+            .collect()
+    }
+
+    fn moved(before: &[Option<u8>], after: &[Option<u8>]) -> usize {
+        before
+            .iter()
+            .zip(after)
+            .filter(|(b, a)| b.is_some() && b != a)
+            .count()
+    }
+
+    #[test]
+    fn balanced_and_sticky_for_every_small_group() {
+        for p in 0..24usize {
+            for n in 1..7u8 {
+                let members: Vec<u8> = (0..n).collect();
+                let start = assign(&members, &vec![None; p]);
+                let c = counts(&start, &members);
+                assert!(start.iter().all(Option::is_some) || p == 0);
+                assert!(
+                    c.iter().max().unwrap() - c.iter().min().unwrap() <= 1,
+                    "{p} {n}: {c:?}"
+                );
+                // stable: assigned again, nothing moves
+                assert_eq!(assign(&members, &start), start);
+                // a join moves at most ceil(P/N) + 1 (N after the join)
+                let mut joined = members.clone();
+                joined.push(n);
+                let after = assign(&joined, &start);
+                let c = counts(&after, &joined);
+                assert!(c.iter().max().unwrap() - c.iter().min().unwrap() <= 1);
+                assert!(
+                    moved(&start, &after) <= p.div_ceil(joined.len()) + 1,
+                    "join {p} {n}"
+                );
+                // a leave (or a death) moves only the leaver's
+                for gone in 0..n {
+                    let rest: Vec<u8> = members.iter().copied().filter(|m| *m != gone).collect();
+                    let after = assign(&rest, &start);
+                    for (b, a) in start.iter().zip(&after) {
+                        if *b != Some(gone) {
+                            assert_eq!(b, a, "leave of {gone}: {p} {n}");
+                        }
+                    }
+                    if !rest.is_empty() {
+                        let c = counts(&after, &rest);
+                        assert!(c.iter().max().unwrap() - c.iter().min().unwrap() <= 1);
+                        assert!(after.iter().all(Option::is_some));
+                    }
+                }
+            }
+        }
+        assert_eq!(assign::<u8>(&[], &[Some(1), None]), vec![None, None]);
+    }
+
+    #[test]
+    fn a_live_owner_gives_back_before_another_gets_it() {
+        let owned = Holding::Owned {
+            member: 1u8,
+            term: 4,
+        };
+        assert_eq!(step(&owned, Some(&1), true, false, 50, 10), Step::Keep);
+        assert_eq!(
+            step(&owned, Some(&2), true, false, 50, 10),
+            Step::Revoke { until: 50 }
+        );
+        // dead: at once, in the next term
+        assert_eq!(
+            step(&owned, Some(&2), false, false, 50, 10),
+            Step::Grant { member: 2, term: 5 }
+        );
+        let revoking = Holding::Revoking {
+            member: 1u8,
+            term: 4,
+            until: 50,
+        };
+        assert_eq!(step(&revoking, Some(&2), true, false, 60, 20), Step::Keep);
+        assert_eq!(
+            step(&revoking, Some(&2), true, true, 60, 20),
+            Step::Grant { member: 2, term: 5 }
+        );
+        assert_eq!(
+            step(&revoking, Some(&2), true, false, 60, 50),
+            Step::Grant { member: 2, term: 5 }
+        );
+        assert_eq!(
+            step(&revoking, Some(&1), true, false, 60, 20),
+            Step::Withdraw
+        );
+        assert_eq!(step(&revoking, None, true, true, 60, 20), Step::Free);
+        let free = Holding::<u8>::Free { term: 7 };
+        assert_eq!(
+            step(&free, Some(&3), true, false, 0, 0),
+            Step::Grant { member: 3, term: 8 }
+        );
+        assert_eq!(revoke_until(10, 5, 30), 30);
+        assert_eq!(revoke_until(10, 50, 30), 60);
+    }
+}
