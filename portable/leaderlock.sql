@@ -6123,7 +6123,8 @@ RETURN jsonb_build_object(
     'runs', true,         -- contract 22: le_claim_run, le_renew_run, le_finish_run
     'sessions', true,     -- contract 21: le_open_session, le_try_acquire_in, ...
     'schedules', true,    -- contract 24: le_schedule, le_next_due, ... (settled by le_expire_lapsed)
-    'expected_leaders', true);  -- contract 25: le_expect_leader, le_unexpect_leader (checked by le_expire_lapsed)
+    'expected_leaders', true,  -- contract 25: le_expect_leader, le_unexpect_leader (checked by le_expire_lapsed)
+    'groups', false);     -- contract 26 (groups) is the compiled edition's only, for now
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does, and ends every lapsed

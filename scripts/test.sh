@@ -189,7 +189,7 @@ if wants unit; then
   (cd "$REPO_ROOT" && cargo test --locked -q -p leaderlock-client -p leaderlock-cli) || FAILED+=("cargo test (client, cli)")
   # The model explores millions of states: optimised (the CLI's profile,
   # built anyway), it takes about 20 s; unoptimised, minutes.
-  part 'the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, slot_count.rs, runs_model.rs)'
+  part 'the lease rules, model-checked (crates/protocol/tests: model.rs, key_rules.rs, slot_count.rs, runs_model.rs, groups_model.rs)'
   (cd "$REPO_ROOT" && cargo test --locked -q --profile cli -p leaderlock-protocol --features calendar -- --nocapture --test-threads=1) \
     || FAILED+=("the model of the lease rules")
 fi
@@ -406,7 +406,7 @@ client_tests() {
   # notifications, promotions, restarts, storage, connections, limits).
   # (18 ran them too until the history's suites: three minutes.)
   case $PG_MAJOR in
-    14|16|17|18) skip=test_acquire,test_slots,test_priority,test_sessions,test_several_primaries,test_many_keys,test_runs,test_publication ;;
+    14|16|17|18) skip=test_acquire,test_slots,test_priority,test_sessions,test_groups,test_several_primaries,test_many_keys,test_runs,test_publication ;;
   esac
   (cd "$REPO_ROOT/tests/client" && \
     LEADERLOCK_PORT=$PORT LEADERLOCK_PGDATA=$main LEADERLOCK_CLIENT_SIDE=$client_side \

@@ -540,6 +540,48 @@ CREATE INDEX leaderlock_expected_owner_idx ON leaderlock_expected (owner);
 REVOKE ALL ON leaderlock_expected FROM PUBLIC;
 GRANT SELECT ON leaderlock_expected TO PUBLIC;
 
+-- Contract 26: groups. A group's partitions are each owned by at most one
+-- live member; a member lives as a session (contract 21). Every change of
+-- a group runs under its row's lock (lease/groups.rs).
+CREATE TABLE leaderlock_groups (
+    grp         text PRIMARY KEY,
+    partitions  integer NOT NULL CHECK (partitions BETWEEN 1 AND 1024),
+    drain       interval NOT NULL,    -- how long a live owner has to give a revoked partition back
+    owner       oid NOT NULL,         -- the role whose join made it (contract 13)
+    changed_at  timestamptz NOT NULL,
+    check_at    timestamptz           -- the worker's cue: a revocation's end, a member's expiry
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_groups', '');
+CREATE INDEX leaderlock_groups_check_idx ON leaderlock_groups (check_at);
+CREATE INDEX leaderlock_groups_owner_idx ON leaderlock_groups (owner);
+CREATE TABLE leaderlock_members (
+    grp        text NOT NULL,
+    member     text NOT NULL,
+    session    uuid NOT NULL,         -- its session: a member lives and dies with it
+    joined_at  timestamptz NOT NULL,
+    PRIMARY KEY (grp, member)
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_members', '');
+-- A partition's row stays while its group does: its terms only grow.
+CREATE TABLE leaderlock_partitions (
+    grp          text NOT NULL,
+    partition    integer NOT NULL,
+    member       text,                -- its owner, NULL: nobody
+    session      uuid,                -- the owner's session it was granted under
+    term         bigint NOT NULL,     -- its fencing term, issued at each grant
+    revoke_until timestamptz,         -- revoked: given back (acked) or granted to another from then
+    acked        boolean NOT NULL,
+    changed_at   timestamptz NOT NULL,
+    PRIMARY KEY (grp, partition)
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_partitions', '');
+REVOKE ALL ON leaderlock_groups FROM PUBLIC;
+GRANT SELECT ON leaderlock_groups TO PUBLIC;
+REVOKE ALL ON leaderlock_members FROM PUBLIC;
+GRANT SELECT ON leaderlock_members TO PUBLIC;
+REVOKE ALL ON leaderlock_partitions FROM PUBLIC;
+GRANT SELECT ON leaderlock_partitions TO PUBLIC;
+
 CREATE FUNCTION le_expect_leader(key text, within interval) RETURNS boolean
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -551,6 +593,39 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'le_unexpect_leader_wrapper';
 ALTER FUNCTION le_unexpect_leader(text) SET enable_seqscan = off;
+
+-- Contract 26: groups.
+CREATE FUNCTION le_join(
+    "group" text, member text, ttl interval, partitions integer DEFAULT NULL,
+    drain interval DEFAULT NULL
+) RETURNS uuid
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_join_wrapper';
+CREATE FUNCTION le_leave("group" text, member text) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_leave_wrapper';
+CREATE FUNCTION le_ack("group" text, member text, partition integer, term bigint) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_ack_wrapper';
+CREATE FUNCTION le_assignment("group" text, member text)
+RETURNS TABLE (partition integer, term bigint, state text, until timestamptz)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_assignment_wrapper';
+CREATE FUNCTION le_assert_partition("group" text, partition integer, member text,
+                                    term bigint DEFAULT NULL)
+RETURNS bigint
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+LANGUAGE c AS 'MODULE_PATHNAME', 'le_assert_partition_c';
+ALTER FUNCTION le_join(text, text, interval, integer, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_leave(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_ack(text, text, integer, bigint) SET enable_seqscan = off;
+ALTER FUNCTION le_assignment(text, text) SET enable_seqscan = off;
 
 -- Contract 21: sessions.
 CREATE FUNCTION le_open_session(

@@ -3,6 +3,7 @@
 use crate::base::clock;
 use crate::lease::expected;
 use crate::lease::expiry;
+use crate::lease::groups;
 use crate::lease::runs;
 use crate::lease::settle;
 use crate::shmem::databases;
@@ -31,11 +32,12 @@ fn le_expire_lapsed(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     }
     let vacated = expiry::expire_all_lapsed();
     // No worker numbers the history here (contract 23), prunes runs (22),
-    // nor settles the schedules (24).
+    // settles the schedules (24), checks marks (25) nor steps groups (26).
     numbering::number_all_or_warn(clock::now());
     runs::prune_expired_or_warn(clock::now());
     settle::settle_or_warn(clock::now());
     expected::check_or_warn(clock::now());
+    groups::settle_or_warn(clock::now());
     i32::try_from(vacated).unwrap_or(i32::MAX)
 }
 
@@ -82,6 +84,10 @@ extension_sql_file!(
         le_renew_session,
         le_close_session,
         le_try_acquire_in,
-        le_acquire_in
+        le_acquire_in,
+        le_join,
+        le_leave,
+        le_ack,
+        le_assignment
     ]
 );

@@ -664,3 +664,57 @@ pub fn session(value: Option<pgrx::Uuid>) -> pgrx::Uuid {
     };
     value
 }
+
+/// The most partitions a group has (contract 26).
+pub const MAX_PARTITIONS: i32 = 1024;
+
+/// `partitions` of le_join: NULL (an existing group's count), or 1 to
+/// `MAX_PARTITIONS`.
+pub fn partitions(value: Option<i32>) -> Option<i32> {
+    let p = value?;
+    if !(1..=MAX_PARTITIONS).contains(&p) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: partitions must be between 1 and {MAX_PARTITIONS} (got {p})"),
+            None,
+        );
+    }
+    Some(p)
+}
+
+/// `drain` of le_join: NULL (the group's, or 10 seconds for a new one),
+/// or 0 to leaderlock.max_ttl, without a month or year part.
+pub fn drain(value: Option<Interval>) -> Option<i64> {
+    let value = value?;
+    let total = total_micros(&value);
+    let max = settings::max_ttl_micros();
+    if value.months() != 0 || total < 0 || total > i128::from(max) {
+        reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "leaderlock: drain must be between 0 and leaderlock.max_ttl ({}) without a month \
+                 or year part (got {value})",
+                seconds(max)
+            ),
+            None,
+        );
+    }
+    Some(total as i64)
+}
+
+/// A partition of le_ack and le_assert_partition: from 1 on.
+pub fn partition(value: Option<i32>) -> i32 {
+    match value {
+        None => reject(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "leaderlock: partition must not be NULL".to_string(),
+            None,
+        ),
+        Some(p) if p < 1 => reject(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("leaderlock: partition must be 1 or more (got {p})"),
+            None,
+        ),
+        Some(p) => p,
+    }
+}

@@ -10,6 +10,7 @@ mod acquire;
 mod assert;
 mod expected;
 mod expire;
+mod groups;
 mod holder;
 pub mod input;
 mod read;

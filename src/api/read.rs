@@ -195,6 +195,7 @@ fn le_capabilities() -> pgrx::JsonB {
         "sessions": true,
         "schedules": true,
         "expected_leaders": true,
+        "groups": true,
     }))
 }
 

@@ -31,3 +31,7 @@ ALTER FUNCTION le_renew_session(uuid, interval) SET enable_seqscan = off;
 ALTER FUNCTION le_close_session(uuid) SET enable_seqscan = off;
 ALTER FUNCTION le_try_acquire_in(uuid, text, jsonb, integer) SET enable_seqscan = off;
 ALTER FUNCTION le_acquire_in(uuid, text, interval, jsonb, integer, integer) SET enable_seqscan = off;
+ALTER FUNCTION le_join(text, text, interval, integer, interval) SET enable_seqscan = off;
+ALTER FUNCTION le_leave(text, text) SET enable_seqscan = off;
+ALTER FUNCTION le_ack(text, text, integer, bigint) SET enable_seqscan = off;
+ALTER FUNCTION le_assignment(text, text) SET enable_seqscan = off;

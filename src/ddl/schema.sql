@@ -295,6 +295,42 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_expected', '');
 CREATE INDEX leaderlock_expected_check_idx ON leaderlock_expected (next_check);
 CREATE INDEX leaderlock_expected_owner_idx ON leaderlock_expected (owner);
 
+-- Contract 26: groups. A group's partitions are each owned by at most one
+-- live member; a member lives as a session (contract 21). Every change of
+-- a group runs under its row's lock (lease/groups.rs).
+CREATE TABLE leaderlock_groups (
+    grp         text PRIMARY KEY,
+    partitions  integer NOT NULL CHECK (partitions BETWEEN 1 AND 1024),
+    drain       interval NOT NULL,    -- how long a live owner has to give a revoked partition back
+    owner       oid NOT NULL,         -- the role whose join made it (contract 13)
+    changed_at  timestamptz NOT NULL,
+    check_at    timestamptz           -- the worker's cue: a revocation's end, a member's expiry
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_groups', '');
+CREATE INDEX leaderlock_groups_check_idx ON leaderlock_groups (check_at);
+CREATE INDEX leaderlock_groups_owner_idx ON leaderlock_groups (owner);
+CREATE TABLE leaderlock_members (
+    grp        text NOT NULL,
+    member     text NOT NULL,
+    session    uuid NOT NULL,         -- its session: a member lives and dies with it
+    joined_at  timestamptz NOT NULL,
+    PRIMARY KEY (grp, member)
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_members', '');
+-- A partition's row stays while its group does: its terms only grow.
+CREATE TABLE leaderlock_partitions (
+    grp          text NOT NULL,
+    partition    integer NOT NULL,
+    member       text,                -- its owner, NULL: nobody
+    session      uuid,                -- the owner's session it was granted under
+    term         bigint NOT NULL,     -- its fencing term, issued at each grant
+    revoke_until timestamptz,         -- revoked: given back (acked) or granted to another from then
+    acked        boolean NOT NULL,
+    changed_at   timestamptz NOT NULL,
+    PRIMARY KEY (grp, partition)
+);
+SELECT pg_catalog.pg_extension_config_dump('leaderlock_partitions', '');
+
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (
     key        text,
@@ -327,6 +363,12 @@ REVOKE ALL ON leaderlock_schedules FROM PUBLIC;
 GRANT SELECT ON leaderlock_schedules TO PUBLIC;
 REVOKE ALL ON leaderlock_expected FROM PUBLIC;
 GRANT SELECT ON leaderlock_expected TO PUBLIC;
+REVOKE ALL ON leaderlock_groups FROM PUBLIC;
+GRANT SELECT ON leaderlock_groups TO PUBLIC;
+REVOKE ALL ON leaderlock_members FROM PUBLIC;
+GRANT SELECT ON leaderlock_members TO PUBLIC;
+REVOKE ALL ON leaderlock_partitions FROM PUBLIC;
+GRANT SELECT ON leaderlock_partitions TO PUBLIC;
 
 -- Contract 23: every transition, recorded by the transaction that makes it
 -- (with its notification) in leaderlock_history_pending, without a

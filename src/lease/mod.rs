@@ -7,11 +7,13 @@
 //! contract 21's sessions, `runs` the scheduled runs, `schedules` the
 //! schedules kept in the database (`settle` the worker's settling of
 //! their instants), `expected` the
-//! keys expected to be led, `expiry` the worker's vacating.
+//! keys expected to be led, `groups` contract 26's groups, `expiry` the
+//! worker's vacating.
 
 pub mod expected;
 pub mod expiry;
 pub mod failover;
+pub mod groups;
 mod keep;
 mod read;
 mod row;

@@ -15,6 +15,7 @@ use crate::base::settings;
 use crate::lease::expected;
 use crate::lease::expiry;
 use crate::lease::failover;
+use crate::lease::groups;
 use crate::lease::runs;
 use crate::lease::settle;
 use crate::shmem::databases::{self, Slot};
@@ -252,12 +253,13 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
             next = expiry::next_check(now);
         }
         // Contract 24: the due instants nobody claimed, recorded missed;
-        // contract 25: the keys expected to be led, checked. A failure of
-        // either is rolled back alone and logged, never taking the expiries
-        // down with it.
+        // contract 25: the keys expected to be led, checked; contract 26:
+        // the groups whose revocations ran out or whose members may have
+        // lapsed, stepped. A failure of any is rolled back alone and
+        // logged, never taking the expiries down with it.
         if schema_version::has_slots() {
             // (each a bounded round: a full one is followed at once by another)
-            let steps: [(&str, RoundStep, usize); 2] = [
+            let steps: [(&str, RoundStep, usize); 3] = [
                 (
                     "the schedules were not settled",
                     settle::settle,
@@ -267,6 +269,11 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
                     "the keys expected to be led were not checked",
                     expected::check_due,
                     expected::MARKS_PER_ROUND,
+                ),
+                (
+                    "the groups were not stepped",
+                    groups::settle_due,
+                    groups::GROUPS_PER_ROUND,
                 ),
             ];
             let mut full = false;
@@ -286,6 +293,7 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
                 .into_iter()
                 .chain(settle::next_settle())
                 .chain(expected::next_check())
+                .chain(groups::next_check())
                 .min();
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);

@@ -126,7 +126,10 @@ pub fn revoke_until(now: Micros, drain: Micros, session_expires_at: Micros) -> M
 /// What the server does with a partition held as `holding`, whose target
 /// is `target` (`assign`), at `now`: `owner_live` whether its owner's
 /// session is live, `acked` whether the owner gave it back, `until` the
-/// revocation's end if it is revoked now (`revoke_until`).
+/// revocation's end if it is revoked now (`revoke_until`), `floor` the
+/// least term this timeline may issue (`next_term`: terms never go back,
+/// even across a failover).
+#[allow(clippy::too_many_arguments)]
 pub fn step<M: PartialEq + Clone>(
     holding: &Holding<M>,
     target: Option<&M>,
@@ -134,11 +137,12 @@ pub fn step<M: PartialEq + Clone>(
     acked: bool,
     until: Micros,
     now: Micros,
+    floor: i64,
 ) -> Step<M> {
     let grant = |term: i64| match target {
         Some(m) => Step::Grant {
             member: m.clone(),
-            term: term + 1,
+            term: crate::next_term(Some(term), floor),
         },
         None => Step::Free,
     };
@@ -241,14 +245,14 @@ mod tests {
             member: 1u8,
             term: 4,
         };
-        assert_eq!(step(&owned, Some(&1), true, false, 50, 10), Step::Keep);
+        assert_eq!(step(&owned, Some(&1), true, false, 50, 10, 0), Step::Keep);
         assert_eq!(
-            step(&owned, Some(&2), true, false, 50, 10),
+            step(&owned, Some(&2), true, false, 50, 10, 0),
             Step::Revoke { until: 50 }
         );
         // dead: at once, in the next term
         assert_eq!(
-            step(&owned, Some(&2), false, false, 50, 10),
+            step(&owned, Some(&2), false, false, 50, 10, 0),
             Step::Grant { member: 2, term: 5 }
         );
         let revoking = Holding::Revoking {
@@ -256,24 +260,35 @@ mod tests {
             term: 4,
             until: 50,
         };
-        assert_eq!(step(&revoking, Some(&2), true, false, 60, 20), Step::Keep);
         assert_eq!(
-            step(&revoking, Some(&2), true, true, 60, 20),
+            step(&revoking, Some(&2), true, false, 60, 20, 0),
+            Step::Keep
+        );
+        assert_eq!(
+            step(&revoking, Some(&2), true, true, 60, 20, 0),
             Step::Grant { member: 2, term: 5 }
         );
         assert_eq!(
-            step(&revoking, Some(&2), true, false, 60, 50),
+            step(&revoking, Some(&2), true, false, 60, 50, 0),
             Step::Grant { member: 2, term: 5 }
         );
         assert_eq!(
-            step(&revoking, Some(&1), true, false, 60, 20),
+            step(&revoking, Some(&1), true, false, 60, 20, 0),
             Step::Withdraw
         );
-        assert_eq!(step(&revoking, None, true, true, 60, 20), Step::Free);
+        assert_eq!(step(&revoking, None, true, true, 60, 20, 0), Step::Free);
         let free = Holding::<u8>::Free { term: 7 };
         assert_eq!(
-            step(&free, Some(&3), true, false, 0, 0),
+            step(&free, Some(&3), true, false, 0, 0, 0),
             Step::Grant { member: 3, term: 8 }
+        );
+        // after a failover, the timeline's floor (terms never go back)
+        assert_eq!(
+            step(&free, Some(&3), true, false, 0, 0, 100),
+            Step::Grant {
+                member: 3,
+                term: 100
+            }
         );
         assert_eq!(revoke_until(10, 5, 30), 30);
         assert_eq!(revoke_until(10, 50, 30), 60);

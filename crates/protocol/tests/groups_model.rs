@@ -99,6 +99,7 @@ impl GroupsModel {
     }
 
     /// The server moves every partition toward its target.
+    #[allow(clippy::needless_range_loop)] // (p indexes the holdings and the targets alike)
     fn rebalance(&self, s: &mut State) {
         let live: Vec<u8> = (0..MEMBERS)
             .filter(|m| Self::live(s, usize::from(*m)))
@@ -117,7 +118,7 @@ impl GroupsModel {
                 Variant::BudgetOnly => s.t + DRAIN,
                 _ => revoke_until(s.t, DRAIN, session),
             };
-            let mut decision = step(&h, target[p].as_ref(), owner_live, acked, until, s.t);
+            let mut decision = step(&h, target[p].as_ref(), owner_live, acked, until, s.t, 1);
             if self.variant == Variant::NoWait
                 && matches!(decision, Step::Revoke { .. } | Step::Keep)
             {

@@ -116,6 +116,7 @@ macro_rules! statements {
 
 mod expected;
 mod failover;
+mod groups;
 mod history;
 mod leases;
 mod older;
@@ -127,6 +128,7 @@ mod workers;
 
 pub use expected::*;
 pub use failover::*;
+pub use groups::*;
 pub use history::*;
 pub use leases::*;
 pub use older::*;
