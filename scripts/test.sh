@@ -373,9 +373,9 @@ start_client_tests() {
 join_client_tests() {
   [ -n "$CLIENT_PID" ] || return 0
   local rc=0
+  stage_end  # (the wait below is not the last stage's time)
   wait "$CLIENT_PID" || rc=$?
   CLIENT_PID=""
-  stage_end
   printf '\n=== PostgreSQL %s: client tests (beside the stages above: their output)\n' "$PG_MAJOR"
   cat "$VWORK/client-tests.log"
   local took=$(( $(cat "$VWORK/client-tests.end" 2>/dev/null || echo "$SECONDS") - CLIENT_T0 ))
