@@ -1,6 +1,8 @@
-"""N workers share M partitions: each partition is a lease, held by one
-worker at a time; every worker holds about M/N of them, renews them all
-with one statement, and gives them up on shutdown.
+"""N workers share M partitions as members of a group (contract 26): the
+server assigns the partitions, balanced and sticky, and fences each with a
+term; a worker acts on a partition only while the server's last word says
+it owns it and its own deadline has not passed, gives back what is
+revoked, and leaves on shutdown (its partitions go to the others at once).
 
 Run several copies with different ids:
     python3 examples/sharding.py worker-1 "host=127.0.0.1 user=postgres"
@@ -10,49 +12,42 @@ import time
 
 import psycopg2
 
-PARTITIONS, TTL = 16, 6.0   # keys partition/0 .. partition/15; lease ttl in seconds
+GROUP, PARTITIONS, TTL = "sharding", 16, 6.0   # partitions 1..16; membership ttl in seconds
 
 
-def run(me, dsn, every=TTL / 3, rounds=None, work=lambda conn, me, key, term: None):
+def run(me, dsn, every=TTL / 3, rounds=None, work=lambda conn, me, partition, term: None):
     conn = psycopg2.connect(dsn)
     conn.autocommit = True
     try:
         while rounds is None or (rounds := rounds - 1) >= 0:
-            for key, term in rebalance(conn, me):
-                work(conn, me, key, term)   # guard its writes with le_assert_leader(key, me, term)
+            deadline, owned = rebalance(conn, me)
+            for partition, term in owned:
+                if time.monotonic() >= deadline:
+                    break   # this round's answer is too old: act on nothing
+                work(conn, me, partition, term)   # guard its writes with le_assert_partition(GROUP, partition, me, term)
             time.sleep(every)
     finally:
         with conn.cursor() as cur:
-            cur.execute("SELECT le_release_all(%s)", (me,))  # hand every partition over at once
+            cur.execute("SELECT le_leave(%s, %s)", (GROUP, me))  # hand every partition over at once
         conn.close()
 
 
 def rebalance(conn, me):
-    """One round: stay a member, renew everything held, then give up or
-    take partitions until this worker holds its share. Returns the
-    partitions held, with their terms."""
+    """One round: renew the membership (the first join makes the group),
+    read what the server assigns, give back what it revoked (nothing of
+    it runs between rounds here). Returns the local deadline and the
+    partitions owned, with their terms."""
     with conn.cursor() as cur:
-        # Membership is a lease too: a worker that dies drops out by itself.
-        cur.execute("SELECT le_try_acquire(%s, %s, %s * interval '1 second')", (f"member/{me}", me, TTL))
-        cur.execute("SELECT le_renew_all(%s)", (me,))          # every lease of mine, one statement
-        cur.execute("SELECT count(*) FROM leaderlock_status WHERE key LIKE 'member/%%' AND state = 'held'")
-        share = -(-PARTITIONS // max(cur.fetchone()[0], 1))     # ceil(M / workers)
-        cur.execute("SELECT key, term FROM leaderlock_status "
-                    "WHERE holder = %s AND key LIKE 'partition/%%' AND state = 'held' ORDER BY key", (me,))
-        mine = dict(cur.fetchall())
-        for key in sorted(mine)[share:]:                       # more than my share: give some up
-            cur.execute("SELECT le_release(%s, %s)", (key, me))
-            del mine[key]
-        for p in range(PARTITIONS):                             # fewer: take free ones
-            key = f"partition/{p}"
-            if len(mine) >= share:
-                break
-            if key not in mine:
-                cur.execute("SELECT le_try_acquire(%s, %s, %s * interval '1 second')", (key, me, TTL))
-                if cur.fetchone()[0]:
-                    cur.execute("SELECT term FROM leaderlock WHERE key = %s", (key,))
-                    mine[key] = cur.fetchone()[0]
-        return sorted(mine.items())
+        sent = time.monotonic()
+        cur.execute("SELECT le_join(%s, %s, %s * interval '1 second', %s)", (GROUP, me, TTL, PARTITIONS))
+        cur.execute("SELECT partition, term, state FROM le_assignment(%s, %s)", (GROUP, me))
+        owned = []
+        for partition, term, state in cur.fetchall():
+            if state == "owned":
+                owned.append((partition, term))
+            else:
+                cur.execute("SELECT le_ack(%s, %s, %s, %s)", (GROUP, me, partition, term))
+        return sent + TTL, owned
 
 
 if __name__ == "__main__":
