@@ -592,6 +592,41 @@ class CliTest(CliCase):
         out = subprocess.run([CLI, "--dsn", dsn(), "status"], capture_output=True, text=True)
         self.assertIn(self.key, out.stdout)
 
+    @unittest.skipIf(PORTABLE, "groups (contract 26) are the compiled edition's")
+    def test_status_of_a_group(self):
+        """status --group: each partition's member, term and state, a
+        member's name shown as data (a terminal escape is not sent), the
+        summary, --json, and exit 1 for a group that does not exist."""
+        group = self.key + "-group"
+        hostile = "m\x1b[31mred"
+        one(self.conn, "SELECT le_join(%s, 'a', '1 hour', 4)::text", (group,))
+        one(self.conn, "SELECT le_join(%s, %s, '1 hour')::text", (group, hostile))
+        self.addCleanup(one, self.conn, "SELECT le_leave(%s, %s), le_leave(%s, 'a')", (group, hostile, group))
+        for partition, term, state in self.rows("SELECT partition, term, state FROM le_assignment(%s, 'a')", (group,)):
+            if state == "revoked":
+                one(self.conn, "SELECT le_ack(%s, 'a', %s, %s)", (group, partition, term))
+        out = subprocess.run([CLI, "--dsn", dsn(), "status", "--group", group], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["PARTITION", "MEMBER", "TERM", "STATE", "LIVE", "UNTIL"])
+        self.assertNotIn("\x1b", out.stdout)
+        self.assertEqual([line.split()[:4] for line in lines[1:3]], [["1", "a", "1", "owned"], ["2", "a", "1", "owned"]])
+        self.assertEqual([line.split()[2:4] for line in lines[3:5]], [["2", "owned"], ["2", "owned"]])
+        self.assertEqual(lines[-1], "4 partitions: 4 owned and 0 revoked among 2 members, 0 free")
+        whole = subprocess.run([CLI, "--dsn", dsn(), "status", "--group", group, "--json"],
+                               capture_output=True, text=True)
+        rows = [json.loads(line) for line in whole.stdout.splitlines()]
+        self.assertEqual([r["member"] for r in rows], ["a", "a", hostile, hostile])
+        self.assertTrue(all(r["member_live"] for r in rows))
+        none = subprocess.run([CLI, "--dsn", dsn(), "status", "--group", group + "-none"],
+                              capture_output=True, text=True)
+        self.assertEqual((none.returncode, none.stdout), (1, ""))
+
+    def rows(self, sql, args):
+        with self.conn.cursor() as c:
+            c.execute(sql, args)
+            return c.fetchall()
+
     def test_status_of_many_keys_stays_readable(self):
         """Held leases first, a 255-character key shortened in the table of
         every key (whole with --json and for one key), --held, and a

@@ -48,6 +48,10 @@ enum Commands {
         /// Only leases held now.
         #[arg(long)]
         held: bool,
+        /// A group's partitions instead (§26): who owns each, in which
+        /// term, revoked or not, and whether its owner is live.
+        #[arg(long, conflicts_with_all = ["key", "held"])]
+        group: Option<String>,
         /// One JSON object per lease instead of the table.
         #[arg(long)]
         json: bool,
@@ -172,7 +176,14 @@ fn main() {
     let code = runtime.block_on(async {
         match cli.command {
             Commands::Run(args) => run::run(*args, dsn).await,
-            Commands::Status { key, held, json } => status::status(dsn, key, held, json).await,
+            Commands::Status {
+                group: Some(group),
+                json,
+                ..
+            } => status::group(dsn, &group, json).await,
+            Commands::Status {
+                key, held, json, ..
+            } => status::status(dsn, key, held, json).await,
             Commands::Watch { key, since, prefix } => history::watch(dsn, key, prefix, since).await,
             Commands::History {
                 key,

@@ -125,6 +125,79 @@ pub async fn status(dsn: Option<&str>, key: Option<String>, held: bool, json: bo
     0
 }
 
+/// Prints a group's partitions (contract 26) as a table with a summary
+/// line, or (`json`) one JSON object per partition.
+pub async fn group(dsn: Option<&str>, group: &str, json: bool) -> i32 {
+    let (client, _) = match connect(dsn).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let rows = match client
+        .query_typed(
+            leaderlock_client::sql::GROUP_STATUS,
+            &[(&group, Type::TEXT)],
+        )
+        .await
+    {
+        Ok(rows) => rows,
+        Err(e) => return db_error(&client, e).await,
+    };
+    if rows.is_empty() {
+        say("no such group");
+        return 1;
+    }
+    let mut out = std::io::stdout().lock();
+    let printed = if json {
+        rows.iter().try_for_each(|r| {
+            let line = serde_json::json!({
+                "partition": r.get::<_, i32>(0),
+                "member": r.get::<_, Option<String>>(1),
+                "term": r.get::<_, i64>(2),
+                "state": r.get::<_, String>(3),
+                "member_live": r.get::<_, Option<bool>>(4),
+                "revoked_until": r.get::<_, Option<String>>(5),
+            });
+            writeln!(out, "{}", text::json_line(&line))
+        })
+    } else {
+        let header = ["PARTITION", "MEMBER", "TERM", "STATE", "LIVE", "UNTIL"];
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.get::<_, i32>(0).to_string(),
+                    r.get::<_, Option<String>>(1)
+                        .map_or_else(|| "-".into(), |m| shortened(&text::shown(&m))),
+                    r.get::<_, i64>(2).to_string(),
+                    r.get::<_, String>(3),
+                    r.get::<_, Option<bool>>(4)
+                        .map_or_else(|| "-".into(), |l| if l { "yes" } else { "no" }.into()),
+                    r.get::<_, Option<String>>(5).unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        let members: std::collections::BTreeSet<&String> = table
+            .iter()
+            .filter(|r| r[3] != "free")
+            .map(|r| &r[1])
+            .collect();
+        text::table(&mut out, &header, &table).and_then(|_| {
+            let count = |state: &str| table.iter().filter(|r| r[3] == state).count();
+            writeln!(
+                out,
+                "{} partitions: {} owned and {} revoked among {} members, {} free",
+                table.len(),
+                count("owned"),
+                count("revoked"),
+                members.len(),
+                count("free")
+            )
+        })
+    };
+    let _ = printed.and_then(|_| out.flush()); // (an error: the reader went away, | head)
+    0
+}
+
 fn print_table(
     out: &mut impl Write,
     rows: &[tokio_postgres::Row],

@@ -113,6 +113,20 @@ pub const STATUS: &str = "SELECT key, state, holder, term, \
      FROM @extschema@.leaderlock_status \
      WHERE ($1::pg_catalog.text IS NULL OR key OPERATOR(pg_catalog.=) $1) AND (NOT $2 OR state OPERATOR(pg_catalog.=) 'held') \
      ORDER BY CASE WHEN state OPERATOR(pg_catalog.=) 'held' THEN 0 WHEN state OPERATOR(pg_catalog.=) 'lapsed' THEN 1 ELSE 2 END, key";
+/// Contract 26, `leaderlock status --group G`: the partitions of group
+/// `$1` (those above its count only while someone still owns them):
+/// partition, member, term, state (owned, revoked, free), whether the
+/// owner's session is live, and a revocation's end.
+pub const GROUP_STATUS: &str = "SELECT p.partition, p.member, p.term, \
+     CASE WHEN p.member IS NULL THEN 'free' WHEN p.revoke_until IS NULL THEN 'owned' ELSE 'revoked' END, \
+     s.expires_at OPERATOR(pg_catalog.>) @extschema@.le_now(), \
+     pg_catalog.to_char(p.revoke_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
+     FROM @extschema@.leaderlock_partitions p \
+     JOIN @extschema@.leaderlock_groups g ON g.grp OPERATOR(pg_catalog.=) p.grp \
+     LEFT JOIN @extschema@.leaderlock_sessions s ON s.session OPERATOR(pg_catalog.=) p.session \
+     WHERE p.grp OPERATOR(pg_catalog.=) $1 \
+       AND (p.partition OPERATOR(pg_catalog.<=) g.partitions OR p.member IS NOT NULL) \
+     ORDER BY p.partition";
 /// For `leaderlock watch`.
 pub const LISTEN_ANNOUNCEMENTS: &str = "LISTEN leaderlock";
 
