@@ -621,6 +621,18 @@ class CliTest(CliCase):
         none = subprocess.run([CLI, "--dsn", dsn(), "status", "--group", group + "-none"],
                               capture_output=True, text=True)
         self.assertEqual((none.returncode, none.stdout), (1, ""))
+        # watch --group: the group's changes from the history, nothing else
+        # (a key of the group's name holds on meanwhile)
+        one(self.conn, "SELECT le_try_acquire(%s, 'holder-of-a-key-named-like-the-group', '30 seconds')", (group,))
+        self.addCleanup(one, self.conn, "SELECT le_force_release(%s)", (group,))
+        w = subprocess.Popen([CLI, "--dsn", dsn(), "watch", "--group", group, "--since", "0"],
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(2)
+        w.terminate()
+        events = [json.loads(line) for line in w.communicate(timeout=10)[0].splitlines()]
+        self.assertEqual({e["event"] for e in events}, {"partition_granted", "partition_revoked"})
+        self.assertEqual({e["group"] for e in events}, {group})
+        self.assertEqual(sum(e["event"] == "partition_granted" and e["member"] == hostile for e in events), 2)
 
     def rows(self, sql, args):
         with self.conn.cursor() as c:

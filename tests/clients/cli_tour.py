@@ -128,6 +128,7 @@ def main():
         if f'schedule "{sched}": every 1s' not in cli("runs", "--job", sched):
             failures.append("runs does not show the registered schedule")
         cli("status", "--group", f"{prefix}-group", expect=1)  # (no such group: its statement ran)
+        until_stopped(1.0, "watch", "--group", f"{prefix}-group", "--since", "0")
         # The metrics read the database when scraped, the console when a
         # page asks: each is asked for everything it reads and writes.
         body = serving(["metrics", "--listen", "127.0.0.1:{port}", "--every", "200ms"],

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use leaderlock_client::{
-    pg_config_from_env, HistoryFilter, HistoryWatcher, Transition, HISTORY_PRUNED,
+    pg_config_from_env, Announcement, HistoryFilter, HistoryWatcher, Transition, HISTORY_PRUNED,
 };
 use serde_json::Value;
 use tokio_postgres::types::{ToSql, Type};
@@ -204,7 +204,10 @@ pub async fn watch(
     key: Option<String>,
     prefix: Option<String>,
     since: Option<i64>,
+    group: Option<String>,
 ) -> i32 {
+    // A group's transitions are kept under its name (contract 26).
+    let key = key.or_else(|| group.clone());
     let config = match pg_config_from_env(dsn) {
         Ok(c) => c,
         Err(e) => {
@@ -244,6 +247,13 @@ pub async fn watch(
             ));
         }
         last = Some(t.position);
+        if let Some(g) = &group {
+            let of_group = Announcement::well_formed_partition(&t.payload.to_string())
+                .is_some_and(|v| v["group"] == g.as_str());
+            if !of_group {
+                continue; // (a key of the group's name, or a notification forged into no history)
+            }
+        }
         let value = line(t.position, &t.role, t.payload, t.at);
         if writeln!(out, "{}", text::json_line(&value))
             .and_then(|_| out.flush())

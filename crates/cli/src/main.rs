@@ -114,6 +114,10 @@ enum Commands {
         /// Only keys starting with this.
         #[arg(long, conflicts_with = "key")]
         prefix: Option<String>,
+        /// A group's changes of ownership only (§26: partition_granted,
+        /// partition_revoked, partition_freed).
+        #[arg(long, conflicts_with_all = ["key", "prefix"])]
+        group: Option<String>,
     },
     /// Show the transitions the server kept (acquired, released, expired,
     /// ...), oldest first: a table, JSON lines, or an SVG timeline of who
@@ -184,7 +188,12 @@ fn main() {
             Commands::Status {
                 key, held, json, ..
             } => status::status(dsn, key, held, json).await,
-            Commands::Watch { key, since, prefix } => history::watch(dsn, key, prefix, since).await,
+            Commands::Watch {
+                key,
+                since,
+                prefix,
+                group,
+            } => history::watch(dsn, key, prefix, since, group).await,
             Commands::History {
                 key,
                 prefix,

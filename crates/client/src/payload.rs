@@ -43,6 +43,26 @@ impl Announcement {
             .then_some(v)
     }
 
+    /// `payload` as JSON when it is a group's announcement (contract 26) as
+    /// the server writes them: `partition_granted`, `partition_revoked` or
+    /// `partition_freed`, with a string `group`, `member` and `at`, and an
+    /// integer `partition` above 0 and `term` not below 0. A hint, as any.
+    pub fn well_formed_partition(payload: &str) -> Option<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(payload).ok()?;
+        let o = v.as_object()?;
+        let known = matches!(
+            o.get("event")?.as_str()?,
+            "partition_granted" | "partition_revoked" | "partition_freed"
+        );
+        (known
+            && o.get("group")?.is_string()
+            && o.get("member")?.is_string()
+            && o.get("at")?.is_string()
+            && o.get("partition")?.as_i64()? > 0
+            && o.get("term")?.as_i64()? >= 0)
+            .then_some(v)
+    }
+
     /// The key became free: worth trying to acquire now.
     pub fn frees_key(&self) -> bool {
         self.event == "released" || self.event == "expired"
@@ -71,6 +91,18 @@ mod tests {
         .unwrap();
         assert!(r.frees_key());
         assert_eq!(r.holder.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn tells_a_group_announcement() {
+        let p = r#"{"event":"partition_revoked","group":"g","partition":3,"member":"m","term":2,
+                    "until":"2026-12-06T10:00:00.000000Z","at":"2026-12-06T09:59:50.000000Z"}"#;
+        assert!(Announcement::well_formed_partition(p).is_some());
+        assert!(Announcement::well_formed(p).is_none());
+        let bad = p.replace("\"partition\":3", "\"partition\":0");
+        assert!(Announcement::well_formed_partition(&bad).is_none());
+        let lease = r#"{"event":"released","key":"k","holder":"h","term":1,"at":"t"}"#;
+        assert!(Announcement::well_formed_partition(lease).is_none());
     }
 
     #[test]
