@@ -18,7 +18,7 @@ import psycopg2
 from harness import PORTABLE, connect, one
 
 SECONDS = float(os.environ.get("LEADERLOCK_GROUPS_CHAOS_SECONDS", "12"))
-TTL = 1.0
+TTL = 2.0
 PARTITIONS = 12
 
 
