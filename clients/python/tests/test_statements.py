@@ -23,7 +23,7 @@ from unittest import mock
 import psycopg
 
 import leaderlock
-from leaderlock import _core, _history, _schedule, _session
+from leaderlock import _core, _group, _history, _schedule, _session
 
 from support import DSN
 
@@ -93,7 +93,7 @@ def problems(sql):
 def statements():
     """Every statement constant of the library, by name."""
     found = {}
-    for mod in (_core, _session, _schedule, _history):
+    for mod in (_core, _session, _schedule, _history, _group):
         short = mod.__name__.rsplit(".", 1)[-1]
         for name, value in vars(mod).items():
             if name.isupper() and isinstance(value, str) and re.match(r"\s*(SELECT|LISTEN|UNLISTEN)\b", value):

@@ -51,6 +51,7 @@ from typing import Any, Optional
 from ._core import (BadArgument, Lease, LeaderlockError, LeaseLost, NotAcquired, NotInstalled, PrivilegeError,
                     Rejected, Unavailable, default_id)
 from ._elector import Elector
+from ._group import Member, member
 from ._history import HistoryPruned, Transition, Watcher
 from ._session import Session, SessionLease, SessionLost, session
 from ._schedule import Run, RunLost, Schedule, Scheduled, run_scheduled, scheduled
@@ -99,7 +100,7 @@ def watch(dsn: str, since: Optional[int] = None, *, key: Optional[str] = None,
     return Watcher(dsn, since, key=key, key_prefix=key_prefix, poll=poll, schema=schema)
 
 
-__all__ = ["watch", "Watcher", "Transition", "HistoryPruned", "lead", "session", "Session", "SessionLease", "SessionLost", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
+__all__ = ["member", "Member", "watch", "Watcher", "Transition", "HistoryPruned", "lead", "session", "Session", "SessionLease", "SessionLost", "Elector", "Lease", "Leadership", "release_on_sigterm", "default_id",
            "run_scheduled", "scheduled", "Schedule", "Scheduled", "Run", "RunLost",
            "LeaderlockError", "LeaseLost", "NotAcquired", "Unavailable",
            "Rejected", "NotInstalled", "PrivilegeError", "BadArgument", "__version__"]
