@@ -29,7 +29,7 @@ import traceback
 import psycopg
 
 import leaderlock
-from leaderlock import _core, _history, _schedule, _session
+from leaderlock import _core, _group, _history, _schedule, _session
 
 if len(sys.argv) < 3 or sys.argv[3:] not in ([], ["--pooled"]):
     sys.exit("usage: tour.py DSN PREFIX [--pooled]")
@@ -72,7 +72,7 @@ _record(psycopg.AsyncConnection)
 def constants():
     """Every statement constant of the library, by name."""
     found = {}
-    for mod in (_core, _session, _schedule, _history):
+    for mod in (_core, _session, _schedule, _history, _group):
         short = mod.__name__.rsplit(".", 1)[-1]
         for name, value in vars(mod).items():
             if name.isupper() and isinstance(value, str) and re.match(r"\s*(SELECT|LISTEN|UNLISTEN)\b", value):
@@ -418,6 +418,29 @@ def scheduled_runs():
     check(sent_count(_schedule.RUN_STATE) >= 1, "no replica read the state of a run the other claimed")
 
 
+def group():
+    """A group's two members (contract 26): the second gets its share once
+    the first gives back what was revoked; the guard; both leave."""
+    if PORTABLE:
+        return "the portable edition has no groups"
+    step("groups: two members share a group's partitions, the guard, both leave")
+    name = f"{PREFIX}/group"
+    a = leaderlock.member(DSN, name, f"{PREFIX}-a", ttl=1.5, partitions=4, drain=0.5)
+    b = leaderlock.member(DSN, name, f"{PREFIX}-b", ttl=1.5)
+    with a:
+        check(sorted(a.owned()) == [1, 2, 3, 4], f"the first member owns {a.owned()}")
+        with b:
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline and len(b.owned()) < 2:
+                time.sleep(0.05)
+            check(len(b.owned()) == 2 and len(a.owned()) == 2, f"shares {a.owned()} and {b.owned()}")
+            partition = sorted(b.owned())[0]
+            with connect() as c, c.transaction():
+                check(b.guard(c, partition) == b.owns(partition), "the guard's term")
+    check(sent_count(_group.ACK) >= 2, "no revoked partition was given back")
+    return None
+
+
 def registered_runs():
     """A job run by its name alone: its schedule kept in the database (NEXT_DUE)."""
     if PORTABLE:
@@ -564,6 +587,11 @@ def main():
         skipped["_schedule.NEXT_DUE"] = why
         print(f"- scheduled runs by name alone: skipped ({why})")
     history()
+    why = group()
+    if why:
+        for name in ("JOIN", "ASSIGNMENT", "ACK", "LEAVE", "GUARD"):
+            skipped[f"_group.{name}"] = why
+        print(f"- groups: skipped ({why})")
     why = errors()
     if why:
         print(f"- errors: skipped ({why})")

@@ -96,8 +96,7 @@ class Member:
         if term is None:
             raise LeaderlockError(f"leaderlock: partition {partition} of {self.group!r} is not ours now")
         sql = _core.bind(GUARD, _core.schema_of(conn) or self._found_schema)
-        with conn.cursor() as cur:
-            cur.execute(sql, (self.group, partition, self.me, term))
+        conn.execute(sql, (self.group, partition, self.me, term), prepare=False)
         return term
 
     # -- the member's thread -------------------------------------------------
