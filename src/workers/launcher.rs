@@ -103,6 +103,7 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
     // clock.rs); between two rounds the launcher wakes for them.
     let mut next_round = 0;
     let mut next_persist = 0;
+    let mut databases_setting = settings::DATABASES.get();
     loop {
         // Reading the clock is the beat.
         let now = clock::now();
@@ -134,6 +135,16 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
             }
         }
         bgworker::reload_config();
+        // A change of leaderlock.databases: every database is looked at
+        // again, so that one it names now is said to lack the extension
+        // even when found without it (unnamed, silently) before the change.
+        let setting = settings::DATABASES.get();
+        if setting != databases_setting {
+            databases_setting = setting;
+            for db in known.values_mut() {
+                db.absent_since = None;
+            }
+        }
         let sleep_ms = launch(&mut known);
         next_round = clock::now() + sleep_ms * 1000;
     }
