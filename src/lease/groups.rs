@@ -17,6 +17,7 @@ use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::groups::{assign, revoke_until, step, Holding, Step};
+use leaderlock_protocol::{is_live, leads, Lease};
 use pgrx::prelude::*;
 use pgrx::Uuid;
 use std::collections::BTreeMap;
@@ -28,6 +29,7 @@ const RETRY_LOCKED: i64 = 100_000;
 pub const GROUPS_PER_ROUND: usize = 100;
 
 /// A group as its locked row holds it.
+#[derive(Clone, Copy)]
 struct Group {
     partitions: i32,
     drain: i64,
@@ -121,23 +123,23 @@ pub fn join(
         plans::run(queries::ADD_PARTITIONS, &args, |_| ());
         found = lock_group(group);
     }
-    let g = found.expect("made above, or by a racing join");
+    let mut g = found.expect("made above, or by a racing join");
     let changed = join.partitions.is_some_and(|p| p != g.partitions)
         || join.drain.is_some_and(|d| d != g.drain);
     if changed {
         if !g.may_change {
             return Err(Refusal::NotGroupOwner);
         }
-        let partitions = join.partitions.unwrap_or(g.partitions);
-        let drain = join.drain.unwrap_or(g.drain);
+        g.partitions = join.partitions.unwrap_or(g.partitions);
+        g.drain = join.drain.unwrap_or(g.drain);
         let args = [
             group.into(),
-            partitions.into(),
-            micros_interval(drain).into(),
+            g.partitions.into(),
+            micros_interval(g.drain).into(),
             ts(now).into(),
         ];
         plans::run(queries::CHANGE_GROUP, &args, |_| ());
-        let args = [group.into(), partitions.into(), ts(now).into()];
+        let args = [group.into(), g.partitions.into(), ts(now).into()];
         plans::run(queries::ADD_PARTITIONS, &args, |_| ());
     }
     let members = members(group);
@@ -165,7 +167,7 @@ pub fn join(
             session
         }
     };
-    settle(group, now);
+    settle(group, g, now);
     Ok(session)
 }
 
@@ -173,9 +175,9 @@ pub fn join(
 /// go to the others at once (it stopped acting on them). Whether it was a
 /// member of the caller's.
 pub fn leave(group: &str, member: &str, now: i64) -> bool {
-    if lock_group(group).is_none() {
+    let Some(g) = lock_group(group) else {
         return false;
-    }
+    };
     let Some((session, expires_at)) = members(group).get(member).copied() else {
         return false;
     };
@@ -183,7 +185,7 @@ pub fn leave(group: &str, member: &str, now: i64) -> bool {
         return false; // live, and another role's
     }
     plans::run(queries::DROP_MEMBER, &[group.into(), member.into()], |_| ());
-    settle(group, now);
+    settle(group, g, now);
     true
 }
 
@@ -191,13 +193,13 @@ pub fn leave(group: &str, member: &str, now: i64) -> bool {
 /// from it in `term`; it is granted to its next owner at once. Whether it
 /// was so revoked.
 pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bool {
-    if lock_group(group).is_none() {
+    let Some(g) = lock_group(group) else {
         return false;
-    }
+    };
     let args = [group.into(), partition.into(), member.into(), term.into()];
     let acked = plans::run(queries::ACK_PARTITION, &args, |t| !t.is_empty());
     if acked {
-        settle(group, now);
+        settle(group, g, now);
     }
     acked
 }
@@ -246,8 +248,14 @@ pub fn assert_owner(
             micros(row.get::<TimestampWithTimeZone>(3).ok().flatten()),
         ))
     })?;
-    let live = expires_at.is_some_and(|e| e > now) && until.is_none_or(|u| u > now);
-    (live && term.is_none_or(|t| t == held)).then_some(held)
+    // held until the session's expiry, and a revoked one no later than
+    // the revocation's end: contract 3.4's rule over that window
+    let lease = Lease {
+        holder: Some(member),
+        term: held,
+        expires_at: expires_at?.min(until.unwrap_or(i64::MAX)),
+    };
+    leads(&lease, &member, term, now).then_some(held)
 }
 
 /// The members of `group`: session and its expiry (None once it ended).
@@ -277,14 +285,12 @@ struct Partition {
     acked: bool,
 }
 
-/// Moves every partition of `group` (its row locked) toward its target at
+/// Moves every partition of `group` (its row `g`, locked by the caller)
+/// toward its target at
 /// `now`: reads the members and the partitions once, decides with the
 /// protocol crate, writes each step and announces it, and sets when the
 /// group next needs a step without a call.
-fn settle(group: &str, now: i64) {
-    let Some(g) = lock_group(group) else {
-        return;
-    };
+fn settle(group: &str, g: Group, now: i64) {
     let mut members = members(group);
     let sessions: Vec<Uuid> = members.values().map(|(s, _)| *s).collect();
     let locked: BTreeMap<Uuid, Option<i64>> =
@@ -303,7 +309,7 @@ fn settle(group: &str, now: i64) {
     }
     let live: Vec<String> = members
         .iter()
-        .filter(|(_, (_, e))| e.is_some_and(|e| e > now))
+        .filter(|(_, (_, e))| is_live(true, *e, now))
         .map(|(m, _)| m.clone())
         .collect();
     let parts: Vec<Partition> = plans::run(queries::PARTITIONS, &[group.into()], |t| {
@@ -327,7 +333,7 @@ fn settle(group: &str, now: i64) {
         (Some(*session) == p.session)
             .then_some(*expires_at)
             .flatten()
-            .filter(|e| *e > now)
+            .filter(|e| is_live(true, Some(*e), now))
     };
     let counted: Vec<&Partition> = parts
         .iter()
@@ -431,13 +437,20 @@ fn settle(group: &str, now: i64) {
 /// `GROUPS_PER_ROUND`. How many it stepped.
 pub fn settle_due(now: i64) -> usize {
     let args = [ts(now).into(), (GROUPS_PER_ROUND as i64).into()];
-    let due: Vec<String> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
+    let due: Vec<(String, Group)> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
         t.into_iter()
-            .filter_map(|row| row.get::<String>(1).ok().flatten())
+            .filter_map(|row| {
+                let group = Group {
+                    partitions: row.get::<i32>(2).ok().flatten()?,
+                    drain: interval_micros(&row.get::<Interval>(3).ok().flatten()?),
+                    may_change: false, // (a step changes nothing of the group)
+                };
+                Some((row.get::<String>(1).ok().flatten()?, group))
+            })
             .collect()
     });
-    for group in &due {
-        settle(group, now);
+    for (group, g) in &due {
+        settle(group, *g, now);
     }
     due.len()
 }

@@ -104,8 +104,9 @@ statements! {
           WHERE p.grp = $1 AND p.partition = $2 AND p.member = $3 \
           FOR SHARE OF p";
     /// The worker: up to `$2` groups due a step at `$1`, locked, skipping
-    /// those a call is changing (it steps them itself).
-    LOCK_GROUPS_DUE = "SELECT grp FROM @extschema@.leaderlock_groups \
+    /// those a call is changing (it steps them itself): grp, partitions,
+    /// drain.
+    LOCK_GROUPS_DUE = "SELECT grp, partitions, drain FROM @extschema@.leaderlock_groups \
           WHERE check_at <= $1 ORDER BY check_at LIMIT $2 \
           FOR NO KEY UPDATE SKIP LOCKED";
     /// When the worker next has a group to step.
