@@ -28,18 +28,14 @@ impl Announcement {
     /// may notify on the channel: a well-formed payload is still only a
     /// hint; the server's answer to a call is what counts.
     pub fn well_formed(payload: &str) -> Option<serde_json::Value> {
-        let v: serde_json::Value = serde_json::from_str(payload).ok()?;
-        let o = v.as_object()?;
-        let known = matches!(
-            o.get("event")?.as_str()?,
-            "acquired" | "released" | "expired"
-        );
-        let holder_ok = o.get("holder").is_none_or(|h| h.is_null() || h.is_string());
-        (known
-            && o.get("key")?.is_string()
-            && o.get("at")?.is_string()
-            && o.get("term")?.as_i64()? >= 0
-            && holder_ok)
+        let v = announced(
+            payload,
+            &["acquired", "released", "expired"],
+            &["key", "at"],
+        )?;
+        let holder = v.get("holder");
+        holder
+            .is_none_or(|h| h.is_null() || h.is_string())
             .then_some(v)
     }
 
@@ -48,25 +44,31 @@ impl Announcement {
     /// `partition_freed`, with a string `group`, `member` and `at`, and an
     /// integer `partition` above 0 and `term` not below 0. A hint, as any.
     pub fn well_formed_partition(payload: &str) -> Option<serde_json::Value> {
-        let v: serde_json::Value = serde_json::from_str(payload).ok()?;
-        let o = v.as_object()?;
-        let known = matches!(
-            o.get("event")?.as_str()?,
-            "partition_granted" | "partition_revoked" | "partition_freed"
-        );
-        (known
-            && o.get("group")?.is_string()
-            && o.get("member")?.is_string()
-            && o.get("at")?.is_string()
-            && o.get("partition")?.as_i64()? > 0
-            && o.get("term")?.as_i64()? >= 0)
-            .then_some(v)
+        let v = announced(
+            payload,
+            &["partition_granted", "partition_revoked", "partition_freed"],
+            &["group", "member", "at"],
+        )?;
+        (v.get("partition")?.as_i64()? > 0).then_some(v)
     }
 
     /// The key became free: worth trying to acquire now.
     pub fn frees_key(&self) -> bool {
         self.event == "released" || self.event == "expired"
     }
+}
+
+/// `payload` as JSON when it is an object whose `event` is one of `events`,
+/// whose `strings` are strings, and whose `term` is an integer not below 0.
+fn announced(payload: &str, events: &[&str], strings: &[&str]) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(payload).ok()?;
+    let o = v.as_object()?;
+    let ok = events.contains(&o.get("event")?.as_str()?)
+        && strings
+            .iter()
+            .all(|name| o.get(*name).is_some_and(serde_json::Value::is_string))
+        && o.get("term")?.as_i64()? >= 0;
+    ok.then_some(v)
 }
 
 #[cfg(test)]
