@@ -348,8 +348,20 @@ test_version() {
   stage_end
 }
 
+# suite_cluster DIR PORT: a cluster of this version as the suites want it,
+# the extension in postgres and leaderlock_lazy. Workers serve postgres only
+# (leaderlock_lazy stays unserved, and the regression databases' outputs do
+# not depend on a worker); tests/client/test_databases.py switches to '*'
+# (the default) and back.
+suite_cluster() {
+  start_cluster "$1" "$2" "leaderlock.databases = 'postgres'" "max_worker_processes = 24" \
+    && psql_at "$2" -d postgres -c "CREATE EXTENSION leaderlock" \
+    && psql_at "$2" -d postgres -c "CREATE DATABASE leaderlock_lazy" \
+    && psql_at "$2" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock"
+}
+
 # start_client_tests: the client tests (tests/client) in the background,
-# on a cluster of their own set as test_on_a_cluster sets its own, beside
+# on a cluster of their own (suite_cluster, as test_on_a_cluster's), beside
 # the stages that follow (the clients' suites, the portable edition): they
 # mostly wait (ttls, chaos runs; about a third of a core measured), so side
 # by side the version's stages take about ten minutes less on 15.
@@ -358,11 +370,7 @@ CLIENT_PID="" CLIENT_T0=0 CLIENT_DIR=""
 start_client_tests() {
   local port dir="$VWORK/clients"
   port=$(free_port)
-  start_cluster "$dir" "$port" "leaderlock.databases = 'postgres'" "max_worker_processes = 24" \
-    && psql_at "$port" -d postgres -c "CREATE EXTENSION leaderlock" \
-    && psql_at "$port" -d postgres -c "CREATE DATABASE leaderlock_lazy" \
-    && psql_at "$port" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock" \
-    || { fail "client tests: their cluster"; return 0; }
+  suite_cluster "$dir" "$port" || { fail "client tests: their cluster"; return 0; }
   log "client tests: started on 127.0.0.1:$port (data in $dir), beside the stages below; their output at their end"
   CLIENT_T0=$SECONDS CLIENT_DIR=$dir
   { rc=0; client_tests "$port" "$dir" || rc=$?; echo "$SECONDS" >"$VWORK/client-tests.end"; exit "$rc"; } \
@@ -426,13 +434,7 @@ client_tests() {
 test_on_a_cluster() {
   PORT=$(free_port)
   local main="$VWORK/main"
-  # Workers serve postgres only (leaderlock_lazy stays unserved, and the
-  # regression databases' outputs do not depend on a worker);
-  # tests/client/test_databases.py switches to '*' (the default) and back.
-  start_cluster "$main" "$PORT" "leaderlock.databases = 'postgres'" "max_worker_processes = 24"
-  psql_at "$PORT" -d postgres -c "CREATE EXTENSION leaderlock"
-  psql_at "$PORT" -d postgres -c "CREATE DATABASE leaderlock_lazy"
-  psql_at "$PORT" -d leaderlock_lazy -c "CREATE EXTENSION leaderlock"
+  suite_cluster "$main" "$PORT"
   log "test cluster: $(psql_at "$PORT" -d postgres -Atc 'SHOW server_version') on 127.0.0.1:$PORT, data in $main"
 
   local pgxs_test
