@@ -472,9 +472,9 @@ test_on_a_cluster() {
       LEADERLOCK_PGDATA="$main" \
       "$PY_CLIENT_VENV/bin/python" -m unittest discover -s tests ${TEST_PATTERN:+-k "$TEST_PATTERN"}) \
       || fail "Python client tests"
-    stage "the Rust client against the server (crates/client/tests/server.rs)"
+    stage "the Rust client against the server (crates/client/tests: server.rs, group.rs)"
     (cd "$REPO_ROOT" && LEADERLOCK_DSN="host=127.0.0.1 port=$PORT dbname=postgres user=postgres" \
-      cargo test --locked -q -p leaderlock-client --test server) \
+      cargo test --locked -q -p leaderlock-client --test server --test group) \
       || fail "Rust client tests"
     stage "every client's scenarios (tests/clients/scenarios.py and runs_scenario.py: Python, Node.js, Go, Java, Rust)"
     "$REPO_ROOT/clients/go/test.sh" --candidate "$VWORK/go-candidate" \

@@ -24,6 +24,7 @@ mod db;
 mod dsn;
 mod elector;
 mod error;
+mod group;
 mod history;
 mod payload;
 mod schedule;
@@ -37,6 +38,7 @@ pub use config::{
 pub use db::Db;
 pub use elector::{Elector, Event, Leadership, StopReason, Watchdog};
 pub use error::{describe_error, explain, is_permanent, slots_differ, Error, SLOTS_DIFFER_DETAIL};
+pub use group::{Member, MemberConfig, MemberEvent};
 pub use history::{HistoryFilter, HistoryWatcher, Transition, PRUNED as HISTORY_PRUNED};
 pub use payload::Announcement;
 pub use schedule::{Heartbeat, Run, RunConfig, Schedule, Scheduler, Turn};

@@ -127,6 +127,24 @@ pub const GROUP_STATUS: &str = "SELECT p.partition, p.member, p.term, \
      WHERE p.grp OPERATOR(pg_catalog.=) $1 \
        AND (p.partition OPERATOR(pg_catalog.<=) g.partitions OR p.member IS NOT NULL) \
      ORDER BY p.partition";
+/// Contract 26, a member's round: join (or renew) `$1` as `$2` for `$3`
+/// seconds; `$4` partitions and `$5` seconds of drain for the first join
+/// (or its maker's change), NULL otherwise. ("group" is a reserved word:
+/// every group statement names its arguments.)
+pub const JOIN: &str = "SELECT @extschema@.le_join(\"group\" => $1, member => $2, \
+     ttl => pg_catalog.make_interval(secs => $3), partitions => $4, \
+     drain => pg_catalog.make_interval(secs => $5))::pg_catalog.text";
+/// The member's partitions: partition, term, state (owned, revoked).
+pub const ASSIGNMENT: &str = "SELECT partition, term, state \
+     FROM @extschema@.le_assignment(\"group\" => $1, member => $2) ORDER BY partition";
+/// Gives back partition `$3`, revoked from member `$2` in term `$4`.
+pub const ACK: &str = "SELECT @extschema@.le_ack(\"group\" => $1, member => $2, \
+     partition => $3, term => $4)";
+pub const LEAVE: &str = "SELECT @extschema@.le_leave(\"group\" => $1, member => $2)";
+/// The guard, in the caller's transaction: group `$1`, partition `$2`,
+/// member `$3`, term `$4`.
+pub const ASSERT_PARTITION: &str = "SELECT @extschema@.le_assert_partition(\"group\" => $1, \
+     partition => $2, member => $3, term => $4)";
 /// For `leaderlock watch`.
 pub const LISTEN_ANNOUNCEMENTS: &str = "LISTEN leaderlock";
 
