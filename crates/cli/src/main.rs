@@ -4,6 +4,7 @@ mod console;
 mod db_metrics;
 mod duration;
 mod exit;
+mod group_run;
 mod history;
 mod log;
 mod man;

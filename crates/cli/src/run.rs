@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use leaderlock_client::{
-    pg_config_from_env, Elector, ElectorConfig, Event, RunConfig, Schedule, StopReason,
+    pg_config_from_env, Elector, ElectorConfig, Event, MemberConfig, RunConfig, Schedule,
+    StopReason,
 };
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
@@ -15,7 +16,7 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::log::{Format, Log};
 use crate::supervisor::{Cause, Handle, Message};
-use crate::{exit, metrics, scheduled, text};
+use crate::{exit, group_run, metrics, scheduled, text};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -116,6 +117,25 @@ pub struct RunArgs {
     /// replace (a run ends the one before; its runner is fenced off).
     #[arg(long, value_parser = ["allow", "forbid", "replace"], requires = "register", help_heading = "Scheduled runs")]
     overlap: Option<String>,
+    /// Groups (contract 26): be a member of this group and run the command
+    /// once per partition the server assigns to it, with LEADERLOCK_GROUP,
+    /// LEADERLOCK_MEMBER (--id), LEADERLOCK_PARTITION and LEADERLOCK_TERM
+    /// in its environment. A partition's command is stopped (SIGTERM, then
+    /// SIGKILL after --grace) at the local deadline or when the partition
+    /// is revoked (then given back), started again after --restart-delay
+    /// if it exits while the partition is ours. Runs until SIGINT/SIGTERM
+    /// (every command stopped, then the member leaves) or a refusal.
+    #[arg(long, help_heading = "Groups", conflicts_with_all = ["every", "cron", "job", "register"])]
+    group: Option<String>,
+    /// With --group: the group's partition count, for its first join (or
+    /// its maker's change), 1 to 1024.
+    #[arg(long, requires = "group", value_parser = clap::value_parser!(i32).range(1..=1024), help_heading = "Groups")]
+    partitions: Option<i32>,
+    /// With --group: how long an owner has to give a revoked partition
+    /// back, for the group's first join (or its maker's change). Default:
+    /// the group's (10s for a new one).
+    #[arg(long, requires = "group", value_parser = crate::duration::parse, help_heading = "Groups")]
+    drain: Option<Duration>,
     /// The command and its arguments (run directly, without a shell).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -146,17 +166,13 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
             .file_name()
             .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned())
     });
-    let remove: Vec<OsString> = if args.no_connection_env {
-        std::env::vars_os()
-            .map(|(name, _)| name)
-            .filter(|name| {
-                let n = name.to_string_lossy();
-                n.starts_with("PG") || n == "DATABASE_URL" || n == "LEADERLOCK_DSN"
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let remove = connection_env(&args);
+    if let Some(group) = &args.group {
+        return match group_member(&args, group) {
+            Ok(g) => group_run::run(g, db, log).await,
+            Err(message) => fail(message, exit::USAGE),
+        };
+    }
     // --job alone: the job's schedule kept in the database (contract 24).
     if args.every.is_some() || args.cron.is_some() || args.job.is_some() {
         return match scheduled_job(&args, key, remove) {
@@ -250,6 +266,21 @@ pub async fn run(args: RunArgs, dsn: Option<&str>) -> i32 {
     code
 }
 
+/// The variables kept out of the command's environment: the connection
+/// settings with --no-connection-env, else none.
+fn connection_env(args: &RunArgs) -> Vec<OsString> {
+    if !args.no_connection_env {
+        return Vec::new();
+    }
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            let n = name.to_string_lossy();
+            n.starts_with("PG") || n == "DATABASE_URL" || n == "LEADERLOCK_DSN"
+        })
+        .collect()
+}
+
 /// The time between SIGTERM and SIGKILL (`--grace`, default ttl/4), or why
 /// not (a usage error). SIGTERM goes at the last renewal's start + ttl,
 /// less the margin and the grace: a grace that leaves no room for the
@@ -269,6 +300,45 @@ fn checked_grace(
         ));
     }
     Ok(grace)
+}
+
+/// The group member `args` describe, or why not (a usage error).
+fn group_member(args: &RunArgs, group: &str) -> Result<group_run::Group, String> {
+    for (flag, given) in [
+        ("--key", args.key.is_some()),
+        ("--restart", args.restart),
+        ("--slots", args.slots != 1),
+        ("--priority", args.priority != 0),
+        ("--timeout", args.timeout.is_some()),
+        ("--poll", args.poll.is_some()),
+        ("--metrics", args.metrics.is_some()),
+    ] {
+        if given {
+            return Err(format!("{flag} applies to leading, not to --group"));
+        }
+    }
+    if args.ttl < MIN_TTL {
+        return Err(format!("--ttl must be at least {MIN_TTL:?}"));
+    }
+    if args.restart_delay < MIN_RESTART_DELAY {
+        return Err(format!(
+            "--restart-delay must be at least {MIN_RESTART_DELAY:?}"
+        ));
+    }
+    let mut config = MemberConfig::new(group, args.ttl);
+    if let Some(id) = &args.id {
+        config.id = id.clone();
+    }
+    config.partitions = args.partitions;
+    config.drain = args.drain;
+    let grace = checked_grace(args, args.ttl / 3, config.margin)?;
+    Ok(group_run::Group {
+        config,
+        grace,
+        restart_delay: args.restart_delay,
+        command: args.command.clone(),
+        remove_env: connection_env(args),
+    })
 }
 
 /// The scheduled job `args` describe, or why not (a usage error).
