@@ -71,14 +71,36 @@ fn lock_group(group: &str) -> Option<Group> {
     })
 }
 
-fn group_row(group: &str) -> Option<(i32, i64)> {
-    plans::run(queries::GROUP_ROW, &[group.into()], |t| {
+/// Group `group` as it is at `now`: partitions, drain, whether a step is
+/// due.
+fn group_row(group: &str, now: i64) -> Option<(i32, i64, bool)> {
+    plans::run(queries::GROUP_ROW, &[group.into(), ts(now).into()], |t| {
         let row = t.into_iter().next()?;
         Some((
             row.get::<i32>(1).ok().flatten()?,
             interval_micros(&row.get::<Interval>(2).ok().flatten()?),
+            row.get::<bool>(3).ok().flatten().unwrap_or(false),
         ))
     })
+}
+
+/// Steps `group` if a step is due at `now` and nobody else is changing
+/// it: a member's renewal does so, so that where no worker serves the
+/// database a revocation's end or a lapsed member still moves partitions
+/// (a worker, or a join in progress, is doing it otherwise: skipped).
+fn settle_if_due(group: &str, now: i64) {
+    let args = [group.into(), ts(now).into()];
+    let due = plans::run(queries::LOCK_GROUP_IF_DUE, &args, |t| {
+        let row = t.into_iter().next()?;
+        Some(Group {
+            partitions: row.get::<i32>(1).ok().flatten()?,
+            drain: interval_micros(&row.get::<Interval>(2).ok().flatten()?),
+            may_change: false, // (a step changes nothing of the group)
+        })
+    });
+    if let Some(g) = due {
+        settle(group, g, now);
+    }
 }
 
 /// Contract 26, le_join: `member` joins `group` (made with `join`'s
@@ -93,16 +115,18 @@ pub fn join(
     // A live member's renewal that changes nothing of the group takes no
     // lock of it: a step in progress never delays a member's renewal (the
     // step holds the members' sessions share-locked only while it runs).
-    if let Some((partitions, drain)) = group_row(group) {
+    if let Some((partitions, drain, due)) = group_row(group, now) {
         let same = join.partitions.is_none_or(|p| p == partitions)
             && join.drain.is_none_or(|d| d == drain);
         if let Some(&(session, Some(expires_at))) = members(group).get(member) {
             if same && expires_at > now {
-                return if session_leases::renew(session, Some(join.ttl), false) {
-                    Ok(session)
-                } else {
-                    Err(Refusal::MemberOfAnotherRole)
-                };
+                if !session_leases::renew(session, Some(join.ttl), false) {
+                    return Err(Refusal::MemberOfAnotherRole);
+                }
+                if due {
+                    settle_if_due(group, now);
+                }
+                return Ok(session);
             }
         }
     }

@@ -15,7 +15,7 @@ import unittest
 
 import psycopg2
 
-from harness import PORTABLE, connect, one
+from harness import LAZY_DB, PORTABLE, connect, one
 
 SECONDS = float(os.environ.get("LEADERLOCK_GROUPS_CHAOS_SECONDS", "12"))
 TTL = 2.0
@@ -221,6 +221,34 @@ class GroupsTest(unittest.TestCase):
             for conn in (guarded, other):
                 conn.close()
             one(self.conn, "RESET statement_timeout")
+
+    def test_without_a_worker_the_members_renewals_step_the_group(self):
+        """In a database no worker serves, a revocation's end and a lapsed
+        member still move partitions: a member's renewal steps its group
+        when a step is due (skipping it if another transaction is at it)."""
+        conn = connect(LAZY_DB)
+        group = self.group + "-lazy"
+        try:
+            owned = ("SELECT count(*) FROM le_assignment(%s, %s) WHERE state = 'owned'")
+            one(conn, "SELECT le_join(%s, 'a', '1 second', 4, '0.3 seconds')::text", (group,))
+            one(conn, "SELECT le_join(%s, 'b', '5 seconds')::text", (group,))
+            # a never gives its 2 back; their revocation ends with a's
+            # session as it was (1 s); a's renewals go on
+            self.assertEqual(one(conn, owned, (group, "b")), 0)
+            until = time.monotonic() + 1.5
+            while time.monotonic() < until:
+                one(conn, "SELECT le_join(%s, 'a', '1 second')::text", (group,))
+                time.sleep(0.2)
+            self.assertEqual(one(conn, owned, (group, "b")), 2, "the revocation's end moved nothing")
+            # a stops renewing: b's renewals take a's once its session lapsed
+            until = time.monotonic() + 1.5
+            while time.monotonic() < until:
+                one(conn, "SELECT le_join(%s, 'b', '5 seconds')::text", (group,))
+                time.sleep(0.2)
+            self.assertEqual(one(conn, owned, (group, "b")), 4, "the lapsed member's partitions stayed")
+        finally:
+            one(conn, "SELECT le_leave(%s, 'b')", (group,))
+            conn.close()
 
     def rows(self, sql):
         with self.conn.cursor() as c:

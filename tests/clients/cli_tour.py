@@ -128,6 +128,10 @@ def main():
         if f'schedule "{sched}": every 1s' not in cli("runs", "--job", sched):
             failures.append("runs does not show the registered schedule")
         cli("status", "--group", f"{prefix}-group", expect=1)  # (no such group: its statement ran)
+        until_stopped(2.0, "run", "--group", f"{prefix}-grun", "--partitions", "2", "--ttl", "2s", "--", "sleep", "30")
+        grun = [json.loads(line) for line in cli("status", "--group", f"{prefix}-grun", "--json").splitlines()]
+        if len(grun) != 2:  # (freed when the member left)
+            failures.append(f"status --group after run --group: {grun}")
         until_stopped(1.0, "watch", "--group", f"{prefix}-group", "--since", "0")
         # The metrics read the database when scraped, the console when a
         # page asks: each is asked for everything it reads and writes.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leaderlock_client::{
     pg_config_from_env, ConnectConfig, Db, Elector, ElectorConfig, Event, HistoryFilter,
-    HistoryWatcher, Session, SessionConfig,
+    HistoryWatcher, Member, MemberConfig, MemberEvent, Session, SessionConfig,
 };
 use tokio::time::{sleep, timeout, Instant};
 use tokio_postgres::types::Type;
@@ -48,6 +48,64 @@ async fn own_connection(db: &ConnectConfig) -> Db {
     Db::attach(client, db.schema())
         .await
         .unwrap_or_else(|e| fail(e.to_string()))
+}
+
+/// A member of `group` named `id` (ttl 1.5 s, 4 partitions).
+fn member(db: &ConnectConfig, group: &str, id: String) -> Member {
+    let mut config = MemberConfig::new(group, Duration::from_millis(1500));
+    config.id = id;
+    config.partitions = Some(4);
+    config.drain = Some(Duration::from_secs(2));
+    Member::start(db.clone(), config)
+}
+
+/// Reads `m`'s events (acking revocations) until, by them, it owns `want`
+/// partitions (`owned()` may say so before the events are read): `owned`
+/// counts them from its first event on.
+async fn owning(m: &mut Member, owned: &mut usize, want: usize) {
+    let until = Instant::now() + Duration::from_secs(8);
+    while *owned != want {
+        match timeout(until.saturating_duration_since(Instant::now()), m.next_event()).await {
+            Ok(Some(MemberEvent::Assigned { .. })) => *owned += 1,
+            Ok(Some(MemberEvent::Revoked { partition, term })) => {
+                *owned -= 1;
+                m.ack(partition, term)
+            }
+            Ok(Some(MemberEvent::Lost { .. })) => *owned -= 1,
+            Ok(Some(MemberEvent::Failed { error })) => fail(error.to_string()),
+            Ok(Some(_)) => {}
+            _ => fail(format!("{} never owned {want} partitions", m.id())),
+        }
+    }
+}
+
+async fn group(db: &ConnectConfig, prefix: &str) {
+    let name = format!("{prefix}-group");
+    let (mut a_owns, mut b_owns) = (0, 0);
+    let mut a = member(db, &name, format!("{prefix}-a"));
+    owning(&mut a, &mut a_owns, 4).await;
+    let mut b = member(db, &name, format!("{prefix}-b"));
+    owning(&mut a, &mut a_owns, 2).await;
+    owning(&mut b, &mut b_owns, 2).await;
+    let (&partition, &term) = b.owned().iter().next().expect("owns two");
+    let other = own_connection(db).await;
+    other
+        .batch_execute("BEGIN")
+        .await
+        .unwrap_or_else(|e| fail(e.to_string()));
+    match b.guard(other.client(), partition).await {
+        Ok(t) if t == term => {}
+        other => fail(format!("the guard of partition {partition}: {other:?}")),
+    }
+    other
+        .batch_execute("COMMIT")
+        .await
+        .unwrap_or_else(|e| fail(e.to_string()));
+    for m in [a, b] {
+        if !m.leave().await.unwrap_or_else(|e| fail(e.to_string())) {
+            fail("a member's leave was refused".into());
+        }
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -166,6 +224,12 @@ async fn main() {
     }
     if !session.close().await.unwrap_or(false) {
         fail("close refused".into());
+    }
+
+    // (Groups are the compiled edition's.)
+    if std::env::var("LEADERLOCK_TOUR_EDITION").as_deref() != Ok("portable") {
+        step("group: two members share its partitions, a revoked one given back, the guard, both leave");
+        group(&db, prefix).await;
     }
 
     step("history: from the tour's first transition, every one of its keys");

@@ -33,11 +33,17 @@ fn member(dsn: &str, group: &str, id: &str, ttl: Duration) -> Member {
     Member::start(db, config)
 }
 
-/// Reads `m`'s events until it owns `want` partitions (acking every
-/// revocation at once): those, with their terms.
-async fn until_owning(m: &mut Member, want: usize, limit: Duration) -> BTreeMap<i32, i64> {
+/// Reads `m`'s events until it owns `want` partitions by them (acking
+/// every revocation at once): `owned`, kept by the caller from the
+/// member's first event on (`m.owned()` may change before the events that
+/// tell it are read). Those, with their terms.
+async fn until_owning(
+    m: &mut Member,
+    owned: &mut BTreeMap<i32, i64>,
+    want: usize,
+    limit: Duration,
+) -> BTreeMap<i32, i64> {
     let until = Instant::now() + limit;
-    let mut owned = m.owned();
     while owned.len() != want || m.owned().len() != want {
         let left = until.saturating_duration_since(Instant::now());
         let event = timeout(left, m.next_event())
@@ -61,7 +67,7 @@ async fn until_owning(m: &mut Member, want: usize, limit: Duration) -> BTreeMap<
             _ => {}
         }
     }
-    owned
+    owned.clone()
 }
 
 /// A second member joins: the first is told to give back half, gives it
@@ -75,14 +81,15 @@ async fn members_share_move_on_ack_and_guard_writes() {
     };
     let group = format!("rust-group-{:x}", std::process::id());
     let ttl = Duration::from_secs(6);
+    let (mut a_owns, mut b_owns) = (BTreeMap::new(), BTreeMap::new());
     let mut a = member(&dsn, &group, "a", ttl);
-    let all = until_owning(&mut a, 4, Duration::from_secs(5)).await;
+    let all = until_owning(&mut a, &mut a_owns, 4, Duration::from_secs(5)).await;
     assert_eq!(all.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4]);
 
     let joined = Instant::now();
     let mut b = member(&dsn, &group, "b", ttl);
-    let kept = until_owning(&mut a, 2, Duration::from_secs(5)).await;
-    let given = until_owning(&mut b, 2, Duration::from_secs(5)).await;
+    let kept = until_owning(&mut a, &mut a_owns, 2, Duration::from_secs(5)).await;
+    let given = until_owning(&mut b, &mut b_owns, 2, Duration::from_secs(5)).await;
     // Moved on the ack, heard at once: no round (every 2 s) waited for.
     assert!(
         joined.elapsed() < Duration::from_millis(1500),
@@ -115,7 +122,7 @@ async fn members_share_move_on_ack_and_guard_writes() {
 
     let left = Instant::now();
     assert!(a.leave().await.unwrap());
-    until_owning(&mut b, 4, Duration::from_secs(5)).await;
+    until_owning(&mut b, &mut b_owns, 4, Duration::from_secs(5)).await;
     assert!(left.elapsed() < Duration::from_millis(1500));
     assert!(b.leave().await.unwrap());
 }
@@ -132,7 +139,8 @@ async fn a_member_that_cannot_renew_stops_at_its_local_deadline() {
     let group = format!("rust-group-stall-{:x}", std::process::id());
     let ttl = Duration::from_millis(1500);
     let mut m = member(&dsn, &group, "stalled", ttl);
-    until_owning(&mut m, 4, Duration::from_secs(5)).await;
+    let mut owns = BTreeMap::new();
+    until_owning(&mut m, &mut owns, 4, Duration::from_secs(5)).await;
     let mut client = connect(&dsn).await;
     let tx = client.transaction().await.unwrap();
     tx.query_one(
@@ -155,6 +163,7 @@ async fn a_member_that_cannot_renew_stops_at_its_local_deadline() {
     assert!(m.owns(1).is_none() && m.owned().is_empty());
     assert!(after <= ttl, "lost {after:?} after the lock, ttl {ttl:?}");
     tx.rollback().await.unwrap();
-    until_owning(&mut m, 4, Duration::from_secs(5)).await;
+    owns.clear(); // (every partition was told lost above)
+    until_owning(&mut m, &mut owns, 4, Duration::from_secs(5)).await;
     assert!(m.leave().await.unwrap());
 }

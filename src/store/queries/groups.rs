@@ -40,9 +40,15 @@ statements! {
     /// Member `$2` leaves group `$1`: its session, if it was one.
     DROP_MEMBER = "DELETE FROM @extschema@.leaderlock_members \
           WHERE grp = $1 AND member = $2 RETURNING session";
-    /// Group `$1`'s row as it is: partitions, drain (a renewal takes no
-    /// lock of the group).
-    GROUP_ROW = "SELECT partitions, drain FROM @extschema@.leaderlock_groups WHERE grp = $1";
+    /// Group `$1`'s row as it is: partitions, drain, and whether a step is
+    /// due at `$2` (a renewal takes no lock of the group).
+    GROUP_ROW = "SELECT partitions, drain, coalesce(check_at <= $2, false) \
+           FROM @extschema@.leaderlock_groups WHERE grp = $1";
+    /// Group `$1`'s row, locked if a step is due at `$2` and no other
+    /// transaction holds it (a renewal steps it then, never waiting):
+    /// partitions, drain.
+    LOCK_GROUP_IF_DUE = "SELECT partitions, drain FROM @extschema@.leaderlock_groups \
+          WHERE grp = $1 AND check_at <= $2 FOR NO KEY UPDATE SKIP LOCKED";
     /// Group `$1`'s partitions, in order: partition, member, session, term,
     /// revoke_until, acked (they change only under the group's lock, which
     /// the reader holds).
