@@ -65,7 +65,12 @@ fn member(db: &ConnectConfig, group: &str, id: String) -> Member {
 async fn owning(m: &mut Member, owned: &mut usize, want: usize) {
     let until = Instant::now() + Duration::from_secs(8);
     while *owned != want {
-        match timeout(until.saturating_duration_since(Instant::now()), m.next_event()).await {
+        match timeout(
+            until.saturating_duration_since(Instant::now()),
+            m.next_event(),
+        )
+        .await
+        {
             Ok(Some(MemberEvent::Assigned { .. })) => *owned += 1,
             Ok(Some(MemberEvent::Revoked { partition, term })) => {
                 *owned -= 1;
