@@ -13,8 +13,10 @@
 // (openSession(): many keys renewed by one le_renew_session, with the same
 // local deadline; contract 21) and scheduled runs (schedule(): a job's
 // callback once per due instant, on one replica, with the same local
-// deadline; contract 22) and the history of transitions (watchHistory():
-// each transition once, in order, across lost connections; contract 23).
+// deadline; contract 22), the history of transitions (watchHistory():
+// each transition once, in order, across lost connections; contract 23)
+// and a group's member (member(): partitions the server assigns, with the
+// same local deadline; contract 26).
 //
 // This file is the package's face: it re-exports the public API, by name
 // (the modules export internals to one another too). The modules, each
@@ -31,6 +33,7 @@
 //   signals.ts     releaseOnSignals
 //   schedule.ts    scheduled runs and due instants (contract 22)
 //   history.ts     the history watcher (contract 23)
+//   group.ts       a group's member (contract 26)
 export {
   BadArgumentError, ConnectionError, LeaderlockError, LeaseLost, LeaseLostError, NotAcquired, NotAcquiredError,
   NotInstalledError, PrivilegeError, RejectedError,
@@ -48,3 +51,5 @@ export { RunLost, nextDue, schedule } from "./schedule.js";
 export type { DueRule, Run, ScheduleOptions } from "./schedule.js";
 export { HistoryPrunedError, HistoryWatcher, watchHistory } from "./history.js";
 export type { HistoryEvent, HistoryOptions, Transition } from "./history.js";
+export { PartitionNotOwned, member } from "./group.js";
+export type { Member, MemberOptions } from "./group.js";

@@ -135,13 +135,20 @@ export async function guardWith(l: Fenced, client: PG.ClientBase | Queryable): P
 export async function guardedWith<T>(l: Fenced, db: PG.ClientBase | PG.Pool | Queryable | PoolLike,
                               fn: (tx: PG.ClientBase) => Promise<T>): Promise<T> {
   l.check();
+  return fencedTransaction(db, (tx) => guardWith(l, tx), fn);
+}
+
+/** BEGIN, guard(tx), fn(tx), COMMIT; ROLLBACK on any error (a lease's guarded(), a group member's). */
+export async function fencedTransaction<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike,
+                                           guard: (tx: Queryable) => Promise<unknown>,
+                                           fn: (tx: PG.ClientBase) => Promise<T>): Promise<T> {
   const pooled = typeof (db as any).connect === "function" && typeof (db as any).totalCount === "number";
   const tx: Queryable & { release?(err?: Error | boolean): void } = pooled ? await (db as PoolLike).connect() : (db as Queryable);
   let broken: Error | undefined;
   try {
     await tx.query({ text: "BEGIN" });
     try {
-      await guardWith(l, tx);
+      await guard(tx);
       const result = await fn(tx as unknown as PG.ClientBase);
       // COMMIT of a transaction an error aborted rolls back, and says so
       if ((await tx.query({ text: "COMMIT" })).command === "ROLLBACK") {

@@ -17,7 +17,7 @@
 import pg from "pg";
 import { performance } from "node:perf_hooks";
 import {
-  lead, Elector, openSession, schedule, watchHistory, NotAcquired, NotInstalledError, BadArgumentError,
+  lead, Elector, openSession, schedule, watchHistory, member, NotAcquired, NotInstalledError, BadArgumentError,
 } from "../dist/esm/index.js";
 import { constants } from "./statements.mjs";
 
@@ -30,6 +30,8 @@ if (!DSN || !PREFIX) {
 const SCHEMA = process.env.LEADERLOCK_SCHEMA || null;
 // tests/clients/hostile.py says which edition the database has (portable: no priorities, no schedules kept in it).
 const PORTABLE = process.env.LEADERLOCK_TOUR_EDITION === "portable";
+// Whether the server has groups (contract 26: the compiled edition's), asked in main().
+let GROUPS = false;
 
 // Every statement text any pg.Client of this process sends (the library's `pg` is this one).
 const sent = new Set();
@@ -371,6 +373,58 @@ async function main() {
     });
   }
 
+  GROUPS = await one(`SELECT coalesce((${S}.le_capabilities() OPERATOR(pg_catalog.->>) 'groups')::boolean, false)`);
+  if (GROUPS) {
+    await step("member(): two members share 4 partitions, revoked ones drained and given back, guard, guarded, " +
+               "a stale term refused, both leave", async () => {
+      const group = key("group");
+      const drained = [];
+      const a = await member(DSN, { group, member: `${PREFIX}:a`, ttl: 1.5, partitions: 4, drain: 2,
+                                    onRevoked: async (p) => { await sleep(50); drained.push(p); } });
+      let b;
+      let moved;
+      try {
+        check(a.owned().size === 4, `the first member owns ${[...a.owned().keys()]}`);
+        b = await member(DSN, { group, member: `${PREFIX}:b`, ttl: 1.5 });
+        const t0 = now();
+        while (!(a.owned().size === 2 && b.owned().size === 2) && now() - t0 < 5000) await sleep(10);
+        check(a.owned().size === 2 && b.owned().size === 2, `a owns ${[...a.owned().keys()]}, b ${[...b.owned().keys()]}`);
+        check(drained.length === 2, `drained ${drained}`);
+        const [p, term] = [...b.owned()][0];
+        check(term > 1n, `the newcomer's term ${term}`);
+        moved = `partition ${p} moved, term ${term}`;
+        await side.query("BEGIN");
+        try {
+          check((await b.guard(side, p)) === term, "the guard's term");
+        } finally {
+          await side.query("COMMIT");
+        }
+        check((await b.guarded(side, p, async (tx) => (await tx.query("SELECT 1 AS x")).rows[0].x)) === 1, "guarded's result");
+        // the term the first member held it in: refused by the server (the tour's own call)
+        await side.query("BEGIN");
+        let code;
+        try {
+          await side.query(`SELECT ${S}.le_assert_partition("group" => $1, partition => $2::pg_catalog.int4, member => $3, ` +
+                           "term => $4::bigint)", [group, p, a.member, "1"]);
+        } catch (e) {
+          code = e.code;
+        } finally {
+          await side.query("ROLLBACK");
+        }
+        check(code === "LE001", `a stale term: ${code}`);
+      } finally {
+        const left = [await b?.leave(), await a.leave()];
+        check(left.every((l) => l !== false), `leave: ${left}`);
+      }
+      const owned = await one(`SELECT pg_catalog.count(*) FROM ${S}.leaderlock_partitions p ` +
+                              "WHERE p.grp OPERATOR(pg_catalog.=) $1 AND p.member IS NOT NULL", [group]);
+      check(Number(owned) === 0, `${owned} partitions still owned after both left`);
+      return moved;
+    });
+  } else {
+    skipped.push("groups (contract 26: this edition has none)");
+  }
+
   await step("the history: the watcher saw the tour's transitions; a second one reads after a position", async () => {
     const t0 = now();
     while (!watched.some((t) => t.key === k1 && t.event === "released") && now() - t0 < 3000) await sleep(20);
@@ -397,6 +451,8 @@ async function main() {
   await watching;
 }
 
+const GROUP_STATEMENTS = ["JOIN_GROUP", "ASSIGNMENT", "ACK_PARTITION", "LEAVE_GROUP", "ASSERT_PARTITION"];
+
 /** Why a statement constant may not be reached here. */
 function excuse(name, worker) {
   if (name === "RENEW_LEGACY" || name === "RELEASE_LEGACY" || name === "WORKER_RUNNING") {
@@ -405,6 +461,7 @@ function excuse(name, worker) {
   if (name === "EXPIRE_LAPSED" && worker) return "the worker serves this database (lapsed leases expire without it)";
   if (name === "HOLDS" && POOLED) return skipped[0];
   if (name === "NEXT_DUE" && PORTABLE) return "the portable edition keeps no schedule";
+  if (GROUP_STATEMENTS.includes(name) && !GROUPS) return "this edition has no groups";
   return null;
 }
 

@@ -2,10 +2,12 @@
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.probe = probe;
 exports.frees = frees;
+exports.namesMember = namesMember;
 exports.hint = hint;
 // Notifications as hints: whether they reach this session at all (probe;
-// not behind transaction pooling), and the wait for one that says a key is
-// free, at a bounded rate (a campaign's wait between tries).
+// not behind transaction pooling), the wait for one that says a key is
+// free, at a bounded rate (a campaign's wait between tries), and a group's
+// announcement naming a member (group.ts).
 const node_crypto_1 = require("node:crypto");
 const connect_js_1 = require("./connect.js");
 const options_js_1 = require("./options.js");
@@ -43,6 +45,24 @@ function frees(payload, key) {
     try {
         const a = JSON.parse(payload ?? "");
         return a?.key === key && (a.event === "released" || a.event === "expired");
+    }
+    catch {
+        return false;
+    }
+}
+const PARTITION_EVENTS = ["partition_granted", "partition_revoked", "partition_freed"];
+/**
+ * Whether `payload` is a group's announcement (contract 26) as the server
+ * writes it (the Rust client's Announcement::well_formed_partition) naming
+ * `member` of `group`: a hint that its assignment changed.
+ */
+function namesMember(payload, group, member) {
+    try {
+        const a = JSON.parse(payload ?? "");
+        return typeof a === "object" && a !== null && PARTITION_EVENTS.includes(a.event) &&
+            typeof a.group === "string" && typeof a.member === "string" && typeof a.at === "string" &&
+            Number.isInteger(a.term) && a.term >= 0 && Number.isInteger(a.partition) && a.partition > 0 &&
+            a.group === group && a.member === member;
     }
     catch {
         return false;

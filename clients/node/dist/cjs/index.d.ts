@@ -12,3 +12,5 @@ export { RunLost, nextDue, schedule } from "./schedule.js";
 export type { DueRule, Run, ScheduleOptions } from "./schedule.js";
 export { HistoryPrunedError, HistoryWatcher, watchHistory } from "./history.js";
 export type { HistoryEvent, HistoryOptions, Transition } from "./history.js";
+export { PartitionNotOwned, member } from "./group.js";
+export type { Member, MemberOptions } from "./group.js";

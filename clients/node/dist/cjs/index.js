@@ -1,6 +1,6 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.watchHistory = exports.HistoryWatcher = exports.HistoryPrunedError = exports.schedule = exports.nextDue = exports.RunLost = exports.openSession = exports.SessionLost = exports.releaseOnSignals = exports.lead = exports.Elector = exports.defaultId = exports.RejectedError = exports.PrivilegeError = exports.NotInstalledError = exports.NotAcquiredError = exports.NotAcquired = exports.LeaseLostError = exports.LeaseLost = exports.LeaderlockError = exports.ConnectionError = exports.BadArgumentError = void 0;
+exports.member = exports.PartitionNotOwned = exports.watchHistory = exports.HistoryWatcher = exports.HistoryPrunedError = exports.schedule = exports.nextDue = exports.RunLost = exports.openSession = exports.SessionLost = exports.releaseOnSignals = exports.lead = exports.Elector = exports.defaultId = exports.RejectedError = exports.PrivilegeError = exports.NotInstalledError = exports.NotAcquiredError = exports.NotAcquired = exports.LeaseLostError = exports.LeaseLost = exports.LeaderlockError = exports.ConnectionError = exports.BadArgumentError = void 0;
 // Leader election on PostgreSQL with the leaderlock extension (compiled or
 // portable edition), with the Rust client's guarantees: renew every ttl/3,
 // a local deadline on the monotonic clock (the send time of the last
@@ -16,8 +16,10 @@ exports.watchHistory = exports.HistoryWatcher = exports.HistoryPrunedError = exp
 // (openSession(): many keys renewed by one le_renew_session, with the same
 // local deadline; contract 21) and scheduled runs (schedule(): a job's
 // callback once per due instant, on one replica, with the same local
-// deadline; contract 22) and the history of transitions (watchHistory():
-// each transition once, in order, across lost connections; contract 23).
+// deadline; contract 22), the history of transitions (watchHistory():
+// each transition once, in order, across lost connections; contract 23)
+// and a group's member (member(): partitions the server assigns, with the
+// same local deadline; contract 26).
 //
 // This file is the package's face: it re-exports the public API, by name
 // (the modules export internals to one another too). The modules, each
@@ -34,6 +36,7 @@ exports.watchHistory = exports.HistoryWatcher = exports.HistoryPrunedError = exp
 //   signals.ts     releaseOnSignals
 //   schedule.ts    scheduled runs and due instants (contract 22)
 //   history.ts     the history watcher (contract 23)
+//   group.ts       a group's member (contract 26)
 var errors_js_1 = require("./errors.js");
 Object.defineProperty(exports, "BadArgumentError", { enumerable: true, get: function () { return errors_js_1.BadArgumentError; } });
 Object.defineProperty(exports, "ConnectionError", { enumerable: true, get: function () { return errors_js_1.ConnectionError; } });
@@ -63,3 +66,6 @@ var history_js_1 = require("./history.js");
 Object.defineProperty(exports, "HistoryPrunedError", { enumerable: true, get: function () { return history_js_1.HistoryPrunedError; } });
 Object.defineProperty(exports, "HistoryWatcher", { enumerable: true, get: function () { return history_js_1.HistoryWatcher; } });
 Object.defineProperty(exports, "watchHistory", { enumerable: true, get: function () { return history_js_1.watchHistory; } });
+var group_js_1 = require("./group.js");
+Object.defineProperty(exports, "PartitionNotOwned", { enumerable: true, get: function () { return group_js_1.PartitionNotOwned; } });
+Object.defineProperty(exports, "member", { enumerable: true, get: function () { return group_js_1.member; } });

@@ -5,6 +5,7 @@ exports.releaseAgain = releaseAgain;
 exports.readsTheClock = readsTheClock;
 exports.guardWith = guardWith;
 exports.guardedWith = guardedWith;
+exports.fencedTransaction = fencedTransaction;
 const errors_js_1 = require("./errors.js");
 const connect_js_1 = require("./connect.js");
 const options_js_1 = require("./options.js");
@@ -70,13 +71,17 @@ async function guardWith(l, client) {
 /** Lease.guarded: BEGIN, guardWith, fn(tx), COMMIT; ROLLBACK on any error. */
 async function guardedWith(l, db, fn) {
     l.check();
+    return fencedTransaction(db, (tx) => guardWith(l, tx), fn);
+}
+/** BEGIN, guard(tx), fn(tx), COMMIT; ROLLBACK on any error (a lease's guarded(), a group member's). */
+async function fencedTransaction(db, guard, fn) {
     const pooled = typeof db.connect === "function" && typeof db.totalCount === "number";
     const tx = pooled ? await db.connect() : db;
     let broken;
     try {
         await tx.query({ text: "BEGIN" });
         try {
-            await guardWith(l, tx);
+            await guard(tx);
             const result = await fn(tx);
             // COMMIT of a transaction an error aborted rolls back, and says so
             if ((await tx.query({ text: "COMMIT" })).command === "ROLLBACK") {

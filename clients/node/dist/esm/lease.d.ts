@@ -86,6 +86,8 @@ interface Fenced {
 export declare function guardWith(l: Fenced, client: PG.ClientBase | Queryable): Promise<number>;
 /** Lease.guarded: BEGIN, guardWith, fn(tx), COMMIT; ROLLBACK on any error. */
 export declare function guardedWith<T>(l: Fenced, db: PG.ClientBase | PG.Pool | Queryable | PoolLike, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T>;
+/** BEGIN, guard(tx), fn(tx), COMMIT; ROLLBACK on any error (a lease's guarded(), a group member's). */
+export declare function fencedTransaction<T>(db: PG.ClientBase | PG.Pool | Queryable | PoolLike, guard: (tx: Queryable) => Promise<unknown>, fn: (tx: PG.ClientBase) => Promise<T>): Promise<T>;
 /**
  * A local deadline kept by a renewal every ttl/3 on a connection of its own
  * (a lease's, a session's): every reader checks the clock, a timer enforces
