@@ -367,7 +367,8 @@ fn settle(group: &str, g: Group, now: i64) {
         .iter()
         .map(|p| owner_expiry(p).and(p.member.clone()))
         .collect();
-    let target = assign(&live, &current);
+    let revoking: Vec<bool> = counted.iter().map(|p| p.revoke_until.is_some()).collect();
+    let target = assign(&live, &current, &revoking);
     let floor = failover::term_floor();
     let mut next: Option<i64> = members
         .values()

@@ -22,7 +22,8 @@ the history between two changes is the first one's doing. Checked:
    or a stop: from the session's lapse, the change + ttl; a restart or
    the outage: from its end);
 4. from the history: a join (the SIGCONT's rejoin too) moves at most
-   ceil(P/N) + 1 partitions (N members after it); a leave, a kill or a
+   ceil(P/N) + 1 partitions (N members after it), revoking none of them
+   twice; a leave, a kill or a
    stop moves only the leaver's partitions, each once.
 
 Short in the test command (about 35 s). By hand, longer:
@@ -438,6 +439,10 @@ class GroupsChaosTest(unittest.TestCase):
                 c["most"] = math.ceil(PARTITIONS / c["n"]) + 1
                 if c["moves"] > c["most"]:
                     found.append(f"{what}: moved {c['moves']} partitions, at most {c['most']} allowed")
+                # each move of a live owner's partition revoked once: none
+                # withdrawn and revoked again while the others give back
+                if c["revoked"] > c["moves"]:
+                    found.append(f"{what}: {c['revoked']} revocations for {c['moves']} moves")
             elif c["kind"] in LEAVES:
                 c["most"] = len(owned_before)
                 others = sorted(p for p in moved if p not in owned_before)

@@ -23,11 +23,20 @@ use std::collections::BTreeMap;
 
 /// The target owner of each of `current.len()` partitions among the live
 /// `members`, given who owns each now (`current`: an owner that is not a
-/// live member is dead). Balanced: each member's share is floor(P/N), and
-/// the P mod N members that own the most now (then by name) get one more.
-/// Sticky: a member keeps its partitions up to its share, lowest first;
-/// the rest go to the members below their share, in name order.
-pub fn assign<M: Ord + Clone>(members: &[M], current: &[Option<M>]) -> Vec<Option<M>> {
+/// live member is dead) and which of them are being given back
+/// (`revoking`). Balanced: each member's share is floor(P/N), and the
+/// P mod N members that own the most now, not counting what they are
+/// giving back (then by name), get one more: so the extra ones stay with
+/// the same members while revoked partitions come back one by one (counted
+/// with them, the lead would pass from owner to owner as they ack, and a
+/// revocation be withdrawn and issued again). Sticky: a member keeps its
+/// partitions up to its share, lowest first; the rest go to the members
+/// below their share, in name order.
+pub fn assign<M: Ord + Clone>(
+    members: &[M],
+    current: &[Option<M>],
+    revoking: &[bool],
+) -> Vec<Option<M>> {
     let mut live: Vec<&M> = members.iter().collect();
     live.sort();
     live.dedup();
@@ -35,8 +44,13 @@ pub fn assign<M: Ord + Clone>(members: &[M], current: &[Option<M>]) -> Vec<Optio
         return vec![None; current.len()];
     }
     let mut owned: BTreeMap<&M, usize> = live.iter().map(|m| (*m, 0)).collect();
-    for m in current.iter().flatten() {
-        if let Some(n) = owned.get_mut(m) {
+    for (i, m) in current.iter().enumerate() {
+        let settled = !revoking.get(i).copied().unwrap_or(false);
+        if let Some(n) = m
+            .as_ref()
+            .filter(|_| settled)
+            .and_then(|m| owned.get_mut(m))
+        {
             *n += 1;
         }
     }
@@ -200,7 +214,7 @@ mod tests {
         for p in 0..24usize {
             for n in 1..7u8 {
                 let members: Vec<u8> = (0..n).collect();
-                let start = assign(&members, &vec![None; p]);
+                let start = assign(&members, &vec![None; p], &[]);
                 let c = counts(&start, &members);
                 assert!(start.iter().all(Option::is_some) || p == 0);
                 assert!(
@@ -208,11 +222,11 @@ mod tests {
                     "{p} {n}: {c:?}"
                 );
                 // stable: assigned again, nothing moves
-                assert_eq!(assign(&members, &start), start);
+                assert_eq!(assign(&members, &start, &[]), start);
                 // a join moves at most ceil(P/N) + 1 (N after the join)
                 let mut joined = members.clone();
                 joined.push(n);
-                let after = assign(&joined, &start);
+                let after = assign(&joined, &start, &[]);
                 let c = counts(&after, &joined);
                 assert!(c.iter().max().unwrap() - c.iter().min().unwrap() <= 1);
                 assert!(
@@ -222,7 +236,7 @@ mod tests {
                 // a leave (or a death) moves only the leaver's
                 for gone in 0..n {
                     let rest: Vec<u8> = members.iter().copied().filter(|m| *m != gone).collect();
-                    let after = assign(&rest, &start);
+                    let after = assign(&rest, &start, &[]);
                     for (b, a) in start.iter().zip(&after) {
                         if *b != Some(gone) {
                             assert_eq!(b, a, "leave of {gone}: {p} {n}");
@@ -236,7 +250,37 @@ mod tests {
                 }
             }
         }
-        assert_eq!(assign::<u8>(&[], &[Some(1), None]), vec![None, None]);
+        assert_eq!(assign::<u8>(&[], &[Some(1), None], &[]), vec![None, None]);
+    }
+
+    /// A join whose shares are not even (P mod N > 0): while the revoked
+    /// partitions are given back and granted one by one, in any order, the
+    /// target stays what it was when the revocations were issued (nothing
+    /// withdrawn, nothing revoked again).
+    #[test]
+    fn revocations_given_back_in_any_order_keep_the_target() {
+        for p in [7usize, 10, 25, 256] {
+            let start = assign(&[0u8, 1], &vec![None; p], &[]);
+            let three = [0u8, 1, 2];
+            let target = assign(&three, &start, &[]);
+            let mut current = start.clone();
+            let mut revoking: Vec<bool> =
+                current.iter().zip(&target).map(|(c, t)| c != t).collect();
+            let mut order: Vec<usize> = (0..p).filter(|i| revoking[*i]).collect();
+            // each member's in turn, member 0's (it has the extra one)
+            // first: counted with what it gives back, it would fall behind
+            // member 1 and the extra one pass to it
+            order.sort_by_key(|i| (current[*i] != Some(0), *i));
+            for i in order {
+                revoking[i] = false;
+                current[i] = target[i];
+                assert_eq!(
+                    assign(&three, &current, &revoking),
+                    target,
+                    "{p}: after {i}"
+                );
+            }
+        }
     }
 
     #[test]

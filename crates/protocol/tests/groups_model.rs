@@ -105,7 +105,12 @@ impl GroupsModel {
             .filter(|m| Self::live(s, usize::from(*m)))
             .collect();
         let current: Vec<Option<u8>> = s.holdings.iter().map(|h| h.owner().copied()).collect();
-        let target = assign(&live, &current);
+        let revoking: Vec<bool> = s
+            .holdings
+            .iter()
+            .map(|h| matches!(h, Holding::Revoking { .. }))
+            .collect();
+        let target = assign(&live, &current, &revoking);
         for p in 0..PARTITIONS {
             let h = s.holdings[p].clone();
             let owner = h.owner().copied();
