@@ -545,7 +545,7 @@ GRANT SELECT ON leaderlock_expected TO PUBLIC;
 -- a group runs under its row's lock (lease/groups.rs).
 CREATE TABLE leaderlock_groups (
     grp         text PRIMARY KEY,
-    partitions  integer NOT NULL CHECK (partitions BETWEEN 1 AND 1024),
+    partitions  integer NOT NULL CHECK (partitions BETWEEN 1 AND 100000),
     drain       interval NOT NULL,    -- how long a live owner has to give a revoked partition back
     owner       oid NOT NULL,         -- the role whose join made it (contract 13)
     changed_at  timestamptz NOT NULL,
@@ -575,6 +575,9 @@ CREATE TABLE leaderlock_partitions (
     PRIMARY KEY (grp, partition)
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_partitions', '');
+-- A member's partitions (le_assignment, every round of every member).
+CREATE INDEX leaderlock_partitions_member_idx ON leaderlock_partitions (grp, member)
+    WHERE member IS NOT NULL;
 REVOKE ALL ON leaderlock_groups FROM PUBLIC;
 GRANT SELECT ON leaderlock_groups TO PUBLIC;
 REVOKE ALL ON leaderlock_members FROM PUBLIC;

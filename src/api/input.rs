@@ -666,7 +666,7 @@ pub fn session(value: Option<pgrx::Uuid>) -> pgrx::Uuid {
 }
 
 /// The most partitions a group has (contract 26).
-pub const MAX_PARTITIONS: i32 = 1024;
+pub const MAX_PARTITIONS: i32 = 100_000;
 
 /// `partitions` of le_join: NULL (an existing group's count), or 1 to
 /// `MAX_PARTITIONS`.

@@ -128,8 +128,8 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Groups", conflicts_with_all = ["every", "cron", "job", "register"])]
     group: Option<String>,
     /// With --group: the group's partition count, for its first join (or
-    /// its maker's change), 1 to 1024.
-    #[arg(long, requires = "group", value_parser = clap::value_parser!(i32).range(1..=1024), help_heading = "Groups")]
+    /// its maker's change), 1 to 100000.
+    #[arg(long, requires = "group", value_parser = clap::value_parser!(i32).range(1..=100_000), help_heading = "Groups")]
     partitions: Option<i32>,
     /// With --group: how long an owner has to give a revoked partition
     /// back, for the group's first join (or its maker's change). Default:

@@ -11,7 +11,7 @@ SELECT le_join(NULL, 'm', '10 seconds', 4);
 SELECT le_join('g', NULL, '10 seconds', 4);
 SELECT le_join('g', 'm', NULL, 4);
 SELECT le_join('g', 'm', '10 seconds', 0);
-SELECT le_join('g', 'm', '10 seconds', 1025);
+SELECT le_join('g', 'm', '10 seconds', 100001);
 SELECT le_join('g', 'm', '10 seconds', 4, '-1 second');
 SELECT le_join('g', 'm', '10 seconds', 4, '1 month');
 SELECT le_join('g', 'm', '10 seconds');
