@@ -9,7 +9,7 @@ export interface MemberOptions {
     member?: string;
     /** Seconds the membership lives without a renewal (renewed every ttl/3). Default 10. */
     ttl?: number;
-    /** The group's partition count (1 to 1024), for its first join (or its maker's change). Default: as it is. */
+    /** The group's partition count (1 to 100000), for its first join (or its maker's change). Default: as it is. */
     partitions?: number | null;
     /** Seconds a live owner has to give a revoked partition back, for the first join (or its maker's change). Default: as it is (10 s for a new group). */
     drain?: number | null;
