@@ -304,7 +304,8 @@ CREATE TABLE leaderlock_groups (
     drain       interval NOT NULL,    -- how long a live owner has to give a revoked partition back
     owner       oid NOT NULL,         -- the role whose join made it (contract 13)
     changed_at  timestamptz NOT NULL,
-    check_at    timestamptz           -- the worker's cue: a revocation's end, a member's expiry
+    check_at    timestamptz,          -- the worker's cue: a revocation's end, a member's expiry
+    restep      boolean NOT NULL DEFAULT false -- a step skipped a guarded partition: the next looks at all
 );
 SELECT pg_catalog.pg_extension_config_dump('leaderlock_groups', '');
 CREATE INDEX leaderlock_groups_check_idx ON leaderlock_groups (check_at);
@@ -325,6 +326,7 @@ CREATE TABLE leaderlock_partitions (
     session      uuid,                -- the owner's session it was granted under
     term         bigint NOT NULL,     -- its fencing term, issued at each grant
     revoke_until timestamptz,         -- revoked: given back (acked) or granted to another from then
+    next_member  text,                -- revoked: whom it goes to (an ack grants it at once)
     acked        boolean NOT NULL,
     changed_at   timestamptz NOT NULL,
     PRIMARY KEY (grp, partition)
@@ -333,6 +335,9 @@ SELECT pg_catalog.pg_extension_config_dump('leaderlock_partitions', '');
 -- A member's partitions (le_assignment, every round of every member).
 CREATE INDEX leaderlock_partitions_member_idx ON leaderlock_partitions (grp, member)
     WHERE member IS NOT NULL;
+-- A group's revocations, by their end (a due step looks for one ended).
+CREATE INDEX leaderlock_partitions_revoking_idx ON leaderlock_partitions (grp, revoke_until)
+    WHERE revoke_until IS NOT NULL;
 
 -- What le_lease returns (contract 11).
 CREATE TYPE leaderlock_lease AS (

@@ -34,6 +34,8 @@ struct Group {
     partitions: i32,
     drain: i64,
     may_change: bool,
+    /// A step skipped a guarded partition: the next looks at all.
+    restep: bool,
 }
 
 /// What a join asked for besides the member.
@@ -67,6 +69,7 @@ fn lock_group(group: &str) -> Option<Group> {
             partitions: row.get::<i32>(1).ok().flatten()?,
             drain: interval_micros(&row.get::<Interval>(2).ok().flatten()?),
             may_change: row.get::<bool>(3).ok().flatten().unwrap_or(false),
+            restep: true, // (a call's change looks at every partition)
         })
     })
 }
@@ -96,10 +99,11 @@ fn settle_if_due(group: &str, now: i64) {
             partitions: row.get::<i32>(1).ok().flatten()?,
             drain: interval_micros(&row.get::<Interval>(2).ok().flatten()?),
             may_change: false, // (a step changes nothing of the group)
+            restep: row.get::<bool>(3).ok().flatten().unwrap_or(true),
         })
     });
     if let Some(g) = due {
-        settle(group, g, now);
+        step_due(group, g, now);
     }
 }
 
@@ -120,13 +124,17 @@ pub fn join(
             && join.drain.is_none_or(|d| d == drain);
         if let Some(&(session, Some(expires_at))) = members(group).get(member) {
             if same && expires_at > now {
-                if !session_leases::renew(session, Some(join.ttl), false) {
+                if session_leases::renew(session, Some(join.ttl), false) {
+                    if due {
+                        settle_if_due(group, now);
+                    }
+                    return Ok(session);
+                }
+                if session_leases::id_of(session).is_none() {
                     return Err(Refusal::MemberOfAnotherRole);
                 }
-                if due {
-                    settle_if_due(group, now);
-                }
-                return Ok(session);
+                // ours, lapsed while the renewal waited for its row (a
+                // transaction held it across the expiry): joins again below
             }
         }
     }
@@ -167,18 +175,23 @@ pub fn join(
         plans::run(queries::ADD_PARTITIONS, &args, |_| ());
     }
     let members = members(group);
-    let session = match members.get(member) {
+    let renewed = match members.get(member) {
+        // renewed: the membership and every partition with it
         Some(&(session, Some(expires_at))) if expires_at > now => {
-            // renewed: the membership and every partition with it
-            if !session_leases::renew(session, Some(join.ttl), false) {
+            if session_leases::renew(session, Some(join.ttl), false) {
+                Some(session)
+            } else if session_leases::id_of(session).is_none() {
                 return Err(Refusal::MemberOfAnotherRole);
+            } else {
+                None // ours, lapsed meanwhile: a new session
             }
-            if !changed {
-                return Ok(session);
-            }
-            session
         }
-        _ => {
+        _ => None,
+    };
+    let session = match renewed {
+        Some(session) if !changed => return Ok(session),
+        Some(session) => session,
+        None => {
             let options = Options {
                 ttl: join.ttl,
                 bound: false,
@@ -221,11 +234,89 @@ pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bo
         return false;
     };
     let args = [group.into(), partition.into(), member.into(), term.into()];
-    let acked = plans::run(queries::ACK_PARTITION, &args, |t| !t.is_empty());
-    if acked {
-        settle(group, g, now);
+    let acked = plans::run(queries::ACK_PARTITION, &args, |t| {
+        let row = t.into_iter().next()?;
+        Some((
+            micros(row.get::<TimestampWithTimeZone>(1).ok().flatten())?,
+            row.get::<String>(2).ok().flatten(),
+        ))
+    });
+    let Some((until, next_member)) = acked else {
+        return false;
+    };
+    // The partition goes to whom its revocation named, if still live: that
+    // one grant, not a step of the whole group (a join's revocations come
+    // back one ack each).
+    let members = members(group);
+    let next = next_member.and_then(|m| {
+        let (session, expires_at) = *members.get(&m)?;
+        is_live(true, expires_at, now).then_some((m, session))
+    });
+    let holding = Holding::Revoking {
+        member: member.to_owned(),
+        term,
+        until,
+    };
+    let granted = next.as_ref().and_then(|(m, session)| {
+        match step(
+            &holding,
+            Some(m),
+            true,
+            true,
+            until,
+            now,
+            failover::term_floor(),
+        ) {
+            Step::Grant { member, term } => Some((member, *session, term)),
+            _ => None,
+        }
+    });
+    match granted {
+        Some((m, session, term)) => grant(group, partition, &m, session, term, now),
+        None => settle(group, g, now),
     }
-    acked
+    true
+}
+
+/// Grants `partition` of `group` to member `m` (session `session`) in
+/// `term`, and announces it.
+fn grant(group: &str, partition: i32, m: &str, session: Uuid, term: i64, now: i64) {
+    let args = [
+        group.into(),
+        partition.into(),
+        m.into(),
+        session.into(),
+        term.into(),
+        ts(now).into(),
+    ];
+    plans::run(queries::GRANT_PARTITION, &args, |_| ());
+    PartitionEvent::Granted.send(group, partition, m, term, now);
+}
+
+/// A step due by time (a revocation's end, a member's expiry, a retry):
+/// one that finds every member live, no revocation ended and nothing
+/// skipped before only moves the group's cue, without reading its
+/// partitions (members renewing move their expiries past the cue every
+/// ttl or so).
+fn step_due(group: &str, g: Group, now: i64) {
+    let members = members(group);
+    let lapsed = members.values().any(|(_, e)| !is_live(true, *e, now));
+    let first_end = plans::run(queries::FIRST_REVOCATION_END, &[group.into()], |t| {
+        micros(t.first().get_one::<TimestampWithTimeZone>().ok().flatten())
+    });
+    if g.restep || lapsed || first_end.is_some_and(|e| e <= now) {
+        return settle(group, g, now);
+    }
+    let next = members
+        .values()
+        .filter_map(|(_, e)| *e)
+        .chain(first_end)
+        .min();
+    let args = [group.into(), next.map(ts).into(), false.into()];
+    plans::run(queries::SET_GROUP_CHECK, &args, |_| ());
+    if let Some(next) = next {
+        worker_wakeup::expiry_written(next);
+    }
 }
 
 /// A partition of the member's assignment.
@@ -307,6 +398,7 @@ struct Partition {
     term: i64,
     revoke_until: Option<i64>,
     acked: bool,
+    next_member: Option<String>,
 }
 
 /// Moves every partition of `group` (its row `g`, locked by the caller)
@@ -346,6 +438,7 @@ fn settle(group: &str, g: Group, now: i64) {
                     term: row.get::<i64>(4).ok().flatten()?,
                     revoke_until: micros(row.get::<TimestampWithTimeZone>(5).ok().flatten()),
                     acked: row.get::<bool>(6).ok().flatten().unwrap_or(false),
+                    next_member: row.get::<String>(7).ok().flatten(),
                 })
             })
             .collect()
@@ -374,6 +467,7 @@ fn settle(group: &str, g: Group, now: i64) {
         .values()
         .filter_map(|(_, e)| e.filter(|e| *e > now))
         .min();
+    let mut skipped = false;
     for p in &parts {
         let target = (p.partition <= g.partitions)
             .then(|| target[(p.partition - 1) as usize].clone())
@@ -409,16 +503,28 @@ fn settle(group: &str, g: Group, now: i64) {
         {
             // a guarded transaction holds it: its step comes soon after
             next = next.into_iter().chain([now + RETRY_LOCKED]).min();
+            skipped = true;
             continue;
         }
         match decided {
             Step::Keep => {
                 if let Holding::Revoking { until, .. } = holding {
                     next = next.into_iter().chain([until]).min();
+                    if p.next_member != target {
+                        // (whom an ack grants it to: the assignment moved)
+                        let args = [g_.into(), n_.into(), target.as_deref().into()];
+                        plans::run(queries::RETARGET_PARTITION, &args, |_| ());
+                    }
                 }
             }
             Step::Revoke { until } => {
-                let args = [g_.into(), n_.into(), ts(until).into(), ts(now).into()];
+                let args = [
+                    g_.into(),
+                    n_.into(),
+                    ts(until).into(),
+                    ts(now).into(),
+                    target.as_deref().into(),
+                ];
                 plans::run(queries::REVOKE_PARTITION, &args, |_| ());
                 next = next.into_iter().chain([until]).min();
                 let member = p.member.as_deref().expect("revoked: owned");
@@ -432,16 +538,7 @@ fn settle(group: &str, g: Group, now: i64) {
             }
             Step::Grant { member, term } => {
                 let session = members.get(&member).expect("a live member").0;
-                let args = [
-                    g_.into(),
-                    n_.into(),
-                    member.as_str().into(),
-                    session.into(),
-                    term.into(),
-                    ts(now).into(),
-                ];
-                plans::run(queries::GRANT_PARTITION, &args, |_| ());
-                PartitionEvent::Granted.send(group, n_, &member, term, now);
+                grant(group, n_, &member, session, term, now);
             }
             Step::Free => {
                 let args = [g_.into(), n_.into(), ts(now).into()];
@@ -451,7 +548,7 @@ fn settle(group: &str, g: Group, now: i64) {
             }
         }
     }
-    let args = [group.into(), next.map(ts).into()];
+    let args = [group.into(), next.map(ts).into(), skipped.into()];
     plans::run(queries::SET_GROUP_CHECK, &args, |_| ());
     if let Some(next) = next {
         worker_wakeup::expiry_written(next);
@@ -469,13 +566,14 @@ pub fn settle_due(now: i64) -> usize {
                     partitions: row.get::<i32>(2).ok().flatten()?,
                     drain: interval_micros(&row.get::<Interval>(3).ok().flatten()?),
                     may_change: false, // (a step changes nothing of the group)
+                    restep: row.get::<bool>(4).ok().flatten().unwrap_or(true),
                 };
                 Some((row.get::<String>(1).ok().flatten()?, group))
             })
             .collect()
     });
     for (group, g) in &due {
-        settle(group, *g, now);
+        step_due(group, *g, now);
     }
     due.len()
 }

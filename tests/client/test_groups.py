@@ -250,6 +250,41 @@ class GroupsTest(unittest.TestCase):
             one(conn, "SELECT le_leave(%s, 'b')", (group,))
             conn.close()
 
+    def test_a_join_that_waited_past_its_sessions_expiry_joins_again(self):
+        """A member's join that waits for its session's row (another
+        transaction holds it) until the session has lapsed joins again in a
+        new session: it is the caller's own member, not another role's
+        (42501 before)."""
+        one(self.conn, "SELECT le_join(%s, 'w', '1 second')::text", (self.group,))
+        session = one(self.conn, "SELECT session::text FROM leaderlock_members WHERE grp = %s AND member = 'w'",
+                      (self.group,))
+        holder = connect(autocommit=False)
+        waiting = connect()
+        answer = []
+        try:
+            with holder.cursor() as c:
+                # (an update that changes nothing: the waiting renewal reads
+                # the row again once it commits, at the time it then is)
+                c.execute("UPDATE leaderlock_sessions SET renewed_at = renewed_at WHERE session = %s", (session,))
+
+            def join():
+                try:
+                    answer.append(one(waiting, "SELECT le_join(%s, 'w', '1 second')::text", (self.group,)))
+                except psycopg2.Error as e:
+                    answer.append(e.pgcode)
+            t = threading.Thread(target=join)
+            t.start()
+            time.sleep(1.3)  # past the session's expiry, the join waiting
+            holder.commit()
+            t.join(10)
+        finally:
+            holder.close()
+            waiting.close()
+        self.assertEqual(len(answer), 1)
+        self.assertNotEqual(answer[0], "42501", "the member's own join was refused as another role's")
+        self.assertNotEqual(answer[0], session, "a session that lapsed was renewed")
+        one(self.conn, "SELECT le_leave(%s, 'w')", (self.group,))
+
     def rows(self, sql):
         with self.conn.cursor() as c:
             c.execute(sql, (self.group,))

@@ -46,13 +46,13 @@ statements! {
            FROM @extschema@.leaderlock_groups WHERE grp = $1";
     /// Group `$1`'s row, locked if a step is due at `$2` and no other
     /// transaction holds it (a renewal steps it then, never waiting):
-    /// partitions, drain.
-    LOCK_GROUP_IF_DUE = "SELECT partitions, drain FROM @extschema@.leaderlock_groups \
+    /// partitions, drain, restep.
+    LOCK_GROUP_IF_DUE = "SELECT partitions, drain, restep FROM @extschema@.leaderlock_groups \
           WHERE grp = $1 AND check_at <= $2 FOR NO KEY UPDATE SKIP LOCKED";
     /// Group `$1`'s partitions, in order: partition, member, session, term,
-    /// revoke_until, acked (they change only under the group's lock, which
-    /// the reader holds).
-    PARTITIONS = "SELECT partition, member, session, term, revoke_until, acked \
+    /// revoke_until, acked, next_member (they change only under the
+    /// group's lock, which the reader holds).
+    PARTITIONS = "SELECT partition, member, session, term, revoke_until, acked, next_member \
            FROM @extschema@.leaderlock_partitions WHERE grp = $1 ORDER BY partition";
     /// Partition `$2` of group `$1` locked for a step, unless a guarded
     /// transaction holds it (the step waits for none: it goes again soon).
@@ -66,32 +66,42 @@ statements! {
     /// Partition `$2` of group `$1` granted to member `$3` (session `$4`) in
     /// term `$5`, at `$6`.
     GRANT_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
-            SET member = $3, session = $4, term = $5, revoke_until = NULL, acked = false, \
-                changed_at = $6 \
+            SET member = $3, session = $4, term = $5, revoke_until = NULL, next_member = NULL, \
+                acked = false, changed_at = $6 \
           WHERE grp = $1 AND partition = $2";
     /// Partition `$2` of group `$1` revoked: given back by its ack, or
-    /// granted to another from `$3` on (at `$4`).
+    /// granted to another from `$3` on (at `$4`), to member `$5` (NULL:
+    /// nobody) as the assignment stands.
     REVOKE_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
-            SET revoke_until = $3, changed_at = $4 WHERE grp = $1 AND partition = $2";
+            SET revoke_until = $3, changed_at = $4, next_member = $5 WHERE grp = $1 AND partition = $2";
+    /// Revoked partition `$2` of group `$1` goes to `$3` now (the
+    /// assignment changed since it was revoked).
+    RETARGET_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
+            SET next_member = $3 WHERE grp = $1 AND partition = $2";
     /// Partition `$2` of group `$1` stays its owner's (at `$3`).
     WITHDRAW_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
-            SET revoke_until = NULL, acked = false, changed_at = $3 \
+            SET revoke_until = NULL, next_member = NULL, acked = false, changed_at = $3 \
           WHERE grp = $1 AND partition = $2";
     /// Partition `$2` of group `$1` owned by nobody (at `$3`).
     FREE_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
-            SET member = NULL, session = NULL, revoke_until = NULL, acked = false, \
-                changed_at = $3 \
+            SET member = NULL, session = NULL, revoke_until = NULL, next_member = NULL, \
+                acked = false, changed_at = $3 \
           WHERE grp = $1 AND partition = $2";
     /// Member `$3` gives back partition `$2` of group `$1`, revoked from it
-    /// in term `$4`; a row when it was.
+    /// in term `$4`; a row when it was: the revocation's end and whom it
+    /// goes to.
     ACK_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
             SET acked = true \
           WHERE grp = $1 AND partition = $2 AND member = $3 AND term = $4 \
             AND revoke_until IS NOT NULL \
-      RETURNING partition";
+      RETURNING revoke_until, next_member";
     /// When group `$1` next needs a step without any call (a revocation's
-    /// end, a member's session expiry): `$2`.
-    SET_GROUP_CHECK = "UPDATE @extschema@.leaderlock_groups SET check_at = $2 WHERE grp = $1";
+    /// end, a member's session expiry): `$2`; `$3` whether that step must
+    /// look at every partition (one was skipped for a guard).
+    SET_GROUP_CHECK = "UPDATE @extschema@.leaderlock_groups SET check_at = $2, restep = $3 WHERE grp = $1";
+    /// The earliest end of group `$1`'s revocations.
+    FIRST_REVOCATION_END = "SELECT pg_catalog.min(revoke_until) FROM @extschema@.leaderlock_partitions \
+          WHERE grp = $1 AND revoke_until IS NOT NULL";
     /// Member `$2`'s partitions of group `$1` as the server holds them,
     /// while its session is the one they were granted to: partition, term,
     /// revoke_until (NULL: owned).
@@ -111,8 +121,8 @@ statements! {
           FOR SHARE OF p";
     /// The worker: up to `$2` groups due a step at `$1`, locked, skipping
     /// those a call is changing (it steps them itself): grp, partitions,
-    /// drain.
-    LOCK_GROUPS_DUE = "SELECT grp, partitions, drain FROM @extschema@.leaderlock_groups \
+    /// drain, restep.
+    LOCK_GROUPS_DUE = "SELECT grp, partitions, drain, restep FROM @extschema@.leaderlock_groups \
           WHERE check_at <= $1 ORDER BY check_at LIMIT $2 \
           FOR NO KEY UPDATE SKIP LOCKED";
     /// When the worker next has a group to step.
