@@ -24,6 +24,10 @@
 // WatchHistory follows the history of transitions (contract 23): each
 // one delivered once, in order, across lost connections; see
 // HistoryWatcher.
+//
+// JoinGroup makes this process a member of a group (contract 26): its
+// share of the group's partitions, assigned by the server, each checked
+// against the same local deadline; see Member.
 package leaderlock
 
 import (

@@ -44,6 +44,11 @@ var statements = map[string]string{
 	"sqlListenHistory":   sqlListenHistory,
 	"sqlLockRead":        sqlLockRead,
 	"sqlLockAcquire":     sqlLockAcquire,
+	"sqlJoin":            sqlJoin,
+	"sqlAssignment":      sqlAssignment,
+	"sqlAck":             sqlAck,
+	"sqlLeave":           sqlLeave,
+	"sqlAssertPartition": sqlAssertPartition,
 }
 
 func init() { stmttrace.Register(statements) }

@@ -11,7 +11,8 @@ package leaderlock
 // loss. This file is that, once: the tenure (its state) and its renewal
 // (the renewing goroutine's). What differs stays with each caller and is
 // passed in (renewing): the statement sent, what a refusal means, the
-// words of the log lines.
+// words of the log lines; a group's member (group.go) also waits on its
+// connection for hints between renewals, and reads what each one answered.
 
 import (
 	"context"
@@ -135,6 +136,14 @@ type renewing struct {
 	// to <renew> (...)", "<renewal> failed (...)".
 	logf           func(format string, args ...interface{})
 	renew, renewal string
+	// renewed, when not nil, is called after a renewal moved the deadline.
+	renewed func()
+	// idle, when not nil, waits on the open connection c between
+	// renewals: until due, or until ctx (the tenure's) ends; true when a
+	// hint asks for the next renewal sooner, an error when c failed. The
+	// renewal comes no sooner than soonest after the last one's start.
+	idle    func(ctx context.Context, c *pgx.Conn, due time.Time) (bool, error)
+	soonest time.Duration
 }
 
 // renewal runs a tenure: its watchdog, its renewals every ttl/3 (in the
@@ -147,6 +156,7 @@ type renewal struct {
 	how                 renewing
 	failure             error     // a refusal for good: it ended the tenure
 	start, by, deadline time.Time // the last step's start, call bound, and deadline then
+	due                 time.Time // when the next step is (the wait timer's)
 }
 
 // startTenure starts the tenure a call sent at sent won (an acquire, a
@@ -156,9 +166,9 @@ type renewal struct {
 func (e *Elector) startTenure(parent context.Context, sent time.Time) *renewal {
 	deadline := sent.Add(e.ttl - e.margin)
 	t := newTenure(parent, deadline)
-	r := &renewal{e: e, t: t, ctx: leaseContext{t},
-		watchdog: time.AfterFunc(time.Until(deadline), t.expireIfDue),
-		wait:     time.NewTimer(time.Until(sent.Add(e.ttl / 3)))}
+	r := &renewal{e: e, t: t, ctx: leaseContext{t}, start: sent, due: sent.Add(e.ttl / 3),
+		watchdog: time.AfterFunc(time.Until(deadline), t.expireIfDue)}
+	r.wait = time.NewTimer(time.Until(r.due))
 	if parent.Done() != nil {
 		go func() {
 			select {
@@ -179,6 +189,9 @@ func (r *renewal) run(how renewing, quit <-chan struct{}) {
 	defer r.watchdog.Stop()
 	defer r.wait.Stop()
 	for {
+		if how.idle != nil && *how.conn != nil {
+			r.idle(quit)
+		}
 		select {
 		case <-quit: // the caller is done with the tenure
 			return
@@ -238,7 +251,10 @@ func (r *renewal) step() bool {
 	case ok:
 		if d, extended := t.extend(r.start, e.ttl-e.margin); extended {
 			r.watchdog.Reset(time.Until(d))
-			r.wait.Reset(time.Until(r.start.Add(e.ttl / 3)))
+			r.at(r.start.Add(e.ttl / 3))
+			if r.how.renewed != nil {
+				r.how.renewed()
+			}
 		} // else the deadline passed meanwhile: the loss stands
 	default:
 		return true
@@ -253,7 +269,47 @@ func (r *renewal) fail(err error) {
 }
 
 // retry renews again retryEvery after the step's start.
-func (r *renewal) retry() { r.wait.Reset(time.Until(r.start.Add(r.e.retryEvery()))) }
+func (r *renewal) retry() { r.at(r.start.Add(r.e.retryEvery())) }
+
+// at makes the next step due at due.
+func (r *renewal) at(due time.Time) {
+	r.due = due
+	r.wait.Reset(time.Until(due))
+}
+
+// idle lets how.idle wait on the connection until the next step is due,
+// the tenure ends or quit closes; a hint brings the step forward, to
+// how.soonest after the last step's start at the earliest. A failed
+// connection is dropped: the step makes a new one.
+func (r *renewal) idle(quit <-chan struct{}) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	if quit != nil {
+		go func() {
+			select {
+			case <-quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for ctx.Err() == nil && time.Now().Before(r.due) {
+		hint, err := r.how.idle(ctx, *r.how.conn, r.due)
+		if err != nil {
+			if r.t.check() == nil {
+				r.how.logf("the connection failed (%v); a new one at the next %s", err, r.how.renewal)
+			}
+			r.drop()
+			return
+		}
+		if soonest := r.start.Add(r.how.soonest); hint && soonest.Before(r.due) {
+			if now := time.Now(); soonest.Before(now) {
+				soonest = now
+			}
+			r.at(soonest)
+		}
+	}
+}
 
 // drop closes the connection: the next step makes a new one.
 func (r *renewal) drop() {

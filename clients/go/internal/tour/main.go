@@ -120,6 +120,14 @@ func main() {
 		t.step("schedule by the job's name alone: its schedule kept in the database (le_schedule), every second, then paused",
 			func() (string, error) { return t.registered(ctx, t.prefix+"-registered") })
 	}
+	if os.Getenv("LEADERLOCK_TOUR_EDITION") == "portable" {
+		for _, name := range []string{"sqlJoin", "sqlAssignment", "sqlAck", "sqlLeave", "sqlAssertPartition"} {
+			unreachable[name] = "the portable edition has no groups"
+		}
+	} else {
+		t.step("group: two members share its partitions, revoked ones given back once drained, the guard, both leave",
+			func() (string, error) { return t.group(ctx, t.prefix+"-group") })
+	}
 	if w != nil {
 		t.step("history: the tour's transitions, in order", func() (string, error) {
 			return t.history(ctx, w, since, key, job)
@@ -596,6 +604,68 @@ func (t *tour) registered(ctx context.Context, job string) (string, error) {
 		return "", errors.New("sqlNextDue not sent")
 	}
 	return fmt.Sprintf("runs due %s; none while paused", strings.Join(parts, ", ")), nil
+}
+
+// group: a owns the 4 partitions; b joins, and gets 2 once a's OnRevoked
+// has returned (le_ack); b's guard in a transaction of the tour's; both
+// leave.
+func (t *tour) group(ctx context.Context, group string) (string, error) {
+	join := func(name string, drained chan<- int32) (*leaderlock.Member, error) {
+		return leaderlock.JoinGroup(ctx, t.dsn, leaderlock.GroupOptions{Group: group, Member: t.prefix + "-" + name,
+			TTL: 1500 * time.Millisecond, Partitions: 4, Drain: 2 * time.Second, Logf: logf,
+			OnRevoked: func(p int32) {
+				if drained != nil {
+					drained <- p
+				}
+			}})
+	}
+	drained := make(chan int32, 4)
+	a, err := join("ga", drained)
+	if err != nil {
+		return "", fmt.Errorf("JoinGroup: %v", err)
+	}
+	defer a.Leave(context.Background())
+	if n := len(a.Owned()); n != 4 {
+		return "", fmt.Errorf("the first member owns %d partitions", n)
+	}
+	b, err := join("gb", nil)
+	if err != nil {
+		return "", fmt.Errorf("JoinGroup (b): %v", err)
+	}
+	defer b.Leave(context.Background())
+	if !within(8*time.Second, func() bool { return len(a.Owned()) == 2 && len(b.Owned()) == 2 }) {
+		return "", fmt.Errorf("a owns %v, b %v", a.Owned(), b.Owned())
+	}
+	if len(drained) != 2 || !t.reached("sqlAck") {
+		return "", fmt.Errorf("%d partitions drained, le_ack sent: %v", len(drained), t.reached("sqlAck"))
+	}
+	var p int32
+	var term int64
+	for p, term = range b.Owned() {
+		break
+	}
+	c, err := t.own(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close(context.Background())
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	if got, err := b.Guard(ctx, tx, p); err != nil || got != term {
+		_ = tx.Rollback(ctx)
+		return "", fmt.Errorf("Guard of partition %d: %d, %v", p, got, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", err
+	}
+	for _, m := range []*leaderlock.Member{a, b} {
+		if err := m.Leave(ctx); err != nil {
+			return "", fmt.Errorf("Leave: %v", err)
+		}
+	}
+	return fmt.Sprintf("a owns 4, then 2; b 2 (partition %d in term %d, guarded); both left", p, term), nil
 }
 
 // history: the transitions of the tour's keys and job since the start,

@@ -123,6 +123,7 @@ final class Db implements AutoCloseable {
     record Null(int type) {}
 
     static final Null NULL_BIGINT = new Null(Types.BIGINT);
+    static final Null NULL_INT = new Null(Types.INTEGER);
     static final Null NULL_DOUBLE = new Null(Types.DOUBLE);
     static final Null NULL_TEXT = new Null(Types.VARCHAR);
 

@@ -35,7 +35,8 @@ import java.util.concurrent.TimeUnit;
  * }</pre>
  *
  * See also {@link Elector} (a long-running service), {@link Session} (many keys, one renewal),
- * {@link Scheduler} (scheduled runs) and {@link HistoryWatcher} (every transition).
+ * {@link Scheduler} (scheduled runs), {@link HistoryWatcher} (every transition) and {@link Member}
+ * (a share of a group's partitions).
  */
 public final class Leaderlock {
     private Leaderlock() {}
@@ -172,6 +173,16 @@ public final class Leaderlock {
     }
 
     /**
+     * Joins a group (contract 26, docs/groups.md) as a member, at once (a refusal: {@link
+     * RejectedException}; the server out of reach: {@link UnavailableException}), then every ttl/3
+     * in a thread of its own until {@link Member#close()} (use try-with-resources), which hands
+     * every partition to {@code onRevoked}, then leaves.
+     */
+    public static Member member(String dsn, MemberOptions options) {
+        return Member.start(dsn, options);
+    }
+
+    /**
      * Opt-in, once, before leading: on SIGTERM (and at any other exit of the JVM that runs its
      * shutdown hooks) every lease, session and scheduled run of this process ends at once (the next
      * {@code check()} throws {@link LeaseLostException}, reason SHUTDOWN), no campaign wins and no
@@ -179,8 +190,9 @@ public final class Leaderlock {
      * lead()} lease when its try-with-resources block is left, an {@link Elector} once its work
      * returned, a {@link Session} when closed (or at its deadline, then closed here), a {@link
      * Scheduler} once the run under way returned and its outcome was recorded, each until its local
-     * deadline at most. The JVM exits with status 143 after a SIGTERM, once the followers can take
-     * over at once.
+     * deadline at most (a {@link Member}: its partitions lost at once, handed to onRevoked, then it
+     * leaves). The JVM exits with status 143 after a SIGTERM, once the followers can take over at
+     * once.
      */
     public static void releaseOnShutdown() {
         Shutdown.install();

@@ -198,6 +198,23 @@ public final class Lease implements AutoCloseable {
                 String id,
                 long term,
                 java.util.function.Function<String, LeaseLostException> notLeader) {
+            return run(
+                    conn,
+                    schema,
+                    Text.quote(key),
+                    Statements.ASSERT_LEADER,
+                    new Object[] {key, id, term},
+                    notLeader);
+        }
+
+        /** {@code sql} (a guard that answers a term, or LE001) in the caller's transaction. */
+        static long run(
+                Connection conn,
+                String schema,
+                String what,
+                String sql,
+                Object[] args,
+                java.util.function.Function<String, LeaseLostException> notLeader) {
             try {
                 if (conn.getAutoCommit()) {
                     throw new LeaderlockException(
@@ -205,11 +222,8 @@ public final class Lease implements AutoCloseable {
                                     + " (conn.setAutoCommit(false)); in autocommit it would fence nothing");
                 }
                 String s = schema != null ? schema : Db.schemaOf(conn, Schemas.option(null));
-                try (PreparedStatement st =
-                        conn.prepareStatement(Statements.bind(Statements.ASSERT_LEADER, s))) {
-                    st.setString(1, key);
-                    st.setString(2, id);
-                    st.setLong(3, term);
+                try (PreparedStatement st = conn.prepareStatement(Statements.bind(sql, s))) {
+                    Db.bindAll(st, args);
                     try (ResultSet rs = st.executeQuery()) {
                         rs.next();
                         return rs.getLong(1);
@@ -224,11 +238,7 @@ public final class Lease implements AutoCloseable {
                     throw r;
                 }
                 throw new LeaderlockException(
-                        "leaderlock: the guard of "
-                                + Text.quote(key)
-                                + " failed: "
-                                + Text.describe(e),
-                        e);
+                        "leaderlock: the guard of " + what + " failed: " + Text.describe(e), e);
             }
         }
     }

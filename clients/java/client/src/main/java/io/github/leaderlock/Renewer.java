@@ -6,7 +6,8 @@ import java.sql.SQLException;
  * Renews a tenure every ttl/3 in a thread of its own until stopped, on a new connection when the
  * old one is lost or hangs; each call is bounded by ttl/3 and by the local deadline. A renewal
  * answered false goes to {@link #refused}: retry (the row was locked) or end. What a renewal is
- * differs between a lease, a session and a run (the subclasses).
+ * differs between a lease, a session, a run and a group's member (the subclasses; a member also
+ * overrides the hooks between {@link #pause} and {@link #rejected}).
  */
 abstract class Renewer implements Runnable {
     final Dsn dsn;
@@ -78,7 +79,15 @@ abstract class Renewer implements Runnable {
         }
     }
 
-    private boolean waitUntil(long at) {
+    /** Whether {@link #stop()} was called. */
+    final boolean stopped() {
+        synchronized (stopLock) {
+            return stopping;
+        }
+    }
+
+    /** Waits until {@code at}: true when stopped meanwhile. */
+    final boolean waitUntil(long at) {
         synchronized (stopLock) {
             while (!stopping) {
                 long left = at - System.nanoTime();
@@ -96,22 +105,49 @@ abstract class Renewer implements Runnable {
         }
     }
 
+    // Hooks, as a lease, a session and a run need them; a member's differ.
+
+    /** Until the next renewal, due at {@code at}: true when stopped meanwhile. */
+    boolean pause(long at) {
+        return waitUntil(at);
+    }
+
+    /** The bound of every call, besides ttl/3: the local deadline. */
+    long bound() {
+        return tenure.deadline();
+    }
+
+    /** A new connection for the renewals. */
+    Db connect(long by) throws SQLException {
+        return Db.connect(dsn, by, named, appName);
+    }
+
+    /** A renewal sent at {@code start} was answered: false when the tenure ended meanwhile. */
+    boolean extend(long start) {
+        return tenure.extend(start + timing.ttl - timing.margin);
+    }
+
+    /** A refusal that retrying cannot change: the tenure ends. */
+    void rejected(RejectedException refusal) {
+        tenure.end(LostReason.REJECTED, "the server rejected the renewal: " + refusal.getMessage());
+    }
+
     private void renew() {
         long next = firstRenewal();
-        while (!waitUntil(next)) {
+        while (!pause(next)) {
             if (!tenure.ours()) {
                 return;
             }
             // the new deadline counts from the moment the renewal is sent
             long start = System.nanoTime();
             // one call may take ttl/3 at most (then reconnect and retry), never past the deadline
-            long by = Math.min(start + timing.callTimeout, tenure.deadline());
+            long by = Math.min(start + timing.callTimeout, bound());
             try {
                 if (db == null) {
-                    db = Db.connect(dsn, by, named, appName);
+                    db = connect(by);
                 }
                 if (renewed(by)) {
-                    if (!tenure.extend(start + timing.ttl - timing.margin)) {
+                    if (!extend(start)) {
                         return; // the deadline passed meanwhile: a loss is final
                     }
                     outage.ended();
@@ -125,9 +161,7 @@ abstract class Renewer implements Runnable {
             } catch (SQLException | RuntimeException e) {
                 RejectedException refusal = Errors.rejection(e, db);
                 if (refusal != null) {
-                    tenure.end(
-                            LostReason.REJECTED,
-                            "the server rejected the renewal: " + refusal.getMessage());
+                    rejected(refusal);
                     return;
                 }
                 tenure.failing(

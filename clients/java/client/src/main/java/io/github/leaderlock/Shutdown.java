@@ -7,9 +7,9 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Release on the way out, SIGTERM included: see {@link Leaderlock#releaseOnShutdown()}. Every
- * lease, elector, session and scheduler of this library registers here while it holds something;
- * the hook ends them all at once (their next check throws, reason SHUTDOWN), then waits for each to
- * be released or closed, each bounded by its local deadline.
+ * lease, elector, session, member and scheduler of this library registers here while it holds
+ * something; the hook ends them all at once (their next check throws, reason SHUTDOWN), then waits
+ * for each to be released or closed, each bounded by its local deadline.
  */
 final class Shutdown {
     private Shutdown() {}

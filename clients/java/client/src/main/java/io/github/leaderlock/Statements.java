@@ -211,6 +211,34 @@ final class Statements {
                     + "FROM @extschema@.leaderlock_schedules s WHERE s.job OPERATOR(pg_catalog.=) ?), "
                     + "ARRAY(SELECT @extschema@.le_backfill_due(job => ?))";
 
+    // Groups (contract 26): "group" is a reserved word, so every argument is named.
+    /**
+     * A member's round: join (or renew) the group as a member for ttl seconds; partitions and drain
+     * (seconds) for the group's first join or its maker's change, NULL otherwise. Group, member,
+     * ttl, partitions, drain.
+     */
+    static final String GROUP_JOIN =
+            "SELECT @extschema@.le_join(\"group\" => ?, member => ?, "
+                    + "ttl => pg_catalog.make_interval(secs => ?), partitions => ?::pg_catalog.int4, "
+                    + "drain => pg_catalog.make_interval(secs => ?::double precision))::pg_catalog.text";
+
+    /** The member's partitions: partition, term, state (owned, revoked). Group, member. */
+    static final String GROUP_ASSIGNMENT =
+            "SELECT partition, term, state FROM @extschema@.le_assignment(\"group\" => ?, member => ?) "
+                    + "ORDER BY partition";
+
+    /** Gives back a partition revoked in a term. Group, member, partition, term. */
+    static final String GROUP_ACK =
+            "SELECT @extschema@.le_ack(\"group\" => ?, member => ?, "
+                    + "partition => ?::pg_catalog.int4, term => ?::bigint)";
+
+    static final String GROUP_LEAVE = "SELECT @extschema@.le_leave(\"group\" => ?, member => ?)";
+
+    /** In the caller's transaction: the term, or SQLSTATE LE001. Group, partition, member, term. */
+    static final String ASSERT_PARTITION =
+            "SELECT @extschema@.le_assert_partition(\"group\" => ?, partition => ?::pg_catalog.int4, "
+                    + "member => ?, term => ?::bigint)";
+
     // The history (contract 23).
     /**
      * One page of transitions after a position, with the last position numbered in the same

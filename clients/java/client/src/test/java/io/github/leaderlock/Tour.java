@@ -149,6 +149,22 @@ public final class Tour {
                     "schedule by the job's name alone: its schedule kept in the database (le_schedule), every second, then paused",
                     () -> t.registered(t.prefix + "-registered"));
         }
+        if ("portable".equals(System.getenv("LEADERLOCK_TOUR_EDITION"))) {
+            for (String n :
+                    List.of(
+                            "GROUP_JOIN",
+                            "GROUP_ASSIGNMENT",
+                            "GROUP_ACK",
+                            "GROUP_LEAVE",
+                            "ASSERT_PARTITION")) {
+                UNREACHABLE.put(n, "the portable edition has no groups");
+            }
+        } else {
+            t.step(
+                    "group: two members share four partitions, a revoked one given back once onRevoked"
+                            + " returned, the guard, both leave",
+                    () -> t.group(t.prefix + "-group"));
+        }
         t.step(
                 "ShedLock: lock, the term, the guard, lockAtLeastFor kept, extend, release",
                 () -> t.shedlock(t.prefix + "-shedlock"));
@@ -487,6 +503,49 @@ public final class Tour {
                 sql(c, "SELECT x.le_unschedule(job => ?)", job);
             }
         }
+    }
+
+    /**
+     * A owns the group's four partitions; B joins: A is told to give two back (onRevoked, then
+     * le_ack), B owns them; B's guard fences a write; B leaves, A owns all four again; A leaves.
+     * Through the pooler no notification comes: rounds every 0.5 s do it.
+     */
+    private String group(String name) throws Exception {
+        Map<String, List<Integer>> revoked = new ConcurrentHashMap<>();
+        java.util.function.Function<String, MemberOptions> options =
+                id ->
+                        MemberOptions.of(name)
+                                .member(prefix + "-" + id)
+                                .ttl(Duration.ofMillis(1500))
+                                .partitions(4)
+                                .drain(Duration.ofSeconds(2))
+                                .onRevoked(
+                                        p ->
+                                                revoked.computeIfAbsent(
+                                                                id,
+                                                                k -> new CopyOnWriteArrayList<>())
+                                                        .add(p));
+        String shared;
+        try (Member a = Leaderlock.member(dsn, options.apply("ma"))) {
+            check(a.owned().size() == 4, "A alone owns " + a.owned());
+            try (Member b = Leaderlock.member(dsn, options.apply("mb"))) {
+                check(
+                        within(8, () -> a.owned().size() == 2 && b.owned().size() == 2),
+                        "A owns " + a.owned() + ", B " + b.owned());
+                check(reached("GROUP_ACK"), "A gave nothing back (GROUP_ACK not sent)");
+                int p = b.owned().firstKey();
+                long term = b.owned().get(p);
+                try (Connection c = own()) {
+                    c.setAutoCommit(false);
+                    check(b.guard(c, p) == term, "B's guard of partition " + p);
+                    c.commit();
+                }
+                shared = "A " + a.owned() + ", B " + b.owned() + " (A revoked " + revoked + ")";
+            }
+            check(within(8, () -> a.owned().size() == 4), "A owns " + a.owned() + " after B left");
+        }
+        check(reached("GROUP_LEAVE"), "GROUP_LEAVE not sent");
+        return shared + "; B left, A owned all four again; A left";
     }
 
     /**
