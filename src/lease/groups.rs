@@ -233,6 +233,15 @@ pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bo
     let Some(g) = lock_group(group) else {
         return false;
     };
+    // Only the member's own role gives its partitions back (another would
+    // hand one over while its owner still drains it).
+    let members = members(group);
+    let mine = members
+        .get(member)
+        .is_some_and(|(session, _)| session_leases::id_of(*session).is_some());
+    if !mine {
+        return false;
+    }
     let args = [group.into(), partition.into(), member.into(), term.into()];
     let acked = plans::run(queries::ACK_PARTITION, &args, |t| {
         let row = t.into_iter().next()?;
@@ -247,7 +256,6 @@ pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bo
     // The partition goes to whom its revocation named, if still live: that
     // one grant, not a step of the whole group (a join's revocations come
     // back one ack each).
-    let members = members(group);
     let next = next_member.and_then(|m| {
         let (session, expires_at) = *members.get(&m)?;
         is_live(true, expires_at, now).then_some((m, session))
@@ -354,9 +362,18 @@ pub fn assert_owner(
     term: Option<i64>,
     now: i64,
 ) -> Option<i64> {
-    let args = [group.into(), partition.into(), member.into()];
+    let args = [
+        group.into(),
+        partition.into(),
+        member.into(),
+        call::caller().into(),
+    ];
     let (held, until, expires_at) = plans::run(queries::SHARE_LOCK_PARTITION, &args, |t| {
         let row = t.into_iter().next()?;
+        // Another role's member is not the caller's to guard: refused (the
+        // error ends the lock with the transaction or its savepoint), so a
+        // rival cannot hold a partition's steps back.
+        row.get::<bool>(4).ok().flatten().filter(|owned| *owned)?;
         Some((
             row.get::<i64>(1).ok().flatten()?,
             micros(row.get::<TimestampWithTimeZone>(2).ok().flatten()),

@@ -114,11 +114,14 @@ statements! {
     /// share-locked while member `$3` owns it: its term, revoke_until and
     /// its owner's session's expiry. A grant waits for the guarded
     /// transaction; the caller checks the rest under that lock.
-    SHARE_LOCK_PARTITION = "SELECT p.term, p.revoke_until, s.expires_at \
-           FROM @extschema@.leaderlock_partitions p \
+    SHARE_LOCK_PARTITION = concat!(
+        "SELECT p.term, p.revoke_until, s.expires_at, ",
+        owned_by!("$4"),
+        " FROM @extschema@.leaderlock_partitions p \
            JOIN @extschema@.leaderlock_sessions s ON s.session = p.session \
           WHERE p.grp = $1 AND p.partition = $2 AND p.member = $3 \
-          FOR SHARE OF p";
+          FOR SHARE OF p"
+    );
     /// The worker: up to `$2` groups due a step at `$1`, locked, skipping
     /// those a call is changing (it steps them itself): grp, partitions,
     /// drain, restep.

@@ -51,6 +51,14 @@ SELECT le_assert_partition('grp', 4, 'a', 1) AS term;
 SELECT le_assert_partition('grp', 4, 'b');
 SELECT le_assert_partition('grp', 1, 'a', 2);
 \set VERBOSITY default
+-- Another role neither guards a's partition (a rival's open guard would
+-- hold the group's steps back) nor gives it back.
+SET ROLE ll_grp_b;
+\set VERBOSITY sqlstate
+SELECT le_assert_partition('grp', 4, 'a', 1);
+\set VERBOSITY default
+SELECT le_ack('grp', 'a', 4, 1) AS acked_by_another_role;
+RESET ROLE;
 -- Given back: granted to b in term 2 at once; a's guard on it refuses.
 SET ROLE ll_grp_a;
 SELECT le_ack('grp', 'a', 4, 1) AS acked, le_ack('grp', 'a', 4, 1) AS acked_again;
