@@ -549,6 +549,8 @@ bench_smoke() {
   timed renew_all "$REPO_ROOT/bench/renew_all.sh" --pg "$PG_MAJOR" --keys 200 --rounds 2 --release-rounds 1 \
     || fail "many keys, one holder smoke"
   timed paths "$REPO_ROOT/bench/paths.sh" --pg "$PG_MAJOR" --rounds 2 || fail "statements per call smoke"
+  timed groups "$REPO_ROOT/bench/groups.sh" --pg "$PG_MAJOR" --partitions 200 --members 4 --recipe-partitions 40 \
+    --recipe-members 3 --steady 1 --leaves 1 --ttl 2 || fail "groups at scale smoke"
   timed history_cost "$REPO_ROOT/bench/history_cost.sh" --pg "$PG_MAJOR" --rounds 1 --seconds 1 --clients 2 \
     --handovers 5 || fail "history cost smoke"
   if [ "$PG_MAJOR" = 15 ]; then  # the clients do not depend on the server's version
