@@ -1,6 +1,6 @@
 -- leaderlock, portable edition 0.5.0-portable
 --
--- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 21-25)
+-- The SQL API of leaderlock 0.5.0 (contract sections 2-4, 6-9, 11, 13, 14, 16, 17, 21-26)
 -- in plain SQL and PL/pgSQL: no shared library, no shared_preload_libraries,
 -- for managed PostgreSQL (RDS, Cloud SQL, Azure, Supabase, Neon, ...).
 --
@@ -57,6 +57,10 @@
 --   expiry), in the caller's transaction (a look of le_acquire that takes
 --   nothing rolls it back), and so does le_expire_lapsed(), which counts
 --   their keys and slots.
+-- * Groups (contract 26): no worker steps a group when a revocation's time
+--   runs out or a member's session lapses. le_expire_lapsed() does (up to
+--   100 groups a call), and so does a member's renewal (le_join) of a
+--   group due a step, if no other transaction holds the group's row.
 -- * le_capabilities() says "priority": false: contract 18 (le_acquire's
 --   priority, le_candidates) is the compiled edition's only.
 -- * leaderlock_database_stats exists but is always empty (the per-database
@@ -445,6 +449,47 @@ CREATE TABLE @extschema@.leaderlock_expected (
 );
 CREATE INDEX leaderlock_expected_check_idx ON @extschema@.leaderlock_expected (next_check);
 CREATE INDEX leaderlock_expected_owner_idx ON @extschema@.leaderlock_expected (owner);
+
+-- Contract 26: groups, the compiled edition's tables column for column,
+-- with CHECK constraints as above. A group's partitions are each owned by
+-- at most one live member; a member lives as a session (contract 21).
+-- Every change of a group runs under its row's lock (_le_group_settle).
+CREATE TABLE @extschema@.leaderlock_groups (
+    grp         text PRIMARY KEY,
+    partitions  integer NOT NULL CHECK (partitions BETWEEN 1 AND 100000),
+    drain       interval NOT NULL,    -- how long a live owner has to give a revoked partition back
+    owner       oid NOT NULL,         -- the role whose join made it (contract 13)
+    changed_at  timestamptz NOT NULL,
+    check_at    timestamptz,          -- le_expire_lapsed's cue: a revocation's end, a member's expiry
+    CONSTRAINT leaderlock_groups_grp_check CHECK (octet_length(grp) BETWEEN 1 AND 255),
+    CONSTRAINT leaderlock_groups_drain_check CHECK (drain >= interval '0')
+);
+CREATE INDEX leaderlock_groups_check_idx ON @extschema@.leaderlock_groups (check_at);
+CREATE INDEX leaderlock_groups_owner_idx ON @extschema@.leaderlock_groups (owner);
+CREATE TABLE @extschema@.leaderlock_members (
+    grp        text NOT NULL,
+    member     text NOT NULL,
+    session    uuid NOT NULL,         -- its session: a member lives and dies with it
+    joined_at  timestamptz NOT NULL,
+    PRIMARY KEY (grp, member),
+    CONSTRAINT leaderlock_members_member_check CHECK (octet_length(member) BETWEEN 1 AND 255)
+);
+-- A partition's row stays while its group does: its terms only grow.
+CREATE TABLE @extschema@.leaderlock_partitions (
+    grp          text NOT NULL,
+    partition    integer NOT NULL,
+    member       text,                -- its owner, NULL: nobody
+    session      uuid,                -- the owner's session it was granted under
+    term         bigint NOT NULL,     -- its fencing term, issued at each grant
+    revoke_until timestamptz,         -- revoked: given back (acked) or granted to another from then
+    acked        boolean NOT NULL,
+    changed_at   timestamptz NOT NULL,
+    PRIMARY KEY (grp, partition),
+    CONSTRAINT leaderlock_partitions_check CHECK (partition >= 1 AND term >= 0::bigint)
+);
+-- A member's partitions (le_assignment, every round of every member).
+CREATE INDEX leaderlock_partitions_member_idx ON @extschema@.leaderlock_partitions (grp, member)
+    WHERE member IS NOT NULL;
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -4525,6 +4570,16 @@ BEGIN
             DETAIL = format('The expiries of this call are kept; it is tried again at the next call '
                             '(SQLSTATE %s).', SQLSTATE);
     END;
+    -- Contract 26: nor steps the groups due (a revocation's end, a lapsed
+    -- member), up to 100, passing over those other transactions hold.
+    BEGIN
+        PERFORM @extschema@._le_groups_due(clock_timestamp());
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING USING
+            MESSAGE = format('leaderlock: the groups were not stepped: %s', SQLERRM),
+            DETAIL = format('The expiries of this call are kept; it is tried again at the next call '
+                            '(SQLSTATE %s).', SQLSTATE);
+    END;
     -- Contract 23: no worker numbers the history here. A numbering that
     -- fails (e.g. a publication that publishes deletes and a
     -- leaderlock_history_pending without a replica identity) never takes
@@ -5636,6 +5691,660 @@ END
 $fn$;
 
 -- ---------------------------------------------------------------------------
+-- Contract 26: groups (compiled: lease/groups.rs, protocol groups.rs). A
+-- group's P partitions shared among its live members, each a session
+-- (contract 21). Every change of a group (a join, a leave, an ack, and the
+-- step due at check_at: a revocation's end, a member's expiry, taken by
+-- le_expire_lapsed or by a member's renewal here, where no worker runs)
+-- takes the group's row lock and then _le_group_settle.
+-- ---------------------------------------------------------------------------
+
+-- partitions of le_join: NULL (an existing group's count), or 1 to 100,000
+-- (input.rs MAX_PARTITIONS).
+CREATE FUNCTION @extschema@._le_partitions(v integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: partitions must be between 1 and 100000 (got %s)', v);
+    END IF;
+END
+$fn$;
+
+-- drain of le_join: NULL (the group's, or 10 seconds for a new one), or 0
+-- to leaderlock.max_ttl without a month or year part. Returns it as the
+-- compiled edition stores it (microseconds only).
+CREATE FUNCTION @extschema@._le_drain(v interval) RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    max_us numeric;
+    bad boolean;
+BEGIN
+    IF v IS NULL THEN
+        RETURN NULL;
+    END IF;
+    max_us := @extschema@._le_setting_us('leaderlock.max_ttl'::text, 86400::bigint, 1::bigint, 2147483647::bigint);
+    bad := NOT isfinite(v);
+    IF NOT bad THEN
+        bad := extract(year FROM v) <> 0 OR extract(month FROM v) <> 0;
+    END IF;
+    IF NOT bad THEN
+        bad := @extschema@._le_us(v) < 0::numeric OR @extschema@._le_us(v) > max_us;
+    END IF;
+    IF bad THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: drain must be between 0 and leaderlock.max_ttl (%s) without a month '
+                             'or year part (got %s)', @extschema@._le_seconds(max_us), v);
+    END IF;
+    RETURN @extschema@._le_us_interval(@extschema@._le_us(v));
+END
+$fn$;
+
+-- A partition of le_ack and le_assert_partition: not NULL, from 1 on.
+CREATE FUNCTION @extschema@._le_partition(v integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF v IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'leaderlock: partition must not be NULL';
+    END IF;
+    IF v < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: partition must be 1 or more (got %s)', v);
+    END IF;
+END
+$fn$;
+
+-- Why a join did not act (api/groups.rs refused): 'partitions' (a new
+-- group needs them), 'owner' (another role made the group), 'member' (the
+-- member is live under another role's session).
+CREATE FUNCTION @extschema@._le_group_refused(p_group text, p_member text, why text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF why = 'partitions' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('leaderlock: group %s does not exist; a new group needs its partitions',
+                             @extschema@._le_debug_str(p_group)),
+            HINT = 'Give partitions => N to the first join.';
+    ELSIF why = 'owner' THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: permission denied to change group %s: another role made it',
+                             @extschema@._le_debug_str(p_group)),
+            HINT = 'Join without partitions or drain to take the group as it is.';
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+            MESSAGE = format('leaderlock: member %s of group %s is live under another role''s session',
+                             @extschema@._le_debug_str(p_member), @extschema@._le_debug_str(p_group)),
+            HINT = 'Each member''s name is its own: give this one another name.';
+    END IF;
+END
+$fn$;
+
+-- A partition's change on channel leaderlock, byte for byte the compiled
+-- edition's JSON (announce/groups.rs: event, group, partition, member,
+-- term, until for a revocation, at), recorded in the history under the
+-- group's name.
+CREATE FUNCTION @extschema@._le_announce_partition(event text, grp text, part integer, member text, term bigint,
+                                                   until timestamptz, at timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    payload text;
+BEGIN
+    payload := '{"event":' || to_json($1)::text || ',"group":' || to_json($2)::text
+            || ',"partition":' || $3::text || ',"member":' || to_json($4)::text || ',"term":' || $5::text
+            || CASE WHEN $6 IS NOT NULL THEN ',"until":"' || @extschema@._le_rfc3339($6) || '"' ELSE '' END
+            || ',"at":"' || @extschema@._le_rfc3339($7) || '"}';
+    PERFORM pg_notify('leaderlock', payload);
+    PERFORM @extschema@._le_record($7, $1, $2, $4, $5, payload);
+END
+$fn$;
+
+-- Contract 26 (lease/groups.rs settle): moves every partition of p_group,
+-- whose row the caller holds locked, toward its target at p_t: reads the
+-- members (their sessions share-locked: a renewal committing after this
+-- read would outlast a revocation's end computed from it) and the
+-- partitions once; the target is protocol groups.rs assign (balanced;
+-- the extra partitions of an uneven share to the members that own the
+-- most not counting what they give back, then by name; sticky: each keeps
+-- its lowest up to its share; the rest to those below their share in name
+-- order; names compared bytewise, COLLATE "C", as Rust does), each step
+-- its step (grant at once what is free or a dead owner's, in the next term
+-- from the failover floor; revoke a live owner's until max(now + drain,
+-- its session's end); grant a revoked one once acked or at its end;
+-- withdraw a revocation whose target is its owner again; free what nobody
+-- is to have). A partition a guarded transaction holds (le_assert_partition)
+-- is skipped and stepped again 100 ms later. Sets check_at. Hash joins
+-- only (enable_nestloop off): a group's rows estimated at a few, its
+-- 100,000 partitions joined by nested loops took minutes.
+CREATE FUNCTION @extschema@._le_group_settle(p_group text, p_partitions integer, p_drain interval,
+                                             p_t timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_nestloop = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_pro timestamptz := @extschema@._le_promoted_at();
+    v_floor bigint := @extschema@._le_term_floor();
+    v_names text[];
+    v_sessions uuid[];
+    v_lasts timestamptz[];
+    v_live text[];
+    v_next timestamptz;
+    v_parts integer[];
+    v_kinds text[];
+    v_members text[];
+    v_terms bigint[];
+    v_targets text[];
+    v_tsessions uuid[];
+    v_owner_lasts timestamptz[];
+    v_locked integer[];
+    v_until timestamptz;
+    v_term bigint;
+    j integer := 1;
+BEGIN
+    SELECT array_agg(m.member ORDER BY m.member COLLATE "C"), array_agg(m.session ORDER BY m.member COLLATE "C")
+      INTO v_names, v_sessions
+      FROM @extschema@.leaderlock_members m WHERE m.grp = p_group;
+    v_names := coalesce(v_names, '{}'::text[]);
+    v_sessions := coalesce(v_sessions, '{}'::uuid[]);
+    SELECT array_agg(x.lasts ORDER BY u.n) INTO v_lasts
+      FROM unnest(v_sessions) WITH ORDINALITY AS u(session, n)
+      LEFT JOIN (SELECT s.session, GREATEST(s.expires_at, v_pro + s.ttl) AS lasts
+                   FROM @extschema@.leaderlock_sessions s WHERE s.session = ANY (v_sessions)
+                    FOR SHARE) x ON x.session = u.session;
+    v_lasts := coalesce(v_lasts, '{}'::timestamptz[]);
+    SELECT coalesce(array_agg(u.name ORDER BY u.n), '{}'::text[]), min(u.lasts)
+      INTO v_live, v_next
+      FROM unnest(v_names, v_lasts) WITH ORDINALITY AS u(name, lasts, n)
+     WHERE u.lasts > p_t;
+    WITH mem AS (
+        SELECT u.name, u.session, u.lasts FROM unnest(v_names, v_sessions, v_lasts) AS u(name, session, lasts)
+    ), parts AS (
+        -- an owner is live while its member's session is the one it was
+        -- granted under and that session is live
+        SELECT p.partition, p.member, p.term, p.revoke_until, p.acked,
+               CASE WHEN m.session = p.session AND m.lasts > p_t THEN m.lasts END AS owner_lasts
+          FROM @extschema@.leaderlock_partitions p
+          LEFT JOIN mem m ON m.name = p.member
+         WHERE p.grp = p_group
+    ), counted AS (
+        SELECT c.partition, c.revoke_until IS NOT NULL AS revoking,
+               CASE WHEN c.owner_lasts IS NOT NULL THEN c.member END AS cur
+          FROM parts c WHERE c.partition <= p_partitions
+    ), live AS (
+        SELECT l.name, l.ord FROM unnest(v_live) WITH ORDINALITY AS l(name, ord)
+    ), shares AS (
+        SELECT l.name, l.ord,
+               (n.total / nullif(cardinality(v_live), 0))::integer
+               + CASE WHEN row_number() OVER (ORDER BY coalesce(o.n, 0) DESC, l.ord)
+                           <= n.total % nullif(cardinality(v_live), 0) THEN 1 ELSE 0 END AS share
+          FROM live l
+          CROSS JOIN (SELECT count(*) AS total FROM counted) n
+          LEFT JOIN (SELECT c.cur, count(*) AS n FROM counted c WHERE c.cur IS NOT NULL AND NOT c.revoking
+                      GROUP BY c.cur) o ON o.cur = l.name
+    ), kept AS (
+        SELECT k.partition, k.cur AS target
+          FROM (SELECT c.partition, c.cur, row_number() OVER (PARTITION BY c.cur ORDER BY c.partition) AS rn
+                  FROM counted c WHERE c.cur IS NOT NULL) k
+          JOIN shares s ON s.name = k.cur
+         WHERE k.rn <= s.share
+    ), wanting AS (
+        SELECT w.name, row_number() OVER (ORDER BY w.ord, g.i) AS k
+          FROM (SELECT s.name, s.ord, s.share - coalesce(kc.n, 0) AS need
+                  FROM shares s
+                  LEFT JOIN (SELECT kept.target, count(*) AS n FROM kept GROUP BY kept.target) kc
+                    ON kc.target = s.name) w
+          CROSS JOIN LATERAL generate_series(1::bigint, w.need) AS g(i)
+    ), unkept AS (
+        SELECT c.partition, row_number() OVER (ORDER BY c.partition) AS k
+          FROM counted c WHERE NOT EXISTS (SELECT FROM kept WHERE kept.partition = c.partition)
+    ), target AS (
+        SELECT kept.partition, kept.target FROM kept
+        UNION ALL
+        SELECT u.partition, w.name FROM unkept u JOIN wanting w ON w.k = u.k
+    ), decided AS (
+        SELECT p.partition, p.member, p.term, p.revoke_until, p.owner_lasts, t.target,
+               CASE WHEN p.member IS NULL THEN
+                        CASE WHEN t.target IS NULL THEN 'keep' ELSE 'grant' END
+                    WHEN p.revoke_until IS NULL THEN
+                        CASE WHEN p.owner_lasts IS NULL THEN
+                                 CASE WHEN t.target IS NULL THEN 'free' ELSE 'grant' END
+                             WHEN coalesce(t.target = p.member, false) THEN 'keep'
+                             ELSE 'revoke' END
+                    WHEN p.owner_lasts IS NOT NULL AND NOT p.acked AND coalesce(t.target = p.member, false)
+                        THEN 'withdraw'
+                    WHEN p.acked OR p.owner_lasts IS NULL OR p_t >= p.revoke_until THEN
+                        CASE WHEN t.target IS NULL THEN 'free' ELSE 'grant' END
+                    ELSE 'keep' END AS kind
+          FROM parts p LEFT JOIN target t ON t.partition = p.partition
+    )
+    SELECT array_agg(d.partition ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           array_agg(d.kind ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           array_agg(d.member ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           array_agg(d.term ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           array_agg(d.target ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           array_agg(m.session ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           array_agg(d.owner_lasts ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
+           LEAST(v_next, min(d.revoke_until) FILTER (WHERE d.kind = 'keep'))
+      INTO v_parts, v_kinds, v_members, v_terms, v_targets, v_tsessions, v_owner_lasts, v_next
+      FROM decided d LEFT JOIN mem m ON m.name = d.target;
+    IF v_parts IS NOT NULL THEN
+        -- skipping those a guarded transaction holds (le_assert_partition)
+        SELECT array_agg(x.partition ORDER BY x.partition) INTO v_locked
+          FROM (SELECT p.partition FROM @extschema@.leaderlock_partitions p
+                 WHERE p.grp = p_group AND p.partition = ANY (v_parts)
+                   FOR NO KEY UPDATE SKIP LOCKED) x;
+        v_locked := coalesce(v_locked, '{}'::integer[]);
+        FOR i IN 1 .. cardinality(v_parts) LOOP
+            WHILE j <= cardinality(v_locked) AND v_locked[j] < v_parts[i] LOOP
+                j := j + 1;
+            END LOOP;
+            IF j > cardinality(v_locked) OR v_locked[j] <> v_parts[i] THEN
+                v_next := LEAST(v_next, p_t + interval '100 milliseconds');
+                CONTINUE;
+            END IF;
+            IF v_kinds[i] = 'revoke' THEN
+                v_until := GREATEST(p_t + p_drain, coalesce(v_owner_lasts[i], p_t));
+                UPDATE @extschema@.leaderlock_partitions p SET revoke_until = v_until, changed_at = p_t
+                 WHERE p.grp = p_group AND p.partition = v_parts[i];
+                v_next := LEAST(v_next, v_until);
+                PERFORM @extschema@._le_announce_partition('partition_revoked'::text, p_group, v_parts[i],
+                                                           v_members[i], v_terms[i], v_until, p_t);
+            ELSIF v_kinds[i] = 'withdraw' THEN
+                UPDATE @extschema@.leaderlock_partitions p SET revoke_until = NULL, acked = false, changed_at = p_t
+                 WHERE p.grp = p_group AND p.partition = v_parts[i];
+                PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, v_parts[i],
+                                                           v_members[i], v_terms[i], NULL::timestamptz, p_t);
+            ELSIF v_kinds[i] = 'grant' THEN
+                v_term := GREATEST(v_terms[i] + 1, v_floor);
+                UPDATE @extschema@.leaderlock_partitions p
+                   SET member = v_targets[i], session = v_tsessions[i], term = v_term, revoke_until = NULL,
+                       acked = false, changed_at = p_t
+                 WHERE p.grp = p_group AND p.partition = v_parts[i];
+                PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, v_parts[i],
+                                                           v_targets[i], v_term, NULL::timestamptz, p_t);
+            ELSE
+                UPDATE @extschema@.leaderlock_partitions p
+                   SET member = NULL, session = NULL, revoke_until = NULL, acked = false, changed_at = p_t
+                 WHERE p.grp = p_group AND p.partition = v_parts[i];
+                PERFORM @extschema@._le_announce_partition('partition_freed'::text, p_group, v_parts[i],
+                                                           coalesce(v_members[i], ''), v_terms[i],
+                                                           NULL::timestamptz, p_t);
+            END IF;
+        END LOOP;
+    END IF;
+    UPDATE @extschema@.leaderlock_groups x SET check_at = v_next WHERE x.grp = p_group;
+    PERFORM @extschema@._le_durable();
+END
+$fn$;
+
+-- Contract 26: steps, as the compiled worker does, up to 100 groups due
+-- at p_t (check_at), passing over those other transactions hold (a call
+-- changing one steps it itself). How many. Called by le_expire_lapsed.
+CREATE FUNCTION @extschema@._le_groups_due(p_t timestamptz) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN
+        SELECT x.grp, x.partitions, x.drain FROM @extschema@.leaderlock_groups x
+         WHERE x.check_at <= p_t ORDER BY x.check_at LIMIT 100
+           FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        PERFORM @extschema@._le_group_settle(r.grp, r.partitions, r.drain, p_t);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$fn$;
+
+-- Contract 26: a role that is not a superuser makes at most
+-- leaderlock.max_jobs_per_role groups (53400, before anything is written),
+-- as in the compiled edition.
+CREATE FUNCTION @extschema@._le_may_make_group(p_caller oid) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_max integer;
+BEGIN
+    IF NOT coalesce((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = p_caller), false) THEN
+        v_max := @extschema@._le_max_jobs();
+        IF (SELECT count(*) FROM @extschema@.leaderlock_groups g WHERE g.owner = p_caller) >= v_max THEN
+            RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded',
+                MESSAGE = format('leaderlock: this role has made leaderlock.max_jobs_per_role (%s) groups; '
+                                 'no new group is made', v_max),
+                HINT = 'A superuser may raise the limit.';
+        END IF;
+    END IF;
+END
+$fn$;
+
+-- Contract 26: renews member session p_session of p_caller for p_ttl, as
+-- _le_renew_session does (waits for the row; a renewal that waited is
+-- backdated). 'renewed'; 'lapsed' when the caller's session lapsed or
+-- ended, maybe while the renewal waited for its row (an UPDATE that waited
+-- for a row only locked does not look at its WHERE again: liveness is
+-- decided here, after the lock, with the clock read then); 'other' when
+-- the session is another role's.
+CREATE FUNCTION @extschema@._le_group_renew(p_session uuid, p_ttl interval, p_caller oid, p_pro timestamptz)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    t timestamptz := clock_timestamp();
+    r record;
+BEGIN
+    SELECT pg_has_role(p_caller, x.owner, 'MEMBER'::text) AS owned INTO r
+      FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session;
+    IF FOUND AND NOT r.owned THEN
+        RETURN 'other';
+    END IF;
+    SELECT GREATEST(x.expires_at, p_pro + x.ttl) AS lasts INTO r
+      FROM @extschema@.leaderlock_sessions x WHERE x.session = p_session
+       FOR NO KEY UPDATE;
+    IF NOT FOUND OR r.lasts <= clock_timestamp() THEN
+        RETURN 'lapsed';
+    END IF;
+    UPDATE @extschema@.leaderlock_sessions x
+       SET renewed_at = t, expires_at = t + p_ttl, ttl = p_ttl,
+           recheck_at = CASE WHEN x.recheck_at <= t + p_ttl AND x.recheck_at >= t + p_ttl / 2.0::float8
+                             THEN x.recheck_at ELSE t + p_ttl END
+     WHERE x.session = p_session;
+    PERFORM @extschema@._le_durable();
+    RETURN 'renewed';
+END
+$fn$;
+
+-- Contract 26, le_join: p_member joins p_group (made with p_partitions
+-- and p_drain if new; its owner's role may change either), or renews its
+-- membership: its session, and every partition it owns with it. The
+-- session.
+CREATE FUNCTION @extschema@._le_join(p_group text, p_member text, p_ttl interval, p_partitions integer,
+                                     p_drain interval, p_caller oid) RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    g record;
+    v_pro timestamptz;
+    t timestamptz;
+    v_session uuid;
+    v_lasts timestamptz;
+    v_changed boolean;
+    v_renewed text;
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, p_group);
+    PERFORM @extschema@._le_name('member'::text, p_member);
+    p_ttl := @extschema@._le_ttl(p_ttl, true);
+    PERFORM @extschema@._le_partitions(p_partitions);
+    p_drain := @extschema@._le_drain(p_drain);
+    PERFORM @extschema@._le_act_as(p_caller);
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
+    t := clock_timestamp();
+    -- A live member's renewal that changes nothing of the group takes no
+    -- lock of it: a step in progress never delays a renewal.
+    SELECT x.partitions, x.drain, coalesce(x.check_at <= t, false) AS due INTO g
+      FROM @extschema@.leaderlock_groups x WHERE x.grp = p_group;
+    IF FOUND AND (p_partitions IS NULL OR p_partitions = g.partitions)
+       AND (p_drain IS NULL OR p_drain = g.drain) THEN
+        SELECT m.session, GREATEST(s.expires_at, v_pro + s.ttl) INTO v_session, v_lasts
+          FROM @extschema@.leaderlock_members m
+          LEFT JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+         WHERE m.grp = p_group AND m.member = p_member;
+        IF v_lasts > t THEN
+            v_renewed := @extschema@._le_group_renew(v_session, p_ttl, p_caller, v_pro);
+            IF v_renewed = 'other' THEN
+                PERFORM @extschema@._le_group_refused(p_group, p_member, 'member'::text);
+            END IF;
+        END IF;
+        IF v_renewed = 'renewed' THEN
+            IF g.due THEN
+                -- no worker here: the renewal steps its group when due, if
+                -- nobody holds its row (never waiting: SKIP LOCKED)
+                SELECT x.partitions, x.drain INTO g
+                  FROM @extschema@.leaderlock_groups x
+                 WHERE x.grp = p_group AND x.check_at <= clock_timestamp()
+                   FOR NO KEY UPDATE SKIP LOCKED;
+                IF FOUND THEN
+                    PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, clock_timestamp());
+                END IF;
+            END IF;
+            RETURN v_session;
+        END IF;
+        -- (lapsed while the renewal waited for its row: joins again below)
+    END IF;
+    SELECT x.partitions, x.drain, pg_has_role(p_caller, x.owner, 'MEMBER'::text) AS may_change INTO g
+      FROM @extschema@.leaderlock_groups x WHERE x.grp = p_group FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        IF p_partitions IS NULL THEN
+            PERFORM @extschema@._le_group_refused(p_group, p_member, 'partitions'::text);
+        END IF;
+        PERFORM @extschema@._le_may_make_group(p_caller);
+        t := clock_timestamp();
+        INSERT INTO @extschema@.leaderlock_groups AS x (grp, partitions, drain, owner, changed_at, check_at)
+        VALUES (p_group, p_partitions, coalesce(p_drain, @extschema@._le_us_interval(10000000::numeric)),
+                p_caller, t, NULL)
+            ON CONFLICT (grp) DO NOTHING;
+        INSERT INTO @extschema@.leaderlock_partitions AS x (grp, partition, term, acked, changed_at)
+        SELECT p_group, n, 0, false, t FROM generate_series(1, p_partitions) AS n
+            ON CONFLICT (grp, partition) DO NOTHING;
+        SELECT x.partitions, x.drain, pg_has_role(p_caller, x.owner, 'MEMBER'::text) AS may_change INTO g
+          FROM @extschema@.leaderlock_groups x WHERE x.grp = p_group FOR NO KEY UPDATE;
+    END IF;
+    v_changed := (p_partitions IS NOT NULL AND p_partitions <> g.partitions)
+              OR (p_drain IS NOT NULL AND p_drain <> g.drain);
+    IF v_changed THEN
+        IF NOT g.may_change THEN
+            PERFORM @extschema@._le_group_refused(p_group, p_member, 'owner'::text);
+        END IF;
+        t := clock_timestamp();
+        UPDATE @extschema@.leaderlock_groups x
+           SET partitions = coalesce(p_partitions, x.partitions), drain = coalesce(p_drain, x.drain), changed_at = t
+         WHERE x.grp = p_group
+        RETURNING x.partitions, x.drain, true AS may_change INTO g;
+        INSERT INTO @extschema@.leaderlock_partitions AS x (grp, partition, term, acked, changed_at)
+        SELECT p_group, n, 0, false, t FROM generate_series(1, g.partitions) AS n
+            ON CONFLICT (grp, partition) DO NOTHING;
+    END IF;
+    SELECT m.session, GREATEST(s.expires_at, v_pro + s.ttl) INTO v_session, v_lasts
+      FROM @extschema@.leaderlock_members m
+      LEFT JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+     WHERE m.grp = p_group AND m.member = p_member;
+    t := clock_timestamp();
+    v_renewed := NULL;
+    IF v_lasts > t THEN
+        -- renewed: the membership and every partition with it
+        v_renewed := @extschema@._le_group_renew(v_session, p_ttl, p_caller, v_pro);
+        IF v_renewed = 'other' THEN
+            PERFORM @extschema@._le_group_refused(p_group, p_member, 'member'::text);
+        END IF;
+    END IF;
+    IF v_renewed = 'renewed' THEN
+        IF NOT v_changed THEN
+            RETURN v_session;
+        END IF;
+    ELSE
+        t := clock_timestamp();
+        -- a session of its own (contract 21: id the member, no lock-delay)
+        INSERT INTO @extschema@.leaderlock_sessions AS x
+               (session, id, owner, ttl, opened_at, renewed_at, expires_at, recheck_at, lock_delay, keep_values,
+                session_pid, session_start)
+        VALUES (gen_random_uuid(), p_member, p_caller, p_ttl, t, t, t + p_ttl, t + p_ttl, interval '0', false,
+                NULL, NULL)
+        RETURNING x.session INTO v_session;
+        INSERT INTO @extschema@.leaderlock_members AS x (grp, member, session, joined_at)
+        VALUES (p_group, p_member, v_session, t)
+            ON CONFLICT (grp, member) DO UPDATE SET session = excluded.session, joined_at = excluded.joined_at;
+    END IF;
+    PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, clock_timestamp());
+    RETURN v_session;
+END
+$fn$;
+
+-- Contract 26, le_leave: p_member leaves p_group; its partitions go to the
+-- others at once (it stopped acting on them), its session closed. Whether
+-- it was a member (a live one only of the caller's role).
+CREATE FUNCTION @extschema@._le_leave(p_group text, p_member text, p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    g record;
+    v_pro timestamptz;
+    t timestamptz;
+    v_session uuid;
+    v_lasts timestamptz;
+    v_closed boolean := false;
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, p_group);
+    PERFORM @extschema@._le_name('member'::text, p_member);
+    PERFORM @extschema@._le_act_as(p_caller);
+    PERFORM @extschema@._le_failover_record();
+    v_pro := @extschema@._le_promoted_at();
+    SELECT x.partitions, x.drain INTO g FROM @extschema@.leaderlock_groups x WHERE x.grp = p_group
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    SELECT m.session, GREATEST(s.expires_at, v_pro + s.ttl) INTO v_session, v_lasts
+      FROM @extschema@.leaderlock_members m
+      LEFT JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+     WHERE m.grp = p_group AND m.member = p_member;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    t := clock_timestamp();
+    -- its session closed if it is the caller's and live (as le_close_session)
+    PERFORM FROM @extschema@.leaderlock_sessions x
+      WHERE x.session = v_session AND GREATEST(x.expires_at, v_pro + x.ttl) > clock_timestamp()
+        AND pg_has_role(p_caller, x.owner, 'MEMBER'::text)
+        FOR UPDATE;
+    IF FOUND THEN
+        PERFORM @extschema@._le_end_session(v_session, true, v_pro, NULL::text);
+        v_closed := true;
+    END IF;
+    IF NOT v_closed AND v_lasts > t THEN
+        RETURN false;   -- live, and another role's
+    END IF;
+    DELETE FROM @extschema@.leaderlock_members m WHERE m.grp = p_group AND m.member = p_member;
+    PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, clock_timestamp());
+    RETURN true;
+END
+$fn$;
+
+-- Contract 26, le_ack: p_member gives back partition p_partition of
+-- p_group, revoked from it in p_term; granted to its next owner at once.
+-- Whether it was so revoked.
+CREATE FUNCTION @extschema@._le_ack(p_group text, p_member text, p_partition integer, p_term bigint,
+                                    p_caller oid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    g record;
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, p_group);
+    PERFORM @extschema@._le_name('member'::text, p_member);
+    PERFORM @extschema@._le_partition(p_partition);
+    PERFORM @extschema@._le_term(p_term, true);
+    PERFORM @extschema@._le_act_as(p_caller);
+    PERFORM @extschema@._le_failover_record();
+    SELECT x.partitions, x.drain INTO g FROM @extschema@.leaderlock_groups x WHERE x.grp = p_group
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- only the member's own role gives its partitions back (another would
+    -- hand one over while its owner still drains it)
+    UPDATE @extschema@.leaderlock_partitions p SET acked = true
+      FROM @extschema@.leaderlock_members m
+      JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+     WHERE p.grp = p_group AND p.partition = p_partition AND p.member = p_member AND p.term = p_term
+       AND p.revoke_until IS NOT NULL
+       AND m.grp = p_group AND m.member = p_member
+       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text));
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, clock_timestamp());
+    RETURN true;
+END
+$fn$;
+
+-- Contract 26 (3.4 for a partition), le_assert_partition: under a share
+-- lock on the partition's row (a grant to another waits for the guarded
+-- transaction; a step passes over it), whether p_member owns it now (its
+-- session live and, when revoked, before the revocation's end), in p_term
+-- when given. Its term; LE001 otherwise, as le_assert_leader's.
+CREATE FUNCTION @extschema@._le_assert_partition(p_group text, p_partition integer, p_member text, p_term bigint,
+                                                 p_caller oid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    r record;
+    v_pro timestamptz;
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, p_group);
+    PERFORM @extschema@._le_partition(p_partition);
+    PERFORM @extschema@._le_name('member'::text, p_member);
+    PERFORM @extschema@._le_term(p_term, false);
+    PERFORM @extschema@._le_act_as(p_caller);
+    v_pro := @extschema@._le_promoted_at();
+    SELECT p.term, LEAST(GREATEST(s.expires_at, v_pro + s.ttl), coalesce(p.revoke_until, 'infinity')) AS lasts,
+           (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)) AS owned
+      INTO r
+      FROM @extschema@.leaderlock_partitions p
+      JOIN @extschema@.leaderlock_sessions s ON s.session = p.session
+     WHERE p.grp = p_group AND p.partition = p_partition AND p.member = p_member
+       FOR SHARE OF p;
+    -- (another role's member is refused: the error ends the lock with the
+    -- transaction or its savepoint, so a rival cannot hold steps back)
+    IF FOUND AND r.owned AND r.lasts > clock_timestamp() AND (p_term IS NULL OR p_term = r.term) THEN
+        RETURN r.term;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'LE001',
+        MESSAGE = format('leaderlock: %s does not own partition %s of group %s%s',
+                         @extschema@._le_debug_str(p_member), p_partition, @extschema@._le_debug_str(p_group),
+                         CASE WHEN p_term IS NOT NULL THEN ' in term ' || p_term::text ELSE '' END),
+        HINT = 'Stop acting on the partition; read le_assignment again.';
+END
+$fn$;
+
+-- ---------------------------------------------------------------------------
 -- The API (docs/sql-reference.md): same names, arguments, defaults and
 -- result types as the compiled 0.5.0. SECURITY INVOKER.
 -- ---------------------------------------------------------------------------
@@ -6124,7 +6833,7 @@ RETURN jsonb_build_object(
     'sessions', true,     -- contract 21: le_open_session, le_try_acquire_in, ...
     'schedules', true,    -- contract 24: le_schedule, le_next_due, ... (settled by le_expire_lapsed)
     'expected_leaders', true,  -- contract 25: le_expect_leader, le_unexpect_leader (checked by le_expire_lapsed)
-    'groups', false);     -- contract 26 (groups) is the compiled edition's only, for now
+    'groups', true);      -- contract 26: le_join, le_assignment, le_ack, ... (stepped by le_expire_lapsed and renewals)
 
 -- Contract 19: vacates every lapsed lease and announces each as "expired"
 -- ("reason":"ttl"), as the compiled worker does, and ends every lapsed
@@ -6411,6 +7120,91 @@ BEGIN
 END
 $fn$;
 
+-- Contract 26: groups. A member joins a group of partitions (le_join: its
+-- session), reads its assignment, gives back what is revoked (le_ack),
+-- guards its writes (le_assert_partition) and leaves (le_leave).
+CREATE FUNCTION @extschema@.le_join("group" text, member text, ttl interval, partitions integer DEFAULT NULL,
+                                    drain interval DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ttl interval;
+    v_drain interval;
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, $1);
+    PERFORM @extschema@._le_name('member'::text, $2);
+    v_ttl := @extschema@._le_ttl($3, true);
+    PERFORM @extschema@._le_partitions($4);
+    v_drain := @extschema@._le_drain($5);
+    RETURN @extschema@._le_join($1, $2, v_ttl, $4, v_drain, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_leave("group" text, member text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, $1);
+    PERFORM @extschema@._le_name('member'::text, $2);
+    RETURN @extschema@._le_leave($1, $2, @extschema@._le_caller());
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_ack("group" text, member text, partition integer, term bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, $1);
+    PERFORM @extschema@._le_name('member'::text, $2);
+    PERFORM @extschema@._le_partition($3);
+    PERFORM @extschema@._le_term($4, true);
+    RETURN @extschema@._le_ack($1, $2, $3, $4, @extschema@._le_caller());
+END
+$fn$;
+
+-- The member's partitions as the server holds them, while its session is
+-- the one they were granted to: owned, or revoked (drain, le_ack, by until).
+CREATE FUNCTION @extschema@.le_assignment("group" text, member text)
+RETURNS TABLE (partition integer, term bigint, state text, until timestamptz)
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, $1);
+    PERFORM @extschema@._le_name('member'::text, $2);
+    RETURN QUERY
+    SELECT p.partition, p.term, CASE WHEN p.revoke_until IS NULL THEN 'owned' ELSE 'revoked' END::text,
+           p.revoke_until
+      FROM @extschema@.leaderlock_partitions p
+      JOIN @extschema@.leaderlock_members m ON m.grp = p.grp AND m.member = p.member AND m.session = p.session
+     WHERE p.grp = $1 AND p.member = $2
+     ORDER BY p.partition;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.le_assert_partition("group" text, partition integer, member text,
+                                                term bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM @extschema@._le_name('group'::text, $1);
+    PERFORM @extschema@._le_partition($2);
+    PERFORM @extschema@._le_name('member'::text, $3);
+    PERFORM @extschema@._le_term($4, false);
+    RETURN @extschema@._le_assert_partition($1, $2, $3, $4, @extschema@._le_caller());
+END
+$fn$;
+
 -- ---------------------------------------------------------------------------
 -- Privileges (contract 7): readable by all, written only through the
 -- functions above.
@@ -6446,6 +7240,18 @@ REVOKE ALL ON @extschema@.leaderlock_history_pending FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_history_pending TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_history_head FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_history_head TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_groups FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_groups TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_members FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_members TO PUBLIC;
+REVOKE ALL ON @extschema@.leaderlock_partitions FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_partitions TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_announce_partition(text, text, integer, text, bigint, timestamptz,
+                                                              timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_group_settle(text, integer, interval, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_groups_due(timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_may_make_group(oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_group_renew(uuid, interval, oid, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_record(timestamptz, text, text, text, bigint, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_number_history() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_prune_runs() FROM PUBLIC;
@@ -6522,6 +7328,12 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_announce_leaderless(text, timestamptz
             pg_catalog.to_regclass(target || '.leaderlock_schedules'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_expected'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_groups'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_members'), '');
+        PERFORM pg_catalog.pg_extension_config_dump(
+            pg_catalog.to_regclass(target || '.leaderlock_partitions'), '');
         PERFORM pg_catalog.pg_extension_config_dump(
             pg_catalog.to_regclass(target || '.leaderlock_history'), '');
         PERFORM pg_catalog.pg_extension_config_dump(

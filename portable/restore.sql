@@ -44,6 +44,13 @@ INSERT INTO leaderlock_expected
        (key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check)
 SELECT key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check
   FROM pg_temp.leaderlock_carry_expected;
+INSERT INTO leaderlock_groups (grp, partitions, drain, owner, changed_at, check_at)
+SELECT grp, partitions, drain, owner, changed_at, check_at FROM pg_temp.leaderlock_carry_groups;
+INSERT INTO leaderlock_members (grp, member, session, joined_at)
+SELECT grp, member, session, joined_at FROM pg_temp.leaderlock_carry_members;
+INSERT INTO leaderlock_partitions (grp, partition, member, session, term, revoke_until, acked, changed_at)
+SELECT grp, partition, member, session, term, revoke_until, acked, changed_at
+  FROM pg_temp.leaderlock_carry_partitions;
 INSERT INTO leaderlock_history ("position", at, event, key, holder, term, role, payload)
 SELECT "position", at, event, key, holder, term, role, payload
   FROM pg_temp.leaderlock_carry_history WHERE "position" IS NOT NULL;
@@ -64,4 +71,5 @@ SELECT count(*) AS leases_carried_over, max(term) AS highest_term,
        (SELECT count(*) FROM leaderlock_sessions) AS sessions_carried_over,
        (SELECT count(*) FROM leaderlock_runs) AS runs_carried_over,
        (SELECT count(*) FROM leaderlock_schedules) AS schedules_carried_over,
-       (SELECT count(*) FROM leaderlock_expected) AS marks_carried_over FROM leaderlock;
+       (SELECT count(*) FROM leaderlock_expected) AS marks_carried_over,
+       (SELECT count(*) FROM leaderlock_groups) AS groups_carried_over FROM leaderlock;

@@ -1,8 +1,8 @@
 -- leaderlock migration, step 1 of 3 (see portable/README.md, "Moving
 -- between editions"): keeps every lease, term and counter (the tenures of
 -- keys of many slots included), every session (contract 21), every
--- scheduled run and job's term, every schedule (contract 24) and every
--- key expected to be led (contract 25), in temporary tables until the end
+-- scheduled run and job's term, every schedule (contract 24), every
+-- key expected to be led (contract 25) and every group (contract 26), in temporary tables until the end
 -- of the transaction. Run inside
 -- BEGIN ... COMMIT, with search_path naming leaderlock's schema, as the
 -- table's owner (or a superuser). Works on either edition.
@@ -69,6 +69,17 @@ CREATE TEMP TABLE leaderlock_carry_expected (
     key text, within interval, owner oid, marked_at timestamptz, leaderless_since timestamptz, intervals bigint,
     leaderless_total interval, next_check timestamptz
 ) ON COMMIT DROP;
+-- Contract 26 (0.5.0): groups, their members and partitions, as they are
+-- (terms, revocations and the next step's time included). Before, none.
+CREATE TEMP TABLE leaderlock_carry_groups (
+    grp text, partitions integer, drain interval, owner oid, changed_at timestamptz, check_at timestamptz
+) ON COMMIT DROP;
+CREATE TEMP TABLE leaderlock_carry_members (grp text, member text, session uuid, joined_at timestamptz)
+    ON COMMIT DROP;
+CREATE TEMP TABLE leaderlock_carry_partitions (
+    grp text, partition integer, member text, session uuid, term bigint, revoke_until timestamptz,
+    acked boolean, changed_at timestamptz
+) ON COMMIT DROP;
 -- Contract 23 (0.5.0): the history, positions and all (a reader resuming
 -- from a position read before the move must find it after), and how far
 -- the retention deleted. Before, it does not exist.
@@ -90,6 +101,18 @@ BEGIN
                     ELSE GREATEST(s.expires_at, (SELECT f.changed_at FROM leaderlock_failover f) + s.ttl) END,
                s.ttl, s.recheck_at, s.value, s.owner, s.releases, s.expiries, s.changed_at
           FROM leaderlock_slots s;
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_groups')
+       IS NOT NULL THEN
+        -- before sessions, as le_join takes them
+        LOCK TABLE leaderlock_groups, leaderlock_members, leaderlock_partitions IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO pg_temp.leaderlock_carry_groups
+        SELECT g.grp, g.partitions, g.drain, g.owner, g.changed_at, g.check_at FROM leaderlock_groups g;
+        INSERT INTO pg_temp.leaderlock_carry_members
+        SELECT m.grp, m.member, m.session, m.joined_at FROM leaderlock_members m;
+        INSERT INTO pg_temp.leaderlock_carry_partitions
+        SELECT p.grp, p.partition, p.member, p.session, p.term, p.revoke_until, p.acked, p.changed_at
+          FROM leaderlock_partitions p;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_sessions')
        IS NOT NULL THEN

@@ -12,7 +12,8 @@ DROP EXTENSION leaderlock;
 GRANT SELECT ON pg_temp.leaderlock_carry, pg_temp.leaderlock_carry_failover, pg_temp.leaderlock_carry_slots,
     pg_temp.leaderlock_carry_sessions, pg_temp.leaderlock_carry_jobs, pg_temp.leaderlock_carry_runs,
     pg_temp.leaderlock_carry_history, pg_temp.leaderlock_carry_history_head,
-    pg_temp.leaderlock_carry_schedules, pg_temp.leaderlock_carry_expected
+    pg_temp.leaderlock_carry_schedules, pg_temp.leaderlock_carry_expected, pg_temp.leaderlock_carry_groups,
+    pg_temp.leaderlock_carry_members, pg_temp.leaderlock_carry_partitions
     TO :"owner";
 SET LOCAL ROLE :"owner";
 \endif

@@ -7,8 +7,9 @@
 -- the error names it. Refuses to touch the compiled edition. The tables
 -- go too (leaderlock, leaderlock_slots, leaderlock_sessions,
 -- leaderlock_jobs, leaderlock_runs, leaderlock_history, leaderlock_schedules,
--- leaderlock_expected): run save.sql first to keep the leases, sessions,
--- runs, schedules and marks.
+-- leaderlock_expected, leaderlock_groups, leaderlock_members,
+-- leaderlock_partitions): run save.sql first to keep the leases, sessions,
+-- runs, schedules, marks and groups.
 SET LOCAL client_min_messages = warning;
 DO $uninstall$
 DECLARE
@@ -112,6 +113,17 @@ BEGIN
         '_le_check_expected(timestamptz)', '_le_schedule(text, interval, text, text, interval, text, oid, integer)', '_le_backfill(integer)', '_le_announce_schedule(text, text, timestamptz)',
         '_le_not_schedule_owner(text)', '_le_unschedule(text, oid)', '_le_set_paused(text, boolean, oid)',
         '_le_mark_member(text, oid)', '_le_expect_leader(text, interval, oid)', '_le_unexpect_leader(text, oid)',
+        -- (contract 26: groups)
+        'le_join(text, text, interval, integer, interval)', 'le_leave(text, text)',
+        'le_ack(text, text, integer, bigint)', 'le_assignment(text, text)',
+        'le_assert_partition(text, integer, text, bigint)',
+        '_le_partitions(integer)', '_le_drain(interval)', '_le_partition(integer)',
+        '_le_group_refused(text, text, text)',
+        '_le_announce_partition(text, text, integer, text, bigint, timestamptz, timestamptz)',
+        '_le_group_settle(text, integer, interval, timestamptz)', '_le_groups_due(timestamptz)',
+        '_le_may_make_group(oid)', '_le_group_renew(uuid, interval, oid, timestamptz)',
+        '_le_join(text, text, interval, integer, interval, oid)', '_le_leave(text, text, oid)',
+        '_le_ack(text, text, integer, bigint, oid)', '_le_assert_partition(text, integer, text, bigint, oid)',
         -- earlier portable versions' API and internals
         'le_try_acquire(text, text, interval, boolean, jsonb)',
         'le_acquire(text, text, interval, interval, boolean, jsonb)',
@@ -140,6 +152,8 @@ BEGIN
                                   '%1$I.leaderlock_history_head', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_runs, %1$I.leaderlock_jobs', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_schedules, %1$I.leaderlock_expected', s);
+        EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.leaderlock_groups, %1$I.leaderlock_members, '
+                                  '%1$I.leaderlock_partitions', s);
         EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I._le_secret', s);
         EXECUTE pg_catalog.format('DROP SEQUENCE IF EXISTS %1$I._le_promo_tl, %1$I._le_promo_at', s);
     EXCEPTION WHEN dependent_objects_still_exist THEN

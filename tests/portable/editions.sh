@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Portable -> compiled -> portable on a live database, keeping every lease,
 # term, owner, value and counter, the tenures of a key of many slots
-# and the sessions of contract 21 (their keys, a lock-delay) included (portable/to-compiled.sql and to-portable.sql), on a cluster with the compiled edition installed and
+# and the sessions of contract 21 (their keys, a lock-delay) and a group of
+# contract 26 (its members, partitions and terms) included (portable/to-compiled.sql and to-portable.sql), on a cluster with the compiled edition installed and
 # preloaded (scripts/test.sh runs it on PostgreSQL 15 and 18 after the
 # package suite installed it). After the move to the compiled edition the
 # worker serves the database and the leases go on from their terms; after
@@ -52,6 +53,12 @@ SELECT le_try_acquire_in(:'d', 'e-ses-d'), le_try_acquire_in(:'d', 'e-ses-dpool'
 RESET ROLE;
 SELECT pg_sleep(0.3);
 SELECT le_try_acquire('e-ses-d', 'x', '1 hour');   -- ends the lapsed session: the delays start
+-- contract 26: a group of another role, two of its member's four
+-- partitions revoked for a second member (until an hour from now)
+SET ROLE ll_app;
+SELECT le_join('e-grp', 'ga', '1 hour', 4, '1 hour') IS NOT NULL;
+RESET ROLE;
+SELECT le_join('e-grp', 'gb', '1 hour') IS NOT NULL;
 SQL
 snapshot() {
   q -c "SELECT key, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, tenures, releases,
@@ -59,7 +66,11 @@ snapshot() {
     -c "SELECT key, slot, holder, term, acquired_at, renewed_at, expires_at, ttl, value, owner, releases,
                expiries, changed_at, session, delayed_until FROM leaderlock_slots ORDER BY key, slot" \
     -c "SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, lock_delay, keep_values
-          FROM leaderlock_sessions ORDER BY session"
+          FROM leaderlock_sessions ORDER BY session" \
+    -c "SELECT grp, partitions, drain, owner, changed_at, check_at FROM leaderlock_groups ORDER BY grp" \
+    -c "SELECT grp, member, session, joined_at FROM leaderlock_members ORDER BY grp, member" \
+    -c "SELECT grp, partition, member, session, term, revoke_until, acked, changed_at
+          FROM leaderlock_partitions ORDER BY grp, partition"
 }
 # Contract 23: the history comes along, positions and all (the rows
 # numbered before a move, identical after it; later ones are numbered above).
@@ -118,6 +129,16 @@ SELECT le_try_acquire('e-ses-dpool', 'y', '1 hour', slots => 2),   -- slot 2 (sl
 SQL
 )
 [ "$got" = $'t\nt\n3\nf\nt\nt\nf\ns1:1 s2:2 s4:4\nt|1|1\nf|t\nt|t' ] || fail "after to-compiled: $got"
+# the group goes on: a revoked partition given back goes to the other member
+got=$(q <<'SQL'
+SET ROLE ll_app;
+SELECT le_ack('e-grp', 'ga', 3, 1);
+RESET ROLE;
+SELECT string_agg(partition || ':' || member || ':' || term, ' ' ORDER BY partition)
+  FROM leaderlock_partitions WHERE grp = 'e-grp';
+SQL
+)
+[ "$got" = $'t\n1:ga:1 2:ga:1 3:gb:2 4:ga:1' ] || fail "the group after to-compiled: $got"
 log "portable -> compiled: $(echo "$before" | wc -l) rows identical, the worker serves the database, terms go on"
 
 # and back
@@ -159,4 +180,15 @@ SELECT value FROM leaderlock_slots WHERE key = 'e-ses-pool';  -- its tenure's to
 SQL
 )
 [ "$got" = $'t\nt\n4\nt\nt\nt\nt\ns1:1 s2:2 s6:5\nt|1|1|t\nf|t\nf|t\n{"v": 1}\n{"v": 2}' ] || fail "after to-portable: $got"
+got=$(q <<'SQL'
+SET ROLE ll_app;
+SELECT le_join('e-grp', 'ga', '1 hour') = session FROM leaderlock_members WHERE grp = 'e-grp' AND member = 'ga';
+SELECT le_ack('e-grp', 'ga', 4, 1);
+RESET ROLE;
+SELECT string_agg(partition || ':' || member || ':' || term, ' ' ORDER BY partition)
+  FROM leaderlock_partitions WHERE grp = 'e-grp';
+SELECT le_assert_partition('e-grp', 4, 'gb', 2);
+SQL
+)
+[ "$got" = $'t\nt\n1:ga:1 2:ga:1 3:gb:2 4:gb:2\n2' ] || fail "the group after to-portable: $got"
 log "compiled -> portable: $(echo "$before" | wc -l) rows identical, and $(echo "$hist_before" | wc -l) of the history, terms go on"

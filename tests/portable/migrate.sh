@@ -6,7 +6,8 @@
 # of job '' that keeps the highest term of the jobs forgotten, contract 22;
 # sessions, their keys and tenures and a lock-delay, contract 21; a
 # schedule of another role, contract 24, and a key it marked as expected to
-# be led, contract 25), and the functions go on from there.
+# be led, contract 25; a group with revoked partitions, contract 26), and
+# the functions go on from there.
 # Usage: migrate.sh PSQL CONNINFO REPO
 set -euo pipefail
 PSQL=$1 CONN=$2 REPO=$3
@@ -58,7 +59,11 @@ SELECT le_try_acquire('m-ses-d', 'x', '1 hour');   -- ends the lapsed session: t
 SET ROLE ll_mig_app;
 SELECT le_schedule('m-sched', cron => '0 3 * * MON-FRI', tz => 'Europe/Paris', overlap => 'forbid') IS NOT NULL;
 SELECT le_expect_leader('m-live', '1 minute');
+-- contract 26: a group of another role, two of its member's four
+-- partitions revoked for a second member
+SELECT le_join('m-grp', 'ga', '1 hour', 4, '1 hour') IS NOT NULL;
 RESET ROLE;
+SELECT le_join('m-grp', 'gb', '1 hour') IS NOT NULL;
 SQL
 snapshot() {
   q -At -c "SELECT row(l.*)::text FROM leaderlock l ORDER BY key" -c "SELECT row(f.*)::text FROM leaderlock_failover f" \
@@ -68,6 +73,9 @@ snapshot() {
         -c "SELECT row(x.*)::text FROM leaderlock_sessions x ORDER BY session" \
         -c "SELECT row(x.*)::text FROM leaderlock_schedules x ORDER BY job" \
         -c "SELECT row(e.*)::text FROM leaderlock_expected e ORDER BY key" \
+        -c "SELECT row(g.*)::text FROM leaderlock_groups g ORDER BY grp" \
+        -c "SELECT row(m.*)::text FROM leaderlock_members m ORDER BY grp, member" \
+        -c "SELECT row(p.*)::text FROM leaderlock_partitions p ORDER BY grp, partition" \
         -c "SELECT row(h.position, h.at, h.event, h.key, h.holder, h.term, h.role, h.payload)::text
               FROM leaderlock_history h ORDER BY position" \
         -c "SELECT row(d.*)::text FROM leaderlock_history_head d"
@@ -164,3 +172,21 @@ if [ "$out" != "$expected" ]; then
   echo "  FAIL: after the reinstall got:"; echo "$out"; exit 1
 fi
 echo "  ok: owners, terms, counters, sessions, schedules and marks go on after the reinstall"
+# A group goes on: the revoked partition given back goes to the other
+# member in the next term, the others stay; both leave.
+out=$(q -At <<'SQL'
+SET ROLE ll_mig_app;
+SELECT le_ack('m-grp', 'ga', 3, 1);
+RESET ROLE;
+SELECT string_agg(partition || ':' || member || ':' || term, ' ' ORDER BY partition)
+  FROM leaderlock_partitions WHERE grp = 'm-grp';
+SELECT le_assert_partition('m-grp', 3, 'gb', 2);
+SELECT le_leave('m-grp', 'gb');
+SET ROLE ll_mig_app;
+SELECT le_leave('m-grp', 'ga');
+RESET ROLE;
+SELECT count(*) FROM leaderlock_partitions WHERE grp = 'm-grp' AND member IS NOT NULL;
+SQL
+)
+[ "$out" = $'t\n1:ga:1 2:ga:1 3:gb:2 4:ga:1\n2\nt\nt\n0' ] || { echo "  FAIL: the group after the reinstall got:"; echo "$out"; exit 1; }
+echo "  ok: a group's members, partitions and terms go on after the reinstall"

@@ -12,8 +12,8 @@ unlocked. The payloads of a key of many slots (contract 17): the same, with
 le_release_all, le_force_release of every tenure); none once the key admits
 one holder again. A schedule's runs (contract 24: a claim replacing
 another run's, the instants le_expire_lapsed records missed) and a key
-expected to be led (contract 25: leaderless, leaderless_end), byte for
-byte. Then: a waiter in le_acquire takes a released lease
+expected to be led (contract 25: leaderless, leaderless_end) and a
+group's partitions (contract 26: granted, revoked), byte for byte. Then: a waiter in le_acquire takes a released lease
 within one polling period (<= 100 ms + a look), and takes a lapsed one at
 its expiry; a waiter for a key of many slots takes a freed slot as soon.
 
@@ -365,6 +365,37 @@ else:
         if g != w:
             failures.append(f"a key expected to be led: payload\n   got  {g!r}\n   want {w!r}")
 
+# Contract 26: a group's partitions (announce/groups.rs Payload: "event",
+# "group", "partition", "member", "term", "until" for a revocation, "at"),
+# byte for byte: a grant, a revocation, its ack's grant to the next owner,
+# and a leave's grants.
+grp = 'grp "q" \\ é\x06'
+drain(20, 0.2)
+cur.execute("SELECT le_join(%s, 'm\"1', '1 hour', 2, '0') IS NOT NULL", (grp,))
+cur.execute("SELECT le_join(%s, 'm2', '1 hour') IS NOT NULL", (grp,))
+cur.execute("SELECT le_ack(%s, 'm\"1', 2, 1), le_leave(%s, 'm\"1')", (grp, grp))
+got = [p for p in drain(6) if json.loads(p).get("group") == grp]
+ev = [json.loads(p) for p in got]
+
+
+def part_payload(i, event, partition, member, term, **rest):
+    d = {"event": event, "group": grp, "partition": partition, "member": member, "term": term}
+    d.update(rest)
+    d["at"] = ev[i]["at"] if i < len(ev) else None
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+
+
+want = [
+    part_payload(0, "partition_granted", 1, 'm"1', 1),
+    part_payload(1, "partition_granted", 2, 'm"1', 1),
+    part_payload(2, "partition_revoked", 2, 'm"1', 1, until=ev[2].get("until") if len(ev) > 2 else None),
+    part_payload(3, "partition_granted", 2, "m2", 2),
+    part_payload(4, "partition_granted", 1, "m2", 2),
+]
+if got != want:
+    failures.append(f"a group's partitions: payloads\n   got  {got!r}\n   want {want!r}")
+cur.execute("SELECT le_leave(%s, 'm2')", (grp,))
+
 # le_acquire: a waiter takes a released lease within a polling period.
 cur.execute("SELECT le_try_acquire('wake', 'holder', '1 hour')")
 result = {}
@@ -436,6 +467,6 @@ if failures:
         print("  FAIL:", f)
     sys.exit(1)
 print("  ok: 7 payloads, le_release_all's, 14 of a key of many slots, a schedule's (replaced, missed) and a "
-      "key expected to be led's (leaderless, leaderless_end) byte-identical to the compiled edition's; "
+      "key expected to be led's (leaderless, leaderless_end) and a group's (partition_granted, _revoked) byte-identical to the compiled edition's; "
       "le_renew_all and le_release_all skip a locked row at once; le_acquire wakes by polling in time, for "
       "a lease and for a slot")

@@ -15,7 +15,10 @@
 #      must the term of a new tenure of 'sem'; 'held', 'lapsing' and the
 #      live tenure of 'sem' must last at least until the promotion + ttl
 #      (leaderlock_status: the raw expires_at of a lease held across the
-#      promotion is extended when read, never by locking its row).
+#      promotion is extended when read, never by locking its row); a
+#      group's member of before (contract 26) outlasts it too (its
+#      partition is revoked for a new member, not granted at once), and
+#      the grant after its ack gets the floor.
 #
 # Usage: tests/portable/promotion.sh [--bindir DIR]   (default PostgreSQL 15;
 #        /opt/leaderlock/postgresql/18/bin for 18)
@@ -55,6 +58,7 @@ q "$P1" -U postgres -d postgres -c "CREATE ROLE ll_admin LOGIN CREATEROLE" -c "C
 q "$P1" -U postgres -d ll -c "ALTER SCHEMA public OWNER TO ll_admin" -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
 q "$P1" -U ll_admin -d ll -1 -f "$REPO/portable/leaderlock.sql" >/dev/null
 q "$P1" -U ll_admin -d ll >/dev/null <<'SQL'
+SELECT le_join('grp', 'old-member', '1 hour', 2) IS NOT NULL;   -- contract 26: terms 1
 SELECT le_try_acquire('held', 'old-primary', '1 hour');
 SELECT le_try_acquire('vacant', 'a', '1 hour'), le_release('vacant', 'a');
 SELECT le_try_acquire('vacant', 'b', '1 hour'), le_release('vacant', 'b');
@@ -114,6 +118,18 @@ for k in held lapsing; do
     || { echo "FAIL: $k does not outlast the promotion"; fail=1; }
 done
 echo "$out" | grep -q '^failover 2 t$' || { echo "FAIL: leaderlock_failover not at timeline 2"; fail=1; }
+# Contract 26: the member of before outlasts the promotion (its partition
+# is revoked, not granted at once), and a grant after it starts at the floor
+gout=$(q "$P2" -U ll_admin -d ll <<'SQL'
+SELECT le_join('grp', 'new-member', '1 hour') IS NOT NULL;
+SELECT state FROM le_assignment('grp', 'old-member') WHERE partition = 2;
+SELECT le_ack('grp', 'old-member', 2, 1);
+SELECT string_agg(partition || ':' || member || ':' || term, ' ' ORDER BY partition)
+  FROM leaderlock_partitions WHERE grp = 'grp';
+SQL
+)
+[ "$gout" = $'t\nrevoked\nt\n1:old-member:1 2:new-member:'"$floor" ] \
+  || { echo "FAIL: a group after the promotion: $(echo $gout)"; fail=1; }
 echo "at the first acquisition: pg_control_checkpoint() timeline $checkpoint_tl, WAL file timeline $walfile_tl"
 [ "$fail" = 0 ] || exit 1
-echo "=== ok (PostgreSQL $MAJOR): terms after promotion >= 2^32 + 1, held leases outlast it (tenures of a key of many slots too)"
+echo "=== ok (PostgreSQL $MAJOR): terms after promotion >= 2^32 + 1, held leases outlast it (tenures of a key of many slots and a group's member too)"

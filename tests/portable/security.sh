@@ -121,6 +121,18 @@ got=$(q postgres ll_sec \
 [ "$got" = $'t|t|t\nt\nt|t\nt|1|1|t|t\n0' ] \
   && ok "M1: no planted operator bound into schedules and marks (le_schedule, le_next_due, le_claim_run, le_expire_lapsed, leaderlock_schedule_status)" \
   || bad "M1 (schedules, marks): $got"
+# ... nor into groups (contract 26), stepped by le_expire_lapsed
+got=$(q postgres ll_sec \
+      -c "SELECT le_join('m1-grp', 'a', '1 hour', 5, '0') IS NOT NULL, le_join('m1-grp', 'b', '1 second') IS NOT NULL" \
+      -c "SELECT bool_and(le_ack('m1-grp', 'a', partition, term)) FROM le_assignment('m1-grp', 'a') WHERE state = 'revoked'" \
+      -c "SELECT pg_sleep(1.1) IS NOT NULL, le_expire_lapsed() >= 0" \
+      -c "SELECT count(*) FROM le_assignment('m1-grp', 'a')" \
+      -c "SELECT le_assert_partition('m1-grp', 5, 'a')" \
+      -c "SELECT le_leave('m1-grp', 'a')" \
+      -c "SELECT count(*) FROM public.stolen")
+[ "$got" = $'t|t\nt\nt|t\n5\n3\nt\n0' ] \
+  && ok "M1: no planted operator bound into groups (le_join, le_ack, le_assignment, le_assert_partition, le_leave, le_expire_lapsed)" \
+  || bad "M1 (groups): $got"
 q postgres ll_sec -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
 
 # M2: after a promotion, a rival's open transaction cannot make the holder's renewals fail
