@@ -7246,6 +7246,26 @@ REVOKE ALL ON @extschema@.leaderlock_members FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_members TO PUBLIC;
 REVOKE ALL ON @extschema@.leaderlock_partitions FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_partitions TO PUBLIC;
+
+-- Contract 26: every partition of every group with its owner, term and
+-- state (owned; revoked, with until; free) and whether the session it was
+-- granted under is live; partitions above a group's count only while
+-- someone still owns them. Readable by all.
+CREATE VIEW @extschema@.leaderlock_group_status AS
+SELECT p.grp AS "group", p.partition, p.member, p.term,
+       CASE WHEN p.member IS NULL THEN 'free'
+            WHEN p.revoke_until IS NULL THEN 'owned'
+            ELSE 'revoked' END AS state,
+       p.revoke_until AS until,
+       COALESCE(s.expires_at OPERATOR(pg_catalog.>) c.now, false) AS live,
+       p.changed_at
+  FROM @extschema@.leaderlock_partitions p
+  JOIN @extschema@.leaderlock_groups g ON g.grp OPERATOR(pg_catalog.=) p.grp
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+  LEFT JOIN @extschema@.leaderlock_sessions s ON s.session OPERATOR(pg_catalog.=) p.session
+ WHERE p.partition OPERATOR(pg_catalog.<=) g.partitions OR p.member IS NOT NULL;
+REVOKE ALL ON @extschema@.leaderlock_group_status FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaderlock_group_status TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_announce_partition(text, text, integer, text, bigint, timestamptz,
                                                               timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_group_settle(text, integer, interval, timestamptz) FROM PUBLIC;

@@ -142,7 +142,7 @@ BEGIN
     BEGIN
         EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %1$I.leaderlock_status, %1$I.leaderlock_stats, '
                                   '%1$I.leaderlock_database_stats, %1$I._le_caller_key, '
-                                  '%1$I.leaderlock_schedule_status', s);
+                                  '%1$I.leaderlock_schedule_status, %1$I.leaderlock_group_status', s);
         EXECUTE 'DROP FUNCTION IF EXISTS ' || fns;
         EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.leaderlock_lease', s);
         EXECUTE pg_catalog.format('DROP TABLE %1$I.leaderlock, %1$I.leaderlock_failover', s);

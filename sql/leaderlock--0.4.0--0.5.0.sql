@@ -590,6 +590,26 @@ GRANT SELECT ON leaderlock_members TO PUBLIC;
 REVOKE ALL ON leaderlock_partitions FROM PUBLIC;
 GRANT SELECT ON leaderlock_partitions TO PUBLIC;
 
+-- Contract 26: every partition of every group with its owner, term and
+-- state (owned; revoked, with until; free) and whether the session it was
+-- granted under is live; partitions above a group's count only while
+-- someone still owns them. Readable by all.
+CREATE VIEW leaderlock_group_status AS
+SELECT p.grp AS "group", p.partition, p.member, p.term,
+       CASE WHEN p.member IS NULL THEN 'free'
+            WHEN p.revoke_until IS NULL THEN 'owned'
+            ELSE 'revoked' END AS state,
+       p.revoke_until AS until,
+       COALESCE(s.expires_at OPERATOR(pg_catalog.>) c.now, false) AS live,
+       p.changed_at
+  FROM leaderlock_partitions p
+  JOIN leaderlock_groups g ON g.grp OPERATOR(pg_catalog.=) p.grp
+ CROSS JOIN (SELECT @extschema@.le_now() AS now) c
+  LEFT JOIN leaderlock_sessions s ON s.session OPERATOR(pg_catalog.=) p.session
+ WHERE p.partition OPERATOR(pg_catalog.<=) g.partitions OR p.member IS NOT NULL;
+REVOKE ALL ON leaderlock_group_status FROM PUBLIC;
+GRANT SELECT ON leaderlock_group_status TO PUBLIC;
+
 CREATE FUNCTION le_expect_leader(key text, within interval) RETURNS boolean
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp

@@ -75,6 +75,9 @@ SELECT bool_and(le_ack('grp', 'a', partition, term)) AS acked
 RESET ROLE;
 SELECT member, count(*) AS owned, min(term) AS min_term, max(term) AS max_term
   FROM leaderlock_partitions WHERE grp = 'grp' GROUP BY member ORDER BY member;
+-- The view: who owns what, live.
+SELECT "group", partition, member, term, state, until IS NOT NULL AS until, live
+  FROM leaderlock_group_status WHERE "group" = 'grp' ORDER BY partition;
 
 -- a leaves: its partitions go to b at once, each in its next term.
 SET ROLE ll_grp_a;
