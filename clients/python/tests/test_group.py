@@ -80,6 +80,23 @@ class GroupTest(unittest.TestCase):
         self.assertEqual(self.overlaps, [])
         self.assertEqual(self.hands, {})
 
+    def test_a_newcomer_gets_its_share_on_the_hint_not_a_round_later(self):
+        """Rounds every 2 s (ttl 6 s): the owner hears the revocation and
+        the newcomer the grant, each reading its assignment at once (at
+        most one round per ttl/30 sooner), well within a round period."""
+        with leaderlock.member(DSN, self.group, "a", ttl=6.0, partitions=4, **self.callbacks("a")) as a:
+            deadline = time.monotonic() + 5
+            while len(a.owned()) < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            joined = time.monotonic()
+            with leaderlock.member(DSN, self.group, "b", ttl=6.0, **self.callbacks("b")) as b:
+                while len(b.owned()) < 2 and time.monotonic() < joined + 5:
+                    time.sleep(0.01)
+                took = time.monotonic() - joined
+                self.assertEqual(len(b.owned()), 2, b.owned())
+                self.assertLess(took, 1.5, f"the newcomer owned its share {took:.2f} s after joining")
+        self.assertEqual(self.overlaps, [])
+
     def test_owns_nothing_past_the_local_deadline(self):
         m = leaderlock.Member(DSN, self.group, "slow", ttl=1.0, partitions=2)
         m._round()   # one join, as start() makes, and no thread renewing after it

@@ -11,7 +11,10 @@ partitions, assigned by the server.
 
 A thread joins (le_join: the first join makes the group, every later one
 renews the membership and every partition with it) every ttl/3, then reads
-the assignment (le_assignment) on a connection of its own. Each partition
+the assignment (le_assignment) on a connection of its own, which LISTENs:
+a notification naming this member (a partition granted or revoked) brings
+the next round sooner, at most one per max(ttl/30, 50 ms) (a hint: what
+counts is the assignment read). Each partition
 owned has the local deadline of the last round whose assignment was read:
 the instant its join was sent + ttl - ttl/200 (monotonic clock), read at
 each question (`owns` answers None past it, whatever a timer did). A
@@ -24,6 +27,7 @@ Callbacks run on the member's thread, one at a time.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Callable, Dict, Optional
@@ -70,6 +74,7 @@ class Member:
         self._thread: Optional[threading.Thread] = None
         self._conn: Optional[Conn] = None
         self._found_schema: Optional[str] = None   # leaderlock's schema, as the first join found it
+        self._last_round = float("-inf")
         self.error: Optional[BaseException] = None
 
     # -- what the application asks -------------------------------------------
@@ -134,8 +139,7 @@ class Member:
                 self._conn = None
 
     def _run(self) -> None:
-        t = self.timing
-        while not self._stop.wait(t.ttl / 3):
+        while self._wait_for_round():
             try:
                 self._round()
             except BadArgument as e:     # refused for good (another role's member, ...)
@@ -152,17 +156,57 @@ class Member:
             if time.monotonic() >= self._deadline:
                 self._lose(set(self._owned))   # the local deadline passed: nothing is ours
 
+    def _wait_for_round(self) -> bool:
+        """Until the next round is due (ttl/3 after the last one's start, or
+        sooner after a hint naming this member, never sooner than
+        `soonest` after it): False once the member is closed."""
+        t = self.timing
+        soonest = max(t.ttl / 30, 0.05)
+        due = self._last_round + t.ttl / 3
+        while not self._stop.is_set():
+            left = due - time.monotonic()
+            if left <= 0:
+                return True
+            conn = self._conn
+            if conn is None:
+                self._stop.wait(min(left, 0.2))
+                continue
+            try:
+                heard = conn.notifies(min(left, 0.2))
+            except CALL_ERRORS:
+                heard = []   # (the round finds the connection gone)
+                self._stop.wait(min(left, 0.2))
+            if any(self._names_me(n.payload) for n in heard):
+                due = min(due, max(time.monotonic(), self._last_round + soonest))
+        return False
+
+    def _names_me(self, payload: str) -> bool:
+        """A well-formed announcement of this group's naming this member."""
+        try:
+            a = json.loads(payload)
+        except ValueError:
+            return False
+        return (isinstance(a, dict) and a.get("event") in ("partition_granted", "partition_revoked")
+                and a.get("group") == self.group and a.get("member") == self.me
+                and isinstance(a.get("partition"), int) and isinstance(a.get("term"), int))
+
     def _session(self) -> Conn:
         if self._conn is None:
-            self._conn = Conn(self.dsn, time.monotonic() + self.timing.connect_bound, named=self.schema)
-            self._found_schema = self._conn.schema
+            conn = Conn(self.dsn, time.monotonic() + self.timing.connect_bound, named=self.schema)
+            try:
+                conn.one(time.monotonic() + self.timing.call_timeout, _core.LISTEN)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+            self._found_schema = conn.schema
         return self._conn
 
     def _round(self) -> None:
         """Join (renew), read the assignment, act on what changed."""
         t = self.timing
         conn = self._session()
-        sent = time.monotonic()
+        sent = self._last_round = time.monotonic()
         try:
             conn.one(sent + t.call_timeout, JOIN, (self.group, self.me, t.ttl, self.partitions, self.drain))
             rows = conn.rows(time.monotonic() + t.call_timeout, ASSIGNMENT, (self.group, self.me))
