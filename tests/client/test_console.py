@@ -14,6 +14,8 @@ cluster.
   (42501) for a role that may not, done for one that may, and recorded in
   the history;
 - beyond localhost the console needs a token (401 without it);
+- the groups page: members, what each owns, a move shown live within a
+  second, markup in a group or member shown as text;
 - under chaos (the leader killed, every server process stopped 3 s, a run
   missed) each event is shown within a second of its record;
 - screenshots of each page are kept (LEADERLOCK_ARTIFACTS, else a
@@ -244,6 +246,37 @@ class ConsoleTest(CliCase):
         self.assertIsNone(b.js("return window.__xss === undefined ? null : window.__xss"), "a script ran")
         self.assertEqual(b.js("return document.querySelectorAll('main img, main script, main b, main svg svg').length"), 0)
         b.screenshot("markup-as-text")
+
+    def test_the_groups_page_shows_members_and_moves_live(self):
+        """Groups (contract 26): a group's members, what each owns and gives
+        back, its counts; a move shows without a reload within a second of
+        its commit; a group and a member made of markup are text."""
+        c = self.console()
+        group = self.key + '<img src=x onerror="window.__xss=5">'
+        hostile = '<b onmouseover="window.__xss=6">b</b>'
+        one(self.conn, "SELECT le_join(%s, 'a', '30 seconds', 4)::text", (group,))
+        self.addCleanup(one, self.conn, "SELECT le_leave(%s, 'a'), le_leave(%s, %s)", (group, group, hostile))
+        b = self.browser
+        self.open(c, "#/groups")
+        owns = ("for (const s of document.querySelectorAll('main section')) if (s.querySelector('h2').textContent === arguments[0]) "
+                "  for (const tr of s.querySelectorAll('tbody tr')) if (tr.cells[0].textContent === arguments[1]) "
+                "    return tr.cells[2].textContent; return null;")
+        self.assertTrue(wait_for(lambda: b.js(owns, group, "a") == "4", timeout=5), "the group's member not shown")
+        one(self.conn, "SELECT le_join(%s, %s, '30 seconds')::text", (group, hostile))
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT partition, term FROM le_assignment(%s, 'a') WHERE state = 'revoked'", (group,))
+            revoked = cur.fetchall()
+        self.assertEqual(len(revoked), 2)
+        for partition, term in revoked:
+            self.assertTrue(one(self.conn, "SELECT le_ack(%s, 'a', %s, %s)", (group, partition, term)))
+        acked = time.monotonic()
+        self.assertTrue(wait_for(lambda: b.js(owns, group, hostile) == "2", timeout=5), "the move not shown")
+        shown = time.monotonic() - acked
+        self.assertLess(shown, 1.0, f"the move showed {shown:.2f} s after its commit")
+        self.assertIsNone(b.js("return window.__xss === undefined ? null : window.__xss"), "a script ran")
+        self.assertEqual(b.js("return document.querySelectorAll('main img, main script, main b').length"), 0)
+        b.screenshot("groups")
+        print(f"\n  the groups page showed a move {shown * 1000:.0f} ms after its commit", file=sys.stderr)
 
     def test_read_only_refuses_every_write_and_offers_none(self):
         c = self.console()

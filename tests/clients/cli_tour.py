@@ -143,7 +143,8 @@ def main():
         body = serving(["console", "--listen", "127.0.0.1:{port}", "--allow-writes"],
                        [("GET", "/api/config", None), ("GET", "/api/keys", None),
                         ("GET", f"/api/key?key={held_q}", None), ("GET", "/api/jobs", None),
-                        ("GET", "/api/sessions", None), ("POST", "/api/pause", {"job": sched}),
+                        ("GET", "/api/sessions", None), ("GET", "/api/groups", None),
+                        ("POST", "/api/pause", {"job": sched}),
                         ("POST", "/api/resume", {"job": sched}),
                         # (the tour's role may not force a release: refused by the server, 42501)
                         ("POST", "/api/release", {"key": f"{prefix}-never-held"}, 403),

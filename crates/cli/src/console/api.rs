@@ -125,6 +125,33 @@ const SESSIONS: &str = "SELECT x.session::pg_catalog.text, x.id, \
                    WHERE s.session OPERATOR(pg_catalog.=) x.session ORDER BY s.key LIMIT 20) \
        FROM @extschema@.leaderlock_sessions x ORDER BY x.expires_at DESC LIMIT $1";
 
+/// The groups (contract 26): name, partitions, drain, owner, and how many
+/// partitions are owned, revoked and free.
+const GROUPS: &str = "SELECT g.grp, g.partitions, \
+            pg_catalog.date_part('epoch'::pg_catalog.text, g.drain), \
+            g.owner::pg_catalog.regrole::pg_catalog.text, \
+            pg_catalog.count(*) FILTER (WHERE v.state OPERATOR(pg_catalog.=) 'owned'), \
+            pg_catalog.count(*) FILTER (WHERE v.state OPERATOR(pg_catalog.=) 'revoked'), \
+            pg_catalog.count(*) FILTER (WHERE v.state OPERATOR(pg_catalog.=) 'free') \
+       FROM @extschema@.leaderlock_groups g \
+       LEFT JOIN @extschema@.leaderlock_group_status v ON v.\"group\" OPERATOR(pg_catalog.=) g.grp \
+      GROUP BY g.grp ORDER BY g.grp LIMIT $1";
+
+/// The members of groups `$1`: group, member, its session's expiry, how
+/// many partitions it owns and gives back, and the first of them.
+const GROUP_MEMBERS: &str = "SELECT m.grp, m.member, \
+            pg_catalog.date_part('epoch'::pg_catalog.text, s.expires_at), \
+            pg_catalog.count(p.partition) FILTER (WHERE p.revoke_until IS NULL), \
+            pg_catalog.count(p.partition) FILTER (WHERE p.revoke_until IS NOT NULL), \
+            (pg_catalog.array_agg(p.partition ORDER BY p.partition) \
+               FILTER (WHERE p.partition IS NOT NULL))[1:20] \
+       FROM @extschema@.leaderlock_members m \
+       LEFT JOIN @extschema@.leaderlock_sessions s ON s.session OPERATOR(pg_catalog.=) m.session \
+       LEFT JOIN @extschema@.leaderlock_partitions p ON p.grp OPERATOR(pg_catalog.=) m.grp \
+            AND p.member OPERATOR(pg_catalog.=) m.member AND p.session OPERATOR(pg_catalog.=) m.session \
+      WHERE m.grp OPERATOR(pg_catalog.=) ANY ($1) \
+      GROUP BY m.grp, m.member, s.expires_at ORDER BY m.grp, m.member";
+
 pub const FORCE_RELEASE: &str = "SELECT @extschema@.le_force_release(key => $1)";
 pub const PAUSE: &str = "SELECT @extschema@.le_pause_schedule(job => $1)";
 pub const RESUME: &str = "SELECT @extschema@.le_resume_schedule(job => $1)";
@@ -302,5 +329,52 @@ pub async fn sessions(db: &Db) -> Result<Value, tokio_postgres::Error> {
             "keys": r.get::<_, Option<i64>>(6),
             "some_keys": r.get::<_, Option<Vec<String>>>(7).unwrap_or_default(),
         })).collect::<Vec<_>>(),
+    }))
+}
+
+/// The groups with their members (none on a server without groups).
+pub async fn groups(db: &Db) -> Result<Value, tokio_postgres::Error> {
+    let limit: i64 = 200;
+    let groups = match db.query_typed(GROUPS, &[(&limit, Type::INT8)]).await {
+        Ok(rows) => rows,
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let names: Vec<String> = groups.iter().map(|r| r.get(0)).collect();
+    let members = db
+        .query_typed(GROUP_MEMBERS, &[(&names, Type::TEXT_ARRAY)])
+        .await?;
+    let mut by_group: Map<String, Value> = Map::new();
+    for r in &members {
+        let member = json!({
+            "member": r.get::<_, Option<String>>(1),
+            "expires_at": r.get::<_, Option<f64>>(2),
+            "owned": r.get::<_, Option<i64>>(3),
+            "revoked": r.get::<_, Option<i64>>(4),
+            "some_partitions": r.get::<_, Option<Vec<i32>>>(5).unwrap_or_default(),
+        });
+        match by_group
+            .entry(r.get::<_, String>(0))
+            .or_insert_with(|| json!([]))
+        {
+            Value::Array(a) => a.push(member),
+            _ => unreachable!("an array"),
+        }
+    }
+    Ok(json!({
+        "now": now(db).await?,
+        "groups": groups.iter().map(|r| {
+            let group: String = r.get(0);
+            json!({
+                "group": group,
+                "partitions": r.get::<_, Option<i32>>(1),
+                "drain": r.get::<_, Option<f64>>(2),
+                "owner": r.get::<_, Option<String>>(3),
+                "owned": r.get::<_, Option<i64>>(4),
+                "revoked": r.get::<_, Option<i64>>(5),
+                "free": r.get::<_, Option<i64>>(6),
+                "members": by_group.get(&group).cloned().unwrap_or_else(|| json!([])),
+            })
+        }).collect::<Vec<_>>(),
     }))
 }

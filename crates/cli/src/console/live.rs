@@ -26,8 +26,12 @@ pub async fn listen(dsn: Option<String>, events: broadcast::Sender<String>) {
                     let Ok(a) = serde_json::from_str::<serde_json::Value>(&payload) else {
                         continue;
                     };
-                    // (a run's transition names its job where a lease's names its key)
-                    let key = a["key"].as_str().or_else(|| a["job"].as_str());
+                    // (a run's transition names its job, a group's change
+                    // its group, where a lease's names its key)
+                    let key = a["key"]
+                        .as_str()
+                        .or_else(|| a["job"].as_str())
+                        .or_else(|| a["group"].as_str());
                     let (Some(event), Some(key)) = (a["event"].as_str(), key) else {
                         continue;
                     };

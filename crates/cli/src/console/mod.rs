@@ -205,6 +205,7 @@ impl Console {
                 None => Response::error("400 Bad Request", "which key: ?key=", None),
             },
             ("GET", "/api/jobs") => self.read(|db| async move { api::jobs(&db).await }).await,
+            ("GET", "/api/groups") => self.read(|db| async move { api::groups(&db).await }).await,
             ("GET", "/api/sessions") => {
                 self.read(|db| async move { api::sessions(&db).await })
                     .await

@@ -308,6 +308,28 @@ function sessionsView() {
   };
 }
 
+// ---- groups ----
+
+function groupsView() {
+  const body = el("div", {});
+  return {
+    root: el("div", {}, body),
+    async refresh() {
+      const data = await get("/api/groups");
+      const parts = data.groups.map((g) => el("section", {},
+        el("h2", { class: "mono" }, g.group),
+        el("p", {}, `${g.partitions} partitions: ${g.owned} owned, ${g.revoked} being given back, ${g.free} free; drain ${seconds(g.drain)}; owner ${g.owner}`),
+        g.members.length ? table(["member", "left", "owns", "giving back", "partitions"], g.members.map((m) => el("tr", {},
+          el("td", { class: "mono" }, m.member), ticking(m.expires_at), el("td", {}, String(m.owned)), el("td", {}, String(m.revoked)),
+          el("td", { class: "mono" }, m.some_partitions.join(" "), m.owned + m.revoked > m.some_partitions.length ? " …" : ""))))
+          : el("p", { class: "muted" }, "no members")));
+      body.replaceChildren(...(parts.length ? parts : [el("p", { class: "muted" }, "no groups")]));
+      tick();
+    },
+    wants(hint) { return hint.event.startsWith("partition_"); },
+  };
+}
+
 // ---- routing and live updates ----
 
 async function refreshNow() {
@@ -337,10 +359,12 @@ function route() {
     view = jobsView(); name = "jobs";
   } else if (path === "/sessions") {
     view = sessionsView(); name = "sessions";
+  } else if (path === "/groups") {
+    view = groupsView(); name = "groups";
   } else {
     view = keysView(params); name = "keys";
   }
-  for (const n of ["keys", "jobs", "sessions"]) document.getElementById("nav-" + n).classList.toggle("current", n === name);
+  for (const n of ["keys", "jobs", "sessions", "groups"]) document.getElementById("nav-" + n).classList.toggle("current", n === name);
   document.getElementById("main").replaceChildren(view.root);
   refreshNow();
 }
