@@ -131,6 +131,11 @@ func TestLockTenureEndsAtItsLocalDeadlineAndAtARefusal(t *testing.T) {
 	}
 
 	// a new tenure, force-released by an operator: the renewal is refused
+	// (once the server's lease has lapsed too: it ends after the local
+	// deadline, by the time the acquisition took to come back)
+	for until := time.Now().Add(5 * time.Second); leader(t, key) != "" && time.Now().Before(until); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	r, _ := a.Read(ctx)
 	if ok, err := a.Acquire(ctx, 5*time.Second, r); !ok || err != nil {
 		t.Fatalf("Acquire again: %v, %v", ok, err)
