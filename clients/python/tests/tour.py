@@ -420,13 +420,12 @@ def scheduled_runs():
 
 def group():
     """A group's two members (contract 26): the second gets its share once
-    the first gives back what was revoked; the guard; both leave."""
-    if PORTABLE:
-        return "the portable edition has no groups"
+    the first gives back what was revoked; the guard; both leave (both
+    editions)."""
     step("groups: two members share a group's partitions, the guard, both leave")
     name = f"{PREFIX}/group"
-    a = leaderlock.member(DSN, name, f"{PREFIX}-a", ttl=1.5, partitions=4, drain=0.5)
-    b = leaderlock.member(DSN, name, f"{PREFIX}-b", ttl=1.5)
+    a = leaderlock.member(DSN, name, f"{PREFIX}-a", ttl=1.5, partitions=4, drain=0.5, schema=NAMED)
+    b = leaderlock.member(DSN, name, f"{PREFIX}-b", ttl=1.5, schema=NAMED)
     with a:
         check(sorted(a.owned()) == [1, 2, 3, 4], f"the first member owns {a.owned()}")
         with b:
