@@ -120,14 +120,8 @@ func main() {
 		t.step("schedule by the job's name alone: its schedule kept in the database (le_schedule), every second, then paused",
 			func() (string, error) { return t.registered(ctx, t.prefix+"-registered") })
 	}
-	if os.Getenv("LEADERLOCK_TOUR_EDITION") == "portable" {
-		for _, name := range []string{"sqlJoin", "sqlAssignment", "sqlAck", "sqlLeave", "sqlAssertPartition"} {
-			unreachable[name] = "the portable edition has no groups"
-		}
-	} else {
-		t.step("group: two members share its partitions, revoked ones given back once drained, the guard, both leave",
-			func() (string, error) { return t.group(ctx, t.prefix+"-group") })
-	}
+	t.step("group: two members share its partitions, revoked ones given back once drained, the guard, both leave",
+		func() (string, error) { return t.group(ctx, t.prefix+"-group") })
 	if w != nil {
 		t.step("history: the tour's transitions, in order", func() (string, error) {
 			return t.history(ctx, w, since, key, job)

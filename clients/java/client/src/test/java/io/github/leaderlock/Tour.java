@@ -149,22 +149,10 @@ public final class Tour {
                     "schedule by the job's name alone: its schedule kept in the database (le_schedule), every second, then paused",
                     () -> t.registered(t.prefix + "-registered"));
         }
-        if ("portable".equals(System.getenv("LEADERLOCK_TOUR_EDITION"))) {
-            for (String n :
-                    List.of(
-                            "GROUP_JOIN",
-                            "GROUP_ASSIGNMENT",
-                            "GROUP_ACK",
-                            "GROUP_LEAVE",
-                            "ASSERT_PARTITION")) {
-                UNREACHABLE.put(n, "the portable edition has no groups");
-            }
-        } else {
-            t.step(
-                    "group: two members share four partitions, a revoked one given back once onRevoked"
-                            + " returned, the guard, both leave",
-                    () -> t.group(t.prefix + "-group"));
-        }
+        t.step(
+                "group: two members share four partitions, a revoked one given back once onRevoked"
+                        + " returned, the guard, both leave",
+                () -> t.group(t.prefix + "-group"));
         t.step(
                 "ShedLock: lock, the term, the guard, lockAtLeastFor kept, extend, release",
                 () -> t.shedlock(t.prefix + "-shedlock"));
