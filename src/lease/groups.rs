@@ -19,6 +19,7 @@ use crate::store::queries;
 use leaderlock_protocol::groups::{assign, revoke_until, step, Holding, Step};
 use leaderlock_protocol::{is_live, leads, Lease};
 use pgrx::prelude::*;
+use pgrx::spi::SpiHeapTupleData;
 use pgrx::Uuid;
 use std::collections::BTreeMap;
 
@@ -34,8 +35,6 @@ struct Group {
     partitions: i32,
     drain: i64,
     may_change: bool,
-    /// A step skipped a guarded partition: the next looks at all.
-    restep: bool,
 }
 
 /// What a join asked for besides the member.
@@ -69,7 +68,6 @@ fn lock_group(group: &str) -> Option<Group> {
             partitions: row.get::<i32>(1).ok().flatten()?,
             drain: interval_micros(&row.get::<Interval>(2).ok().flatten()?),
             may_change: row.get::<bool>(3).ok().flatten().unwrap_or(false),
-            restep: true, // (a call's change looks at every partition)
         })
     })
 }
@@ -94,17 +92,23 @@ fn group_row(group: &str, now: i64) -> Option<(i32, i64, bool)> {
 fn settle_if_due(group: &str, now: i64) {
     let args = [group.into(), ts(now).into()];
     let due = plans::run(queries::LOCK_GROUP_IF_DUE, &args, |t| {
-        let row = t.into_iter().next()?;
-        Some(Group {
-            partitions: row.get::<i32>(1).ok().flatten()?,
-            drain: interval_micros(&row.get::<Interval>(2).ok().flatten()?),
-            may_change: false, // (a step changes nothing of the group)
-            restep: row.get::<bool>(3).ok().flatten().unwrap_or(true),
-        })
+        due_group(&t.into_iter().next()?, 1)
     });
-    if let Some(g) = due {
-        step_due(group, g, now);
+    if let Some((g, restep)) = due {
+        step_due(group, g, restep, now);
     }
+}
+
+/// A group due a step, from its row's columns `at` (partitions), `at + 1`
+/// (drain) and `at + 2` (restep: a step skipped a guarded partition, the
+/// next looks at every one).
+fn due_group(row: &SpiHeapTupleData<'_>, at: usize) -> Option<(Group, bool)> {
+    let g = Group {
+        partitions: row.get::<i32>(at).ok().flatten()?,
+        drain: interval_micros(&row.get::<Interval>(at + 1).ok().flatten()?),
+        may_change: false, // (a step changes nothing of the group)
+    };
+    Some((g, row.get::<bool>(at + 2).ok().flatten().unwrap_or(true)))
 }
 
 /// Contract 26, le_join: `member` joins `group` (made with `join`'s
@@ -306,13 +310,13 @@ fn grant(group: &str, partition: i32, m: &str, session: Uuid, term: i64, now: i6
 /// skipped before only moves the group's cue, without reading its
 /// partitions (members renewing move their expiries past the cue every
 /// ttl or so).
-fn step_due(group: &str, g: Group, now: i64) {
+fn step_due(group: &str, g: Group, restep: bool, now: i64) {
     let members = members(group);
     let lapsed = members.values().any(|(_, e)| !is_live(true, *e, now));
     let first_end = plans::run(queries::FIRST_REVOCATION_END, &[group.into()], |t| {
         micros(t.first().get_one::<TimestampWithTimeZone>().ok().flatten())
     });
-    if g.restep || lapsed || first_end.is_some_and(|e| e <= now) {
+    if restep || lapsed || first_end.is_some_and(|e| e <= now) {
         return settle(group, g, now);
     }
     let next = members
@@ -320,7 +324,14 @@ fn step_due(group: &str, g: Group, now: i64) {
         .filter_map(|(_, e)| *e)
         .chain(first_end)
         .min();
-    let args = [group.into(), next.map(ts).into(), false.into()];
+    set_check(group, next, false);
+}
+
+/// When `group` next needs a step without a call (`next`), and whether
+/// that step must look at every partition (`restep`); the worker is woken
+/// for it.
+fn set_check(group: &str, next: Option<i64>, restep: bool) {
+    let args = [group.into(), next.map(ts).into(), restep.into()];
     plans::run(queries::SET_GROUP_CHECK, &args, |_| ());
     if let Some(next) = next {
         worker_wakeup::expiry_written(next);
@@ -565,32 +576,20 @@ fn settle(group: &str, g: Group, now: i64) {
             }
         }
     }
-    let args = [group.into(), next.map(ts).into(), skipped.into()];
-    plans::run(queries::SET_GROUP_CHECK, &args, |_| ());
-    if let Some(next) = next {
-        worker_wakeup::expiry_written(next);
-    }
+    set_check(group, next, skipped);
 }
 
 /// The worker's round: every group due a step by `now`, up to
 /// `GROUPS_PER_ROUND`. How many it stepped.
 pub fn settle_due(now: i64) -> usize {
     let args = [ts(now).into(), (GROUPS_PER_ROUND as i64).into()];
-    let due: Vec<(String, Group)> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
+    let due: Vec<(String, (Group, bool))> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
         t.into_iter()
-            .filter_map(|row| {
-                let group = Group {
-                    partitions: row.get::<i32>(2).ok().flatten()?,
-                    drain: interval_micros(&row.get::<Interval>(3).ok().flatten()?),
-                    may_change: false, // (a step changes nothing of the group)
-                    restep: row.get::<bool>(4).ok().flatten().unwrap_or(true),
-                };
-                Some((row.get::<String>(1).ok().flatten()?, group))
-            })
+            .filter_map(|row| Some((row.get::<String>(1).ok().flatten()?, due_group(&row, 2)?)))
             .collect()
     });
-    for (group, g) in &due {
-        step_due(group, *g, now);
+    for (group, (g, restep)) in &due {
+        step_due(group, *g, *restep, now);
     }
     due.len()
 }
