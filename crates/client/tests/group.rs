@@ -161,7 +161,14 @@ async fn a_member_that_cannot_renew_stops_at_its_local_deadline() {
     }
     let after = locked.elapsed();
     assert!(m.owns(1).is_none() && m.owned().is_empty());
-    assert!(after <= ttl, "lost {after:?} after the lock, ttl {ttl:?}");
+    // The deadline is at most ttl - margin after the lock (the last round
+    // was sent before it); the events reach this task after it, so a
+    // scheduling allowance.
+    let allowance = Duration::from_millis(250);
+    assert!(
+        after <= ttl + allowance,
+        "lost {after:?} after the lock, ttl {ttl:?}"
+    );
     tx.rollback().await.unwrap();
     owns.clear(); // (every partition was told lost above)
     until_owning(&mut m, &mut owns, 4, Duration::from_secs(5)).await;
