@@ -176,6 +176,7 @@ class SchedulesTest(CliCase):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
             text = resp.read().decode()
         self.assertIn(f'leaderlock_run_missed_runs{{job="{job}"}} 0\n', text)
+        self.assertIn(f'leaderlock_run_last_missed_timestamp_seconds{{job="{job}"}} NaN\n', text)
         self.assertIn(f'leaderlock_run_misfire_grace_seconds{{job="{job}"}} 10.000\n', text)
         r.signal(signal.SIGTERM)
         self.assertEqual(r.wait(), 128 + signal.SIGTERM)
@@ -308,6 +309,12 @@ class SchedulesTest(CliCase):
                 and samples.get(f'leaderlock_key_leaderless_seconds{{key="{self.key}"}}', 0) > 0
         self.assertTrue(wait_for(overdue_past_grace, timeout=10), samples)
         self.assertEqual(samples[f'leaderlock_run_misfire_grace_seconds{{job="{label}"}}'], 0)
+        # when the newest missed run was recorded: the server's clock, a moment ago
+        recorded = samples[f'leaderlock_run_last_missed_timestamp_seconds{{job="{label}"}}']
+        newest = one(self.conn, "SELECT extract(epoch FROM max(finished_at))::float8 FROM leaderlock_runs "
+                                "WHERE job = %s AND outcome = 'missed'", (job,))
+        self.assertLessEqual(recorded, newest)
+        self.assertLess(newest - recorded, 5, "not the newest missed run's")
         self.assertEqual(samples[f'leaderlock_schedule_paused{{job="{label}"}}'], 0)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
             self.assertEqual(r.status, 200)

@@ -13,6 +13,8 @@ pub struct ScheduleRead {
     pub missed: i64,
     /// Its latest finished run failed (or was recorded missed or replaced).
     pub last_failed: bool,
+    /// When its newest run kept as missed was recorded (Unix seconds).
+    pub last_missed: Option<f64>,
 }
 
 impl ScheduleRead {
@@ -25,6 +27,7 @@ impl ScheduleRead {
             last_failed: r
                 .get::<_, Option<String>>(10)
                 .is_some_and(|o| o != "succeeded"),
+            last_missed: r.get(11),
         }
     }
 }
@@ -35,7 +38,7 @@ impl ScheduleRead {
 /// (monitoring/) apply to either.
 pub fn write_schedule_metrics(out: &mut String, jobs: &[(String, &ScheduleRead)]) {
     type Value = fn(&ScheduleRead) -> String;
-    let metrics: [(&str, &str, Value); 4] = [
+    let metrics: [(&str, &str, Value); 5] = [
         (
             "overdue_seconds",
             "Seconds since the job's first due instant no claim took (0: none waiting).",
@@ -50,6 +53,14 @@ pub fn write_schedule_metrics(out: &mut String, jobs: &[(String, &ScheduleRead)]
             "missed_runs",
             "Runs of the job recorded missed, as the retention keeps them.",
             |s| s.missed.to_string(),
+        ),
+        (
+            // Never moves back while runs are missed (a count of the runs
+            // kept shrinks as the retention prunes them): the alert on
+            // recent misses reads this.
+            "last_missed_timestamp_seconds",
+            "When the job's newest run kept as missed was recorded, in Unix seconds (NaN: none kept).",
+            |s| s.last_missed.map_or_else(|| "NaN".to_string(), |t| format!("{t:.3}")),
         ),
         (
             "last_failed",

@@ -208,11 +208,16 @@ pub const RUNS_SUMMARY: &str = "SELECT r.job, pg_catalog.count(*), \
      WHERE $1::pg_catalog.text IS NULL OR r.job OPERATOR(pg_catalog.=) $1 GROUP BY r.job ORDER BY r.job";
 /// Contract 24: the schedules (of job $1, or all), as `leaderlock runs`
 /// and the metrics show them: job, every and misfire grace in seconds, cron,
-/// tz, overlap, paused, next due, how overdue in seconds, missed runs kept.
+/// tz, overlap, paused, next due, how overdue in seconds, missed runs kept,
+/// the latest outcome, and when the newest run kept as missed was recorded
+/// (Unix seconds; NULL: none kept).
 pub const SCHEDULES: &str = "SELECT s.job, pg_catalog.date_part('epoch'::pg_catalog.text, s.every), \
      s.cron, s.tz, pg_catalog.date_part('epoch'::pg_catalog.text, s.misfire_grace), s.overlap, s.paused, \
      pg_catalog.to_char(s.next_due AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
-     pg_catalog.date_part('epoch'::pg_catalog.text, s.overdue), s.missed, s.last_outcome \
+     pg_catalog.date_part('epoch'::pg_catalog.text, s.overdue), s.missed, s.last_outcome, \
+     (SELECT pg_catalog.date_part('epoch'::pg_catalog.text, pg_catalog.max(r.finished_at)) \
+        FROM @extschema@.leaderlock_runs r WHERE r.job OPERATOR(pg_catalog.=) s.job \
+         AND r.outcome OPERATOR(pg_catalog.=) 'missed'::pg_catalog.text) \
      FROM @extschema@.leaderlock_schedule_status s \
      WHERE $1::pg_catalog.text IS NULL OR s.job OPERATOR(pg_catalog.=) $1 ORDER BY s.job";
 /// Contract 25: the keys expected to be led: key, seconds of the open
