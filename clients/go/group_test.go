@@ -220,8 +220,9 @@ func TestGroupMemberWhoseRoundsCannotSucceedLosesEverythingAtItsDeadline(t *test
 	opts := ca.options(group, "a", ttl, 2)
 	opts.Logf = t.Logf
 	a := join(t, opts)
-	if len(a.Owned()) != 2 {
-		t.Fatalf("owns %v", a.Owned())
+	grants := a.Owned() // (no round can succeed from the lock on: these are the grants held then)
+	if len(grants) != 2 {
+		t.Fatalf("owns %v", grants)
 	}
 	ctx := context.Background()
 	locker, err := pgx.Connect(ctx, dsn(t))
@@ -254,11 +255,19 @@ func TestGroupMemberWhoseRoundsCannotSucceedLosesEverythingAtItsDeadline(t *test
 	}
 	ca.mu.Unlock()
 	t.Logf("every partition lost (OnRevoked) %d ms after the member's row was locked (ttl %v)", told.Milliseconds(), ttl)
-	if told > ttl+200*time.Millisecond { // (the deadline is at most ttl after the lock)
+	// The deadline is at most ttl after the lock (every round applied was
+	// sent before it); OnRevoked runs on a goroutine after it: a
+	// scheduling allowance.
+	if told > ttl+250*time.Millisecond {
 		t.Fatalf("told %v after the lock (ttl %v)", told, ttl)
 	}
-	if owned := a.Owned(); len(owned) != 0 {
-		t.Fatalf("owns %v past its deadline", owned)
+	// None of the grants held at the lock is owned now. (Past the server's
+	// expiry of its session the member may join again, in a new session and
+	// later terms, while the row is still locked: those are not these.)
+	for p, term := range a.Owned() {
+		if was, ok := grants[p]; ok && term <= was {
+			t.Fatalf("owns partition %d in term %d (held in term %d at the lock) past its deadline", p, term, was)
+		}
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -319,7 +328,7 @@ func TestGroupAFloodOfForgedHintsBringsRoundsAtABoundedRate(t *testing.T) {
 
 func TestGroupLeaveHandsPartitionsOverAtOnce(t *testing.T) {
 	group := newKey("group-leave")
-	ca, cb := newCallbacks(0), newCallbacks(300*time.Millisecond)
+	ca, cb := newCallbacks(0), newCallbacks(time.Second)
 	a := join(t, ca.options(group, "a", ttlHinted, 4))
 	b := join(t, cb.options(group, "b", ttlHinted, 0))
 	owningWithin(t, newcomerBound, map[*Member]int{a: 2, b: 2})
@@ -327,9 +336,13 @@ func TestGroupLeaveHandsPartitionsOverAtOnce(t *testing.T) {
 	start := time.Now()
 	left := make(chan error, 1)
 	go func() { left <- b.Leave(context.Background()) }()
-	owningWithin(t, 20*time.Millisecond, map[*Member]int{b: 0})
+	// b owns nothing from Leave on, well before its drain ends (a
+	// scheduling allowance for the goroutine that calls Leave)
+	owningWithin(t, 250*time.Millisecond, map[*Member]int{b: 0})
 	time.Sleep(200 * time.Millisecond) // b drains: its partitions stay its own on the server
-	if n := len(a.Owned()); n != 2 {
+	if d := time.Since(start); d >= cb.drain {
+		t.Logf("(looked %v after Leave began, past b's drain: not asked whether a waited)", d)
+	} else if n := len(a.Owned()); n != 2 {
 		t.Fatalf("a owns %d partitions while b drains", n)
 	}
 	if err := <-left; err != nil {
@@ -337,8 +350,8 @@ func TestGroupLeaveHandsPartitionsOverAtOnce(t *testing.T) {
 	}
 	returned := time.Since(start)
 	owningWithin(t, newcomerBound, map[*Member]int{a: 4})
-	t.Logf("Leave returned after %d ms (OnRevoked drains 300 ms); a owned all 4 %d ms after Leave began",
-		returned.Milliseconds(), time.Since(start).Milliseconds())
+	t.Logf("Leave returned after %d ms (OnRevoked drains %v); a owned all 4 %d ms after Leave began",
+		returned.Milliseconds(), cb.drain, time.Since(start).Milliseconds())
 	for p, term := range theirs {
 		if now, _ := a.Owns(p); now <= term {
 			t.Errorf("partition %d: a owns it in term %d, b did in %d", p, now, term)
@@ -358,13 +371,16 @@ func TestGroupLeaveHandsPartitionsOverAtOnce(t *testing.T) {
 // no timer run (none here).
 func TestOwnsReadsTheClock(t *testing.T) {
 	m := &Member{ctx: context.Background(), parts: map[int32]*partition{}}
-	of := newTenure(context.Background(), time.Now().Add(30*time.Millisecond))
+	deadline := time.Now().Add(300 * time.Millisecond)
+	of := newTenure(context.Background(), deadline)
 	m.cur = of
 	m.apply(of, []assignedRow{{partitionTerm{3, 7}, "owned"}})
-	if term, ok := m.Owns(3); !ok || term != 7 {
-		t.Fatalf("Owns(3) = %d, %v", term, ok)
+	term, ok := m.Owns(3)
+	after := time.Now() // Owns read the clock before this
+	if (!ok && after.Before(deadline)) || (ok && term != 7) {
+		t.Fatalf("Owns(3) = %d, %v, %v before the deadline", term, ok, deadline.Sub(after))
 	}
-	time.Sleep(40 * time.Millisecond)
+	time.Sleep(time.Until(deadline) + 10*time.Millisecond)
 	if _, ok := m.Owns(3); ok {
 		t.Fatal("owned past the deadline")
 	}
