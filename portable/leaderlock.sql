@@ -482,6 +482,7 @@ CREATE TABLE @extschema@.leaderlock_partitions (
     session      uuid,                -- the owner's session it was granted under
     term         bigint NOT NULL,     -- its fencing term, issued at each grant
     revoke_until timestamptz,         -- revoked: given back (acked) or granted to another from then
+    next_member  text,                -- revoked: whom it goes to (an ack grants it at once)
     acked        boolean NOT NULL,
     changed_at   timestamptz NOT NULL,
     PRIMARY KEY (grp, partition),
@@ -5875,7 +5876,7 @@ BEGIN
     ), parts AS (
         -- an owner is live while its member's session is the one it was
         -- granted under and that session is live
-        SELECT p.partition, p.member, p.term, p.revoke_until, p.acked,
+        SELECT p.partition, p.member, p.term, p.revoke_until, p.acked, p.next_member,
                CASE WHEN m.session = p.session AND m.lasts > p_t THEN m.lasts END AS owner_lasts
           FROM @extschema@.leaderlock_partitions p
           LEFT JOIN mem m ON m.name = p.member
@@ -5928,6 +5929,8 @@ BEGIN
                         THEN 'withdraw'
                     WHEN p.acked OR p.owner_lasts IS NULL OR p_t >= p.revoke_until THEN
                         CASE WHEN t.target IS NULL THEN 'free' ELSE 'grant' END
+                    -- still draining; whom its ack grants it to follows the assignment
+                    WHEN p.next_member IS DISTINCT FROM t.target THEN 'retarget'
                     ELSE 'keep' END AS kind
           FROM parts p LEFT JOIN target t ON t.partition = p.partition
     )
@@ -5938,7 +5941,7 @@ BEGIN
            array_agg(d.target ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
            array_agg(m.session ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
            array_agg(d.owner_lasts ORDER BY d.partition) FILTER (WHERE d.kind <> 'keep'),
-           LEAST(v_next, min(d.revoke_until) FILTER (WHERE d.kind = 'keep'))
+           LEAST(v_next, min(d.revoke_until) FILTER (WHERE d.kind IN ('keep', 'retarget')))
       INTO v_parts, v_kinds, v_members, v_terms, v_targets, v_tsessions, v_owner_lasts, v_next
       FROM decided d LEFT JOIN mem m ON m.name = d.target;
     IF v_parts IS NOT NULL THEN
@@ -5958,13 +5961,18 @@ BEGIN
             END IF;
             IF v_kinds[i] = 'revoke' THEN
                 v_until := GREATEST(p_t + p_drain, coalesce(v_owner_lasts[i], p_t));
-                UPDATE @extschema@.leaderlock_partitions p SET revoke_until = v_until, changed_at = p_t
+                UPDATE @extschema@.leaderlock_partitions p
+                   SET revoke_until = v_until, next_member = v_targets[i], changed_at = p_t
                  WHERE p.grp = p_group AND p.partition = v_parts[i];
                 v_next := LEAST(v_next, v_until);
                 PERFORM @extschema@._le_announce_partition('partition_revoked'::text, p_group, v_parts[i],
                                                            v_members[i], v_terms[i], v_until, p_t);
+            ELSIF v_kinds[i] = 'retarget' THEN
+                UPDATE @extschema@.leaderlock_partitions p SET next_member = v_targets[i]
+                 WHERE p.grp = p_group AND p.partition = v_parts[i];
             ELSIF v_kinds[i] = 'withdraw' THEN
-                UPDATE @extschema@.leaderlock_partitions p SET revoke_until = NULL, acked = false, changed_at = p_t
+                UPDATE @extschema@.leaderlock_partitions p
+                   SET revoke_until = NULL, next_member = NULL, acked = false, changed_at = p_t
                  WHERE p.grp = p_group AND p.partition = v_parts[i];
                 PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, v_parts[i],
                                                            v_members[i], v_terms[i], NULL::timestamptz, p_t);
@@ -5972,13 +5980,14 @@ BEGIN
                 v_term := GREATEST(v_terms[i] + 1, v_floor);
                 UPDATE @extschema@.leaderlock_partitions p
                    SET member = v_targets[i], session = v_tsessions[i], term = v_term, revoke_until = NULL,
-                       acked = false, changed_at = p_t
+                       next_member = NULL, acked = false, changed_at = p_t
                  WHERE p.grp = p_group AND p.partition = v_parts[i];
                 PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, v_parts[i],
                                                            v_targets[i], v_term, NULL::timestamptz, p_t);
             ELSE
                 UPDATE @extschema@.leaderlock_partitions p
-                   SET member = NULL, session = NULL, revoke_until = NULL, acked = false, changed_at = p_t
+                   SET member = NULL, session = NULL, revoke_until = NULL, next_member = NULL, acked = false,
+                       changed_at = p_t
                  WHERE p.grp = p_group AND p.partition = v_parts[i];
                 PERFORM @extschema@._le_announce_partition('partition_freed'::text, p_group, v_parts[i],
                                                            coalesce(v_members[i], ''), v_terms[i],
@@ -6273,6 +6282,10 @@ SET jit = off
 AS $fn$
 DECLARE
     g record;
+    v_t timestamptz;
+    v_next_member text;
+    v_session uuid;
+    v_term bigint;
 BEGIN
     PERFORM @extschema@._le_name('group'::text, p_group);
     PERFORM @extschema@._le_name('member'::text, p_member);
@@ -6293,11 +6306,32 @@ BEGIN
      WHERE p.grp = p_group AND p.partition = p_partition AND p.member = p_member AND p.term = p_term
        AND p.revoke_until IS NOT NULL
        AND m.grp = p_group AND m.member = p_member
-       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text));
+       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+    RETURNING p.next_member INTO v_next_member;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, clock_timestamp());
+    v_t := clock_timestamp();
+    -- The partition goes to whom its revocation named, if still live: that
+    -- one grant, not a step of the whole group (a join's revocations come
+    -- back one ack each).
+    SELECT m.session INTO v_session
+      FROM @extschema@.leaderlock_members m
+      JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+     WHERE m.grp = p_group AND m.member = v_next_member
+       AND GREATEST(s.expires_at, @extschema@._le_promoted_at() + s.ttl) > v_t;
+    IF NOT FOUND THEN
+        PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, v_t);
+        RETURN true;
+    END IF;
+    v_term := GREATEST(p_term + 1, @extschema@._le_term_floor());
+    UPDATE @extschema@.leaderlock_partitions p
+       SET member = v_next_member, session = v_session, term = v_term, revoke_until = NULL, next_member = NULL,
+           acked = false, changed_at = v_t
+     WHERE p.grp = p_group AND p.partition = p_partition;
+    PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, p_partition, v_next_member,
+                                               v_term, NULL::timestamptz, v_t);
+    PERFORM @extschema@._le_durable();
     RETURN true;
 END
 $fn$;

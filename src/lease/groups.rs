@@ -524,7 +524,9 @@ fn settle(group: &str, g: Group, now: i64) {
             floor,
         );
         let (g_, n_) = (group, p.partition);
-        if decided != Step::Keep
+        // (whom an ack grants a revoked one to follows the assignment)
+        let retarget = matches!(holding, Holding::Revoking { .. }) && p.next_member != target;
+        if (decided != Step::Keep || retarget)
             && !plans::run(queries::LOCK_PARTITION, &[g_.into(), n_.into()], |t| {
                 !t.is_empty()
             })
@@ -538,8 +540,7 @@ fn settle(group: &str, g: Group, now: i64) {
             Step::Keep => {
                 if let Holding::Revoking { until, .. } = holding {
                     next = next.into_iter().chain([until]).min();
-                    if p.next_member != target {
-                        // (whom an ack grants it to: the assignment moved)
+                    if retarget {
                         let args = [g_.into(), n_.into(), target.as_deref().into()];
                         plans::run(queries::RETARGET_PARTITION, &args, |_| ());
                     }

@@ -103,6 +103,15 @@ SELECT pg_sleep(1.2);
 SELECT le_expire_lapsed() >= 0 AS stepped;
 SELECT partition, member, term FROM leaderlock_partitions WHERE grp = 'g2' ORDER BY partition;
 
+-- A revoked partition goes, when given back, to whom the assignment names
+-- then: a third member joining takes one of b's two revocations.
+SELECT le_join('rt', 'a', '1 hour', 4, '1 hour') IS NOT NULL AS joined;
+SELECT le_join('rt', 'b', '1 hour') IS NOT NULL AS joined;
+SELECT le_join('rt', 'c', '1 hour') IS NOT NULL AS joined;
+SELECT le_ack('rt', 'a', 3, 1) AS acked_3, le_ack('rt', 'a', 4, 1) AS acked_4;
+SELECT partition, member, term, revoke_until IS NOT NULL AS revoked
+  FROM leaderlock_partitions WHERE grp = 'rt' ORDER BY partition;
+
 -- Every change is in the history under the group's name.
 SELECT event, holder, term, payload::jsonb->>'partition' AS partition
   FROM (SELECT 1 AS part, position AS n, event, holder, term, payload::text AS payload
@@ -120,6 +129,7 @@ SET ROLE ll_grp_a;
 SELECT le_leave('grp', 'a2') AS left_;
 RESET ROLE;
 SELECT le_leave('g2', 'y') AS left_;
+SELECT bool_and(le_leave('rt', m)) AS left_ FROM unnest(ARRAY['a', 'b', 'c']) m;
 SELECT count(*) AS sessions_left FROM leaderlock_sessions;
 SELECT count(*) AS owned_left FROM leaderlock_partitions WHERE member IS NOT NULL;
 DELETE FROM leaderlock_partitions;
