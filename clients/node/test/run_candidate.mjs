@@ -18,9 +18,11 @@ if (work === undefined) {
   process.exit(2);
 }
 
-const unix = () => (Date.now() / 1000).toFixed(6);
 const dueText = (d) => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
-const record = (what, run) => appendFileSync(records, `${what} ${id} ${run.term} ${dueText(run.due)} ${unix()}\n`);
+// Each record bears the time read before the check that allowed it: a pause between the check and
+// the write (a SIGSTOP) must not date the unit of work after the pause.
+const record = (what, run, at) =>
+  appendFileSync(records, `${what} ${id} ${run.term} ${dueText(run.due)} ${(at / 1000).toFixed(6)}\n`);
 
 const stop = new AbortController();
 process.on("SIGTERM", () => stop.abort());
@@ -28,20 +30,22 @@ process.on("SIGTERM", () => stop.abort());
 await schedule(url, job, {
   every: Number(period), ttlMs: Number(ttl) * 1000, misfireGraceMs: Number(grace) * 1000, id, signal: stop.signal,
 }, async (run) => {
+  let at = Date.now();
   if (!run.isOurs()) {                        // (paused right after the claim)
-    record("lost", run);
+    record("lost", run, at);
     return;
   }
-  record("start", run);
+  record("start", run, at);
   const until = performance.now() + Number(work) * 1000;
   while (performance.now() < until) {
+    at = Date.now();
     if (!run.isOurs()) {                      // the clock, read before each unit
-      record("lost", run);
+      record("lost", run, at);
       return;
     }
-    record("tick", run);
+    record("tick", run, at);
     await sleep(20);
   }
-  record("end", run);
+  record("end", run, Date.now());
 });
 process.exit(stop.signal.aborted ? 143 : 0);

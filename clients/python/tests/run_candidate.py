@@ -31,23 +31,28 @@ def main():
     records = os.open(sys.argv[7], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     work = float(sys.argv[8])
 
-    def record(what, run):
+    # Each record bears the time read before the check that allowed it: a
+    # pause between the check and the write (a SIGSTOP) must not date the
+    # unit of work after the pause.
+    def record(what, run, at):
         due = run.due.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        os.write(records, f"{what} {me} {run.term} {due} {time.time():.6f}\n".encode())
+        os.write(records, f"{what} {me} {run.term} {due} {at:.6f}\n".encode())
 
     def step(run):
+        at = time.time()
         if not run.is_ours():                # (paused right after the claim)
-            record("lost", run)
+            record("lost", run, at)
             return
-        record("start", run)
+        record("start", run, at)
         began = time.monotonic()
         while time.monotonic() - began < work:
+            at = time.time()
             if not run.is_ours():
-                record("lost", run)
+                record("lost", run, at)
                 return
-            record("tick", run)
+            record("tick", run, at)
             time.sleep(0.02)
-        record("end", run)
+        record("end", run, time.time())
 
     leaderlock.release_on_sigterm()          # SIGTERM: the run under way ends, exit 143
     leaderlock.run_scheduled(dsn, job, step, every=period, ttl=ttl, misfire_grace=grace, id=me)

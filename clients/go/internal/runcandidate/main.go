@@ -51,9 +51,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "runcandidate:", err)
 		os.Exit(2)
 	}
-	record := func(kind string, run *leaderlock.ScheduledRun) {
+	// Each record bears the time read before the check that allowed it: a
+	// pause between the check and the write (a SIGSTOP) must not date the
+	// unit of work after the pause.
+	record := func(kind string, run *leaderlock.ScheduledRun, at time.Time) {
 		line := fmt.Sprintf("%s %s %d %s %.6f\n", kind, id, run.Term,
-			run.Due.UTC().Format("2006-01-02T15:04:05.000000Z"), float64(time.Now().UnixNano())/1e9)
+			run.Due.UTC().Format("2006-01-02T15:04:05.000000Z"), float64(at.UnixNano())/1e9)
 		if _, err := records.Write([]byte(line)); err != nil { // one write per line
 			log.Printf("runcandidate: %v", err)
 		}
@@ -81,22 +84,24 @@ func main() {
 		MisfireGrace: grace,
 		Logf:         log.Printf,
 	}, func(ctx context.Context, run *leaderlock.ScheduledRun) error {
+		at := time.Now()
 		if !run.IsOurs() { // (paused right after the claim)
-			record("lost", run)
+			record("lost", run, at)
 			return nil
 		}
-		record("start", run)
+		record("start", run, at)
 		end := time.Now().Add(work)
 		for time.Now().Before(end) {
 			// Right before each unit of work: IsOurs reads the clock.
+			at = time.Now()
 			if !run.IsOurs() {
-				record("lost", run)
+				record("lost", run, at)
 				return nil
 			}
-			record("tick", run)
+			record("tick", run, at)
 			time.Sleep(20 * time.Millisecond)
 		}
-		record("end", run)
+		record("end", run, time.Now())
 		return nil
 	})
 	records.Close()

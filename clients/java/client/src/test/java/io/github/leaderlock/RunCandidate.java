@@ -48,22 +48,27 @@ public final class RunCandidate {
         Scheduler scheduler = new Scheduler(dsn, job, Schedule.every(period), options);
         scheduler.run(
                 run -> {
+                    // Each record bears the time read before the check that allowed it: a
+                    // pause between the check and the write (a SIGSTOP) must not date the
+                    // unit of work after the pause.
+                    double at = now();
                     if (!run.isOurs()) { // (paused right after the claim)
-                        record(records, "lost", run);
+                        record(records, "lost", run, at);
                         return;
                     }
-                    record(records, "start", run);
+                    record(records, "start", run, at);
                     long end = System.nanoTime() + work;
                     while (System.nanoTime() - end < 0) {
                         // right before each unit of work: isOurs reads the clock
+                        at = now();
                         if (!run.isOurs()) {
-                            record(records, "lost", run);
+                            record(records, "lost", run, at);
                             return;
                         }
-                        record(records, "tick", run);
+                        record(records, "tick", run, at);
                         Thread.sleep(20);
                     }
-                    record(records, "end", run);
+                    record(records, "end", run, now());
                 });
     }
 
@@ -71,7 +76,11 @@ public final class RunCandidate {
         return Duration.ofNanos((long) (Double.parseDouble(s) * 1e9));
     }
 
-    private static void record(FileOutputStream records, String kind, ScheduledRun run)
+    private static double now() {
+        return System.currentTimeMillis() / 1000.0;
+    }
+
+    private static void record(FileOutputStream records, String kind, ScheduledRun run, double at)
             throws IOException {
         String line =
                 String.format(
@@ -81,7 +90,7 @@ public final class RunCandidate {
                         run.id(),
                         run.term(),
                         ScheduledRun.DUE.format(run.due()),
-                        System.currentTimeMillis() / 1000.0);
+                        at);
         records.write(line.getBytes(StandardCharsets.UTF_8)); // one write per line
     }
 }
