@@ -461,6 +461,7 @@ CREATE TABLE @extschema@.leaderlock_groups (
     owner       oid NOT NULL,         -- the role whose join made it (contract 13)
     changed_at  timestamptz NOT NULL,
     check_at    timestamptz,          -- le_expire_lapsed's cue: a revocation's end, a member's expiry
+    restep      boolean NOT NULL DEFAULT false, -- a step skipped a guarded partition: the next looks at all
     CONSTRAINT leaderlock_groups_grp_check CHECK (octet_length(grp) BETWEEN 1 AND 255),
     CONSTRAINT leaderlock_groups_drain_check CHECK (drain >= interval '0')
 );
@@ -491,6 +492,9 @@ CREATE TABLE @extschema@.leaderlock_partitions (
 -- A member's partitions (le_assignment, every round of every member).
 CREATE INDEX leaderlock_partitions_member_idx ON @extschema@.leaderlock_partitions (grp, member)
     WHERE member IS NOT NULL;
+-- A group's first revocation to end (a step due by time).
+CREATE INDEX leaderlock_partitions_revoking_idx ON @extschema@.leaderlock_partitions (grp, revoke_until)
+    WHERE revoke_until IS NOT NULL;
 
 -- Contract 8.2: the WAL timeline of the last promotion leaderlock saw, and
 -- when it saw it. One row. A lease held then lasts at least until
@@ -5854,6 +5858,7 @@ DECLARE
     v_locked integer[];
     v_until timestamptz;
     v_term bigint;
+    v_skipped boolean := false;
     j integer := 1;
 BEGIN
     SELECT array_agg(m.member ORDER BY m.member COLLATE "C"), array_agg(m.session ORDER BY m.member COLLATE "C")
@@ -5957,6 +5962,7 @@ BEGIN
             END LOOP;
             IF j > cardinality(v_locked) OR v_locked[j] <> v_parts[i] THEN
                 v_next := LEAST(v_next, p_t + interval '100 milliseconds');
+                v_skipped := true;
                 CONTINUE;
             END IF;
             IF v_kinds[i] = 'revoke' THEN
@@ -5995,8 +6001,42 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    UPDATE @extschema@.leaderlock_groups x SET check_at = v_next WHERE x.grp = p_group;
+    UPDATE @extschema@.leaderlock_groups x SET check_at = v_next, restep = v_skipped WHERE x.grp = p_group;
     PERFORM @extschema@._le_durable();
+END
+$fn$;
+
+-- Contract 26: a step due by time (a revocation's end, a member's expiry,
+-- a retry), the group's row locked by the caller: one that finds every
+-- member live, no revocation ended and nothing skipped before
+-- (p_restep) only moves the group's cue, without reading its partitions
+-- (members renewing move their expiries past the cue every ttl or so).
+CREATE FUNCTION @extschema@._le_group_step_due(p_group text, p_partitions integer, p_drain interval,
+                                               p_restep boolean, p_t timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_pro timestamptz := @extschema@._le_promoted_at();
+    v_lapsed boolean;
+    v_next timestamptz;
+    v_first_end timestamptz;
+BEGIN
+    SELECT coalesce(bool_or(x.lasts IS NULL OR x.lasts <= p_t), false), min(x.lasts) INTO v_lapsed, v_next
+      FROM (SELECT GREATEST(s.expires_at, v_pro + s.ttl) AS lasts
+              FROM @extschema@.leaderlock_members m
+              LEFT JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+             WHERE m.grp = p_group) x;
+    SELECT min(p.revoke_until) INTO v_first_end
+      FROM @extschema@.leaderlock_partitions p WHERE p.grp = p_group AND p.revoke_until IS NOT NULL;
+    IF p_restep OR v_lapsed OR v_first_end <= p_t THEN
+        PERFORM @extschema@._le_group_settle(p_group, p_partitions, p_drain, p_t);
+        RETURN;
+    END IF;
+    UPDATE @extschema@.leaderlock_groups x SET check_at = LEAST(v_next, v_first_end), restep = false
+     WHERE x.grp = p_group;
 END
 $fn$;
 
@@ -6014,11 +6054,11 @@ DECLARE
     n integer := 0;
 BEGIN
     FOR r IN
-        SELECT x.grp, x.partitions, x.drain FROM @extschema@.leaderlock_groups x
+        SELECT x.grp, x.partitions, x.drain, x.restep FROM @extschema@.leaderlock_groups x
          WHERE x.check_at <= p_t ORDER BY x.check_at LIMIT 100
            FOR NO KEY UPDATE SKIP LOCKED
     LOOP
-        PERFORM @extschema@._le_group_settle(r.grp, r.partitions, r.drain, p_t);
+        PERFORM @extschema@._le_group_step_due(r.grp, r.partitions, r.drain, r.restep, p_t);
         n := n + 1;
     END LOOP;
     RETURN n;
@@ -6137,12 +6177,13 @@ BEGIN
             IF g.due THEN
                 -- no worker here: the renewal steps its group when due, if
                 -- nobody holds its row (never waiting: SKIP LOCKED)
-                SELECT x.partitions, x.drain INTO g
+                SELECT x.partitions, x.drain, x.restep INTO g
                   FROM @extschema@.leaderlock_groups x
                  WHERE x.grp = p_group AND x.check_at <= clock_timestamp()
                    FOR NO KEY UPDATE SKIP LOCKED;
                 IF FOUND THEN
-                    PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, clock_timestamp());
+                    PERFORM @extschema@._le_group_step_due(p_group, g.partitions, g.drain, g.restep,
+                                                           clock_timestamp());
                 END IF;
             END IF;
             RETURN v_session;
@@ -7304,6 +7345,7 @@ REVOKE EXECUTE ON FUNCTION @extschema@._le_announce_partition(text, text, intege
                                                               timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_group_settle(text, integer, interval, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_groups_due(timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_group_step_due(text, integer, interval, boolean, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_may_make_group(oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_group_renew(uuid, interval, oid, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_record(timestamptz, text, text, text, bigint, text) FROM PUBLIC;

@@ -44,12 +44,13 @@ INSERT INTO leaderlock_expected
        (key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check)
 SELECT key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check
   FROM pg_temp.leaderlock_carry_expected;
-INSERT INTO leaderlock_groups (grp, partitions, drain, owner, changed_at, check_at)
-SELECT grp, partitions, drain, owner, changed_at, check_at FROM pg_temp.leaderlock_carry_groups;
+INSERT INTO leaderlock_groups (grp, partitions, drain, owner, changed_at, check_at, restep)
+SELECT grp, partitions, drain, owner, changed_at, check_at, restep FROM pg_temp.leaderlock_carry_groups;
 INSERT INTO leaderlock_members (grp, member, session, joined_at)
 SELECT grp, member, session, joined_at FROM pg_temp.leaderlock_carry_members;
-INSERT INTO leaderlock_partitions (grp, partition, member, session, term, revoke_until, acked, changed_at)
-SELECT grp, partition, member, session, term, revoke_until, acked, changed_at
+INSERT INTO leaderlock_partitions
+       (grp, partition, member, session, term, revoke_until, next_member, acked, changed_at)
+SELECT grp, partition, member, session, term, revoke_until, next_member, acked, changed_at
   FROM pg_temp.leaderlock_carry_partitions;
 INSERT INTO leaderlock_history ("position", at, event, key, holder, term, role, payload)
 SELECT "position", at, event, key, holder, term, role, payload

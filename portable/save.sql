@@ -72,13 +72,14 @@ CREATE TEMP TABLE leaderlock_carry_expected (
 -- Contract 26 (0.5.0): groups, their members and partitions, as they are
 -- (terms, revocations and the next step's time included). Before, none.
 CREATE TEMP TABLE leaderlock_carry_groups (
-    grp text, partitions integer, drain interval, owner oid, changed_at timestamptz, check_at timestamptz
+    grp text, partitions integer, drain interval, owner oid, changed_at timestamptz, check_at timestamptz,
+    restep boolean
 ) ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_members (grp text, member text, session uuid, joined_at timestamptz)
     ON COMMIT DROP;
 CREATE TEMP TABLE leaderlock_carry_partitions (
     grp text, partition integer, member text, session uuid, term bigint, revoke_until timestamptz,
-    acked boolean, changed_at timestamptz
+    next_member text, acked boolean, changed_at timestamptz
 ) ON COMMIT DROP;
 -- Contract 23 (0.5.0): the history, positions and all (a reader resuming
 -- from a position read before the move must find it after), and how far
@@ -107,11 +108,12 @@ BEGIN
         -- before sessions, as le_join takes them
         LOCK TABLE leaderlock_groups, leaderlock_members, leaderlock_partitions IN ACCESS EXCLUSIVE MODE;
         INSERT INTO pg_temp.leaderlock_carry_groups
-        SELECT g.grp, g.partitions, g.drain, g.owner, g.changed_at, g.check_at FROM leaderlock_groups g;
+        SELECT g.grp, g.partitions, g.drain, g.owner, g.changed_at, g.check_at, g.restep FROM leaderlock_groups g;
         INSERT INTO pg_temp.leaderlock_carry_members
         SELECT m.grp, m.member, m.session, m.joined_at FROM leaderlock_members m;
         INSERT INTO pg_temp.leaderlock_carry_partitions
-        SELECT p.grp, p.partition, p.member, p.session, p.term, p.revoke_until, p.acked, p.changed_at
+        SELECT p.grp, p.partition, p.member, p.session, p.term, p.revoke_until, p.next_member, p.acked,
+               p.changed_at
           FROM leaderlock_partitions p;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_sessions')

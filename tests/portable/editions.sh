@@ -67,9 +67,9 @@ snapshot() {
                expiries, changed_at, session, delayed_until FROM leaderlock_slots ORDER BY key, slot" \
     -c "SELECT session, id, owner, ttl, opened_at, renewed_at, expires_at, lock_delay, keep_values
           FROM leaderlock_sessions ORDER BY session" \
-    -c "SELECT grp, partitions, drain, owner, changed_at, check_at FROM leaderlock_groups ORDER BY grp" \
+    -c "SELECT grp, partitions, drain, owner, changed_at, check_at, restep FROM leaderlock_groups ORDER BY grp" \
     -c "SELECT grp, member, session, joined_at FROM leaderlock_members ORDER BY grp, member" \
-    -c "SELECT grp, partition, member, session, term, revoke_until, acked, changed_at
+    -c "SELECT grp, partition, member, session, term, revoke_until, next_member, acked, changed_at
           FROM leaderlock_partitions ORDER BY grp, partition"
 }
 # Contract 23: the history comes along, positions and all (the rows
