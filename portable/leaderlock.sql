@@ -6334,21 +6334,35 @@ BEGIN
     PERFORM @extschema@._le_term(p_term, true);
     PERFORM @extschema@._le_act_as(p_caller);
     PERFORM @extschema@._le_failover_record();
+    -- Only the member's own role gives its partitions back (another would
+    -- hand one over while its owner still drains it). The partition's row
+    -- first, waiting for a transaction that holds it (the member's own
+    -- guard, while it drains) with nothing else locked: a join, a leave or
+    -- a step of the group never waits behind the guard.
+    PERFORM FROM @extschema@.leaderlock_partitions p
+      JOIN @extschema@.leaderlock_members m ON m.grp = p.grp AND m.member = p.member
+      JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+     WHERE p.grp = p_group AND p.partition = p_partition AND p.member = p_member AND p.term = p_term
+       AND p.revoke_until IS NOT NULL
+       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
+       FOR NO KEY UPDATE OF p;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     SELECT x.partitions, x.drain INTO g FROM @extschema@.leaderlock_groups x WHERE x.grp = p_group
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    -- only the member's own role gives its partitions back (another would
-    -- hand one over while its owner still drains it)
+    -- whom it goes to at once; NULL when a step decides (nobody named, the
+    -- partition above the group's count, or a step passed over a partition
+    -- since: what the row names may be stale)
     UPDATE @extschema@.leaderlock_partitions p SET acked = true
-      FROM @extschema@.leaderlock_members m
-      JOIN @extschema@.leaderlock_sessions s ON s.session = m.session
+      FROM @extschema@.leaderlock_groups x
      WHERE p.grp = p_group AND p.partition = p_partition AND p.member = p_member AND p.term = p_term
-       AND p.revoke_until IS NOT NULL
-       AND m.grp = p_group AND m.member = p_member
-       AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text))
-    RETURNING p.next_member INTO v_next_member;
+       AND p.revoke_until IS NOT NULL AND x.grp = p.grp
+    RETURNING CASE WHEN p.partition <= x.partitions AND NOT x.restep THEN p.next_member END
+      INTO v_next_member;
     IF NOT FOUND THEN
         RETURN false;
     END IF;

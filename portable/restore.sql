@@ -45,7 +45,8 @@ INSERT INTO leaderlock_expected
 SELECT key, within, owner, marked_at, leaderless_since, intervals, leaderless_total, next_check
   FROM pg_temp.leaderlock_carry_expected;
 INSERT INTO leaderlock_groups (grp, partitions, drain, owner, changed_at, check_at, restep)
-SELECT grp, partitions, drain, owner, changed_at, check_at, restep FROM pg_temp.leaderlock_carry_groups;
+SELECT grp, partitions, drain, owner, changed_at, check_at, coalesce(restep, true)
+  FROM pg_temp.leaderlock_carry_groups;
 INSERT INTO leaderlock_members (grp, member, session, joined_at)
 SELECT grp, member, session, joined_at FROM pg_temp.leaderlock_carry_members;
 INSERT INTO leaderlock_partitions

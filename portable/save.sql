@@ -107,14 +107,29 @@ BEGIN
        IS NOT NULL THEN
         -- before sessions, as le_join takes them
         LOCK TABLE leaderlock_groups, leaderlock_members, leaderlock_partitions IN ACCESS EXCLUSIVE MODE;
-        INSERT INTO pg_temp.leaderlock_carry_groups
-        SELECT g.grp, g.partitions, g.drain, g.owner, g.changed_at, g.check_at, g.restep FROM leaderlock_groups g;
+        INSERT INTO pg_temp.leaderlock_carry_groups (grp, partitions, drain, owner, changed_at, check_at)
+        SELECT g.grp, g.partitions, g.drain, g.owner, g.changed_at, g.check_at FROM leaderlock_groups g;
         INSERT INTO pg_temp.leaderlock_carry_members
         SELECT m.grp, m.member, m.session, m.joined_at FROM leaderlock_members m;
         INSERT INTO pg_temp.leaderlock_carry_partitions
-        SELECT p.grp, p.partition, p.member, p.session, p.term, p.revoke_until, p.next_member, p.acked,
-               p.changed_at
+               (grp, partition, member, session, term, revoke_until, acked, changed_at)
+        SELECT p.grp, p.partition, p.member, p.session, p.term, p.revoke_until, p.acked, p.changed_at
           FROM leaderlock_partitions p;
+        -- (where the installed version has them: without, the first step
+        -- after the move looks at every partition, and an ack steps)
+        IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema())
+                                                              || '.leaderlock_groups')
+                      AND a.attname = 'restep' AND NOT a.attisdropped) THEN
+            UPDATE pg_temp.leaderlock_carry_groups c SET restep = g.restep FROM leaderlock_groups g WHERE g.grp = c.grp;
+        END IF;
+        IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema())
+                                                              || '.leaderlock_partitions')
+                      AND a.attname = 'next_member' AND NOT a.attisdropped) THEN
+            UPDATE pg_temp.leaderlock_carry_partitions c SET next_member = p.next_member
+              FROM leaderlock_partitions p WHERE p.grp = c.grp AND p.partition = c.partition;
+        END IF;
     END IF;
     IF pg_catalog.to_regclass(pg_catalog.quote_ident(pg_catalog.current_schema()) || '.leaderlock_sessions')
        IS NOT NULL THEN

@@ -234,18 +234,22 @@ pub fn leave(group: &str, member: &str, now: i64) -> bool {
 /// from it in `term`; it is granted to its next owner at once. Whether it
 /// was so revoked.
 pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bool {
+    let args = [
+        group.into(),
+        partition.into(),
+        member.into(),
+        term.into(),
+        call::caller().into(),
+    ];
+    // Only the member's own role gives its partitions back (another would
+    // hand one over while its owner still drains it).
+    if !plans::run(queries::LOCK_REVOKED_PARTITION, &args, |t| !t.is_empty()) {
+        return false;
+    }
     let Some(g) = lock_group(group) else {
         return false;
     };
-    // Only the member's own role gives its partitions back (another would
-    // hand one over while its owner still drains it).
     let members = members(group);
-    let mine = members
-        .get(member)
-        .is_some_and(|(session, _)| session_leases::id_of(*session).is_some());
-    if !mine {
-        return false;
-    }
     let args = [group.into(), partition.into(), member.into(), term.into()];
     let acked = plans::run(queries::ACK_PARTITION, &args, |t| {
         let row = t.into_iter().next()?;
@@ -257,9 +261,9 @@ pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bo
     let Some((until, next_member)) = acked else {
         return false;
     };
-    // The partition goes to whom its revocation named, if still live: that
-    // one grant, not a step of the whole group (a join's revocations come
-    // back one ack each).
+    // The partition goes to whom its revocation named, if still live and
+    // nothing was passed over since (ACK_PARTITION): that one grant, not a
+    // step of the whole group (a join's revocations come back one ack each).
     let next = next_member.and_then(|m| {
         let (session, expires_at) = *members.get(&m)?;
         is_live(true, expires_at, now).then_some((m, session))

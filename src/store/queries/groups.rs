@@ -87,14 +87,32 @@ statements! {
             SET member = NULL, session = NULL, revoke_until = NULL, next_member = NULL, \
                 acked = false, changed_at = $3 \
           WHERE grp = $1 AND partition = $2";
+    /// Partition `$2` of group `$1`, revoked from member `$3` in term `$4`,
+    /// locked for its ack, if the caller `$5` may act for that member (its
+    /// session's owner); waits for a transaction that holds it (the
+    /// member's own guard, while it drains). Taken before the group's row:
+    /// a join, a leave or a step of the group never waits behind the guard.
+    LOCK_REVOKED_PARTITION = concat!(
+        "SELECT p.partition FROM @extschema@.leaderlock_partitions p \
+           JOIN @extschema@.leaderlock_members m ON m.grp = p.grp AND m.member = p.member \
+           JOIN @extschema@.leaderlock_sessions s ON s.session = m.session \
+          WHERE p.grp = $1 AND p.partition = $2 AND p.member = $3 AND p.term = $4 \
+            AND p.revoke_until IS NOT NULL AND ",
+        owned_by!("$5"),
+        " FOR NO KEY UPDATE OF p"
+    );
     /// Member `$3` gives back partition `$2` of group `$1`, revoked from it
-    /// in term `$4`; a row when it was: the revocation's end and whom it
-    /// goes to.
-    ACK_PARTITION = "UPDATE @extschema@.leaderlock_partitions \
+    /// in term `$4` (its row and the group's locked by the caller); a row
+    /// when it was: the revocation's end, and whom it goes to at once
+    /// (NULL when a step decides: nobody named, the partition above the
+    /// group's count, or a step passed over a partition since).
+    ACK_PARTITION = "UPDATE @extschema@.leaderlock_partitions p \
             SET acked = true \
-          WHERE grp = $1 AND partition = $2 AND member = $3 AND term = $4 \
-            AND revoke_until IS NOT NULL \
-      RETURNING revoke_until, next_member";
+           FROM @extschema@.leaderlock_groups g \
+          WHERE p.grp = $1 AND p.partition = $2 AND p.member = $3 AND p.term = $4 \
+            AND p.revoke_until IS NOT NULL AND g.grp = p.grp \
+      RETURNING p.revoke_until, \
+                CASE WHEN p.partition <= g.partitions AND NOT g.restep THEN p.next_member END";
     /// When group `$1` next needs a step without any call (a revocation's
     /// end, a member's session expiry): `$2`; `$3` whether that step must
     /// look at every partition (one was skipped for a guard).
