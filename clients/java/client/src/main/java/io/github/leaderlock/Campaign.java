@@ -170,8 +170,10 @@ final class Campaign {
                 expireLapsed = false;
             }
         }
-        // the deadline counts from the moment the try is sent
+        // the deadline counts from the moment the try is sent, and so does HINT_FLOOR (the calls
+        // before it may have taken a while)
         long start = System.nanoTime();
+        lastTry = start;
         long by = start + timing.callTimeout;
         boolean won;
         try {

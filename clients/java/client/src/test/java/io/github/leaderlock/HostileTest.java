@@ -140,8 +140,11 @@ class HostileTest {
                         + " apart; led %d ms after the real release%n",
                 sent, seconds, sent / seconds, calls, rate, least / 1e6, ms);
         // never two tries less than HINT_FLOOR apart (what the floor is for, whatever the machine's
-        // speed)
-        assertTrue(least >= 9_000_000L, "two tries " + least / 1e6 + " ms apart");
+        // speed). The floor counts from the moment the library notes the try; the trace sees its
+        // statement a moment later, and a loaded machine may pause the thread between the two: half
+        // the 10 ms floor as the bound (without the floor, tries under this flood come a round
+        // trip apart)
+        assertTrue(least >= 5_000_000L, "two tries " + least / 1e6 + " ms apart");
         assertTrue(calls > 0, "no tries counted");
         assertTrue(rate <= 120, calls + " tries in " + seconds + " s");
     }
