@@ -5815,6 +5815,26 @@ BEGIN
 END
 $fn$;
 
+-- Contract 26 (lease/groups.rs grant): partition p_partition of p_group,
+-- held until now in p_term, granted to p_member (session p_session) at
+-- p_t in the next term from the failover floor p_floor, and announced.
+CREATE FUNCTION @extschema@._le_group_grant(p_group text, p_partition integer, p_member text, p_session uuid,
+                                            p_term bigint, p_floor bigint, p_t timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_term bigint := GREATEST(p_term + 1, p_floor);
+BEGIN
+    UPDATE @extschema@.leaderlock_partitions p
+       SET member = p_member, session = p_session, term = v_term, revoke_until = NULL, next_member = NULL,
+           acked = false, changed_at = p_t
+     WHERE p.grp = p_group AND p.partition = p_partition;
+    PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, p_partition, p_member,
+                                               v_term, NULL::timestamptz, p_t);
+END
+$fn$;
+
 -- Contract 26 (lease/groups.rs settle): moves every partition of p_group,
 -- whose row the caller holds locked, toward its target at p_t: reads the
 -- members (their sessions share-locked: a renewal committing after this
@@ -5857,7 +5877,6 @@ DECLARE
     v_owner_lasts timestamptz[];
     v_locked integer[];
     v_until timestamptz;
-    v_term bigint;
     v_skipped boolean := false;
     j integer := 1;
 BEGIN
@@ -5983,13 +6002,8 @@ BEGIN
                 PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, v_parts[i],
                                                            v_members[i], v_terms[i], NULL::timestamptz, p_t);
             ELSIF v_kinds[i] = 'grant' THEN
-                v_term := GREATEST(v_terms[i] + 1, v_floor);
-                UPDATE @extschema@.leaderlock_partitions p
-                   SET member = v_targets[i], session = v_tsessions[i], term = v_term, revoke_until = NULL,
-                       next_member = NULL, acked = false, changed_at = p_t
-                 WHERE p.grp = p_group AND p.partition = v_parts[i];
-                PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, v_parts[i],
-                                                           v_targets[i], v_term, NULL::timestamptz, p_t);
+                PERFORM @extschema@._le_group_grant(p_group, v_parts[i], v_targets[i], v_tsessions[i], v_terms[i],
+                                                    v_floor, p_t);
             ELSE
                 UPDATE @extschema@.leaderlock_partitions p
                    SET member = NULL, session = NULL, revoke_until = NULL, next_member = NULL, acked = false,
@@ -6326,7 +6340,6 @@ DECLARE
     v_t timestamptz;
     v_next_member text;
     v_session uuid;
-    v_term bigint;
 BEGIN
     PERFORM @extschema@._le_name('group'::text, p_group);
     PERFORM @extschema@._le_name('member'::text, p_member);
@@ -6379,13 +6392,8 @@ BEGIN
         PERFORM @extschema@._le_group_settle(p_group, g.partitions, g.drain, v_t);
         RETURN true;
     END IF;
-    v_term := GREATEST(p_term + 1, @extschema@._le_term_floor());
-    UPDATE @extschema@.leaderlock_partitions p
-       SET member = v_next_member, session = v_session, term = v_term, revoke_until = NULL, next_member = NULL,
-           acked = false, changed_at = v_t
-     WHERE p.grp = p_group AND p.partition = p_partition;
-    PERFORM @extschema@._le_announce_partition('partition_granted'::text, p_group, p_partition, v_next_member,
-                                               v_term, NULL::timestamptz, v_t);
+    PERFORM @extschema@._le_group_grant(p_group, p_partition, v_next_member, v_session, p_term,
+                                        @extschema@._le_term_floor(), v_t);
     PERFORM @extschema@._le_durable();
     RETURN true;
 END
@@ -7357,6 +7365,8 @@ REVOKE ALL ON @extschema@.leaderlock_group_status FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaderlock_group_status TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_announce_partition(text, text, integer, text, bigint, timestamptz,
                                                               timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@._le_group_grant(text, integer, text, uuid, bigint, bigint, timestamptz)
+    FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_group_settle(text, integer, interval, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_groups_due(timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@._le_group_step_due(text, integer, interval, boolean, timestamptz) FROM PUBLIC;

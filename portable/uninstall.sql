@@ -122,6 +122,7 @@ BEGIN
         '_le_announce_partition(text, text, integer, text, bigint, timestamptz, timestamptz)',
         '_le_group_settle(text, integer, interval, timestamptz)', '_le_groups_due(timestamptz)',
         '_le_group_step_due(text, integer, interval, boolean, timestamptz)',
+        '_le_group_grant(text, integer, text, uuid, bigint, bigint, timestamptz)',
         '_le_may_make_group(oid)', '_le_group_renew(uuid, interval, oid, timestamptz)',
         '_le_join(text, text, interval, integer, interval, oid)', '_le_leave(text, text, oid)',
         '_le_ack(text, text, integer, bigint, oid)', '_le_assert_partition(text, integer, text, bigint, oid)',
