@@ -2676,6 +2676,11 @@ BEGIN
        AND f.one_row = (SELECT g.one_row FROM @extschema@.leaderlock_failover g
                          WHERE g.one_row FOR UPDATE SKIP LOCKED);
     IF FOUND THEN
+        -- Every session lives its ttl from the promotion, those of members
+        -- a step had given up on too: every group is stepped afresh (one
+        -- whose members had all lapsed has no step due, and its revived
+        -- members would renew and own nothing).
+        UPDATE @extschema@.leaderlock_groups g SET check_at = clock_timestamp(), restep = true;
         PERFORM @extschema@._le_durable();
         RAISE LOG 'leaderlock: WAL timeline % (was %: a promotion or a recovery); held leases last at least until now + their ttl',
             tl, stored;

@@ -262,6 +262,13 @@ pub fn make_leases_outlast_failover() -> bool {
                     |t| t.len(),
                 )
             };
+            // Groups (contract 26): each stepped afresh, its members'
+            // sessions as they now last.
+            plans::run(
+                queries::GROUPS_DUE_AFTER_FAILOVER,
+                &[clock::ts(now).into()],
+                |_| (),
+            );
         }
         plans::run(
             queries::MARK_SAFE_TIMELINE,

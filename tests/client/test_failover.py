@@ -307,6 +307,52 @@ class FailoverTest(unittest.TestCase):
         for c in (p, s, pw, sw, x):
             c.close()
 
+    def test_a_member_revived_by_a_promotion_gets_its_share(self):
+        """A promotion gives every session its ttl from the promotion
+        (contract 8.2), those of members a step had already given up on
+        too: a group whose members had all lapsed (its partitions free, no
+        step due) is stepped again, and the revived member, renewing, owns
+        its share. (In a database no worker serves, so that nothing ends the
+        lapsed session before the standby has the step.)"""
+        primary = self.own(Cluster.create("revive-primary", "leaderlock.databases = 'postgres'"))
+        p0 = primary.connect()
+        one(p0, "CREATE DATABASE noworker")
+        p0.close()
+        p = primary.connect("noworker")
+        one(p, "CREATE EXTENSION leaderlock")
+        standby = self.own(primary.standby("revive-standby"))
+
+        def owned(conn, member):
+            return one(conn, "SELECT count(*) FROM le_assignment('g', %s) WHERE state = 'owned'", (member,))
+
+        one(p, "SELECT le_join('g', 'm', '2 seconds', 2)::text")
+        self.assertEqual(owned(p, "m"), 2)
+        time.sleep(2.2)  # m lapses; no worker ends its session
+        one(p, "SELECT le_join('g', 'b', '30 seconds')::text")   # steps: m's partitions go to b
+        self.assertEqual(owned(p, "b"), 2)
+        one(p, "SELECT le_leave('g', 'b')")                        # steps: nobody live is left
+        self.assertEqual(one(p, "SELECT count(*) FROM leaderlock_partitions WHERE grp = 'g' "
+                                "AND member IS NOT NULL"), 0)
+        self.assertEqual(one(p, "SELECT count(*) FROM leaderlock_sessions"), 1, "m's session was ended")
+        lsn = one(p, "SELECT pg_current_wal_lsn()::text")
+        s = standby.connect("noworker")
+        self.assertTrue(wait_for(lambda: one(s, "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)),
+                                 timeout=30))
+        s.close()
+        p.close()
+        primary.stop("immediate")
+        standby.promote()
+        x = standby.connect("noworker")
+        # the failover step taken (a new tenure waits for it): m's session lives again
+        self.assertTrue(wait_for(lambda: one(x, "SELECT le_try_acquire('step', 'x', '1 second')"), timeout=15))
+
+        def renewed_and_owns():
+            one(x, "SELECT le_join('g', 'm', '2 seconds')::text")
+            return owned(x, "m") == 2
+        self.assertTrue(wait_for(renewed_and_owns, timeout=6, interval=0.3),
+                        "the revived member owns nothing: nothing stepped the group")
+        x.close()
+
     @promotion_paths
     def test_failover_never_shortens_a_lease(self):
         """Contract 8.2: A renews on the primary; the renewal never reaches

@@ -18,7 +18,9 @@
 #      promotion is extended when read, never by locking its row); a
 #      group's member of before (contract 26) outlasts it too (its
 #      partition is revoked for a new member, not granted at once), and
-#      the grant after its ack gets the floor.
+#      the grant after its ack gets the floor; a member that had lapsed
+#      and lost its partitions, revived by the promotion, owns them again
+#      at its next renewal.
 #
 # Usage: tests/portable/promotion.sh [--bindir DIR]   (default PostgreSQL 15;
 #        /opt/leaderlock/postgresql/18/bin for 18)
@@ -66,6 +68,10 @@ SELECT le_try_acquire('vacant', 'c', '1 hour'), le_release('vacant', 'c');
 SELECT le_try_acquire('lapsing', 'old-primary', '2 seconds');
 SELECT le_try_acquire('sem', 'old-primary', '1 hour', slots => 2);
 SELECT le_try_acquire('sem', 'old-2', '1 hour', slots => 2), le_release('sem', 'old-2');
+-- a group whose one member lapsed, its partitions freed by a step (a
+-- join and a leave), no step due: the promotion revives the member
+SELECT le_join('lapsed', 'gone', '2 seconds', 2) IS NOT NULL, pg_sleep(2.1);
+SELECT le_join('lapsed', 'passer', '1 hour') IS NOT NULL, le_leave('lapsed', 'passer');
 SQL
 
 "${as_server[@]}" "$BINDIR/pg_basebackup" -h 127.0.0.1 -p "$P1" -U postgres -D "$WORK/standby" -R -X stream -c fast
@@ -126,9 +132,11 @@ SELECT state FROM le_assignment('grp', 'old-member') WHERE partition = 2;
 SELECT le_ack('grp', 'old-member', 2, 1);
 SELECT string_agg(partition || ':' || member || ':' || term, ' ' ORDER BY partition)
   FROM leaderlock_partitions WHERE grp = 'grp';
+SELECT le_join('lapsed', 'gone', '2 seconds') IS NOT NULL;
+SELECT count(*) FROM le_assignment('lapsed', 'gone') WHERE state = 'owned';
 SQL
 )
-[ "$gout" = $'t\nrevoked\nt\n1:old-member:1 2:new-member:'"$floor" ] \
+[ "$gout" = $'t\nrevoked\nt\n1:old-member:1 2:new-member:'"$floor"$'\nt\n2' ] \
   || { echo "FAIL: a group after the promotion: $(echo $gout)"; fail=1; }
 echo "at the first acquisition: pg_control_checkpoint() timeline $checkpoint_tl, WAL file timeline $walfile_tl"
 [ "$fail" = 0 ] || exit 1

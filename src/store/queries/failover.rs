@@ -89,4 +89,10 @@ statements! {
     PROMOTED_SESSIONS = concat!("UPDATE @extschema@.leaderlock_sessions \
             SET (expires_at, recheck_at) = (SELECT e, e FROM (SELECT ", expiry!("@extschema@.le_now()", "ttl"), ") n(e)) \
       RETURNING session");
+    /// Every group due a step at `$1` that looks at every partition: the
+    /// sessions made to outlast the move may include members whose groups a
+    /// step had already given up on (their partitions freed, no step due),
+    /// who would otherwise renew and own nothing until a join or a leave.
+    GROUPS_DUE_AFTER_FAILOVER = "UPDATE @extschema@.leaderlock_groups SET check_at = $1, restep = true \
+      RETURNING grp";
 }
