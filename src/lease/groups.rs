@@ -16,7 +16,7 @@ use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
-use leaderlock_protocol::groups::{assign, revoke_until, step, Holding, Step};
+use leaderlock_protocol::groups::{after_ack, assign, revoke_until, step, AfterAck, Holding, Step};
 use leaderlock_protocol::{is_live, leads, Lease};
 use pgrx::prelude::*;
 use pgrx::spi::SpiHeapTupleData;
@@ -256,37 +256,37 @@ pub fn ack(group: &str, member: &str, partition: i32, term: i64, now: i64) -> bo
         Some((
             micros(row.get::<TimestampWithTimeZone>(1).ok().flatten())?,
             row.get::<String>(2).ok().flatten(),
+            row.get::<bool>(3).ok().flatten().unwrap_or(false),
+            row.get::<bool>(4).ok().flatten().unwrap_or(true),
         ))
     });
-    let Some((until, next_member)) = acked else {
+    let Some((until, next_member, within, restep)) = acked else {
         return false;
     };
-    // The partition goes to whom its revocation named, if still live and
-    // nothing was passed over since (ACK_PARTITION): that one grant, not a
-    // step of the whole group (a join's revocations come back one ack each).
-    let next = next_member.and_then(|m| {
-        let (session, expires_at) = *members.get(&m)?;
-        is_live(true, expires_at, now).then_some((m, session))
-    });
+    let next = next_member.and_then(|m| Some((members.get(&m).copied()?, m)));
     let holding = Holding::Revoking {
         member: member.to_owned(),
         term,
         until,
     };
-    let granted = next.as_ref().and_then(|(m, session)| {
-        match step(
-            &holding,
-            Some(m),
-            true,
-            true,
-            until,
-            now,
-            failover::term_floor(),
-        ) {
-            Step::Grant { member, term } => Some((member, *session, term)),
-            _ => None,
+    let next_live = next
+        .as_ref()
+        .is_some_and(|((_, expires_at), _)| is_live(true, *expires_at, now));
+    let decided = after_ack(
+        &holding,
+        next.as_ref().map(|(_, m)| m),
+        next_live,
+        within,
+        restep,
+        now,
+        failover::term_floor(),
+    );
+    let granted = match (decided, next) {
+        (AfterAck::Grant { member, term }, Some(((session, _), _))) => {
+            Some((member, session, term))
         }
-    });
+        _ => None,
+    };
     match granted {
         Some((m, session, term)) => grant(group, partition, &m, session, term, now),
         None => settle(group, g, now),

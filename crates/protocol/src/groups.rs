@@ -190,6 +190,44 @@ pub fn step<M: PartialEq + Clone>(
     }
 }
 
+/// What an ack of a revoked partition (`le_ack`) leads to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterAck<M> {
+    /// That one partition granted to `member` in `term`: the member its
+    /// revocation named, the group not stepped.
+    Grant { member: M, term: i64 },
+    /// A step of the whole group decides.
+    Step,
+}
+
+/// What follows the ack of a partition held as `holding` (revoked, now
+/// given back): granted at once to `next`, the member its revocation was
+/// for, when `next_live` (its session still live), the partition is
+/// still `within` the group's count, and no step passed a partition over
+/// since (`restep`: the assignment the revocation followed may be stale);
+/// else the group is stepped. One grant per ack: a join's revocations
+/// come back one ack each, without a step of every partition each time.
+pub fn after_ack<M: PartialEq + Clone>(
+    holding: &Holding<M>,
+    next: Option<&M>,
+    next_live: bool,
+    within: bool,
+    restep: bool,
+    now: Micros,
+    floor: i64,
+) -> AfterAck<M> {
+    let Holding::Revoking { until, .. } = holding else {
+        return AfterAck::Step;
+    };
+    if !next_live || !within || restep {
+        return AfterAck::Step;
+    }
+    match step(holding, next, true, true, *until, now, floor) {
+        Step::Grant { member, term } => AfterAck::Grant { member, term },
+        _ => AfterAck::Step,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +374,52 @@ mod tests {
         );
         assert_eq!(revoke_until(10, 5, 30), 30);
         assert_eq!(revoke_until(10, 50, 30), 60);
+    }
+
+    #[test]
+    fn an_ack_grants_to_whom_the_revocation_named_only_when_nothing_changed() {
+        let revoking = Holding::Revoking {
+            member: 'a',
+            term: 4,
+            until: 50,
+        };
+        let grant = AfterAck::Grant {
+            member: 'b',
+            term: 5,
+        };
+        assert_eq!(
+            after_ack(&revoking, Some(&'b'), true, true, false, 10, 1),
+            grant
+        );
+        // the named member lapsed, the count shrank below it, a step
+        // passed a partition over since, or nobody was named: a step
+        for (next, live, within, restep) in [
+            (Some(&'b'), false, true, false),
+            (Some(&'b'), true, false, false),
+            (Some(&'b'), true, true, true),
+            (None, true, true, false),
+        ] {
+            assert_eq!(
+                after_ack(&revoking, next, live, within, restep, 10, 1),
+                AfterAck::Step
+            );
+        }
+        // the floor of a new timeline (terms never go back)
+        assert_eq!(
+            after_ack(&revoking, Some(&'b'), true, true, false, 10, 1 << 32),
+            AfterAck::Grant {
+                member: 'b',
+                term: 1 << 32
+            }
+        );
+        // not revoked (withdrawn meanwhile): a step
+        let owned = Holding::Owned {
+            member: 'a',
+            term: 4,
+        };
+        assert_eq!(
+            after_ack(&owned, Some(&'b'), true, true, false, 10, 1),
+            AfterAck::Step
+        );
     }
 }

@@ -2,14 +2,17 @@
 //! replies may be lost), give revoked partitions back, leave or crash,
 //! while time passes; the server reassigns with
 //! `leaderlock_protocol::groups::assign` and moves each partition with
-//! `groups::step` (revocations end at `groups::revoke_until`).
+//! `groups::step` (revocations end at `groups::revoke_until`); an ack
+//! grants its partition to the member its revocation named, or steps the
+//! group, as `groups::after_ack` says.
 //!
 //! Each member acts on a partition only inside its window: until its
 //! local deadline (its last renewal whose reply it got, plus the ttl), and
 //! once it has heard of a revocation, until the revocation's end. The
 //! properties: never two members inside their windows on one partition;
-//! each partition's terms grow with each grant; every partition is owned
-//! again once the members stay (a witness).
+//! each partition's terms grow with each grant; every grant goes to a live
+//! member; every partition is owned again once the members stay (a
+//! witness).
 //!
 //! Two partitions, two members, ttl 2 ticks, a drain budget of 1 tick
 //! (shorter than the ttl: the session's expiry decides), horizon 4 ticks;
@@ -17,7 +20,7 @@
 //! Each broken variant must be caught with a printed trace.
 //!
 //! `cargo test -p leaderlock-protocol --test groups_model` (seconds).
-use leaderlock_protocol::groups::{assign, revoke_until, step, Holding, Step};
+use leaderlock_protocol::groups::{after_ack, assign, revoke_until, step, AfterAck, Holding, Step};
 use stateright::{Checker, Model, Property};
 
 mod common;
@@ -30,6 +33,7 @@ const HORIZON: i64 = 4;
 
 const ONE_OWNER: &str = "never two members inside their windows on one partition";
 const TERMS: &str = "each partition's terms grow with each grant";
+const TO_THE_LIVE: &str = "every grant goes to a live member";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Variant {
@@ -41,6 +45,8 @@ enum Variant {
     BudgetOnly,
     /// A grant keeps the partition's term.
     SameTerm,
+    /// An ack grants to the member its revocation named, live or not.
+    AckToAnyone,
 }
 
 /// A member as it sees itself.
@@ -63,8 +69,11 @@ struct State {
     t: i64,
     members: Vec<Member>,
     holdings: Vec<Holding<u8>>,
+    /// Whom each revoked partition goes to (the target when last stepped).
+    next: Vec<Option<u8>>,
     one_owner_broken: bool,
     terms_broken: bool,
+    granted_to_the_dead: bool,
     revoked: bool,
     granted_after_death: bool,
 }
@@ -164,6 +173,7 @@ impl GroupsModel {
                         term
                     };
                     s.terms_broken |= term <= h.term();
+                    s.granted_to_the_dead |= !Self::live(s, usize::from(member));
                     s.granted_after_death |= owner.is_some() && !owner_live;
                     if let Some(o) = owner {
                         s.members[usize::from(o)].acked.retain(|q| *q != p);
@@ -177,6 +187,35 @@ impl GroupsModel {
                     s.holdings[p] = Holding::Free { term: h.term() };
                 }
             }
+            // (a revocation names whom it is for, as each step sees it)
+            s.next[p] = match s.holdings[p] {
+                Holding::Revoking { .. } => target[p],
+                _ => None,
+            };
+        }
+    }
+
+    /// Member `m` gives partition `p` back: granted at once to whom its
+    /// revocation named (`after_ack`), or the group stepped.
+    fn ack(&self, s: &mut State, m: usize, p: usize) {
+        if !s.members[m].acked.contains(&p) {
+            s.members[m].acked.push(p);
+        }
+        let h = s.holdings[p].clone();
+        let next = s.next[p];
+        let next_live = match self.variant {
+            Variant::AckToAnyone => next.is_some(),
+            _ => next.is_some_and(|n| Self::live(s, usize::from(n))),
+        };
+        match after_ack(&h, next.as_ref(), next_live, true, false, s.t, 1) {
+            AfterAck::Grant { member, term } => {
+                s.terms_broken |= term <= h.term();
+                s.granted_to_the_dead |= !Self::live(s, usize::from(member));
+                s.members[m].acked.retain(|q| *q != p);
+                s.holdings[p] = Holding::Owned { member, term };
+                s.next[p] = None;
+            }
+            AfterAck::Step => self.rebalance(s),
         }
     }
 
@@ -236,8 +275,10 @@ impl Model for GroupsModel {
             t: 0,
             members: vec![member; usize::from(MEMBERS)],
             holdings: vec![Holding::Free { term: 0 }; PARTITIONS],
+            next: vec![None; PARTITIONS],
             one_owner_broken: false,
             terms_broken: false,
+            granted_to_the_dead: false,
             revoked: false,
             granted_after_death: false,
         }]
@@ -287,10 +328,7 @@ impl Model for GroupsModel {
             Action::Ack(m, p) => {
                 let i = usize::from(m);
                 s.members[i].windows.retain(|(q, _, _)| *q != p);
-                if !s.members[i].acked.contains(&p) {
-                    s.members[i].acked.push(p);
-                }
-                self.rebalance(&mut s);
+                self.ack(&mut s, i, p);
             }
             Action::Leave(m) => {
                 let i = usize::from(m);
@@ -311,6 +349,7 @@ impl Model for GroupsModel {
         vec![
             Property::always(ONE_OWNER, |_, s: &State| !s.one_owner_broken),
             Property::always(TERMS, |_, s: &State| !s.terms_broken),
+            Property::always(TO_THE_LIVE, |_, s: &State| !s.granted_to_the_dead),
             Property::sometimes(
                 "a live owner is told to give a partition back",
                 |_, s: &State| s.revoked,
@@ -351,8 +390,8 @@ impl Model for GroupsModel {
 
 fn show(s: &State) -> String {
     format!(
-        "t={} holdings {:?} members {:?}",
-        s.t, s.holdings, s.members
+        "t={} holdings {:?} next {:?} members {:?}",
+        s.t, s.holdings, s.next, s.members
     )
 }
 
@@ -400,6 +439,18 @@ fn a_grant_in_the_same_term_is_caught() {
             variant: Variant::SameTerm,
         },
         TERMS,
+        show,
+    );
+}
+
+#[test]
+fn an_ack_granting_to_a_dead_member_is_caught() {
+    common::must_catch(
+        "groups AckToAnyone",
+        GroupsModel {
+            variant: Variant::AckToAnyone,
+        },
+        TO_THE_LIVE,
         show,
     );
 }

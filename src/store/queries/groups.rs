@@ -103,16 +103,15 @@ statements! {
     );
     /// Member `$3` gives back partition `$2` of group `$1`, revoked from it
     /// in term `$4` (its row and the group's locked by the caller); a row
-    /// when it was: the revocation's end, and whom it goes to at once
-    /// (NULL when a step decides: nobody named, the partition above the
-    /// group's count, or a step passed over a partition since).
+    /// when it was: the revocation's end, the member it named, whether the
+    /// partition is within the group's count, and whether a step passed
+    /// over a partition since (`groups::after_ack` decides on them).
     ACK_PARTITION = "UPDATE @extschema@.leaderlock_partitions p \
             SET acked = true \
            FROM @extschema@.leaderlock_groups g \
           WHERE p.grp = $1 AND p.partition = $2 AND p.member = $3 AND p.term = $4 \
             AND p.revoke_until IS NOT NULL AND g.grp = p.grp \
-      RETURNING p.revoke_until, \
-                CASE WHEN p.partition <= g.partitions AND NOT g.restep THEN p.next_member END";
+      RETURNING p.revoke_until, p.next_member, p.partition <= g.partitions, g.restep";
     /// When group `$1` next needs a step without any call (a revocation's
     /// end, a member's session expiry): `$2`; `$3` whether that step must
     /// look at every partition (one was skipped for a guard).
