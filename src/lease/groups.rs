@@ -8,7 +8,7 @@
 //! member's session may have lapsed (`check_at`).
 
 use crate::announce::groups::PartitionEvent;
-use crate::base::clock::{micros, ts};
+use crate::base::clock::{self, micros, ts};
 use crate::base::ttl::{interval_micros, micros_interval, Ttl};
 use crate::lease::failover;
 use crate::lease::session_leases::{self, Options};
@@ -28,6 +28,18 @@ const RETRY_LOCKED: i64 = 100_000;
 
 /// Groups the worker steps per round, at most.
 pub const GROUPS_PER_ROUND: usize = 100;
+
+/// How long a round steps groups, past its first: a step reads every
+/// partition of its group (up to 100,000), so the round goes back to the
+/// leases' expiries, the schedules and the other roles' groups after this
+/// (the groups left are still due: the next round takes them at once).
+const ROUND_BUDGET_US: i64 = 50_000;
+
+thread_local! {
+    /// The owner of the group this process stepped last (`settle_due`):
+    /// the next round begins with the roles after it.
+    static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
 
 /// A group as its locked row holds it.
 #[derive(Clone, Copy)]
@@ -584,17 +596,35 @@ fn settle(group: &str, g: Group, now: i64) {
     set_check(group, next, skipped);
 }
 
-/// The worker's round: every group due a step by `now`, up to
-/// `GROUPS_PER_ROUND`. How many it stepped.
+/// The worker's round: the groups due a step by `now`, up to
+/// `GROUPS_PER_ROUND`, their owners taking turns, stepped until the
+/// round's budget is spent. How many it stepped; `GROUPS_PER_ROUND` when
+/// more wait.
 pub fn settle_due(now: i64) -> usize {
-    let args = [ts(now).into(), (GROUPS_PER_ROUND as i64).into()];
-    let due: Vec<(String, (Group, bool))> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
+    let last = LAST_OWNER.get();
+    let args = [
+        ts(now).into(),
+        (GROUPS_PER_ROUND as i64).into(),
+        pg_sys::Oid::from(last).into(),
+    ];
+    let due: Vec<(String, (Group, bool), u32)> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
         t.into_iter()
-            .filter_map(|row| Some((row.get::<String>(1).ok().flatten()?, due_group(&row, 2)?)))
+            .filter_map(|row| {
+                Some((
+                    row.get::<String>(1).ok().flatten()?,
+                    due_group(&row, 2)?,
+                    row.get::<pg_sys::Oid>(5).ok().flatten()?.to_u32(),
+                ))
+            })
             .collect()
     });
-    for (group, (g, restep)) in &due {
+    let started = clock::now();
+    for (i, (group, (g, restep), owner)) in due.iter().enumerate() {
+        if i > 0 && clock::now() - started >= ROUND_BUDGET_US {
+            return GROUPS_PER_ROUND; // (a full round: the next comes at once)
+        }
         step_due(group, *g, *restep, now);
+        LAST_OWNER.set(*owner);
     }
     due.len()
 }

@@ -15,7 +15,7 @@ import unittest
 
 import psycopg2
 
-from harness import LAZY_DB, PORTABLE, connect, one
+from harness import LAZY_DB, PORTABLE, connect, one, wait_for
 
 SECONDS = float(os.environ.get("LEADERLOCK_GROUPS_CHAOS_SECONDS", "12"))
 TTL = 2.0
@@ -250,6 +250,56 @@ class GroupsTest(unittest.TestCase):
         finally:
             one(conn, "SELECT le_leave(%s, 'b')", (group,))
             conn.close()
+
+    @unittest.skipIf(PORTABLE, "the worker's rounds (the portable edition has none)")
+    def test_one_roles_many_due_groups_keep_no_other_roles_group_waiting(self):
+        """The worker's time is shared out per role: another role's 20
+        groups of 2,000 partitions, all due at once (their one member
+        lapsed: every partition freed, a long step each), do not keep a
+        group of this role, due a moment later, waiting until they are all
+        stepped: the round steps groups for a budget, their owners taking
+        turns from round to round."""
+        hog = "ll_groups_hog"
+        admin = connect()
+        self.addCleanup(admin.close)   # (after the cleanup below: cleanups run last first)
+        if one(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (hog,)):
+            one(admin, f"DROP ROLE {hog}")
+        one(admin, f"CREATE ROLE {hog} LOGIN")
+        hogs = [f"{self.group}-hog{i}" for i in range(20)]
+        mine = self.group + "-mine"
+
+        def cleanup():
+            for g in hogs + [mine]:
+                for t in ("leaderlock_partitions", "leaderlock_members", "leaderlock_groups"):
+                    one(admin, f"DELETE FROM {t} WHERE grp = %s", (g,))
+            one(admin, f"DROP ROLE {hog}")
+        self.addCleanup(cleanup)
+        conn = connect(user=hog)
+        self.addCleanup(conn.close)
+        # every member lapses at `due`, this role's first member 0.3 s later
+        due = time.time() + 6
+        join = "SELECT le_join(%s, %s, make_interval(secs => %s), %s)::text"
+        for g in hogs:
+            one(conn, join, (g, "m", due - time.time(), 2000))
+        one(admin, join, (mine, "b1", due + 0.3 - time.time(), 4))
+        one(admin, join, (mine, "b2", 60, None))
+        owned = "SELECT count(*) FROM le_assignment(%s, %s) WHERE state = 'owned'"
+        self.assertEqual(one(admin, owned, (mine, "b1")), 2)
+        self.assertGreater(due, time.time(), "the setup took too long")
+
+        def all_stepped():
+            return one(admin, "SELECT count(*) FROM leaderlock_partitions WHERE grp = ANY(%s) "
+                              "AND member IS NOT NULL", (hogs,)) == 0 \
+                and one(admin, owned, (mine, "b2")) == 4
+        self.assertTrue(wait_for(all_stepped, timeout=60, interval=0.2))
+        # the rounds' times (each round writes its own)
+        hogs_last = one(admin, "SELECT max(changed_at) FROM leaderlock_partitions WHERE grp = ANY(%s)", (hogs,))
+        mine_at = one(admin, "SELECT max(changed_at) FROM leaderlock_partitions WHERE grp = %s", (mine,))
+        rounds = one(admin, "SELECT count(DISTINCT changed_at) FROM leaderlock_partitions WHERE grp = ANY(%s)",
+                     (hogs,))
+        print(f"\n  the hog's 20 groups stepped in {rounds} rounds; this role's group "
+              f"{(hogs_last - mine_at).total_seconds():.2f} s before the hog's last")
+        self.assertLess(mine_at, hogs_last, "this role's group waited behind all of another role's")
 
     def test_a_join_that_waited_past_its_sessions_expiry_joins_again(self):
         """A member's join that waits for its session's row (another
