@@ -2679,8 +2679,10 @@ BEGIN
         -- Every session lives its ttl from the promotion, those of members
         -- a step had given up on too: every group is stepped afresh (one
         -- whose members had all lapsed has no step due, and its revived
-        -- members would renew and own nothing).
-        UPDATE @extschema@.leaderlock_groups g SET check_at = clock_timestamp(), restep = true;
+        -- members would renew and own nothing), never waiting.
+        UPDATE @extschema@.leaderlock_groups g SET check_at = clock_timestamp(), restep = true
+         WHERE g.grp IN (SELECT x.grp FROM @extschema@.leaderlock_groups x
+                          FOR NO KEY UPDATE SKIP LOCKED);   -- (one being changed: by its change)
         PERFORM @extschema@._le_durable();
         RAISE LOG 'leaderlock: WAL timeline % (was %: a promotion or a recovery); held leases last at least until now + their ttl',
             tl, stored;

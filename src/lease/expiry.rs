@@ -105,25 +105,30 @@ pub fn end_abandoned(now: i64) {
     }
 }
 
-/// Worker: vacate up to `batch` leases lapsed at `now`, skipping locked
-/// rows, and queue one `expired` notification each (contract 5). Returns
-/// how many.
-pub fn expire_lapsed(now: i64, batch: i64) -> usize {
+/// Worker: vacate up to `batch` leases lapsed at `now`, up to `batch`
+/// tenures of keys of many slots and the keys of up to `batch` lapsed
+/// sessions, skipping locked rows, and queue one `expired` notification
+/// each (contract 5). Returns how many it vacated, and whether a batch was
+/// full (more may wait).
+pub fn expire_lapsed(now: i64, batch: i64) -> (usize, bool) {
     let expired = plans::run(
         queries::LOCK_LAPSED,
         &[ts(now).into(), batch.into()],
         locked_expired,
     );
-    vacate_locked(&expired, now, Cause::Lapsed)
-        + expire_lapsed_tenures(now, batch)
-        + expire_lapsed_sessions(now, batch)
+    let leases = vacate_locked(&expired, now, Cause::Lapsed);
+    let tenures = expire_lapsed_tenures(now, batch);
+    let (keys, sessions_full) = expire_lapsed_sessions(now, batch);
+    let full = leases as i64 >= batch || tenures as i64 >= batch || sessions_full;
+    (leases + tenures + keys, full)
 }
 
 /// Contract 21: ends up to `batch` sessions lapsed at `now` (each with all
-/// its keys, in this transaction). Returns how many keys it vacated.
-fn expire_lapsed_sessions(now: i64, batch: i64) -> usize {
+/// its keys, in this transaction). Returns how many keys it vacated, and
+/// whether more sessions may wait.
+fn expire_lapsed_sessions(now: i64, batch: i64) -> (usize, bool) {
     if !schema_version::has_slots() {
-        return 0;
+        return (0, false);
     }
     session_leases::expire_lapsed(now, batch)
 }
@@ -241,9 +246,9 @@ pub fn expire_all_lapsed() -> usize {
         );
         let n = vacate_locked(&leases, now, Cause::Lapsed);
         let tenures = expire_lapsed_tenures(now, BATCH);
-        let held = expire_lapsed_sessions(now, BATCH);
+        let (held, sessions_full) = expire_lapsed_sessions(now, BATCH);
         vacated += n + tenures + held;
-        if (n as i64) < BATCH && (tenures as i64) < BATCH && (held as i64) < BATCH {
+        if (n as i64) < BATCH && (tenures as i64) < BATCH && !sessions_full {
             return vacated;
         }
     }

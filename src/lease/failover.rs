@@ -225,6 +225,16 @@ pub fn make_leases_outlast_failover() -> bool {
     };
     if let Some((from, promoted)) = decided {
         let previous = previous.0;
+        if schema_version::has_slots() {
+            // Groups (contract 26): each stepped afresh, its members'
+            // sessions as they last from now on. First, as every change of
+            // a group locks its row before its members' sessions.
+            plans::run(
+                queries::GROUPS_DUE_AFTER_FAILOVER,
+                &[clock::ts(now).into()],
+                |_| (),
+            );
+        }
         let mut extended = if promoted && schema_version::has_slots() {
             // Exactly ttl from now, the other host's clock notwithstanding
             // (from now: `from` is now after a promotion).
@@ -262,13 +272,6 @@ pub fn make_leases_outlast_failover() -> bool {
                     |t| t.len(),
                 )
             };
-            // Groups (contract 26): each stepped afresh, its members'
-            // sessions as they now last.
-            plans::run(
-                queries::GROUPS_DUE_AFTER_FAILOVER,
-                &[clock::ts(now).into()],
-                |_| (),
-            );
         }
         plans::run(
             queries::MARK_SAFE_TIMELINE,

@@ -402,17 +402,23 @@ pub fn end_lapsed(session: Uuid, now: i64) -> bool {
 
 /// Worker (and le_expire_lapsed): ends up to `batch` sessions lapsed at
 /// `now`, skipping those other transactions hold. Returns how many keys it
-/// vacated.
-pub fn expire_lapsed(now: i64, batch: i64) -> usize {
+/// vacated, and whether more may wait: the batch was full and some of it
+/// ended (a full batch of sessions that cannot end yet is no reason to go
+/// again at once: `MARK_ENDED` puts them behind the others).
+pub fn expire_lapsed(now: i64, batch: i64) -> (usize, bool) {
     let locked = plans::run(
         queries::LOCK_LAPSED_SESSIONS,
         &[ts(now).into(), batch.into()],
         endings,
     );
-    locked
-        .iter()
-        .map(|s| end(s, SessionEnd::Expired, false).0)
-        .sum()
+    let mut keys = 0;
+    let mut ended = 0;
+    for s in &locked {
+        let (vacated, deleted) = end(s, SessionEnd::Expired, false);
+        keys += vacated;
+        ended += usize::from(deleted || vacated > 0);
+    }
+    (keys, locked.len() as i64 >= batch && ended > 0)
 }
 
 /// Worker (contract 10): ends the sessions bound to the backend of `pid`

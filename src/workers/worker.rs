@@ -245,11 +245,12 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
         expiry::end_abandoned(now);
         let mut next = expiry::next_check(now);
         let mut expired_all = 0usize;
+        // A full batch: more are waiting, and the round goes again at once,
+        // after the steps below (one role's flood of lapsed leases keeps
+        // none of them from another role's schedules, marks and groups).
+        let mut full = false;
         if next.is_some_and(|n| n <= now) {
-            expired_all = expiry::expire_lapsed(now, expiry::BATCH);
-            if expired_all as i64 >= expiry::BATCH {
-                return Some(0); // more are waiting: go again at once
-            }
+            (expired_all, full) = expiry::expire_lapsed(now, expiry::BATCH);
             next = expiry::next_check(now);
         }
         // Contract 24: the due instants nobody claimed, recorded missed;
@@ -276,7 +277,6 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
                     groups::GROUPS_PER_ROUND,
                 ),
             ];
-            let mut full = false;
             for (what, step, bound) in steps {
                 match plans::caught(|| step(now)) {
                     Ok(done) => full |= done >= bound,
@@ -286,15 +286,17 @@ fn check(state: &mut State, database: &str) -> Option<i64> {
                     ),
                 }
             }
-            if full {
-                return Some(0);
+            if !full {
+                next = next
+                    .into_iter()
+                    .chain(settle::next_settle())
+                    .chain(expected::next_check())
+                    .chain(groups::next_check())
+                    .min();
             }
-            next = next
-                .into_iter()
-                .chain(settle::next_settle())
-                .chain(expected::next_check())
-                .chain(groups::next_check())
-                .min();
+        }
+        if full {
+            return Some(0);
         }
         let sleep_ms = sleep_after_check(state, next, expired_all, naptime);
         Some(if state.ended_sessions.is_empty() {

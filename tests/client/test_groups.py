@@ -15,7 +15,7 @@ import unittest
 
 import psycopg2
 
-from harness import LAZY_DB, PORTABLE, connect, one, wait_for
+from harness import LAZY_DB, PORTABLE, Listener, connect, one, wait_for
 
 SECONDS = float(os.environ.get("LEADERLOCK_GROUPS_CHAOS_SECONDS", "12"))
 TTL = 2.0
@@ -276,12 +276,17 @@ class GroupsTest(unittest.TestCase):
         self.addCleanup(cleanup)
         conn = connect(user=hog)
         self.addCleanup(conn.close)
-        # every member lapses at `due`, this role's first member 0.3 s later
-        due = time.time() + 6
+        # every member lapses at `due` (after the setup, however long the
+        # first join says it takes), this role's first member 20 ms later:
+        # due after them, in a later round than the first
         join = "SELECT le_join(%s, %s, make_interval(secs => %s), %s)::text"
+        began = time.time()
+        one(conn, join, (hogs[0], "m", 600, 2000))
+        due = time.time() + 3 * 20 * (time.time() - began) + 1
+        one(conn, "SELECT le_leave(%s, 'm')", (hogs[0],))
         for g in hogs:
             one(conn, join, (g, "m", due - time.time(), 2000))
-        one(admin, join, (mine, "b1", due + 0.3 - time.time(), 4))
+        one(admin, join, (mine, "b1", due + 0.02 - time.time(), 4))
         one(admin, join, (mine, "b2", 60, None))
         owned = "SELECT count(*) FROM le_assignment(%s, %s) WHERE state = 'owned'"
         self.assertEqual(one(admin, owned, (mine, "b1")), 2)
@@ -299,7 +304,45 @@ class GroupsTest(unittest.TestCase):
                      (hogs,))
         print(f"\n  the hog's 20 groups stepped in {rounds} rounds; this role's group "
               f"{(hogs_last - mine_at).total_seconds():.2f} s before the hog's last")
+        # (each round writes its own time: an earlier round than the last)
         self.assertLess(mine_at, hogs_last, "this role's group waited behind all of another role's")
+
+    @unittest.skipIf(PORTABLE, "the worker's rounds (the portable edition has none)")
+    def test_a_flood_of_lapsed_leases_keeps_no_group_waiting(self):
+        """4,000 leases that lapse at once take the worker four rounds of
+        expiries (a thousand a round); a group due a moment after them is
+        stepped in those rounds, not after the last of them: a round whose
+        batch of expiries was full still takes the schedules, the marks and
+        the groups before it goes again."""
+        listener = Listener()
+        self.addCleanup(listener.close)
+        prefix = self.group + "-flood-"
+        mine = self.group + "-flood"
+        due = time.time() + 3
+        # (each lease's ttl from the instant it is taken: all lapse at `due`)
+        flooded = one(self.conn, "SELECT count(*) FILTER (WHERE le_try_acquire(%s || i, 'x', make_interval("
+                                 "secs => %s - extract(epoch FROM clock_timestamp())::float8))) "
+                                 "FROM generate_series(1, 4000) i", (prefix, due))
+        self.assertEqual(flooded, 4000)
+        join = "SELECT le_join(%s, %s, make_interval(secs => %s), %s)::text"
+        one(self.conn, join, (mine, "b1", due + 0.02 - time.time(), 2))
+        one(self.conn, join, (mine, "b2", 60, None))
+        self.assertGreater(due, time.time(), "the setup took too long")
+        order = []
+
+        def seen_all():
+            order.extend(e for e in listener.events(0.5)
+                         if (e.get("event") == "expired" and e.get("key", "").startswith(prefix))
+                         or (e.get("event") == "partition_granted" and e.get("group") == mine
+                             and e.get("member") == "b2"))
+            return sum(e["event"] == "expired" for e in order) == 4000 \
+                and any(e["event"] == "partition_granted" for e in order)
+        self.assertTrue(wait_for(seen_all, timeout=60, interval=0))
+        granted = next(i for i, e in enumerate(order) if e["event"] == "partition_granted")
+        last_expired = max(i for i, e in enumerate(order) if e["event"] == "expired")
+        print(f"\n  the group's grant came after {granted} of the 4000 expiries")
+        self.assertLess(granted, last_expired, "the group waited until the flood of expiries was over")
+        one(self.conn, "SELECT le_leave(%s, 'b2')", (mine,))
 
     def test_a_join_that_waited_past_its_sessions_expiry_joins_again(self):
         """A member's join that waits for its session's row (another

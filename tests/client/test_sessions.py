@@ -161,6 +161,36 @@ class SessionsTest(unittest.TestCase):
         self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock_sessions WHERE session = %s",
                              (s,)), 0)
 
+    @unittest.skipIf(PORTABLE, "the worker's rounds")
+    def test_sessions_that_cannot_end_keep_no_other_from_ending(self):
+        """A thousand lapsed sessions that cannot end (a transaction left
+        open acquired under each: their rows stay until it ends) fill the
+        worker's batch of sessions every round; another session that lapses
+        after them still ends in the next rounds, its key announced."""
+        stuck = connect(autocommit=False)
+        self.closers.append(stuck)
+        names = self.prefix + "stuck-"
+        sessions = one(self.conn, "SELECT array_agg(le_open_session(%s || i, '3 seconds')::text) "
+                                  "FROM generate_series(1, 1000) i", (names,))
+        acquired = one(stuck, "SELECT count(*) FILTER (WHERE le_try_acquire_in(s::uuid, %s || s)) "
+                              "FROM unnest(%s::text[]) s", (names, sessions))
+        self.assertEqual(acquired, 1000)
+        listener = Listener()
+        self.closers.append(listener)
+        s = open_session(self.conn, "after-them", "3.5 seconds")
+        key = self.prefix + "victim"
+        self.acquire_in(s, [key])
+
+        def ended():
+            return one(self.conn, "SELECT count(*) FROM leaderlock_sessions WHERE session = %s", (s,)) == 0
+        self.assertTrue(wait_for(ended, timeout=15, interval=0.2),
+                        "the session that lapsed after them was never ended")
+        self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock_sessions WHERE session = "
+                                        "ANY(%s::uuid[])", (sessions,)), 1000, "the stuck ones ended")
+        expired = [e for e in listener.events(2) if e.get("event") == "expired" and e.get("key") == key]
+        self.assertEqual(len(expired), 1)
+        stuck.rollback()
+
     @unittest.skipIf(PORTABLE, "sessions bound to their connection need the worker")
     def test_a_bound_session_ends_with_its_connection(self):
         listener = Listener()

@@ -175,9 +175,11 @@ statements! {
     /// it, locked by another transaction, or not visible to this
     /// transaction's snapshot): lapsed from now, so that nothing renews it
     /// or acquires under it, and the worker ends it again; `$3`: closed (no
-    /// lock-delay for what is left).
+    /// lock-delay for what is left). Its cue is now: behind the sessions
+    /// that lapsed before (those that cannot end, however many, never keep
+    /// the worker's batch from the others).
     MARK_ENDED = "UPDATE @extschema@.leaderlock_sessions \
-            SET expires_at = least(expires_at, $2), recheck_at = least(recheck_at, $2), \
+            SET expires_at = least(expires_at, $2), recheck_at = $2, \
                 lock_delay = CASE WHEN $3 THEN '0'::interval ELSE lock_delay END \
           WHERE session = $1";
     /// The session under which `$2` holds key `$1` (in term `$3`, or any),
