@@ -8,6 +8,7 @@
 use crate::announce::notify::LeaderlessEvent;
 use crate::base::clock::{micros, ts};
 use crate::base::ttl::{interval_micros, micros_interval};
+use crate::lease::turns::Turns;
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::expected::{check, Led, Mark, Step};
@@ -15,6 +16,11 @@ use pgrx::prelude::*;
 
 /// Marks checked per round, at most.
 pub const MARKS_PER_ROUND: usize = 1_000;
+
+thread_local! {
+    /// The owner of the mark this process checked last (`turns`).
+    static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
 
 /// What a change of a mark found.
 pub enum Marked {
@@ -91,34 +97,42 @@ pub fn next_check() -> Option<i64> {
     })
 }
 
-/// The worker's round: every mark due a check by `now`, up to
-/// `MARKS_PER_ROUND`. How many it checked (the worker goes again at once
-/// when that is the bound).
+/// The worker's round: the marks due a check by `now`, up to
+/// `MARKS_PER_ROUND`, their owners in turn and for the round's budget
+/// (`turns`). How many it checked (the worker goes again at once when that
+/// is the bound, as it is when the budget ran out).
 pub fn check_due(now: i64) -> usize {
-    let marks: Vec<(String, Mark)> = plans::run(
-        queries::LOCK_EXPECTED_TO_CHECK,
-        &[ts(now).into(), (MARKS_PER_ROUND as i64).into()],
-        |t| {
+    let turns = Turns::begin(&LAST_OWNER);
+    let args = [
+        ts(now).into(),
+        (MARKS_PER_ROUND as i64).into(),
+        turns.last(),
+    ];
+    let marks: Vec<(String, Mark, pg_sys::Oid)> =
+        plans::run(queries::LOCK_EXPECTED_TO_CHECK, &args, |t| {
             t.into_iter()
                 .filter_map(|row| {
                     let key = row.get::<String>(1).ok().flatten()?;
                     let within = interval_micros(&row.get::<Interval>(2).ok().flatten()?);
                     let marked_at = micros(row.get::<TimestampWithTimeZone>(3).ok().flatten())?;
                     let open_since = micros(row.get::<TimestampWithTimeZone>(4).ok().flatten());
-                    Some((
-                        key,
-                        Mark {
-                            within,
-                            marked_at,
-                            open_since,
-                        },
-                    ))
+                    let owner = row.get::<pg_sys::Oid>(5).ok().flatten()?;
+                    let mark = Mark {
+                        within,
+                        marked_at,
+                        open_since,
+                    };
+                    Some((key, mark, owner))
                 })
                 .collect()
-        },
-    );
-    let checked = marks.len();
-    for (key, mark) in marks {
+        });
+    let mut checked = marks.len();
+    for (i, (key, mark, owner)) in marks.into_iter().enumerate() {
+        if !turns.more(i) {
+            checked = MARKS_PER_ROUND; // (a full round: the next comes at once)
+            break;
+        }
+        turns.served(owner);
         let led = plans::run(queries::EXPECTED_STATE, &[key.as_str().into()], |t| {
             let row = t.first();
             let at = |i| micros(row.get::<TimestampWithTimeZone>(i).ok().flatten());

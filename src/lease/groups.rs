@@ -8,10 +8,11 @@
 //! member's session may have lapsed (`check_at`).
 
 use crate::announce::groups::PartitionEvent;
-use crate::base::clock::{self, micros, ts};
+use crate::base::clock::{micros, ts};
 use crate::base::ttl::{interval_micros, micros_interval, Ttl};
 use crate::lease::failover;
 use crate::lease::session_leases::{self, Options};
+use crate::lease::turns::Turns;
 use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
@@ -29,15 +30,8 @@ const RETRY_LOCKED: i64 = 100_000;
 /// Groups the worker steps per round, at most.
 pub const GROUPS_PER_ROUND: usize = 100;
 
-/// How long a round steps groups, past its first: a step reads every
-/// partition of its group (up to 100,000), so the round goes back to the
-/// leases' expiries, the schedules and the other roles' groups after this
-/// (the groups left are still due: the next round takes them at once).
-const ROUND_BUDGET_US: i64 = 50_000;
-
 thread_local! {
-    /// The owner of the group this process stepped last (`settle_due`):
-    /// the next round begins with the roles after it.
+    /// The owner of the group this process stepped last (`turns`).
     static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
@@ -601,30 +595,30 @@ fn settle(group: &str, g: Group, now: i64) {
 /// round's budget is spent. How many it stepped; `GROUPS_PER_ROUND` when
 /// more wait.
 pub fn settle_due(now: i64) -> usize {
-    let last = LAST_OWNER.get();
+    let turns = Turns::begin(&LAST_OWNER);
     let args = [
         ts(now).into(),
         (GROUPS_PER_ROUND as i64).into(),
-        pg_sys::Oid::from(last).into(),
+        turns.last(),
     ];
-    let due: Vec<(String, (Group, bool), u32)> = plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
-        t.into_iter()
-            .filter_map(|row| {
-                Some((
-                    row.get::<String>(1).ok().flatten()?,
-                    due_group(&row, 2)?,
-                    row.get::<pg_sys::Oid>(5).ok().flatten()?.to_u32(),
-                ))
-            })
-            .collect()
-    });
-    let started = clock::now();
+    let due: Vec<(String, (Group, bool), pg_sys::Oid)> =
+        plans::run(queries::LOCK_GROUPS_DUE, &args, |t| {
+            t.into_iter()
+                .filter_map(|row| {
+                    Some((
+                        row.get::<String>(1).ok().flatten()?,
+                        due_group(&row, 2)?,
+                        row.get::<pg_sys::Oid>(5).ok().flatten()?,
+                    ))
+                })
+                .collect()
+        });
     for (i, (group, (g, restep), owner)) in due.iter().enumerate() {
-        if i > 0 && clock::now() - started >= ROUND_BUDGET_US {
+        if !turns.more(i) {
             return GROUPS_PER_ROUND; // (a full round: the next comes at once)
         }
         step_due(group, *g, *restep, now);
-        LAST_OWNER.set(*owner);
+        turns.served(*owner);
     }
     due.len()
 }

@@ -8,7 +8,7 @@
 //! schedules kept in the database (`settle` the worker's settling of
 //! their instants), `expected` the
 //! keys expected to be led, `groups` contract 26's groups, `expiry` the
-//! worker's vacating.
+//! worker's vacating; `turns` shares the worker's rounds out per role.
 
 pub mod expected;
 pub mod expiry;
@@ -24,6 +24,7 @@ pub mod settle;
 pub mod slots;
 mod take;
 pub mod tenure;
+mod turns;
 
 pub use keep::{force_release, proclaim, release, release_all, renew, renew_all};
 pub use read::{assert_leader, holders, leader, lease_now, LeaseNow};

@@ -10,14 +10,20 @@ use crate::base::clock::{micros, ts};
 use crate::base::settings;
 use crate::lease::runs;
 use crate::lease::schedules::{self, Read};
+use crate::lease::turns::Turns;
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::calendar::Schedule;
 use leaderlock_protocol::runs::{past_grace, run_claim, Found, JobRules, Overlap, RunClaim};
 use pgrx::prelude::*;
 
-/// Schedules settled per round, at most, the longest waiting first.
+/// Schedules settled per round, at most, their owners in turn (`turns`).
 const SCHEDULES_PER_ROUND: i64 = 100;
+
+thread_local! {
+    /// The owner of the schedule this process settled last (`turns`).
+    static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
 /// Due instants settled per round, at most, across schedules: a round is
 /// bounded, and the worker goes again at once while any are left.
 pub const INSTANTS_PER_ROUND: usize = 1_000;
@@ -68,11 +74,13 @@ fn announce(missed: Vec<(String, i64)>, now: i64) {
 
 /// The worker's round (contract 24): the instants whose grace has passed
 /// by `now`, of up to `SCHEDULES_PER_ROUND` schedules (passing over those
-/// another transaction holds), up to `INSTANTS_PER_ROUND`. How many
-/// instants it looked at: the worker goes again at once when that is the
-/// bound.
+/// another transaction holds), their owners in turn and for the round's
+/// budget (`turns`), up to `INSTANTS_PER_ROUND`. How many instants it
+/// looked at: the worker goes again at once when that is the bound (as it
+/// is when the budget ran out).
 pub fn settle(now: i64) -> usize {
-    let args = [ts(now).into(), SCHEDULES_PER_ROUND.into()];
+    let turns = Turns::begin(&LAST_OWNER);
+    let args = [ts(now).into(), SCHEDULES_PER_ROUND.into(), turns.last()];
     let rows: Vec<_> = plans::run(queries::LOCK_SCHEDULES_TO_SETTLE, &args, |t| {
         t.into_iter()
             .filter_map(|row| {
@@ -87,6 +95,7 @@ pub fn settle(now: i64) -> usize {
                     backfill: 0, // (the worker runs nothing late)
                 };
                 let pruned_before = micros(row.get::<TimestampWithTimeZone>(9).ok().flatten());
+                let owner = row.get::<pg_sys::Oid>(10).ok().flatten()?;
                 Some((
                     job,
                     spec.calendar()?,
@@ -94,13 +103,20 @@ pub fn settle(now: i64) -> usize {
                     settled_to,
                     rules,
                     pruned_before,
+                    owner,
                 ))
             })
             .collect()
     });
     let mut budget = INSTANTS_PER_ROUND;
     let mut missed = Vec::new();
-    for (job, calendar, grace, settled_to, rules, pruned_before) in &rows {
+    for (i, (job, calendar, grace, settled_to, rules, pruned_before, owner)) in
+        rows.iter().enumerate()
+    {
+        if !turns.more(i) {
+            budget = 0; // (a full round: the next comes at once)
+            break;
+        }
         let due = Due {
             job,
             calendar,
@@ -118,6 +134,7 @@ pub fn settle(now: i64) -> usize {
             check.map(ts).into(),
         ];
         plans::run(queries::SETTLED, &args, |_| ());
+        turns.served(*owner);
         if budget == 0 {
             break;
         }

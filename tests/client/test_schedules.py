@@ -113,6 +113,50 @@ class SchedulesTest(CliCase):
         self.assertEqual(told - {d.astimezone(datetime.timezone.utc).strftime(fmt) for d, _ in self.missed(job)},
                          set())
 
+    def test_one_roles_many_schedules_keep_no_other_roles_miss_waiting(self):
+        """The worker's time is shared out per role: another role's 300
+        schedules whose instant is missed at once (the worker settles 100
+        schedules a round) do not keep this role's schedule, missed 20 ms
+        after them, waiting until all of theirs are recorded: the roles
+        take turns from round to round."""
+        hog = "ll_schedules_hog"
+        admin = connect()
+        self.addCleanup(admin.close)   # (after the cleanup below)
+        if one(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (hog,)):
+            one(admin, f"DROP ROLE {hog}")
+        one(admin, f"CREATE ROLE {hog} LOGIN")
+        prefix = f"hogjob-{os.getpid()}-{time.time_ns()}-"
+        mine = prefix + "mine"
+
+        def cleanup():
+            for t in ("leaderlock_runs", "leaderlock_schedules", "leaderlock_jobs"):
+                one(admin, f"DELETE FROM {t} WHERE job LIKE %s", (prefix + "%",))
+            one(admin, f"DROP ROLE {hog}")
+        self.addCleanup(cleanup)
+        conn = connect(user=hog)
+        self.addCleanup(conn.close)
+        made = one(conn, "SELECT count(le_schedule(%s || i, every => '2 seconds', misfire_grace => '0 seconds')) "
+                         "FROM generate_series(1, 300) i", (prefix,))
+        self.assertEqual(made, 300)
+        self.schedule(mine, every="2 seconds", misfire_grace="0.02 seconds")
+        # the first instant this role's schedule judges; the others judge it too
+        due = one(admin, "SELECT next_due FROM le_schedule_times(%s)", (mine,))
+        hogs_missed = ("SELECT ARRAY[count(*)::text, max(finished_at)::text] FROM leaderlock_runs "
+                       "WHERE job LIKE %s AND job <> %s AND due = %s AND outcome = 'missed'")
+
+        def recorded():
+            return one(admin, hogs_missed, (prefix + "%", mine, due))[0] == "300" \
+                and self.missed(mine)[:1] and self.missed(mine)[0][0] == due
+        self.assertTrue(wait_for(recorded, timeout=30, interval=0.2),
+                        (due, one(admin, hogs_missed, (prefix + "%", mine, due)), self.missed(mine)[:1]))
+        hogs_last = one(admin, "SELECT max(finished_at) FROM leaderlock_runs WHERE job LIKE %s "
+                               "AND job <> %s AND due = %s AND outcome = 'missed'", (prefix + "%", mine, due))
+        mine_at = self.missed(mine)[0][1]
+        print(f"\n  this role's miss recorded {(hogs_last - mine_at).total_seconds():.3f} s before "
+              "the other role's last")
+        # (each round records with its own time: an earlier round than the last)
+        self.assertLess(mine_at, hogs_last, "this role's miss waited behind all of another role's")
+
     def test_a_paused_schedule_is_never_missed_and_resumes_from_then(self):
         job = self.key
         self.schedule(job, every="1 second", misfire_grace="0 seconds")

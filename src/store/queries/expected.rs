@@ -31,10 +31,17 @@ statements! {
     /// Key `$1`'s mark goes; the start of its open leaderless interval.
     UNMARK_EXPECTED = "DELETE FROM @extschema@.leaderlock_expected WHERE key = $1 \
          RETURNING leaderless_since";
-    /// The marks due a check by `$1`, up to `$2`, locked without waiting.
-    LOCK_EXPECTED_TO_CHECK = "SELECT key, within, marked_at, leaderless_since \
-           FROM @extschema@.leaderlock_expected WHERE next_check <= $1 \
-          ORDER BY next_check LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED";
+    /// The marks due a check by `$1`, their owners in turn after `$3`
+    /// (`due_in_turn!`), up to `$2`, locked without waiting; each one's
+    /// owner last.
+    LOCK_EXPECTED_TO_CHECK = concat!(
+        "SELECT e.key, e.within, e.marked_at, e.leaderless_since, e.owner \
+           FROM @extschema@.leaderlock_expected e ",
+        due_in_turn!("leaderlock_expected", "key", "next_check"),
+        "e.key WHERE e.next_check <= $1 ",
+        in_turn!(),
+        " LIMIT $2 FOR NO KEY UPDATE OF e SKIP LOCKED"
+    );
     /// Key `$1`'s holders as the status view shows them at the lease clock's
     /// now: when its earliest live tenure began, when the live tenures end,
     /// and when its last tenure that is not live ended.

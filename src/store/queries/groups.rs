@@ -140,20 +140,17 @@ statements! {
           FOR SHARE OF p"
     );
     /// The worker: up to `$2` groups due a step at `$1`, locked, skipping
-    /// those a call is changing (it steps them itself): grp, partitions,
-    /// drain, restep, owner. Their owners take turns: each role's earliest
-    /// due group first, then each one's second, ...; among equal turns the
-    /// roles after `$3` (the owner of the group last stepped) first, then
-    /// from the lowest: one role's many due groups never keep another's
-    /// waiting behind them, even when a round steps only one.
-    LOCK_GROUPS_DUE = "SELECT g.grp, g.partitions, g.drain, g.restep, g.owner \
-           FROM @extschema@.leaderlock_groups g \
-           JOIN (SELECT d.grp, d.check_at, \
-                        pg_catalog.row_number() OVER (PARTITION BY d.owner ORDER BY d.check_at) AS turn \
-                   FROM @extschema@.leaderlock_groups d WHERE d.check_at <= $1) t ON t.grp = g.grp \
-          WHERE g.check_at <= $1 \
-          ORDER BY t.turn, g.owner <= $3::oid, g.owner, t.check_at LIMIT $2 \
-          FOR NO KEY UPDATE OF g SKIP LOCKED";
+    /// those a call is changing (it steps them itself), their owners in
+    /// turn after `$3` (`due_in_turn!`): grp, partitions, drain, restep,
+    /// owner.
+    LOCK_GROUPS_DUE = concat!(
+        "SELECT g.grp, g.partitions, g.drain, g.restep, g.owner \
+           FROM @extschema@.leaderlock_groups g ",
+        due_in_turn!("leaderlock_groups", "grp", "check_at"),
+        "g.grp WHERE g.check_at <= $1 ",
+        in_turn!(),
+        " LIMIT $2 FOR NO KEY UPDATE OF g SKIP LOCKED"
+    );
     /// When the worker next has a group to step.
     NEXT_GROUP_CHECK = "SELECT pg_catalog.min(check_at) FROM @extschema@.leaderlock_groups";
     /// How many groups role `$1` made.

@@ -19,6 +19,40 @@
 //! call must not wait (3.1, 3.2, 5), and only on rows the caller may change,
 //! so a rival that merely tries never blocks the holder.
 
+/// The worker's due rows of `$table` (keyed by `$id`, due by its `$cue`
+/// at `$1`) with their owners in turn: joined as `t` on `t.id`, ordered
+/// by `in_turn!`'s ORDER BY. Each role's earliest due row has turn 1, its
+/// second turn 2, ...; among equal turns the roles after `$3` (the owner
+/// served last; NULL before the first) come first, then from the lowest:
+/// one role's many due rows never keep another's waiting behind them,
+/// even when a round takes only one (lease/turns.rs).
+macro_rules! due_in_turn {
+    ($table:literal, $id:literal, $cue:literal) => {
+        concat!(
+            "JOIN (SELECT d.",
+            $id,
+            " AS id, d.",
+            $cue,
+            " AS cue, d.owner, \
+                    pg_catalog.row_number() OVER (PARTITION BY d.owner ORDER BY d.",
+            $cue,
+            ") AS turn \
+               FROM @extschema@.",
+            $table,
+            " d WHERE d.",
+            $cue,
+            " <= $1) t ON t.id = "
+        )
+    };
+}
+
+/// The ORDER BY of `due_in_turn!`'s rows.
+macro_rules! in_turn {
+    () => {
+        "ORDER BY t.turn, t.owner <= $3::oid, t.owner, t.cue"
+    };
+}
+
 /// Whether the calling role may act on a lease as its owner (contract 13):
 /// a member of the role that acquired it (superusers are members of
 /// every role), or anyone for a tenure from before 0.4.0 (no owner).

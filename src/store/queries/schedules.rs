@@ -50,18 +50,24 @@ statements! {
     READ_SCHEDULE = "SELECT pg_catalog.pg_has_role($2::oid, owner, 'MEMBER'), every, cron, tz, \
                 misfire_grace, overlap, paused, active_since, settled_to, backfill \
            FROM @extschema@.leaderlock_schedules WHERE job = $1";
-    /// The schedules whose next instant's grace has ended by `$1`, the
-    /// longest waiting first, up to `$2`, with their jobs' rows, both locked
+    /// The schedules whose next instant's grace has ended by `$1`, their
+    /// owners in turn after `$3` (`due_in_turn!`; each role's longest
+    /// waiting first), up to `$2`, with their jobs' rows, both locked
     /// without waiting: a schedule being changed, or whose job a claim
     /// holds, is passed over and the next one taken (a role that holds its
     /// jobs' rows in open transactions never keeps the round from the
-    /// others'). Each one's settings, pause rules and `pruned_before`.
-    LOCK_SCHEDULES_TO_SETTLE = "SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.settled_to, \
-                s.overlap, s.active_since, j.pruned_before \
+    /// others'). Each one's settings, pause rules, `pruned_before` and
+    /// owner.
+    LOCK_SCHEDULES_TO_SETTLE = concat!(
+        "SELECT s.job, s.every, s.cron, s.tz, s.misfire_grace, s.settled_to, \
+                s.overlap, s.active_since, j.pruned_before, s.owner \
            FROM @extschema@.leaderlock_schedules s \
-           JOIN @extschema@.leaderlock_jobs j ON j.job = s.job \
-          WHERE s.next_check <= $1 ORDER BY s.next_check LIMIT $2 \
-          FOR NO KEY UPDATE OF s, j SKIP LOCKED";
+           JOIN @extschema@.leaderlock_jobs j ON j.job = s.job ",
+        due_in_turn!("leaderlock_schedules", "job", "next_check"),
+        "s.job WHERE s.next_check <= $1 ",
+        in_turn!(),
+        " LIMIT $2 FOR NO KEY UPDATE OF s, j SKIP LOCKED"
+    );
     /// Every instant of job `$1` up to `$2` is settled; the next check at `$3`.
     SETTLED = "UPDATE @extschema@.leaderlock_schedules SET settled_to = $2, next_check = $3 \
           WHERE job = $1";

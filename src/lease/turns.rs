@@ -1,0 +1,47 @@
+//! The worker's time, shared out per role (docs/design-choices.md): each
+//! step of a round (the schedules' instants, the marks, the groups) takes
+//! its due rows with their owners in turn (`due_in_turn!` in the
+//! statements: each role's earliest first, the roles in rotation from the
+//! one this step served last), and goes on past its first row only for
+//! `BUDGET_US`. What is left is still due: the next round, which comes at
+//! once, takes it, after the leases' expiries.
+
+use crate::base::clock;
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+use std::cell::Cell;
+use std::thread::LocalKey;
+
+/// How long a step of a round goes on past its first row.
+pub const BUDGET_US: i64 = 50_000;
+
+/// One step's round: when it began, and the owner it served last (kept
+/// by this process from round to round, one per step).
+pub struct Turns {
+    last: &'static LocalKey<Cell<u32>>,
+    started: i64,
+}
+
+impl Turns {
+    pub fn begin(last: &'static LocalKey<Cell<u32>>) -> Self {
+        Turns {
+            last,
+            started: clock::now(),
+        }
+    }
+
+    /// The owner served last, the statement's `$3`.
+    pub fn last(&self) -> DatumWithOid<'static> {
+        pg_sys::Oid::from(self.last.get()).into()
+    }
+
+    /// Whether the round takes another row, `taken` so far.
+    pub fn more(&self, taken: usize) -> bool {
+        taken == 0 || clock::now() - self.started < BUDGET_US
+    }
+
+    /// A row of `owner` was taken.
+    pub fn served(&self, owner: pg_sys::Oid) {
+        self.last.set(owner.to_u32());
+    }
+}
