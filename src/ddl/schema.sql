@@ -97,7 +97,8 @@ CREATE TABLE leaderlock_sessions (
     opened_at   timestamptz NOT NULL,
     renewed_at  timestamptz NOT NULL,
     expires_at  timestamptz NOT NULL, -- on the lease clock, as a lease's
-    recheck_at  timestamptz NOT NULL, -- the worker's cue, as a lease's: <= expires_at
+    recheck_at  timestamptz NOT NULL, -- the worker's cue, as a lease's: <= expires_at (an ended
+                                      -- row that could not go yet: when it was marked)
     lock_delay  interval NOT NULL,    -- after it expires or its connection ends, its keys
                                       -- are not acquirable for this long
     keep_values boolean NOT NULL,     -- its keys keep their values when vacated

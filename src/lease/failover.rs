@@ -228,7 +228,8 @@ pub fn make_leases_outlast_failover() -> bool {
         if schema_version::has_slots() {
             // Groups (contract 26): each stepped afresh, its members'
             // sessions as they last from now on. First, as every change of
-            // a group locks its row before its members' sessions.
+            // a group locks its row before its members' sessions (it waits
+            // for one being changed, as the sessions' update would).
             plans::run(
                 queries::GROUPS_DUE_AFTER_FAILOVER,
                 &[clock::ts(now).into()],

@@ -15,18 +15,18 @@ use std::thread::LocalKey;
 /// How long a step of a round goes on past its first row.
 pub const BUDGET_US: i64 = 50_000;
 
-/// One step's round: when it began, and the owner it served last (kept
-/// by this process from round to round, one per step).
+/// One step's round: when it took its first row, and the owner it
+/// served last (kept by this process from round to round, one per step).
 pub struct Turns {
     last: &'static LocalKey<Cell<u32>>,
-    started: i64,
+    started: Cell<i64>,
 }
 
 impl Turns {
     pub fn begin(last: &'static LocalKey<Cell<u32>>) -> Self {
         Turns {
             last,
-            started: clock::now(),
+            started: Cell::new(0),
         }
     }
 
@@ -35,9 +35,14 @@ impl Turns {
         pg_sys::Oid::from(self.last.get()).into()
     }
 
-    /// Whether the round takes another row, `taken` so far.
+    /// Whether the round takes another row, `taken` so far (the budget
+    /// counts from the first, not from the statement that found them).
     pub fn more(&self, taken: usize) -> bool {
-        taken == 0 || clock::now() - self.started < BUDGET_US
+        if taken == 0 {
+            self.started.set(clock::now());
+            return true;
+        }
+        clock::now() - self.started.get() < BUDGET_US
     }
 
     /// A row of `owner` was taken.

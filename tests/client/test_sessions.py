@@ -170,20 +170,23 @@ class SessionsTest(unittest.TestCase):
         stuck = connect(autocommit=False)
         self.closers.append(stuck)
         names = self.prefix + "stuck-"
-        sessions = one(self.conn, "SELECT array_agg(le_open_session(%s || i, '3 seconds')::text) "
-                                  "FROM generate_series(1, 1000) i", (names,))
+        due = time.time() + 8   # (each lapses then, however long the opens take)
+        sessions = one(self.conn, "SELECT array_agg(le_open_session(%s || i, make_interval(secs => "
+                                  "%s - extract(epoch FROM clock_timestamp())::float8))::text) "
+                                  "FROM generate_series(1, 1000) i", (names, due))
         acquired = one(stuck, "SELECT count(*) FILTER (WHERE le_try_acquire_in(s::uuid, %s || s)) "
                               "FROM unnest(%s::text[]) s", (names, sessions))
         self.assertEqual(acquired, 1000)
         listener = Listener()
         self.closers.append(listener)
-        s = open_session(self.conn, "after-them", "3.5 seconds")
+        self.assertGreater(due, time.time(), "the setup took too long")
+        s = open_session(self.conn, "after-them", f"{due + 0.5 - time.time()} seconds")
         key = self.prefix + "victim"
         self.acquire_in(s, [key])
 
         def ended():
             return one(self.conn, "SELECT count(*) FROM leaderlock_sessions WHERE session = %s", (s,)) == 0
-        self.assertTrue(wait_for(ended, timeout=15, interval=0.2),
+        self.assertTrue(wait_for(ended, timeout=30, interval=0.2),
                         "the session that lapsed after them was never ended")
         self.assertEqual(one(self.conn, "SELECT count(*) FROM leaderlock_sessions WHERE session = "
                                         "ANY(%s::uuid[])", (sessions,)), 1000, "the stuck ones ended")

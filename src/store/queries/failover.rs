@@ -93,8 +93,10 @@ statements! {
     /// sessions made to outlast the move may include members whose groups a
     /// step had already given up on (their partitions freed, no step due),
     /// who would otherwise renew and own nothing until a join or a leave.
-    /// Never waiting: a group a transaction is changing is stepped by it.
-    GROUPS_DUE_AFTER_FAILOVER = "UPDATE @extschema@.leaderlock_groups g SET check_at = $1, restep = true \
-          WHERE g.grp IN (SELECT x.grp FROM @extschema@.leaderlock_groups x FOR NO KEY UPDATE SKIP LOCKED) \
-      RETURNING g.grp";
+    /// It waits for a group a transaction is changing (which may judge its
+    /// members on their sessions' old expiries), as the sessions' update
+    /// would wait for its locks on them: groups first, as every change of
+    /// a group takes its row before its members' sessions.
+    GROUPS_DUE_AFTER_FAILOVER = "UPDATE @extschema@.leaderlock_groups SET check_at = $1, restep = true \
+      RETURNING grp";
 }
