@@ -310,8 +310,8 @@ class GroupsTest(unittest.TestCase):
     @unittest.skipIf(PORTABLE, "the worker's rounds (the portable edition has none)")
     def test_a_flood_of_lapsed_leases_keeps_no_group_waiting(self):
         """4,000 leases that lapse at once take the worker four rounds of
-        expiries (a thousand a round); a group due a moment after them is
-        stepped in those rounds, not after the last of them: a round whose
+        expiries (a thousand a round); a group due with them is stepped in
+        those rounds, not after the last of them: a round whose
         batch of expiries was full still takes the schedules, the marks and
         the groups before it goes again."""
         listener = Listener()
@@ -325,7 +325,7 @@ class GroupsTest(unittest.TestCase):
                                  "FROM generate_series(1, 4000) i", (prefix, due))
         self.assertEqual(flooded, 4000)
         join = "SELECT le_join(%s, %s, make_interval(secs => %s), %s)::text"
-        one(self.conn, join, (mine, "b1", due + 0.02 - time.time(), 2))
+        one(self.conn, join, (mine, "b1", due - time.time(), 2))   # (due with the flood)
         one(self.conn, join, (mine, "b2", 60, None))
         self.assertGreater(due, time.time(), "the setup took too long")
         order = []

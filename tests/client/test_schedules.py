@@ -159,33 +159,35 @@ class SchedulesTest(CliCase):
         # (each round records with its own time: an earlier round than the last)
         self.assertLess(mine_at, hogs_last, "this role's miss waited behind all of another role's")
 
-    def test_one_roles_many_marks_keep_no_other_roles_alarm_waiting(self):
-        """The same for keys expected to be led: another role's 1,000 marks
-        whose bound ends at once (each check a statement over the key's
-        holders) do not keep this role's mark, whose bound ends 20 ms
-        after, from its leaderless alarm until all of theirs are told."""
-        hog = "ll_marks_hog"
+    def test_other_roles_many_marks_keep_no_other_roles_alarm_waiting(self):
+        """The same for keys expected to be led: two other roles' 1,000
+        marks each whose bound ends at once (more than a round takes: the
+        worker checks 1,000 marks a round at most) do not keep this role's
+        mark, whose bound ends 20 ms after, from its leaderless alarm until
+        all of theirs are told."""
+        hogs = ["ll_marks_hog1", "ll_marks_hog2"]
         admin = connect()
         self.addCleanup(admin.close)   # (after the cleanup below)
-        if one(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (hog,)):
-            one(admin, f"DROP ROLE {hog}")
-        one(admin, f"CREATE ROLE {hog} LOGIN")
         prefix = f"hogmark-{os.getpid()}-{time.time_ns()}-"
         mine = prefix + "mine"
 
         def cleanup():
             one(admin, "DELETE FROM leaderlock_expected WHERE key LIKE %s", (prefix + "%",))
-            one(admin, f"DROP ROLE {hog}")
+            for hog in hogs:
+                one(admin, f"DROP ROLE IF EXISTS {hog}")
+        cleanup()
         self.addCleanup(cleanup)
         listener = Listener()
         self.addCleanup(listener.close)
-        conn = connect(user=hog)
-        self.addCleanup(conn.close)
-        due = time.time() + 5   # (every bound ends then, however long the marking takes)
+        due = time.time() + 6   # (every bound ends then, however long the marking takes)
         within = "make_interval(secs => %s - extract(epoch FROM clock_timestamp())::float8)"
-        marked = one(conn, f"SELECT count(le_expect_leader(%s || i, {within})) FROM generate_series(1, 1000) i",
-                     (prefix, due))
-        self.assertEqual(marked, 1000)
+        for n, hog in enumerate(hogs):
+            one(admin, f"CREATE ROLE {hog} LOGIN")
+            conn = connect(user=hog)
+            self.addCleanup(conn.close)
+            marked = one(conn, f"SELECT count(le_expect_leader(%s || i, {within})) "
+                               "FROM generate_series(1, 1000) i", (f"{prefix}{n}-", due))
+            self.assertEqual(marked, 1000)
         self.assertTrue(one(admin, f"SELECT le_expect_leader(%s, {within})", (mine, due + 0.02)))
         self.assertGreater(due, time.time(), "the setup took too long")
         order = []
@@ -193,10 +195,10 @@ class SchedulesTest(CliCase):
         def told():
             order.extend(e["key"] for e in listener.events(0.5)
                          if e.get("event") == "leaderless" and e.get("key", "").startswith(prefix))
-            return len(order) == 1001
+            return len(order) == 2001
         self.assertTrue(wait_for(told, timeout=60, interval=0), len(order))
-        print(f"\n  this role's alarm came after {order.index(mine)} of the other role's 1000")
-        self.assertLess(order.index(mine), 1000, "this role's alarm waited behind all of another role's")
+        print(f"\n  this role's alarm came after {order.index(mine)} of the other roles' 2000")
+        self.assertLess(order.index(mine), 2000, "this role's alarm waited behind all of the others'")
 
     def test_a_paused_schedule_is_never_missed_and_resumes_from_then(self):
         job = self.key
