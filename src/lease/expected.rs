@@ -8,7 +8,7 @@
 use crate::announce::notify::LeaderlessEvent;
 use crate::base::clock::{micros, ts};
 use crate::base::ttl::{interval_micros, micros_interval};
-use crate::lease::turns::Turns;
+use crate::lease::turns::{Queue, Turns};
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::expected::{check, Led, Mark, Step};
@@ -16,11 +16,6 @@ use pgrx::prelude::*;
 
 /// Marks checked per round, at most.
 pub const MARKS_PER_ROUND: usize = 1_000;
-
-thread_local! {
-    /// The owner of the mark this process checked last (`turns`).
-    static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
 
 /// What a change of a mark found.
 pub enum Marked {
@@ -102,7 +97,7 @@ pub fn next_check() -> Option<i64> {
 /// (`turns`). How many it checked (the worker goes again at once when that
 /// is the bound, as it is when the budget ran out).
 pub fn check_due(now: i64) -> usize {
-    let turns = Turns::begin(&LAST_OWNER);
+    let turns = Turns::begin(Queue::Marks);
     let args = [
         ts(now).into(),
         (MARKS_PER_ROUND as i64).into(),

@@ -12,7 +12,7 @@ use crate::base::clock::{micros, ts};
 use crate::base::ttl::{interval_micros, micros_interval, Ttl};
 use crate::lease::failover;
 use crate::lease::session_leases::{self, Options};
-use crate::lease::turns::Turns;
+use crate::lease::turns::{Queue, Turns};
 use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
@@ -29,11 +29,6 @@ const RETRY_LOCKED: i64 = 100_000;
 
 /// Groups the worker steps per round, at most.
 pub const GROUPS_PER_ROUND: usize = 100;
-
-thread_local! {
-    /// The owner of the group this process stepped last (`turns`).
-    static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
 
 /// A group as its locked row holds it.
 #[derive(Clone, Copy)]
@@ -595,7 +590,7 @@ fn settle(group: &str, g: Group, now: i64) {
 /// round's budget is spent. How many it stepped; `GROUPS_PER_ROUND` when
 /// more wait.
 pub fn settle_due(now: i64) -> usize {
-    let turns = Turns::begin(&LAST_OWNER);
+    let turns = Turns::begin(Queue::Groups);
     let args = [
         ts(now).into(),
         (GROUPS_PER_ROUND as i64).into(),

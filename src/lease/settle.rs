@@ -10,7 +10,7 @@ use crate::base::clock::{micros, ts};
 use crate::base::settings;
 use crate::lease::runs;
 use crate::lease::schedules::{self, Read};
-use crate::lease::turns::Turns;
+use crate::lease::turns::{Queue, Turns};
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::calendar::Schedule;
@@ -19,11 +19,6 @@ use pgrx::prelude::*;
 
 /// Schedules settled per round, at most, their owners in turn (`turns`).
 const SCHEDULES_PER_ROUND: i64 = 100;
-
-thread_local! {
-    /// The owner of the schedule this process settled last (`turns`).
-    static LAST_OWNER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
 /// Due instants settled per round, at most, across schedules: a round is
 /// bounded, and the worker goes again at once while any are left.
 pub const INSTANTS_PER_ROUND: usize = 1_000;
@@ -79,7 +74,7 @@ fn announce(missed: Vec<(String, i64)>, now: i64) {
 /// looked at: the worker goes again at once when that is the bound (as it
 /// is when the budget ran out).
 pub fn settle(now: i64) -> usize {
-    let turns = Turns::begin(&LAST_OWNER);
+    let turns = Turns::begin(Queue::Schedules);
     let args = [ts(now).into(), SCHEDULES_PER_ROUND.into(), turns.last()];
     let rows: Vec<_> = plans::run(queries::LOCK_SCHEDULES_TO_SETTLE, &args, |t| {
         t.into_iter()

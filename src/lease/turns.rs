@@ -10,29 +10,40 @@ use crate::base::clock;
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use std::cell::Cell;
-use std::thread::LocalKey;
 
 /// How long a step of a round goes on past its first row.
 pub const BUDGET_US: i64 = 50_000;
 
-/// One step's round: when it took its first row, and the owner it
-/// served last (kept by this process from round to round, one per step).
+/// The steps whose due rows take turns by owner.
+#[derive(Clone, Copy)]
+pub enum Queue {
+    Schedules,
+    Marks,
+    Groups,
+}
+
+thread_local! {
+    /// The owner each step served last in this process, by `Queue`.
+    static LAST_OWNER: [Cell<u32>; 3] = const { [Cell::new(0), Cell::new(0), Cell::new(0)] };
+}
+
+/// One step's round: its queue, and when it took its first row.
 pub struct Turns {
-    last: &'static LocalKey<Cell<u32>>,
+    queue: Queue,
     started: Cell<i64>,
 }
 
 impl Turns {
-    pub fn begin(last: &'static LocalKey<Cell<u32>>) -> Self {
+    pub fn begin(queue: Queue) -> Self {
         Turns {
-            last,
+            queue,
             started: Cell::new(0),
         }
     }
 
     /// The owner served last, the statement's `$3`.
     pub fn last(&self) -> DatumWithOid<'static> {
-        pg_sys::Oid::from(self.last.get()).into()
+        pg_sys::Oid::from(LAST_OWNER.with(|l| l[self.queue as usize].get())).into()
     }
 
     /// Whether the round takes another row, `taken` so far (the budget
@@ -47,6 +58,6 @@ impl Turns {
 
     /// A row of `owner` was taken.
     pub fn served(&self, owner: pg_sys::Oid) {
-        self.last.set(owner.to_u32());
+        LAST_OWNER.with(|l| l[self.queue as usize].set(owner.to_u32()));
     }
 }
