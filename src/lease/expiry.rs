@@ -10,41 +10,19 @@ use crate::lease::session_leases;
 use crate::lease::tenure;
 use crate::shmem::handover;
 use crate::shmem::sessions::Session;
+use crate::store::keys::Held;
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
 use leaderlock_protocol::vacate::{Cause, Vacating};
 use pgrx::prelude::*;
-use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
+use pgrx::spi::SpiTupleTable;
 
-/// A lease the worker turns vacant.
-struct Expired {
-    key: String,
-    holder: String,
-    term: i64,
-    expires_at: i64,
+fn locked_expired(t: SpiTupleTable<'_>) -> Vec<Held> {
+    t.into_iter().map(|row| Held::of(&row)).collect()
 }
 
-fn locked_expired(t: SpiTupleTable<'_>) -> Vec<Expired> {
-    t.into_iter().map(|row| expired_of(&row)).collect()
-}
-
-/// A locked held lease from the first four columns: key, holder, term,
-/// expires_at.
-fn expired_of(row: &SpiHeapTupleData<'_>) -> Expired {
-    Expired {
-        key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
-        holder: row
-            .get::<String>(2)
-            .expect("holder")
-            .expect("only held rows are locked"),
-        term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-        expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
-            .expect("held rows have one"),
-    }
-}
-
-impl Expired {
+impl Held {
     /// What the decision core does with it, locked for `cause` at `now`
     /// (`leaderlock_protocol::vacate`): the reason to announce, or None to
     /// leave it.
@@ -64,7 +42,7 @@ impl Expired {
 /// Worker: vacates the leases just locked for `cause` that the decision
 /// core says to, and queues one `expired` notification each, in the
 /// current transaction. Returns how many.
-fn vacate_locked(locked: &[Expired], now: i64, cause: Cause) -> usize {
+fn vacate_locked(locked: &[Held], now: i64, cause: Cause) -> usize {
     let expired: Vec<_> = locked
         .iter()
         .filter_map(|e| Some((e, e.decide(cause, now)?)))
@@ -139,32 +117,27 @@ fn expire_lapsed_tenures(now: i64, batch: i64) -> usize {
     if !schema_version::has_slots() {
         return 0;
     }
-    let mut slots: Vec<(i32, i32)> = Vec::new();
     let expired = plans::run(
         queries::LOCK_LAPSED_SLOTS,
         &[ts(now).into(), batch.into()],
         |t| {
             t.into_iter()
                 .map(|row| {
-                    slots.push((
-                        row.get::<i32>(5).expect("slot").expect("slot is NOT NULL"),
-                        row.get::<i32>(6).expect("slots").unwrap_or(1),
-                    ));
-                    expired_of(&row)
+                    let slot = row.get::<i32>(5).expect("slot").expect("slot is NOT NULL");
+                    let slots = row.get::<i32>(6).expect("slots").unwrap_or(1);
+                    (Held::of(&row), (slot, slots))
                 })
                 .collect::<Vec<_>>()
         },
     );
-    vacate_tenures(&expired, &slots, now)
+    vacate_tenures(expired.iter().map(|(e, s)| (e, *s)), now)
 }
 
 /// Vacates the tenures just locked, lapsed (`slots`: each one's slot and
 /// its key's slots), that the decision core says to, and queues one
 /// `expired` notification each. Returns how many.
-fn vacate_tenures(locked: &[Expired], slots: &[(i32, i32)], now: i64) -> usize {
+fn vacate_tenures<'h>(locked: impl Iterator<Item = (&'h Held, (i32, i32))>, now: i64) -> usize {
     let expired: Vec<_> = locked
-        .iter()
-        .zip(slots)
         .filter_map(|(e, s)| Some((e, s, e.decide(Cause::Lapsed, now)?)))
         .collect();
     if expired.is_empty() {
@@ -192,40 +165,24 @@ fn vacate_tenures(locked: &[Expired], slots: &[(i32, i32)], now: i64) -> usize {
     expired.len()
 }
 
-/// Contract 17: key `key` (its row locked) admits `slots` from now on, and
-/// has no live tenure: its lapsed tenures in slots above `slots` (all of
-/// them when it becomes a key of one) end now, as expiries. None, and
-/// nothing changed, when one of them is locked by another transaction (a
-/// fenced transaction of its holder, the worker): the change must wait.
-pub fn end_stale_tenures(key: &str, slots: i32, now: i64) -> Option<usize> {
-    let above = if slots > 1 { slots } else { 0 };
-    let mut numbers: Vec<(i32, i32)> = Vec::new();
-    let locked = plans::run(
-        queries::LOCK_STALE_TENURES,
-        &[key.into(), above.into()],
-        |t| {
-            t.into_iter()
-                .map(|row| {
-                    numbers.push((
-                        row.get::<i32>(5).expect("slot").expect("slot is NOT NULL"),
-                        slots,
-                    ));
-                    expired_of(&row)
-                })
-                .collect::<Vec<_>>()
-        },
-    );
-    let all = plans::run(queries::STALE_TENURES, &[key.into(), above.into()], |t| {
-        t.first().get_one::<i64>().expect("count").unwrap_or(0)
-    });
+/// Contract 17: a key (its head row locked) admits `slots` from now on and
+/// has no live tenure: its lapsed tenures in the slots in the way, locked
+/// (`locked`, each with its slot; `all` of them there are), end now, as
+/// expiries. None, and nothing changed, when one of them is locked by
+/// another transaction (a fenced transaction of its holder, the worker):
+/// the change must wait.
+pub fn vacate_stale(locked: &[(Held, i32)], all: i64, slots: i32, now: i64) -> Option<usize> {
     // (Each of them lapsed: the key has no live tenure.)
     let lapsed = locked
         .iter()
-        .all(|e| e.decide(Cause::Lapsed, now).is_some());
+        .all(|(e, _)| e.decide(Cause::Lapsed, now).is_some());
     if (locked.len() as i64) < all || !lapsed {
         return None;
     }
-    Some(vacate_tenures(&locked, &numbers, now))
+    Some(vacate_tenures(
+        locked.iter().map(|(e, slot)| (e, (*slot, slots))),
+        now,
+    ))
 }
 
 /// Most leases one statement (and, in the worker, one transaction) vacates;
@@ -295,7 +252,7 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
                         .expect("start")
                         .expect("session-bound"),
                 ));
-                expired_of(&row)
+                Held::of(&row)
             })
             .collect::<Vec<_>>()
     });
@@ -316,7 +273,7 @@ pub fn end_orphaned_sessions(batch: i64) -> (usize, usize) {
                 .collect()
         },
     );
-    let orphaned: Vec<Expired> = candidates
+    let orphaned: Vec<Held> = candidates
         .into_iter()
         .filter(|e| gone.contains(&e.key))
         .collect();

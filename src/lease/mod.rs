@@ -15,6 +15,7 @@ pub mod expiry;
 pub mod failover;
 pub mod groups;
 mod keep;
+mod look;
 mod read;
 mod row;
 pub mod runs;

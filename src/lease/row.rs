@@ -2,7 +2,6 @@
 //! lease read, what a caller asks for, the parameters of a new tenure, and
 //! a holder's extension (shared by acquiring and renewing).
 
-use crate::base::clock::{micros, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
 use crate::lease::tenure::{self, SessionClaim};
@@ -10,28 +9,15 @@ use crate::shmem::candidates;
 use crate::shmem::databases::{self, Counter};
 use crate::shmem::sessions;
 use crate::store::call;
+use crate::store::keys::Tenure;
 use crate::store::plans;
 use crate::store::schema_version;
 use leaderlock_protocol::acquire::{Facts, Row};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use pgrx::spi::SpiTupleTable;
 use pgrx::Uuid;
 
-/// One lease row: holder, term, expires_at (a session's, for a tenure
-/// held under one: contract 21), whether the caller may act as its owner
-/// (contract 13), how many slots the key admits (17; 1 where the statement
-/// does not say), its session and its lock-delay (21; None where it does
-/// not say).
-pub(super) struct Lease {
-    pub(super) holder: Option<String>,
-    pub(super) term: i64,
-    pub(super) expires_at: Option<i64>,
-    pub(super) owned: bool,
-    pub(super) slots: i32,
-    pub(super) session: Option<Uuid>,
-    pub(super) delayed_until: Option<i64>,
-}
+pub(crate) use crate::store::keys::Lease;
 
 impl Lease {
     pub(super) fn is_live(&self, now: i64) -> bool {
@@ -65,18 +51,7 @@ impl Lease {
     }
 }
 
-pub(super) fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
-    let row = table.into_iter().next()?;
-    Some(Lease {
-        holder: row.get::<String>(1).expect("holder"),
-        term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
-        expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
-        owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
-        slots: row.get::<i32>(5).ok().flatten().unwrap_or(1),
-        session: row.get::<Uuid>(6).ok().flatten(),
-        delayed_until: micros(row.get::<TimestampWithTimeZone>(7).ok().flatten()),
-    })
-}
+pub(super) use crate::store::keys::first_lease;
 
 /// The acting role (contract 13): current_user at the call (`call.rs`).
 pub(super) fn caller() -> pg_sys::Oid {
@@ -121,17 +96,12 @@ pub(super) fn counted(succeeded: bool, success: Counter) -> bool {
 }
 
 /// The session binding (contract 10) a claim asks for: this backend's pid
-/// and start, or NULLs.
-pub(super) fn binding(claim: Claim<'_>) -> (DatumWithOid<'static>, DatumWithOid<'static>) {
-    if claim.session_bound {
+/// and start.
+pub(super) fn binding(claim: Claim<'_>) -> Option<(i32, i64)> {
+    claim.session_bound.then(|| {
         let s = sessions::this_session();
-        (s.pid.into(), ts(s.started).into())
-    } else {
-        (
-            DatumWithOid::null::<i32>(),
-            DatumWithOid::null::<TimestampWithTimeZone>(),
-        )
-    }
+        (s.pid, s.started)
+    })
 }
 
 /// Starts a tenure on the locked row (`queries::START_TERM`); its term.
@@ -155,22 +125,32 @@ pub(super) fn tenure_args<'a>(
     claim: Claim<'a>,
     owner: pg_sys::Oid,
 ) -> [DatumWithOid<'a>; 11] {
-    let (pid, started) = binding(claim);
-    [
-        key.into(),
-        id.into(),
-        ts(now).into(),
-        ts(expires_at).into(),
-        ttl.as_interval().into(),
-        failover::term_floor().into(),
-        claim
-            .value
-            .map_or_else(DatumWithOid::null::<&str>, Into::into),
-        pid,
-        started,
-        owner.into(),
-        SessionClaim::arg(claim.session),
-    ]
+    tenure(key, id, now, expires_at, ttl, claim, owner).args()
+}
+
+/// A new tenure of `key` for `id` at `now`, stored to expire at `stored`,
+/// owned by `owner`.
+pub(super) fn tenure<'a>(
+    key: &'a str,
+    id: &'a str,
+    now: i64,
+    stored: i64,
+    ttl: Ttl,
+    claim: Claim<'a>,
+    owner: pg_sys::Oid,
+) -> Tenure<'a> {
+    Tenure {
+        key,
+        id,
+        now,
+        stored,
+        ttl,
+        floor: failover::term_floor(),
+        value: claim.value,
+        binding: binding(claim),
+        owner,
+        session: claim.session.map(|s| s.session),
+    }
 }
 
 /// Extends the lease `id` holds live at `now` by `ttl` (the stored one when

@@ -14,8 +14,8 @@ use crate::base::settings;
 use crate::base::ttl::interval_micros;
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
-use crate::lease::tenure;
 use crate::store::call;
+use crate::store::keys;
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::runs::{
@@ -172,7 +172,7 @@ pub fn claim(job: &str, due: i64, id: &str, ttl: Ttl, grace: Option<i64>, now: i
     if !plans::run(queries::JOB_EXISTS, &[job.into()], |t| !t.is_empty()) {
         may_make_a_job();
         let args = [job.into(), call::caller().into()];
-        tenure::insert_first(queries::INSERT_JOB, &args, now, Some(now));
+        keys::insert_first(queries::INSERT_JOB, &args, now, Some(now));
     }
     let floor = failover::term_floor();
     let done = plans::under_lock(
@@ -378,7 +378,7 @@ fn lock_jobs_floor(now: i64) -> bool {
         (_, true) => true,
         (true, false) => false,
         (false, false) => {
-            tenure::insert_first(queries::MAKE_JOBS_FLOOR, &[], now, Some(now)).is_some()
+            keys::insert_first(queries::MAKE_JOBS_FLOOR, &[], now, Some(now)).is_some()
         }
     }
 }

@@ -8,8 +8,8 @@ use crate::base::clock::{micros, ts, PG_EPOCH_IN_UNIX_MICROS};
 use crate::base::settings;
 use crate::base::ttl::{interval_micros, micros_interval};
 use crate::lease::runs;
-use crate::lease::tenure;
 use crate::shmem::worker_wakeup;
+use crate::store::keys;
 use crate::store::plans;
 use crate::store::queries;
 use leaderlock_protocol::calendar::Schedule;
@@ -239,7 +239,7 @@ fn job_is_callers(job: &str, caller: pg_sys::Oid, now: i64, make_job: impl FnOnc
         None => {
             make_job();
             let made = [job.into(), caller.into()];
-            tenure::insert_first(queries::INSERT_JOB, &made, now, Some(now));
+            keys::insert_first(queries::INSERT_JOB, &made, now, Some(now));
             owned().unwrap_or(false)
         }
     }

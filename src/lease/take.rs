@@ -1,4 +1,6 @@
-//! Lease state transitions (contract sections 2 and 3).
+//! Acquiring a key (contracts 3.1, 9, 18, 21): le_try_acquire's one look,
+//! le_acquire's looks while it waits, under a session or not. Each look is
+//! `look.rs`'s.
 //!
 //! Every decision uses the server clock (`GetCurrentTimestamp`, the value
 //! behind `clock_timestamp()`), read once per call. Takeovers and releases
@@ -8,53 +10,19 @@
 //! a renewal can only be backdated by that instant). Timestamps are
 //! `TimestampTz` microseconds.
 
-use crate::announce::notify::Event;
-use crate::base::clock::{now, ts};
+use crate::base::clock::now;
 use crate::base::ttl::Ttl;
-use crate::lease::row::{
-    binding, caller, counted, extend, first_lease, start_term, tenure_args, Claim, KeyFacts, Lease,
-};
+use crate::lease::look::{look, Attempt};
+use crate::lease::row::{caller, counted, Claim};
 use crate::lease::session_leases;
-use crate::lease::slots::{self, Outcome};
-use crate::lease::tenure::{self, SessionClaim};
+use crate::lease::tenure::SessionClaim;
 use crate::shmem::candidates;
 use crate::shmem::databases::Counter;
 use crate::shmem::waiters;
 use crate::store::call;
 use crate::store::plans;
-use crate::store::queries;
-use crate::store::schema_version;
-use leaderlock_protocol::acquire::{Ask, Row};
-use leaderlock_protocol::{acquisition, Acquisition};
-use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
-
-/// What `claim` asks of the decision core.
-fn ask<'a>(id: &'a &'a str, claim: Claim<'_>) -> Ask<'a, &'a str, Uuid> {
-    Ask {
-        id,
-        slots: claim.slots,
-        session: claim.session.map(|s| s.session),
-        value: claim.value.is_some(),
-    }
-}
-
-/// The result of one attempt to take or extend a lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Attempt {
-    Acquired,
-    /// Live and held by another until this time.
-    HeldUntil(i64),
-    /// Locked by another transaction, or changed under us: look again soon.
-    Busy,
-    /// The session it was asked under is not live (or not the caller's):
-    /// no look can succeed.
-    Refused,
-    /// The key has live holders and admits this many slots, not the number
-    /// asked (contract 17).
-    SlotsDiffer(i32),
-}
 
 /// An acquisition the SQL face refuses (22023): the key has live holders
 /// and admits this many slots, not the number asked (contract 17).
@@ -97,15 +65,6 @@ pub fn acquire_in(
     match wait {
         None => try_acquire(key, &id, ttl, claim),
         Some(wait) => acquire(key, &id, ttl, wait, claim),
-    }
-}
-
-/// Ends the session `lease` is held under if it lapsed by `now`.
-fn end_lapsed_session(lease: &Lease, now: i64) {
-    if let (Some(session), Some(_)) = (lease.session, &lease.holder) {
-        if !lease.is_live(now) {
-            session_leases::end_lapsed(session, now);
-        }
     }
 }
 
@@ -247,8 +206,8 @@ fn wait_for_lease(
     }
 }
 
-/// One look at the lease: take it, extend it, or say why not. `deadline`,
-/// le_acquire's, bounds the only wait there is (see `insert_first_term`).
+/// One look at the lease: take it, extend it, or say why not (`look.rs`).
+/// `deadline`, le_acquire's, bounds the only wait there is.
 fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) -> Attempt {
     // Under a session: only while it is live and the caller's, and it
     // cannot end before this look does (`session_leases::share`); a waiter
@@ -269,277 +228,5 @@ fn attempt(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64
     match look(key, id, ttl, claim, deadline) {
         Attempt::HeldUntil(until) => Attempt::HeldUntil(until.min(expires_at)),
         outcome => outcome,
-    }
-}
-
-/// `attempt`'s look, the session (if any) checked: read without locking,
-/// decided by the core (`leaderlock_protocol::acquisition`), and what it
-/// decided written; a new tenure on an existing row only under its lock.
-fn look(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, deadline: Option<i64>) -> Attempt {
-    // Read without locking first: a rival that cannot win must never lock
-    // the holder's row, or the holder's renewals would fail meanwhile.
-    let seen = plans::run(
-        schema_version::read_lease(),
-        &[key.into(), caller().into()],
-        first_lease,
-    );
-    let read_at = now();
-    if let Some(lease) = &seen {
-        // A key of a lapsed session: its session ended first (all its keys),
-        // as a takeover vacates a lapsed lease; the lock below finds it
-        // vacant. (In le_acquire's look, only if the look acquires: it rolls
-        // back otherwise, and the lock-delay counts from the session's
-        // expiry, whoever ends it.)
-        end_lapsed_session(lease, read_at);
-    }
-    let mut facts = KeyFacts {
-        key,
-        priority: claim.priority,
-        locked: false,
-        waiting: deadline.is_some(),
-    };
-    let row = seen.as_ref().map(Lease::row);
-    let mut decided = acquisition(row.as_ref(), &ask(&id, claim), &mut facts, read_at);
-    if decided == Acquisition::ManySlots {
-        // A key of many slots, or asked for: its tenures are `slots.rs`'s.
-        let has = seen.as_ref().map(|l| l.slots);
-        let live = seen.as_ref().is_some_and(|l| l.is_live(read_at));
-        let outcome = slots::attempt(
-            key,
-            id,
-            ttl,
-            claim.slots,
-            has,
-            live,
-            claim.value,
-            claim.priority,
-            deadline,
-            claim.session,
-        );
-        decided = match (outcome, &row) {
-            (Outcome::Acquired, _) => return Attempt::Acquired,
-            (Outcome::SlotsDiffer(has), _) => return Attempt::SlotsDiffer(has),
-            (Outcome::HeldUntil(t), _) => return Attempt::HeldUntil(t),
-            (Outcome::Busy, _) | (Outcome::OneSlot, None) => return Attempt::Busy,
-            // Now a key of one slot, its row locked by us: decided as one.
-            (Outcome::OneSlot, Some(r)) => {
-                let one = Row { slots: 1, ..*r };
-                acquisition(Some(&one), &ask(&id, claim), &mut facts, read_at)
-            }
-        };
-    }
-    match decided {
-        Acquisition::Wait(until) => return Attempt::HeldUntil(until),
-        Acquisition::NotNow | Acquisition::ManySlots => return Attempt::Busy,
-        // Held under this very session, which is what lives: nothing to
-        // extend (a value is set under the lock, which never waits).
-        Acquisition::Held => return Attempt::Acquired,
-        Acquisition::Handed => {
-            // Handed to this waiting call by a release (`hand_over`), as it
-            // asked for it: nothing left to write. (True as of this read, as
-            // any answer is as of its call: a le_force_release may follow,
-            // and the term tells.)
-            if let Some(tenure) = candidates::granted() {
-                candidates::took(key, id, tenure);
-                return Attempt::Acquired;
-            }
-        }
-        Acquisition::Extend => {
-            // Ours: extended as le_renew does, in one statement that never
-            // waits, without the subtransaction and lock below (this is how
-            // holders that call le_try_acquire periodically renew). If that
-            // fails (lapsed meanwhile, or the row is locked), the lock
-            // decides.
-            if let Some(term) = extend(key, id, read_at, Some(ttl), None) {
-                proclaim_extended(key, id, term, read_at, claim.value);
-                return Attempt::Acquired;
-            }
-        }
-        // A key never used: its first tenure.
-        Acquisition::Start { .. } => return insert_first_term(key, id, ttl, claim, deadline),
-        Acquisition::Lock | Acquisition::Rebind => {}
-    }
-    // A takeover of a row that was not live as read: in one statement that
-    // takes it only if it is still as read, never waiting; else the lock
-    // below decides again.
-    if decided == Acquisition::Lock {
-        if let Some(lease) = seen.as_ref().filter(|l| !l.is_live(read_at)) {
-            if let Some(attempt) = take_as_read(key, id, ttl, claim, lease) {
-                return attempt;
-            }
-        }
-    }
-    // Lock it only if we may take or extend it (SKIP LOCKED: never wait),
-    // and write under that lock.
-    plans::under_lock(
-        || {
-            plans::run(
-                schema_version::lock_acquirable(),
-                &[key.into(), id.into(), caller().into(), ts(now()).into()],
-                first_lease,
-            )
-        },
-        |lease| take_locked(key, id, ttl, claim, lease),
-    )
-    .unwrap_or(Attempt::Busy)
-}
-
-/// With the lease's row locked (`under_lock`): what the core decides on
-/// it, written: an extension (same term; the session binding stays with
-/// the session that acquired it), a move into or out of a session, or a
-/// new tenure. None when nothing can be done now.
-fn take_locked(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: Lease) -> Option<Attempt> {
-    let now = now();
-    let term = match decide_locked(key, id, claim, &lease, now) {
-        Acquisition::Held => lease.term,
-        Acquisition::Rebind => rebind(key, now, ttl, claim),
-        Acquisition::Extend => extend(key, id, now, Some(ttl), None)?,
-        Acquisition::Start { .. } => {
-            let previous = lease.holder.as_deref();
-            return start(key, id, ttl, claim, now, previous, |args| {
-                Some(start_term(&args))
-            });
-        }
-        _ => return None,
-    };
-    proclaim_extended(key, id, term, now, claim.value);
-    Some(Attempt::Acquired)
-}
-
-/// What the core decides on `lease` as its row lock holds it (or as a
-/// statement that takes the row only unchanged will find it).
-fn decide_locked(key: &str, id: &str, claim: Claim<'_>, lease: &Lease, now: i64) -> Acquisition {
-    let mut facts = KeyFacts {
-        key,
-        priority: claim.priority,
-        locked: true,
-        waiting: false,
-    };
-    acquisition(Some(&lease.row()), &ask(&id, claim), &mut facts, now)
-}
-
-/// A new tenure of `key` for `id` at `now`, following `previous`: written
-/// by `write` from `START_TERM`'s parameters (its term; None when it wrote
-/// nothing), then followed (`tenure::started`).
-fn start<'a>(
-    key: &'a str,
-    id: &'a str,
-    ttl: Ttl,
-    claim: Claim<'a>,
-    now: i64,
-    previous: Option<&str>,
-    write: impl FnOnce([DatumWithOid<'a>; 11]) -> Option<i64>,
-) -> Option<Attempt> {
-    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
-    let term = write(tenure_args(key, id, now, stored, ttl, claim, caller()))?;
-    tenure::started(key, id, term, now, expires_at, previous, claim.value, 1);
-    Some(Attempt::Acquired)
-}
-
-/// A takeover of `lease` as read without locking: decided on the row as
-/// if locked (`acquisition`), then written by `queries::TAKE_AS_READ`,
-/// which takes the row only if no write has ended, moved or delayed its
-/// tenure since the read and it is still not live (the term, holder,
-/// session and lock-delay read are unchanged, and the row is not locked).
-/// The clock is read before the row is locked, and the row must not be
-/// live at that instant: a write to it since (a renewal that made it live
-/// again included) changes one of those or its expiry, so the take does not
-/// happen, and a new tenure never starts before the expiry of the one it
-/// follows. None when it did not take the row (the caller locks it and
-/// decides again).
-fn take_as_read(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>, lease: &Lease) -> Option<Attempt> {
-    if !schema_version::has_slots() {
-        return None;
-    }
-    let now = now();
-    let Acquisition::Start { .. } = decide_locked(key, id, claim, lease, now) else {
-        return None;
-    };
-    let seen = [
-        lease.term.into(),
-        lease
-            .holder
-            .as_deref()
-            .map_or_else(DatumWithOid::null::<&str>, Into::into),
-        lease
-            .session
-            .map_or_else(DatumWithOid::null::<Uuid>, Into::into),
-        lease
-            .delayed_until
-            .map_or_else(DatumWithOid::null::<TimestampWithTimeZone>, |d| {
-                ts(d).into()
-            }),
-    ];
-    start(key, id, ttl, claim, now, lease.holder.as_deref(), |args| {
-        let args: Vec<_> = args.into_iter().chain(seen).collect();
-        // In a subtransaction rolled back when nothing was taken: a row
-        // written since the statement's snapshot is locked in its latest
-        // version before the re-check, and would stay locked
-        // (`plans::under_lock`).
-        plans::in_subtransaction(
-            || {
-                plans::run(queries::TAKE_AS_READ, &args, |t| {
-                    t.into_iter()
-                        .next()
-                        .and_then(|row| row.get::<i64>(1).expect("term"))
-                })
-            },
-            Option::is_some,
-        )
-    })
-}
-
-/// Contract 21: the holder moves its live lease, its row locked, into the
-/// session it acquires under, or out of sessions (then by `ttl`). Same
-/// term.
-fn rebind(key: &str, now: i64, ttl: Ttl, claim: Claim<'_>) -> i64 {
-    let (stored, _) = tenure::ends(now, ttl, claim.session);
-    let (pid, started) = binding(claim);
-    let args = [
-        key.into(),
-        SessionClaim::arg(claim.session),
-        ts(stored).into(),
-        ttl.as_interval().into(),
-        ts(now).into(),
-        pid,
-        started,
-    ];
-    tenure::rebind(queries::REBIND, &args, stored)
-}
-
-/// A brand-new key (`tenure::insert_first` says how long it may wait).
-fn insert_first_term(
-    key: &str,
-    id: &str,
-    ttl: Ttl,
-    claim: Claim<'_>,
-    deadline: Option<i64>,
-) -> Attempt {
-    let now = now();
-    let (stored, expires_at) = tenure::ends(now, ttl, claim.session);
-    let args = tenure_args(key, id, now, stored, ttl, claim, caller());
-    let inserted = tenure::insert_first(schema_version::insert_first_term(), &args, now, deadline);
-    let Some(term) = inserted else {
-        // A concurrent first acquisition of the same key won, or is still
-        // open past our deadline.
-        return Attempt::Busy;
-    };
-    tenure::started(key, id, term, now, expires_at, None, claim.value, 1);
-    Attempt::Acquired
-}
-
-/// The holder extended its lease with le_try_acquire and a value: set it
-/// and announce it, as le_proclaim would.
-fn proclaim_extended(key: &str, id: &str, term: i64, now: i64, value: Option<&str>) {
-    if let Some(value) = value {
-        plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ());
-        Event::Proclaimed {
-            key,
-            holder: id,
-            term,
-            at: now,
-            value: Some(value),
-        }
-        .send();
     }
 }

@@ -4,53 +4,88 @@
 
 use crate::announce::notify::{Event, ExpiryReason};
 use crate::base::clock::{micros, ts};
-use crate::base::settings;
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
+use crate::shmem::candidates;
 use crate::shmem::databases::{self, Counter};
 use crate::shmem::waiters;
 use crate::shmem::worker_wakeup;
 use crate::store::call;
 use crate::store::plans;
 use leaderlock_protocol::keep::Renewal;
-use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-/// Shortest wait behind a concurrent first insert of the same key, in
-/// microseconds: enough for one that is committing, not for one left open.
-const FIRST_INSERT_WAIT_US: i64 = 10_000;
+/// What follows an acquisition's write (`look.rs`), done once after it
+/// (`done`).
+pub enum Follow {
+    Nothing,
+    /// A new tenure (`tenure::started`), following `previous`'s lapsed one.
+    Started {
+        term: i64,
+        now: i64,
+        expires_at: i64,
+        previous: Option<String>,
+    },
+    /// The holder kept its tenure in `term`: the worker's cue at its new
+    /// expiry when it was extended or moved (`cue`), its value proclaimed
+    /// when one was set.
+    Kept {
+        term: i64,
+        now: i64,
+        cue: Option<i64>,
+        proclaimed: bool,
+    },
+    /// A release handed this waiting call the lease (`candidates::took`).
+    Took((i64, i64)),
+}
 
-/// The first insert of a brand-new key's row (`sql`: an INSERT ... ON
-/// CONFLICT DO NOTHING RETURNING term). It waits for a concurrent inserter
-/// of the same key (contract 3.1: le_try_acquire waits for its outcome),
-/// but in le_acquire only until its `deadline` (at least
-/// `FIRST_INSERT_WAIT_US`, its `wait => 0` too): a rival's uncommitted
-/// insert never holds a waiting caller beyond its own `wait`. The term, or
-/// None when the other won or is still open past the deadline.
-pub fn insert_first(
-    sql: &'static str,
-    args: &[DatumWithOid<'_>],
-    now: i64,
-    deadline: Option<i64>,
-) -> Option<i64> {
-    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
-    plans::in_subtransaction(
-        || {
-            PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
-                let _lock_timeout =
-                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
-                plans::run(sql, args, |t| {
-                    t.into_iter()
-                        .next()
-                        .and_then(|row| row.get::<i64>(1).expect("term"))
-                })
-            }))
-            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
-            .execute()
-        },
-        Option::is_some,
-    )
+impl Follow {
+    /// Done for `id`'s tenure of `key` (of `slots` slots), `value` its
+    /// value when one was given: the worker's cue, durability, wake-ups,
+    /// the announcement.
+    pub fn done(self, key: &str, id: &str, value: Option<&str>, slots: i32) {
+        match self {
+            Follow::Nothing => {}
+            Follow::Started {
+                term,
+                now,
+                expires_at,
+                previous,
+            } => started(
+                key,
+                id,
+                term,
+                now,
+                expires_at,
+                previous.as_deref(),
+                value,
+                slots,
+            ),
+            Follow::Kept {
+                term,
+                now,
+                cue,
+                proclaimed,
+            } => {
+                if let Some(expires_at) = cue {
+                    worker_wakeup::expiry_written(expires_at);
+                    failover::commit_durably();
+                }
+                if proclaimed {
+                    Event::Proclaimed {
+                        key,
+                        holder: id,
+                        term,
+                        at: now,
+                        value,
+                    }
+                    .send_for(slots);
+                }
+            }
+            Follow::Took(tenure) => candidates::took(key, id, tenure),
+        }
+    }
 }
 
 /// A new tenure was written: `previous_holder`, the holder of a lapsed
@@ -168,21 +203,6 @@ pub fn extend(
     }
 }
 
-/// Contract 21: runs a move of a live tenure, its row locked, into or out
-/// of a session (`queries::REBIND`, `REBIND_SLOT`), stored to expire at
-/// `stored`; gives the worker its cue and makes it durable. Its term.
-pub fn rebind(sql: &'static str, args: &[DatumWithOid<'_>], stored: i64) -> i64 {
-    let term = plans::run(sql, args, |t| {
-        t.first()
-            .get_one::<i64>()
-            .expect("term")
-            .expect("term is NOT NULL")
-    });
-    worker_wakeup::expiry_written(stored);
-    failover::commit_durably();
-    term
-}
-
 /// Contract 21: an acquisition under a session: its handle, and its expiry
 /// as of the look (what announcements of the tenure say; its row is
 /// key-share-locked meanwhile).
@@ -190,13 +210,6 @@ pub fn rebind(sql: &'static str, args: &[DatumWithOid<'_>], stored: i64) -> i64 
 pub struct SessionClaim {
     pub session: Uuid,
     pub expires_at: i64,
-}
-
-impl SessionClaim {
-    /// The session parameter of a tenure's statement: `claim`'s, or NULL.
-    pub fn arg(claim: Option<SessionClaim>) -> DatumWithOid<'static> {
-        claim.map_or_else(DatumWithOid::null::<Uuid>, |c| c.session.into())
-    }
 }
 
 /// A new tenure's expiry at `now`, as stored and as announced: now + ttl;

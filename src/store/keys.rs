@@ -1,0 +1,578 @@
+//! The statements an acquisition runs (`lease/look.rs`), as data: each
+//! `Statement` names one statement of `queries` (its schema's version where
+//! older schemas differ) with its parameters, `run` runs it and reads its
+//! rows into a `Reply`. One gate for every statement of a look: the look
+//! decides on replies, nothing here decides.
+
+use crate::base::clock::{micros, ts};
+use crate::base::settings;
+use crate::base::ttl::Ttl;
+use crate::store::plans;
+use crate::store::queries;
+use crate::store::schema_version;
+use leaderlock_protocol::slots::{Locked, Own, Read};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::{SpiHeapTupleData, SpiTupleTable};
+use pgrx::Uuid;
+
+/// One lease row: holder, term, expires_at (a session's, for a tenure
+/// held under one: contract 21), whether the caller may act as its owner
+/// (contract 13), how many slots the key admits (17; 1 where the statement
+/// does not say), its session and its lock-delay (21; None where it does
+/// not say).
+#[derive(Clone)]
+pub struct Lease {
+    pub holder: Option<String>,
+    pub term: i64,
+    pub expires_at: Option<i64>,
+    pub owned: bool,
+    pub slots: i32,
+    pub session: Option<Uuid>,
+    pub delayed_until: Option<i64>,
+}
+
+/// The lease row a statement returned, if any (`Lease`'s columns).
+pub fn first_lease(table: SpiTupleTable<'_>) -> Option<Lease> {
+    let row = table.into_iter().next()?;
+    Some(Lease {
+        holder: row.get::<String>(1).expect("holder"),
+        term: row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+        expires_at: micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at")),
+        owned: row.get::<bool>(4).expect("owned").unwrap_or(false),
+        slots: row.get::<i32>(5).ok().flatten().unwrap_or(1),
+        session: row.get::<Uuid>(6).ok().flatten(),
+        delayed_until: micros(row.get::<TimestampWithTimeZone>(7).ok().flatten()),
+    })
+}
+
+/// A held row locked to be vacated: key, holder, term, expires_at (the
+/// first four columns of the statements that lock them).
+pub struct Held {
+    pub key: String,
+    pub holder: String,
+    pub term: i64,
+    pub expires_at: i64,
+}
+
+impl Held {
+    pub fn of(row: &SpiHeapTupleData<'_>) -> Held {
+        Held {
+            key: row.get::<String>(1).expect("key").expect("key is NOT NULL"),
+            holder: row
+                .get::<String>(2)
+                .expect("holder")
+                .expect("only held rows are locked"),
+            term: row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+            expires_at: micros(row.get::<TimestampWithTimeZone>(4).expect("expires_at"))
+                .expect("held rows have one"),
+        }
+    }
+}
+
+/// A new tenure's parameters (`INSERT_FIRST_TERM`, `START_TERM`,
+/// `TAKE_AS_READ`, and the slot tenures'): stored to expire at `stored`
+/// (infinity under a session, whose row has the expiry), bound to the
+/// backend `binding` (pid, start) when session-bound, owned by `owner`.
+#[derive(Clone, Copy)]
+pub struct Tenure<'a> {
+    pub key: &'a str,
+    pub id: &'a str,
+    pub now: i64,
+    pub stored: i64,
+    pub ttl: Ttl,
+    pub floor: i64,
+    pub value: Option<&'a str>,
+    pub binding: Option<(i32, i64)>,
+    pub owner: pg_sys::Oid,
+    pub session: Option<Uuid>,
+}
+
+impl<'a> Tenure<'a> {
+    /// `INSERT_FIRST_TERM`'s and `START_TERM`'s eleven parameters.
+    pub fn args(&self) -> [DatumWithOid<'a>; 11] {
+        let (pid, started) = binding_args(self.binding);
+        [
+            self.key.into(),
+            self.id.into(),
+            ts(self.now).into(),
+            ts(self.stored).into(),
+            self.ttl.as_interval().into(),
+            self.floor.into(),
+            text_or_null(self.value),
+            pid,
+            started,
+            self.owner.into(),
+            uuid_or_null(self.session),
+        ]
+    }
+}
+
+/// The session binding (contract 10) as parameters: pid and start, or
+/// NULLs.
+pub fn binding_args(binding: Option<(i32, i64)>) -> (DatumWithOid<'static>, DatumWithOid<'static>) {
+    match binding {
+        Some((pid, started)) => (pid.into(), ts(started).into()),
+        None => (
+            DatumWithOid::null::<i32>(),
+            DatumWithOid::null::<TimestampWithTimeZone>(),
+        ),
+    }
+}
+
+fn text_or_null(text: Option<&str>) -> DatumWithOid<'_> {
+    text.map_or_else(DatumWithOid::null::<&str>, Into::into)
+}
+
+fn uuid_or_null(uuid: Option<Uuid>) -> DatumWithOid<'static> {
+    uuid.map_or_else(DatumWithOid::null::<Uuid>, Into::into)
+}
+
+fn ts_or_null(at: Option<i64>) -> DatumWithOid<'static> {
+    at.map_or_else(DatumWithOid::null::<TimestampWithTimeZone>, |t| {
+        ts(t).into()
+    })
+}
+
+/// One statement of an acquisition, with its parameters.
+pub enum Statement<'a> {
+    /// The key's row, as anyone may read it (`READ_LEASE`).
+    Read { key: &'a str, owner: pg_sys::Oid },
+    /// A brand-new key's row and first tenure (`INSERT_FIRST_TERM`),
+    /// waiting for a concurrent inserter until `deadline` (`insert_first`).
+    InsertFirst {
+        tenure: Tenure<'a>,
+        deadline: Option<i64>,
+    },
+    /// A takeover of the row as it was read (`TAKE_AS_READ`): the term,
+    /// holder, session and lock-delay of `seen` unchanged.
+    TakeAsRead { tenure: Tenure<'a>, seen: Lease },
+    /// The row, locked only if `id` may take or extend it
+    /// (`LOCK_ACQUIRABLE`, never waiting).
+    Lock {
+        key: &'a str,
+        id: &'a str,
+        owner: pg_sys::Oid,
+        now: i64,
+    },
+    /// A new tenure on the locked row (`START_TERM`).
+    StartTerm { tenure: Tenure<'a> },
+    /// `id`'s live tenure extended by `ttl` (`RENEW`; `RENEW_SLOT` for a
+    /// key of many slots), same term, never waiting.
+    Renew {
+        key: &'a str,
+        id: &'a str,
+        now: i64,
+        ttl: Ttl,
+        owner: pg_sys::Oid,
+        many: bool,
+    },
+    /// The holder's locked live tenure moved into `session` or out of
+    /// sessions (`REBIND`; `REBIND_SLOT` for a slot's), stored to expire
+    /// at `stored`.
+    Rebind {
+        key: &'a str,
+        session: Option<Uuid>,
+        stored: i64,
+        ttl: Ttl,
+        now: i64,
+        binding: Option<(i32, i64)>,
+        slot: Option<i32>,
+    },
+    /// The holder's value (`SET_VALUE`; `SET_SLOT_VALUE` for a slot's).
+    SetValue {
+        key: &'a str,
+        slot: Option<i32>,
+        value: &'a str,
+    },
+    /// How many slots the key admits (`KEY_SLOTS`).
+    KeySlots { key: &'a str },
+    /// A key of `has` slots as `id` reads it at `now` (`SLOT_SUMMARY`).
+    Summary {
+        key: &'a str,
+        id: &'a str,
+        owner: pg_sys::Oid,
+        has: i32,
+        now: i64,
+    },
+    /// A brand-new key of `slots` slots: its head row (`INSERT_KEY_HEAD`),
+    /// waiting as `InsertFirst` does.
+    InsertHead {
+        key: &'a str,
+        floor: i64,
+        now: i64,
+        slots: i32,
+        deadline: Option<i64>,
+    },
+    /// A tenure in `slot` in `term` (`START_SLOT`).
+    StartSlot {
+        tenure: Tenure<'a>,
+        slot: i32,
+        term: i64,
+    },
+    /// The key's head row, locked never waiting (`LOCK_KEY_HEAD`).
+    LockHead { key: &'a str },
+    /// Under the head's lock: its slots, the first free one of those up to
+    /// `free_up_to` locked (`SLOT_TAKE`), for a head of `has` slots and
+    /// last term `term`.
+    SlotTake {
+        key: &'a str,
+        id: &'a str,
+        free_up_to: i32,
+        has: i32,
+        term: i64,
+    },
+    /// The lapsed tenures of slots above `above` (all: 0), locked, and how
+    /// many there are (`LOCK_STALE_TENURES`, `STALE_TENURES`).
+    Stale { key: &'a str, above: i32 },
+    /// The key becomes one of one slot (`SET_ONE_SLOT`).
+    SetOneSlot { key: &'a str },
+    /// The key's next term and a tenure in `slot`, the key now admitting
+    /// `slots` (`TAKE_SLOT`).
+    TakeSlot {
+        tenure: Tenure<'a>,
+        slot: i32,
+        slots: i32,
+    },
+    /// `id`'s live tenure of a slot, locked never waiting (`LOCK_OWN_SLOT`).
+    LockOwnSlot {
+        key: &'a str,
+        id: &'a str,
+        owner: pg_sys::Oid,
+    },
+}
+
+/// What a statement returned.
+pub enum Reply {
+    /// A lease row (`Read`, `Lock`).
+    Lease(Option<Lease>),
+    /// A term (a tenure written), None when nothing was written.
+    Term(Option<i64>),
+    /// A tenure extended: its term and expiry.
+    Extended(Option<(i64, i64)>),
+    /// The key's slots (`KeySlots`).
+    Slots(Option<i32>),
+    /// A key of many slots as read, and the lapsed sessions holding a slot.
+    Summary(Read<Uuid>, Vec<Uuid>),
+    /// The locked head: its lapsed holder, slots and term.
+    Head(Option<(Option<String>, i32, i64)>),
+    /// The key's slots under the head's lock, and the free slot's lapsed
+    /// holder.
+    Taking(Locked, Option<String>),
+    /// The lapsed tenures locked (each with its slot), and how many there
+    /// are in all.
+    Stale(Vec<(Held, i32)>, i64),
+    /// The caller's live slot locked: slot, term, expiry.
+    OwnSlot(Option<(i32, i64, i64)>),
+    /// Written, nothing returned.
+    Done,
+}
+
+/// Runs `statement`.
+pub fn run(statement: Statement<'_>) -> Reply {
+    match statement {
+        Statement::Read { key, owner } => Reply::Lease(plans::run(
+            schema_version::read_lease(),
+            &[key.into(), owner.into()],
+            first_lease,
+        )),
+        Statement::InsertFirst { tenure, deadline } => Reply::Term(insert_first(
+            schema_version::insert_first_term(),
+            &tenure.args(),
+            tenure.now,
+            deadline,
+        )),
+        Statement::TakeAsRead { tenure, seen } => {
+            let seen = [
+                seen.term.into(),
+                seen.holder
+                    .map_or_else(DatumWithOid::null::<&str>, Into::into),
+                uuid_or_null(seen.session),
+                ts_or_null(seen.delayed_until),
+            ];
+            let args: Vec<_> = tenure.args().into_iter().chain(seen).collect();
+            // In a subtransaction rolled back when nothing was taken: a row
+            // written since the statement's snapshot is locked in its latest
+            // version before the re-check, and would stay locked
+            // (`plans::under_lock`).
+            Reply::Term(plans::in_subtransaction(
+                || plans::run(queries::TAKE_AS_READ, &args, first_term),
+                Option::is_some,
+            ))
+        }
+        Statement::Lock {
+            key,
+            id,
+            owner,
+            now,
+        } => Reply::Lease(plans::run(
+            schema_version::lock_acquirable(),
+            &[key.into(), id.into(), owner.into(), ts(now).into()],
+            first_lease,
+        )),
+        Statement::StartTerm { tenure } => Reply::Term(plans::run(
+            schema_version::start_term(),
+            &tenure.args(),
+            first_term,
+        )),
+        Statement::Renew {
+            key,
+            id,
+            now,
+            ttl,
+            owner,
+            many,
+        } => {
+            let sql = match (many, schema_version::has_slots()) {
+                (false, _) => schema_version::renew(),
+                (true, true) => queries::RENEW_SLOT,
+                (true, false) => return Reply::Extended(None),
+            };
+            let args = [
+                key.into(),
+                id.into(),
+                ts(now).into(),
+                ttl.as_interval().into(),
+                owner.into(),
+                plans::term_or_any(None),
+            ];
+            Reply::Extended(plans::run(sql, &args, |t| {
+                let row = t.into_iter().next()?;
+                let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
+                let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
+                Some((term, expires_at))
+            }))
+        }
+        Statement::Rebind {
+            key,
+            session,
+            stored,
+            ttl,
+            now,
+            binding,
+            slot,
+        } => {
+            let head = [
+                key.into(),
+                uuid_or_null(session),
+                ts(stored).into(),
+                ttl.as_interval().into(),
+                ts(now).into(),
+            ];
+            let term = match slot {
+                Some(slot) => {
+                    let args: Vec<_> = head.into_iter().chain([slot.into()]).collect();
+                    plans::run(queries::REBIND_SLOT, &args, first_term)
+                }
+                None => {
+                    let (pid, started) = binding_args(binding);
+                    let args: Vec<_> = head.into_iter().chain([pid, started]).collect();
+                    plans::run(queries::REBIND, &args, first_term)
+                }
+            };
+            Reply::Term(term)
+        }
+        Statement::SetValue { key, slot, value } => {
+            match slot {
+                Some(slot) => plans::run(
+                    queries::SET_SLOT_VALUE,
+                    &[key.into(), slot.into(), value.into()],
+                    |_| (),
+                ),
+                None => plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ()),
+            }
+            Reply::Done
+        }
+        Statement::KeySlots { key } => Reply::Slots(if schema_version::has_slots() {
+            plans::run(queries::KEY_SLOTS, &[key.into()], |t| {
+                t.into_iter()
+                    .next()
+                    .and_then(|row| row.get::<i32>(1).expect("slots"))
+            })
+        } else {
+            None
+        }),
+        Statement::Summary {
+            key,
+            id,
+            owner,
+            has,
+            now,
+        } => {
+            let args = [key.into(), ts(now).into(), id.into(), owner.into()];
+            plans::run(queries::SLOT_SUMMARY, &args, |t| {
+                let row = t.first();
+                let own = row.get::<i32>(3).expect("slot").map(|slot| Own {
+                    slot,
+                    expires_at: micros(row.get::<TimestampWithTimeZone>(5).expect("expires_at")),
+                    owned: row.get::<bool>(6).expect("owned").unwrap_or(false),
+                    session: row.get::<Uuid>(7).expect("session"),
+                });
+                let read = Read {
+                    has: Some(has),
+                    holder_live: false,
+                    own: own.filter(|o| leaderlock_protocol::is_live(true, o.expires_at, now)),
+                    taken: row.get::<i64>(1).expect("count").unwrap_or(0),
+                    earliest: micros(row.get::<TimestampWithTimeZone>(2).expect("min")),
+                };
+                let lapsed = row
+                    .get::<Vec<Option<Uuid>>>(8)
+                    .expect("sessions")
+                    .unwrap_or_default();
+                Reply::Summary(read, lapsed.into_iter().flatten().collect())
+            })
+        }
+        Statement::InsertHead {
+            key,
+            floor,
+            now,
+            slots,
+            deadline,
+        } => {
+            let args = [key.into(), floor.into(), ts(now).into(), slots.into()];
+            Reply::Term(insert_first(queries::INSERT_KEY_HEAD, &args, now, deadline))
+        }
+        Statement::StartSlot { tenure, slot, term } => {
+            let args = [
+                tenure.key.into(),
+                slot.into(),
+                tenure.id.into(),
+                term.into(),
+                ts(tenure.now).into(),
+                ts(tenure.stored).into(),
+                tenure.ttl.as_interval().into(),
+                text_or_null(tenure.value),
+                tenure.owner.into(),
+                uuid_or_null(tenure.session),
+            ];
+            plans::run(queries::START_SLOT, &args, |_| ());
+            Reply::Term(Some(term))
+        }
+        Statement::LockHead { key } => {
+            Reply::Head(plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| {
+                t.into_iter().next().map(|row| {
+                    (
+                        row.get::<String>(1).expect("holder"),
+                        row.get::<i32>(2).expect("slots").unwrap_or(1),
+                        row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+                    )
+                })
+            }))
+        }
+        Statement::SlotTake {
+            key,
+            id,
+            free_up_to,
+            has,
+            term,
+        } => {
+            let args = [key.into(), id.into(), free_up_to.into()];
+            plans::run(queries::SLOT_TAKE, &args, |t| {
+                let row = t.first();
+                let locked = Locked {
+                    has,
+                    term,
+                    own_until: micros(row.get::<TimestampWithTimeZone>(1).expect("own")),
+                    free: row.get::<i32>(2).expect("free slot"),
+                    new: row.get::<i32>(4).expect("new slot"),
+                    taken: row.get::<i64>(5).expect("taken").unwrap_or(0),
+                    earliest: micros(row.get::<TimestampWithTimeZone>(6).expect("earliest")),
+                };
+                Reply::Taking(locked, row.get::<String>(3).expect("slot's holder"))
+            })
+        }
+        Statement::Stale { key, above } => {
+            let locked = plans::run(
+                queries::LOCK_STALE_TENURES,
+                &[key.into(), above.into()],
+                |t| {
+                    t.into_iter()
+                        .map(|row| {
+                            let slot = row.get::<i32>(5).expect("slot").expect("slot is NOT NULL");
+                            (Held::of(&row), slot)
+                        })
+                        .collect::<Vec<_>>()
+                },
+            );
+            let all = plans::run(queries::STALE_TENURES, &[key.into(), above.into()], |t| {
+                t.first().get_one::<i64>().expect("count").unwrap_or(0)
+            });
+            Reply::Stale(locked, all)
+        }
+        Statement::SetOneSlot { key } => {
+            plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
+            Reply::Done
+        }
+        Statement::TakeSlot {
+            tenure,
+            slot,
+            slots,
+        } => {
+            let args = [
+                tenure.key.into(),
+                slot.into(),
+                tenure.id.into(),
+                tenure.floor.into(),
+                ts(tenure.now).into(),
+                ts(tenure.stored).into(),
+                tenure.ttl.as_interval().into(),
+                text_or_null(tenure.value),
+                tenure.owner.into(),
+                uuid_or_null(tenure.session),
+                slots.into(),
+            ];
+            Reply::Term(plans::run(queries::TAKE_SLOT, &args, first_term))
+        }
+        Statement::LockOwnSlot { .. } if !schema_version::has_slots() => Reply::OwnSlot(None),
+        Statement::LockOwnSlot { key, id, owner } => {
+            let args = [key.into(), id.into(), owner.into()];
+            Reply::OwnSlot(plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
+                let row = t.into_iter().next()?;
+                Some((
+                    row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
+                    row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
+                    micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
+                ))
+            }))
+        }
+    }
+}
+
+/// The term in the first column of the first row, if any.
+fn first_term(t: SpiTupleTable<'_>) -> Option<i64> {
+    t.into_iter()
+        .next()
+        .and_then(|row| row.get::<i64>(1).expect("term"))
+}
+
+/// Shortest wait behind a concurrent first insert of the same key, in
+/// microseconds: enough for one that is committing, not for one left open.
+const FIRST_INSERT_WAIT_US: i64 = 10_000;
+
+/// The first insert of a brand-new row (`sql`: an INSERT ... ON CONFLICT
+/// DO NOTHING RETURNING a term). It waits for a concurrent inserter of the
+/// same row (contract 3.1: le_try_acquire waits for its outcome), but only
+/// until `deadline` when there is one (at least `FIRST_INSERT_WAIT_US`): a
+/// rival's uncommitted insert never holds a waiting caller beyond its own
+/// `wait`. The term, or None when the other won or is still open past the
+/// deadline.
+pub fn insert_first(
+    sql: &'static str,
+    args: &[DatumWithOid<'_>],
+    now: i64,
+    deadline: Option<i64>,
+) -> Option<i64> {
+    let timeout_ms = deadline.map(|d| ((d - now).max(FIRST_INSERT_WAIT_US) + 999) / 1000);
+    plans::in_subtransaction(
+        || {
+            PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+                let _lock_timeout =
+                    timeout_ms.map(|ms| settings::Local::set(c"lock_timeout", &ms.to_string()));
+                plans::run(sql, args, first_term)
+            }))
+            .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| None)
+            .execute()
+        },
+        Option::is_some,
+    )
+}
