@@ -1,19 +1,13 @@
-//! One look at a key (contracts 3.1, 9, 17, 18, 21): read, decide, write,
-//! as one state machine. `drive` is its one switch: each step runs one
-//! statement through the one gate (`store::keys`) and hands the reply to
-//! `next`, which asks the decision core what follows (for a key of one
-//! slot `leaderlock_protocol::acquisition`, for one of many
-//! `slot_acquisition` and `slot_take`): another statement, or the look's
-//! end with what follows its write (`Follow`, done once by `followed`). A
-//! lock and the writes under it run in one subtransaction, kept only when
-//! the look acquired (`plans::under_lock`'s rule).
-//!
-//! The first read takes no lock: a rival that cannot win must never lock
-//! the holder's row, or the holder's renewals would fail meanwhile. A free
-//! key's first tenure, a holder's renewal and a takeover of a lapsed lease
-//! each write with one statement after it; a row only a lock can decide
-//! (a move into or out of a session, a takeover raced by a write) is
-//! locked, never waiting, and decided again.
+//! One look at a key (contracts 3.1, 9, 17, 18, 21) as one state machine
+//! with three doors: `drive`, its one switch, runs each step's statement
+//! through the store's gate (`store::keys`); `next` asks the decision core
+//! (`decide`, its one door) what the reply leads to: another statement, or
+//! the end and what follows its write (`tenure::Follow`, done once). A lock
+//! and the writes under it share one subtransaction, kept only when the
+//! look acquired. The first read takes no lock (a rival that cannot win
+//! must never lock the holder's row); a free key's first tenure, a
+//! holder's renewal and a takeover of a lapsed lease each write with one
+//! statement after it.
 
 use crate::base::clock;
 use crate::base::ttl::Ttl;
@@ -25,15 +19,15 @@ use crate::lease::slots::Own;
 use crate::lease::tenure::{self, Follow};
 use crate::shmem::candidates;
 use crate::store::call;
-use crate::store::keys::{self, Reply, Statement, Tenure};
+use crate::store::keys::{self, Held, Reply, Statement, Tenure};
 use crate::store::plans;
 use crate::store::schema_version;
 use leaderlock_protocol::acquire::{Ask, Row};
-use leaderlock_protocol::keep::Renewal;
 use leaderlock_protocol::slots::{self as rules, slot_acquisition, slot_take};
 use leaderlock_protocol::slots::{SlotAcquisition, SlotTake};
 use leaderlock_protocol::{acquisition, Acquisition};
 use pgrx::prelude::*;
+use pgrx::Uuid;
 
 /// The result of one look.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,17 +65,35 @@ impl Step<'_> {
     }
 }
 
+/// What a look asks the decision core, on what it read.
+enum Question<'q> {
+    /// A key's row (None: never used), read at an instant, with its lock
+    /// held or not.
+    Row(Option<&'q Row<&'q str, Uuid>>, bool, i64),
+    /// A key of many slots as read.
+    Slots(&'q rules::Read<Uuid>),
+    /// Its slots as read under its head's lock.
+    Taking(&'q rules::Locked),
+}
+
+/// The decision core's answer.
+enum Answer {
+    Row(Acquisition),
+    Slots(SlotAcquisition),
+    Taking(SlotTake),
+}
+
 /// What a statement's reply leads to.
 enum Then {
     /// The key's row, read without a lock.
     Read,
-    /// A brand-new key's first tenure.
-    First { now: i64, expires_at: i64 },
-    /// A takeover as read; the lock decides when it took nothing.
-    TakenAsRead { now: i64, expires_at: i64 },
+    /// A takeover as read (then as `Started`); the lock decides when it
+    /// took nothing.
+    AsRead(Box<Then>),
     /// The row locked: decided again under the lock.
     Locked,
-    /// A new tenure written.
+    /// A new tenure written (a brand-new key's first: None when a rival
+    /// made the key first).
     Started {
         now: i64,
         expires_at: i64,
@@ -119,9 +131,17 @@ enum Then {
     Head,
     /// The key's slots under the head's lock.
     Taking { head_holder: Option<String> },
-    /// The lapsed tenures in the way, locked: vacated, then the key made
-    /// one of one slot (`slot` None) or `slot` taken.
+    /// The lapsed tenures in the way (of slots above `above`), locked.
     Stale {
+        above: i32,
+        slot: Option<i32>,
+        previous: Option<String>,
+        now: i64,
+    },
+    /// And how many there are: vacated when all are locked, then the key
+    /// made one of one slot (`slot` None) or `slot` taken.
+    Counted {
+        locked: Vec<(Held, i32)>,
         slot: Option<i32>,
         previous: Option<String>,
         now: i64,
@@ -197,30 +217,28 @@ impl<'a> Look<'a> {
         match (then, reply) {
             (Then::Read, Reply::Lease(seen)) => {
                 self.read_at = clock::now();
-                if let Some(lease) = &seen {
-                    end_lapsed_session(lease, self.read_at);
+                // A key of a lapsed session: the session ends first (all its
+                // keys), as a takeover vacates a lapsed lease; the lock then
+                // finds the row vacant. (In le_acquire's look, only if the look
+                // acquires: it rolls back otherwise, and the lock-delay counts
+                // from the session's expiry, whoever ends it.)
+                let lapsed = seen
+                    .as_ref()
+                    .filter(|l| l.holder.is_some() && !l.is_live(self.read_at));
+                if let Some(session) = lapsed.and_then(|l| l.session) {
+                    session_leases::end_lapsed(session, self.read_at);
                 }
                 self.seen = seen;
                 let row = self.seen.as_ref().map(Lease::row);
-                let decided = self.decide(row.as_ref(), false, self.read_at);
+                let decided = self.acquisition(row.as_ref(), false, self.read_at);
                 self.unlocked(decided, true)
             }
-            (Then::First { now, expires_at }, Reply::Term(term)) => match term {
-                Some(term) => started(term, now, expires_at, None),
-                // A concurrent first acquisition of the same key won, or is
-                // still open past our deadline.
-                None => Step::Done(Attempt::Busy, Follow::Nothing),
-            },
-            (Then::TakenAsRead { now, expires_at }, Reply::Term(term)) => match term {
-                Some(term) => {
-                    let previous = self.seen.as_ref().and_then(|l| l.holder.clone());
-                    started(term, now, expires_at, previous)
-                }
-                None => self.lock(),
-            },
+            // A takeover as read that took nothing: the lock decides.
+            (Then::AsRead(_), Reply::Term(None)) => self.lock(),
+            (Then::AsRead(then), reply) => self.next(*then, reply),
             (Then::Locked, Reply::Lease(lease)) => match lease {
                 Some(lease) => self.locked(lease),
-                None => Step::Done(Attempt::Busy, Follow::Nothing),
+                None => end(Attempt::Busy),
             },
             (
                 Then::Started {
@@ -229,12 +247,17 @@ impl<'a> Look<'a> {
                     previous,
                 },
                 Reply::Term(term),
-            ) => started(term.expect("a tenure's term"), now, expires_at, previous),
+            ) => match term {
+                Some(term) => started(term, now, expires_at, previous),
+                // A concurrent first acquisition of the same key won, or is
+                // still open past our deadline.
+                None => end(Attempt::Busy),
+            },
             (Then::Renewed { slot, now, lock }, Reply::Extended(extended)) => {
-                match self.renewal(extended, now) {
+                match tenure::renewed(extended, self.id, now) {
                     Some((term, expires_at)) => self.keep(slot, term, now, Some(expires_at)),
                     None if lock => self.lock(),
-                    None => Step::Done(Attempt::Busy, Follow::Nothing),
+                    None => end(Attempt::Busy),
                 }
             }
             (Then::Rebound { slot, now, stored }, Reply::Term(term)) => {
@@ -266,18 +289,9 @@ impl<'a> Look<'a> {
             }
             (Then::HeadInserted { now }, Reply::Term(term)) => match term {
                 Some(term) => {
-                    let (tenure, expires_at) = self.tenure(now);
-                    let start = Statement::StartSlot {
-                        tenure,
-                        slot: 1,
-                        term,
-                    };
-                    let then = Then::Started {
-                        now,
-                        expires_at,
-                        previous: None,
-                    };
-                    Step::Run(start, then)
+                    let (tenure, then) = self.start(now, None);
+                    let slot = 1;
+                    Step::Run(Statement::StartSlot { tenure, slot, term }, then)
                 }
                 // A concurrent first acquisition of the key won: a free slot
                 // may be left in it.
@@ -285,13 +299,13 @@ impl<'a> Look<'a> {
             },
             (Then::KeySlots, Reply::Slots(has)) => match has {
                 Some(has) if has > 1 => self.slots_read(Some(has), false),
-                _ => Step::Done(Attempt::Busy, Follow::Nothing),
+                _ => end(Attempt::Busy),
             },
             (Then::OwnSlot { rebind }, Reply::OwnSlot(own)) => self.own_slot(own, rebind),
             (Then::Head, Reply::Head(head)) => match head {
                 // Locked by another candidate or writer, or (a key of one
                 // slot) taken live meanwhile: look again.
-                None => Step::Done(Attempt::Busy, Follow::Nothing),
+                None => end(Attempt::Busy),
                 Some((head_holder, has, term)) => {
                     // (no free slot to look for when one slot is asked: the
                     // key becomes one of one slot)
@@ -313,15 +327,37 @@ impl<'a> Look<'a> {
             }
             (
                 Then::Stale {
+                    above,
                     slot,
                     previous,
                     now,
                 },
-                Reply::Stale(locked, all),
+                Reply::Stale(locked),
+            ) => {
+                let count = Statement::StaleCount {
+                    key: self.key,
+                    above,
+                };
+                let then = Then::Counted {
+                    locked,
+                    slot,
+                    previous,
+                    now,
+                };
+                Step::Run(count, then)
+            }
+            (
+                Then::Counted {
+                    locked,
+                    slot,
+                    previous,
+                    now,
+                },
+                Reply::Count(all),
             ) => {
                 // A locked one makes the change wait.
                 if expiry::vacate_stale(&locked, all, self.claim.slots, now).is_none() {
-                    return Step::Done(Attempt::Busy, Follow::Nothing);
+                    return end(Attempt::Busy);
                 }
                 match slot {
                     Some(slot) => self.take_slot(slot, previous, now),
@@ -333,20 +369,35 @@ impl<'a> Look<'a> {
         }
     }
 
-    /// What the core decides on `row` (None: a key never used), read at
-    /// `at`, with the row lock held (`locked`) or not.
-    fn decide(&self, row: Option<&Row<&str, pgrx::Uuid>>, locked: bool, at: i64) -> Acquisition {
+    /// The one door to the decision core: its answer to `question`.
+    fn decide(&self, question: Question<'_>) -> Answer {
+        let locked = matches!(question, Question::Row(_, true, _));
         let mut facts = KeyFacts {
             key: self.key,
             priority: self.claim.priority,
             locked,
-            waiting: !locked && self.deadline.is_some(),
+            // (only a key of one slot is handed over)
+            waiting: !locked && self.deadline.is_some() && matches!(question, Question::Row(..)),
         };
-        acquisition(row, &self.ask(), &mut facts, at)
+        let ask = self.ask();
+        match question {
+            Question::Row(row, _, at) => Answer::Row(acquisition(row, &ask, &mut facts, at)),
+            Question::Slots(read) => Answer::Slots(slot_acquisition(read, &ask, &mut facts)),
+            Question::Taking(locked) => Answer::Taking(slot_take(locked, &ask, &mut facts)),
+        }
+    }
+
+    /// The core's decision on `row` (None: a key never used), read at `at`,
+    /// with the row lock held (`locked`) or not.
+    fn acquisition(&self, row: Option<&Row<&str, Uuid>>, locked: bool, at: i64) -> Acquisition {
+        match self.decide(Question::Row(row, locked, at)) {
+            Answer::Row(decided) => decided,
+            _ => unreachable!("the core answers as asked"),
+        }
     }
 
     /// What `claim` asks of the decision core.
-    fn ask(&self) -> Ask<'_, &'a str, pgrx::Uuid> {
+    fn ask(&self) -> Ask<'_, &'a str, Uuid> {
         Ask {
             id: &self.id,
             slots: self.claim.slots,
@@ -365,13 +416,11 @@ impl<'a> Look<'a> {
                 let live = self.seen.as_ref().is_some_and(|l| l.is_live(self.read_at));
                 self.slots_read(has, live)
             }
-            Acquisition::Wait(until) => Step::Done(Attempt::HeldUntil(until), Follow::Nothing),
-            Acquisition::NotNow | Acquisition::ManySlots => {
-                Step::Done(Attempt::Busy, Follow::Nothing)
-            }
+            Acquisition::Wait(until) => end(Attempt::HeldUntil(until)),
+            Acquisition::NotNow | Acquisition::ManySlots => end(Attempt::Busy),
             // Held under this very session, which is what lives: nothing to
             // extend (a value is set under the lock, which never waits).
-            Acquisition::Held => Step::Done(Attempt::Acquired, Follow::Nothing),
+            Acquisition::Held => end(Attempt::Acquired),
             // Handed to this waiting call by a release (`hand_over`), as it
             // asked for it: nothing left to write. (True as of this read, as
             // any answer is as of its call: a le_force_release may follow,
@@ -396,10 +445,9 @@ impl<'a> Look<'a> {
             // A key never used: its first tenure.
             Acquisition::Start { .. } => {
                 let now = clock::now();
-                let (tenure, expires_at) = self.tenure(now);
+                let (tenure, then) = self.start(now, None);
                 let deadline = self.deadline;
-                let first = Statement::InsertFirst { tenure, deadline };
-                Step::Run(first, Then::First { now, expires_at })
+                Step::Run(Statement::InsertFirst { tenure, deadline }, then)
             }
             // A takeover of a row that was not live as read: in one
             // statement that takes it only if it is still as read, never
@@ -422,15 +470,13 @@ impl<'a> Look<'a> {
         }
         let lease = self.seen.as_ref().filter(|l| !l.is_live(self.read_at))?;
         let now = clock::now();
-        let Acquisition::Start { .. } = self.decide(Some(&lease.row()), true, now) else {
+        let Acquisition::Start { .. } = self.acquisition(Some(&lease.row()), true, now) else {
             return None;
         };
-        let (tenure, expires_at) = self.tenure(now);
-        let take = Statement::TakeAsRead {
-            tenure,
-            seen: lease.clone(),
-        };
-        Some(Step::Run(take, Then::TakenAsRead { now, expires_at }))
+        let (tenure, then) = self.start(now, lease.holder.clone());
+        let seen = lease.clone();
+        let take = Statement::TakeAsRead { tenure, seen };
+        Some(Step::Run(take, Then::AsRead(Box::new(then))))
     }
 
     /// Locks the row only if we may take or extend it (SKIP LOCKED: never
@@ -450,7 +496,7 @@ impl<'a> Look<'a> {
     /// out of a session, or a new tenure.
     fn locked(&self, lease: Lease) -> Step<'a> {
         let now = clock::now();
-        match self.decide(Some(&lease.row()), true, now) {
+        match self.acquisition(Some(&lease.row()), true, now) {
             Acquisition::Held => self.keep(None, lease.term, now, None),
             Acquisition::Rebind => self.rebind(None, now),
             Acquisition::Extend => {
@@ -462,15 +508,10 @@ impl<'a> Look<'a> {
                 Step::Run(self.renew(now, false), then)
             }
             Acquisition::Start { .. } => {
-                let (tenure, expires_at) = self.tenure(now);
-                let then = Then::Started {
-                    now,
-                    expires_at,
-                    previous: lease.holder,
-                };
+                let (tenure, then) = self.start(now, lease.holder);
                 Step::Run(Statement::StartTerm { tenure }, then)
             }
-            _ => Step::Done(Attempt::Busy, Follow::Nothing),
+            _ => end(Attempt::Busy),
         }
     }
 
@@ -483,20 +524,6 @@ impl<'a> Look<'a> {
             ttl: self.ttl,
             owner: self.owner,
             many,
-        }
-    }
-
-    /// What the decision core makes of the tenure a renewal extended
-    /// (`leaderlock_protocol::renewal`): its term and expiry, or None.
-    fn renewal(&self, extended: Option<(i64, i64)>, now: i64) -> Option<(i64, i64)> {
-        let lease = extended.map(|(term, expires_at)| leaderlock_protocol::Lease {
-            holder: Some(self.id),
-            term,
-            expires_at,
-        });
-        match leaderlock_protocol::renewal(lease.as_ref(), &self.id, None, now) {
-            Renewal::Extend { term, expires_at } => Some((term, expires_at)),
-            Renewal::Refuse => None,
         }
     }
 
@@ -575,23 +602,18 @@ impl<'a> Look<'a> {
     }
 
     /// What the core decides on a key of many slots as read at `now`.
-    fn slots_decided(&self, read: &rules::Read<pgrx::Uuid>, now: i64) -> Step<'a> {
-        let mut facts = KeyFacts {
-            key: self.key,
-            priority: self.claim.priority,
-            locked: false,
-            waiting: false,
+    fn slots_decided(&self, read: &rules::Read<Uuid>, now: i64) -> Step<'a> {
+        let Answer::Slots(decided) = self.decide(Question::Slots(read)) else {
+            unreachable!("the core answers as asked")
         };
-        match slot_acquisition(read, &self.ask(), &mut facts) {
-            SlotAcquisition::SlotsDiffer(has) => {
-                Step::Done(Attempt::SlotsDiffer(has), Follow::Nothing)
-            }
-            SlotAcquisition::Wait(until) => Step::Done(Attempt::HeldUntil(until), Follow::Nothing),
-            SlotAcquisition::NotNow => Step::Done(Attempt::Busy, Follow::Nothing),
+        match decided {
+            SlotAcquisition::SlotsDiffer(has) => end(Attempt::SlotsDiffer(has)),
+            SlotAcquisition::Wait(until) => end(Attempt::HeldUntil(until)),
+            SlotAcquisition::NotNow => end(Attempt::Busy),
             // A brand-new key of many slots: its head row, and its first
             // tenure in slot 1.
             SlotAcquisition::FirstTenure if !failover::ready_for_new_tenures() => {
-                Step::Done(Attempt::Busy, Follow::Nothing)
+                end(Attempt::Busy)
             }
             SlotAcquisition::FirstTenure => {
                 let now = clock::now();
@@ -606,9 +628,7 @@ impl<'a> Look<'a> {
             }
             // Held under this very session, which is what lives: nothing to
             // extend; a value is set under the tenure's lock, never waiting.
-            SlotAcquisition::Held if self.claim.value.is_none() => {
-                Step::Done(Attempt::Acquired, Follow::Nothing)
-            }
+            SlotAcquisition::Held if self.claim.value.is_none() => end(Attempt::Acquired),
             SlotAcquisition::Held => self.lock_own_slot(false),
             // Into another session or out of one: moved, same slot and term.
             SlotAcquisition::Rebind => self.lock_own_slot(true),
@@ -646,7 +666,7 @@ impl<'a> Look<'a> {
     /// there is none or it is locked): moved, or its value set.
     fn own_slot(&self, own: Option<(i32, i64, i64)>, rebind: bool) -> Step<'a> {
         let Some((slot, term, expires_at)) = own else {
-            return Step::Done(Attempt::Busy, Follow::Nothing);
+            return end(Attempt::Busy);
         };
         let now = clock::now();
         // (locked only if the caller may act as its owner)
@@ -658,7 +678,7 @@ impl<'a> Look<'a> {
             session: None,
         };
         if !own.is_led(None, now) {
-            return Step::Done(Attempt::Busy, Follow::Nothing);
+            return end(Attempt::Busy);
         }
         if rebind {
             self.rebind(Some(slot), now)
@@ -674,15 +694,10 @@ impl<'a> Look<'a> {
     /// way end first.
     fn taking(&self, locked: &rules::Locked, previous: Option<String>) -> Step<'a> {
         let now = clock::now();
-        let mut facts = KeyFacts {
-            key: self.key,
-            priority: self.claim.priority,
-            locked: false,
-            waiting: false,
-        };
         let slots = self.claim.slots;
         let stale = |slot, above, previous| {
             let then = Then::Stale {
+                above,
                 slot,
                 previous,
                 now,
@@ -695,10 +710,13 @@ impl<'a> Look<'a> {
                 then,
             )
         };
-        match slot_take(locked, &self.ask(), &mut facts) {
-            SlotTake::SlotsDiffer(has) => Step::Done(Attempt::SlotsDiffer(has), Follow::Nothing),
-            SlotTake::Wait(until) => Step::Done(Attempt::HeldUntil(until), Follow::Nothing),
-            SlotTake::NotNow => Step::Done(Attempt::Busy, Follow::Nothing),
+        let Answer::Taking(decided) = self.decide(Question::Taking(locked)) else {
+            unreachable!("the core answers as asked")
+        };
+        match decided {
+            SlotTake::SlotsDiffer(has) => end(Attempt::SlotsDiffer(has)),
+            SlotTake::Wait(until) => end(Attempt::HeldUntil(until)),
+            SlotTake::NotNow => end(Attempt::Busy),
             // Its lapsed tenures end first.
             SlotTake::OneSlot => stale(None, 0, previous),
             // Changing the key's slots: its lapsed tenures beyond the new
@@ -712,18 +730,16 @@ impl<'a> Look<'a> {
 
     /// The key's next term and a tenure in `slot` (`TAKE_SLOT`).
     fn take_slot(&self, slot: i32, previous: Option<String>, now: i64) -> Step<'a> {
-        let (tenure, expires_at) = self.tenure(now);
-        let take = Statement::TakeSlot {
-            tenure,
-            slot,
-            slots: self.claim.slots,
-        };
-        let then = Then::Started {
-            now,
-            expires_at,
-            previous,
-        };
-        Step::Run(take, then)
+        let (tenure, then) = self.start(now, previous);
+        let slots = self.claim.slots;
+        Step::Run(
+            Statement::TakeSlot {
+                tenure,
+                slot,
+                slots,
+            },
+            then,
+        )
     }
 
     /// A key of many slots made one of one slot, its row as first read:
@@ -733,20 +749,31 @@ impl<'a> Look<'a> {
             slots: 1,
             ..l.row()
         }) else {
-            return Step::Done(Attempt::Busy, Follow::Nothing);
+            return end(Attempt::Busy);
         };
-        let decided = self.decide(Some(&row), false, self.read_at);
+        let decided = self.acquisition(Some(&row), false, self.read_at);
         self.unlocked(decided, false)
     }
 
-    /// A new tenure's parameters at `now`, and its expiry as announced.
-    fn tenure(&self, now: i64) -> (Tenure<'a>, i64) {
+    /// A new tenure's parameters at `now`, following `previous`'s lapsed
+    /// one, and what its statement's reply leads to.
+    fn start(&self, now: i64, previous: Option<String>) -> (Tenure<'a>, Then) {
         let (stored, expires_at) = tenure::ends(now, self.ttl, self.claim.session);
         let tenure = row::tenure(
             self.key, self.id, now, stored, self.ttl, self.claim, self.owner,
         );
-        (tenure, expires_at)
+        let then = Then::Started {
+            now,
+            expires_at,
+            previous,
+        };
+        (tenure, then)
     }
+}
+
+/// The look ends with nothing written.
+fn end(attempt: Attempt) -> Step<'static> {
+    Step::Done(attempt, Follow::Nothing)
 }
 
 /// A new tenure was written in `term`.
@@ -758,17 +785,4 @@ fn started(term: i64, now: i64, expires_at: i64, previous: Option<String>) -> St
         previous,
     };
     Step::Done(Attempt::Acquired, follow)
-}
-
-/// Ends the session `lease` is held under if it lapsed by `now`: its keys
-/// vacated first (all of them), as a takeover vacates a lapsed lease; the
-/// lock then finds the row vacant. (In le_acquire's look, only if the look
-/// acquires: it rolls back otherwise, and the lock-delay counts from the
-/// session's expiry, whoever ends it.)
-fn end_lapsed_session(lease: &Lease, now: i64) {
-    if let (Some(session), Some(_)) = (lease.session, &lease.holder) {
-        if !lease.is_live(now) {
-            session_leases::end_lapsed(session, now);
-        }
-    }
 }

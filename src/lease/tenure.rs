@@ -187,18 +187,36 @@ pub fn extend(
         let row = t.into_iter().next()?;
         let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
         let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
-        Some(leaderlock_protocol::Lease {
-            holder: Some(id),
-            term,
-            expires_at,
-        })
+        Some((term, expires_at))
     });
-    match leaderlock_protocol::renewal(extended.as_ref(), &id, term, now) {
-        Renewal::Extend { term, expires_at } => {
-            worker_wakeup::expiry_written(expires_at);
-            failover::commit_durably();
-            Some(term)
-        }
+    let (term, expires_at) = renewed_in(extended, id, term, now)?;
+    worker_wakeup::expiry_written(expires_at);
+    failover::commit_durably();
+    Some(term)
+}
+
+/// What the decision core makes of the tenure a renewal of `id`'s at `now`
+/// extended (term, expiry; `leaderlock_protocol::renewal`): its term and
+/// expiry, or None. What follows (the worker's cue, durability) is the
+/// caller's.
+pub fn renewed(extended: Option<(i64, i64)>, id: &str, now: i64) -> Option<(i64, i64)> {
+    renewed_in(extended, id, None, now)
+}
+
+/// The same, in `term` when named.
+fn renewed_in(
+    extended: Option<(i64, i64)>,
+    id: &str,
+    term: Option<i64>,
+    now: i64,
+) -> Option<(i64, i64)> {
+    let lease = extended.map(|(term, expires_at)| leaderlock_protocol::Lease {
+        holder: Some(id),
+        term,
+        expires_at,
+    });
+    match leaderlock_protocol::renewal(lease.as_ref(), &id, term, now) {
+        Renewal::Extend { term, expires_at } => Some((term, expires_at)),
         Renewal::Refuse => None,
     }
 }

@@ -222,9 +222,11 @@ pub enum Statement<'a> {
         has: i32,
         term: i64,
     },
-    /// The lapsed tenures of slots above `above` (all: 0), locked, and how
-    /// many there are (`LOCK_STALE_TENURES`, `STALE_TENURES`).
+    /// The lapsed tenures of slots above `above` (all: 0), locked
+    /// (`LOCK_STALE_TENURES`, skipping locked ones).
     Stale { key: &'a str, above: i32 },
+    /// How many there are, locked or not (`STALE_TENURES`).
+    StaleCount { key: &'a str, above: i32 },
     /// The key becomes one of one slot (`SET_ONE_SLOT`).
     SetOneSlot { key: &'a str },
     /// The key's next term and a tenure in `slot`, the key now admitting
@@ -259,29 +261,95 @@ pub enum Reply {
     /// The key's slots under the head's lock, and the free slot's lapsed
     /// holder.
     Taking(Locked, Option<String>),
-    /// The lapsed tenures locked (each with its slot), and how many there
-    /// are in all.
-    Stale(Vec<(Held, i32)>, i64),
+    /// The lapsed tenures locked, each with its slot.
+    Stale(Vec<(Held, i32)>),
+    /// How many rows there are.
+    Count(i64),
     /// The caller's live slot locked: slot, term, expiry.
     OwnSlot(Option<(i32, i64, i64)>),
     /// Written, nothing returned.
     Done,
 }
 
-/// Runs `statement`.
+/// How a statement runs.
+enum How {
+    /// As it is.
+    Plain,
+    /// In a subtransaction rolled back when it wrote nothing: a row written
+    /// since the statement's snapshot is locked in its latest version
+    /// before the re-check, and would stay locked (`plans::under_lock`).
+    Undone,
+    /// A first insert, waiting for a concurrent one until `deadline`
+    /// (`insert_first`).
+    Waiting { now: i64, deadline: Option<i64> },
+    /// Not at all: the installed schema has no such table (before 0.5.0),
+    /// so nothing is there.
+    Nothing(Reply),
+}
+
+/// How a statement's rows are read.
+enum Rows {
+    Lease,
+    Term,
+    /// A term the statement was given (it returns none).
+    Given(i64),
+    Extended,
+    Slots,
+    Summary {
+        has: i32,
+        now: i64,
+    },
+    Head,
+    Taking {
+        has: i32,
+        term: i64,
+    },
+    Stale,
+    Count,
+    OwnSlot,
+    Nothing,
+}
+
+/// Runs `statement`: its text, parameters and reading planned first, then
+/// run once.
 pub fn run(statement: Statement<'_>) -> Reply {
+    let (sql, args, rows, how) = planned(statement);
+    match how {
+        How::Plain => plans::run(sql, &args, |t| rows.read(t)),
+        How::Undone => Reply::Term(plans::in_subtransaction(
+            || plans::run(sql, &args, first_term),
+            Option::is_some,
+        )),
+        How::Waiting { now, deadline } => Reply::Term(insert_first(sql, &args, now, deadline)),
+        How::Nothing(reply) => reply,
+    }
+}
+
+type Planned<'a> = (&'static str, Vec<DatumWithOid<'a>>, Rows, How);
+
+/// A statement run as it is.
+fn plain<'a>(sql: &'static str, args: Vec<DatumWithOid<'a>>, rows: Rows) -> Planned<'a> {
+    (sql, args, rows, How::Plain)
+}
+
+/// `statement`'s text (as the installed schema has it), parameters, how
+/// its rows are read and how it runs.
+fn planned(statement: Statement<'_>) -> Planned<'_> {
+    let slots = schema_version::has_slots();
     match statement {
-        Statement::Read { key, owner } => Reply::Lease(plans::run(
+        Statement::Read { key, owner } => plain(
             schema_version::read_lease(),
-            &[key.into(), owner.into()],
-            first_lease,
-        )),
-        Statement::InsertFirst { tenure, deadline } => Reply::Term(insert_first(
-            schema_version::insert_first_term(),
-            &tenure.args(),
-            tenure.now,
-            deadline,
-        )),
+            vec![key.into(), owner.into()],
+            Rows::Lease,
+        ),
+        Statement::InsertFirst { tenure, deadline } => {
+            let how = How::Waiting {
+                now: tenure.now,
+                deadline,
+            };
+            let sql = schema_version::insert_first_term();
+            (sql, tenure.args().into(), Rows::Term, how)
+        }
         Statement::TakeAsRead { tenure, seen } => {
             let seen = [
                 seen.term.into(),
@@ -290,31 +358,30 @@ pub fn run(statement: Statement<'_>) -> Reply {
                 uuid_or_null(seen.session),
                 ts_or_null(seen.delayed_until),
             ];
-            let args: Vec<_> = tenure.args().into_iter().chain(seen).collect();
-            // In a subtransaction rolled back when nothing was taken: a row
-            // written since the statement's snapshot is locked in its latest
-            // version before the re-check, and would stay locked
-            // (`plans::under_lock`).
-            Reply::Term(plans::in_subtransaction(
-                || plans::run(queries::TAKE_AS_READ, &args, first_term),
-                Option::is_some,
-            ))
+            let args = tenure.args().into_iter().chain(seen).collect();
+            (queries::TAKE_AS_READ, args, Rows::Term, How::Undone)
         }
         Statement::Lock {
             key,
             id,
             owner,
             now,
-        } => Reply::Lease(plans::run(
+        } => plain(
             schema_version::lock_acquirable(),
-            &[key.into(), id.into(), owner.into(), ts(now).into()],
-            first_lease,
-        )),
-        Statement::StartTerm { tenure } => Reply::Term(plans::run(
+            vec![key.into(), id.into(), owner.into(), ts(now).into()],
+            Rows::Lease,
+        ),
+        Statement::StartTerm { tenure } => plain(
             schema_version::start_term(),
-            &tenure.args(),
-            first_term,
-        )),
+            tenure.args().into(),
+            Rows::Term,
+        ),
+        Statement::Renew { many, .. } if many && !slots => (
+            "",
+            vec![],
+            Rows::Nothing,
+            How::Nothing(Reply::Extended(None)),
+        ),
         Statement::Renew {
             key,
             id,
@@ -323,12 +390,12 @@ pub fn run(statement: Statement<'_>) -> Reply {
             owner,
             many,
         } => {
-            let sql = match (many, schema_version::has_slots()) {
-                (false, _) => schema_version::renew(),
-                (true, true) => queries::RENEW_SLOT,
-                (true, false) => return Reply::Extended(None),
+            let sql = if many {
+                queries::RENEW_SLOT
+            } else {
+                schema_version::renew()
             };
-            let args = [
+            let args = vec![
                 key.into(),
                 id.into(),
                 ts(now).into(),
@@ -336,12 +403,7 @@ pub fn run(statement: Statement<'_>) -> Reply {
                 owner.into(),
                 plans::term_or_any(None),
             ];
-            Reply::Extended(plans::run(sql, &args, |t| {
-                let row = t.into_iter().next()?;
-                let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
-                let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
-                Some((term, expires_at))
-            }))
+            plain(sql, args, Rows::Extended)
         }
         Statement::Rebind {
             key,
@@ -359,48 +421,147 @@ pub fn run(statement: Statement<'_>) -> Reply {
                 ttl.as_interval().into(),
                 ts(now).into(),
             ];
-            let term = match slot {
+            match slot {
                 Some(slot) => {
-                    let args: Vec<_> = head.into_iter().chain([slot.into()]).collect();
-                    plans::run(queries::REBIND_SLOT, &args, first_term)
+                    let args = head.into_iter().chain([slot.into()]).collect();
+                    plain(queries::REBIND_SLOT, args, Rows::Term)
                 }
                 None => {
                     let (pid, started) = binding_args(binding);
-                    let args: Vec<_> = head.into_iter().chain([pid, started]).collect();
-                    plans::run(queries::REBIND, &args, first_term)
+                    let args = head.into_iter().chain([pid, started]).collect();
+                    plain(queries::REBIND, args, Rows::Term)
                 }
-            };
-            Reply::Term(term)
-        }
-        Statement::SetValue { key, slot, value } => {
-            match slot {
-                Some(slot) => plans::run(
-                    queries::SET_SLOT_VALUE,
-                    &[key.into(), slot.into(), value.into()],
-                    |_| (),
-                ),
-                None => plans::run(queries::SET_VALUE, &[key.into(), value.into()], |_| ()),
             }
-            Reply::Done
         }
-        Statement::KeySlots { key } => Reply::Slots(if schema_version::has_slots() {
-            plans::run(queries::KEY_SLOTS, &[key.into()], |t| {
-                t.into_iter()
-                    .next()
-                    .and_then(|row| row.get::<i32>(1).expect("slots"))
-            })
-        } else {
-            None
-        }),
+        Statement::SetValue { key, slot, value } => match slot {
+            Some(slot) => plain(
+                queries::SET_SLOT_VALUE,
+                vec![key.into(), slot.into(), value.into()],
+                Rows::Nothing,
+            ),
+            None => plain(
+                queries::SET_VALUE,
+                vec![key.into(), value.into()],
+                Rows::Nothing,
+            ),
+        },
+        Statement::KeySlots { .. } if !slots => {
+            ("", vec![], Rows::Nothing, How::Nothing(Reply::Slots(None)))
+        }
+        Statement::KeySlots { key } => plain(queries::KEY_SLOTS, vec![key.into()], Rows::Slots),
         Statement::Summary {
             key,
             id,
             owner,
             has,
             now,
+        } => plain(
+            queries::SLOT_SUMMARY,
+            vec![key.into(), ts(now).into(), id.into(), owner.into()],
+            Rows::Summary { has, now },
+        ),
+        Statement::InsertHead {
+            key,
+            floor,
+            now,
+            slots,
+            deadline,
         } => {
-            let args = [key.into(), ts(now).into(), id.into(), owner.into()];
-            plans::run(queries::SLOT_SUMMARY, &args, |t| {
+            let args = vec![key.into(), floor.into(), ts(now).into(), slots.into()];
+            let how = How::Waiting { now, deadline };
+            (queries::INSERT_KEY_HEAD, args, Rows::Term, how)
+        }
+        Statement::StartSlot { tenure, slot, term } => {
+            let args = vec![
+                tenure.key.into(),
+                slot.into(),
+                tenure.id.into(),
+                term.into(),
+                ts(tenure.now).into(),
+                ts(tenure.stored).into(),
+                tenure.ttl.as_interval().into(),
+                text_or_null(tenure.value),
+                tenure.owner.into(),
+                uuid_or_null(tenure.session),
+            ];
+            plain(queries::START_SLOT, args, Rows::Given(term))
+        }
+        Statement::LockHead { key } => plain(queries::LOCK_KEY_HEAD, vec![key.into()], Rows::Head),
+        Statement::SlotTake {
+            key,
+            id,
+            free_up_to,
+            has,
+            term,
+        } => plain(
+            queries::SLOT_TAKE,
+            vec![key.into(), id.into(), free_up_to.into()],
+            Rows::Taking { has, term },
+        ),
+        Statement::Stale { key, above } => plain(
+            queries::LOCK_STALE_TENURES,
+            vec![key.into(), above.into()],
+            Rows::Stale,
+        ),
+        Statement::StaleCount { key, above } => plain(
+            queries::STALE_TENURES,
+            vec![key.into(), above.into()],
+            Rows::Count,
+        ),
+        Statement::SetOneSlot { key } => {
+            plain(queries::SET_ONE_SLOT, vec![key.into()], Rows::Nothing)
+        }
+        Statement::TakeSlot {
+            tenure,
+            slot,
+            slots,
+        } => {
+            let args = vec![
+                tenure.key.into(),
+                slot.into(),
+                tenure.id.into(),
+                tenure.floor.into(),
+                ts(tenure.now).into(),
+                ts(tenure.stored).into(),
+                tenure.ttl.as_interval().into(),
+                text_or_null(tenure.value),
+                tenure.owner.into(),
+                uuid_or_null(tenure.session),
+                slots.into(),
+            ];
+            plain(queries::TAKE_SLOT, args, Rows::Term)
+        }
+        Statement::LockOwnSlot { .. } if !slots => (
+            "",
+            vec![],
+            Rows::Nothing,
+            How::Nothing(Reply::OwnSlot(None)),
+        ),
+        Statement::LockOwnSlot { key, id, owner } => plain(
+            queries::LOCK_OWN_SLOT,
+            vec![key.into(), id.into(), owner.into()],
+            Rows::OwnSlot,
+        ),
+    }
+}
+
+impl Rows {
+    fn read(self, t: SpiTupleTable<'_>) -> Reply {
+        match self {
+            Rows::Lease => Reply::Lease(first_lease(t)),
+            Rows::Term => Reply::Term(first_term(t)),
+            Rows::Given(term) => Reply::Term(Some(term)),
+            Rows::Extended => Reply::Extended(t.into_iter().next().and_then(|row| {
+                let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
+                let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
+                Some((term, expires_at))
+            })),
+            Rows::Slots => Reply::Slots(
+                t.into_iter()
+                    .next()
+                    .and_then(|row| row.get::<i32>(1).expect("slots")),
+            ),
+            Rows::Summary { has, now } => {
                 let row = t.first();
                 let own = row.get::<i32>(3).expect("slot").map(|slot| Own {
                     slot,
@@ -420,54 +581,15 @@ pub fn run(statement: Statement<'_>) -> Reply {
                     .expect("sessions")
                     .unwrap_or_default();
                 Reply::Summary(read, lapsed.into_iter().flatten().collect())
-            })
-        }
-        Statement::InsertHead {
-            key,
-            floor,
-            now,
-            slots,
-            deadline,
-        } => {
-            let args = [key.into(), floor.into(), ts(now).into(), slots.into()];
-            Reply::Term(insert_first(queries::INSERT_KEY_HEAD, &args, now, deadline))
-        }
-        Statement::StartSlot { tenure, slot, term } => {
-            let args = [
-                tenure.key.into(),
-                slot.into(),
-                tenure.id.into(),
-                term.into(),
-                ts(tenure.now).into(),
-                ts(tenure.stored).into(),
-                tenure.ttl.as_interval().into(),
-                text_or_null(tenure.value),
-                tenure.owner.into(),
-                uuid_or_null(tenure.session),
-            ];
-            plans::run(queries::START_SLOT, &args, |_| ());
-            Reply::Term(Some(term))
-        }
-        Statement::LockHead { key } => {
-            Reply::Head(plans::run(queries::LOCK_KEY_HEAD, &[key.into()], |t| {
-                t.into_iter().next().map(|row| {
-                    (
-                        row.get::<String>(1).expect("holder"),
-                        row.get::<i32>(2).expect("slots").unwrap_or(1),
-                        row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
-                    )
-                })
-            }))
-        }
-        Statement::SlotTake {
-            key,
-            id,
-            free_up_to,
-            has,
-            term,
-        } => {
-            let args = [key.into(), id.into(), free_up_to.into()];
-            plans::run(queries::SLOT_TAKE, &args, |t| {
+            }
+            Rows::Head => Reply::Head(t.into_iter().next().map(|row| {
+                (
+                    row.get::<String>(1).expect("holder"),
+                    row.get::<i32>(2).expect("slots").unwrap_or(1),
+                    row.get::<i64>(3).expect("term").expect("term is NOT NULL"),
+                )
+            })),
+            Rows::Taking { has, term } => {
                 let row = t.first();
                 let locked = Locked {
                     has,
@@ -479,61 +601,24 @@ pub fn run(statement: Statement<'_>) -> Reply {
                     earliest: micros(row.get::<TimestampWithTimeZone>(6).expect("earliest")),
                 };
                 Reply::Taking(locked, row.get::<String>(3).expect("slot's holder"))
-            })
-        }
-        Statement::Stale { key, above } => {
-            let locked = plans::run(
-                queries::LOCK_STALE_TENURES,
-                &[key.into(), above.into()],
-                |t| {
-                    t.into_iter()
-                        .map(|row| {
-                            let slot = row.get::<i32>(5).expect("slot").expect("slot is NOT NULL");
-                            (Held::of(&row), slot)
-                        })
-                        .collect::<Vec<_>>()
-                },
-            );
-            let all = plans::run(queries::STALE_TENURES, &[key.into(), above.into()], |t| {
-                t.first().get_one::<i64>().expect("count").unwrap_or(0)
-            });
-            Reply::Stale(locked, all)
-        }
-        Statement::SetOneSlot { key } => {
-            plans::run(queries::SET_ONE_SLOT, &[key.into()], |_| ());
-            Reply::Done
-        }
-        Statement::TakeSlot {
-            tenure,
-            slot,
-            slots,
-        } => {
-            let args = [
-                tenure.key.into(),
-                slot.into(),
-                tenure.id.into(),
-                tenure.floor.into(),
-                ts(tenure.now).into(),
-                ts(tenure.stored).into(),
-                tenure.ttl.as_interval().into(),
-                text_or_null(tenure.value),
-                tenure.owner.into(),
-                uuid_or_null(tenure.session),
-                slots.into(),
-            ];
-            Reply::Term(plans::run(queries::TAKE_SLOT, &args, first_term))
-        }
-        Statement::LockOwnSlot { .. } if !schema_version::has_slots() => Reply::OwnSlot(None),
-        Statement::LockOwnSlot { key, id, owner } => {
-            let args = [key.into(), id.into(), owner.into()];
-            Reply::OwnSlot(plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
-                let row = t.into_iter().next()?;
+            }
+            Rows::Stale => Reply::Stale(
+                t.into_iter()
+                    .map(|row| {
+                        let slot = row.get::<i32>(5).expect("slot").expect("slot is NOT NULL");
+                        (Held::of(&row), slot)
+                    })
+                    .collect(),
+            ),
+            Rows::Count => Reply::Count(t.first().get_one::<i64>().expect("count").unwrap_or(0)),
+            Rows::OwnSlot => Reply::OwnSlot(t.into_iter().next().and_then(|row| {
                 Some((
                     row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
                     row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
                     micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
                 ))
-            }))
+            })),
+            Rows::Nothing => Reply::Done,
         }
     }
 }
