@@ -197,18 +197,22 @@ impl<'a> Look<'a> {
     /// subtransaction, `locked`, until it leaves it).
     fn drive(&mut self, mut step: Step<'a>, locked: bool) -> Step<'a> {
         loop {
-            step = match step {
-                Step::Run(statement, then) => {
-                    let reply = keys::run(statement);
-                    self.next(then, reply)
+            let (then, reply) = match step {
+                Step::Run(statement, then) => (then, keys::run(statement)),
+                Step::Locked(statement, then) => {
+                    step = plans::in_subtransaction(
+                        || self.drive(Step::Run(statement, then), true),
+                        Step::kept,
+                    );
+                    continue;
                 }
-                Step::Locked(statement, then) => plans::in_subtransaction(
-                    || self.drive(Step::Run(statement, then), true),
-                    Step::kept,
-                ),
-                Step::AsOneSlot if !locked => self.as_one_slot(),
+                Step::AsOneSlot if !locked => {
+                    step = self.as_one_slot();
+                    continue;
+                }
                 end => return end,
-            }
+            };
+            step = self.next(then, reply);
         }
     }
 

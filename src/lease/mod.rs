@@ -1,6 +1,7 @@
 //! A key's transitions (contracts 2, 3, 8-11, 13, 16-18, 21, 22): each
 //! reads what it needs, asks `leaderlock_protocol` what to do, and writes
-//! it. `take` acquires (a key of one slot; `slots` those of many), `keep`
+//! it. `take` acquires (each look `look`'s state machine, a key of one slot
+//! or of many; `slots` what a holder of a slot does), `keep`
 //! is what a holder does with its lease, `read` what anyone may ask of a
 //! key; `tenure` is what follows every change of holder, `failover` keeps
 //! terms and leases across crashes and promotions, `session_leases` holds

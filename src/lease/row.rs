@@ -170,7 +170,7 @@ pub(super) fn extend(
 /// when the decision needs it (a renewal through le_try_acquire asks for
 /// none of it): the term floor and the failover step (8), a candidate of
 /// higher priority waiting (18), a tenure handed to a waiting le_acquire
-/// (9). For keys of one slot (`take.rs`) and of many (`slots.rs`) alike.
+/// (9). For keys of one slot and of many alike (`look.rs`).
 pub(super) struct KeyFacts<'a> {
     pub(super) key: &'a str,
     pub(super) priority: i32,

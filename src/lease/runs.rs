@@ -365,7 +365,7 @@ pub fn prune_expired(now: i64) -> i64 {
 
 /// Locks the row of job '' without waiting, making it when no prune has
 /// yet (a first made by another transaction not committed yet: waited for
-/// `tenure::insert_first`'s bound at most). Whether this transaction holds it.
+/// `keys::insert_first`'s bound at most). Whether this transaction holds it.
 fn lock_jobs_floor(now: i64) -> bool {
     let (exists, locked) = plans::run(queries::LOCK_JOBS_FLOOR, &[], |t| {
         let row = t.first();

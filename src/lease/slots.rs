@@ -8,8 +8,9 @@
 //! Holders never lock the head: renewals, releases and the worker touch
 //! their slot's row only, so a candidate (which locks the head for an
 //! instant, or for the rest of its own transaction, as 3.1 allows) never
-//! delays a holder. Only `take.rs` calls in here; the outcome types are
-//! this module's own.
+//! delays a holder. A tenure is taken by `look.rs`'s acquisition (the same
+//! machine as for a key of one slot); here are what a holder does with it
+//! and what anyone reads of it.
 //!
 //! A tenure acquired under a session (contract 21) is stored as a key of one
 //! slot is: expires_at infinity, its session's row has the expiry, only the

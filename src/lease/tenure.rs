@@ -1,4 +1,4 @@
-//! What follows a change of holder, for a key of one slot (`take.rs`, `keep.rs`) and
+//! What follows a change of holder, for a key of one slot (`look.rs`, `keep.rs`) and
 //! for a tenure of a key of many (`slots.rs`) alike: the worker's cue,
 //! wake-ups, the counters, durability, and the announcement (contract 4).
 
@@ -43,25 +43,27 @@ pub enum Follow {
 impl Follow {
     /// Done for `id`'s tenure of `key` (of `slots` slots), `value` its
     /// value when one was given: the worker's cue, durability, wake-ups,
-    /// the announcement.
-    pub fn done(self, key: &str, id: &str, value: Option<&str>, slots: i32) {
-        match self {
-            Follow::Nothing => {}
+    /// and one announcement.
+    pub fn done(&self, key: &str, id: &str, value: Option<&str>, slots: i32) {
+        let event = match *self {
+            Follow::Nothing => return,
             Follow::Started {
                 term,
                 now,
                 expires_at,
-                previous,
-            } => started(
-                key,
-                id,
-                term,
-                now,
-                expires_at,
-                previous.as_deref(),
-                value,
-                slots,
-            ),
+                ref previous,
+            } => {
+                begun(key, expires_at, previous.is_some());
+                Event::Acquired {
+                    key,
+                    holder: id,
+                    term,
+                    at: now,
+                    previous_holder: previous.as_deref(),
+                    expires_at,
+                    value,
+                }
+            }
             Follow::Kept {
                 term,
                 now,
@@ -72,19 +74,20 @@ impl Follow {
                     worker_wakeup::expiry_written(expires_at);
                     failover::commit_durably();
                 }
-                if proclaimed {
-                    Event::Proclaimed {
-                        key,
-                        holder: id,
-                        term,
-                        at: now,
-                        value,
-                    }
-                    .send_for(slots);
+                if !proclaimed {
+                    return;
+                }
+                Event::Proclaimed {
+                    key,
+                    holder: id,
+                    term,
+                    at: now,
+                    value,
                 }
             }
-            Follow::Took(tenure) => candidates::took(key, id, tenure),
-        }
+            Follow::Took(tenure) => return candidates::took(key, id, tenure),
+        };
+        event.send_for(slots);
     }
 }
 
@@ -101,13 +104,7 @@ pub fn started(
     value: Option<&str>,
     slots: i32,
 ) {
-    worker_wakeup::expiry_written(expires_at);
-    if previous_holder.is_some() {
-        databases::count(Counter::Expired);
-    }
-    // Rolled back, the lease is vacant again: its waiters must look again.
-    waiters::wake_at_abort(key);
-    failover::commit_durably();
+    begun(key, expires_at, previous_holder.is_some());
     Event::Acquired {
         key,
         holder: id,
@@ -118,6 +115,19 @@ pub fn started(
         value,
     }
     .send_for(slots);
+}
+
+/// What a new tenure expiring at `expires_at` sets off besides its
+/// announcement: the worker's cue, the counters (a lapsed tenure it
+/// followed counts as an expiry, `after_lapsed`), wake-ups at rollback
+/// (the lease is vacant again: its waiters must look again), durability.
+fn begun(key: &str, expires_at: i64, after_lapsed: bool) {
+    worker_wakeup::expiry_written(expires_at);
+    if after_lapsed {
+        databases::count(Counter::Expired);
+    }
+    waiters::wake_at_abort(key);
+    failover::commit_durably();
 }
 
 /// A lapsed lease (or tenure), or one whose session ended, was vacated

@@ -315,12 +315,12 @@ enum Rows {
 pub fn run(statement: Statement<'_>) -> Reply {
     let (sql, args, rows, how) = planned(statement);
     match how {
+        How::Waiting { now, deadline } => Reply::Term(insert_first(sql, &args, now, deadline)),
         How::Plain => plans::run(sql, &args, |t| rows.read(t)),
         How::Undone => Reply::Term(plans::in_subtransaction(
             || plans::run(sql, &args, first_term),
             Option::is_some,
         )),
-        How::Waiting { now, deadline } => Reply::Term(insert_first(sql, &args, now, deadline)),
         How::Nothing(reply) => reply,
     }
 }

@@ -2,7 +2,7 @@
 //! stateright: owners (contract 13), sessions, their end and their
 //! lock-delay (21), priorities among candidates waiting in le_acquire
 //! (18). Every acquisition is decided by `leaderlock_protocol::acquisition`,
-//! the function the extension's acquisition calls (src/lease/take.rs), fed
+//! the function the extension's acquisition calls (src/lease/look.rs), fed
 //! what the extension reads: the key's row (its owner as whether the caller
 //! may act for it, its session, its lock-delay) and the facts it asks for
 //! (a candidate of higher priority waiting); every end of a session (the

@@ -2,7 +2,7 @@
 //! stateright: clients acquire one key asking for 1, 2 or 3 slots, renew
 //! nothing, release, and let their tenures lapse, while the worker vacates
 //! lapsed ones, in any order. Every acquisition is decided as the extension
-//! decides it (src/lease/take.rs, slots.rs): the key's row read without
+//! decides it (src/lease/look.rs): the key's row read without
 //! locking, `acquisition`; for a key of many slots (or asked for), what it
 //! read of them, `slots::slot_acquisition`; under the key's row lock
 //! (taken only while no live holder has it), `slots::slot_take` on what

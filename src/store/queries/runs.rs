@@ -5,7 +5,7 @@ use leaderlock_protocol::{expiry, held_by, next_term, not_live, of_term};
 
 statements! {
     /// Contract 22: a job's row, made by its first claim; may wait only for a
-    /// concurrent first claim (bounded by `tenure::insert_first`). `$1` job.
+    /// concurrent first claim (bounded by `keys::insert_first`). `$1` job.
     INSERT_JOB = "INSERT INTO @extschema@.leaderlock_jobs (job, term, owner) \
          SELECT $1, coalesce((SELECT f.term FROM @extschema@.leaderlock_jobs f WHERE f.job = ''), 0), \
                 $2::oid \
