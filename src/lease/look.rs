@@ -180,6 +180,7 @@ pub(super) fn look(
     }
 }
 
+/// A look in progress: what it asks, and what its first read found.
 struct Look<'a> {
     key: &'a str,
     id: &'a str,
