@@ -106,6 +106,24 @@ impl<'a> Tenure<'a> {
             uuid_or_null(self.session),
         ]
     }
+
+    /// `START_SLOT`'s ten parameters, and the first ten of `TAKE_SLOT`'s:
+    /// the tenure in `slot`, `term` its term (`START_SLOT`) or the floor
+    /// of the key's next one (`TAKE_SLOT`).
+    fn slot_args(&self, slot: i32, term: i64) -> Vec<DatumWithOid<'a>> {
+        vec![
+            self.key.into(),
+            slot.into(),
+            self.id.into(),
+            term.into(),
+            ts(self.now).into(),
+            ts(self.stored).into(),
+            self.ttl.as_interval().into(),
+            text_or_null(self.value),
+            self.owner.into(),
+            uuid_or_null(self.session),
+        ]
+    }
 }
 
 /// The session binding (contract 10) as parameters: pid and start, or
@@ -471,21 +489,11 @@ fn planned(statement: Statement<'_>) -> Planned<'_> {
             let how = How::Waiting { now, deadline };
             (queries::INSERT_KEY_HEAD, args, Rows::Term, how)
         }
-        Statement::StartSlot { tenure, slot, term } => {
-            let args = vec![
-                tenure.key.into(),
-                slot.into(),
-                tenure.id.into(),
-                term.into(),
-                ts(tenure.now).into(),
-                ts(tenure.stored).into(),
-                tenure.ttl.as_interval().into(),
-                text_or_null(tenure.value),
-                tenure.owner.into(),
-                uuid_or_null(tenure.session),
-            ];
-            plain(queries::START_SLOT, args, Rows::Given(term))
-        }
+        Statement::StartSlot { tenure, slot, term } => plain(
+            queries::START_SLOT,
+            tenure.slot_args(slot, term),
+            Rows::Given(term),
+        ),
         Statement::LockHead { key } => plain(queries::LOCK_KEY_HEAD, vec![key.into()], Rows::Head),
         Statement::SlotTake {
             key,
@@ -516,19 +524,9 @@ fn planned(statement: Statement<'_>) -> Planned<'_> {
             slot,
             slots,
         } => {
-            let args = vec![
-                tenure.key.into(),
-                slot.into(),
-                tenure.id.into(),
-                tenure.floor.into(),
-                ts(tenure.now).into(),
-                ts(tenure.stored).into(),
-                tenure.ttl.as_interval().into(),
-                text_or_null(tenure.value),
-                tenure.owner.into(),
-                uuid_or_null(tenure.session),
-                slots.into(),
-            ];
+            // (the key's next term, from its floor at least)
+            let mut args = tenure.slot_args(slot, tenure.floor);
+            args.push(slots.into());
             plain(queries::TAKE_SLOT, args, Rows::Term)
         }
         Statement::LockOwnSlot { .. } if !slots => (
