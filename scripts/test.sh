@@ -74,8 +74,10 @@
 #                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
 #
-# Each suite runs against its own throwaway cluster on a free port, with
-# leaderlock preloaded. Exits non-zero if anything fails, on any version.
+# The versions run in two lanes: 15 then 18; 14, 16 and 17 one after the
+# other in the background, beside 15's bench smoke and 18 (run_version,
+# start_lane). Each suite runs against its own throwaway cluster on a free
+# port, with leaderlock preloaded. Exits non-zero if anything fails, on any version.
 # LEADERLOCK_STRESS_SECONDS (default 12) sets the stress test's length.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -126,6 +128,7 @@ T0=$SECONDS
 cleanup() {
   local d
   [ -z "${CLIENT_PID:-}" ] || kill "$CLIENT_PID" 2>/dev/null || true
+  [ -z "${LANE_PID:-}" ] || kill "$LANE_PID" 2>/dev/null || true
   for d in "$WORK"/*/*/; do
     [ -f "$d/PG_VERSION" ] && stop_cluster "$d" immediate
   done
@@ -339,11 +342,6 @@ test_version() {
   if $packaged; then
     stage "package: installs under a running server, the CLI's package, apt-get remove"
     "$REPO_ROOT/tests/package/run.sh" after "$VWORK/dist" || fail "package (after)"
-  fi
-  # Every benchmark on one version: enough that none can rot, and the test
-  # command stays under its hour.
-  if wants bench && [ "$PG_MAJOR" = 15 ]; then
-    bench_smoke
   fi
   stage_end
 }
@@ -569,14 +567,74 @@ if wants contributor && [ "$(id -u)" -eq 0 ] && [ -z "${LEADERLOCK_PG_CONFIG:-}"
   SUMMARY+=("as a contributor (not root, PostgreSQL 16 of its own): $(( SECONDS - t )) s")
 fi
 
-for v in "${VERSIONS[@]}"; do
-  t=$SECONDS
-  before=${#FAILED[@]}
-  test_version "$v"
-  verdict=passed
+# run_version N: every suite on PostgreSQL N, its verdict and time kept.
+run_version() {
+  local t=$SECONDS before=${#FAILED[@]} verdict=passed
+  test_version "$1"
   [ "${#FAILED[@]}" -gt "$before" ] && verdict=FAILED
-  SUMMARY+=("PostgreSQL $v ($("$PG_BIN/postgres" --version | awk '{print $NF}')): $verdict in $(( (SECONDS - t) / 60 )) min $(( (SECONDS - t) % 60 )) s")
+  SUMMARY+=("PostgreSQL $1 ($("$PG_BIN/postgres" --version | awk '{print $NF}')): $verdict in $(( (SECONDS - t) / 60 )) min $(( (SECONDS - t) % 60 )) s")
+}
+
+# Two lanes. 14, 16 and 17 run what differs by version (pg_regress,
+# isolation, the client tests of the server's machinery, 14's unit tests):
+# about twelve minutes one after the other, mostly waiting on ttls, chaos
+# runs and builds. They run one after the other in a lane of their own, in
+# the background, beside 15's benchmark smoke runs (whose figures no test
+# reads) and all of 18; the main lane runs 15, then 18. Rust builds take
+# turns (cargo's lock on target/). The side lane's output is printed, and
+# its verdicts and stage times counted, when the main lane is done. A run
+# of one lane's versions alone (--pg) runs them one after the other.
+SIDE=() MAIN=()
+for v in "${VERSIONS[@]}"; do
+  case $v in 14|16|17) SIDE+=("$v") ;; *) MAIN+=("$v") ;; esac
 done
+if [ "${#MAIN[@]}" -eq 0 ] || [ "${#SIDE[@]}" -eq 0 ]; then MAIN=("${VERSIONS[@]}") SIDE=(); fi
+LANE_PID="" LANE_T0=0
+start_lane() {
+  [ "${#SIDE[@]}" -gt 0 ] && [ -z "$LANE_PID" ] || return 0
+  stage_end
+  log "side lane: PostgreSQL ${SIDE[*]} started in the background, beside the stages below; its output at the end"
+  LANE_T0=$SECONDS
+  (
+    FAILED=() SUMMARY=() STAGE_TIMES=() CLIENT_PID=""
+    for v in "${SIDE[@]}"; do run_version "$v"; done
+    stage_end
+    for f in "${FAILED[@]}"; do echo "$f"; done >"$WORK/lane.failed"
+    for f in "${SUMMARY[@]}"; do echo "$f"; done >"$WORK/lane.summary"
+    for f in "${STAGE_TIMES[@]}"; do echo "$f"; done >"$WORK/lane.stages"
+    echo "$SECONDS" >"$WORK/lane.end"
+  ) >"$WORK/lane.log" 2>&1 &
+  LANE_PID=$!
+}
+join_lane() {
+  [ -n "$LANE_PID" ] || return 0
+  stage_end
+  wait "$LANE_PID" || true
+  LANE_PID=""
+  printf '\n=== the side lane: PostgreSQL %s (beside the stages above: its output)\n' "${SIDE[*]}"
+  cat "$WORK/lane.log"
+  if [ -f "$WORK/lane.end" ]; then
+    local line
+    while IFS= read -r line; do [ -z "$line" ] || FAILED+=("$line"); done <"$WORK/lane.failed"
+    while IFS= read -r line; do [ -z "$line" ] || SUMMARY+=("$line"); done <"$WORK/lane.summary"
+    while IFS= read -r line; do [ -z "$line" ] || STAGE_TIMES+=("$line"); done <"$WORK/lane.stages"
+    log "the side lane: $(( $(cat "$WORK/lane.end") - LANE_T0 )) s (beside the main lane, which went on $(( SECONDS - $(cat "$WORK/lane.end") )) s after it)"
+  else
+    FAILED+=("the side lane (PostgreSQL ${SIDE[*]}) ended before its end")
+  fi
+}
+
+for v in "${MAIN[@]}"; do
+  run_version "$v"
+  # Every benchmark on one version, beside the side lane: enough that none
+  # can rot.
+  if [ "$v" = 15 ]; then
+    start_lane
+    if wants bench; then bench_smoke; fi
+  fi
+done
+start_lane
+join_lane
 
 stage_end
 echo
