@@ -74,10 +74,10 @@
 #                   clients.sh (on 15) small:
 #                   every benchmark with tiny sizes, so none can rot
 #
-# The versions run in two lanes: 15 then 18; 14, 16 and 17 one after the
-# other in the background, beside 15's bench smoke and 18 (run_version,
-# start_lane). Each suite runs against its own throwaway cluster on a free
-# port, with leaderlock preloaded. Exits non-zero if anything fails, on any version.
+# The versions run in two lanes: 15; and the others one after the other
+# in the background, from 15's client stages on (run_version, start_lane).
+# Each suite runs against its own throwaway cluster on a free port, with
+# leaderlock preloaded. Exits non-zero if anything fails, on any version.
 # LEADERLOCK_STRESS_SECONDS (default 12) sets the stress test's length.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -450,6 +450,10 @@ test_on_a_cluster() {
   if wants client; then
     start_client_tests
   fi
+  # (the other versions from here on, beside 15's client stages)
+  if [ "$PG_MAJOR" = 15 ]; then
+    start_lane
+  fi
 
   if wants client && [ "$PG_MAJOR" = 15 ]; then
     stage "the Node.js client (clients/node: npm ci, build, node --test)"
@@ -575,20 +579,23 @@ run_version() {
   SUMMARY+=("PostgreSQL $1 ($("$PG_BIN/postgres" --version | awk '{print $NF}')): $verdict in $(( (SECONDS - t) / 60 )) min $(( (SECONDS - t) % 60 )) s")
 }
 
-# Two lanes. 14, 16 and 17 run what differs by version (pg_regress,
-# isolation, the client tests of the server's machinery, 14's unit tests):
-# about twelve minutes one after the other, mostly waiting on ttls, chaos
-# runs and builds. They run one after the other in a lane of their own, in
-# the background, beside 15's benchmark smoke runs (whose figures no test
-# reads) and all of 18; the main lane runs 15, then 18. Rust builds take
-# turns (cargo's lock on target/). The side lane's output is printed, and
-# its verdicts and stage times counted, when the main lane is done. A run
-# of one lane's versions alone (--pg) runs them one after the other.
+# Two lanes. 15 runs the most (the clients' suites, their scenarios and
+# tours, the portable edition, the benchmarks), and from its client stages
+# on it mostly waits (ttls, chaos runs, the clients' own tests): the other
+# versions run one after the other in a lane of their own, in the
+# background, from there on (start_lane, called by test_on_a_cluster),
+# beside 15's client stages and its benchmark smoke runs. Rust builds take
+# turns (cargo's lock on target/); each version has its own tree, port and
+# work directory. The side lane's output is printed, and its verdicts and
+# stage times counted, when 15 is done. A run without 15, or of one
+# version, runs its versions one after the other.
 SIDE=() MAIN=()
-for v in "${VERSIONS[@]}"; do
-  case $v in 14|16|17) SIDE+=("$v") ;; *) MAIN+=("$v") ;; esac
-done
-if [ "${#MAIN[@]}" -eq 0 ] || [ "${#SIDE[@]}" -eq 0 ]; then MAIN=("${VERSIONS[@]}") SIDE=(); fi
+if [[ " ${VERSIONS[*]} " == *" 15 "* ]] && [ "${#VERSIONS[@]}" -gt 1 ]; then
+  MAIN=(15)
+  for v in "${VERSIONS[@]}"; do [ "$v" = 15 ] || SIDE+=("$v"); done
+else
+  MAIN=("${VERSIONS[@]}")
+fi
 LANE_PID="" LANE_T0=0
 start_lane() {
   [ "${#SIDE[@]}" -gt 0 ] && [ -z "$LANE_PID" ] || return 0
@@ -633,7 +640,6 @@ for v in "${MAIN[@]}"; do
     if wants bench; then bench_smoke; fi
   fi
 done
-start_lane
 join_lane
 
 stage_end
