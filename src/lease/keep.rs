@@ -6,9 +6,7 @@ use crate::announce::notify::Event;
 use crate::base::clock::{micros, now, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
-use crate::lease::row::{
-    caller, counted, extend, first_lease, start_term, tenure_args, Claim, KeyFacts,
-};
+use crate::lease::row::{self as row, caller, counted, extend, first_lease, Claim, KeyFacts};
 use crate::lease::session_leases;
 use crate::lease::slots::{self};
 use crate::lease::tenure::{self};
@@ -17,6 +15,7 @@ use crate::shmem::databases::{self, Counter};
 use crate::shmem::waiters;
 use crate::shmem::worker_wakeup;
 use crate::store::call;
+use crate::store::keys::{self, Reply, Statement};
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
@@ -215,7 +214,7 @@ fn hand_over(key: &str, released: &Lease<&str>, now: i64) {
     let id = grant.id.text();
     let handed =
         leaderlock_protocol::hand_over(released, id.as_str(), ttl.0, failover::term_floor(), now);
-    let args = tenure_args(
+    let tenure = row::tenure(
         key,
         &id,
         now,
@@ -224,7 +223,9 @@ fn hand_over(key: &str, released: &Lease<&str>, now: i64) {
         Claim::default(),
         grant.asked.role,
     );
-    let term = start_term(&args);
+    let Reply::Term(Some(term)) = keys::run(Statement::StartTerm { tenure }) else {
+        unreachable!("a tenure's term")
+    };
     waiters::grant_started(term);
     tenure::started(key, &id, term, now, handed.expires_at, None, None, 1);
 }

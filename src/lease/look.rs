@@ -526,8 +526,9 @@ impl<'a> Look<'a> {
             key: self.key,
             id: self.id,
             now,
-            ttl: self.ttl,
+            ttl: Some(self.ttl),
             owner: self.owner,
+            term: None,
             many,
         }
     }

@@ -10,10 +10,7 @@ use crate::shmem::databases::{self, Counter};
 use crate::shmem::sessions;
 use crate::store::call;
 use crate::store::keys::Tenure;
-use crate::store::plans;
-use crate::store::schema_version;
 use leaderlock_protocol::acquire::{Facts, Row};
-use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
@@ -104,30 +101,6 @@ pub(super) fn binding(claim: Claim<'_>) -> Option<(i32, i64)> {
     })
 }
 
-/// Starts a tenure on the locked row (`queries::START_TERM`); its term.
-pub(super) fn start_term(args: &[DatumWithOid<'_>; 11]) -> i64 {
-    plans::run(schema_version::start_term(), args, |t| {
-        t.first()
-            .get_one::<i64>()
-            .expect("term")
-            .expect("term is NOT NULL")
-    })
-}
-
-/// The parameters of `queries::INSERT_FIRST_TERM` and `START_TERM`, for a
-/// tenure owned by `owner` (contract 13).
-pub(super) fn tenure_args<'a>(
-    key: &'a str,
-    id: &'a str,
-    now: i64,
-    expires_at: i64,
-    ttl: Ttl,
-    claim: Claim<'a>,
-    owner: pg_sys::Oid,
-) -> [DatumWithOid<'a>; 11] {
-    tenure(key, id, now, expires_at, ttl, claim, owner).args()
-}
-
 /// A new tenure of `key` for `id` at `now`, stored to expire at `stored`,
 /// owned by `owner`.
 pub(super) fn tenure<'a>(
@@ -163,7 +136,7 @@ pub(super) fn extend(
     ttl: Option<Ttl>,
     term: Option<i64>,
 ) -> Option<i64> {
-    tenure::extend(schema_version::renew(), key, id, now, ttl, term)
+    tenure::extend(false, key, id, now, ttl, term)
 }
 
 /// What an acquisition of a key knows besides what it read, asked only

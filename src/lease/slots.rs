@@ -24,6 +24,7 @@ use crate::lease::failover;
 use crate::lease::row::KeyFacts;
 use crate::lease::tenure;
 use crate::store::call;
+use crate::store::keys::{self, Reply, Statement};
 use crate::store::plans;
 use crate::store::queries;
 use crate::store::schema_version;
@@ -77,14 +78,10 @@ pub fn slots_of(key: &str) -> i32 {
 
 /// How many slots `key` admits; None for an unknown key (or before 0.5.0).
 fn key_slots(key: &str) -> Option<i32> {
-    if !schema_version::has_slots() {
-        return None;
-    }
-    plans::run(queries::KEY_SLOTS, &[key.into()], |t| {
-        t.into_iter()
-            .next()
-            .and_then(|row| row.get::<i32>(1).expect("slots"))
-    })
+    let Reply::Slots(slots) = keys::run(Statement::KeySlots { key }) else {
+        unreachable!("KEY_SLOTS replies with a number")
+    };
+    slots
 }
 
 /// The latest tenure `id` has on `key`, read without a lock.
@@ -108,25 +105,18 @@ pub fn read_own(key: &str, id: &str) -> Option<Own> {
 /// Contract 3.2 for a tenure of a key of many slots: extends the one `id`
 /// holds live at `now`. Its term, or None.
 pub fn extend(key: &str, id: &str, now: i64, ttl: Option<Ttl>, term: Option<i64>) -> Option<i64> {
-    if !schema_version::has_slots() {
-        return None;
-    }
-    tenure::extend(queries::RENEW_SLOT, key, id, now, ttl, term)
+    tenure::extend(true, key, id, now, ttl, term)
 }
 
 /// The tenure `id` holds live on `key`, owned by a role the caller is a
 /// member of, locked (`LOCK_OWN_SLOT`, never waiting): its slot, term and
 /// expiry. None when there is none, or another transaction holds it.
 fn lock_own(key: &str, id: &str) -> Option<(i32, i64, i64)> {
-    let args = [key.into(), id.into(), caller().into()];
-    plans::run(queries::LOCK_OWN_SLOT, &args, |t| {
-        let row = t.into_iter().next()?;
-        Some((
-            row.get::<i32>(1).expect("slot").expect("slot is NOT NULL"),
-            row.get::<i64>(2).expect("term").expect("term is NOT NULL"),
-            micros(row.get::<TimestampWithTimeZone>(3).expect("expires_at"))?,
-        ))
-    })
+    let owner = caller();
+    let Reply::OwnSlot(own) = keys::run(Statement::LockOwnSlot { key, id, owner }) else {
+        unreachable!("LOCK_OWN_SLOT replies with a slot")
+    };
+    own
 }
 
 /// Locks the tenure `id` holds live on `key` and runs `write` with its

@@ -3,7 +3,6 @@
 //! wake-ups, the counters, durability, and the announcement (contract 4).
 
 use crate::announce::notify::{Event, ExpiryReason};
-use crate::base::clock::{micros, ts};
 use crate::base::ttl::Ttl;
 use crate::lease::failover;
 use crate::shmem::candidates;
@@ -11,9 +10,8 @@ use crate::shmem::databases::{self, Counter};
 use crate::shmem::waiters;
 use crate::shmem::worker_wakeup;
 use crate::store::call;
-use crate::store::plans;
+use crate::store::keys::{self, Reply, Statement};
 use leaderlock_protocol::keep::Renewal;
-use pgrx::prelude::*;
 use pgrx::Uuid;
 
 /// What follows an acquisition's write (`look.rs`), done once after it
@@ -172,33 +170,31 @@ pub fn released(key: &str, holder: &str, term: i64, now: i64, forced: bool, slot
     .send_for(slots);
 }
 
-/// Runs a renewal (`queries::RENEW`, `RENEW_SLOT`: same parameters) of the
-/// tenure `id` holds live on `key` at `now`, by `ttl` (the stored one when
-/// None), in `term` when named; what the decision core makes of the tenure
-/// it extended (`leaderlock_protocol::renewal`) is done: the worker's cue,
-/// durability. Its term, or None when nothing was renewed.
+/// Runs a renewal (`keys::Statement::Renew`; `many`: of a slot's tenure)
+/// of the tenure `id` holds live on `key` at `now`, by `ttl` (the stored
+/// one when None), in `term` when named; what the decision core makes of
+/// the tenure it extended (`leaderlock_protocol::renewal`) is done: the
+/// worker's cue, durability. Its term, or None when nothing was renewed.
 pub fn extend(
-    sql: &'static str,
+    many: bool,
     key: &str,
     id: &str,
     now: i64,
     ttl: Option<Ttl>,
     term: Option<i64>,
 ) -> Option<i64> {
-    let args = [
-        key.into(),
-        id.into(),
-        ts(now).into(),
-        Ttl::or_stored(ttl),
-        call::caller().into(),
-        plans::term_or_any(term),
-    ];
-    let extended = plans::run(sql, &args, |t| {
-        let row = t.into_iter().next()?;
-        let expires_at = micros(row.get::<TimestampWithTimeZone>(1).expect("expires_at"))?;
-        let term = row.get::<i64>(2).expect("term").expect("term is NOT NULL");
-        Some((term, expires_at))
-    });
+    let renew = Statement::Renew {
+        key,
+        id,
+        now,
+        ttl,
+        owner: call::caller(),
+        term,
+        many,
+    };
+    let Reply::Extended(extended) = keys::run(renew) else {
+        unreachable!("a renewal replies with what it extended")
+    };
     let (term, expires_at) = renewed_in(extended, id, term, now)?;
     worker_wakeup::expiry_written(expires_at);
     failover::commit_durably();

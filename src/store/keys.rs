@@ -175,14 +175,16 @@ pub enum Statement<'a> {
     },
     /// A new tenure on the locked row (`START_TERM`).
     StartTerm { tenure: Tenure<'a> },
-    /// `id`'s live tenure extended by `ttl` (`RENEW`; `RENEW_SLOT` for a
-    /// key of many slots), same term, never waiting.
+    /// `id`'s live tenure (in `term` when named) extended by `ttl` (the
+    /// stored one when None; `RENEW`; `RENEW_SLOT` for a key of many
+    /// slots), same term, never waiting.
     Renew {
         key: &'a str,
         id: &'a str,
         now: i64,
-        ttl: Ttl,
+        ttl: Option<Ttl>,
         owner: pg_sys::Oid,
+        term: Option<i64>,
         many: bool,
     },
     /// The holder's locked live tenure moved into `session` or out of
@@ -406,6 +408,7 @@ fn planned(statement: Statement<'_>) -> Planned<'_> {
             now,
             ttl,
             owner,
+            term,
             many,
         } => {
             let sql = if many {
@@ -417,9 +420,9 @@ fn planned(statement: Statement<'_>) -> Planned<'_> {
                 key.into(),
                 id.into(),
                 ts(now).into(),
-                ttl.as_interval().into(),
+                Ttl::or_stored(ttl),
                 owner.into(),
-                plans::term_or_any(None),
+                plans::term_or_any(term),
             ];
             plain(sql, args, Rows::Extended)
         }
