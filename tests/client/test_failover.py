@@ -145,11 +145,16 @@ class FailoverTest(unittest.TestCase):
         trapper = connect(user="trapper", port=primary.port)
         test_security.plant_traps(trapper, temp_views=False)
         trapper.close()
-        self.assertTrue(acquire(p, "held", "A", "10 seconds"))
+        # Held well past the standby's making (a base backup of nine
+        # databases, slow on a busy host): had the lease lapsed first, the
+        # old primary's worker would have ended it, and a promotion revives
+        # no ended tenure.
+        self.assertTrue(acquire(p, "held", "A", "2 minutes"))
         p.close()
         standby = self.own(primary.standby("open-standby"))
         s = standby.connect()
         self.assertTrue(wait_for(lambda: term_of(s, "held") == 1, timeout=30))
+        self.assertEqual(one(s, "SELECT le_leader('held')"), "A", "the lease lapsed before the promotion")
         self.assertTrue(wait_for(lambda: standby.worker_pid("postgres") is not None, timeout=10))
         # (a standby's launcher cannot see which databases have the
         # extension: a worker looks, finds none and leaves, not to come
@@ -363,12 +368,16 @@ class FailoverTest(unittest.TestCase):
         standby = self.own(primary.standby("extend-standby"))
         p = primary.connect()
         self.assertTrue(acquire(p, "k", "A", "4 seconds"))
+        acquired = time.monotonic()
         standby_knows = one(p, "SELECT expires_at FROM leaderlock WHERE key = 'k'")
         s = standby.connect()
         self.assertTrue(wait_for(lambda: term_of(s, "k") == 1, timeout=30))
         s.close()
         standby.stop()
-        time.sleep(2)  # so that A is told of a later expiry than the promotion below
+        # So that A is told of a later expiry than the promotion below: 2 s
+        # after the acquisition (not after the stop, which a busy host may
+        # make slow: the renewal must come within the 4 s).
+        time.sleep(max(0.0, acquired + 2 - time.monotonic()))
         self.assertTrue(one(p, "SELECT le_renew('k', 'A')"))
         a_told = one(p, "SELECT expires_at FROM leaderlock WHERE key = 'k'")
         p.close()
