@@ -19,7 +19,11 @@
 //! transaction (one left open would hold every held lease locked): until it
 //! has committed, a call that would start a tenure refuses as it does for
 //! a locked row, and le_acquire waits. Renewals, releases and proclaims of
-//! live leases go on meanwhile: they never shorten a lease. When no
+//! live leases go on meanwhile: they never shorten a lease. A holder's
+//! renewal, release or le_assert_leader refused on a lease that only looks
+//! lapsed (its stored expiry from the old primary's clock, or from before a
+//! start on another boot of the host) waits for the step, at most
+//! `HOLDER_WAIT_US`, and looks again: the step may give it its ttl. When no
 //! background worker can be started (max_worker_processes reached, which
 //! an ordinary role's parallel queries can cause) new tenures wait for a
 //! slot, logged: a caller's transaction taking the step instead, as 0.4.0
@@ -32,6 +36,7 @@
 
 use crate::base::clock::{self, micros};
 use crate::shmem::databases;
+use crate::shmem::waiters;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
@@ -174,6 +179,35 @@ pub fn ready_for_new_tenures() -> bool {
         );
     }
     false
+}
+
+/// How long a holder's refused call waits for a step still to be taken
+/// (the worker's: within a beat of the start or the promotion).
+const HOLDER_WAIT_US: i64 = 2_000_000;
+
+/// How often such a call looks whether the step was taken.
+const HOLDER_LOOK_MS: i64 = 10;
+
+/// A holder's call (a renewal, a release, le_assert_leader) was refused;
+/// when the step is still to be taken, the lease may only look lapsed
+/// (see the module's comment): asks for the step and waits for it, at most
+/// `HOLDER_WAIT_US`. True when it was taken meanwhile (the call looks
+/// again); false at once when it was taken before (the common case, from
+/// memory), or under a transaction snapshot, which would not see it.
+pub fn step_taken_for_holder() -> bool {
+    if already_safe() || unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        return false;
+    }
+    let deadline = clock::now() + HOLDER_WAIT_US;
+    loop {
+        if ready_for_new_tenures() {
+            return true;
+        }
+        if clock::now() >= deadline {
+            return false;
+        }
+        waiters::latch_wait(HOLDER_LOOK_MS);
+    }
 }
 
 /// Asks the worker serving this database, or else a one-shot worker, to

@@ -26,12 +26,19 @@ use pgrx::prelude::*;
 
 /// Contract 3.2: with `term`, only the tenure of that term.
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
-    // (a renewal never shortens a lease: it needs no failover step first)
-    let now = now();
-    let renewed = extend(key, id, now, ttl, term).is_some()
-        || slots::extend(key, id, now, ttl, term).is_some()
-        || (schema_version::has_slots() && session_leases::renew_key(key, id, ttl, term));
+    // (a renewal never shortens a lease: it needs no failover step first;
+    // but one refused may be of a lease that step gives its ttl again)
+    let renewed = renew_now(key, id, ttl, term)
+        || (failover::step_taken_for_holder() && renew_now(key, id, ttl, term));
     counted(renewed, Counter::Renewed)
+}
+
+/// One try of `renew`, at the lease clock's now.
+fn renew_now(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
+    let now = now();
+    extend(key, id, now, ttl, term).is_some()
+        || slots::extend(key, id, now, ttl, term).is_some()
+        || (schema_version::has_slots() && session_leases::renew_key(key, id, ttl, term))
 }
 
 /// Contract 16, le_renew_all: extends every lease `id` holds live (and the
@@ -147,6 +154,13 @@ fn with_own_live<T>(
 /// core makes of it (`leaderlock_protocol::release`) is written: vacated,
 /// and maybe handed over (contract 9).
 pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
+    // (one refused may be of a lease the failover step gives its ttl again)
+    release_once(key, id, term)
+        || (failover::step_taken_for_holder() && release_once(key, id, term))
+}
+
+/// One try of `release`.
+fn release_once(key: &str, id: &str, term: Option<i64>) -> bool {
     // Asked before the lock's subtransaction, inside which every
     // transaction looks like a block.
     let implicit = !unsafe { pg_sys::IsTransactionBlock() };

@@ -338,7 +338,7 @@ pub fn sleep(key: &str, mut seen: Wakes, until_ms: i64) {
 
 /// Waits on this backend's latch for up to `ms`, then checks for
 /// interrupts.
-fn latch_wait(ms: i64) {
+pub fn latch_wait(ms: i64) {
     unsafe {
         pg_sys::WaitLatch(
             pg_sys::MyLatch,

@@ -18,6 +18,17 @@ def worker_pids(conn):
         return dict(cur.fetchall())
 
 
+def serving(name):
+    """Whether a worker serves database `name` (le_worker_running() there):
+    it has its slot, so a command that needs the database alone can ask it
+    to leave. (A worker listed in pg_stat_activity may still be starting.)"""
+    conn = connect(name)
+    try:
+        return one(conn, "SELECT le_worker_running()")
+    finally:
+        conn.close()
+
+
 def set_served(conn, databases, alias=None):
     """ALTER SYSTEM leaderlock.databases (None: reset) and the deprecated
     leaderlock.database, then reload."""
@@ -178,15 +189,15 @@ class EveryDatabaseTest(unittest.TestCase):
         # A worker connected to a database would make these fail ("being
         # accessed by other users"); it steps aside, and comes back.
         tpl = self.make("ll_tpl")
-        self.assertTrue(wait_for(lambda: tpl in worker_pids(self.admin), timeout=GENEROUS))
+        self.assertTrue(wait_for(lambda: serving(tpl), timeout=GENEROUS))
         one(self.admin, 'CREATE DATABASE "ll_copy" TEMPLATE "ll_tpl"')
         self.made.append("ll_copy")
         # The copy has the extension: it gets a worker without CREATE EXTENSION.
-        self.assertTrue(wait_for(lambda: "ll_copy" in worker_pids(self.admin), timeout=GENEROUS))
-        self.assertTrue(wait_for(lambda: tpl in worker_pids(self.admin), timeout=GENEROUS))
+        self.assertTrue(wait_for(lambda: serving("ll_copy"), timeout=GENEROUS))
+        self.assertTrue(wait_for(lambda: serving(tpl), timeout=GENEROUS))
         one(self.admin, 'ALTER DATABASE "ll_copy" RENAME TO "ll_renamed"')
         self.made.append("ll_renamed")
-        self.assertTrue(wait_for(lambda: "ll_renamed" in worker_pids(self.admin), timeout=GENEROUS))
+        self.assertTrue(wait_for(lambda: serving("ll_renamed"), timeout=GENEROUS))
         one(self.admin, 'DROP DATABASE "ll_renamed"')
         self.assertFalse(one(self.admin, "SELECT count(*) FROM pg_database WHERE datname LIKE 'll_renamed'"))
         # TEMPLATE DEFAULT (template1, never served) is left alone.

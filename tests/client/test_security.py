@@ -780,8 +780,9 @@ class SlotsTest(unittest.TestCase):
         one(w, "CREATE EXTENSION leaderlock")
         self.assertTrue(any("max_databases" in n for n in w.notices), w.notices)
         w.close()
-        for i in range(6):
-            self.assertIsNone(cluster.worker_pid(f"ll_empty_{i}"))
+        # (a look the launcher made late, on a busy host, passes)
+        self.assertTrue(wait_for(lambda: all(cluster.worker_pid(f"ll_empty_{i}") is None for i in range(6)),
+                                 timeout=10), "a worker stays in a database without the extension")
 
 
 if __name__ == "__main__":

@@ -75,11 +75,13 @@ class WorkerTest(unittest.TestCase):
     def test_a_lease_renewed_in_time_is_never_expired(self):
         listener = Listener()
         try:
-            self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'alive', '300 milliseconds')",
+            # (a ttl ten renewal periods long: a busy host may hold one
+            # renewal's commit up for a few of them)
+            self.assertTrue(one(self.conn, "SELECT le_try_acquire(%s, 'alive', '1 second')",
                                 (self.key,)))
             stop = time.monotonic() + 3.0
             while time.monotonic() < stop:
-                time.sleep(0.1)  # a third of the ttl
+                time.sleep(0.1)
                 self.assertTrue(one(self.conn, "SELECT le_renew(%s, 'alive')", (self.key,)))
             events = listener.until_marker(self.conn)
         finally:
@@ -110,10 +112,11 @@ class WorkerTest(unittest.TestCase):
     def test_locked_lapsed_rows_are_skipped_then_retried(self):
         # A guarded transaction holds the row while the lease lapses: the
         # worker must not block on it nor expire it; after commit it does.
-        one(self.conn, "SELECT le_try_acquire(%s, 'guarded', '200 milliseconds')", (self.key,))
         other = self.key + "-other"
         listener = Listener()
         tx = connect(autocommit=False)
+        # (the connections first: the lease must still be live when tx locks it)
+        one(self.conn, "SELECT le_try_acquire(%s, 'guarded', '200 milliseconds')", (self.key,))
         try:
             one(tx, "SELECT le_assert_leader(%s, 'guarded')", (self.key,))
             one(self.conn, "SELECT le_try_acquire(%s, 'free', '200 milliseconds')", (other,))
@@ -211,15 +214,17 @@ class StandbyTest(unittest.TestCase):
         c = connect()
         # The standby first: the 3-second lease must still be live when it
         # arrives there, however long the base backup took.
+        # Its connection and its worker too: what the test checks before the
+        # primary stops must fit in the lease's 3 seconds on a busy host.
         standby = primary.standby("standby")
-        one(c, "SELECT le_try_acquire('standby-k', 'primary-side', '3 seconds')")
-        term = one(c, "SELECT term FROM leaderlock WHERE key = 'standby-k'")
         try:
             s = standby.connect()
-            self.assertTrue(wait_for(lambda: one(s, "SELECT le_leader('standby-k')") == "primary-side"))
-            self.assertTrue(one(s, "SELECT pg_is_in_recovery()"))
             self.assertTrue(wait_for(lambda: standby.worker_pid() is not None, timeout=10))
             worker = standby.worker_pid()
+            one(c, "SELECT le_try_acquire('standby-k', 'primary-side', '3 seconds')")
+            term = one(c, "SELECT term FROM leaderlock WHERE key = 'standby-k'")
+            self.assertTrue(wait_for(lambda: one(s, "SELECT le_leader('standby-k')") == "primary-side"))
+            self.assertTrue(one(s, "SELECT pg_is_in_recovery()"))
             # Readers work; a call that would write fails as any write does.
             self.assertFalse(one(s, "SELECT le_try_acquire('standby-k', 'intruder', '1 second')"))
             with self.assertRaises(psycopg2.Error) as caught:
