@@ -321,14 +321,16 @@ class FailoverTest(unittest.TestCase):
         launcher had already found without it: the standby learns of it only
         by WAL (no hook runs there), and once promoted it starts a worker
         there at once, not after the 5-minute look again."""
-        primary = self.own(Cluster.create("walext-primary"))
+        # (debug1: the standby's worker logs it found no extension there)
+        primary = self.own(Cluster.create("walext-primary", "log_min_messages = debug1"))
         standby = self.own(primary.standby("walext-standby"))
         p = primary.connect()
         one(p, "CREATE DATABASE walext")
         s = standby.connect()
         self.assertTrue(wait_for(lambda: one(s, "SELECT count(*) FROM pg_database WHERE datname = 'walext'") == 1,
                                  timeout=30))
-        time.sleep(3)  # the standby's launcher looks there and finds no extension
+        # The standby's launcher looks there and finds no extension.
+        self.assertTrue(wait_for(lambda: 'not installed in database "walext"' in standby.log(), timeout=30))
         pw = primary.connect("walext")
         one(pw, "CREATE EXTENSION leaderlock")
         sw = standby.connect("walext")
