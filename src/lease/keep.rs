@@ -28,13 +28,13 @@ use pgrx::prelude::*;
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     // (a renewal never shortens a lease: it needs no failover step first;
     // but one refused may be of a lease that step gives its ttl again)
-    let renewed = renew_now(key, id, ttl, term)
-        || (failover::step_taken_for_holder() && renew_now(key, id, ttl, term));
+    let renewed = renew_once(key, id, ttl, term)
+        || (failover::step_taken_for_holder() && renew_once(key, id, ttl, term));
     counted(renewed, Counter::Renewed)
 }
 
 /// One try of `renew`, at the lease clock's now.
-fn renew_now(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
+fn renew_once(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     let now = now();
     extend(key, id, now, ttl, term).is_some()
         || slots::extend(key, id, now, ttl, term).is_some()
