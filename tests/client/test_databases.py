@@ -165,7 +165,8 @@ class EveryDatabaseTest(unittest.TestCase):
             one(c, f"CREATE EXTENSION {probe} CASCADE")
             self.assertTrue(wait_for(lambda: name in worker_pids(self.admin), timeout=GENEROUS),
                             "no worker after CREATE EXTENSION ... CASCADE")
-            self.assertTrue(one(c, "SELECT le_worker_running()"))
+            # Listed in pg_stat_activity before it has its slot: wait for it.
+            self.assertTrue(wait_for(lambda: one(c, "SELECT le_worker_running()"), timeout=GENEROUS))
             c.close()
         finally:
             for path in files:
