@@ -26,6 +26,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, 
 /// `leaderlock.max_databases`, which sets how many do.
 pub const SLOTS: usize = settings::MAX_DATABASES_LIMIT as usize;
 
+/// Commands under way on databases without a slot (see `keep_out`) that
+/// can be remembered at once.
+const UNSLOTTED: usize = 32;
+
 /// "Wake me for any expiry": the worker is checking right now.
 pub const CHECKING: i64 = i64::MAX;
 
@@ -89,6 +93,11 @@ struct Table {
     claiming: AtomicBool,
     /// The launcher's PGPROC number, -1 when it is not running.
     launcher_procno: AtomicI32,
+    /// Commands that need a database without a slot to themselves, each
+    /// the database's OID (high half) and until when, in seconds of the
+    /// lease clock (low half): one word, so no reader sees half of one.
+    /// 0 when free.
+    unslotted: [AtomicU64; UNSLOTTED],
 }
 
 static TABLE: PgAtomic<AssertPGRXSharedMemory<Table>> =
@@ -122,6 +131,7 @@ pub fn init() {
                 }),
                 claiming: AtomicBool::new(false),
                 launcher_procno: AtomicI32::new(-1),
+                unslotted: std::array::from_fn(|_| AtomicU64::new(0)),
             })
         }
     );
@@ -314,12 +324,103 @@ impl Slot {
             });
     }
 
+    /// Whether workers must stay out of this database now.
     pub fn paused(&self) -> bool {
         let now = clock::now();
         self.paused_until.load(Ordering::SeqCst) > now
             || (self.commands.load(Ordering::SeqCst) > 0
                 && self.commands_until.load(Ordering::SeqCst) > now)
+            || unslotted_command(self.database.load(Ordering::SeqCst))
     }
+}
+
+/// A command under way that needs a database to itself (`keep_out`).
+pub struct KeptOut {
+    slot: Option<&'static Slot>,
+    entry: Option<(usize, u64)>,
+}
+
+/// A command that needs database `oid` to itself starts: workers stay out
+/// of it until `KeptOut::end`, or for `max_ms` at most (should the backend
+/// die first). Through the database's slot when it has one; otherwise
+/// (a copy made from a template, whose first worker may be connecting
+/// right now) through an entry of the table's few, then a second look for
+/// the slot: a worker claims its slot before it looks for entries, so one
+/// of the two sees the other. With every entry taken, such a command goes
+/// without one, and PostgreSQL's own wait for other sessions (5 s) is all
+/// a worker starting there gets to leave.
+pub fn keep_out(oid: u32, max_ms: i64) -> KeptOut {
+    if let Some(slot) = find(oid) {
+        slot.command_started(max_ms);
+        return KeptOut {
+            slot: Some(slot),
+            entry: None,
+        };
+    }
+    let entry = enabled().then(|| take_entry(oid, max_ms)).flatten();
+    let slot = find(oid);
+    if let Some(slot) = slot {
+        slot.command_started(max_ms);
+    }
+    KeptOut { slot, entry }
+}
+
+impl KeptOut {
+    /// The database's slot, if it has one: a worker serving it must be
+    /// asked to leave.
+    pub fn slot(&self) -> Option<&'static Slot> {
+        self.slot
+    }
+
+    /// The command is over (done or failed).
+    pub fn end(&self) {
+        if let Some(slot) = self.slot {
+            slot.command_ended();
+        }
+        if let Some((i, word)) = self.entry {
+            // (taken over by another command once expired: theirs now)
+            let _ =
+                table().unslotted[i].compare_exchange(word, 0, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+}
+
+fn now_s() -> u64 {
+    u64::try_from(clock::now() / 1_000_000).unwrap_or(0)
+}
+
+/// Takes a free (or expired) entry for `oid` until `max_ms` from now.
+fn take_entry(oid: u32, max_ms: i64) -> Option<(usize, u64)> {
+    let now = now_s();
+    let until = now + u64::try_from(max_ms / 1000).unwrap_or(0);
+    let word = (u64::from(oid) << 32) | (until & u64::from(u32::MAX));
+    table().unslotted.iter().enumerate().find_map(|(i, e)| {
+        let old = e.load(Ordering::SeqCst);
+        let free = old == 0 || (old & u64::from(u32::MAX)) < now;
+        (free
+            && e.compare_exchange(old, word, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok())
+        .then_some((i, word))
+    })
+}
+
+/// Whether a command under way that found no slot keeps workers out of
+/// database `oid`.
+fn unslotted_command(oid: u32) -> bool {
+    if !enabled() || oid == 0 {
+        return false;
+    }
+    let now = now_s();
+    table().unslotted.iter().any(|e| {
+        let word = e.load(Ordering::SeqCst);
+        word >> 32 == u64::from(oid) && (word & u64::from(u32::MAX)) >= now
+    })
+}
+
+/// Launcher: whether workers must stay out of database `oid` now, slot or
+/// none.
+pub fn kept_out(oid: u32) -> bool {
+    find(oid).map_or_else(|| unslotted_command(oid), Slot::paused)
 }
 
 /// The name of this backend's database.

@@ -9,8 +9,9 @@
 //! - DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE, and CREATE
 //!   DATABASE ... TEMPLATE need the database to themselves, and a worker
 //!   connected to it would make them fail ("being accessed by other
-//!   users"): the worker is asked to leave and the launcher starts none
-//!   there until the command is over. Only when the current role could run
+//!   users"): the worker is asked to leave (one still connecting, too:
+//!   `databases::keep_out`) and the launcher starts none there until the
+//!   command is over. Only when the current role could run
 //!   the command (superuser, or the database owner's privileges): a role
 //!   that could not must not be able to send a worker away.
 
@@ -59,12 +60,14 @@ unsafe extern "C-unwind" fn process_utility(
     qc: *mut pg_sys::QueryCompletion,
 ) {
     let stmt = unsafe { (*pstmt).utilityStmt };
+    let installed = || unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
+    let before = unsafe { creates_extension(stmt) }.then(installed);
     let needed = unsafe { database_needed(stmt) };
-    let slot = needed
+    let kept_out = needed
         .filter(|oid| may_take(*oid))
-        .and_then(databases::find);
+        .map(|oid| databases::keep_out(oid, PAUSE_S * 1000));
     let run = || unsafe {
-        if let Some(slot) = slot {
+        if let Some(slot) = kept_out.as_ref().and_then(databases::KeptOut::slot) {
             make_worker_leave(slot);
         }
         // (pgrx wraps standard_ProcessUtility in a Rust function, so it
@@ -93,14 +96,12 @@ unsafe extern "C-unwind" fn process_utility(
         }
     };
 
-    let installed = || unsafe { pg_sys::get_extension_oid(c"leaderlock".as_ptr(), true) };
-    let before = unsafe { creates_extension(stmt) }.then(installed);
     PgTryBuilder::new(run)
         .finally(|| {
-            if let Some(slot) = slot {
+            if let Some(kept_out) = &kept_out {
                 // Over (done or failed): the launcher may start a worker
                 // again, in the database if it still exists.
-                slot.command_ended();
+                kept_out.end();
                 databases::wake_launcher();
             }
         })
@@ -195,10 +196,9 @@ unsafe fn option(options: *mut pg_sys::List, name: &CStr) -> Option<*mut pg_sys:
     found
 }
 
-/// Asks the worker serving `slot`'s database to leave, and waits (briefly)
-/// until it has.
+/// Asks the worker serving `slot`'s database to leave (workers are kept
+/// out already), and waits (briefly) until it has.
 unsafe fn make_worker_leave(slot: &databases::Slot) {
-    slot.command_started(PAUSE_S * 1000);
     let deadline = clock::now() + LEAVE_TIMEOUT_MS * 1000;
     while slot.worker_procno.load(Ordering::SeqCst) >= 0 && clock::now() < deadline {
         slot.wake_worker();

@@ -128,8 +128,16 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
         );
         return;
     };
-    if slot.paused() || !worker_wakeup::register_worker(slot) {
-        return; // a command needs the database, or another worker serves it
+    // (after the claim above: a command that found no slot left an entry
+    // that this sees, see `databases::keep_out`)
+    if slot.paused() {
+        // A command needs the database: left on request, so the launcher
+        // starts the next worker without backing off.
+        slot.stepped_aside.store(true, Ordering::SeqCst);
+        return;
+    }
+    if !worker_wakeup::register_worker(slot) {
+        return; // another worker serves it
     }
     slot.absent.store(false, Ordering::SeqCst);
 

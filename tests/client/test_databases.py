@@ -3,6 +3,7 @@ database where the extension is installed, on the test cluster switched to
 leaderlock.databases = '*' (the default) for these tests and back."""
 import os
 import subprocess
+import threading
 import time
 import unittest
 
@@ -204,6 +205,51 @@ class EveryDatabaseTest(unittest.TestCase):
         # TEMPLATE DEFAULT (template1, never served) is left alone.
         one(self.admin, 'CREATE DATABASE "ll_default" TEMPLATE DEFAULT')
         self.made.append("ll_default")
+
+    def test_such_a_command_sends_away_a_worker_still_connecting(self):
+        # A copy made from a template has no slot until its first worker
+        # has found the extension there: a command that begins while that
+        # worker is connecting must still keep it out. The worker is held
+        # at its first look (pg_extension locked by a session in the copy)
+        # until the command waits for the database to empty.
+        tpl = self.make("ll_tpl_held")
+        rounds = (("ll_copy_held_1", 'ALTER DATABASE "ll_copy_held_1" RENAME TO "ll_moved_held"', "ll_moved_held"),
+                  ("ll_copy_held_2", 'DROP DATABASE "ll_copy_held_2"', None))
+        for copy, command, renamed in rounds:
+            set_served(self.admin, "postgres")
+            self.assertTrue(wait_for(lambda: set(worker_pids(self.admin)) == {"postgres"}, timeout=GENEROUS))
+            for name in (copy, renamed):
+                if name:
+                    one(self.admin, f'DROP DATABASE IF EXISTS "{name}"')
+                    self.made.append(name)
+            one(self.admin, f'CREATE DATABASE "{copy}" TEMPLATE "{tpl}"')
+            holder = connect(copy, autocommit=False)
+            one(holder, "LOCK TABLE pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE")
+            set_served(self.admin, "*")
+            held = wait_for(lambda: one(self.admin, (
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'leaderlock worker'"
+                " AND datname = %s AND wait_event_type = 'Lock'"), (copy,)) == 1, timeout=GENEROUS)
+            done = {}
+
+            def run(command=command):
+                other = connect()
+                try:
+                    one(other, command)
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    done["error"] = e
+                finally:
+                    other.close()
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            time.sleep(0.5)  # the command now waits for the database to empty
+            holder.close()  # and the worker goes on: it finds the extension
+            thread.join()
+            self.assertTrue(held, "the worker was not held at its first look")
+            self.assertNotIn("error", done, f"{command}: {done.get('error')}")
+            if renamed:
+                self.assertTrue(wait_for(lambda: serving(renamed), timeout=GENEROUS))
+        self.assertFalse(one(self.admin, "SELECT count(*) FROM pg_database WHERE datname = 'll_copy_held_2'"))
 
     def test_a_role_that_may_not_drop_a_database_cannot_send_its_worker_away(self):
         victim = self.make("ll_victim")
