@@ -27,8 +27,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, 
 pub const SLOTS: usize = settings::MAX_DATABASES_LIMIT as usize;
 
 /// Commands under way on databases without a slot (see `keep_out`) that
-/// can be remembered at once.
+/// can be remembered at once, and how many of them one role (not a
+/// superuser) may have: no role can take them all from the others.
 const UNSLOTTED: usize = 32;
+const UNSLOTTED_PER_ROLE: usize = 4;
 
 /// "Wake me for any expiry": the worker is checking right now.
 pub const CHECKING: i64 = i64::MAX;
@@ -98,6 +100,9 @@ struct Table {
     /// lease clock (low half): one word, so no reader sees half of one.
     /// 0 when free.
     unslotted: [AtomicU64; UNSLOTTED],
+    /// Each entry's role (0: a superuser's), written with the entry under
+    /// the claim lock.
+    unslotted_role: [AtomicU32; UNSLOTTED],
 }
 
 static TABLE: PgAtomic<AssertPGRXSharedMemory<Table>> =
@@ -132,6 +137,7 @@ pub fn init() {
                 claiming: AtomicBool::new(false),
                 launcher_procno: AtomicI32::new(-1),
                 unslotted: std::array::from_fn(|_| AtomicU64::new(0)),
+                unslotted_role: std::array::from_fn(|_| AtomicU32::new(0)),
             })
         }
     );
@@ -346,10 +352,11 @@ pub struct KeptOut {
 /// (a copy made from a template, whose first worker may be connecting
 /// right now) through an entry of the table's few, then a second look for
 /// the slot: a worker claims its slot before it looks for entries, so one
-/// of the two sees the other. With every entry taken, such a command goes
-/// without one, and PostgreSQL's own wait for other sessions (5 s) is all
-/// a worker starting there gets to leave.
-pub fn keep_out(oid: u32, max_ms: i64) -> KeptOut {
+/// of the two sees the other. With every entry taken, or `role`'s share
+/// (None: a superuser, who has no share), such a command goes without
+/// one, and PostgreSQL's own wait for other sessions (5 s) is all a
+/// worker starting there gets to leave.
+pub fn keep_out(oid: u32, role: Option<u32>, max_ms: i64) -> KeptOut {
     if let Some(slot) = find(oid) {
         slot.command_started(max_ms);
         return KeptOut {
@@ -357,7 +364,7 @@ pub fn keep_out(oid: u32, max_ms: i64) -> KeptOut {
             entry: None,
         };
     }
-    let entry = enabled().then(|| take_entry(oid, max_ms)).flatten();
+    let entry = enabled().then(|| take_entry(oid, role, max_ms)).flatten();
     let slot = find(oid);
     if let Some(slot) = slot {
         slot.command_started(max_ms);
@@ -389,19 +396,51 @@ fn now_s() -> u64 {
     u64::try_from(clock::now() / 1_000_000).unwrap_or(0)
 }
 
-/// Takes a free (or expired) entry for `oid` until `max_ms` from now.
-fn take_entry(oid: u32, max_ms: i64) -> Option<(usize, u64)> {
+/// Takes a free (or expired) entry for `oid` until `max_ms` from now,
+/// within `role`'s share.
+fn take_entry(oid: u32, role: Option<u32>, max_ms: i64) -> Option<(usize, u64)> {
     let now = now_s();
     let until = now + u64::try_from(max_ms / 1000).unwrap_or(0);
-    let word = (u64::from(oid) << 32) | (until & u64::from(u32::MAX));
-    table().unslotted.iter().enumerate().find_map(|(i, e)| {
-        let old = e.load(Ordering::SeqCst);
-        let free = old == 0 || (old & u64::from(u32::MAX)) < now;
-        (free
-            && e.compare_exchange(old, word, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok())
-        .then_some((i, word))
-    })
+    let word = (u64::from(oid) << 32) | (until & LOW);
+    let t = table();
+    // (under the claim lock: no two takers count the same share)
+    let _guard = ClaimLock::take();
+    let entries: [(u64, u32); UNSLOTTED] = std::array::from_fn(|i| {
+        (
+            t.unslotted[i].load(Ordering::SeqCst),
+            t.unslotted_role[i].load(Ordering::SeqCst),
+        )
+    });
+    let i = entry_for(&entries, now, role)?;
+    // (an entry's end clears its word by compare-and-swap, outside the
+    // lock: a word taken over after its expiry is not the one it clears)
+    t.unslotted_role[i].store(role.unwrap_or(0), Ordering::SeqCst);
+    t.unslotted[i].store(word, Ordering::SeqCst);
+    Some((i, word))
+}
+
+/// An entry's "until" half.
+const LOW: u64 = u32::MAX as u64;
+
+/// Whether an entry's word keeps workers out at `now` (seconds).
+fn live(word: u64, now: u64) -> bool {
+    word != 0 && (word & LOW) >= now
+}
+
+/// Which entry a command of `role` (None: a superuser's) may take, given
+/// each entry's word and role: a free or expired one, unless `role` has
+/// its share live already.
+fn entry_for(entries: &[(u64, u32)], now: u64, role: Option<u32>) -> Option<usize> {
+    if let Some(role) = role {
+        let taken = entries
+            .iter()
+            .filter(|&&(w, r)| live(w, now) && r == role)
+            .count();
+        if taken >= UNSLOTTED_PER_ROLE {
+            return None;
+        }
+    }
+    entries.iter().position(|&(w, _)| !live(w, now))
 }
 
 /// Whether a command under way that found no slot keeps workers out of
@@ -413,7 +452,7 @@ fn unslotted_command(oid: u32) -> bool {
     let now = now_s();
     table().unslotted.iter().any(|e| {
         let word = e.load(Ordering::SeqCst);
-        word >> 32 == u64::from(oid) && (word & u64::from(u32::MAX)) >= now
+        word >> 32 == u64::from(oid) && live(word, now)
     })
 }
 
@@ -524,4 +563,40 @@ pub fn move_out<T: Copy>(
     }
     *len = kept;
     moved
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    const NOW: u64 = 1_000;
+
+    fn word(oid: u32, until: u64) -> u64 {
+        (u64::from(oid) << 32) | until
+    }
+
+    #[test]
+    fn a_role_takes_its_share_and_no_more() {
+        let mut entries = [(0u64, 0u32); UNSLOTTED];
+        for i in 0..UNSLOTTED_PER_ROLE {
+            assert_eq!(entry_for(&entries, NOW, Some(7)), Some(i));
+            entries[i] = (word(100 + i as u32, NOW + 60), 7);
+        }
+        assert_eq!(entry_for(&entries, NOW, Some(7)), None);
+        // Another role, and a superuser, still get theirs.
+        assert_eq!(entry_for(&entries, NOW, Some(8)), Some(UNSLOTTED_PER_ROLE));
+        assert_eq!(entry_for(&entries, NOW, None), Some(UNSLOTTED_PER_ROLE));
+        // An expired entry counts toward no share and is taken again.
+        entries[1].0 = word(101, NOW - 1);
+        assert_eq!(entry_for(&entries, NOW, Some(7)), Some(1));
+        assert!(!live(entries[1].0, NOW) && live(entries[0].0, NOW));
+    }
+
+    #[test]
+    fn a_full_table_gives_none() {
+        let entries: [(u64, u32); UNSLOTTED] =
+            std::array::from_fn(|i| (word(i as u32 + 1, NOW), i as u32));
+        assert_eq!(entry_for(&entries, NOW, None), None);
+        assert_eq!(entry_for(&entries, NOW + 1, None), Some(0));
+    }
 }

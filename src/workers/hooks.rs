@@ -65,7 +65,7 @@ unsafe extern "C-unwind" fn process_utility(
     let needed = unsafe { database_needed(stmt) };
     let kept_out = needed
         .filter(|oid| may_take(*oid))
-        .map(|oid| databases::keep_out(oid, PAUSE_S * 1000));
+        .map(|oid| databases::keep_out(oid, acting_role(), PAUSE_S * 1000));
     let run = || unsafe {
         if let Some(slot) = kept_out.as_ref().and_then(databases::KeptOut::slot) {
             make_worker_leave(slot);
@@ -185,6 +185,12 @@ fn may_take(oid: u32) -> bool {
         pg_sys::ReleaseSysCache(tuple);
         pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner)
     }
+}
+
+/// The role whose share of shared memory a command takes (None: a
+/// superuser, who has no share).
+fn acting_role() -> Option<u32> {
+    unsafe { (!pg_sys::superuser()).then(|| pg_sys::GetUserId().to_u32()) }
 }
 
 /// The option named `name` of a command's option list.

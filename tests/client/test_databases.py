@@ -211,18 +211,23 @@ class EveryDatabaseTest(unittest.TestCase):
         # has found the extension there: a command that begins while that
         # worker is connecting must still keep it out. The worker is held
         # at its first look (pg_extension locked by a session in the copy)
-        # until the command waits for the database to empty.
+        # until the command waits for the database to empty. The DROP is
+        # the copy's owner's (not a superuser: a share of the marks).
         tpl = self.make("ll_tpl_held")
-        rounds = (("ll_copy_held_1", 'ALTER DATABASE "ll_copy_held_1" RENAME TO "ll_moved_held"', "ll_moved_held"),
-                  ("ll_copy_held_2", 'DROP DATABASE "ll_copy_held_2"', None))
-        for copy, command, renamed in rounds:
+        one(self.admin, "DROP ROLE IF EXISTS ll_held_owner")
+        one(self.admin, "CREATE ROLE ll_held_owner LOGIN")
+        self.addCleanup(one, self.admin, "DROP ROLE ll_held_owner")  # (after tearDown's drops)
+        rounds = (("ll_copy_held_1", 'ALTER DATABASE "ll_copy_held_1" RENAME TO "ll_moved_held"', "ll_moved_held",
+                   "postgres"),
+                  ("ll_copy_held_2", 'DROP DATABASE "ll_copy_held_2"', None, "ll_held_owner"))
+        for copy, command, renamed, user in rounds:
             set_served(self.admin, "postgres")
             self.assertTrue(wait_for(lambda: set(worker_pids(self.admin)) == {"postgres"}, timeout=GENEROUS))
             for name in (copy, renamed):
                 if name:
                     one(self.admin, f'DROP DATABASE IF EXISTS "{name}"')
                     self.made.append(name)
-            one(self.admin, f'CREATE DATABASE "{copy}" TEMPLATE "{tpl}"')
+            one(self.admin, f'CREATE DATABASE "{copy}" TEMPLATE "{tpl}" OWNER "{user}"')
             holder = connect(copy, autocommit=False)
             one(holder, "LOCK TABLE pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE")
             set_served(self.admin, "*")
@@ -231,8 +236,8 @@ class EveryDatabaseTest(unittest.TestCase):
                 " AND datname = %s AND wait_event_type = 'Lock'"), (copy,)) == 1, timeout=GENEROUS)
             done = {}
 
-            def run(command=command):
-                other = connect()
+            def run(command=command, user=user):
+                other = connect(user=user)
                 try:
                     one(other, command)
                 except Exception as e:  # noqa: BLE001 (reported below)
