@@ -27,10 +27,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, 
 pub const SLOTS: usize = settings::MAX_DATABASES_LIMIT as usize;
 
 /// Commands under way on databases without a slot (see `keep_out`) that
-/// can be remembered at once, and how many of them one role (not a
-/// superuser) may have: no role can take them all from the others.
+/// can be remembered at once; how many of them one role (not a superuser)
+/// may have, so no role can take them all from the others; and how many
+/// only superusers' commands take (a role that may act as many roles
+/// still leaves them those).
 const UNSLOTTED: usize = 32;
 const UNSLOTTED_PER_ROLE: usize = 4;
+const UNSLOTTED_SUPERUSERS: usize = 8;
 
 /// "Wake me for any expiry": the worker is checking right now.
 pub const CHECKING: i64 = i64::MAX;
@@ -428,15 +431,19 @@ fn live(word: u64, now: u64) -> bool {
 }
 
 /// Which entry a command of `role` (None: a superuser's) may take, given
-/// each entry's word and role: a free or expired one, unless `role` has
-/// its share live already.
+/// each entry's word and role (0: a superuser's): a free or expired one,
+/// unless `role` has its share live already, or the roles theirs.
 fn entry_for(entries: &[(u64, u32)], now: u64, role: Option<u32>) -> Option<usize> {
     if let Some(role) = role {
-        let taken = entries
-            .iter()
-            .filter(|&&(w, r)| live(w, now) && r == role)
-            .count();
-        if taken >= UNSLOTTED_PER_ROLE {
+        let taken = |of: &dyn Fn(u32) -> bool| {
+            entries
+                .iter()
+                .filter(|&&(w, r)| live(w, now) && of(r))
+                .count()
+        };
+        if taken(&|r| r == role) >= UNSLOTTED_PER_ROLE
+            || taken(&|r| r != 0) >= entries.len() - UNSLOTTED_SUPERUSERS
+        {
             return None;
         }
     }
@@ -590,6 +597,19 @@ mod unit {
         entries[1].0 = word(101, NOW - 1);
         assert_eq!(entry_for(&entries, NOW, Some(7)), Some(1));
         assert!(!live(entries[1].0, NOW) && live(entries[0].0, NOW));
+    }
+
+    #[test]
+    fn roles_leave_superusers_their_entries() {
+        let mut entries = [(0u64, 0u32); UNSLOTTED];
+        let roles = UNSLOTTED - UNSLOTTED_SUPERUSERS;
+        for i in 0..roles {
+            let role = 10 + (i / UNSLOTTED_PER_ROLE) as u32;
+            assert_eq!(entry_for(&entries, NOW, Some(role)), Some(i));
+            entries[i] = (word(100 + i as u32, NOW + 60), role);
+        }
+        assert_eq!(entry_for(&entries, NOW, Some(99)), None);
+        assert_eq!(entry_for(&entries, NOW, None), Some(roles));
     }
 
     #[test]

@@ -213,7 +213,16 @@ class EveryDatabaseTest(unittest.TestCase):
         # at its first look (pg_extension locked by a session in the copy)
         # until the command waits for the database to empty. The DROP is
         # the copy's owner's (not a superuser: a share of the marks).
+        # The template gets no worker: one starting just as a reload
+        # changes leaderlock.databases can miss the reload and keep serving
+        # (seen on 14: a SIGHUP sent before a background worker's handlers
+        # are set is lost).
+        self.addCleanup(set_served, self.admin, "*")  # (whatever fails below)
+        set_served(self.admin, "postgres")
+        self.assertTrue(wait_for(lambda: set(worker_pids(self.admin)) == {"postgres"}, timeout=GENEROUS))
         tpl = self.make("ll_tpl_held")
+        for name in ("ll_copy_held_1", "ll_moved_held", "ll_copy_held_2"):  # (left by an interrupted run)
+            one(self.admin, f'DROP DATABASE IF EXISTS "{name}"')
         one(self.admin, "DROP ROLE IF EXISTS ll_held_owner")
         one(self.admin, "CREATE ROLE ll_held_owner LOGIN")
         self.addCleanup(one, self.admin, "DROP ROLE ll_held_owner")  # (after tearDown's drops)
@@ -223,10 +232,7 @@ class EveryDatabaseTest(unittest.TestCase):
         for copy, command, renamed, user in rounds:
             set_served(self.admin, "postgres")
             self.assertTrue(wait_for(lambda: set(worker_pids(self.admin)) == {"postgres"}, timeout=GENEROUS))
-            for name in (copy, renamed):
-                if name:
-                    one(self.admin, f'DROP DATABASE IF EXISTS "{name}"')
-                    self.made.append(name)
+            self.made += [name for name in (copy, renamed) if name]
             one(self.admin, f'CREATE DATABASE "{copy}" TEMPLATE "{tpl}" OWNER "{user}"')
             holder = connect(copy, autocommit=False)
             one(holder, "LOCK TABLE pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE")
@@ -237,20 +243,29 @@ class EveryDatabaseTest(unittest.TestCase):
             done = {}
 
             def run(command=command, user=user):
-                other = connect(user=user)
                 try:
-                    one(other, command)
+                    other = connect(user=user)
+                    try:
+                        one(other, command)
+                    finally:
+                        other.close()
                 except Exception as e:  # noqa: BLE001 (reported below)
                     done["error"] = e
-                finally:
-                    other.close()
 
             thread = threading.Thread(target=run)
             thread.start()
-            time.sleep(0.5)  # the command now waits for the database to empty
-            holder.close()  # and the worker goes on: it finds the extension
+            # Once the command holds the database (after the hook, it waits
+            # for the database to empty), the worker goes on: it finds the
+            # extension.
+            running = wait_for(lambda: "error" in done or one(self.admin, (
+                "SELECT count(*) FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_database d ON d.oid = l.objid"
+                " WHERE l.locktype = 'object' AND l.classid = 'pg_catalog.pg_database'::pg_catalog.regclass"
+                " AND d.datname = %s AND l.mode = 'AccessExclusiveLock' AND l.granted"), (copy,)) == 1,
+                timeout=GENEROUS)
+            holder.close()
             thread.join()
             self.assertTrue(held, "the worker was not held at its first look")
+            self.assertTrue(running, "the command was not seen holding the database")
             self.assertNotIn("error", done, f"{command}: {done.get('error')}")
             if renamed:
                 self.assertTrue(wait_for(lambda: serving(renamed), timeout=GENEROUS))
