@@ -355,10 +355,10 @@ pub struct KeptOut {
 /// (a copy made from a template, whose first worker may be connecting
 /// right now) through an entry of the table's few, then a second look for
 /// the slot: a worker claims its slot before it looks for entries, so one
-/// of the two sees the other. With every entry taken, or `role`'s share
-/// (None: a superuser, who has no share), such a command goes without
-/// one, and PostgreSQL's own wait for other sessions (5 s) is all a
-/// worker starting there gets to leave.
+/// of the two sees the other. With no entry left for `role` (None: a
+/// superuser; see `entry_for`), such a command goes without one, and
+/// PostgreSQL's own wait for other sessions (5 s) is all a worker
+/// starting there gets to leave.
 pub fn keep_out(oid: u32, role: Option<u32>, max_ms: i64) -> KeptOut {
     if let Some(slot) = find(oid) {
         slot.command_started(max_ms);
