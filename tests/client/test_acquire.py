@@ -472,7 +472,11 @@ class HandOverTest(Waiting, unittest.TestCase):
                "le_acquire(%s, 'd', '1 minute', '1 minute') AS y OFFSET 0) s", (self.key, other))
         releaser = self.connection()
         for key in (self.key, other):
-            self.assertTrue(wait_for(lambda: sleeping(self.conn, pid), timeout=GENEROUS))
+            # Waiting for this key (still asleep for the first, it would not
+            # be handed the second: it would take it plainly later).
+            self.assertTrue(wait_for(lambda: sleeping(self.conn, pid) and one(
+                self.conn, "SELECT count(*) FROM le_candidates(%s) WHERE id = 'd'", (key,)) == 1,
+                timeout=GENEROUS))
             self.assertTrue(one(releaser, "SELECT le_release(%s, 'a')", (key,)))
         t.join(GENEROUS)
         self.assertIsInstance(t.error, psycopg2.errors.DivisionByZero)
