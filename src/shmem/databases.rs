@@ -360,14 +360,9 @@ pub struct KeptOut {
 /// PostgreSQL's own wait for other sessions (5 s) is all a worker
 /// starting there gets to leave.
 pub fn keep_out(oid: u32, role: Option<u32>, max_ms: i64) -> KeptOut {
-    if let Some(slot) = find(oid) {
-        slot.command_started(max_ms);
-        return KeptOut {
-            slot: Some(slot),
-            entry: None,
-        };
-    }
-    let entry = enabled().then(|| take_entry(oid, role, max_ms)).flatten();
+    let entry = (enabled() && find(oid).is_none())
+        .then(|| take_entry(oid, role, max_ms))
+        .flatten();
     let slot = find(oid);
     if let Some(slot) = slot {
         slot.command_started(max_ms);
@@ -463,10 +458,10 @@ fn unslotted_command(oid: u32) -> bool {
     })
 }
 
-/// Launcher: whether workers must stay out of database `oid` now, slot or
-/// none.
-pub fn kept_out(oid: u32) -> bool {
-    find(oid).map_or_else(|| unslotted_command(oid), Slot::paused)
+/// Launcher: whether workers must stay out of database `oid` (whose slot,
+/// if it has one, is `slot`) now.
+pub fn kept_out(oid: u32, slot: Option<&Slot>) -> bool {
+    slot.map_or_else(|| unslotted_command(oid), Slot::paused)
 }
 
 /// The name of this backend's database.

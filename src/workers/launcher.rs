@@ -273,7 +273,7 @@ fn consider(oid: u32, db: &mut Database, now: i64, owner_full: bool) -> Option<i
     {
         db.absent_since = None;
     }
-    if db.absent_since.is_some() || databases::kept_out(oid) {
+    if db.absent_since.is_some() || databases::kept_out(oid, slot) {
         return None;
     }
     if now < db.next_start {
