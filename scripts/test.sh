@@ -112,6 +112,9 @@ wants() { [ -z "$ONLY" ] || [[ $ONLY == *",$1,"* ]]; }
 
 WORK=$(mktemp -d /tmp/leaderlock-test.XXXXXX)
 give_to_server "$WORK"
+# Everything this run prints is also kept in $WORK/main.log (kept when a
+# suite failed): what a failed stage printed is in it whatever came after.
+exec > >(tee -a "$WORK/main.log") 2>&1
 # The Go builds (the client's tests and resourcelock's, its candidates and
 # tour, the portable edition's and the benchmark's) share one build cache,
 # kept across runs in /opt/leaderlock/go/cache (clients/go/test.sh): each
@@ -652,6 +655,14 @@ fi
 printf '%s\n' "${SUMMARY[@]}"
 log "total $(( (SECONDS - T0) / 60 )) min $(( (SECONDS - T0) % 60 )) s"
 if [ "${#FAILED[@]}" -gt 0 ]; then
+  # The last lines each failed stage printed, here at the end where a
+  # reader of the run's tail sees them.
+  echo
+  echo "what each failed stage printed last (all of it: $WORK/main.log):"
+  grep -n 'FAILED on PostgreSQL' "$WORK/main.log" | cut -d: -f1 | head -n 5 | while read -r n; do
+    echo "---"
+    sed -n "$(( n > 30 ? n - 30 : 1 )),${n}p" "$WORK/main.log" | cut -c1-300
+  done
   log "FAILED: ${FAILED[*]}"
   exit 1
 fi
