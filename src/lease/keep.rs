@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     // (a renewal never shortens a lease: it needs no failover step first;
     // but one refused may be of a lease that step gives its ttl again)
-    let renewed = renew_once(key, id, ttl, term)
+    let renewed = past_rivals(key, id, || renew_once(key, id, ttl, term), |r| *r)
         || (failover::step_taken_for_holder() && renew_once(key, id, ttl, term));
     counted(renewed, Counter::Renewed)
 }
@@ -155,8 +155,49 @@ fn with_own_live<T>(
 /// and maybe handed over (contract 9).
 pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
     // (one refused may be of a lease the failover step gives its ttl again)
-    release_once(key, id, term)
+    past_rivals(key, id, || release_once(key, id, term), |r| *r)
         || (failover::step_taken_for_holder() && release_once(key, id, term))
+}
+
+/// The pauses, in milliseconds, before each new try of a holder's call
+/// refused for a lock on its row (`past_rivals`): the first at once.
+const PAST_RIVALS_MS: [i64; 4] = [0, 1, 2, 4];
+
+/// `call`, the holder `id`'s on `key`, made again while `done` says it
+/// was refused and `id` still holds `key` live, after each pause of
+/// `PAST_RIVALS_MS`. A rival that lost a race for the row locks its
+/// latest version before the re-check that fails, until its
+/// subtransaction rolls back a moment later (`plans::under_lock`): that
+/// must not cost the holder a renewal or a release. Never waits for
+/// another transaction (contracts 3.1, 3.2): a row locked longer (by
+/// le_assert_leader, or the holder's own open transaction) still gets its
+/// call refused, a few milliseconds later.
+pub(super) fn past_rivals<T>(
+    key: &str,
+    id: &str,
+    call: impl Fn() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let mut result = call();
+    for pause in PAST_RIVALS_MS {
+        if done(&result) || !holds_live(key, id) {
+            break;
+        }
+        if pause > 0 {
+            waiters::latch_wait(pause);
+        }
+        result = call();
+    }
+    result
+}
+
+/// Whether `id` holds `key` live (`HOLDS_LIVE`; before 0.5.0, taken as
+/// not: a refused call is not tried again there).
+fn holds_live(key: &str, id: &str) -> bool {
+    schema_version::has_slots()
+        && plans::run(queries::HOLDS_LIVE, &[key.into(), id.into()], |t| {
+            t.first().get::<bool>(1).ok().flatten().unwrap_or(false)
+        })
 }
 
 /// One try of `release`.

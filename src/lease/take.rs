@@ -12,6 +12,7 @@
 
 use crate::base::clock::now;
 use crate::base::ttl::Ttl;
+use crate::lease::keep::past_rivals;
 use crate::lease::look::{look, Attempt};
 use crate::lease::row::{caller, counted, Claim};
 use crate::lease::session_leases;
@@ -39,7 +40,10 @@ fn acquired(attempt: Attempt) -> Result<bool, SlotsDiffer> {
 
 /// Contract 3.1.
 pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Result<bool, SlotsDiffer> {
-    acquired(attempt(key, id, ttl, claim, None))
+    // (a holder's renewal that found its row locked by a rival's lost race
+    // looks again once that lock is gone)
+    let once = || attempt(key, id, ttl, claim, None);
+    acquired(past_rivals(key, id, once, |a| *a != Attempt::Busy))
 }
 
 /// Contract 21: le_try_acquire_in (`wait` None) and le_acquire_in: acquires

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 import unittest
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import psycopg2
 
@@ -132,6 +132,64 @@ class TakeoverLosersLockNothingTest(unittest.TestCase):
             self.assertTrue(one(w, "SELECT le_renew(%s, %s)", (key, f"c{won[0]}")))
             for c in conns:
                 c.rollback()
+
+
+class HolderNeverRefusedForARivalTest(unittest.TestCase):
+    """Rivals trying one key without pause, each that wins making one call
+    as its holder at once (a renewal, a renewal through le_try_acquire, or
+    a release), then releasing it, as short critical sections do. A rival
+    that lost the race for the vacant row locks the winner's latest version
+    for a moment (until its subtransaction rolls back): the holder's call
+    waits that moment out and is never refused."""
+    CLIENTS = 6
+    SECONDS = 4
+    CALLS = (("renewal", "SELECT le_renew(%s, %s)"),
+             ("renewal by le_try_acquire", "SELECT le_try_acquire(%s, %s, '1 minute')"),
+             ("release", "SELECT le_release(%s, %s)"))
+
+    def test_a_holders_calls_are_never_refused_for_a_losing_rival(self):
+        key = f"holder-and-rivals-{time.time_ns()}"
+        stop = time.monotonic() + self.SECONDS
+        made, refused, errors = defaultdict(int), [], []
+        lock = threading.Lock()
+
+        def run(i):
+            me = f"rival-{i}"
+            rng = random.Random(i)
+            try:
+                c = connect()
+            except Exception as e:  # reported below
+                errors.append(e)
+                return
+            try:
+                while time.monotonic() < stop:
+                    if not one(c, "SELECT le_try_acquire(%s, %s, '1 minute')", (key, me)):
+                        time.sleep(0.001)  # (rivals that spin would starve the host's cores)
+                        continue
+                    what, sql = rng.choice(self.CALLS)
+                    calls = [(what, sql)] + ([] if what == "release" else [self.CALLS[2]])
+                    for what, sql in calls:
+                        ok = one(c, sql, (key, me))
+                        with lock:
+                            made[what] += 1
+                            if not ok:
+                                refused.append(what)
+            except Exception as e:  # reported below
+                errors.append(e)
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(self.CLIENTS)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        print(f"\n  holders' calls among {self.CLIENTS} rivals in {self.SECONDS} s: {dict(made)}; "
+              f"refused: {len(refused)}", flush=True)
+        self.assertEqual(errors, [])
+        self.assertGreater(made["release"], 200, "too few tenures to tell")
+        self.assertEqual(len(refused), 0, f"a holder's calls refused while it held the key: "
+                                          f"{dict(Counter(refused))}")
 
 
 class RefusedCallsLockNothingTest(unittest.TestCase):

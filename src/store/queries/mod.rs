@@ -203,6 +203,7 @@ pub const ON_THE_TABLE: &[(&str, &str, &str)] = &[
     ("READ_LEASE_0_4", "", READ_LEASE_0_4),
     ("LOCK_ACQUIRABLE", "", LOCK_ACQUIRABLE),
     ("LOCK_OWN", "", LOCK_OWN),
+    ("HOLDS_LIVE", "", HOLDS_LIVE),
     ("LOCK_OWN_0_4", "", LOCK_OWN_0_4),
     ("RENEW", "", RENEW),
     ("INSERT_FIRST_TERM", "", INSERT_FIRST_TERM),
