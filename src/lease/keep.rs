@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 pub fn renew(key: &str, id: &str, ttl: Option<Ttl>, term: Option<i64>) -> bool {
     // (a renewal never shortens a lease: it needs no failover step first;
     // but one refused may be of a lease that step gives its ttl again)
-    let renewed = past_rivals(key, id, || renew_once(key, id, ttl, term), |r| *r)
+    let renewed = past_rivals(key, id, term, || renew_once(key, id, ttl, term), |r| *r)
         || (failover::step_taken_for_holder() && renew_once(key, id, ttl, term));
     counted(renewed, Counter::Renewed)
 }
@@ -155,7 +155,7 @@ fn with_own_live<T>(
 /// and maybe handed over (contract 9).
 pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
     // (one refused may be of a lease the failover step gives its ttl again)
-    past_rivals(key, id, || release_once(key, id, term), |r| *r)
+    past_rivals(key, id, term, || release_once(key, id, term), |r| *r)
         || (failover::step_taken_for_holder() && release_once(key, id, term))
 }
 
@@ -163,8 +163,9 @@ pub fn release(key: &str, id: &str, term: Option<i64>) -> bool {
 /// refused for a lock on its row (`past_rivals`): the first at once.
 const PAST_RIVALS_MS: [i64; 4] = [0, 1, 2, 4];
 
-/// `call`, the holder `id`'s on `key`, made again while `done` says it
-/// was refused and `id` still holds `key` live, after each pause of
+/// `call`, the holder `id`'s on `key` (of its tenure in `term`, when
+/// named), made again while `done` says it was refused and `id` still
+/// holds `key` live there, owned by a role the caller is a member of, after each pause of
 /// `PAST_RIVALS_MS`. A rival that lost a race for the row locks its
 /// latest version before the re-check that fails, until its
 /// subtransaction rolls back a moment later (`plans::under_lock`): that
@@ -175,12 +176,13 @@ const PAST_RIVALS_MS: [i64; 4] = [0, 1, 2, 4];
 pub(super) fn past_rivals<T>(
     key: &str,
     id: &str,
+    term: Option<i64>,
     call: impl Fn() -> T,
     done: impl Fn(&T) -> bool,
 ) -> T {
     let mut result = call();
     for pause in PAST_RIVALS_MS {
-        if done(&result) || !holds_live(key, id) {
+        if done(&result) || !holds_live(key, id, term) {
             break;
         }
         if pause > 0 {
@@ -191,11 +193,18 @@ pub(super) fn past_rivals<T>(
     result
 }
 
-/// Whether `id` holds `key` live (`HOLDS_LIVE`; before 0.5.0, taken as
+/// Whether `id` holds `key` live in `term` (any when None), owned by a
+/// role the caller is a member of (`HOLDS_LIVE`; before 0.5.0, taken as
 /// not: a refused call is not tried again there).
-fn holds_live(key: &str, id: &str) -> bool {
+fn holds_live(key: &str, id: &str, term: Option<i64>) -> bool {
+    let args = [
+        key.into(),
+        id.into(),
+        caller().into(),
+        plans::term_or_any(term),
+    ];
     schema_version::has_slots()
-        && plans::run(queries::HOLDS_LIVE, &[key.into(), id.into()], |t| {
+        && plans::run(queries::HOLDS_LIVE, &args, |t| {
             t.first().get::<bool>(1).ok().flatten().unwrap_or(false)
         })
 }
@@ -329,5 +338,9 @@ pub fn proclaim(key: &str, id: &str, value: Option<&str>) -> bool {
         }
         .send();
     };
-    with_own_live(key, id, None, |term, _| set(term)).is_some() || slots::proclaim(key, id, value)
+    let once = || {
+        with_own_live(key, id, None, |term, _| set(term)).is_some()
+            || slots::proclaim(key, id, value)
+    };
+    past_rivals(key, id, None, once, |r| *r)
 }

@@ -43,7 +43,7 @@ pub fn try_acquire(key: &str, id: &str, ttl: Ttl, claim: Claim<'_>) -> Result<bo
     // (a holder's renewal that found its row locked by a rival's lost race
     // looks again once that lock is gone)
     let once = || attempt(key, id, ttl, claim, None);
-    acquired(past_rivals(key, id, once, |a| *a != Attempt::Busy))
+    acquired(past_rivals(key, id, None, once, |a| *a != Attempt::Busy))
 }
 
 /// Contract 21: le_try_acquire_in (`wait` None) and le_acquire_in: acquires

@@ -106,7 +106,7 @@ mod tests {
             ("READ_LEASE", "'k2', 10"),
             ("LOCK_ACQUIRABLE", "'k2', 'h2', 10"),
             ("LOCK_OWN", "'k2', 'h2', 10"),
-            ("HOLDS_LIVE", "'k2', 'h2'"),
+            ("HOLDS_LIVE", "'k2', 'h2', 10, NULL"),
             ("LOCK_OWN_0_4", "'k2', 'h2', 10, now()"),
             ("LOCK_LIVE", "'k2'"),
             ("LOCK_LIVE_0_4", "'k2', now()"),

@@ -135,16 +135,17 @@ class TakeoverLosersLockNothingTest(unittest.TestCase):
 
 
 class HolderNeverRefusedForARivalTest(unittest.TestCase):
-    """Rivals trying one key without pause, each that wins making one call
-    as its holder at once (a renewal, a renewal through le_try_acquire, or
-    a release), then releasing it, as short critical sections do. A rival
-    that lost the race for the vacant row locks the winner's latest version
-    for a moment (until its subtransaction rolls back): the holder's call
-    waits that moment out and is never refused."""
+    """Rivals trying one key every millisecond, each that wins making one call
+    as its holder at once (a renewal, a renewal through le_try_acquire, a
+    new value, or a release), then releasing it, as short critical
+    sections do. A rival that lost the race for the vacant row locks the
+    winner's latest version for a moment (until its subtransaction rolls
+    back): the holder's call tries again past that moment, never refused."""
     CLIENTS = 6
     SECONDS = 4
     CALLS = (("renewal", "SELECT le_renew(%s, %s)"),
              ("renewal by le_try_acquire", "SELECT le_try_acquire(%s, %s, '1 minute')"),
+             ("le_proclaim", "SELECT le_proclaim(%s, %s, '{\"n\": 1}'::jsonb)"),
              ("release", "SELECT le_release(%s, %s)"))
 
     def test_a_holders_calls_are_never_refused_for_a_losing_rival(self):
@@ -167,7 +168,7 @@ class HolderNeverRefusedForARivalTest(unittest.TestCase):
                         time.sleep(0.001)  # (rivals that spin would starve the host's cores)
                         continue
                     what, sql = rng.choice(self.CALLS)
-                    calls = [(what, sql)] + ([] if what == "release" else [self.CALLS[2]])
+                    calls = [(what, sql)] + ([] if what == "release" else [self.CALLS[-1]])
                     for what, sql in calls:
                         ok = one(c, sql, (key, me))
                         with lock:

@@ -70,16 +70,19 @@ statements! {
         owned_by!("$3"),
         " FOR NO KEY UPDATE SKIP LOCKED"
     );
-    /// Whether `$2` holds key `$1` live, on its row or, for a key of many
+    /// Whether `$2` holds key `$1` live (in term `$4`, or any), owned by a
+    /// role the caller `$3` is a member of, on its row or, for a key of many
     /// slots, on a slot's (read without a lock): what lets a holder's call
     /// refused for a lock on its row try again (`keep::past_rivals`).
     HOLDS_LIVE = concat!(
         "SELECT EXISTS (SELECT 1 FROM @extschema@.leaderlock \
                         WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
         session_live!("leaderlock.", "@extschema@.le_now()"),
+        " AND ", of_term!("$4"), " AND ", owned_by!("$3"),
         ") OR EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots \
                        WHERE key = $1 AND ", held_by!("$2", "@extschema@.le_now()"), " AND ",
         session_live!("leaderlock_slots.", "@extschema@.le_now()"),
+        " AND ", of_term!("$4"), " AND ", owned_by!("$3"),
         ")"
     );
     /// Extend the lease `$2` holds live at `$3` to `$3` + ttl, same term, in one
