@@ -234,22 +234,37 @@ public final class LeaderlockLockProvider implements ExtensibleLockProvider, Aut
         Duration atLeast =
                 Duration.between(ClockProvider.now(), lock.configuration().getLockAtLeastUntil());
         try {
+            boolean ended;
             if (atLeast.compareTo(Duration.ofMillis(1)) >= 0) {
-                call(c -> Calls.renew(c, schema, lock.key(), lock.id(), atLeast, lock.term()));
+                ended =
+                        call(
+                                c ->
+                                        Calls.renew(
+                                                c,
+                                                schema,
+                                                lock.key(),
+                                                lock.id(),
+                                                atLeast,
+                                                lock.term()));
             } else {
-                call(c -> Calls.release(c, schema, lock.key(), lock.id(), lock.term()));
+                ended = call(c -> Calls.release(c, schema, lock.key(), lock.id(), lock.term()));
+            }
+            if (!ended) {
+                // (the server answers false only when that tenure is not live any more)
+                unlockSaid(
+                        lock,
+                        "was refused: that tenure had ended (it lapsed at lockAtMostFor, or was"
+                                + " released or taken over)");
             }
         } catch (LeaderlockException e) {
-            LOG.log(
-                    Level.WARNING,
-                    "leaderlock: unlock of "
-                            + lock.key()
-                            + " (term "
-                            + lock.term()
-                            + ") failed; it lapses"
-                            + " at lockAtMostFor: "
-                            + e.getMessage());
+            unlockSaid(lock, "failed; it lapses at lockAtMostFor: " + e.getMessage());
         }
+    }
+
+    private static void unlockSaid(LeaderlockLock lock, String what) {
+        LOG.log(
+                Level.WARNING,
+                "leaderlock: unlock of " + lock.key() + " (term " + lock.term() + ") " + what);
     }
 
     /** extend: the same tenure, renewed to the new lockAtMostFor; empty once it lapsed. */

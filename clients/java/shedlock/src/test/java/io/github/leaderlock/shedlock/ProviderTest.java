@@ -193,7 +193,34 @@ class ProviderTest {
             assertThatThrownBy(() -> other.guard(c)).hasMessageContaining("inside the transaction");
             other.unlock();
         }
-        lock.unlock(); // its tenure is over: ends nothing of the other's
+        // its tenure is over: ends nothing of the other's, and says so
+        List<String> said = new ArrayList<>();
+        java.util.logging.Logger log = java.util.logging.Logger.getLogger("leaderlock");
+        java.util.logging.Handler handler =
+                new java.util.logging.Handler() {
+                    @Override
+                    public void publish(java.util.logging.LogRecord r) {
+                        said.add(r.getLevel() + " " + r.getMessage());
+                    }
+
+                    @Override
+                    public void flush() {}
+
+                    @Override
+                    public void close() {}
+                };
+        log.addHandler(handler);
+        try {
+            lock.unlock();
+        } finally {
+            log.removeHandler(handler);
+        }
+        assertThat(said)
+                .anyMatch(
+                        m ->
+                                m.startsWith("WARNING")
+                                        && m.contains("unlock of " + lock.key())
+                                        && m.contains("was refused"));
     }
 
     @Test
