@@ -165,9 +165,16 @@ pub fn ready_for_new_tenures() -> bool {
     if already_safe() {
         return true;
     }
+    ask_now_and_then();
+    false
+}
+
+/// Asks for the step (`ask_for_step`), at most every `ASK_EVERY_US`; says
+/// so in the log when it cannot be had.
+fn ask_now_and_then() {
     let now = clock::now();
     if now - ASKED_AT.get() < ASK_EVERY_US {
-        return false;
+        return;
     }
     ASKED_AT.set(now);
     if !ask_for_step() && now.saturating_sub(LOGGED_AT.get()) >= LOG_EVERY_US {
@@ -178,7 +185,6 @@ pub fn ready_for_new_tenures() -> bool {
             unsafe { pg_sys::max_worker_processes }
         );
     }
-    false
 }
 
 /// How long a holder's refused call waits for a step still to be taken
@@ -198,15 +204,17 @@ pub fn step_taken_for_holder() -> bool {
     if already_safe() || unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
         return false;
     }
+    // (found not taken above: asked for, then looked at after each wait)
     let deadline = clock::now() + HOLDER_WAIT_US;
     loop {
-        if ready_for_new_tenures() {
-            return true;
-        }
+        ask_now_and_then();
         if clock::now() >= deadline {
             return false;
         }
         waiters::latch_wait(HOLDER_LOOK_MS);
+        if already_safe() {
+            return true;
+        }
     }
 }
 

@@ -106,6 +106,8 @@ struct Table {
     /// Each entry's role (0: a superuser's), written with the entry under
     /// the claim lock.
     unslotted_role: [AtomicU32; UNSLOTTED],
+    /// How many times the launcher has read the settings again (a reload).
+    reloads: AtomicU32,
 }
 
 static TABLE: PgAtomic<AssertPGRXSharedMemory<Table>> =
@@ -141,6 +143,7 @@ pub fn init() {
                 launcher_procno: AtomicI32::new(-1),
                 unslotted: std::array::from_fn(|_| AtomicU64::new(0)),
                 unslotted_role: std::array::from_fn(|_| AtomicU32::new(0)),
+                reloads: AtomicU32::new(0),
             })
         }
     );
@@ -235,6 +238,29 @@ pub fn mine() -> Option<&'static Slot> {
 pub fn worker_serves_this_database() -> bool {
     find(unsafe { pg_sys::MyDatabaseId }.to_u32())
         .is_some_and(|s| s.worker_procno.load(Ordering::SeqCst) >= 0)
+}
+
+/// Launcher: it read the settings again. A worker started just before may
+/// have missed that reload: PostgreSQL drops a SIGHUP that comes before a
+/// background worker sets its handlers. So every worker is woken, and
+/// reads them again when this count moved since its start or its last
+/// look (`worker.rs`).
+pub fn settings_reloaded() {
+    if enabled() {
+        table().reloads.fetch_add(1, Ordering::SeqCst);
+        for (_, slot) in claimed() {
+            slot.wake_worker();
+        }
+    }
+}
+
+/// How many times the launcher has read the settings again.
+pub fn settings_reloads() -> u32 {
+    if enabled() {
+        table().reloads.load(Ordering::SeqCst)
+    } else {
+        0
+    }
 }
 
 /// Launcher: every claimed slot, with its database.

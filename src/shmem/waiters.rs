@@ -337,18 +337,20 @@ pub fn sleep(key: &str, mut seen: Wakes, until_ms: i64) {
 }
 
 /// Waits on this backend's latch for up to `ms`, then checks for
-/// interrupts.
-pub fn latch_wait(ms: i64) {
-    unsafe {
+/// interrupts; true when the latch was set (someone woke us), false on a
+/// timeout.
+pub fn latch_wait(ms: i64) -> bool {
+    let rc = unsafe {
         pg_sys::WaitLatch(
             pg_sys::MyLatch,
             (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms,
+            ms.max(0),
             pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-        pg_sys::check_for_interrupts!();
-    }
+        )
+    };
+    unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
+    pg_sys::check_for_interrupts!();
+    rc & pg_sys::WL_LATCH_SET as i32 != 0
 }
 
 /// Whether this backend is the first to claim the latest broadcast of

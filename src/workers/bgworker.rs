@@ -2,6 +2,7 @@
 //! workers, the one-shot failover worker, and a backend waiting for one):
 //! PostgreSQL's signal handlers, the latch wait, settings reload, and how a
 //! worker finds the extension's schema and pins its session settings.
+use crate::shmem::waiters;
 use crate::store::call;
 use crate::store::plans;
 use crate::store::queries;
@@ -45,13 +46,22 @@ unsafe fn set_signal_handler(signal: u32, handler: pg_sys::pqsigfunc) {
     };
 }
 
-pub fn reload_config() {
+/// Reads the settings again when a SIGHUP (or `ask_reload`) asked for it;
+/// whether it did.
+pub fn reload_config() -> bool {
     unsafe {
-        if pg_sys::ConfigReloadPending != 0 {
-            pg_sys::ConfigReloadPending = 0;
-            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        if pg_sys::ConfigReloadPending == 0 {
+            return false;
         }
+        pg_sys::ConfigReloadPending = 0;
+        pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
     }
+    true
+}
+
+/// Asks for the settings to be read again, as a SIGHUP does.
+pub fn ask_reload() {
+    unsafe { pg_sys::ConfigReloadPending = 1 };
 }
 
 /// Whether a SIGHUP asked for the settings to be read again.
@@ -62,17 +72,7 @@ pub fn reload_pending() -> bool {
 /// Waits up to `sleep_ms`, but wakes at least every `beat_ms`; true when
 /// the latch was set (someone asked for a round), false on a timeout.
 pub fn wait_woken(sleep_ms: i64, beat_ms: i64) -> bool {
-    let rc = unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as c_int,
-            sleep_ms.clamp(0, beat_ms.max(1)) as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
-        )
-    };
-    unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
-    pg_sys::check_for_interrupts!();
-    rc & pg_sys::WL_LATCH_SET as c_int != 0
+    waiters::latch_wait(sleep_ms.clamp(0, beat_ms.max(1)))
 }
 
 pub fn wait(sleep_ms: i64) {

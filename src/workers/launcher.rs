@@ -134,7 +134,9 @@ pub extern "C-unwind" fn leaderlock_launcher_main(_arg: pg_sys::Datum) {
                 continue;
             }
         }
-        bgworker::reload_config();
+        if bgworker::reload_config() {
+            databases::settings_reloaded();
+        }
         // A change of leaderlock.databases: every database is looked at
         // again, so that one it names now is said to lack the extension
         // even when found without it (unnamed, silently) before the change.
@@ -332,7 +334,10 @@ fn start_worker(oid: u32, name: &str) -> Option<*mut pg_sys::BackgroundWorkerHan
         .set_type(worker::BACKEND_TYPE)
         .set_library("leaderlock")
         .set_function("leaderlock_worker_main")
-        .set_argument(Some(pg_sys::Datum::from(oid)))
+        // (the database, and the launcher's reloads so far: `worker.rs`)
+        .set_argument(Some(pg_sys::Datum::from(
+            ((u64::from(databases::settings_reloads()) << 32) | u64::from(oid)) as usize,
+        )))
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::ConsistentState)
         // Never restarted by the postmaster: the launcher decides.

@@ -71,6 +71,9 @@ struct State {
     failure_logged_at: i64,
     /// When the runs' retention last ran.
     last_runs_pruned: i64,
+    /// The launcher's reloads of the settings as of this worker's own
+    /// (`databases::settings_reloaded`).
+    reloads: u32,
 }
 
 /// The runs' retention runs at most this often.
@@ -106,7 +109,10 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
     bgworker::connect(oid);
     // A catalog lookup: inside a transaction.
     let database = BackgroundWorker::transaction(databases::current_name);
-    let mut state = State::default();
+    let mut state = State {
+        reloads: (arg.value() as u64 >> 32) as u32,
+        ..State::default()
+    };
     // A database without the extension takes no slot in shared memory (a
     // role that may only create databases could otherwise fill them all).
     let found = {
@@ -142,6 +148,14 @@ pub extern "C-unwind" fn leaderlock_worker_main(arg: pg_sys::Datum) {
     slot.absent.store(false, Ordering::SeqCst);
 
     loop {
+        // A reload the launcher read since this worker's start or its last
+        // look: read the settings too (its SIGHUP may have come before this
+        // worker set its handlers).
+        let reloads = databases::settings_reloads();
+        if reloads != state.reloads {
+            state.reloads = reloads;
+            bgworker::ask_reload();
+        }
         bgworker::reload_config();
         if let Some(why) = must_stop(slot, &database) {
             log!("leaderlock worker for database \"{database}\": {why}; exiting");
@@ -193,7 +207,11 @@ fn sleep_numbering(state: &mut State, wake_at: i64) {
         }
         // Rounded up: waking before it would find nothing due.
         let woken = bgworker::wait_woken((until - now + 999) / 1000, i64::MAX);
-        if woken && (worker_wakeup::check_wanted() || bgworker::reload_pending()) {
+        if woken
+            && (worker_wakeup::check_wanted()
+                || bgworker::reload_pending()
+                || databases::settings_reloads() != state.reloads)
+        {
             return;
         }
     }

@@ -2,6 +2,7 @@
 database where the extension is installed, on the test cluster switched to
 leaderlock.databases = '*' (the default) for these tests and back."""
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -345,6 +346,27 @@ class EveryDatabaseTest(unittest.TestCase):
         finally:
             set_served(self.admin, "*")
         self.assertTrue(wait_for(lambda: "postgres" in worker_pids(self.admin), timeout=GENEROUS))
+
+    def test_a_worker_that_missed_a_reload_reads_it_after_the_launcher(self):
+        """A SIGHUP that comes before a worker sets its handlers is dropped
+        (PostgreSQL ignores it until then): the worker reads the settings
+        again once the launcher has read them. Here the launcher alone gets
+        the reload's SIGHUP, after ALTER SYSTEM: the worker of a database
+        the setting no longer names leaves all the same."""
+        name = self.make("ll_missed_reload")
+        self.assertTrue(wait_for(lambda: serving(name), timeout=GENEROUS))
+        launcher = one(self.admin, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaderlock launcher'")
+        log_before = len(self.cluster.log())
+        try:
+            one(self.admin, "ALTER SYSTEM SET leaderlock.databases = 'postgres'")
+            os.kill(launcher, signal.SIGHUP)
+            self.assertTrue(wait_for(lambda: name not in worker_pids(self.admin), timeout=GENEROUS),
+                            worker_pids(self.admin))
+            self.assertIn(f'leaderlock worker for database "{name}": no longer included',
+                          self.cluster.log()[log_before:])
+            self.assertIn("postgres", worker_pids(self.admin))
+        finally:
+            set_served(self.admin, "*")
 
     def test_terminated_worker_of_another_database_is_restarted(self):
         name = self.make("ll_restart")
