@@ -215,9 +215,10 @@ class EveryDatabaseTest(unittest.TestCase):
         # until the command waits for the database to empty. The DROP is
         # the copy's owner's (not a superuser: a share of the marks).
         # The template gets no worker: one starting just as a reload
-        # changes leaderlock.databases can miss the reload and keep serving
-        # (seen on 14: a SIGHUP sent before a background worker's handlers
-        # are set is lost).
+        # changes leaderlock.databases would serve it until it catches up
+        # with the launcher's reloads (a SIGHUP sent before a background
+        # worker's handlers are set is lost), a moment the rounds below
+        # need not wait out.
         self.addCleanup(set_served, self.admin, "*")  # (whatever fails below)
         set_served(self.admin, "postgres")
         self.assertTrue(wait_for(lambda: set(worker_pids(self.admin)) == {"postgres"}, timeout=GENEROUS))
