@@ -3964,6 +3964,47 @@ BEGIN
 END
 $fn$;
 
+-- Contract 3.3: whether a holder's refused call (le_renew, le_release,
+-- le_proclaim, le_try_acquire on its own live lease) is made again, its
+-- try p_try (1 to 4) after a pause of 0, 1, 2 or 4 ms: while p_id holds
+-- p_key live (in p_term when given), owned by a role p_caller is a member
+-- of, read without a lock. A rival that lost a race for the row locks its
+-- newest version until its block rolls back (PostgreSQL locks before it
+-- checks again); the holder's call must not be refused for that moment.
+-- Never waits for another transaction: only sleeps.
+CREATE FUNCTION @extschema@._le_again(p_key text, p_id text, p_caller oid, p_term bigint,
+                                      p_try integer) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $fn$
+DECLARE
+    v_pro timestamptz := @extschema@._le_promoted_at();
+BEGIN
+    PERFORM @extschema@._le_act_as(p_caller);
+    IF p_try > 4 OR NOT (
+        EXISTS (SELECT 1 FROM @extschema@.leaderlock l
+                 WHERE l.key = p_key AND l.holder = p_id
+                   AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
+                            ELSE @extschema@._le_session_lasts(l.session, v_pro) END > clock_timestamp()
+                   AND (p_term IS NULL OR l.term = p_term)
+                   AND (l.owner IS NULL OR pg_has_role(p_caller, l.owner, 'MEMBER'::text)))
+        OR EXISTS (SELECT 1 FROM @extschema@.leaderlock_slots s
+                    WHERE s.key = p_key AND s.holder = p_id
+                      AND CASE WHEN s.session IS NULL THEN GREATEST(s.expires_at, v_pro + s.ttl)
+                               ELSE @extschema@._le_session_lasts(s.session, v_pro) END > clock_timestamp()
+                      AND (p_term IS NULL OR s.term = p_term)
+                      AND (s.owner IS NULL OR pg_has_role(p_caller, s.owner, 'MEMBER'::text)))) THEN
+        RETURN false;
+    END IF;
+    IF p_try > 1 THEN
+        PERFORM pg_sleep((1 << (p_try - 2)) / 1000.0);
+    END IF;
+    RETURN true;
+END
+$fn$;
+
 -- Contract 3.3. A refused release changes nothing and locks nothing.
 CREATE FUNCTION @extschema@._le_release(p_key text, p_id text, p_caller oid, p_term bigint)
 RETURNS boolean
@@ -6463,6 +6504,7 @@ AS $fn$
 DECLARE
     v_ttl interval;
     v_caller oid;
+    v_outcome text;
 BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
@@ -6470,9 +6512,14 @@ BEGIN
     PERFORM @extschema@._le_session_bound($4);
     PERFORM @extschema@._le_value($5);
     PERFORM @extschema@._le_slots($6);
-    v_caller := @extschema@._le_caller();
-    RETURN (SELECT a.o_outcome = 'acquired'
-              FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint, $6) a);
+    FOR n IN 0..4 LOOP   -- a holder's renewal, past a rival's lost race (_le_again)
+        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), NULL::bigint, n);
+        v_caller := @extschema@._le_caller();
+        v_outcome := (SELECT a.o_outcome
+                        FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint, $6) a);
+        EXIT WHEN v_outcome <> 'busy';
+    END LOOP;
+    RETURN v_outcome = 'acquired';
 END
 $fn$;
 
@@ -6658,7 +6705,13 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
     v_ttl := @extschema@._le_ttl($3, false);
-    RETURN @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller(), $4);
+    FOR n IN 0..4 LOOP   -- past a rival's lost race (_le_again)
+        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), $4, n);
+        IF @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller(), $4) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
 END
 $fn$;
 
@@ -6670,7 +6723,13 @@ AS $fn$
 BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
-    RETURN @extschema@._le_release($1, $2, @extschema@._le_caller(), $3);
+    FOR n IN 0..4 LOOP   -- past a rival's lost race (_le_again)
+        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), $3, n);
+        IF @extschema@._le_release($1, $2, @extschema@._le_caller(), $3) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
 END
 $fn$;
 
@@ -6705,7 +6764,13 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
     PERFORM @extschema@._le_value($3);
-    RETURN @extschema@._le_proclaim($1, $2, $3, @extschema@._le_caller());
+    FOR n IN 0..4 LOOP   -- past a rival's lost race (_le_again)
+        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), NULL::bigint, n);
+        IF @extschema@._le_proclaim($1, $2, $3, @extschema@._le_caller()) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
 END
 $fn$;
 

@@ -79,7 +79,7 @@ BEGIN
         '_le_end_session(uuid, boolean, timestamptz, text)', '_le_end_lapsed_key(text, timestamptz)',
         '_le_attempt(text, text, interval, jsonb, oid, bigint, integer, uuid)',
         '_le_acquire_wait(text, text, interval, interval, jsonb, integer, uuid)',
-        '_le_renew(text, text, interval, oid, bigint)',
+        '_le_again(text, text, oid, bigint, integer)', '_le_renew(text, text, interval, oid, bigint)',
         '_le_release(text, text, oid, bigint)', '_le_renew_all(text, oid)', '_le_release_all(text, oid)',
         '_le_proclaim(text, text, jsonb, oid)',
         '_le_force_release(text, oid)', '_le_assert_leader(text, text, bigint, oid)',

@@ -663,6 +663,16 @@ if [ "${#FAILED[@]}" -gt 0 ]; then
     echo "---"
     sed -n "$(( n > 30 ? n - 30 : 1 )),${n}p" "$WORK/main.log" | cut -c1-300
   done
+  # A stage's failing test may have printed long before its stage ended:
+  # the first failures' own reports (unittest, Go, node:test, cargo,
+  # pg_regress), each with the lines that follow it.
+  echo
+  echo "the first failures reported:"
+  grep -n -E '^(FAIL|ERROR): |^--- FAIL|^not ok |panicked at| \.\.\. FAILED' "$WORK/main.log" \
+    | cut -d: -f1 | head -n 6 | while read -r n; do
+    echo "---"
+    sed -n "${n},$(( n + 12 ))p" "$WORK/main.log" | cut -c1-300
+  done
   log "FAILED: ${FAILED[*]}"
   exit 1
 fi
