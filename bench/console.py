@@ -14,8 +14,8 @@ Usage: console.py PORT CLI [--keys N] [--rounds N] [--json FILE]
 import argparse
 import json
 import os
-import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -23,10 +23,8 @@ import urllib.request
 import bench
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from free_port import free_port  # noqa: E402 (never an ephemeral port: it says why)
 
 
 def main():

@@ -109,8 +109,8 @@ build_cli() {
 }
 
 # A TCP port nobody listens on.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+free_port() {  # never an ephemeral port (scripts/free_port.py says why)
+  python3 "$REPO_ROOT/scripts/free_port.py"
 }
 
 # Runs a command as the user that runs the servers: postgres when we are

@@ -193,12 +193,14 @@ def as_postgres(*cmd, check=True, capture=False):
 
 
 def free_port():
-    import socket
-    s = socket.socket()
-    s.bind((HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port for a server to listen on, never an ephemeral one
+    (scripts/free_port.py says why)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "free_port.py")
+    spec = importlib.util.spec_from_file_location("free_port", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.free_port(HOST)
 
 
 class Cluster:

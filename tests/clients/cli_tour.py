@@ -8,7 +8,6 @@ LEADERLOCK_CLI is the CLI.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ import urllib.parse
 import urllib.request
 
 CLI = os.environ.get("LEADERLOCK_CLI", "leaderlock")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from free_port import free_port  # noqa: E402 (never an ephemeral port: it says why)
 
 
 def main():
@@ -58,9 +59,7 @@ def main():
         `args`), sends it `requests` ((method, path, JSON body or None[,
         a refusal expected: its HTTP status, for SQLSTATE 42501])), each
         answered 200 unless so refused, then SIGTERM; the bodies by path."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         p = subprocess.Popen([CLI, "--dsn", dsn, *[a.replace("{port}", str(port)) for a in args]],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         bodies = {}

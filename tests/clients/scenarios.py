@@ -107,6 +107,8 @@ from urllib.parse import urlparse
 import psycopg2
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from free_port import free_port  # noqa: E402 (never an ephemeral port: it says why)
 TICKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ticker.py")
 
 # Every client and its idioms, in the order they run; None: no IDIOM argument.
@@ -940,10 +942,7 @@ def start_pgbouncer(dsn, work, pool, users=None):
     db = u.path.lstrip("/")
     users = users or [u.username or "postgres"]
     user = users[0]
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     d = tempfile.mkdtemp(prefix="pgbouncer-", dir=work)
     with open(os.path.join(d, "users.txt"), "w") as f:
         f.write("".join(f'"{name}" ""\n' for name in users))

@@ -40,8 +40,7 @@ if [ "$(id -u)" -eq 0 ]; then
   chown postgres "$WORK"
   as_server=(sudo -u postgres env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 fi
-free_port() { python3 "$HERE/free_port.py" "$1"; }
-P1=$(free_port "${PORTABLE_TEST_PORT:-56300}"); P2=$(free_port $((P1 + 1)))
+P1=$(python3 "$REPO/scripts/free_port.py"); P2=$(python3 "$REPO/scripts/free_port.py")
 cleanup() {
   for d in primary standby; do
     "${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/$d" -m immediate stop >/dev/null 2>&1 || true
@@ -75,7 +74,8 @@ SELECT le_join('lapsed', 'passer', '1 hour') IS NOT NULL, le_leave('lapsed', 'pa
 SQL
 
 "${as_server[@]}" "$BINDIR/pg_basebackup" -h 127.0.0.1 -p "$P1" -U postgres -D "$WORK/standby" -R -X stream -c fast
-"${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/standby" -l "$WORK/standby.log" -w -o "$(opts "$P2")" start >/dev/null
+"${as_server[@]}" "$BINDIR/pg_ctl" -D "$WORK/standby" -l "$WORK/standby.log" -w -o "$(opts "$P2")" start >/dev/null \
+  || { cat "$WORK/standby.log"; exit 1; }
 for _ in $(seq 100); do
   [ "$(q "$P2" -U ll_admin -d ll -c "SELECT count(*) FROM leaderlock" 2>/dev/null)" = 4 ] && break
   sleep 0.1

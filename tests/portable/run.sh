@@ -63,7 +63,7 @@ if [ "$(id -u)" -eq 0 ]; then
   as_server=(sudo -u postgres env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 fi
 
-PORT=$(python3 "$HERE/free_port.py" "${PORTABLE_TEST_PORT:-56200}")
+PORT=${PORTABLE_TEST_PORT:-$(python3 "$REPO/scripts/free_port.py")}
 
 cleanup() {
   if [ "$KEEP" = 1 ]; then

@@ -36,11 +36,12 @@ test("three replicas, every 300 ms: each due run once, on one of them, terms gro
   const job = fresh("sched-three");
   const stop = new AbortController();
   const ran = [];
-  // a grace of 1.5 s: the run due before the start, looked back at, is not missed while the replicas connect
+  // a grace of 1.5 s: the run due before the start, looked back at, runs unless the replicas take longer to connect
   const replica = (id) => schedule(DSN, job, { every: 300, ttlMs: 3000, misfireGraceMs: 1500, id, signal: stop.signal }, async (run) => {
     ran.push({ id, due: run.due.toISOString(), term: run.term, ours: run.isOurs(), termType: typeof run.term });
     await sleep(50);
   });
+  const started = Date.now();
   const all = Promise.all(["r1", "r2", "r3"].map(replica));
   await sleep(2500);
   stop.abort();
@@ -62,15 +63,21 @@ test("three replicas, every 300 ms: each due run once, on one of them, terms gro
   const finished = table.filter((r) => r.finished);
   // a run under way when the schedule stopped returned after its loss: failed
   const stopped = (r) => r.outcome === "failed" && /^returned after the run was lost: .*the schedule was stopped/.test(r.detail ?? "");
-  assert.deepEqual(finished.map((r) => stopped(r) ? "succeeded" : r.outcome), finished.map(() => "succeeded"));
+  // the instant due before the start, looked back at, is missed when no
+  // replica claimed it within its grace (a loaded host: connecting took
+  // longer); every instant due since the start ran
+  const late = (r) => r.outcome === "missed" && Date.parse(r.due) < started;
+  assert.deepEqual(finished.map((r) => stopped(r) || late(r) ? "succeeded" : r.outcome), finished.map(() => "succeeded"));
   assert.ok(finished.filter(stopped).length <= 3, "only the runs under way at the stop");
+  assert.ok(finished.filter(late).length <= 1, "only the one instant looked back at");
   for (const r of ran) {
     const row = table.find((t) => t.due === r.due);
     assert.ok(row, `no row for ${r.due}`);
     assert.deepEqual([row.holder, row.term, stopped(row) ? "succeeded" : row.outcome, row.attempts],
       [r.id, String(r.term), "succeeded", 1]);
   }
-  assert.equal(finished.length, ran.length, "every run that ran is finished, and nothing else is");
+  assert.equal(finished.length - finished.filter(late).length, ran.length,
+    "every run that ran is finished, and nothing else is");
 });
 
 test("a callback that rejects: the run is recorded failed with the error's name and message (at most 1000 bytes of UTF-8); the schedule goes on", async () => {

@@ -208,7 +208,11 @@ class ScheduledRunsTest(unittest.TestCase):
         self.assertGreaterEqual(len(later), 6, ran)
         self.assertEqual(later, sorted(later), f"terms not growing with the due instants: {sorted(ran)}")
         table = runs_of(self.job)
-        self.assertEqual(set(table), set(dues))
+        # An instant due before the start, looked back at, is missed when no
+        # replica claimed it within its grace (a loaded host: connecting took
+        # longer); every instant due since the start ran.
+        late = {due for due, row in table.items() if row[2] == "missed" and due < began}
+        self.assertEqual(set(table) - late, set(dues))
         for due, term, me in ran:
             self.assertEqual(table[due], (me, term, "succeeded", None), due)
 
