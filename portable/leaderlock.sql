@@ -3983,7 +3983,7 @@ DECLARE
     v_pro timestamptz := @extschema@._le_promoted_at();
 BEGIN
     PERFORM @extschema@._le_act_as(p_caller);
-    IF p_try > 4 OR NOT (
+    IF p_try NOT BETWEEN 1 AND 4 OR NOT (
         EXISTS (SELECT 1 FROM @extschema@.leaderlock l
                  WHERE l.key = p_key AND l.holder = p_id
                    AND CASE WHEN l.session IS NULL THEN GREATEST(l.expires_at, v_pro + l.ttl)
@@ -6513,7 +6513,9 @@ BEGIN
     PERFORM @extschema@._le_value($5);
     PERFORM @extschema@._le_slots($6);
     FOR n IN 0..4 LOOP   -- a holder's renewal, past a rival's lost race (_le_again)
-        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), NULL::bigint, n);
+        IF n > 0 THEN   -- (IF: an AND's order is not guaranteed)
+            EXIT WHEN NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), NULL::bigint, n);
+        END IF;
         v_caller := @extschema@._le_caller();
         v_outcome := (SELECT a.o_outcome
                         FROM @extschema@._le_attempt($1, $2, v_ttl, $5, v_caller, NULL::bigint, $6) a);
@@ -6706,7 +6708,9 @@ BEGIN
     PERFORM @extschema@._le_name('id'::text, $2);
     v_ttl := @extschema@._le_ttl($3, false);
     FOR n IN 0..4 LOOP   -- past a rival's lost race (_le_again)
-        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), $4, n);
+        IF n > 0 THEN   -- (IF: an AND's order is not guaranteed)
+            EXIT WHEN NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), $4, n);
+        END IF;
         IF @extschema@._le_renew($1, $2, v_ttl, @extschema@._le_caller(), $4) THEN
             RETURN true;
         END IF;
@@ -6724,7 +6728,9 @@ BEGIN
     PERFORM @extschema@._le_name('key'::text, $1);
     PERFORM @extschema@._le_name('id'::text, $2);
     FOR n IN 0..4 LOOP   -- past a rival's lost race (_le_again)
-        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), $3, n);
+        IF n > 0 THEN   -- (IF: an AND's order is not guaranteed)
+            EXIT WHEN NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), $3, n);
+        END IF;
         IF @extschema@._le_release($1, $2, @extschema@._le_caller(), $3) THEN
             RETURN true;
         END IF;
@@ -6765,7 +6771,9 @@ BEGIN
     PERFORM @extschema@._le_name('id'::text, $2);
     PERFORM @extschema@._le_value($3);
     FOR n IN 0..4 LOOP   -- past a rival's lost race (_le_again)
-        EXIT WHEN n > 0 AND NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), NULL::bigint, n);
+        IF n > 0 THEN   -- (IF: an AND's order is not guaranteed)
+            EXIT WHEN NOT @extschema@._le_again($1, $2, @extschema@._le_caller(), NULL::bigint, n);
+        END IF;
         IF @extschema@._le_proclaim($1, $2, $3, @extschema@._le_caller()) THEN
             RETURN true;
         END IF;
