@@ -183,9 +183,19 @@ start_cluster() {
   as_postgres "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null
 }
 
+# Whether DIR's postmaster.pid names DIR's running postmaster (its working
+# directory): one killed with SIGKILL leaves the file behind, and its pid
+# may be another process's now (pid_max 32768), which pg_ctl stop would
+# signal.
+live_postmaster() {
+  local dir=$1 pid
+  pid=$(head -n1 "$dir/postmaster.pid" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ "$(readlink -f "/proc/$pid/cwd" 2>/dev/null)" = "$(readlink -f "$dir")" ]
+}
+
 stop_cluster() {
   local dir=$1 mode=${2:-fast}
-  if [ -f "$dir/postmaster.pid" ]; then
+  if live_postmaster "$dir"; then
     as_postgres "$PG_BIN/pg_ctl" -D "$dir" -m "$mode" -w -t 60 stop >/dev/null 2>&1 || true
   fi
 }

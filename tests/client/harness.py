@@ -203,6 +203,22 @@ def free_port():
     return module.free_port(HOST)
 
 
+def live_postmaster(pgdata):
+    """The pid in `pgdata`'s postmaster.pid if that process is the
+    postmaster of `pgdata` (its working directory), else None. A postmaster
+    killed with SIGKILL leaves its postmaster.pid behind, and pids are
+    reused (pid_max is 32768 here): a signal sent to that pid later, by
+    pg_ctl stop or by a test, would kill whatever process has it now."""
+    try:
+        with open(os.path.join(pgdata, "postmaster.pid")) as f:
+            pid = int(f.readline())
+        if os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == os.path.realpath(pgdata):
+            return pid
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 class Cluster:
     """A PostgreSQL cluster run as the postgres user, with leaderlock
     preloaded; the main test cluster, or one a test makes (a standby)."""
@@ -244,8 +260,9 @@ class Cluster:
     def remove(self):
         """Stops this cluster (immediately) and deletes its directory."""
         import shutil
-        if os.path.exists(os.path.join(self.pgdata, "postmaster.pid")):
-            # (no error when its postmaster was killed and never restarted)
+        if live_postmaster(self.pgdata):
+            # (none when its postmaster was killed and never restarted: its
+            # stale pid may be another process's now)
             as_postgres(f"{PG_BIN}/pg_ctl", "-D", self.pgdata, "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.pgdata, ignore_errors=True)
 

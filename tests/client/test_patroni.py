@@ -19,7 +19,8 @@ import time
 import unittest
 import urllib.request
 
-from harness import AS_SERVER_USER, PG_MAJOR, WORK, connect, free_port, give_to_server, one, wait_for
+from harness import (AS_SERVER_USER, PG_MAJOR, WORK, connect, free_port, give_to_server, live_postmaster, one,
+                     wait_for)
 from test_cli import CHILD, assert_never_two, records, tenures
 
 CLI = os.environ.get("LEADERLOCK_CLI", "")
@@ -144,10 +145,8 @@ class PatroniTest(unittest.TestCase):
         if proc and proc.poll() is None:
             subprocess.run(["pkill", "-KILL", "-f", f"patroni {cls.nodes[name]['yml']}"], check=False)
             proc.wait()
-        pid_file = f"{cls.dir}/{name}/postmaster.pid"
-        if os.path.exists(pid_file):
-            with open(pid_file) as f:
-                pid = int(f.readline())
+        pid = live_postmaster(f"{cls.dir}/{name}")  # (not a stale pid: another process's now)
+        if pid:
             subprocess.run(["pkill", "-KILL", "-P", str(pid)], check=False)
             try:
                 os.kill(pid, signal.SIGKILL)
