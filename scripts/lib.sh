@@ -108,8 +108,9 @@ build_cli() {
   (cd "$REPO_ROOT" && cargo build -q --locked --profile cli -p leaderlock-cli)
 }
 
-# A TCP port nobody listens on.
-free_port() {  # never an ephemeral port (scripts/free_port.py says why)
+# A TCP port for a test server to listen on, never an ephemeral one
+# (scripts/free_port.py says why).
+free_port() {
   python3 "$REPO_ROOT/scripts/free_port.py"
 }
 

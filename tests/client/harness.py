@@ -8,12 +8,16 @@ import json
 import os
 import select
 import subprocess
+import sys
 import time
 import unittest
 from datetime import datetime, timezone
 
 import psycopg2
 import psycopg2.extensions
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from free_port import free_port  # noqa: E402,F401 (for the tests; never an ephemeral port: it says why)
 
 HOST = "127.0.0.1"
 PORT = int(os.environ.get("LEADERLOCK_PORT", "55432"))
@@ -190,17 +194,6 @@ def as_postgres(*cmd, check=True, capture=False):
                           check=check,
                           stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
                           stderr=subprocess.STDOUT if capture else None, text=True)
-
-
-def free_port():
-    """A port for a server to listen on, never an ephemeral one
-    (scripts/free_port.py says why)."""
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "free_port.py")
-    spec = importlib.util.spec_from_file_location("free_port", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.free_port(HOST)
 
 
 def live_postmaster(pgdata):
